@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Install Hermes Agent (pinned) into examples/hermes/.venv for the chaosrun driver.
+# Idempotent: does nothing when the venv already holds the pinned version.
+set -euo pipefail
+
+HERMES_VERSION="0.19.0"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+VENV="$HERE/.venv"
+PY="${PYTHON:-python3}"
+
+if ! command -v "$PY" >/dev/null 2>&1; then
+    echo "setup.sh: '$PY' not found; install Python 3.11 or set PYTHON=/path/to/python3.11" >&2
+    exit 1
+fi
+
+installed_version() {
+    "$VENV/bin/python" - <<'PYEOF' 2>/dev/null || true
+import importlib.metadata as m
+try:
+    print(m.version("hermes-agent"))
+except m.PackageNotFoundError:
+    pass
+PYEOF
+}
+
+if [ -x "$VENV/bin/python" ]; then
+    have="$(installed_version)"
+    if [ "$have" = "$HERMES_VERSION" ]; then
+        echo "setup.sh: $VENV already has hermes-agent==$HERMES_VERSION; nothing to do"
+        exit 0
+    fi
+    echo "setup.sh: $VENV exists (hermes-agent: ${have:-not installed}); installing $HERMES_VERSION"
+else
+    echo "setup.sh: creating venv $VENV with $("$PY" --version 2>&1)"
+    if ! "$PY" -m venv "$VENV"; then
+        echo "setup.sh: '$PY -m venv' failed (on Debian/Ubuntu: apt-get install python3-venv)" >&2
+        exit 1
+    fi
+fi
+
+echo "setup.sh: pip install hermes-agent==$HERMES_VERSION"
+if ! "$VENV/bin/python" -m pip install --disable-pip-version-check "hermes-agent==$HERMES_VERSION"; then
+    echo "setup.sh: pip could not install hermes-agent==$HERMES_VERSION (see pip's output above);" \
+         "fix the index/network and re-run $0" >&2
+    exit 1
+fi
+
+have="$(installed_version)"
+if [ "$have" != "$HERMES_VERSION" ]; then
+    echo "setup.sh: after install the venv reports hermes-agent '${have:-missing}', expected $HERMES_VERSION" >&2
+    exit 1
+fi
+echo "setup.sh: done; hermes-agent==$HERMES_VERSION is in $VENV"
+echo "setup.sh: run it with: chaosrun --agent $HERE/hermes scenarios.yaml"

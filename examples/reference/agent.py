@@ -1,0 +1,1006 @@
+#!/usr/bin/env python3
+"""chaosrun reference agent: a small but real LLM agent loop (Python 3.11, stdlib only).
+
+chaosrun spawns this process, points it at a fault-injecting OpenAI-compatible
+provider and judges it from the outside. It is the agent chaosrun ships with: it
+passes every seed scenario, and each ``--bug NAME`` option re-introduces exactly
+one classic liveness bug so chaosrun's own tests can prove the oracle catches it.
+
+What it does
+  * Speaks the chaosrun driver protocol: ``agent.py [--bug NAME]... SPEC_PATH``;
+    one JSON event per ``CHAOS `` line on stdout; ``interrupt`` lines on stdin
+    interrupt the running turn as Ctrl+C would. Logs go to stderr.
+  * Reads its config from ``$HOME/.refagent/config.json`` (base_url, model,
+    stale_timeout, request_timeout, api_max_retries, max_turns, tool_timeout).
+  * Runs a tool loop against ``POST {base_url}/chat/completions`` with SSE
+    streaming over ``http.client``: the request timeout bounds connect+headers,
+    the stale timeout bounds the gap between body bytes; 429/5xx/garbage/stale/
+    dropped streams are retried with capped exponential backoff, other 4xx never.
+  * Offers one tool, ``shell`` (``bash -c`` in its own process group, stdin from
+    /dev/null, output capped at 50,000 chars, timeout kills the group;
+    ``background: true`` starts a registered job).
+  * Keeps a cross-turn breaker: a turn that failed only on stale streams makes
+    the next turn be refused without calling the provider (then half-opens).
+  * Persists every message to SQLite (``$HOME/.refagent/state.db``, WAL).
+  * On close kills background jobs and, as a child subreaper, every remaining
+    descendant (including ``setsid`` escapees), then prints ``closed``, exits 0.
+
+Bugs (``--bug NAME``): retry_storm, retry_400, no_stale_timeout,
+leaked_background, lost_parallel_result, wedged_after_interrupt, stdin_open,
+huge_output_whole, corrupt_store.
+"""
+
+import ctypes
+import http.client
+import json
+import os
+import secrets
+import select
+import signal
+import socket
+import sqlite3
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import urllib.parse
+
+KNOWN_BUGS = {
+    "retry_storm": "transient errors retried 60 times with no backoff",
+    "retry_400": "HTTP 400 treated as transient",
+    "no_stale_timeout": "no stale timeout while streaming",
+    "leaked_background": "close leaves background jobs and descendants running",
+    "lost_parallel_result": "every result of a parallel batch carries the first call's output",
+    "wedged_after_interrupt": "the interrupt flag is never cleared",
+    "stdin_open": "tools inherit the agent's stdin",
+    "huge_output_whole": "tool output is not capped",
+    "corrupt_store": "state.db is corrupted at close",
+}
+
+OUTPUT_CAP = 50_000          # chars of tool output kept (bytes read, decoded)
+PERSIST_CAP = 1_000_000      # hard cap on one persisted content
+RETRY_AFTER_CAP = 5.0
+BACKOFF_START = 0.2
+BACKOFF_CAP = 2.0
+PR_SET_CHILD_SUBREAPER = 36
+INTERRUPTED_FINAL = "interrupted by user"
+BREAKER_FINAL = "refused: provider circuit open after repeated stale streams"
+SYSTEM_PROMPT = ("You are a small command-line agent. Use the shell tool to run commands "
+                 "in the working directory when that helps; answer concisely.")
+
+SHELL_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "shell",
+        "description": "Run a bash command in the working directory and return its output.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The bash command to run."},
+                "timeout": {"type": "number", "description": "Seconds before the command is killed."},
+                "background": {"type": "boolean",
+                               "description": "Start the command as a background job and return at once."},
+            },
+            "required": ["command"],
+        },
+    },
+}
+
+
+def log(msg):
+    try:
+        sys.stderr.write(f"[refagent {time.strftime('%H:%M:%S')}] {msg}\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+def fmt_num(x):
+    return "%g" % x
+
+
+_emit_lock = threading.Lock()
+
+
+def emit(ev):
+    line = "CHAOS " + json.dumps(ev) + "\n"
+    with _emit_lock:
+        try:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+        except Exception:
+            pass
+
+
+class Interrupted(Exception):
+    pass
+
+
+class ProviderError(Exception):
+    """One failed model-call attempt. kind: stale, dropped, garbage, timeout, connect, http."""
+
+    def __init__(self, kind, transient, msg, retry_after=None):
+        super().__init__(msg)
+        self.kind = kind
+        self.transient = transient
+        self.msg = msg
+        self.retry_after = retry_after
+
+
+class TurnFailed(Exception):
+    def __init__(self, msg, all_stale):
+        super().__init__(msg)
+        self.msg = msg
+        self.all_stale = all_stale
+
+
+# ---------------------------------------------------------------- process tree
+
+def proc_table(with_pgrp=False):
+    """{pid: (ppid, state)} (or (ppid, state, pgrp)) for every process in /proc."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        rest = data[data.rfind(b")") + 2:].split()
+        if len(rest) < 2:
+            continue
+        try:
+            entry = (int(rest[1]), rest[0].decode())
+            table[int(name)] = entry + (int(rest[2]),) if with_pgrp else entry
+        except (ValueError, IndexError):
+            continue
+    return table
+
+
+def descendants_of(root, table):
+    children = {}
+    for pid, entry in table.items():
+        children.setdefault(entry[0], []).append(pid)
+    out, stack = [], [root]
+    while stack:
+        for c in children.get(stack.pop(), []):
+            out.append(c)
+            stack.append(c)
+    return out
+
+
+def reap_all():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def killpg_quiet(pgid, sig):
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+# ---------------------------------------------------------------- store
+
+class Store:
+    """SQLite message store, one row per message, written as it happens."""
+
+    def __init__(self, path, cap=PERSIST_CAP):
+        self.path = path
+        self.cap = cap       # None: persist contents whole (bug huge_output_whole)
+        self.lock = threading.Lock()
+        self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS messages("
+            " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+            " session_id TEXT NOT NULL,"
+            " role TEXT NOT NULL,"
+            " content TEXT,"
+            " tool_call_id TEXT,"
+            " tool_calls TEXT,"
+            " active INTEGER NOT NULL DEFAULT 1,"
+            " created_at REAL)")
+        self.db.execute("CREATE INDEX IF NOT EXISTS messages_session ON messages(session_id, id)")
+        self.db.execute("CREATE INDEX IF NOT EXISTS messages_created_at ON messages(created_at)")
+
+    def load(self, session_id):
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT role, content, tool_call_id, tool_calls FROM messages"
+                " WHERE session_id = ? AND active = 1 ORDER BY id", (session_id,)).fetchall()
+        msgs = []
+        for role, content, tool_call_id, tool_calls in rows:
+            m = {"role": role, "content": content}
+            if tool_call_id is not None:
+                m["tool_call_id"] = tool_call_id
+            if tool_calls:
+                try:
+                    m["tool_calls"] = json.loads(tool_calls)
+                except ValueError:
+                    pass
+            msgs.append(m)
+        return msgs
+
+    def add(self, session_id, msg):
+        content = msg.get("content")
+        if self.cap is not None and isinstance(content, str) and len(content) > self.cap:
+            content = content[:self.cap - 100] + "\n[truncated for storage]"
+        tool_calls = msg.get("tool_calls")
+        with self.lock:
+            self.db.execute(
+                "INSERT INTO messages(session_id, role, content, tool_call_id, tool_calls, active, created_at)"
+                " VALUES (?, ?, ?, ?, ?, 1, ?)",
+                (session_id, msg["role"], content, msg.get("tool_call_id"),
+                 json.dumps(tool_calls) if tool_calls else None, time.time()))
+
+    def index_root(self, name):
+        with self.lock:
+            row = self.db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (name,)).fetchone()
+        return row[0] if row else None
+
+    def close(self):
+        with self.lock:
+            try:
+                self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as e:
+                log(f"checkpoint failed: {e}")
+            self.db.close()
+
+
+def corrupt_db_file(path, root_page):
+    """--bug corrupt_store: damage state.db behind SQLite's back, after close.
+
+    The target is the ``messages_created_at`` index, which the messages query
+    never uses: the 8-byte key of every cell of that b-tree is overwritten, so
+    the messages query still works while ``PRAGMA integrity_check`` reports
+    rows missing from the index. If the index cannot be walked, 64 bytes of the
+    cell area of page 2 are overwritten instead."""
+    with open(path, "r+b") as f:
+        header = f.read(100)
+        page_size = int.from_bytes(header[16:18], "big")
+        if page_size == 1:
+            page_size = 65536
+        pages = os.fstat(f.fileno()).st_size // page_size
+        if pages < 3:
+            log(f"corrupt_store: state.db has only {pages} pages")
+        hit, seen, stack = 0, set(), [root_page] if root_page else []
+        while stack:
+            pg = stack.pop()
+            if pg in seen or not 1 < pg <= pages:
+                continue
+            seen.add(pg)
+            base = page_size * (pg - 1)
+            f.seek(base)
+            page = bytearray(f.read(page_size))
+            kind = page[0]
+            if kind not in (0x02, 0x0A):          # interior / leaf index page
+                continue
+            hdr = 12 if kind == 0x02 else 8
+            if kind == 0x02:
+                stack.append(int.from_bytes(page[8:12], "big"))
+            for k in range(int.from_bytes(page[3:5], "big")):
+                c = int.from_bytes(page[hdr + 2 * k:hdr + 2 * k + 2], "big")
+                if kind == 0x02:
+                    stack.append(int.from_bytes(page[c:c + 4], "big"))
+                    c += 4
+                if c + 12 > page_size or page[c] >= 0x80:
+                    continue
+                rec = c + 1                        # record: header size 3, REAL, rowid
+                if page[rec] == 3 and page[rec + 1] == 7:
+                    page[rec + 3:rec + 11] = struct.pack(">d", -1.0)
+                    hit += 1
+            f.seek(base)
+            f.write(page)
+        if not hit:
+            base = page_size
+            f.seek(base)
+            ph = f.read(8)
+            start = int.from_bytes(ph[5:7], "big") or 65536
+            f.seek(base + max(8, min(start, page_size - 64)))
+            f.write(bytes((0xA5 ^ i) & 0xFF for i in range(64)))
+        f.flush()
+        os.fsync(f.fileno())
+    log(f"corrupt_store: damaged {hit} index cells" if hit else "corrupt_store: overwrote 64 bytes of page 2")
+
+
+# ---------------------------------------------------------------- turn control
+
+class TurnControl:
+    """The interrupt flag and the in-flight socket, shared with the stdin thread."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.event = threading.Event()
+        self.active = False
+        self.sock = None
+
+    def begin(self):
+        with self.lock:
+            self.active = True
+
+    def end(self, clear):
+        with self.lock:
+            self.active = False
+            self.sock = None
+            if clear:
+                self.event.clear()
+
+    def interrupted(self):
+        return self.event.is_set()
+
+    def interrupt(self):
+        with self.lock:
+            if not self.active:
+                log("interrupt between turns: ignored")
+                return
+            self.event.set()
+            # Shut the in-flight socket down (never close it: the worker owns the
+            # descriptor). Under the lock, so the worker cannot close it meanwhile.
+            if self.sock is not None:
+                try:
+                    self.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        log("interrupt received")
+
+    def set_sock(self, sock):
+        """Register the in-flight socket; True if an interrupt is already pending."""
+        with self.lock:
+            self.sock = sock
+            return self.event.is_set()
+
+
+# ---------------------------------------------------------------- agent
+
+class Agent:
+    def __init__(self, cfg, spec, bugs, home):
+        self.bugs = bugs
+        self.home = home
+        self.session_id = str(spec.get("session_id") or "default")
+        self.workdir = spec.get("workdir") or os.getcwd()
+        self.model = cfg.get("model", "gpt-4o-mini")
+        self.api_key = cfg.get("api_key", "chaosrun")
+        self.stale_timeout = float(cfg.get("stale_timeout", 30))
+        self.request_timeout = float(cfg.get("request_timeout", 60))
+        self.api_max_retries = int(cfg.get("api_max_retries", 2))
+        self.max_turns = int(cfg.get("max_turns", 8))
+        self.tool_timeout = float(cfg.get("tool_timeout", 60))
+        url = urllib.parse.urlsplit(cfg["base_url"].rstrip("/"))
+        self.https = url.scheme == "https"
+        self.host = url.hostname or "127.0.0.1"
+        self.port = url.port or (443 if self.https else 80)
+        self.path = (url.path or "") + "/chat/completions"
+        self.ctl = TurnControl()
+        self.breaker_open = False
+        self.spawn_lock = threading.Lock()
+        self.fg_pids = set()
+        self.bg_jobs = []    # (id, pid)
+        state_dir = os.path.join(home, ".refagent")
+        os.makedirs(state_dir, exist_ok=True)
+        self.bg_dir = os.path.join(state_dir, "bg")
+        self.store = Store(os.path.join(state_dir, "state.db"),
+                           cap=None if self.bug("huge_output_whole") else PERSIST_CAP)
+        self.history = self.store.load(self.session_id)
+        self._repair_history()
+
+    def bug(self, name):
+        return name in self.bugs
+
+    def _repair_history(self):
+        """A previous process killed mid-batch may have left tool calls unanswered."""
+        for idx in range(len(self.history) - 1, -1, -1):
+            m = self.history[idx]
+            if m["role"] == "assistant" and m.get("tool_calls"):
+                answered = {x.get("tool_call_id") for x in self.history[idx + 1:] if x["role"] == "tool"}
+                for tc in m["tool_calls"]:
+                    if tc.get("id") not in answered:
+                        self._append({"role": "tool", "tool_call_id": tc.get("id"), "content": "interrupted"})
+                break
+
+    def _append(self, msg):
+        self.history.append(msg)
+        self.store.add(self.session_id, msg)
+
+    # ------------------------------------------------------------ turns
+
+    def run_turn(self, text):
+        self._append({"role": "user", "content": text})
+        if self.breaker_open:
+            self.breaker_open = False   # half-open: the next turn may try again
+            log("breaker open: refusing turn")
+            return dict(failed=True, interrupted=False, completed=False,
+                        final=BREAKER_FINAL, exit_reason="breaker_open")
+        had_success = False
+        rounds = 0
+        try:
+            while True:
+                if self.ctl.interrupted():
+                    raise Interrupted()
+                try:
+                    reply_text, tool_calls = self.call_model()
+                except TurnFailed as f:
+                    if f.all_stale and not had_success:
+                        log("every attempt ended stale: opening breaker")
+                        self.breaker_open = True
+                    return dict(failed=True, interrupted=False, completed=False,
+                                final=f.msg, exit_reason="provider_error")
+                had_success = True
+                if tool_calls:
+                    self._append({"role": "assistant", "content": reply_text or None,
+                                  "tool_calls": tool_calls})
+                    rounds += 1
+                    if self.run_batch(tool_calls):
+                        raise Interrupted()
+                    if rounds >= self.max_turns:
+                        return dict(failed=False, interrupted=False, completed=False,
+                                    final=f"stopped: max turns ({self.max_turns}) reached",
+                                    exit_reason="max_turns")
+                    continue
+                self._append({"role": "assistant", "content": reply_text})
+                return dict(failed=False, interrupted=False, completed=True,
+                            final=reply_text if reply_text.strip() else "(empty answer)",
+                            exit_reason="completed")
+        except Interrupted:
+            return dict(failed=False, interrupted=True, completed=False,
+                        final=INTERRUPTED_FINAL, exit_reason="interrupted")
+
+    def request_messages(self):
+        return [{"role": "system", "content": SYSTEM_PROMPT}] + self.history
+
+    # ------------------------------------------------------------ model calls
+
+    def call_model(self):
+        body = json.dumps({"model": self.model, "messages": self.request_messages(),
+                           "tools": [SHELL_TOOL], "stream": True}).encode()
+        storm = self.bug("retry_storm")
+        max_retries = 60 if storm else self.api_max_retries
+        kinds = []
+        attempt = 0
+        while True:
+            if self.ctl.interrupted():
+                raise Interrupted()
+            try:
+                return self.model_attempt(body)
+            except ProviderError as e:
+                kinds.append(e.kind)
+                log(f"model call attempt {attempt + 1} failed: {e.msg}")
+                if not e.transient:
+                    raise TurnFailed(f"provider error: {e.msg} (not retried)", all_stale=False)
+                if attempt >= max_retries:
+                    raise TurnFailed(f"provider error: {e.msg} after {attempt + 1} attempts",
+                                     all_stale=all(k == "stale" for k in kinds))
+                if storm:
+                    delay = 0.0
+                else:
+                    delay = min(BACKOFF_START * (2 ** attempt), BACKOFF_CAP)
+                    if e.retry_after is not None:
+                        delay = max(delay, min(e.retry_after, RETRY_AFTER_CAP))
+                if delay and self.ctl.event.wait(delay):
+                    raise Interrupted()
+                attempt += 1
+
+    def _connection(self):
+        cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+        return cls(self.host, self.port, timeout=self.request_timeout)
+
+    def model_attempt(self, body):
+        conn = self._connection()
+        try:
+            return self._attempt(conn, body)
+        except Interrupted:
+            raise
+        except ProviderError:
+            if self.ctl.interrupted():
+                raise Interrupted()
+            raise
+        except (OSError, http.client.HTTPException) as e:
+            if self.ctl.interrupted():
+                raise Interrupted()
+            raise ProviderError("connect", True, f"connection error: {e!r}")
+        finally:
+            self.ctl.set_sock(None)
+            try:
+                conn.close()
+            except Exception:
+                pass
+
+    def _attempt(self, conn, body):
+        rt = fmt_num(self.request_timeout)
+        try:
+            conn.connect()
+        except TimeoutError:
+            raise ProviderError("timeout", True, f"timed out connecting ({rt}s)")
+        if self.ctl.set_sock(conn.sock):
+            raise Interrupted()
+        try:
+            conn.request("POST", self.path, body=body, headers={
+                "Content-Type": "application/json", "Accept": "text/event-stream",
+                "Authorization": f"Bearer {self.api_key}"})
+            resp = conn.getresponse()
+        except TimeoutError:
+            raise ProviderError("timeout", True, f"no response headers within {rt}s")
+        status = resp.status
+        if status != 200:
+            retry_after = None
+            ra = resp.getheader("Retry-After")
+            if ra:
+                try:
+                    retry_after = max(0.0, float(ra))
+                except ValueError:
+                    pass
+            try:
+                conn.sock.settimeout(min(self.request_timeout, 5.0))
+                detail = resp.read(65536).decode("utf-8", "replace")
+            except Exception:
+                detail = ""
+            msg = f"HTTP {status}"
+            try:
+                err = json.loads(detail).get("error")
+                if isinstance(err, dict) and err.get("message"):
+                    msg += f": {err['message']}"
+            except Exception:
+                if detail.strip():
+                    msg += f": {detail.strip()[:200]}"
+            transient = status == 429 or status >= 500 or not (400 <= status < 500)
+            if status == 400 and self.bug("retry_400"):
+                transient = True
+            raise ProviderError("http", transient, msg, retry_after)
+        # Streaming: every gap between body bytes is bounded by the stale timeout.
+        read_timeout = self.request_timeout if self.bug("no_stale_timeout") else self.stale_timeout
+        conn.sock.settimeout(read_timeout)
+        ctype = (resp.getheader("Content-Type") or "").lower()
+        if "text/event-stream" in ctype:
+            return self._read_sse(resp, read_timeout)
+        return self._read_json(resp, read_timeout)
+
+    def _read_chunk(self, resp, read_timeout, finished):
+        """One read of the body; None at a clean end. Raises ProviderError."""
+        try:
+            data = resp.read1(65536)
+        except TimeoutError:
+            if finished:
+                return None
+            raise ProviderError("stale", True, f"stale stream: no data for {fmt_num(read_timeout)}s")
+        except (OSError, http.client.HTTPException) as e:
+            if self.ctl.interrupted():
+                raise Interrupted()
+            if finished:
+                return None
+            raise ProviderError("dropped", True, f"stream dropped: {e!r}")
+        if not data:
+            if self.ctl.interrupted():
+                raise Interrupted()
+            return None
+        return data
+
+    def _read_sse(self, resp, read_timeout):
+        text, calls = [], {}
+        finished = False
+        buf = b""
+        while True:
+            data = self._read_chunk(resp, read_timeout, finished)
+            if data is None:
+                if finished:
+                    break
+                raise ProviderError("dropped", True, "stream ended before it finished")
+            buf += data
+            if len(buf) > 16_000_000:
+                raise ProviderError("garbage", True, "garbage stream: line too long")
+            done = False
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                line = line.rstrip(b"\r")
+                if not line.startswith(b"data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == b"[DONE]":
+                    done = True
+                    break
+                try:
+                    obj = json.loads(payload)
+                except ValueError:
+                    raise ProviderError("garbage", True, f"garbage stream: {payload[:80]!r}")
+                if not isinstance(obj, dict):
+                    raise ProviderError("garbage", True, f"garbage stream: {payload[:80]!r}")
+                if obj.get("error"):
+                    raise ProviderError("http", True, f"error in stream: {json.dumps(obj['error'])[:200]}")
+                for ch in obj.get("choices") or []:
+                    if not isinstance(ch, dict):
+                        continue
+                    delta = ch.get("delta") or {}
+                    if isinstance(delta.get("content"), str):
+                        text.append(delta["content"])
+                    for tc in delta.get("tool_calls") or []:
+                        self._merge_tool_call(calls, tc)
+                    if ch.get("finish_reason"):
+                        finished = True
+            if done:
+                break
+        return "".join(text), self._tool_call_list(calls)
+
+    @staticmethod
+    def _merge_tool_call(calls, tc):
+        if not isinstance(tc, dict):
+            return
+        idx = tc.get("index")
+        if not isinstance(idx, int):
+            if tc.get("id") and all(c["id"] != tc["id"] for c in calls.values()):
+                idx = len(calls)
+            else:
+                idx = max(calls) if calls else 0
+        c = calls.setdefault(idx, {"id": "", "name": "", "arguments": ""})
+        if tc.get("id"):
+            c["id"] = tc["id"]
+        fn = tc.get("function") or {}
+        if isinstance(fn.get("name"), str):
+            c["name"] += fn["name"]
+        args = fn.get("arguments")
+        if isinstance(args, str):
+            c["arguments"] += args
+        elif args is not None:
+            c["arguments"] += json.dumps(args)
+
+    @staticmethod
+    def _tool_call_list(calls):
+        out = []
+        for idx in sorted(calls):
+            c = calls[idx]
+            out.append({"id": c["id"] or f"call_{secrets.token_hex(8)}", "type": "function",
+                        "function": {"name": c["name"], "arguments": c["arguments"]}})
+        return out
+
+    def _read_json(self, resp, read_timeout):
+        """A non-streaming 200: a whole chat.completion object, or garbage."""
+        chunks, total = [], 0
+        while True:
+            data = self._read_chunk(resp, read_timeout, False)
+            if data is None:
+                break
+            chunks.append(data)
+            total += len(data)
+            if total > 16_000_000:
+                raise ProviderError("garbage", True, "garbage body: too large")
+        raw = b"".join(chunks)
+        try:
+            obj = json.loads(raw)
+            msg = obj["choices"][0]["message"]
+            calls = {}
+            for i, tc in enumerate(msg.get("tool_calls") or []):
+                tc = dict(tc)
+                tc.setdefault("index", i)
+                self._merge_tool_call(calls, tc)
+            return msg.get("content") or "", self._tool_call_list(calls)
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            raise ProviderError("garbage", True, f"garbage body: {raw[:80]!r}")
+
+    # ------------------------------------------------------------ tools
+
+    def run_batch(self, tool_calls):
+        """Run every call of a batch, answering each id. True if interrupted."""
+        answered = 0
+        interrupted = False
+        first_output = None
+        try:
+            for i, tc in enumerate(tool_calls):
+                if self.ctl.interrupted():
+                    interrupted = True
+                    break
+                out, intr = self.execute_tool(tc)
+                if i == 0:
+                    first_output = out
+                elif self.bug("lost_parallel_result") and len(tool_calls) >= 2:
+                    out = first_output
+                self._append({"role": "tool", "tool_call_id": tc["id"], "content": out})
+                answered += 1
+                if intr:
+                    interrupted = True
+                    break
+        finally:
+            for tc in tool_calls[answered:]:
+                self._append({"role": "tool", "tool_call_id": tc["id"], "content": "interrupted"})
+        return interrupted or self.ctl.interrupted()
+
+    def execute_tool(self, tc):
+        name = tc["function"].get("name") or ""
+        raw = tc["function"].get("arguments") or ""
+        if name != "shell":
+            return f"error: unknown tool {name}", False
+        try:
+            args = json.loads(raw) if raw.strip() else {}
+        except ValueError as e:
+            return f"error: invalid JSON arguments: {e}", False
+        if not isinstance(args, dict):
+            return "error: invalid JSON arguments: expected a JSON object", False
+        command = args.get("command")
+        if not isinstance(command, str) or not command.strip():
+            return "error: missing required argument 'command'", False
+        timeout = args.get("timeout")
+        if timeout is None:
+            timeout = self.tool_timeout
+        elif isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            return "error: 'timeout' must be a positive number of seconds", False
+        background = args.get("background") in (True, "true", "True", 1)
+        log(f"tool shell: {command[:120]!r} (timeout {fmt_num(timeout)}s, background {background})")
+        try:
+            if background:
+                return self.start_background(command), False
+            return self.run_foreground(command, float(timeout))
+        except OSError as e:
+            return f"error: could not run command: {e}", False
+
+    def _stdin(self):
+        return None if self.bug("stdin_open") else subprocess.DEVNULL
+
+    def run_foreground(self, command, timeout):
+        with self.spawn_lock:
+            proc = subprocess.Popen(["bash", "-c", command], cwd=self.workdir, stdin=self._stdin(),
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            self.fg_pids.add(proc.pid)
+        pgid = proc.pid
+        fd = proc.stdout.fileno()
+        cap = None if self.bug("huge_output_whole") else OUTPUT_CAP
+        kept = bytearray()
+        total = 0
+        eof = False
+        exited_at = None
+        outcome = "done"
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                if not eof:
+                    ready, _, _ = select.select([fd], [], [], 0.05)
+                    if ready:
+                        data = os.read(fd, 65536)
+                        if not data:
+                            eof = True
+                        else:
+                            total += len(data)
+                            if cap is None:
+                                kept += data
+                            elif len(kept) < cap:
+                                kept += data[:cap - len(kept)]
+                else:
+                    time.sleep(0.02)
+                if proc.poll() is not None:
+                    if eof:
+                        break
+                    now = time.monotonic()
+                    if exited_at is None:
+                        exited_at = now
+                    elif now - exited_at > 0.5:
+                        break   # leftovers of the group still hold the pipe; they are killed below
+                if self.ctl.interrupted():
+                    outcome = "interrupted"
+                    killpg_quiet(pgid, signal.SIGTERM)
+                    end = time.monotonic() + 0.5
+                    while proc.poll() is None and time.monotonic() < end:
+                        time.sleep(0.02)
+                    break
+                if time.monotonic() > deadline:
+                    outcome = "timeout"
+                    break
+        finally:
+            # A foreground command leaves nothing behind: its whole group goes.
+            killpg_quiet(pgid, signal.SIGKILL)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                log(f"tool process {proc.pid} did not die")
+            proc.stdout.close()
+            with self.spawn_lock:
+                self.fg_pids.discard(proc.pid)
+            self.wait_group_gone(pgid)
+        out = kept.decode("utf-8", "replace")
+        if total > len(kept):
+            out += f"\n[output truncated: {total} bytes total]"
+        if outcome == "timeout":
+            return f"error: command timed out after {fmt_num(timeout)}s" + (f"\n{out}" if out else ""), False
+        if outcome == "interrupted":
+            return "interrupted" + (f"\n{out}" if out else ""), True
+        rc = proc.returncode
+        if rc:
+            out += ("\n" if out else "") + f"exit code {rc}"
+        return out if out else "(no output)", False
+
+    def start_background(self, command):
+        os.makedirs(self.bg_dir, exist_ok=True)
+        job_id = "proc_" + secrets.token_hex(6)
+        with open(os.path.join(self.bg_dir, job_id + ".log"), "wb") as logf:
+            with self.spawn_lock:
+                proc = subprocess.Popen(["bash", "-c", command], cwd=self.workdir, stdin=self._stdin(),
+                                        stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+        self.bg_jobs.append((job_id, proc.pid))
+        log(f"background job {job_id} pid {proc.pid}")
+        return json.dumps({"status": "started", "pid": proc.pid, "id": job_id})
+
+    # ------------------------------------------------------------ hygiene
+
+    def reap_orphans(self):
+        """Reap zombie children that are not a running foreground tool."""
+        me = os.getpid()
+        with self.spawn_lock:
+            for pid, (ppid, state) in proc_table().items():
+                if ppid == me and state == "Z" and pid not in self.fg_pids:
+                    try:
+                        os.waitpid(pid, os.WNOHANG)
+                    except ChildProcessError:
+                        pass
+
+    def wait_group_gone(self, pgid, budget=2.0):
+        """SIGKILL a tool's process group until no live member is left."""
+        end = time.monotonic() + budget
+        while True:
+            live = [pid for pid, (_pp, state, pg) in proc_table(with_pgrp=True).items()
+                    if pg == pgid and state not in ("Z", "X")]
+            if not live:
+                break
+            if time.monotonic() > end:
+                log(f"process group {pgid} still has {live}")
+                break
+            killpg_quiet(pgid, signal.SIGKILL)
+            time.sleep(0.01)
+        self.reap_orphans()
+
+    def kill_descendants(self, budget=5.0):
+        me = os.getpid()
+        end = time.monotonic() + budget
+        while True:
+            reap_all()
+            left = descendants_of(me, proc_table())
+            if not left:
+                return True
+            if time.monotonic() > end:
+                log(f"descendants still alive after {budget}s: {left}")
+                return False
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.02)
+
+    def close(self):
+        if self.bug("leaked_background"):
+            log("close: leaving background jobs running (bug leaked_background)")
+            reap_all()
+        else:
+            for job_id, pid in self.bg_jobs:
+                killpg_quiet(pid, signal.SIGKILL)
+            self.kill_descendants()
+        root = self.store.index_root("messages_created_at")
+        self.store.close()
+        if self.bug("corrupt_store"):
+            corrupt_db_file(self.store.path, root)
+
+
+# ---------------------------------------------------------------- main
+
+def parse_args(argv):
+    bugs, rest = set(), []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--bug" and i + 1 < len(argv):
+            bugs.add(argv[i + 1])
+            i += 2
+            continue
+        if a.startswith("--bug="):
+            bugs.add(a[len("--bug="):])
+        else:
+            rest.append(a)
+        i += 1
+    unknown = sorted(b for b in bugs if b not in KNOWN_BUGS)
+    if unknown:
+        sys.stderr.write(f"agent.py: unknown bug {', '.join(unknown)}; known bugs: "
+                         + ", ".join(sorted(KNOWN_BUGS)) + "\n")
+        sys.exit(2)
+    spec_path = rest[-1] if rest else os.environ.get("CHAOS_SPEC")
+    if not spec_path:
+        sys.stderr.write("usage: agent.py [--bug NAME]... SPEC_PATH (or set CHAOS_SPEC)\n")
+        sys.exit(2)
+    return bugs, spec_path
+
+
+def stdin_reader(ctl):
+    buf = b""
+    while True:
+        try:
+            data = os.read(0, 4096)
+        except OSError:
+            return
+        if not data:
+            log("stdin closed (not a reason to exit)")
+            return
+        buf += data
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            if line.strip() == b"interrupt":
+                ctl.interrupt()
+            elif line.strip():
+                log(f"unknown control line ignored: {line.strip()[:80]!r}")
+
+
+def main(argv):
+    bugs, spec_path = parse_args(argv)
+    home = os.environ.get("HOME") or os.path.expanduser("~")
+    try:
+        with open(spec_path) as f:
+            spec = json.load(f)
+        with open(os.path.join(home, ".refagent", "config.json")) as f:
+            cfg = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.stderr.write(f"agent.py: cannot load spec or config: {e}\n")
+        return 2
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            log(f"prctl(PR_SET_CHILD_SUBREAPER) failed: errno {ctypes.get_errno()}")
+    except Exception as e:
+        log(f"subreaper unavailable: {e}")
+
+    agent = Agent(cfg, spec, bugs, home)
+    if bugs:
+        log(f"bugs enabled: {', '.join(sorted(bugs))}")
+
+    def on_sigint(_signum, _frame):
+        agent.ctl.interrupt()
+
+    def on_sigterm(_signum, _frame):
+        log("SIGTERM: killing descendants and exiting")
+        if not agent.bug("leaked_background"):
+            agent.kill_descendants(2.0)
+        os._exit(143)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGTERM, on_sigterm)
+    threading.Thread(target=stdin_reader, args=(agent.ctl,), daemon=True, name="stdin").start()
+
+    turns = spec.get("turns") or []
+    emit({"ev": "ready"})
+    for i, turn in enumerate(turns):
+        text = turn if isinstance(turn, str) else json.dumps(turn)
+        emit({"ev": "turn_start", "i": i})
+        started = time.monotonic()
+        agent.ctl.begin()
+        result = {}
+
+        def work():
+            try:
+                result.update(agent.run_turn(text))
+            except Exception as e:   # never let a bug of ours wedge the driver
+                traceback.print_exc()
+                result.update(failed=True, interrupted=False, completed=False,
+                              final=f"internal error: {e!r}", exit_reason="error")
+
+        worker = threading.Thread(target=work, daemon=True, name=f"turn-{i}")
+        worker.start()
+        last_reap = time.monotonic()
+        while worker.is_alive():
+            worker.join(0.05)
+            if time.monotonic() - last_reap > 0.5:
+                agent.reap_orphans()
+                last_reap = time.monotonic()
+        agent.ctl.end(clear=not agent.bug("wedged_after_interrupt"))
+        log(f"turn {i} ended after {time.monotonic() - started:.2f}s: {result.get('exit_reason')}")
+        emit({"ev": "turn_end", "i": i, **result})
+    agent.close()
+    emit({"ev": "closed"})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

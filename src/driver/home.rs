@@ -1,0 +1,149 @@
+//! One run's directories (a fresh 0700 root holding HOME, the work dir and the
+//! spec file), the profile's home files rendered into HOME, and the argv.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde_json::json;
+
+use crate::profile::Profile;
+use crate::scenarios::Knobs;
+use crate::template::{self, Vars};
+
+/// The directories of one run.
+#[derive(Debug, Clone)]
+pub struct RunDirs {
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub work: PathBuf,
+    pub tmp: PathBuf,
+    pub spec: PathBuf,
+    pub stdout_log: PathBuf,
+    pub stderr_log: PathBuf,
+}
+
+impl RunDirs {
+    /// Create `root` (0700) with `home/`, `home/tmp/` and `work/` inside.
+    pub fn create(root: &Path) -> anyhow::Result<RunDirs> {
+        std::fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
+        let home = root.join("home");
+        let work = root.join("work");
+        let tmp = home.join("tmp");
+        for d in [&home, &work, &tmp] {
+            std::fs::create_dir_all(d)?;
+        }
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700))?;
+        Ok(RunDirs {
+            spec: root.join("spec.json"),
+            stdout_log: root.join("stdout.log"),
+            stderr_log: root.join("stderr.log"),
+            root: root.to_path_buf(),
+            home,
+            work,
+            tmp,
+        })
+    }
+}
+
+/// Everything needed to spawn the agent.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub dirs: RunDirs,
+    pub argv: Vec<String>,
+    /// The profile's env, rendered (chaosrun's fixed variables come on top).
+    pub profile_env: BTreeMap<String, String>,
+    /// The store path, rendered and made absolute, if the profile has one.
+    pub store_path: Option<PathBuf>,
+}
+
+/// Inputs of [`prepare`].
+pub struct Inputs<'a> {
+    pub profile: &'a Profile,
+    pub knobs: &'a Knobs,
+    pub base_url: &'a str,
+    pub tag: &'a str,
+    pub session_id: &'a str,
+    pub turns: &'a [String],
+    pub agent_args: &'a [String],
+}
+
+fn num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+/// The template variables of one run.
+pub fn vars(i: &Inputs<'_>, dirs: &RunDirs) -> Vars {
+    let profile_dir = i
+        .profile
+        .command
+        .last()
+        .and_then(|c| Path::new(c).parent())
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    [
+        ("base_url", i.base_url.to_string()),
+        ("model", i.knobs.model.clone()),
+        ("stale_timeout", num(i.knobs.stale_timeout)),
+        ("request_timeout", num(i.knobs.request_timeout)),
+        ("api_max_retries", i.knobs.api_max_retries.to_string()),
+        ("max_turns", i.knobs.max_turns.to_string()),
+        ("tool_timeout", num(i.knobs.tool_timeout)),
+        ("home", dirs.home.display().to_string()),
+        ("workdir", dirs.work.display().to_string()),
+        ("session_id", i.session_id.to_string()),
+        ("tag", i.tag.to_string()),
+        ("profile_dir", profile_dir),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// Create the run's directories, render home files and the spec.
+pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
+    let dirs = RunDirs::create(root)?;
+    let vars = vars(i, &dirs);
+    let render = |t: &str| template::render(t, &vars).map_err(anyhow::Error::msg);
+    for f in &i.profile.home_files {
+        let path = dirs.home.join(&f.path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, render(&f.template)?)
+            .with_context(|| format!("writing home file {}", path.display()))?;
+    }
+    let spec = json!({
+        "session_id": i.session_id,
+        "turns": i.turns,
+        "workdir": dirs.work,
+        "base_url": i.base_url,
+        "knobs": i.knobs,
+    });
+    std::fs::write(&dirs.spec, serde_json::to_vec_pretty(&spec)?)?;
+    let profile_env = i
+        .profile
+        .env
+        .iter()
+        .map(|(k, v)| Ok((k.clone(), render(v)?)))
+        .collect::<anyhow::Result<BTreeMap<_, _>>>()?;
+    let store_path = match &i.profile.store {
+        Some(s) => Some(dirs.home.join(render(&s.path)?)),
+        None => None,
+    };
+    let mut argv = i.profile.command.clone();
+    argv.extend(i.agent_args.iter().cloned());
+    argv.push(dirs.spec.display().to_string());
+    Ok(Prepared {
+        dirs,
+        argv,
+        profile_env,
+        store_path,
+    })
+}

@@ -1,0 +1,239 @@
+//! The running agent: spawned in its own process group with the hermetic env;
+//! stdout is split into lines, `CHAOS ` lines become events, every byte is kept
+//! in `stdout.log`; stderr goes to `stderr.log`; stdin stays open for control
+//! lines until the process exits.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde::Deserialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{ChildStdin, Command};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::home::Prepared;
+use crate::observe::{Event, TurnEnd};
+
+/// The longest stdout line kept whole; the rest of a longer line is dropped.
+const MAX_LINE: usize = 1 << 20;
+
+/// What the agent said on stdout.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Line {
+    Event(Event),
+}
+
+/// The protocol's events, as the agent writes them.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "ev", rename_all = "snake_case")]
+enum Wire {
+    Ready,
+    TurnStart { i: u64 },
+    TurnEnd(TurnEnd),
+    Closed,
+}
+
+/// Parse one stdout line: `Some` for a `CHAOS ` line (an event or a bad one).
+pub fn parse_line(line: &[u8]) -> Option<Event> {
+    let rest = line.strip_prefix(b"CHAOS ")?;
+    let text = String::from_utf8_lossy(rest);
+    let text = text.trim_end();
+    Some(match serde_json::from_str::<Wire>(text) {
+        Ok(Wire::Ready) => Event::Ready,
+        Ok(Wire::TurnStart { i }) => Event::TurnStart { i },
+        Ok(Wire::TurnEnd(t)) => Event::TurnEnd(t),
+        Ok(Wire::Closed) => Event::Closed,
+        Err(_) => Event::BadEvent {
+            line: text.chars().take(200).collect(),
+        },
+    })
+}
+
+/// How the agent process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exit {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+/// A spawned agent.
+pub struct AgentProcess {
+    exit: watch::Receiver<Option<Exit>>,
+    pid: i32,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::UnboundedReceiver<(Instant, Line)>,
+    other_lines: Arc<AtomicU64>,
+}
+
+impl AgentProcess {
+    /// Spawn `prep.argv` with exactly `env`, cwd the work dir, in a new process
+    /// group (a terminal's Ctrl+C reaches chaosrun, which then cleans up).
+    pub fn spawn(prep: &Prepared, env: &BTreeMap<String, String>) -> anyhow::Result<AgentProcess> {
+        let stderr = std::fs::File::create(&prep.dirs.stderr_log)?;
+        let mut stdout_log = std::fs::File::create(&prep.dirs.stdout_log)?;
+        let mut child = Command::new(&prep.argv[0])
+            .args(&prep.argv[1..])
+            .env_clear()
+            .envs(env)
+            .current_dir(&prep.dirs.work)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr))
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start agent command `{}`", prep.argv[0]))?;
+        let pid = child.id().map(|p| p as i32).unwrap_or(-1);
+        crate::proc_hygiene::own(pid);
+        let stdin = child.stdin.take();
+        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let (tx, lines) = mpsc::unbounded_channel();
+        let other_lines = Arc::new(AtomicU64::new(0));
+        let others = other_lines.clone();
+        tokio::spawn(async move {
+            use std::io::Write;
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut line: Vec<u8> = Vec::new();
+            let mut overlong = false;
+            let on_line = |line: &[u8]| match parse_line(line) {
+                Some(ev) => {
+                    let _ = tx.send((Instant::now(), Line::Event(ev)));
+                }
+                None => {
+                    others.fetch_add(1, Ordering::Relaxed);
+                }
+            };
+            loop {
+                let n = match stdout.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                let _ = stdout_log.write_all(&buf[..n]);
+                for part in buf[..n].split_inclusive(|&b| b == b'\n') {
+                    let complete = part.ends_with(b"\n");
+                    let body = part.strip_suffix(b"\n").unwrap_or(part);
+                    if !overlong {
+                        if line.len() + body.len() > MAX_LINE {
+                            overlong = true;
+                            line.truncate(MAX_LINE.min(line.len()));
+                        } else {
+                            line.extend_from_slice(body);
+                        }
+                    }
+                    if complete {
+                        on_line(&line);
+                        line.clear();
+                        overlong = false;
+                    }
+                }
+            }
+            if !line.is_empty() {
+                on_line(&line);
+            }
+        });
+        let (exit_tx, exit) = watch::channel(None);
+        tokio::spawn(async move {
+            use std::os::unix::process::ExitStatusExt;
+            let status = child.wait().await;
+            crate::proc_hygiene::disown(pid);
+            let exit = match status {
+                Ok(s) => Exit {
+                    code: s.code(),
+                    signal: s.signal(),
+                },
+                Err(_) => Exit {
+                    code: None,
+                    signal: None,
+                },
+            };
+            let _ = exit_tx.send(Some(exit));
+        });
+        Ok(AgentProcess {
+            exit,
+            pid,
+            stdin,
+            lines,
+            other_lines,
+        })
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The next event, or `None` once stdout is closed.
+    pub async fn next_line(&mut self) -> Option<(Instant, Line)> {
+        self.lines.recv().await
+    }
+
+    /// Write `interrupt` on the agent's stdin.
+    pub async fn interrupt(&mut self) -> std::io::Result<()> {
+        match self.stdin.as_mut() {
+            Some(s) => {
+                s.write_all(b"interrupt\n").await?;
+                s.flush().await
+            }
+            None => Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe)),
+        }
+    }
+
+    /// Wait for the process to exit (independently of stdout, which a leaked
+    /// job may hold open).
+    pub async fn wait(&mut self) -> Exit {
+        let exit = match self.exit.wait_for(Option::is_some).await {
+            Ok(e) => e.expect("waited for Some"),
+            Err(_) => Exit {
+                code: None,
+                signal: None,
+            },
+        };
+        self.stdin = None;
+        exit
+    }
+
+    /// The exit, if it already happened.
+    pub fn exited(&self) -> Option<Exit> {
+        *self.exit.borrow()
+    }
+
+    pub fn other_lines(&self) -> u64 {
+        self.other_lines.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_protocol_events_and_flags_bad_ones() {
+        assert_eq!(parse_line(b"CHAOS {\"ev\":\"ready\"}"), Some(Event::Ready));
+        assert_eq!(
+            parse_line(b"CHAOS {\"ev\":\"turn_start\",\"i\":1}\r"),
+            Some(Event::TurnStart { i: 1 })
+        );
+        let end = parse_line(
+            br#"CHAOS {"ev":"turn_end","i":0,"failed":true,"interrupted":false,"completed":false,"final":"boom","exit_reason":"error"}"#,
+        );
+        match end {
+            Some(Event::TurnEnd(t)) => {
+                assert!(t.failed && !t.completed);
+                assert_eq!(t.final_text, "boom");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse_line(b"CHAOS {not json"),
+            Some(Event::BadEvent { .. })
+        ));
+        assert!(matches!(
+            parse_line(b"CHAOS {\"ev\":\"spawned\",\"pid\":1}"),
+            Some(Event::BadEvent { .. })
+        ));
+        assert_eq!(parse_line(b"hello from the agent"), None);
+    }
+}

@@ -1,0 +1,16 @@
+//! chaosrun: chaos-test the liveness of LLM agents from the outside.
+//!
+//! The flow runs one way: scenario table ([`scenarios`]) → per-scenario run
+//! ([`runner`], which starts a [`provider`] and an agent process through
+//! [`driver`]) → an [`observe::Observation`] → the pure [`oracle`] → [`report`].
+
+pub mod driver;
+pub mod observe;
+pub mod oracle;
+pub mod proc_hygiene;
+pub mod profile;
+pub mod provider;
+pub mod report;
+pub mod runner;
+pub mod scenarios;
+pub mod template;

@@ -1,0 +1,275 @@
+//! The chaosrun command line: flags, exit codes and wiring; nothing else.
+//!
+//! Exit codes: 0 every selected scenario passed, 1 one or more failed, 2 a
+//! usage or configuration error (bad table, unknown id, missing agent, ...),
+//! 130/143 interrupted by SIGINT/SIGTERM (after killing every process it
+//! started).
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use tokio::sync::mpsc;
+
+use chaosrun::proc_hygiene::{self, Guard, RUN_VAR};
+use chaosrun::profile::{bundled, Profile};
+use chaosrun::report::progress::{Live, Progress};
+use chaosrun::report::text::Text;
+use chaosrun::report::Reporter;
+use chaosrun::runner::{self, Shared};
+use chaosrun::scenarios;
+
+#[derive(Parser)]
+#[command(
+    name = "chaosrun",
+    version,
+    about = "Chaos-test the liveness of an LLM agent from the outside",
+    args_conflicts_with_subcommands = true,
+    after_help = "Examples:\n  chaosrun scenarios.yaml                              # the bundled reference agent\n  chaosrun --agent examples/hermes/hermes scenarios.yaml\n  chaosrun scenarios.yaml --only provider_hang         # reproduce one locally"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The scenario table (YAML).
+    scenarios: Option<PathBuf>,
+    /// An adapter profile (*.yaml) or a driver executable (a profile beside it,
+    /// `NAME.yaml`, is used when present). Default: the bundled reference agent.
+    #[arg(long, value_name = "PATH")]
+    agent: Option<String>,
+    /// An extra argument for the agent command, before the spec path (repeatable).
+    #[arg(long = "agent-arg", value_name = "ARG", allow_hyphen_values = true)]
+    agent_args: Vec<String>,
+    /// Run only this scenario (repeatable).
+    #[arg(long, value_name = "ID")]
+    only: Vec<String>,
+    /// Skip this scenario (repeatable).
+    #[arg(long, value_name = "ID")]
+    skip: Vec<String>,
+    /// List the selected scenarios and exit.
+    #[arg(long)]
+    list: bool,
+    /// Scenarios run at once. Default: all selected (they mostly wait).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256))]
+    jobs: Option<u64>,
+    /// Keep artifacts of failed scenarios under DIR (must be empty or new).
+    #[arg(long, value_name = "DIR")]
+    keep_artifacts: Option<PathBuf>,
+    /// With --keep-artifacts, keep them for passing scenarios too.
+    #[arg(long, requires = "keep_artifacts")]
+    keep_all: bool,
+    /// Multiply every deadline (for slow machines).
+    #[arg(long, value_name = "F", default_value_t = 1.0)]
+    deadline_scale: f64,
+    /// Seed for every random choice (nonces); printed so a run can be replayed.
+    #[arg(long, value_name = "S")]
+    seed: Option<u64>,
+    /// No progress bars (they are off anyway when stderr is not a terminal).
+    #[arg(long)]
+    no_progress: bool,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the fault provider alone, for probing an agent by hand.
+    Serve {
+        /// Port on 127.0.0.1 (0 picks one).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// Responder script: a list of rules, or {nonce, tools, responder}.
+        #[arg(long, value_name = "FILE")]
+        script: Option<PathBuf>,
+        /// Substituted for {{nonce}}.
+        #[arg(long)]
+        nonce: Option<String>,
+        /// CHAOS_TAG value whose processes `wait_for` rules count.
+        #[arg(long)]
+        tag: Option<String>,
+        /// Do not log each request on stderr.
+        #[arg(long)]
+        quiet: bool,
+    },
+    #[command(name = "__guard", hide = true)]
+    Guard { run: String },
+}
+
+/// A usage or configuration error: printed, exit 2.
+fn usage(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("chaosrun: error: {msg}");
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Guard { run }) => ExitCode::from(proc_hygiene::run_guard(&run) as u8),
+        Some(Command::Serve {
+            port,
+            script,
+            nonce,
+            tag,
+            quiet,
+        }) => {
+            let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+            let args = chaosrun::provider::serve::ServeArgs {
+                port,
+                script,
+                nonce,
+                tag,
+                quiet,
+            };
+            match rt.block_on(chaosrun::provider::serve::run(args)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => usage(format!("{e:#}")),
+            }
+        }
+        None => run(cli.run),
+    }
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let Some(table_path) = &args.scenarios else {
+        return usage("no scenario table given; try `chaosrun scenarios.yaml` (see --help)");
+    };
+    if !(args.deadline_scale > 0.0 && args.deadline_scale.is_finite()) {
+        return usage("--deadline-scale must be a positive number");
+    }
+    let table = match scenarios::load_file(table_path) {
+        Ok(t) => t,
+        Err(e) => return usage(e),
+    };
+    let mut selected = match scenarios::select(&table.scenarios, &args.only, &args.skip) {
+        Ok(s) => s,
+        Err(e) => return usage(e),
+    };
+    if selected.is_empty() {
+        return usage("--only/--skip left no scenario to run");
+    }
+    if args.list {
+        for s in &selected {
+            println!("{:<40} {}", s.id, s.about);
+        }
+        return ExitCode::SUCCESS;
+    }
+    for s in &mut selected {
+        s.deadlines = s.deadlines.scaled(args.deadline_scale);
+    }
+    // The bundled agent lives in a temp dir for the run's duration.
+    let bundled_dir = match args.agent {
+        Some(_) => None,
+        None => match tempfile::Builder::new().prefix("chaosrun-agent-").tempdir() {
+            Ok(d) => Some(d),
+            Err(e) => return usage(format!("cannot write the bundled agent: {e}")),
+        },
+    };
+    let agent = match (&args.agent, &bundled_dir) {
+        (Some(a), _) => a.clone(),
+        (None, Some(d)) => match bundled::materialize(d.path()) {
+            Ok(p) => p.display().to_string(),
+            Err(e) => return usage(format!("cannot write the bundled agent: {e}")),
+        },
+        (None, None) => unreachable!("bundled dir exists when --agent is absent"),
+    };
+    let profile = match Profile::resolve(&agent) {
+        Ok(p) => p,
+        Err(e) => return usage(e),
+    };
+    if let Some(dir) = &args.keep_artifacts {
+        let non_empty = std::fs::read_dir(dir)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(false);
+        if non_empty {
+            return usage(format!(
+                "--keep-artifacts {} is not empty; chaosrun never overwrites: pick a new directory",
+                dir.display()
+            ));
+        }
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            return usage(format!("cannot create {}: {e}", dir.display()));
+        }
+    }
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let run_id = format!("chaos{}", proc_hygiene::new_id(&mut rand::thread_rng()));
+    if let Err(e) = proc_hygiene::become_subreaper() {
+        eprintln!("chaosrun: warning: cannot become a child subreaper ({e}); orphans re-parent to init but are still found by their tag");
+    }
+    let guard = std::env::current_exe()
+        .and_then(|exe| Guard::spawn(&exe, &run_id))
+        .map_err(|e| eprintln!("chaosrun: warning: no cleanup guard ({e}); a SIGKILL of chaosrun may leave processes behind"))
+        .ok();
+    let jobs = args.jobs.map_or(selected.len(), |j| j as usize);
+    println!(
+        "chaosrun: {} scenario{}, {jobs} at once, agent {}, seed {seed}",
+        selected.len(),
+        if selected.len() == 1 { "" } else { "s" },
+        if args.agent.is_some() {
+            profile.source.as_str()
+        } else {
+            "bundled reference agent"
+        },
+    );
+    let shared = Arc::new(Shared {
+        profile,
+        agent_args: args.agent_args.clone(),
+        run_id: run_id.clone(),
+    });
+    let opts = runner::Options {
+        jobs,
+        artifacts: args.keep_artifacts.clone(),
+        keep_all: args.keep_all,
+        seed,
+    };
+    let progress = !args.no_progress
+        && std::io::stderr().is_terminal()
+        && std::env::var("TERM").map_or(true, |t| t != "dumb");
+    let mut reporter: Box<dyn Reporter> = if progress {
+        Box::new(Live {
+            progress: Progress::new(),
+            lines: Text::new(std::io::stdout()),
+        })
+    } else {
+        Box::new(Text::new(std::io::stdout()))
+    };
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let code = rt.block_on(async move {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let consumer = tokio::task::spawn_blocking(move || {
+            while let Some(ev) = rx.blocking_recv() {
+                reporter.on(&ev);
+            }
+        });
+        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .expect("signal");
+        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("signal");
+        let run = runner::run_all(shared, selected, opts, tx);
+        tokio::pin!(run);
+        let stopped_by = tokio::select! {
+            results = &mut run => {
+                let _ = consumer.await;
+                return if results.iter().all(|r| r.passed) { 0u8 } else { 1 };
+            }
+            _ = sigint.recv() => 130u8,
+            _ = sigterm.recv() => 143,
+        };
+        let killed = tokio::task::spawn_blocking(move || {
+            proc_hygiene::sweep_marked(RUN_VAR, &run_id, std::time::Duration::from_secs(10))
+        })
+        .await
+        .unwrap_or(0);
+        eprintln!("\nchaosrun: interrupted; killed {killed} agent process(es); no verdict");
+        stopped_by
+    });
+    drop(bundled_dir);
+    if let Some(g) = guard {
+        g.finish();
+    }
+    ExitCode::from(code)
+}

@@ -1,0 +1,209 @@
+//! The observation record of one scenario run: everything chaosrun saw for
+//! itself (agent events with times, the provider's recording, process
+//! snapshots, the durable store, the exit). The oracle is pure over this record,
+//! so every invariant can be tested without processes.
+
+use serde::{Deserialize, Serialize};
+
+use crate::proc_hygiene::ProcInfo;
+use crate::provider::Recording;
+
+/// A phase of a scenario run, each with its own deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Boot,
+    FaultedTurn,
+    Interrupt,
+    Probe,
+    Exit,
+    Reap,
+}
+
+impl Phase {
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Boot => "booting",
+            Phase::FaultedTurn => "faulted turn",
+            Phase::Interrupt => "interrupt",
+            Phase::Probe => "probe",
+            Phase::Exit => "closing",
+            Phase::Reap => "reaping",
+        }
+    }
+}
+
+/// What a `turn_end` event reported.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnEnd {
+    pub i: u64,
+    #[serde(default)]
+    pub failed: bool,
+    #[serde(default)]
+    pub interrupted: bool,
+    #[serde(default)]
+    pub completed: bool,
+    #[serde(default, rename = "final")]
+    pub final_text: String,
+    #[serde(default)]
+    pub exit_reason: String,
+}
+
+/// One thing that happened, agent-side or chaosrun-side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "ev", rename_all = "snake_case")]
+pub enum Event {
+    /// The agent process started.
+    Spawned {
+        pid: i32,
+    },
+    Ready,
+    TurnStart {
+        i: u64,
+    },
+    TurnEnd(TurnEnd),
+    Closed,
+    /// chaosrun wrote `interrupt`; `main_calls` is how many faulted-turn main
+    /// calls the provider had received at that moment.
+    InterruptSent {
+        main_calls: u64,
+    },
+    /// A `CHAOS ` line that was not a valid event.
+    BadEvent {
+        line: String,
+    },
+    /// A phase's deadline passed before it completed.
+    DeadlineMissed {
+        phase: Phase,
+        seconds: f64,
+    },
+    /// The agent process exited (or was killed by chaosrun).
+    Exited {
+        code: Option<i32>,
+        signal: Option<i32>,
+        killed_by_chaosrun: bool,
+    },
+}
+
+/// An event and when it was seen, in seconds since the run started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timed {
+    pub at: f64,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// Tagged processes alive at one moment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub at: f64,
+    /// `probe_turn_start`, `after_exit`, ...
+    pub label: String,
+    pub procs: Vec<ProcInfo>,
+}
+
+/// One message as the agent persisted it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredMessage {
+    pub role: String,
+    /// Content, bounded like the wire recording.
+    pub content: String,
+    pub content_chars: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Tool call ids of an assistant message (`<unparseable>` if the column
+    /// was not valid JSON).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_call_ids: Vec<String>,
+}
+
+/// What chaosrun found in the agent's durable store.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum StoreObservation {
+    /// The profile names no store.
+    NotConfigured,
+    /// The profile names one, but the file was not there.
+    Missing { path: String },
+    /// The file could not be opened (integrity unknown).
+    Unreadable { path: String, error: String },
+    /// Opened: `integrity` is `PRAGMA integrity_check`'s answer; `messages` is
+    /// the profile query's rows, or the query's error.
+    Read {
+        path: String,
+        integrity: String,
+        messages: Result<Vec<StoredMessage>, String>,
+    },
+}
+
+/// What the adapter profile lets chaosrun check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capabilities {
+    /// The agent refuses a probe after repeated stale streams.
+    pub breaker: bool,
+}
+
+/// Everything observed in one scenario run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    pub scenario: String,
+    pub tag: String,
+    pub nonce: String,
+    pub session_id: String,
+    pub fault_message: String,
+    pub probe_message: String,
+    pub events: Vec<Timed>,
+    pub recording: Recording,
+    pub snapshots: Vec<Snapshot>,
+    pub store: StoreObservation,
+    /// Tagged processes still alive after the reap deadline.
+    pub survivors: Vec<ProcInfo>,
+    /// Last lines of the agent's stderr.
+    pub stderr_tail: String,
+    /// Lines on stdout that were not `CHAOS ` events (kept as an artifact).
+    pub stdout_other_lines: u64,
+    /// Why the run could not be driven (spawn failure, setup error), if so.
+    pub setup_error: Option<String>,
+    /// Wall seconds of the whole run.
+    pub wall: f64,
+}
+
+impl Observation {
+    /// The first event matching `f`, with its time.
+    pub fn find<T>(&self, mut f: impl FnMut(&Event) -> Option<T>) -> Option<(f64, T)> {
+        self.events
+            .iter()
+            .find_map(|t| f(&t.event).map(|v| (t.at, v)))
+    }
+
+    pub fn turn_start(&self, i: u64) -> Option<f64> {
+        self.find(|e| matches!(e, Event::TurnStart { i: j } if *j == i).then_some(()))
+            .map(|(at, _)| at)
+    }
+
+    pub fn turn_end(&self, i: u64) -> Option<(f64, TurnEnd)> {
+        self.find(|e| match e {
+            Event::TurnEnd(t) if t.i == i => Some(t.clone()),
+            _ => None,
+        })
+    }
+
+    pub fn deadline_missed(&self, phase: Phase) -> Option<f64> {
+        self.find(|e| match e {
+            Event::DeadlineMissed { phase: p, seconds } if *p == phase => Some(*seconds),
+            _ => None,
+        })
+        .map(|(_, s)| s)
+    }
+
+    pub fn interrupt_sent(&self) -> Option<(f64, u64)> {
+        self.find(|e| match e {
+            Event::InterruptSent { main_calls } => Some(*main_calls),
+            _ => None,
+        })
+    }
+
+    pub fn exited(&self) -> Option<(f64, Event)> {
+        self.find(|e| matches!(e, Event::Exited { .. }).then(|| e.clone()))
+    }
+}

@@ -1,0 +1,108 @@
+//! Bounded provider calls: the faulted turn made at least one main call and no
+//! more than its bound (or exactly the number asked), and at most
+//! `max_calls_after_interrupt` after `interrupt` was sent.
+
+use super::{Check, Invariant};
+use crate::observe::Observation;
+use crate::scenarios::{CallBound, Scenario};
+
+pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
+    let inv = Invariant::ProviderCalls;
+    let n = obs.recording.main_calls;
+    let turn_ended = obs.turn_end(0).is_some();
+    let mut out = Vec::new();
+    let bound = match s.calls {
+        CallBound::Max(max) if n > max => Check::new(
+            inv,
+            "call_bound",
+            vec![format!(
+                "the faulted turn made {n} provider calls; the bound is {max}"
+            )],
+        ),
+        CallBound::Max(_) if n == 0 && turn_ended => Check::new(
+            inv,
+            "call_bound",
+            vec!["the faulted turn ended without calling the provider".into()],
+        ),
+        CallBound::Max(_) if n == 0 => {
+            Check::skipped(inv, "call_bound", "the agent never called the provider")
+        }
+        CallBound::Exactly(want) if n > want || (turn_ended && n != want) => Check::new(
+            inv,
+            "call_bound",
+            vec![format!(
+                "the faulted turn made {n} provider calls; exactly {want} expected"
+            )],
+        ),
+        CallBound::Exactly(_) if !turn_ended => Check::skipped(
+            inv,
+            "call_bound",
+            "the faulted turn never ended, so its final call count is unknown",
+        ),
+        _ => Check::new(inv, "call_bound", vec![]),
+    };
+    out.push(bound);
+    if let Some((_, before)) = obs.interrupt_sent() {
+        let after = n.saturating_sub(before);
+        let max = s.max_calls_after_interrupt;
+        let v = if after > max {
+            vec![format!(
+                "{after} provider calls after `interrupt` (sent after call {before}); at most {max} allowed"
+            )]
+        } else {
+            vec![]
+        };
+        out.push(Check::new(inv, "calls_after_interrupt", v));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::*;
+    use crate::observe::Event;
+
+    fn with_calls(s: &Scenario, n: u64) -> Observation {
+        let mut o = healthy(s, end(0, false, true, "err"));
+        o.recording.main_calls = n;
+        o
+    }
+
+    #[test]
+    fn within_bound_passes_above_fails() {
+        let s = scenario("expect: error\ncalls: {max: 2}");
+        assert!(!check(&s, &with_calls(&s, 2))[0].failed());
+        let c = check(&s, &with_calls(&s, 3));
+        assert!(c[0].violations()[0].contains("made 3 provider calls; the bound is 2"));
+    }
+
+    #[test]
+    fn zero_calls_in_an_ended_turn_is_a_violation() {
+        let s = scenario("expect: error");
+        assert!(check(&s, &with_calls(&s, 0))[0].failed());
+    }
+
+    #[test]
+    fn exactly_means_exactly() {
+        let s = scenario("expect: error\ncalls: {exactly: 1}");
+        assert!(!check(&s, &with_calls(&s, 1))[0].failed());
+        assert!(check(&s, &with_calls(&s, 2))[0].failed());
+        let mut unended = with_calls(&s, 1);
+        unended
+            .events
+            .retain(|t| !matches!(t.event, Event::TurnEnd(_)));
+        assert!(check(&s, &unended)[0].not_checked());
+    }
+
+    #[test]
+    fn calls_after_interrupt_are_bounded() {
+        let s = scenario("expect: interrupted\ninterrupt: {after_calls: 1}");
+        let mut o = with_calls(&s, 3);
+        o.events
+            .push(at(1.0, Event::InterruptSent { main_calls: 1 }));
+        assert!(!check(&s, &o)[1].failed(), "2 after is allowed");
+        o.recording.main_calls = 4;
+        assert!(check(&s, &o)[1].violations()[0].contains("3 provider calls after `interrupt`"));
+    }
+}

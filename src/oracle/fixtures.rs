@@ -1,0 +1,192 @@
+//! Recorded observations for the oracle's unit tests: a healthy run to start
+//! from, and small builders to break it.
+
+use crate::observe::*;
+use crate::provider::recording::{CallKind, RequestRecord, WireMessage, WireToolCall};
+use crate::provider::Recording;
+use crate::scenarios::Scenario;
+
+pub const NONCE: &str = "N0NCE";
+
+/// One scenario built from YAML lines added to a hang responder.
+pub fn scenario(extra: &str) -> Scenario {
+    let mut yaml = String::from("scenarios:\n  - id: s\n    responder: [{reply: {kind: hang}}]\n");
+    for line in extra.lines() {
+        yaml.push_str("    ");
+        yaml.push_str(line);
+        yaml.push('\n');
+    }
+    crate::scenarios::load_str(&yaml, "fixture.yaml")
+        .unwrap()
+        .scenarios
+        .remove(0)
+}
+
+pub fn at(at: f64, event: Event) -> Timed {
+    Timed { at, event }
+}
+
+pub fn end(i: u64, completed: bool, failed: bool, final_text: &str) -> TurnEnd {
+    TurnEnd {
+        i,
+        failed,
+        interrupted: false,
+        completed,
+        final_text: final_text.into(),
+        exit_reason: String::new(),
+    }
+}
+
+pub fn end_interrupted(i: u64) -> TurnEnd {
+    TurnEnd {
+        interrupted: true,
+        ..end(i, false, false, "interrupted by user")
+    }
+}
+
+pub fn msg(role: &str, content: &str) -> WireMessage {
+    WireMessage {
+        role: role.into(),
+        content: content.into(),
+        content_chars: content.chars().count(),
+        tool_call_id: None,
+        tool_calls: vec![],
+    }
+}
+
+pub fn assistant_calls(ids: &[&str]) -> WireMessage {
+    WireMessage {
+        tool_calls: ids
+            .iter()
+            .map(|id| WireToolCall {
+                id: id.to_string(),
+                name: "shell".into(),
+                arguments: "{}".into(),
+            })
+            .collect(),
+        ..msg("assistant", "")
+    }
+}
+
+pub fn tool(id: &str, content: &str) -> WireMessage {
+    WireMessage {
+        tool_call_id: Some(id.into()),
+        ..msg("tool", content)
+    }
+}
+
+pub fn request(seq: u64, kind: CallKind, messages: Vec<WireMessage>) -> RequestRecord {
+    RequestRecord {
+        seq,
+        at: seq as f64,
+        kind,
+        main_index: (kind == CallKind::Main).then_some(seq),
+        method: "POST".into(),
+        path: "/v1/chat/completions".into(),
+        headers: vec![],
+        size: 1000,
+        stream: true,
+        model: Some("fake-model".into()),
+        messages,
+        truncated: false,
+        reply: "text".into(),
+    }
+}
+
+pub fn stored(
+    role: &str,
+    content: &str,
+    call_id: Option<&str>,
+    call_ids: &[&str],
+) -> StoredMessage {
+    StoredMessage {
+        role: role.into(),
+        content: content.into(),
+        content_chars: content.chars().count(),
+        tool_call_id: call_id.map(String::from),
+        tool_call_ids: call_ids.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// A run in which everything went right, with `turn0` as the faulted turn's end.
+pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
+    let fault = format!("Chaos scenario {}: task {NONCE}", s.id);
+    let probe = format!("Reply with [[probe:{NONCE}]]");
+    let mut probe_req = request(
+        1,
+        CallKind::Probe,
+        vec![
+            msg("user", &fault),
+            msg("assistant", &turn0.final_text),
+            msg("user", &probe),
+        ],
+    );
+    probe_req.main_index = None;
+    Observation {
+        scenario: s.id.clone(),
+        tag: "tag".into(),
+        nonce: NONCE.into(),
+        session_id: "sess".into(),
+        fault_message: fault.clone(),
+        probe_message: probe.clone(),
+        events: vec![
+            at(0.0, Event::Spawned { pid: 42 }),
+            at(0.2, Event::Ready),
+            at(0.3, Event::TurnStart { i: 0 }),
+            at(3.0, Event::TurnEnd(turn0.clone())),
+            at(3.1, Event::TurnStart { i: 1 }),
+            at(
+                3.4,
+                Event::TurnEnd(end(1, true, false, &format!("alive {NONCE}"))),
+            ),
+            at(3.5, Event::Closed),
+            at(
+                3.6,
+                Event::Exited {
+                    code: Some(0),
+                    signal: None,
+                    killed_by_chaosrun: false,
+                },
+            ),
+        ],
+        recording: Recording {
+            requests: vec![
+                request(0, CallKind::Main, vec![msg("user", &fault)]),
+                probe_req,
+            ],
+            issued_tool_calls: vec![],
+            main_calls: 1,
+            probe_calls: 1,
+            aux_calls: 0,
+        },
+        snapshots: vec![Snapshot {
+            at: 3.1,
+            label: "probe_turn_start".into(),
+            procs: vec![],
+        }],
+        store: StoreObservation::Read {
+            path: "state.db".into(),
+            integrity: "ok".into(),
+            messages: Ok(vec![
+                stored("user", &fault, None, &[]),
+                stored("assistant", &turn0.final_text, None, &[]),
+                stored("user", &probe, None, &[]),
+                stored("assistant", &format!("alive {NONCE}"), None, &[]),
+            ]),
+        },
+        survivors: vec![],
+        stderr_tail: String::new(),
+        stdout_other_lines: 0,
+        setup_error: None,
+        wall: 4.0,
+    }
+}
+
+/// Move turn `i`'s end to `t` seconds.
+pub fn set_turn_end_time(obs: &mut Observation, i: u64, t: f64) {
+    for e in &mut obs.events {
+        if matches!(&e.event, Event::TurnEnd(x) if x.i == i) {
+            e.at = t;
+        }
+    }
+}

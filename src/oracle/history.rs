@@ -1,0 +1,352 @@
+//! History integrity: every assistant tool call has its own result right after
+//! it, in every request sent to the model and in the agent's store; in a batch
+//! each id carries its own output; huge outputs are bounded (≤ 1,000,000 chars
+//! persisted, ≤ 2 MiB per request).
+
+use std::collections::BTreeSet;
+
+use super::{clip, with_nonce, Check, Invariant};
+use crate::observe::{Observation, StoreObservation, StoredMessage};
+use crate::provider::recording::WireMessage;
+use crate::provider::CallKind;
+use crate::scenarios::Scenario;
+
+/// Largest request body allowed, in bytes.
+pub const MAX_REQUEST_BYTES: usize = 2 * 1024 * 1024;
+/// Longest persisted message content allowed, in characters.
+pub const MAX_PERSISTED_CHARS: usize = 1_000_000;
+
+/// The fields of a message that history checks read.
+struct View<'a> {
+    role: &'a str,
+    call_ids: Vec<&'a str>,
+    tool_call_id: Option<&'a str>,
+}
+
+fn wire_view(m: &WireMessage) -> View<'_> {
+    View {
+        role: &m.role,
+        call_ids: m.tool_calls.iter().map(|c| c.id.as_str()).collect(),
+        tool_call_id: m.tool_call_id.as_deref(),
+    }
+}
+
+fn store_view(m: &StoredMessage) -> View<'_> {
+    View {
+        role: &m.role,
+        call_ids: m.tool_call_ids.iter().map(String::as_str).collect(),
+        tool_call_id: m.tool_call_id.as_deref(),
+    }
+}
+
+/// Ids of assistant tool calls with no `tool` message in the block right after.
+fn unanswered<'a>(msgs: &[View<'a>]) -> Vec<&'a str> {
+    let mut missing = Vec::new();
+    for (i, m) in msgs.iter().enumerate() {
+        if m.role != "assistant" || m.call_ids.is_empty() {
+            continue;
+        }
+        let answered: BTreeSet<&str> = msgs[i + 1..]
+            .iter()
+            .take_while(|f| f.role == "tool")
+            .filter_map(|f| f.tool_call_id)
+            .collect();
+        missing.extend(m.call_ids.iter().filter(|id| !answered.contains(*id)));
+    }
+    missing
+}
+
+fn sent_requests(obs: &Observation) -> impl Iterator<Item = &crate::provider::RequestRecord> {
+    obs.recording
+        .requests
+        .iter()
+        .filter(|r| r.kind != CallKind::Aux)
+}
+
+fn wire_results(obs: &Observation) -> Check {
+    let mut seen = BTreeSet::new();
+    let mut v = Vec::new();
+    for r in sent_requests(obs) {
+        let views: Vec<View> = r.messages.iter().map(wire_view).collect();
+        for id in unanswered(&views) {
+            if seen.insert(id.to_string()) {
+                v.push(format!(
+                    "request #{} sent tool call {id} without its result right after it",
+                    r.seq
+                ));
+            }
+        }
+    }
+    Check::new(Invariant::HistoryIntegrity, "wire_tool_results", v)
+}
+
+/// The store's messages, or why they cannot be checked.
+fn stored(obs: &Observation) -> Result<&[StoredMessage], String> {
+    match &obs.store {
+        StoreObservation::NotConfigured => Err("the adapter profile names no durable store".into()),
+        StoreObservation::Missing { path } => Err(format!("the store {path} does not exist")),
+        StoreObservation::Unreadable { error, .. } => {
+            Err(format!("the store could not be opened: {error}"))
+        }
+        StoreObservation::Read {
+            messages: Err(e), ..
+        } => Err(format!("the profile's messages query failed: {e}")),
+        StoreObservation::Read {
+            messages: Ok(m), ..
+        } => Ok(m),
+    }
+}
+
+fn store_results(obs: &Observation) -> Check {
+    let inv = Invariant::HistoryIntegrity;
+    match stored(obs) {
+        Err(why) => Check::skipped(inv, "store_tool_results", why),
+        Ok(msgs) => {
+            let views: Vec<View> = msgs.iter().map(store_view).collect();
+            let v = unanswered(&views)
+                .into_iter()
+                .map(|id| format!("the store holds tool call {id} with no result right after it"))
+                .collect();
+            Check::new(inv, "store_tool_results", v)
+        }
+    }
+}
+
+/// `echo TOKEN` calls the provider issued: (id, token).
+fn echo_calls(obs: &Observation) -> Vec<(&str, String)> {
+    obs.recording
+        .issued_tool_calls
+        .iter()
+        .filter_map(|c| {
+            let cmd = c.args.get("command")?.as_str()?;
+            let token = cmd.strip_prefix("echo ")?.trim().to_string();
+            Some((c.id.as_str(), token))
+        })
+        .collect()
+}
+
+fn own_outputs(obs: &Observation) -> Check {
+    let inv = Invariant::HistoryIntegrity;
+    let calls = echo_calls(obs);
+    if calls.is_empty() {
+        return Check::skipped(
+            inv,
+            "own_outputs",
+            "the provider issued no `echo TOKEN` tool calls",
+        );
+    }
+    let wire: Vec<&WireMessage> = sent_requests(obs).flat_map(|r| &r.messages).collect();
+    let mut v = Vec::new();
+    for (id, token) in &calls {
+        let results: Vec<&str> = wire
+            .iter()
+            .filter(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some(id))
+            .map(|m| m.content.as_str())
+            .collect();
+        if results.is_empty() {
+            v.push(format!(
+                "tool call {id} (echo {token}) never had its result sent to the model"
+            ));
+        } else if let Some(bad) = results.iter().find(|c| !c.contains(token.as_str())) {
+            v.push(format!(
+                "tool call {id} (echo {token}) carried another output: {:?}",
+                clip(bad, 80)
+            ));
+        }
+    }
+    if let Ok(msgs) = stored(obs) {
+        for (id, token) in &calls {
+            let mine = msgs
+                .iter()
+                .find(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some(id));
+            match mine {
+                Some(m) if !m.content.contains(token.as_str()) => v.push(format!(
+                    "the store's result for {id} (echo {token}) is another output: {:?}",
+                    clip(&m.content, 80)
+                )),
+                None => v.push(format!(
+                    "the store has no result for tool call {id} (echo {token})"
+                )),
+                _ => {}
+            }
+        }
+    }
+    Check::new(inv, "own_outputs", v)
+}
+
+fn result_contains(obs: &Observation, want: &str) -> Check {
+    let want = with_nonce(want, obs);
+    let found = sent_requests(obs)
+        .flat_map(|r| &r.messages)
+        .any(|m| m.role == "tool" && m.content.contains(&want));
+    let v = if found {
+        vec![]
+    } else {
+        vec![format!(
+            "no tool result sent to the model contains {want:?}"
+        )]
+    };
+    Check::new(Invariant::HistoryIntegrity, "tool_result_contains", v)
+}
+
+fn size_bounds(obs: &Observation) -> Check {
+    let mut v: Vec<String> = obs
+        .recording
+        .requests
+        .iter()
+        .filter(|r| r.size > MAX_REQUEST_BYTES)
+        .map(|r| {
+            format!(
+                "request #{} was {} bytes; at most {MAX_REQUEST_BYTES} allowed (truncate or spill tool output)",
+                r.seq, r.size
+            )
+        })
+        .collect();
+    if let Ok(msgs) = stored(obs) {
+        v.extend(
+            msgs.iter()
+                .filter(|m| m.content_chars > MAX_PERSISTED_CHARS)
+                .map(|m| {
+                    format!(
+                "the store holds a {} message of {} chars; at most {MAX_PERSISTED_CHARS} allowed",
+                m.role, m.content_chars
+            )
+                }),
+        );
+    }
+    Check::new(Invariant::HistoryIntegrity, "size_bounds", v)
+}
+
+pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
+    let mut out = vec![wire_results(obs), store_results(obs)];
+    if s.check_echo_tokens {
+        out.push(own_outputs(obs));
+    }
+    if let Some(want) = &s.tool_result_contains {
+        out.push(result_contains(obs, want));
+    }
+    out.push(size_bounds(obs));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{self, *};
+    use super::*;
+    use crate::provider::recording::IssuedToolCall;
+
+    fn named<'a>(c: &'a [Check], name: &str) -> &'a Check {
+        c.iter().find(|c| c.name == name).unwrap()
+    }
+
+    fn with_wire(msgs: Vec<WireMessage>) -> (Scenario, Observation) {
+        let s = scenario("expect: ended\ncheck_echo_tokens: true");
+        let mut o = healthy(&s, end(0, true, false, "done"));
+        o.recording.requests.push(request(2, CallKind::Main, msgs));
+        (s, o)
+    }
+
+    fn issue(o: &mut Observation, id: &str, cmd: &str) {
+        o.recording.issued_tool_calls.push(IssuedToolCall {
+            id: id.into(),
+            tool: "shell".into(),
+            args: serde_json::json!({ "command": cmd }),
+            main_index: 0,
+        });
+    }
+
+    #[test]
+    fn answered_batch_passes_missing_result_fails() {
+        let good = vec![
+            msg("user", "u"),
+            assistant_calls(&["a", "b"]),
+            tool("a", "x"),
+            tool("b", "y"),
+        ];
+        let (s, o) = with_wire(good);
+        assert!(!named(&check(&s, &o), "wire_tool_results").failed());
+        let bad = vec![
+            msg("user", "u"),
+            assistant_calls(&["a", "b"]),
+            tool("a", "x"),
+            msg("user", "next"),
+        ];
+        let (s, o) = with_wire(bad);
+        let c = check(&s, &o);
+        assert_eq!(named(&c, "wire_tool_results").violations().len(), 1);
+        assert!(named(&c, "wire_tool_results").violations()[0].contains("tool call b"));
+    }
+
+    #[test]
+    fn result_after_an_intervening_message_does_not_count() {
+        let msgs = vec![assistant_calls(&["a"]), msg("user", "x"), tool("a", "late")];
+        let (s, o) = with_wire(msgs);
+        assert!(named(&check(&s, &o), "wire_tool_results").failed());
+    }
+
+    #[test]
+    fn each_id_must_carry_its_own_token() {
+        let msgs = vec![
+            assistant_calls(&["a", "b"]),
+            tool("a", "TOK0\n"),
+            tool("b", "TOK0\n"),
+        ];
+        let (s, mut o) = with_wire(msgs);
+        issue(&mut o, "a", "echo TOK0");
+        issue(&mut o, "b", "echo TOK1");
+        o.store = StoreObservation::NotConfigured;
+        let c = check(&s, &o);
+        let own = named(&c, "own_outputs");
+        assert_eq!(own.violations().len(), 1, "{own:?}");
+        assert!(own.violations()[0].contains("echo TOK1"));
+    }
+
+    #[test]
+    fn own_outputs_not_checked_without_echo_calls() {
+        let (s, o) = with_wire(vec![]);
+        assert!(named(&check(&s, &o), "own_outputs").not_checked());
+    }
+
+    #[test]
+    fn store_orphan_call_fails_and_missing_store_is_not_checked() {
+        let s = scenario("expect: ended");
+        let mut o = healthy(&s, end(0, true, false, "done"));
+        o.store = StoreObservation::Read {
+            path: "p".into(),
+            integrity: "ok".into(),
+            messages: Ok(vec![
+                fixtures::stored("assistant", "", None, &["c9"]),
+                fixtures::stored("user", "u", None, &[]),
+            ]),
+        };
+        assert!(named(&check(&s, &o), "store_tool_results").violations()[0].contains("c9"));
+        o.store = StoreObservation::NotConfigured;
+        assert!(named(&check(&s, &o), "store_tool_results").not_checked());
+    }
+
+    #[test]
+    fn oversized_request_and_persisted_output_fail() {
+        let s = scenario("expect: ended");
+        let mut o = healthy(&s, end(0, true, false, "done"));
+        assert!(!named(&check(&s, &o), "size_bounds").failed());
+        o.recording.requests[0].size = MAX_REQUEST_BYTES + 1;
+        if let StoreObservation::Read {
+            messages: Ok(m), ..
+        } = &mut o.store
+        {
+            m[0].content_chars = 30_000_000;
+        }
+        assert_eq!(named(&check(&s, &o), "size_bounds").violations().len(), 2);
+    }
+
+    #[test]
+    fn tool_result_contains_renders_the_nonce() {
+        let s = scenario("expect: ended\ntool_result_contains: \"stdin-closed-{{nonce}}\"");
+        let mut o = healthy(&s, end(0, true, false, "done"));
+        assert!(named(&check(&s, &o), "tool_result_contains").failed());
+        o.recording.requests[0]
+            .messages
+            .push(tool("a", &format!("stdin-closed-{NONCE}")));
+        assert!(!named(&check(&s, &o), "tool_result_contains").failed());
+    }
+}

@@ -1,0 +1,209 @@
+//! Process hygiene: a hung tool is gone before the next turn starts; `closed`
+//! arrives; the agent exits by itself; no process carrying the scenario's tag
+//! survives it.
+
+use super::{Check, Invariant};
+use crate::observe::{Event, Observation, Phase};
+use crate::scenarios::Scenario;
+
+fn killed_by_chaosrun(obs: &Observation) -> bool {
+    matches!(
+        obs.exited(),
+        Some((
+            _,
+            Event::Exited {
+                killed_by_chaosrun: true,
+                ..
+            }
+        ))
+    )
+}
+
+fn through_turns(obs: &Observation) -> bool {
+    obs.turn_end(1).is_some()
+}
+
+pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
+    let inv = Invariant::ProcessHygiene;
+    let mut out = Vec::new();
+    if let Some(needle) = &s.tool_gone {
+        let snap = obs.snapshots.iter().find(|s| s.label == "probe_turn_start");
+        out.push(match snap {
+            None => Check::skipped(
+                inv,
+                "tool_gone_before_next_turn",
+                "the probe turn never started",
+            ),
+            Some(snap) => Check::new(
+                inv,
+                "tool_gone_before_next_turn",
+                snap.procs
+                    .iter()
+                    .filter(|p| p.cmdline.contains(needle.as_str()))
+                    .map(|p| format!("still running when the next turn started: {p}"))
+                    .collect(),
+            ),
+        });
+    }
+    if !through_turns(obs) {
+        let why = "the agent did not get through its turns, so chaosrun stopped it";
+        out.push(Check::skipped(inv, "closed", why));
+        out.push(Check::skipped(inv, "exits_by_itself", why));
+    } else {
+        let closed = obs.find(|e| matches!(e, Event::Closed).then_some(()));
+        out.push(Check::new(
+            inv,
+            "closed",
+            if closed.is_some() {
+                vec![]
+            } else {
+                vec![format!(
+                    "`closed` never arrived within {:.0} s of the probe turn",
+                    s.deadlines.exit
+                )]
+            },
+        ));
+        let v = match obs.exited() {
+            Some((
+                _,
+                Event::Exited {
+                    killed_by_chaosrun: true,
+                    ..
+                },
+            )) => vec![format!(
+                "the agent did not exit by itself within {:.0} s{}; chaosrun killed it",
+                s.deadlines.exit,
+                if obs.deadline_missed(Phase::Exit).is_some() && closed.is_some() {
+                    " of `closed`"
+                } else {
+                    ""
+                }
+            )],
+            Some(_) => vec![],
+            None => vec!["the agent's exit was never observed".into()],
+        };
+        out.push(Check::new(inv, "exits_by_itself", v));
+    }
+    if killed_by_chaosrun(obs) {
+        let listed: Vec<String> = obs.survivors.iter().map(|p| p.to_string()).collect();
+        out.push(Check::skipped(
+            inv,
+            "no_survivors",
+            if listed.is_empty() {
+                "chaosrun had to kill the agent, so it had no chance to clean up".to_string()
+            } else {
+                format!(
+                    "chaosrun had to kill the agent, so it had no chance to clean up; left: {}",
+                    listed.join("; ")
+                )
+            },
+        ));
+    } else {
+        out.push(Check::new(
+            inv,
+            "no_survivors",
+            obs.survivors
+                .iter()
+                .map(|p| format!("survived the agent by {:.0} s: {p}", s.deadlines.reap))
+                .collect(),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::*;
+    use crate::proc_hygiene::ProcInfo;
+
+    fn proc(cmd: &str) -> ProcInfo {
+        ProcInfo {
+            pid: 7,
+            ppid: 1,
+            state: 'S',
+            cmdline: cmd.into(),
+        }
+    }
+
+    fn named<'a>(c: &'a [Check], name: &str) -> &'a Check {
+        c.iter().find(|c| c.name == name).unwrap()
+    }
+
+    #[test]
+    fn clean_run_passes() {
+        let s = scenario("expect: ended\ntool_gone: sleep 3600");
+        let o = healthy(&s, end(0, true, false, "x"));
+        assert!(check(&s, &o)
+            .iter()
+            .all(|c| c.status == super::super::Status::Pass));
+    }
+
+    #[test]
+    fn hung_tool_alive_at_next_turn_fails() {
+        let s = scenario("expect: ended\ntool_gone: sleep 3600");
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        o.snapshots[0].procs = vec![proc("python3 agent.py"), proc("sleep 3600")];
+        let c = check(&s, &o);
+        let v = named(&c, "tool_gone_before_next_turn").violations();
+        assert_eq!(v.len(), 1);
+        assert!(v[0].contains("sleep 3600"));
+    }
+
+    #[test]
+    fn survivors_fail_with_their_command_lines() {
+        let s = scenario("expect: ended");
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        o.survivors = vec![proc("setsid sleep 3600")];
+        assert!(named(&check(&s, &o), "no_survivors").violations()[0].contains("setsid sleep 3600"));
+    }
+
+    #[test]
+    fn missing_closed_and_a_kill_fail() {
+        let s = scenario("expect: ended");
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        o.events
+            .retain(|t| !matches!(t.event, Event::Closed | Event::Exited { .. }));
+        o.events.push(at(
+            40.0,
+            Event::DeadlineMissed {
+                phase: Phase::Exit,
+                seconds: 30.0,
+            },
+        ));
+        o.events.push(at(
+            40.1,
+            Event::Exited {
+                code: None,
+                signal: Some(9),
+                killed_by_chaosrun: true,
+            },
+        ));
+        let c = check(&s, &o);
+        assert!(named(&c, "closed").failed());
+        assert!(named(&c, "exits_by_itself").failed());
+        assert!(named(&c, "no_survivors").not_checked());
+    }
+
+    #[test]
+    fn stopped_mid_turn_is_not_checked_not_passed() {
+        let s = scenario("expect: ended");
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        o.events.retain(|t| {
+            !matches!(
+                t.event,
+                Event::TurnEnd(_) | Event::Closed | Event::Exited { .. }
+            )
+        });
+        o.events.push(at(
+            91.0,
+            Event::Exited {
+                code: None,
+                signal: Some(9),
+                killed_by_chaosrun: true,
+            },
+        ));
+        let c = check(&s, &o);
+        assert!(c.iter().all(|c| c.not_checked()), "{c:?}");
+    }
+}

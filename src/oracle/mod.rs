@@ -1,0 +1,154 @@
+//! The oracle: each invariant class of the design is a pure function from a
+//! scenario, the adapter's capabilities and an [`Observation`] to checks. A
+//! check that could not be made is `NotChecked` with its reason, never a pass.
+
+mod calls;
+mod history;
+mod hygiene;
+mod reuse;
+mod store;
+mod termination;
+
+#[cfg(test)]
+mod fixtures;
+
+use serde::Serialize;
+
+use crate::observe::{Capabilities, Observation};
+use crate::scenarios::Scenario;
+
+/// The six invariant classes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Invariant {
+    Termination,
+    ProviderCalls,
+    Reusability,
+    HistoryIntegrity,
+    ProcessHygiene,
+    StoreIntegrity,
+}
+
+impl Invariant {
+    pub fn label(self) -> &'static str {
+        match self {
+            Invariant::Termination => "bounded termination",
+            Invariant::ProviderCalls => "bounded provider calls",
+            Invariant::Reusability => "reusability",
+            Invariant::HistoryIntegrity => "history integrity",
+            Invariant::ProcessHygiene => "process hygiene",
+            Invariant::StoreIntegrity => "store integrity",
+        }
+    }
+}
+
+/// The outcome of one check.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Status {
+    Pass,
+    Fail { violations: Vec<String> },
+    NotChecked { reason: String },
+}
+
+/// One named check within an invariant class.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Check {
+    pub invariant: Invariant,
+    pub name: &'static str,
+    pub status: Status,
+}
+
+impl Check {
+    pub(crate) fn new(invariant: Invariant, name: &'static str, violations: Vec<String>) -> Check {
+        let status = if violations.is_empty() {
+            Status::Pass
+        } else {
+            Status::Fail { violations }
+        };
+        Check {
+            invariant,
+            name,
+            status,
+        }
+    }
+
+    pub(crate) fn skipped(
+        invariant: Invariant,
+        name: &'static str,
+        reason: impl Into<String>,
+    ) -> Check {
+        Check {
+            invariant,
+            name,
+            status: Status::NotChecked {
+                reason: reason.into(),
+            },
+        }
+    }
+
+    pub fn failed(&self) -> bool {
+        matches!(self.status, Status::Fail { .. })
+    }
+
+    pub fn not_checked_reason(&self) -> Option<&str> {
+        match &self.status {
+            Status::NotChecked { reason } => Some(reason),
+            _ => None,
+        }
+    }
+
+    pub fn not_checked(&self) -> bool {
+        self.not_checked_reason().is_some()
+    }
+
+    pub fn violations(&self) -> &[String] {
+        match &self.status {
+            Status::Fail { violations } => violations,
+            _ => &[],
+        }
+    }
+}
+
+/// Every check of every invariant class, in class order.
+pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> {
+    if let Some(err) = &obs.setup_error {
+        let mut out = vec![Check::new(
+            Invariant::Termination,
+            "agent_started",
+            vec![format!("the scenario could not be run: {err}")],
+        )];
+        for (inv, name) in [
+            (Invariant::ProviderCalls, "call_bound"),
+            (Invariant::Reusability, "probe"),
+            (Invariant::HistoryIntegrity, "history"),
+            (Invariant::ProcessHygiene, "hygiene"),
+            (Invariant::StoreIntegrity, "integrity_check"),
+        ] {
+            out.push(Check::skipped(inv, name, "the agent never ran"));
+        }
+        return out;
+    }
+    let mut out = termination::check(s, obs);
+    out.extend(calls::check(s, obs));
+    out.extend(reuse::check(s, caps, obs));
+    out.extend(history::check(s, obs));
+    out.extend(hygiene::check(s, obs));
+    out.extend(store::check(obs));
+    out
+}
+
+/// `{{nonce}}` in scenario text, rendered for this run.
+pub(crate) fn with_nonce(text: &str, obs: &Observation) -> String {
+    text.replace("{{nonce}}", &obs.nonce)
+}
+
+/// Text shortened for a report line.
+pub(crate) fn clip(s: &str, n: usize) -> String {
+    let t: String = s.chars().take(n).collect();
+    if t.len() < s.len() {
+        format!("{t}…")
+    } else {
+        t
+    }
+}

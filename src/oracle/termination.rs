@@ -1,0 +1,272 @@
+//! Bounded termination: the agent boots, the faulted turn returns within its
+//! deadline (or within the interrupt deadline after `interrupt`), and its end
+//! matches what the scenario expects, with a surfaced (non-empty) `final`.
+
+use super::{clip, with_nonce, Check, Invariant};
+use crate::observe::{Event, Observation, Phase};
+use crate::scenarios::{Expect, Scenario};
+
+fn stderr_evidence(obs: &Observation) -> String {
+    if obs.stderr_tail.trim().is_empty() {
+        "stderr was empty".into()
+    } else {
+        format!("stderr tail:\n{}", obs.stderr_tail)
+    }
+}
+
+pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
+    let inv = Invariant::Termination;
+    let mut out = Vec::new();
+    let bad: Vec<String> = obs
+        .events
+        .iter()
+        .filter_map(|t| match &t.event {
+            Event::BadEvent { line } => Some(format!("unparseable event line: CHAOS {line}")),
+            _ => None,
+        })
+        .collect();
+    out.push(Check::new(inv, "protocol", bad));
+
+    let ready = obs.find(|e| matches!(e, Event::Ready).then_some(()));
+    if ready.is_none() {
+        let why = match (obs.deadline_missed(Phase::Boot), obs.exited()) {
+            (Some(d), _) => format!("the agent never said ready within {d:.0} s"),
+            (None, Some((at, Event::Exited { code, signal, .. }))) => format!(
+                "the agent exited before it was ready (after {at:.1} s, code {code:?}, signal {signal:?})"
+            ),
+            _ => "the agent never said ready".into(),
+        };
+        out.push(Check::new(
+            inv,
+            "boots",
+            vec![format!("{why}; {}", stderr_evidence(obs))],
+        ));
+        out.push(Check::skipped(
+            inv,
+            "faulted_turn_ends",
+            "the agent never booted",
+        ));
+        out.push(Check::skipped(inv, "outcome", "the agent never booted"));
+        return out;
+    }
+    out.push(Check::new(inv, "boots", vec![]));
+
+    let Some((end_at, end)) = obs.turn_end(0) else {
+        let why = if let Some(d) = obs.deadline_missed(Phase::Interrupt) {
+            format!("the faulted turn did not return within {d:.0} s of `interrupt`")
+        } else if let Some(d) = obs.deadline_missed(Phase::FaultedTurn) {
+            format!("the faulted turn did not return within its {d:.0} s deadline")
+        } else {
+            "the agent exited during the faulted turn".into()
+        };
+        out.push(Check::new(
+            inv,
+            "faulted_turn_ends",
+            vec![format!(
+                "{why} (provider calls so far: {}); {}",
+                obs.recording.main_calls,
+                stderr_evidence(obs)
+            )],
+        ));
+        out.push(Check::skipped(
+            inv,
+            "outcome",
+            "the faulted turn never ended",
+        ));
+        return out;
+    };
+    let mut ends = Vec::new();
+    let start = obs.turn_start(0).unwrap_or(0.0);
+    if end_at - start > s.deadlines.turn {
+        ends.push(format!(
+            "the faulted turn took {:.1} s, past its {:.0} s deadline",
+            end_at - start,
+            s.deadlines.turn
+        ));
+    }
+    if let Some((sent, _)) = obs.interrupt_sent() {
+        if end_at - sent > s.deadlines.interrupt {
+            ends.push(format!(
+                "the turn returned {:.1} s after `interrupt`, past the {:.0} s interrupt deadline",
+                end_at - sent,
+                s.deadlines.interrupt
+            ));
+        }
+    }
+    out.push(Check::new(inv, "faulted_turn_ends", ends));
+
+    let shown = format!(
+        "failed={} interrupted={} completed={} final={:?} exit_reason={:?}",
+        end.failed,
+        end.interrupted,
+        end.completed,
+        clip(&end.final_text, 200),
+        end.exit_reason
+    );
+    let surfaced = !end.final_text.trim().is_empty();
+    let mut v = Vec::new();
+    match &s.expect {
+        Expect::Error => {
+            if end.completed && !end.failed {
+                v.push(format!(
+                    "expected a surfaced error, got a completed answer ({shown})"
+                ));
+            } else if !surfaced {
+                v.push(format!(
+                    "the error was not surfaced: `final` is empty ({shown})"
+                ));
+            }
+        }
+        Expect::Answer(want) => {
+            let want = with_nonce(want, obs);
+            if !end.completed || !end.final_text.contains(&want) {
+                v.push(format!(
+                    "expected a completed answer containing {want:?}, got ({shown})"
+                ));
+            }
+        }
+        Expect::Ended => {
+            if !surfaced && !end.interrupted {
+                v.push(format!(
+                    "the turn ended silently: `final` is empty ({shown})"
+                ));
+            }
+        }
+        Expect::Interrupted => {
+            if obs.interrupt_sent().is_none() {
+                v.push(format!(
+                    "the interrupt trigger never fired: the turn returned first ({shown})"
+                ));
+            } else if !end.interrupted {
+                v.push(format!(
+                    "expected the turn to be flagged interrupted, got ({shown})"
+                ));
+            }
+        }
+    }
+    out.push(Check::new(inv, "outcome", v));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::*;
+
+    fn outcome(checks: &[Check]) -> &Check {
+        checks.iter().find(|c| c.name == "outcome").unwrap()
+    }
+
+    #[test]
+    fn surfaced_error_passes_error_expectation() {
+        let s = scenario("expect: error");
+        let obs = healthy(&s, end(0, false, true, "provider error: HTTP 500"));
+        assert!(check(&s, &obs).iter().all(|c| !c.failed()));
+    }
+
+    #[test]
+    fn completed_answer_fails_error_expectation() {
+        let s = scenario("expect: error");
+        let obs = healthy(&s, end(0, true, false, "all good"));
+        assert!(outcome(&check(&s, &obs)).failed());
+    }
+
+    #[test]
+    fn silent_error_is_a_violation() {
+        let s = scenario("expect: error");
+        let obs = healthy(&s, end(0, false, true, "  "));
+        let c = check(&s, &obs);
+        assert!(outcome(&c).violations()[0].contains("not surfaced"));
+    }
+
+    #[test]
+    fn answer_must_contain_the_rendered_nonce() {
+        let s = scenario("expect: {answer: \"recovered {{nonce}}\"}");
+        let good = healthy(&s, end(0, true, false, "recovered N0NCE"));
+        assert!(!outcome(&check(&s, &good)).failed());
+        let bad = healthy(&s, end(0, true, false, "recovered {{nonce}}"));
+        assert!(outcome(&check(&s, &bad)).failed());
+    }
+
+    #[test]
+    fn missed_turn_deadline_fails_and_outcome_is_not_checked() {
+        let s = scenario("expect: error");
+        let mut obs = healthy(&s, end(0, false, true, "x"));
+        obs.events.retain(|t| !matches!(t.event, Event::TurnEnd(_)));
+        obs.events.push(at(
+            95.0,
+            Event::DeadlineMissed {
+                phase: Phase::FaultedTurn,
+                seconds: 90.0,
+            },
+        ));
+        obs.stderr_tail = "Traceback: stuck in read()".into();
+        let c = check(&s, &obs);
+        let ends = c.iter().find(|c| c.name == "faulted_turn_ends").unwrap();
+        assert!(ends.violations()[0].contains("90 s deadline"));
+        assert!(
+            ends.violations()[0].contains("stuck in read()"),
+            "stderr is evidence"
+        );
+        assert!(outcome(&c).not_checked());
+    }
+
+    #[test]
+    fn interrupt_must_end_the_turn_within_its_deadline() {
+        let s = scenario("expect: interrupted\ninterrupt: {after_calls: 1}");
+        let mut obs = healthy(&s, end_interrupted(0));
+        obs.events
+            .insert(2, at(1.0, Event::InterruptSent { main_calls: 1 }));
+        set_turn_end_time(&mut obs, 0, 30.0);
+        let c = check(&s, &obs);
+        assert!(c
+            .iter()
+            .find(|c| c.name == "faulted_turn_ends")
+            .unwrap()
+            .failed());
+        set_turn_end_time(&mut obs, 0, 2.0);
+        assert!(check(&s, &obs).iter().all(|c| !c.failed()));
+    }
+
+    #[test]
+    fn interrupted_expectation_fails_when_the_trigger_never_fired() {
+        let s = scenario("expect: interrupted\ninterrupt: {after_calls: 3}");
+        let obs = healthy(&s, end(0, false, true, "gave up"));
+        assert!(outcome(&check(&s, &obs)).violations()[0].contains("never fired"));
+    }
+
+    #[test]
+    fn agent_that_never_boots_names_the_deadline() {
+        let s = scenario("expect: error");
+        let mut obs = healthy(&s, end(0, false, true, "x"));
+        obs.events = vec![at(
+            120.0,
+            Event::DeadlineMissed {
+                phase: Phase::Boot,
+                seconds: 120.0,
+            },
+        )];
+        let c = check(&s, &obs);
+        assert!(
+            c.iter().find(|c| c.name == "boots").unwrap().violations()[0]
+                .contains("never said ready within 120 s")
+        );
+    }
+
+    #[test]
+    fn bad_event_lines_are_protocol_violations() {
+        let s = scenario("expect: error");
+        let mut obs = healthy(&s, end(0, false, true, "x"));
+        obs.events.push(at(
+            0.5,
+            Event::BadEvent {
+                line: "{oops".into(),
+            },
+        ));
+        assert!(check(&s, &obs)
+            .iter()
+            .find(|c| c.name == "protocol")
+            .unwrap()
+            .failed());
+    }
+}

@@ -1,0 +1,96 @@
+//! Kills that can only hit our own processes: open a pidfd first, then confirm
+//! through /proc that the process behind it still carries our marker, then
+//! signal through the pidfd. A pid reused between the scan and the kill is
+//! either a different process (the marker check fails) or the pidfd refers to
+//! the dead one (the signal fails with ESRCH); it is never signalled.
+
+use std::time::{Duration, Instant};
+
+use super::scan::{has_env, marked};
+
+fn pidfd_open(pid: i32) -> Option<i32> {
+    // SAFETY: raw syscall with (pid, flags=0); returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    (fd >= 0).then_some(fd as i32)
+}
+
+/// SIGKILL `pid` only if it carries `var=value`. Returns whether a signal was sent.
+pub fn pidfd_kill_if_marked(pid: i32, var: &str, value: &str) -> bool {
+    let Some(fd) = pidfd_open(pid) else {
+        return false;
+    };
+    let mut sent = false;
+    if has_env(pid, var, value) {
+        // SAFETY: pidfd_send_signal(fd, sig, info=NULL, flags=0).
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd,
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        sent = rc == 0;
+    }
+    // SAFETY: fd is ours and closed once.
+    unsafe { libc::close(fd) };
+    sent
+}
+
+/// One pass: SIGKILL every live process carrying `var=value`. Returns how many
+/// were signalled.
+pub fn kill_marked(var: &str, value: &str) -> usize {
+    marked(var, value)
+        .iter()
+        .filter(|p| pidfd_kill_if_marked(p.pid, var, value))
+        .count()
+}
+
+/// Kill passes until none carry the marker (a dying job may spawn more), or
+/// `timeout`. Returns how many processes were signalled in all.
+pub fn sweep_marked(var: &str, value: &str, timeout: Duration) -> usize {
+    let deadline = Instant::now() + timeout;
+    let mut total = 0;
+    loop {
+        total += kill_marked(var, value);
+        super::reap_orphans();
+        if marked(var, value).is_empty() || Instant::now() >= deadline {
+            return total;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proc_hygiene::TAG_VAR;
+    use std::process::Command;
+
+    #[test]
+    fn kills_only_processes_with_the_marker() {
+        let tag = format!("kill-test-{}", std::process::id());
+        let mut ours = Command::new("sleep")
+            .arg("30")
+            .env(TAG_VAR, &tag)
+            .spawn()
+            .unwrap();
+        let mut other = Command::new("sleep")
+            .arg("30")
+            .env(TAG_VAR, format!("{tag}-other"))
+            .spawn()
+            .unwrap();
+        assert!(!pidfd_kill_if_marked(other.id() as i32, TAG_VAR, &tag));
+        assert_eq!(kill_marked(TAG_VAR, &tag), 1);
+        let status = ours.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGKILL));
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "the other tag's process lives"
+        );
+        other.kill().unwrap();
+        other.wait().unwrap();
+    }
+}

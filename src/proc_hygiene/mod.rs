@@ -1,0 +1,85 @@
+//! Process hygiene: the tag every agent process carries, /proc scans that find
+//! tagged processes wherever they re-parented, pidfd kills that can only ever hit
+//! a process still carrying our tag, the child-subreaper setting, and the guard
+//! process that cleans up when chaosrun itself is killed.
+//!
+//! Two environment variables mark what chaosrun started: [`TAG_VAR`] names one
+//! scenario run (what the oracle checks), [`RUN_VAR`] names the whole chaosrun
+//! invocation (what the interrupt handler and the guard sweep).
+
+mod guard;
+mod kill;
+mod scan;
+
+pub use guard::{run_guard, Guard};
+pub use kill::{kill_marked, pidfd_kill_if_marked, sweep_marked};
+pub use scan::{count_tagged_matching, marked, tagged, ProcInfo};
+
+use std::time::Duration;
+
+/// Env var naming one scenario run; inherited by every descendant.
+pub const TAG_VAR: &str = "CHAOS_TAG";
+/// Env var naming one chaosrun invocation; inherited by every descendant.
+pub const RUN_VAR: &str = "CHAOS_RUN";
+
+/// Make this process a child subreaper: orphaned descendants re-parent to us
+/// instead of init, so they stay visible and reapable.
+pub fn become_subreaper() -> std::io::Result<()> {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes one integer argument.
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+static OWNED: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// Register a child whose exit status someone else (tokio) waits for, so
+/// [`reap_orphans`] never steals it.
+pub fn own(pid: i32) {
+    OWNED.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+}
+
+/// Undo [`own`] once the child has been waited for.
+pub fn disown(pid: i32) {
+    OWNED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|&p| p != pid);
+}
+
+/// Reap zombies that re-parented to us (we are a subreaper), leaving alone the
+/// children registered with [`own`].
+pub fn reap_orphans() {
+    let me = std::process::id() as i32;
+    let owned = OWNED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    for p in scan::all() {
+        if p.ppid == me && p.state == 'Z' && !owned.contains(&p.pid) {
+            // SAFETY: waitpid on a specific zombie child of ours, non-blocking.
+            unsafe {
+                libc::waitpid(p.pid, std::ptr::null_mut(), libc::WNOHANG);
+            }
+        }
+    }
+}
+
+/// Poll until no process carries `TAG_VAR=tag`, or `timeout`; returns the
+/// survivors at the deadline (empty when all are gone).
+pub async fn wait_none_tagged(tag: &str, timeout: Duration) -> Vec<ProcInfo> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        reap_orphans();
+        let left = tagged(tag);
+        if left.is_empty() || tokio::time::Instant::now() >= deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A new random tag body (hex), unique enough for concurrent runs.
+pub fn new_id(rng: &mut impl rand::Rng) -> String {
+    format!("{:012x}", rng.gen::<u64>() & 0xffff_ffff_ffff)
+}

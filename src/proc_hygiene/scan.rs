@@ -1,0 +1,158 @@
+//! /proc scans: which live (non-zombie) processes carry a marker variable in
+//! their environment, and what their command lines are.
+
+use std::fs;
+
+use serde::{Deserialize, Serialize};
+
+use super::TAG_VAR;
+
+/// A process as seen in /proc.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcInfo {
+    pub pid: i32,
+    pub ppid: i32,
+    /// Single-letter state from /proc/PID/stat (`R`, `S`, `Z`, ...).
+    pub state: char,
+    /// argv joined by spaces, bounded to 300 chars.
+    pub cmdline: String,
+}
+
+impl std::fmt::Display for ProcInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} [{}]: {}", self.pid, self.state, self.cmdline)
+    }
+}
+
+fn read_stat(pid: i32) -> Option<(i32, char)> {
+    let stat = fs::read(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces and parens: split after the last ')'.
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
+    let mut it = rest.split_whitespace();
+    let state = it.next()?.chars().next()?;
+    let ppid = it.next()?.parse().ok()?;
+    Some((ppid, state))
+}
+
+fn read_cmdline(pid: i32) -> String {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let mut s: String = String::from_utf8_lossy(&raw)
+        .trim_end_matches('\0')
+        .replace('\0', " ");
+    if s.len() > 300 {
+        let cut = (0..=300)
+            .rev()
+            .find(|&i| s.is_char_boundary(i))
+            .unwrap_or(0);
+        s.truncate(cut);
+    }
+    s
+}
+
+/// Every process in /proc (any state), without environment checks.
+pub(super) fn all() -> Vec<ProcInfo> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let (ppid, state) = read_stat(pid)?;
+            Some(ProcInfo {
+                pid,
+                ppid,
+                state,
+                cmdline: read_cmdline(pid),
+            })
+        })
+        .collect()
+}
+
+/// Whether `/proc/PID/environ` has the exact entry `var=value`.
+pub(super) fn has_env(pid: i32, var: &str, value: &str) -> bool {
+    let Ok(env) = fs::read(format!("/proc/{pid}/environ")) else {
+        return false;
+    };
+    let needle = format!("{var}={value}");
+    env.split(|&b| b == 0).any(|e| e == needle.as_bytes())
+}
+
+/// Live (non-zombie) processes other than ourselves whose environment has
+/// `var=value`.
+pub fn marked(var: &str, value: &str) -> Vec<ProcInfo> {
+    let me = std::process::id() as i32;
+    let mut found: Vec<ProcInfo> = all()
+        .into_iter()
+        .filter(|p| p.pid != me && p.state != 'Z' && p.state != 'X')
+        .filter(|p| has_env(p.pid, var, value))
+        .collect();
+    found.sort_by_key(|p| p.pid);
+    found
+}
+
+/// Live processes carrying `CHAOS_TAG=tag`.
+pub fn tagged(tag: &str) -> Vec<ProcInfo> {
+    marked(TAG_VAR, tag)
+}
+
+/// How many live processes carrying `CHAOS_TAG=tag` have `needle` in their
+/// command line.
+pub fn count_tagged_matching(tag: &str, needle: &str) -> usize {
+    tagged(tag)
+        .iter()
+        .filter(|p| p.cmdline.contains(needle))
+        .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+
+    #[test]
+    fn finds_a_tagged_child_by_environment_and_not_an_untagged_one() {
+        let tag = format!("scan-test-{}", std::process::id());
+        let mut tagged_child = Command::new("sleep")
+            .arg("30")
+            .env(TAG_VAR, &tag)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut plain = Command::new("sleep")
+            .arg("31")
+            .env_remove(TAG_VAR)
+            .spawn()
+            .unwrap();
+        let found = tagged(&tag);
+        let pids: Vec<i32> = found.iter().map(|p| p.pid).collect();
+        assert_eq!(pids, vec![tagged_child.id() as i32]);
+        assert_eq!(found[0].cmdline, "sleep 30");
+        assert_eq!(count_tagged_matching(&tag, "sleep 30"), 1);
+        assert_eq!(count_tagged_matching(&tag, "sleep 31"), 0);
+        // A tag that is a prefix of ours must not match.
+        assert!(tagged(&tag[..tag.len() - 1]).is_empty());
+        tagged_child.kill().unwrap();
+        tagged_child.wait().unwrap();
+        plain.kill().unwrap();
+        plain.wait().unwrap();
+        assert!(tagged(&tag).is_empty(), "a reaped child is gone");
+    }
+
+    #[test]
+    fn zombies_are_not_counted() {
+        let tag = format!("zombie-test-{}", std::process::id());
+        let mut child = Command::new("true").env(TAG_VAR, &tag).spawn().unwrap();
+        // Wait until it has exited but is not yet reaped (a zombie).
+        let pid = child.id() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while read_stat(pid).map(|s| s.1) != Some('Z') {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "child never became a zombie"
+            );
+            std::thread::yield_now();
+        }
+        assert!(tagged(&tag).is_empty());
+        child.wait().unwrap();
+    }
+}

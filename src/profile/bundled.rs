@@ -1,0 +1,18 @@
+//! The bundled reference agent (`examples/reference/`), embedded in the binary
+//! so `chaosrun scenarios.yaml` works from any directory without `--agent`.
+
+use std::path::{Path, PathBuf};
+
+const AGENT_PY: &str = include_str!("../../examples/reference/agent.py");
+const AGENT_YAML: &str = include_str!("../../examples/reference/agent.yaml");
+
+/// Write the reference agent into `dir` and return its profile's path.
+pub fn materialize(dir: &Path) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let py = dir.join("agent.py");
+    std::fs::write(&py, AGENT_PY)?;
+    std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755))?;
+    let yaml = dir.join("agent.yaml");
+    std::fs::write(&yaml, AGENT_YAML)?;
+    Ok(yaml)
+}

@@ -1,0 +1,122 @@
+//! The fault-injecting model provider: an OpenAI Chat Completions server on
+//! loopback that fails on purpose, exactly and repeatably.
+//!
+//! Owns the wire (`POST /v1/chat/completions` as JSON or SSE, `GET /v1/models`),
+//! the responder rules that pick a reply per request, one small type per reply
+//! kind (see [`replies`]), and the recording of every request the agent sent.
+//!
+//! Public contract used by the runner:
+//! * [`Provider::start`] binds `127.0.0.1:0` (or a given port) and serves until
+//!   [`Provider::shutdown`], which never waits for a long fault to finish.
+//! * [`Provider::main_calls`] is a watch on the number of faulted-turn main calls
+//!   so far (the runner awaits it to trigger an interrupt).
+//! * [`Provider::recording`] snapshots what was recorded.
+
+pub mod recording;
+pub mod replies;
+pub mod rules;
+pub mod serve;
+mod server;
+mod sse;
+
+pub use recording::{CallKind, Recording, RequestRecord, WireMessage, WireToolCall};
+pub use replies::{Reply, ToolCallSpec};
+pub use rules::{CallMatch, Rule, WaitFor, When};
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// How a logical tool of the scenario table (e.g. `shell`) is named on the wire
+/// for one agent, and how its argument names map.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolMapping {
+    /// The agent's own tool name (e.g. Hermes' `terminal`).
+    pub name: String,
+    /// Logical argument name → the agent's argument name.
+    #[serde(default)]
+    pub args: BTreeMap<String, String>,
+}
+
+/// Counts tagged processes whose command line contains a needle. Supplied by the
+/// runner (backed by `proc_hygiene`); `None` in a provider with no tag, where a
+/// rule's `wait_for` then waits out its own deadline.
+pub type ProcessCounter = Arc<dyn Fn(&str) -> usize + Send + Sync>;
+
+/// Called once per request as it is recorded, before its reply is produced
+/// (used by `chaosrun serve` to log requests).
+pub type RequestObserver = Arc<dyn Fn(&RequestRecord) + Send + Sync>;
+
+/// Everything one provider instance needs.
+#[derive(Clone, Default)]
+pub struct ProviderConfig {
+    /// Port to bind on 127.0.0.1; 0 picks an ephemeral one.
+    pub port: u16,
+    /// Responder rules for faulted-turn main calls, first match wins. A main call
+    /// that matches no rule gets a plain text answer `ok`.
+    pub rules: Vec<Rule>,
+    /// Substituted for `{{nonce}}` in reply text and tool arguments.
+    pub nonce: String,
+    /// Logical tool name → agent tool mapping, applied to `tool_call` replies.
+    pub tools: BTreeMap<String, ToolMapping>,
+    /// Used by `wait_for` rules.
+    pub process_counter: Option<ProcessCounter>,
+}
+
+/// A running provider. Dropping it without `shutdown` also stops the server.
+pub struct Provider {
+    inner: server::Running,
+}
+
+impl Provider {
+    /// Bind 127.0.0.1 and start serving in the current tokio runtime.
+    pub async fn start(config: ProviderConfig) -> anyhow::Result<Provider> {
+        Ok(Provider {
+            inner: server::Running::start(config).await?,
+        })
+    }
+
+    /// Like [`Provider::start`], calling `observer` for every request.
+    pub async fn start_observed(
+        config: ProviderConfig,
+        observer: RequestObserver,
+    ) -> anyhow::Result<Provider> {
+        Ok(Provider {
+            inner: server::Running::start_observed(config, Some(observer)).await?,
+        })
+    }
+
+    /// Requests received so far over every route (chat, models, 404s).
+    pub fn request_count(&self) -> u64 {
+        self.inner.request_count()
+    }
+
+    /// `http://127.0.0.1:PORT/v1` — what an OpenAI client takes as its base URL.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.inner.addr())
+    }
+
+    /// The bound socket address.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.inner.addr()
+    }
+
+    /// A watch on the number of faulted-turn main calls received so far
+    /// (probe and auxiliary requests are not counted).
+    pub fn main_calls(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.main_calls()
+    }
+
+    /// A snapshot of everything recorded so far.
+    pub fn recording(&self) -> Recording {
+        self.inner.recording()
+    }
+
+    /// Stop serving: every pending long wait (hang, stall, wait_for) ends now and
+    /// its socket is dropped. Returns the final recording.
+    pub async fn shutdown(self) -> Recording {
+        self.inner.shutdown().await
+    }
+}

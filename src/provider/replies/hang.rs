@@ -1,0 +1,49 @@
+//! `hang`: accept the request, never answer (not even headers); drop the socket
+//! after `seconds`, or at once when the provider shuts down.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hang {
+    #[serde(default = "super::fault_seconds")]
+    pub seconds: f64,
+}
+
+impl Hang {
+    /// Waits out `seconds` (or shutdown) before returning, then returns a
+    /// response whose body fails at once, so the connection is dropped with
+    /// not even the status line sent.
+    pub(crate) async fn respond(&self, ctx: &super::ReplyCtx<'_>) -> axum::response::Response {
+        super::wait_or_cancel(super::secs(self.seconds), ctx.cancel).await;
+        axum::response::Response::new(super::abort_body())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::replies::http_body_util_free::collect;
+    use crate::provider::replies::test_ctx;
+    use std::time::{Duration, Instant};
+
+    #[tokio::test]
+    async fn holds_until_shutdown_then_aborts() {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let tools = Default::default();
+        let ctx = test_ctx(true, &cancel, &tools);
+        let hang = Hang { seconds: 3600.0 };
+        let fut = hang.respond(&ctx);
+        tokio::pin!(fut);
+        // Still pending after a while.
+        assert!(tokio::time::timeout(Duration::from_millis(100), &mut fut)
+            .await
+            .is_err());
+        let start = Instant::now();
+        cancel.cancel();
+        let resp = fut.await;
+        assert!(start.elapsed() < Duration::from_secs(1));
+        let (data, cut) = collect(resp.into_body()).await;
+        assert!(data.is_empty() && cut);
+    }
+}

@@ -1,0 +1,343 @@
+//! One small type per reply kind, registered by name in [`Reply`]. Each kind's
+//! file says its wire behaviour in its doc comment and carries its own tests.
+//!
+//! The YAML form is internally tagged: `{kind: hang, seconds: 3600}`. An unknown
+//! kind is rejected by serde with the list of known kinds.
+
+pub mod drop_mid_stream;
+pub mod error;
+pub mod hang;
+pub mod raw;
+pub mod silent_after_headers;
+pub mod stall_mid_stream;
+pub mod text;
+pub mod tool_call;
+
+pub use drop_mid_stream::DropMidStream;
+pub use error::ErrorReply;
+pub use hang::Hang;
+pub use raw::Raw;
+pub use silent_after_headers::SilentAfterHeaders;
+pub use stall_mid_stream::StallMidStream;
+pub use text::Text;
+pub use tool_call::{ToolCall, ToolCallSpec};
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use super::recording::IssuedToolCall;
+use super::sse::ChunkMeta;
+use super::ToolMapping;
+
+/// Default length of every long fault: an hour, so a turn still running at its
+/// deadline is waiting on the fault, not merely slow.
+pub const FAULT_SECONDS: f64 = 3600.0;
+
+pub(crate) fn fault_seconds() -> f64 {
+    FAULT_SECONDS
+}
+
+/// A reply to one main call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reply {
+    Text(Text),
+    ToolCall(ToolCall),
+    Error(ErrorReply),
+    Hang(Hang),
+    StallMidStream(StallMidStream),
+    DropMidStream(DropMidStream),
+    SilentAfterHeaders(SilentAfterHeaders),
+    Raw(Raw),
+}
+
+impl Reply {
+    /// All kind names, in the order of the design table.
+    pub const KINDS: &'static [&'static str] = &[
+        "text",
+        "tool_call",
+        "error",
+        "hang",
+        "stall_mid_stream",
+        "drop_mid_stream",
+        "silent_after_headers",
+        "raw",
+    ];
+
+    /// The kind's name as written in YAML.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Reply::Text(_) => "text",
+            Reply::ToolCall(_) => "tool_call",
+            Reply::Error(_) => "error",
+            Reply::Hang(_) => "hang",
+            Reply::StallMidStream(_) => "stall_mid_stream",
+            Reply::DropMidStream(_) => "drop_mid_stream",
+            Reply::SilentAfterHeaders(_) => "silent_after_headers",
+            Reply::Raw(_) => "raw",
+        }
+    }
+}
+
+/// What a reply needs to know about the request it answers and the server.
+pub(crate) struct ReplyCtx<'a> {
+    /// Substituted for `{{nonce}}`.
+    pub nonce: &'a str,
+    /// The request asked for SSE (`"stream": true`).
+    pub stream: bool,
+    /// Id, creation time and model repeated in every chunk.
+    pub meta: ChunkMeta,
+    /// Request body size, for the usage estimate.
+    pub request_bytes: usize,
+    /// Cancelled when the provider shuts down: every long wait ends on it.
+    pub cancel: &'a CancellationToken,
+    /// Main-call index (0 for probe and auxiliary answers).
+    pub main_index: u64,
+    /// Logical tool name → agent mapping.
+    pub tools: &'a BTreeMap<String, ToolMapping>,
+    /// Prefix unique per reply on this server; tool call `i` gets `{prefix}_{i}`.
+    pub call_id_prefix: &'a str,
+}
+
+/// A produced reply: the response, and the tool calls it issued (logical terms).
+pub(crate) struct Replied {
+    pub response: Response,
+    pub issued: Vec<IssuedToolCall>,
+}
+
+impl Reply {
+    /// Produce the response. Only `hang` waits before returning; the other
+    /// kinds' waits happen inside their streaming bodies.
+    pub(crate) async fn respond(&self, ctx: &ReplyCtx<'_>) -> Replied {
+        let response = match self {
+            Reply::Text(r) => r.respond(ctx),
+            Reply::ToolCall(r) => {
+                let (response, issued) = r.respond(ctx);
+                return Replied { response, issued };
+            }
+            Reply::Error(r) => r.respond(ctx),
+            Reply::Hang(r) => r.respond(ctx).await,
+            Reply::StallMidStream(r) => r.respond(ctx),
+            Reply::DropMidStream(r) => r.respond(ctx),
+            Reply::SilentAfterHeaders(r) => r.respond(ctx),
+            Reply::Raw(r) => r.respond(ctx),
+        };
+        Replied {
+            response,
+            issued: Vec::new(),
+        }
+    }
+}
+
+/// Substitute `{{nonce}}`, and `{{i}}` when `i` is given.
+pub(crate) fn render(s: &str, nonce: &str, i: Option<usize>) -> String {
+    let mut out = s.replace("{{nonce}}", nonce);
+    if let Some(i) = i {
+        out = out.replace("{{i}}", &i.to_string());
+    }
+    out
+}
+
+/// [`render`] over every string (and object key) inside a JSON value.
+pub(crate) fn render_value(
+    v: &serde_json::Value,
+    nonce: &str,
+    i: Option<usize>,
+) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => Value::String(render(s, nonce, i)),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|x| render_value(x, nonce, i)).collect())
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, x)| (render(k, nonce, i), render_value(x, nonce, i)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// A duration from a scenario's seconds, clamped to something tokio accepts.
+pub(crate) fn secs(s: f64) -> Duration {
+    if s.is_finite() && s > 0.0 {
+        Duration::from_secs_f64(s.min(1.0e8))
+    } else {
+        Duration::ZERO
+    }
+}
+
+/// Wait `d`, or less when `cancel` fires. True when the full time passed.
+pub(crate) async fn wait_or_cancel(d: Duration, cancel: &CancellationToken) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => true,
+        _ = cancel.cancelled() => false,
+    }
+}
+
+/// One step of a scripted response body.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// Send these bytes.
+    Data(Bytes),
+    /// Wait; shutdown cuts the body instead.
+    Wait(Duration),
+    /// Give hyper one chance to flush what was sent so far.
+    Flush,
+    /// End the body abnormally: hyper aborts the chunked encoding and closes
+    /// the connection (no terminating chunk reaches the client).
+    Cut,
+}
+
+fn cut_error() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        "chaosrun: body cut on purpose",
+    )
+}
+
+/// A streaming body playing `steps`; ends cleanly after the last one unless a
+/// [`Step::Cut`] (or shutdown during a wait) cuts it.
+pub(crate) fn script_body(steps: Vec<Step>, cancel: CancellationToken) -> Body {
+    let steps: VecDeque<Step> = steps.into();
+    let stream = futures_util::stream::unfold(Some((steps, cancel)), |state| async move {
+        let (mut steps, cancel) = state?;
+        loop {
+            match steps.pop_front()? {
+                Step::Data(b) => return Some((Ok(b), Some((steps, cancel)))),
+                Step::Wait(d) => {
+                    if !d.is_zero() && !wait_or_cancel(d, &cancel).await {
+                        return Some((Err(cut_error()), None));
+                    }
+                }
+                Step::Flush => tokio::task::yield_now().await,
+                Step::Cut => return Some((Err(cut_error()), None)),
+            }
+        }
+    });
+    Body::from_stream(stream)
+}
+
+/// A body whose first poll fails: hyper drops the connection before the
+/// buffered response head is flushed, so the client sees no byte at all.
+pub(crate) fn abort_body() -> Body {
+    Body::from_stream(futures_util::stream::once(async {
+        Err::<Bytes, std::io::Error>(cut_error())
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn render_substitutes_nonce_and_index() {
+        assert_eq!(render("a {{nonce}} {{i}}", "N1", Some(3)), "a N1 3");
+        assert_eq!(render("a {{i}}", "N1", None), "a {{i}}");
+        let v = render_value(
+            &json!({"cmd": "echo {{nonce}}-{{i}}", "n": [1, "{{i}}"]}),
+            "X",
+            Some(2),
+        );
+        assert_eq!(v, json!({"cmd": "echo X-2", "n": [1, "2"]}));
+    }
+
+    #[test]
+    fn secs_clamps() {
+        assert_eq!(secs(-1.0), Duration::ZERO);
+        assert_eq!(secs(f64::NAN), Duration::ZERO);
+        assert_eq!(secs(1.5), Duration::from_millis(1500));
+        assert!(secs(1e300) > Duration::from_secs(1_000_000));
+    }
+
+    #[tokio::test]
+    async fn script_body_cuts_on_shutdown() {
+        use http_body_util_free::collect;
+        let cancel = CancellationToken::new();
+        let body = script_body(
+            vec![
+                Step::Data(Bytes::from_static(b"x")),
+                Step::Wait(Duration::from_secs(3600)),
+            ],
+            cancel.clone(),
+        );
+        cancel.cancel();
+        let (data, err) = collect(body).await;
+        assert_eq!(data, b"x");
+        assert!(err);
+    }
+
+    #[tokio::test]
+    async fn script_body_ends_cleanly() {
+        use http_body_util_free::collect;
+        let body = script_body(
+            vec![
+                Step::Data(Bytes::from_static(b"a")),
+                Step::Flush,
+                Step::Data(Bytes::from_static(b"b")),
+            ],
+            CancellationToken::new(),
+        );
+        let (data, err) = collect(body).await;
+        assert_eq!(data, b"ab");
+        assert!(!err);
+    }
+
+    #[tokio::test]
+    async fn abort_body_fails_at_once() {
+        use http_body_util_free::collect;
+        let (data, err) = collect(abort_body()).await;
+        assert!(data.is_empty() && err);
+    }
+}
+
+/// Test helper: read a body to its end without extra crates.
+#[cfg(test)]
+pub(crate) mod http_body_util_free {
+    use axum::body::Body;
+    use futures_util::StreamExt;
+
+    /// All data bytes, and whether the body ended with an error.
+    pub async fn collect(body: Body) -> (Vec<u8>, bool) {
+        let mut stream = body.into_data_stream();
+        let mut out = Vec::new();
+        while let Some(item) = stream.next().await {
+            match item {
+                Ok(b) => out.extend_from_slice(&b),
+                Err(_) => return (out, true),
+            }
+        }
+        (out, false)
+    }
+}
+
+/// Test helper: a context with nonce `NONCE`.
+#[cfg(test)]
+pub(crate) fn test_ctx<'a>(
+    stream: bool,
+    cancel: &'a CancellationToken,
+    tools: &'a BTreeMap<String, ToolMapping>,
+) -> ReplyCtx<'a> {
+    ReplyCtx {
+        nonce: "NONCE",
+        stream,
+        meta: ChunkMeta {
+            id: "chatcmpl-test".into(),
+            created: 0,
+            model: "m".into(),
+        },
+        request_bytes: 100,
+        cancel,
+        main_index: 0,
+        tools,
+        call_id_prefix: "call_t_0",
+    }
+}

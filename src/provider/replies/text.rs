@@ -1,0 +1,126 @@
+//! `text`: an answer. Streamed as a role chunk, the optional `reasoning` as
+//! `reasoning_content` deltas, the text in `chunk_chars` pieces with
+//! `delay_per_chunk` seconds between them, a finish chunk with `finish_reason`
+//! and `usage`, then `data: [DONE]`. Without `stream` it is one JSON completion.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Text {
+    /// The answer; `{{nonce}}` is substituted.
+    pub text: String,
+    #[serde(default = "default_chunk_chars")]
+    pub chunk_chars: usize,
+    /// Seconds between content chunks.
+    #[serde(default)]
+    pub delay_per_chunk: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<String>,
+    #[serde(default = "default_finish")]
+    pub finish_reason: String,
+}
+
+fn default_chunk_chars() -> usize {
+    16
+}
+
+fn default_finish() -> String {
+    "stop".into()
+}
+
+impl Text {
+    /// A plain answer with default streaming (probe and auxiliary replies).
+    pub fn plain(text: impl Into<String>) -> Text {
+        Text {
+            text: text.into(),
+            chunk_chars: default_chunk_chars(),
+            delay_per_chunk: 0.0,
+            reasoning: None,
+            finish_reason: default_finish(),
+        }
+    }
+
+    pub(crate) fn respond(&self, ctx: &super::ReplyCtx<'_>) -> axum::response::Response {
+        use super::{render, script_body, secs, Step};
+        use crate::provider::sse::{json_response, split_chars, sse_response, Usage};
+
+        let text = render(&self.text, ctx.nonce, None);
+        let reasoning = self.reasoning.as_ref().map(|r| render(r, ctx.nonce, None));
+        let answer_chars =
+            text.chars().count() + reasoning.as_ref().map_or(0, |r| r.chars().count());
+        let usage = Usage::estimate(ctx.request_bytes, answer_chars);
+        let meta = &ctx.meta;
+
+        if !ctx.stream {
+            let mut message = serde_json::json!({"role": "assistant", "content": text});
+            if let Some(r) = &reasoning {
+                message["reasoning_content"] = r.clone().into();
+            }
+            let body = meta.completion(message, &self.finish_reason, usage);
+            return json_response(axum::http::StatusCode::OK, &body);
+        }
+
+        let mut steps = vec![Step::Data(meta.role())];
+        if let Some(r) = &reasoning {
+            for piece in split_chars(r, self.chunk_chars) {
+                steps.push(Step::Data(meta.reasoning(piece)));
+            }
+        }
+        let delay = secs(self.delay_per_chunk);
+        for (n, piece) in split_chars(&text, self.chunk_chars).into_iter().enumerate() {
+            if n > 0 && !delay.is_zero() {
+                steps.push(Step::Wait(delay));
+            }
+            steps.push(Step::Data(meta.content(piece)));
+        }
+        steps.push(Step::Data(meta.finish(&self.finish_reason, usage)));
+        steps.push(Step::Data(crate::provider::sse::done()));
+        sse_response(script_body(steps, ctx.cancel.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::replies::http_body_util_free::collect;
+    use crate::provider::replies::test_ctx;
+
+    #[tokio::test]
+    async fn streams_reasoning_then_text_in_pieces_then_done() {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let tools = Default::default();
+        let ctx = test_ctx(true, &cancel, &tools);
+        let mut t = Text::plain("hello {{nonce}}");
+        t.chunk_chars = 4;
+        t.reasoning = Some("hmm".into());
+        let resp = t.respond(&ctx);
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        let (body, cut) = collect(resp.into_body()).await;
+        assert!(!cut);
+        let body = String::from_utf8(body).unwrap();
+        let events: Vec<&str> = body.split("\n\n").filter(|e| !e.is_empty()).collect();
+        assert_eq!(events.last().unwrap(), &"data: [DONE]");
+        assert!(events[1].contains("\"reasoning_content\":\"hmm\""));
+        // "hello NONCE" is 11 chars in 4-char pieces: 3 content chunks.
+        let content: Vec<&&str> = events
+            .iter()
+            .filter(|e| e.contains("\"content\":\""))
+            .collect();
+        assert_eq!(content.len(), 1 + 3, "role chunk + 3 pieces: {events:?}");
+        assert!(events[events.len() - 2].contains("\"usage\""));
+    }
+
+    #[tokio::test]
+    async fn non_streaming_is_one_completion() {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let tools = Default::default();
+        let ctx = test_ctx(false, &cancel, &tools);
+        let resp = Text::plain("hi {{nonce}}").respond(&ctx);
+        let (body, _) = collect(resp.into_body()).await;
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["object"], "chat.completion");
+        assert_eq!(v["choices"][0]["message"]["content"], "hi NONCE");
+        assert_eq!(v["choices"][0]["finish_reason"], "stop");
+    }
+}

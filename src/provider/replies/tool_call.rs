@@ -1,0 +1,211 @@
+//! `tool_call`: one assistant message carrying one or more tool calls (a
+//! parallel batch). Arguments are a JSON object serialised as the OpenAI
+//! `arguments` string, or, when given as a YAML string, sent verbatim (so
+//! malformed JSON reaches the agent as is). Ids are unique per server. Logical
+//! tool names are mapped to the agent's names through the provider's tool map.
+//! Streamed as a role chunk, `tool_calls` deltas (arguments split over several
+//! chunks), a finish chunk (`tool_calls`) with `usage`, then `[DONE]`.
+
+use serde::{Deserialize, Serialize};
+
+/// One call in the batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCallSpec {
+    /// Logical tool name (`shell`) or a literal one (`no_such_tool`).
+    pub tool: String,
+    /// An object (logical argument names), or a string sent verbatim.
+    /// `{{nonce}}` and `{{i}}` (the call's position in the batch) are substituted.
+    #[serde(default = "empty_object")]
+    pub args: serde_json::Value,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(Default::default())
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCall {
+    pub calls: Vec<ToolCallSpec>,
+    /// When set, the batch is `calls` repeated this many times (`{{i}}` counts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<usize>,
+}
+
+/// How many argument chars go in each streamed `arguments` delta.
+const ARG_PIECE_CHARS: usize = 24;
+
+/// One call as it goes on the wire.
+struct WireCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+impl ToolCall {
+    /// The batch after `repeat`, in order.
+    pub fn batch(&self) -> Vec<&ToolCallSpec> {
+        let times = self.repeat.unwrap_or(1);
+        (0..times).flat_map(|_| self.calls.iter()).collect()
+    }
+
+    pub(crate) fn respond(
+        &self,
+        ctx: &super::ReplyCtx<'_>,
+    ) -> (
+        axum::response::Response,
+        Vec<crate::provider::recording::IssuedToolCall>,
+    ) {
+        use super::{render, render_value, script_body, Step};
+        use crate::provider::recording::IssuedToolCall;
+        use crate::provider::sse::{done, json_response, split_chars, sse_response, Usage};
+        use serde_json::{json, Value};
+
+        let mut issued = Vec::new();
+        let mut wire = Vec::new();
+        for (i, spec) in self.batch().into_iter().enumerate() {
+            let id = format!("{}_{i}", ctx.call_id_prefix);
+            let args = match &spec.args {
+                // A string is sent verbatim (after templating): malformed JSON stays malformed.
+                Value::String(s) => Value::String(render(s, ctx.nonce, Some(i))),
+                other => render_value(other, ctx.nonce, Some(i)),
+            };
+            let (name, wire_args) = match ctx.tools.get(&spec.tool) {
+                Some(mapping) => (mapping.name.clone(), map_arg_names(&args, &mapping.args)),
+                None => (spec.tool.clone(), args.clone()),
+            };
+            let arguments = match &wire_args {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            issued.push(IssuedToolCall {
+                id: id.clone(),
+                tool: spec.tool.clone(),
+                args,
+                main_index: ctx.main_index,
+            });
+            wire.push(WireCall {
+                id,
+                name,
+                arguments,
+            });
+        }
+
+        let answer_chars: usize = wire.iter().map(|c| c.arguments.chars().count()).sum();
+        let usage = Usage::estimate(ctx.request_bytes, answer_chars);
+        let meta = &ctx.meta;
+
+        if !ctx.stream {
+            let calls: Vec<Value> = wire
+                .iter()
+                .map(|c| {
+                    json!({
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments},
+                    })
+                })
+                .collect();
+            let message = json!({"role": "assistant", "content": null, "tool_calls": calls});
+            let body = meta.completion(message, "tool_calls", usage);
+            return (json_response(axum::http::StatusCode::OK, &body), issued);
+        }
+
+        let mut steps = vec![Step::Data(meta.role())];
+        for (index, call) in wire.iter().enumerate() {
+            steps.push(Step::Data(
+                meta.tool_call_start(index, &call.id, &call.name, ""),
+            ));
+            for piece in split_chars(&call.arguments, ARG_PIECE_CHARS) {
+                steps.push(Step::Data(meta.tool_call_args(index, piece)));
+            }
+        }
+        steps.push(Step::Data(meta.finish("tool_calls", usage)));
+        steps.push(Step::Data(done()));
+        (sse_response(script_body(steps, ctx.cancel.clone())), issued)
+    }
+}
+
+/// Rename an object's keys through `names` (keys not in it pass unchanged);
+/// anything but an object is returned as is.
+fn map_arg_names(
+    args: &serde_json::Value,
+    names: &std::collections::BTreeMap<String, String>,
+) -> serde_json::Value {
+    match args {
+        serde_json::Value::Object(map) => serde_json::Value::Object(
+            map.iter()
+                .map(|(k, v)| (names.get(k).unwrap_or(k).clone(), v.clone()))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::replies::http_body_util_free::collect;
+    use crate::provider::replies::test_ctx;
+    use crate::provider::ToolMapping;
+    use serde_json::json;
+
+    fn spec(yaml: &str) -> ToolCall {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[tokio::test]
+    async fn maps_names_and_keeps_logical_record() {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let mut tools = std::collections::BTreeMap::new();
+        tools.insert(
+            "shell".to_string(),
+            ToolMapping {
+                name: "terminal".into(),
+                args: [("cmd".to_string(), "command".to_string())].into(),
+            },
+        );
+        let ctx = test_ctx(false, &cancel, &tools);
+        let t = spec(
+            "{calls: [{tool: shell, args: {cmd: 'echo {{nonce}} {{i}}', bg: true}}], repeat: 2}",
+        );
+        let (resp, issued) = t.respond(&ctx);
+        let (body, _) = collect(resp.into_body()).await;
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let calls = v["choices"][0]["message"]["tool_calls"].as_array().unwrap();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[1]["function"]["name"], "terminal");
+        let args: serde_json::Value =
+            serde_json::from_str(calls[1]["function"]["arguments"].as_str().unwrap()).unwrap();
+        assert_eq!(args, json!({"command": "echo NONCE 1", "bg": true}));
+        assert_eq!(issued[1].tool, "shell");
+        assert_eq!(issued[1].args, json!({"cmd": "echo NONCE 1", "bg": true}));
+        assert_ne!(issued[0].id, issued[1].id);
+        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+    }
+
+    #[tokio::test]
+    async fn raw_string_args_are_verbatim_in_the_stream() {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let tools = Default::default();
+        let ctx = test_ctx(true, &cancel, &tools);
+        let t = spec("{calls: [{tool: x, args: '{\"a\": \"{{nonce}}'}]}");
+        let (resp, _) = t.respond(&ctx);
+        let (body, cut) = collect(resp.into_body()).await;
+        assert!(!cut);
+        let body = String::from_utf8(body).unwrap();
+        let mut args = String::new();
+        for ev in body.split("\n\n").filter_map(|e| e.strip_prefix("data: ")) {
+            if ev == "[DONE]" {
+                continue;
+            }
+            let v: serde_json::Value = serde_json::from_str(ev).unwrap();
+            if let Some(calls) = v["choices"][0]["delta"]["tool_calls"].as_array() {
+                args.push_str(calls[0]["function"]["arguments"].as_str().unwrap());
+            }
+        }
+        assert_eq!(args, "{\"a\": \"NONCE");
+        assert!(body.ends_with("data: [DONE]\n\n"));
+    }
+}

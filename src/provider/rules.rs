@@ -1,0 +1,116 @@
+//! Responder rules: which reply a faulted-turn main call gets, chosen by what the
+//! request shows (its main-call index, whether the last message is a tool
+//! result), optionally held until tagged processes exist.
+
+use serde::{Deserialize, Serialize};
+
+use super::replies::Reply;
+
+/// Matches the index of a main call within the faulted turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CallMatch {
+    /// Exactly this index (from 0).
+    Index(u64),
+    /// A range: `{from: 2}` or `{from: 1, to: 3}` (both inclusive).
+    Range {
+        #[serde(default)]
+        from: u64,
+        #[serde(default)]
+        to: Option<u64>,
+    },
+}
+
+impl CallMatch {
+    pub fn matches(&self, index: u64) -> bool {
+        match *self {
+            CallMatch::Index(i) => i == index,
+            CallMatch::Range { from, to } => index >= from && to.is_none_or(|t| index <= t),
+        }
+    }
+}
+
+/// Conditions of a rule; every given condition must hold.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct When {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<CallMatch>,
+    /// Whether the request's last message has role `tool`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_tool: Option<bool>,
+}
+
+impl When {
+    pub fn matches(&self, index: u64, last_is_tool: bool) -> bool {
+        self.call.as_ref().is_none_or(|c| c.matches(index))
+            && self.after_tool.is_none_or(|t| t == last_is_tool)
+    }
+}
+
+/// Hold the reply until at least `count` tagged processes whose command line
+/// contains `cmdline` exist, or `timeout` seconds pass (then reply anyway).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitFor {
+    pub count: usize,
+    pub cmdline: String,
+    #[serde(default = "default_wait_timeout")]
+    pub timeout: f64,
+}
+
+fn default_wait_timeout() -> f64 {
+    20.0
+}
+
+/// One responder rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    #[serde(default)]
+    pub when: When,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_for: Option<WaitFor>,
+    pub reply: Reply,
+}
+
+/// First rule whose `when` matches, if any.
+pub fn pick(rules: &[Rule], index: u64, last_is_tool: bool) -> Option<&Rule> {
+    rules.iter().find(|r| r.when.matches(index, last_is_tool))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules(yaml: &str) -> Vec<Rule> {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn first_matching_rule_wins() {
+        let r = rules(
+            "- {when: {call: 0}, reply: {kind: hang}}\n\
+             - {when: {after_tool: true}, reply: {kind: text, text: done}}\n\
+             - {reply: {kind: error, status: 500}}\n",
+        );
+        assert_eq!(pick(&r, 0, false).unwrap().reply.kind_name(), "hang");
+        assert_eq!(pick(&r, 0, true).unwrap().reply.kind_name(), "hang");
+        assert_eq!(pick(&r, 1, true).unwrap().reply.kind_name(), "text");
+        assert_eq!(pick(&r, 1, false).unwrap().reply.kind_name(), "error");
+    }
+
+    #[test]
+    fn ranges_are_inclusive() {
+        let m: CallMatch = serde_yaml::from_str("{from: 1, to: 2}").unwrap();
+        assert!(!m.matches(0) && m.matches(1) && m.matches(2) && !m.matches(3));
+        let open: CallMatch = serde_yaml::from_str("{from: 3}").unwrap();
+        assert!(!open.matches(2) && open.matches(300));
+    }
+
+    #[test]
+    fn no_rule_matches_when_none_fits() {
+        let r = rules("- {when: {call: 5}, reply: {kind: hang}}\n");
+        assert!(pick(&r, 0, false).is_none());
+    }
+}

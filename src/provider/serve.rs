@@ -1,0 +1,260 @@
+//! `chaosrun serve`: run the fault provider on its own, from a script file, to
+//! reproduce a fault by hand or to benchmark it.
+//!
+//! The script is YAML: either a bare list of responder rules, or a map
+//! `{nonce?, tools?, responder: [rules]}`. Prints
+//! `chaosrun provider listening on http://127.0.0.1:PORT/v1` once bound, one
+//! stderr line per request (`#seq kind main_index reply`) unless quiet, and on
+//! SIGINT/SIGTERM the summary `requests: N (main M, probe P, aux A)`.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use serde::Deserialize;
+
+use super::recording::{CallKind, RequestRecord};
+use super::{Provider, ProviderConfig, Rule, ToolMapping};
+
+/// Arguments of `chaosrun serve`.
+#[derive(Debug, Clone, Default)]
+pub struct ServeArgs {
+    /// Port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    /// Script file; without one every main call gets a plain `ok`.
+    pub script: Option<PathBuf>,
+    /// Overrides the script's nonce.
+    pub nonce: Option<String>,
+    /// With a tag, `wait_for` counts processes carrying `CHAOS_TAG=<tag>`.
+    pub tag: Option<String>,
+    /// No per-request line on stderr.
+    pub quiet: bool,
+}
+
+/// A loaded script.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Script {
+    pub nonce: Option<String>,
+    pub tools: BTreeMap<String, ToolMapping>,
+    pub rules: Vec<Rule>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScriptMap {
+    #[serde(default)]
+    nonce: Option<String>,
+    #[serde(default)]
+    tools: BTreeMap<String, ToolMapping>,
+    #[serde(default)]
+    responder: Vec<Rule>,
+}
+
+/// What the server counted, printed as the summary line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServeSummary {
+    pub requests: u64,
+    pub main: u64,
+    pub probe: u64,
+    pub aux: u64,
+}
+
+impl std::fmt::Display for ServeSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "requests: {} (main {}, probe {}, aux {})",
+            self.requests, self.main, self.probe, self.aux
+        )
+    }
+}
+
+/// Parse a script's text; errors read `LABEL:LINE:COL: message`.
+pub fn parse_script(text: &str, label: &str) -> anyhow::Result<Script> {
+    let located = |e: serde_yaml::Error| {
+        let msg = e.to_string();
+        let msg = match msg.rfind(" at line ") {
+            Some(cut) if e.location().is_some() => msg[..cut].to_string(),
+            _ => msg,
+        };
+        match e.location() {
+            Some(loc) => anyhow::anyhow!("{label}:{}:{}: {msg}", loc.line(), loc.column()),
+            None => anyhow::anyhow!("{label}: {msg}"),
+        }
+    };
+    let shape: serde_yaml::Value = serde_yaml::from_str(text).map_err(located)?;
+    match shape {
+        serde_yaml::Value::Null => Ok(Script::default()),
+        serde_yaml::Value::Sequence(_) => Ok(Script {
+            rules: serde_yaml::from_str(text).map_err(located)?,
+            ..Script::default()
+        }),
+        serde_yaml::Value::Mapping(_) => {
+            let m: ScriptMap = serde_yaml::from_str(text).map_err(located)?;
+            Ok(Script {
+                nonce: m.nonce,
+                tools: m.tools,
+                rules: m.responder,
+            })
+        }
+        _ => Err(anyhow::anyhow!(
+            "{label}:1:1: a script is a list of rules or a map with `responder:` (and optional `nonce:`, `tools:`)"
+        )),
+    }
+}
+
+/// Read and parse a script file.
+pub fn load_script(path: &Path) -> anyhow::Result<Script> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read script {}", path.display()))?;
+    parse_script(&text, &path.display().to_string())
+}
+
+/// Serve until SIGINT or SIGTERM, then print the summary.
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let summary = serve_until(
+        args,
+        |addr| {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "chaosrun provider listening on http://{addr}/v1");
+            let _ = out.flush();
+        },
+        stop_signal(),
+    )
+    .await?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{summary}")?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Serve until `stop` completes; `on_ready` gets the bound address.
+pub async fn serve_until(
+    args: ServeArgs,
+    on_ready: impl FnOnce(SocketAddr),
+    stop: impl Future<Output = ()>,
+) -> anyhow::Result<ServeSummary> {
+    let script = match &args.script {
+        Some(path) => load_script(path)?,
+        None => Script::default(),
+    };
+    let process_counter: Option<super::ProcessCounter> = args.tag.clone().map(|tag| {
+        Arc::new(move |needle: &str| crate::proc_hygiene::count_tagged_matching(&tag, needle))
+            as super::ProcessCounter
+    });
+    let config = ProviderConfig {
+        port: args.port,
+        rules: script.rules,
+        nonce: args.nonce.or(script.nonce).unwrap_or_default(),
+        tools: script.tools,
+        process_counter,
+    };
+    let provider = if args.quiet {
+        Provider::start(config).await?
+    } else {
+        Provider::start_observed(config, Arc::new(log_request)).await?
+    };
+    on_ready(provider.addr());
+    stop.await;
+    let requests = provider.request_count();
+    let rec = provider.shutdown().await;
+    Ok(ServeSummary {
+        requests,
+        main: rec.main_calls,
+        probe: rec.probe_calls,
+        aux: rec.aux_calls,
+    })
+}
+
+fn log_request(r: &RequestRecord) {
+    let kind = match r.kind {
+        CallKind::Main => "main",
+        CallKind::Probe => "probe",
+        CallKind::Aux => "aux",
+    };
+    let index = r.main_index.map_or("-".to_string(), |i| i.to_string());
+    eprintln!("#{} {kind} {index} {}", r.seq, r.reply);
+}
+
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bare_list_and_map_forms() {
+        let s = parse_script("- {reply: {kind: error, status: 500}}\n", "s.yaml").unwrap();
+        assert_eq!(s.rules.len(), 1);
+        let s = parse_script(
+            "nonce: N\ntools: {shell: {name: terminal, args: {cmd: command}}}\nresponder:\n  - {reply: {kind: hang}}\n",
+            "s.yaml",
+        )
+        .unwrap();
+        assert_eq!(s.nonce.as_deref(), Some("N"));
+        assert_eq!(s.tools["shell"].name, "terminal");
+        assert_eq!(s.rules[0].reply.kind_name(), "hang");
+    }
+
+    #[test]
+    fn errors_carry_file_line_col() {
+        let e = parse_script("responder:\n  - reply: {kind: nope}\n", "s.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("s.yaml:2:"), "{e}");
+        assert!(e.contains("nope"), "{e}");
+        assert!(!e.contains(" at line "), "{e}");
+        let e = parse_script("a: [\n", "t.yaml").unwrap_err().to_string();
+        assert!(e.starts_with("t.yaml:"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn serves_until_stopped_and_counts() {
+        let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let args = ServeArgs {
+            quiet: true,
+            ..ServeArgs::default()
+        };
+        let server = tokio::spawn(serve_until(
+            args,
+            move |addr| {
+                let _ = addr_tx.send(addr);
+            },
+            async move {
+                let _ = stop_rx.await;
+            },
+        ));
+        let addr = addr_rx.await.unwrap();
+        // One raw HTTP request: a GET to an unknown path.
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /nope HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).await.unwrap();
+        assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 404"));
+        stop_tx.send(()).unwrap();
+        let summary = server.await.unwrap().unwrap();
+        assert_eq!(summary.requests, 1);
+        assert_eq!(summary.to_string(), "requests: 1 (main 0, probe 0, aux 1)");
+    }
+}

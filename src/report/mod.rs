@@ -1,0 +1,25 @@
+//! Reporters: consumers of [`RunEvent`]s that never re-run any logic. The text
+//! reporter prints one line per finished scenario, then every violation with its
+//! evidence, then the closing `N passed, N failed` line; the progress display
+//! shows what is running while it runs.
+
+pub mod progress;
+pub mod text;
+
+use crate::runner::RunEvent;
+
+/// Something that consumes run events.
+pub trait Reporter: Send {
+    fn on(&mut self, event: &RunEvent);
+}
+
+/// Feed every event to every reporter, in order.
+pub struct Fanout(pub Vec<Box<dyn Reporter>>);
+
+impl Reporter for Fanout {
+    fn on(&mut self, event: &RunEvent) {
+        for r in &mut self.0 {
+            r.on(event);
+        }
+    }
+}

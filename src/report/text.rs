@@ -1,0 +1,109 @@
+//! The plain-text report: a line per scenario as it finishes (PASS/FAIL,
+//! seconds, provider calls), then each failure's violations with their
+//! evidence and what could not be checked, then `N passed, N failed`.
+
+use std::io::Write;
+
+use super::Reporter;
+use crate::runner::{RunEvent, ScenarioResult};
+
+/// Writes the report to any writer (stdout in the CLI, a buffer in tests).
+pub struct Text<W: Write + Send> {
+    out: W,
+    results: Vec<ScenarioResult>,
+    width: usize,
+}
+
+impl<W: Write + Send> Text<W> {
+    pub fn new(out: W) -> Self {
+        Text {
+            out,
+            results: Vec::new(),
+            width: 44,
+        }
+    }
+
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+}
+
+fn indent(text: &str, prefix: &str) -> String {
+    text.lines()
+        .map(|l| format!("{prefix}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The scenario line: `PASS  id   12.3 s   3 calls (1 probe)`.
+pub fn scenario_line(r: &ScenarioResult, width: usize) -> String {
+    let rec = &r.observation.recording;
+    let not_checked = r.not_checked().count();
+    let mut line = format!(
+        "{}  {:<width$} {:>6.1} s  {:>3} call{}",
+        if r.passed { "PASS" } else { "FAIL" },
+        r.id,
+        r.seconds,
+        rec.main_calls,
+        if rec.main_calls == 1 { " " } else { "s" },
+    );
+    if not_checked > 0 {
+        line.push_str(&format!("  ({not_checked} not checked)"));
+    }
+    line
+}
+
+/// Every violation of a failed scenario, and what was not checked.
+pub fn failure_detail(r: &ScenarioResult) -> String {
+    let mut s = format!("FAIL {}\n", r.id);
+    for c in r.failures() {
+        s.push_str(&format!("  {} / {}:\n", c.invariant.label(), c.name));
+        for v in c.violations() {
+            s.push_str(&indent(v, "    "));
+            s.push('\n');
+        }
+    }
+    for c in r.not_checked() {
+        s.push_str(&format!(
+            "  not checked: {} / {}: {}\n",
+            c.invariant.label(),
+            c.name,
+            c.not_checked_reason().unwrap_or_default()
+        ));
+    }
+    if let Some(dir) = &r.artifacts {
+        s.push_str(&format!("  artifacts: {}\n", dir.display()));
+    }
+    s
+}
+
+impl<W: Write + Send> Reporter for Text<W> {
+    fn on(&mut self, event: &RunEvent) {
+        match event {
+            RunEvent::Started { .. } => {}
+            RunEvent::ScenarioFinished(r) => {
+                let _ = writeln!(self.out, "{}", scenario_line(r, self.width));
+                let _ = self.out.flush();
+                self.results.push((**r).clone());
+            }
+            RunEvent::Finished {
+                passed,
+                failed,
+                wall,
+            } => {
+                let failures: Vec<&ScenarioResult> =
+                    self.results.iter().filter(|r| !r.passed).collect();
+                if !failures.is_empty() {
+                    let _ = writeln!(self.out, "\nfailures:\n");
+                    for r in failures {
+                        let _ = writeln!(self.out, "{}", failure_detail(r));
+                    }
+                }
+                let _ = writeln!(self.out, "\nwall time {wall:.1} s");
+                let _ = writeln!(self.out, "{passed} passed, {failed} failed");
+                let _ = self.out.flush();
+            }
+            RunEvent::ScenarioStarted { .. } | RunEvent::Phase { .. } => {}
+        }
+    }
+}

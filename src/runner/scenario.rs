@@ -1,0 +1,377 @@
+//! One scenario run: start the provider, prepare and spawn the agent, drive the
+//! faulted turn (sending `interrupt` when its trigger fires) and the probe turn
+//! through their deadlines, wait for `closed` and the exit, reap, read the
+//! store, and hand back the [`Observation`]. It judges nothing.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::{sleep_until, Instant};
+
+use crate::driver::home::{prepare, Inputs};
+use crate::driver::{env, AgentProcess, Line};
+use crate::observe::{Event, Observation, Phase, Snapshot, StoreObservation, Timed};
+use crate::proc_hygiene::{self, TAG_VAR};
+use crate::profile::Profile;
+use crate::provider::{Provider, ProviderConfig};
+use crate::scenarios::{Scenario, Trigger};
+
+/// What every scenario of a run shares.
+pub struct Shared {
+    pub profile: Profile,
+    pub agent_args: Vec<String>,
+    /// Marks every process of this chaosrun invocation.
+    pub run_id: String,
+}
+
+/// Identity of one scenario run.
+pub struct Ids {
+    pub tag: String,
+    pub nonce: String,
+}
+
+fn secs(d: f64) -> Duration {
+    Duration::from_secs_f64(d.max(0.0))
+}
+
+/// How a wait ended.
+enum Waited {
+    Found,
+    /// stdout closed: the agent exited or closed it.
+    Eof,
+    Deadline,
+}
+
+struct Drive<'a> {
+    start: Instant,
+    agent: AgentProcess,
+    events: Vec<Timed>,
+    snapshots: Vec<Snapshot>,
+    on_phase: &'a (dyn Fn(Phase, f64) + Sync),
+}
+
+impl Drive<'_> {
+    fn at(&self, i: Instant) -> f64 {
+        (i - self.start).as_secs_f64()
+    }
+
+    fn push(&mut self, at: Instant, event: Event) {
+        let at = self.at(at);
+        self.events.push(Timed { at, event });
+    }
+
+    /// Read events until `want` matches one, stdout closes, or `deadline`.
+    async fn until(&mut self, deadline: Instant, want: impl Fn(&Event) -> bool) -> Waited {
+        loop {
+            tokio::select! {
+                line = self.agent.next_line() => match line {
+                    None => return Waited::Eof,
+                    Some((at, Line::Event(ev))) => {
+                        let hit = want(&ev);
+                        self.push(at, ev);
+                        if hit {
+                            return Waited::Found;
+                        }
+                    }
+                },
+                _ = sleep_until(deadline) => return Waited::Deadline,
+            }
+        }
+    }
+
+    fn missed(&mut self, phase: Phase, seconds: f64) {
+        self.push(Instant::now(), Event::DeadlineMissed { phase, seconds });
+    }
+}
+
+/// Resolves when the scenario's interrupt trigger fires.
+async fn trigger_fired(
+    trigger: &Option<Trigger>,
+    calls: &mut tokio::sync::watch::Receiver<u64>,
+    tag: &str,
+) {
+    match trigger {
+        None => std::future::pending().await,
+        Some(Trigger::AfterCalls(n)) => {
+            let _ = calls.wait_for(|c| *c >= *n).await;
+        }
+        Some(Trigger::WhenProcess(needle)) => loop {
+            if proc_hygiene::count_tagged_matching(tag, needle) > 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        },
+    }
+}
+
+fn stderr_tail(path: &Path, max_lines: usize) -> String {
+    let text = std::fs::read(path).unwrap_or_default();
+    let tail_bytes = &text[text.len().saturating_sub(64 * 1024)..];
+    let text = String::from_utf8_lossy(tail_bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(max_lines)..].join("\n")
+}
+
+/// Run one scenario with its run directory at `root`.
+pub async fn observe(
+    shared: &Shared,
+    scenario: &Scenario,
+    ids: &Ids,
+    root: &Path,
+    on_phase: &(dyn Fn(Phase, f64) + Sync),
+) -> Observation {
+    let start = Instant::now();
+    let session_id = format!("chaos-{}-{}", scenario.id, ids.nonce);
+    let fault_message = format!(
+        "Chaos scenario {}: please carry out the task for session {}.",
+        scenario.id, ids.nonce
+    );
+    let probe_message = format!("Are you still there? Reply with [[probe:{}]]", ids.nonce);
+    let mut obs = Observation {
+        scenario: scenario.id.clone(),
+        tag: ids.tag.clone(),
+        nonce: ids.nonce.clone(),
+        session_id: session_id.clone(),
+        fault_message: fault_message.clone(),
+        probe_message: probe_message.clone(),
+        events: Vec::new(),
+        recording: Default::default(),
+        snapshots: Vec::new(),
+        store: StoreObservation::NotConfigured,
+        survivors: Vec::new(),
+        stderr_tail: String::new(),
+        stdout_other_lines: 0,
+        setup_error: None,
+        wall: 0.0,
+    };
+    let counter_tag = ids.tag.clone();
+    let provider = match Provider::start(ProviderConfig {
+        port: 0,
+        rules: scenario.responder.clone(),
+        nonce: ids.nonce.clone(),
+        tools: shared.profile.tools.clone(),
+        process_counter: Some(Arc::new(move |needle: &str| {
+            proc_hygiene::count_tagged_matching(&counter_tag, needle)
+        })),
+    })
+    .await
+    {
+        Ok(p) => p,
+        Err(e) => {
+            obs.setup_error = Some(format!("cannot start the fault provider: {e:#}"));
+            return obs;
+        }
+    };
+    let base_url = provider.base_url();
+    let turns = vec![fault_message, probe_message];
+    let prepared = prepare(
+        root,
+        &Inputs {
+            profile: &shared.profile,
+            knobs: &scenario.knobs,
+            base_url: &base_url,
+            tag: &ids.tag,
+            session_id: &session_id,
+            turns: &turns,
+            agent_args: &shared.agent_args,
+        },
+    );
+    let prepared = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            obs.setup_error = Some(format!("cannot prepare the agent's home: {e:#}"));
+            obs.recording = provider.shutdown().await;
+            return obs;
+        }
+    };
+    let child_env = env::build(
+        std::env::vars(),
+        &env::Fixed {
+            home: &prepared.dirs.home.display().to_string(),
+            tmp: &prepared.dirs.tmp.display().to_string(),
+            tag: &ids.tag,
+            run: &shared.run_id,
+            spec: &prepared.dirs.spec.display().to_string(),
+        },
+        &prepared.profile_env,
+    );
+    let agent = match AgentProcess::spawn(&prepared, &child_env) {
+        Ok(a) => a,
+        Err(e) => {
+            obs.setup_error = Some(format!("{e:#}"));
+            obs.recording = provider.shutdown().await;
+            return obs;
+        }
+    };
+    let mut d = Drive {
+        start,
+        events: Vec::new(),
+        snapshots: Vec::new(),
+        on_phase,
+        agent,
+    };
+    d.push(Instant::now(), Event::Spawned { pid: d.agent.pid() });
+    let clean = drive_turns(&mut d, scenario, &provider, &ids.tag).await;
+
+    // Exit: after `closed`, the process must exit by itself.
+    let dl = &scenario.deadlines;
+    let exit_deadline = Instant::now() + secs(dl.exit);
+    let mut killed = false;
+    if clean {
+        (d.on_phase)(Phase::Exit, dl.exit);
+        let closed = d.until(exit_deadline, |e| matches!(e, Event::Closed)).await;
+        if matches!(closed, Waited::Deadline) {
+            d.missed(Phase::Exit, dl.exit);
+        }
+    }
+    let exit = if clean {
+        tokio::select! {
+            e = d.agent.wait() => Some(e),
+            _ = sleep_until(exit_deadline) => None,
+        }
+    } else {
+        d.agent.exited()
+    };
+    let exit = match exit {
+        Some(e) => e,
+        None => {
+            if clean {
+                d.missed(Phase::Exit, dl.exit);
+            }
+            killed = true;
+            proc_hygiene::pidfd_kill_if_marked(d.agent.pid(), TAG_VAR, &ids.tag);
+            d.agent.wait().await
+        }
+    };
+    d.push(
+        Instant::now(),
+        Event::Exited {
+            code: exit.code,
+            signal: exit.signal,
+            killed_by_chaosrun: killed,
+        },
+    );
+    // Drain events the agent printed before it exited.
+    while let Ok(Some((at, Line::Event(ev)))) =
+        tokio::time::timeout(Duration::from_millis(200), d.agent.next_line()).await
+    {
+        d.push(at, ev);
+    }
+
+    // Reap: nothing carrying the tag may survive the agent.
+    // A killed agent had no chance to clean up: take the survivors as they are.
+    let reap = if killed { 0.0 } else { dl.reap };
+    (d.on_phase)(Phase::Reap, reap);
+    let survivors = proc_hygiene::wait_none_tagged(&ids.tag, secs(reap)).await;
+    if !survivors.is_empty() {
+        let tag = ids.tag.clone();
+        tokio::task::spawn_blocking(move || {
+            proc_hygiene::sweep_marked(TAG_VAR, &tag, Duration::from_secs(10))
+        })
+        .await
+        .ok();
+    }
+    obs.survivors = survivors;
+
+    obs.store = match &shared.profile.store {
+        Some(s) => crate::runner::store::observe(
+            prepared.store_path.as_deref(),
+            &s.messages_sql,
+            &session_id,
+        ),
+        None => StoreObservation::NotConfigured,
+    };
+    obs.recording = provider.shutdown().await;
+    obs.stdout_other_lines = d.agent.other_lines();
+    obs.stderr_tail = stderr_tail(&prepared.dirs.stderr_log, 20);
+    obs.snapshots = d.snapshots;
+    obs.events = d.events;
+    obs.wall = (Instant::now() - start).as_secs_f64();
+    obs
+}
+
+/// Boot, the faulted turn (with its interrupt), and the probe turn. Returns
+/// whether the agent got through them, so it is now expected to close.
+async fn drive_turns(d: &mut Drive<'_>, s: &Scenario, provider: &Provider, tag: &str) -> bool {
+    let dl = &s.deadlines;
+    (d.on_phase)(Phase::Boot, dl.boot);
+    match d
+        .until(Instant::now() + secs(dl.boot), |e| {
+            matches!(e, Event::Ready)
+        })
+        .await
+    {
+        Waited::Found => {}
+        Waited::Eof => return false,
+        Waited::Deadline => {
+            d.missed(Phase::Boot, dl.boot);
+            return false;
+        }
+    }
+
+    (d.on_phase)(Phase::FaultedTurn, dl.turn);
+    let mut deadline = Instant::now() + secs(dl.turn);
+    let (mut phase, mut phase_secs) = (Phase::FaultedTurn, dl.turn);
+    let mut calls = provider.main_calls();
+    let trigger = trigger_fired(&s.interrupt, &mut calls, tag);
+    tokio::pin!(trigger);
+    let mut sent = false;
+    loop {
+        tokio::select! {
+            line = d.agent.next_line() => match line {
+                None => return false,
+                Some((at, Line::Event(ev))) => {
+                    let end = matches!(&ev, Event::TurnEnd(t) if t.i == 0);
+                    d.push(at, ev);
+                    if end {
+                        break;
+                    }
+                }
+            },
+            _ = &mut trigger, if !sent => {
+                sent = true;
+                let main_calls = *provider.main_calls().borrow();
+                let _ = d.agent.interrupt().await;
+                d.push(Instant::now(), Event::InterruptSent { main_calls });
+                (d.on_phase)(Phase::Interrupt, dl.interrupt);
+                let by = Instant::now() + secs(dl.interrupt);
+                if by < deadline {
+                    (deadline, phase, phase_secs) = (by, Phase::Interrupt, dl.interrupt);
+                }
+            }
+            _ = sleep_until(deadline) => {
+                d.missed(phase, phase_secs);
+                return false;
+            }
+        }
+    }
+
+    (d.on_phase)(Phase::Probe, dl.probe);
+    let deadline = Instant::now() + secs(dl.probe);
+    let waited = d
+        .until(deadline, |e| matches!(e, Event::TurnStart { i: 1 }))
+        .await;
+    if matches!(waited, Waited::Found) {
+        let at = d.at(Instant::now());
+        d.snapshots.push(Snapshot {
+            at,
+            label: "probe_turn_start".into(),
+            procs: proc_hygiene::tagged(tag),
+        });
+        let waited = d
+            .until(deadline, |e| matches!(e, Event::TurnEnd(t) if t.i == 1))
+            .await;
+        if matches!(waited, Waited::Found) {
+            return true;
+        }
+        if matches!(waited, Waited::Deadline) {
+            d.missed(Phase::Probe, dl.probe);
+        }
+        return false;
+    }
+    if matches!(waited, Waited::Deadline) {
+        d.missed(Phase::Probe, dl.probe);
+    }
+    false
+}

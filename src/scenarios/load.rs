@@ -1,0 +1,276 @@
+//! Loading a table: YAML parse errors and semantic mistakes alike are reported
+//! as `FILE:LINE:COL: what was wrong`, and the retry guard (a call bound may not
+//! exceed 8 × the configured retries) holds at load time.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::Path;
+
+use super::schema::{CallBound, Deadlines, Expect, Knobs, Scenario, ScenarioDoc, Table, TableDoc};
+
+/// A mistake in a scenario table, with where it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableError {
+    pub file: String,
+    /// 1-based; 0 when the mistake has no place (an unreadable file).
+    pub line: usize,
+    pub col: usize,
+    pub message: String,
+}
+
+impl fmt::Display for TableError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(
+                f,
+                "{}:{}:{}: {}",
+                self.file, self.line, self.col, self.message
+            )
+        }
+    }
+}
+
+impl std::error::Error for TableError {}
+
+/// Read and load a table file.
+pub fn load_file(path: &Path) -> Result<Table, TableError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| TableError {
+        file: file.clone(),
+        line: 0,
+        col: 0,
+        message: format!("cannot read the scenario table: {e}"),
+    })?;
+    load_str(&text, &file)
+}
+
+/// Where `id: ID` is written, as (line, col), 1-based; (1, 1) if not found.
+fn locate_id(text: &str, id: &str) -> (usize, usize) {
+    for (n, line) in text.lines().enumerate() {
+        if let Some(pos) = line.find("id:") {
+            let value = line[pos + 3..]
+                .trim()
+                .trim_matches(|c| c == '"' || c == '\'');
+            let value = value
+                .split(&[',', '}', '#'][..])
+                .next()
+                .unwrap_or("")
+                .trim();
+            if value == id {
+                return (n + 1, pos + 1);
+            }
+        }
+    }
+    (1, 1)
+}
+
+/// Load a table from text; `file` names it in errors.
+pub fn load_str(text: &str, file: &str) -> Result<Table, TableError> {
+    let doc: TableDoc = serde_yaml::from_str(text).map_err(|e| {
+        let (line, col) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
+        TableError {
+            file: file.to_string(),
+            line,
+            col,
+            message: explain(&e.to_string()),
+        }
+    })?;
+    let at = |id: &str, message: String| {
+        let (line, col) = locate_id(text, id);
+        TableError {
+            file: file.to_string(),
+            line,
+            col,
+            message,
+        }
+    };
+    if doc.scenarios.is_empty() {
+        return Err(TableError {
+            file: file.to_string(),
+            line: 1,
+            col: 1,
+            message: "the table has no scenarios; add at least one under `scenarios:`".into(),
+        });
+    }
+    let base_knobs = doc.defaults.knobs.apply(Knobs::default());
+    let base_deadlines = doc.defaults.deadlines.apply(Deadlines::default());
+    let mut seen = HashSet::new();
+    let mut scenarios = Vec::with_capacity(doc.scenarios.len());
+    for s in &doc.scenarios {
+        if !seen.insert(s.id.clone()) {
+            return Err(at(&s.id, format!("duplicate scenario id `{}`", s.id)));
+        }
+        let scenario = resolve(s, &base_knobs, &base_deadlines, &doc.defaults)
+            .map_err(|m| at(&s.id, format!("scenario `{}`: {m}", s.id)))?;
+        scenarios.push(scenario);
+    }
+    Ok(Table { scenarios })
+}
+
+/// serde_yaml's message, minus its own location suffix (we print ours first).
+fn explain(msg: &str) -> String {
+    match msg.find(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+fn resolve(
+    s: &ScenarioDoc,
+    knobs: &Knobs,
+    deadlines: &Deadlines,
+    defaults: &super::schema::Defaults,
+) -> Result<Scenario, String> {
+    if s.id.is_empty()
+        || !s
+            .id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err("an id may hold only letters, digits, `_` and `-`".into());
+    }
+    if s.responder.is_empty() {
+        return Err("`responder` needs at least one rule".into());
+    }
+    let knobs = s.knobs.apply(knobs.clone());
+    let deadlines = s.deadlines.apply(deadlines.clone());
+    for (name, v) in [
+        ("stale_timeout", knobs.stale_timeout),
+        ("request_timeout", knobs.request_timeout),
+        ("tool_timeout", knobs.tool_timeout),
+    ] {
+        if !(v > 0.0 && v.is_finite()) {
+            return Err(format!(
+                "knob `{name}` must be a positive number of seconds"
+            ));
+        }
+    }
+    for (name, v) in [
+        ("boot", deadlines.boot),
+        ("turn", deadlines.turn),
+        ("interrupt", deadlines.interrupt),
+        ("probe", deadlines.probe),
+        ("exit", deadlines.exit),
+        ("reap", deadlines.reap),
+    ] {
+        if !(v > 0.0 && v.is_finite()) {
+            return Err(format!(
+                "deadline `{name}` must be a positive number of seconds"
+            ));
+        }
+    }
+    let calls = s.calls.unwrap_or(CallBound::Max(defaults.max_calls));
+    if calls.limit() == 0 {
+        return Err("the call bound must be at least 1".into());
+    }
+    let guard = 8 * u64::from(knobs.api_max_retries);
+    if calls.limit() > guard {
+        return Err(format!(
+            "call bound {} exceeds 8 x api_max_retries ({} x 8 = {guard}); a bound that loose \
+             would let a retry storm pass: lower the bound or raise api_max_retries",
+            calls.limit(),
+            knobs.api_max_retries
+        ));
+    }
+    if matches!(s.expect, Expect::Interrupted) && s.interrupt.is_none() {
+        return Err("`expect: interrupted` needs an `interrupt:` trigger".into());
+    }
+    Ok(Scenario {
+        id: s.id.clone(),
+        about: s.about.clone(),
+        knobs,
+        deadlines,
+        responder: s.responder.clone(),
+        expect: s.expect.clone(),
+        calls,
+        max_calls_after_interrupt: defaults.max_calls_after_interrupt,
+        interrupt: s.interrupt.clone(),
+        probe: s.probe,
+        check_echo_tokens: s.check_echo_tokens,
+        tool_gone: s.tool_gone.clone(),
+        tool_result_contains: s.tool_result_contains.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: &str =
+        "scenarios:\n  - id: a\n    responder:\n      - reply: {kind: hang}\n    expect: error\n";
+
+    #[test]
+    fn loads_a_minimal_table_with_defaults() {
+        let t = load_str(ONE, "t.yaml").unwrap();
+        let s = &t.scenarios[0];
+        assert_eq!(s.knobs, Knobs::default());
+        assert_eq!(s.calls, CallBound::Max(16));
+        assert_eq!(s.deadlines.turn, 90.0);
+    }
+
+    #[test]
+    fn syntax_error_names_file_line_and_column() {
+        let bad = "scenarios:\n  - id: a\n    responder: [\n";
+        let e = load_str(bad, "t.yaml").unwrap_err();
+        assert_eq!(e.file, "t.yaml");
+        assert!(e.line >= 3, "{e}");
+        assert!(e.to_string().starts_with("t.yaml:"), "{e}");
+    }
+
+    #[test]
+    fn unknown_fault_kind_lists_the_known_ones() {
+        let bad = ONE.replace("kind: hang", "kind: hangg");
+        let e = load_str(&bad, "t.yaml").unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("hangg"), "{msg}");
+        for k in crate::provider::Reply::KINDS {
+            assert!(msg.contains(k), "missing {k} in {msg}");
+        }
+        assert_eq!((e.line, e.col > 0), (4, true), "{msg}");
+    }
+
+    #[test]
+    fn unknown_field_is_rejected_with_its_place() {
+        let bad = ONE.replace("expect: error", "expect: error\n    expekt: error");
+        let e = load_str(&bad, "t.yaml").unwrap_err();
+        assert!(e.message.contains("expekt"), "{e}");
+        assert_eq!(e.line, 6, "{e}");
+    }
+
+    #[test]
+    fn bound_above_eight_times_retries_is_rejected() {
+        let bad = ONE.replace("expect: error", "expect: error\n    calls: {max: 17}");
+        let e = load_str(&bad, "t.yaml").unwrap_err();
+        assert!(e.message.contains("exceeds 8 x api_max_retries"), "{e}");
+        assert_eq!((e.line, e.col), (2, 5), "{e}");
+        let ok = bad.replace("max: 17", "max: 16");
+        assert!(load_str(&ok, "t.yaml").is_ok());
+    }
+
+    #[test]
+    fn duplicate_ids_are_rejected() {
+        let dup = format!("{ONE}{}", &ONE["scenarios:\n".len()..]);
+        let e = load_str(&dup, "t.yaml").unwrap_err();
+        assert!(e.message.contains("duplicate scenario id `a`"), "{e}");
+    }
+
+    #[test]
+    fn interrupted_needs_a_trigger() {
+        let bad = ONE.replace("expect: error", "expect: interrupted");
+        assert!(load_str(&bad, "t.yaml")
+            .unwrap_err()
+            .message
+            .contains("trigger"));
+    }
+
+    #[test]
+    fn missing_file_says_so() {
+        let e = load_file(Path::new("/nonexistent/table.yaml")).unwrap_err();
+        assert!(
+            e.to_string().contains("cannot read the scenario table"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,11 @@
+//! The scenario table: its YAML schema ([`schema`]), loading with `file:line:col`
+//! errors and validation ([`load`]), and selection by `--only`/`--skip`
+//! ([`select`]).
+
+pub mod load;
+pub mod schema;
+pub mod select;
+
+pub use load::{load_file, load_str, TableError};
+pub use schema::{CallBound, Deadlines, Expect, Knobs, ProbeMode, Scenario, Table, Trigger};
+pub use select::select;

@@ -1,0 +1,278 @@
+//! The YAML schema of a scenario table and the resolved form of one scenario
+//! (defaults merged in).
+
+use serde::{Deserialize, Serialize};
+
+use crate::provider::Rule;
+
+/// The agent's liveness knobs, rendered into its config by the adapter profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Knobs {
+    pub model: String,
+    pub stale_timeout: f64,
+    pub request_timeout: f64,
+    pub api_max_retries: u32,
+    pub max_turns: u32,
+    pub tool_timeout: f64,
+}
+
+impl Default for Knobs {
+    fn default() -> Self {
+        Knobs {
+            model: "fake-model".into(),
+            stale_timeout: 3.0,
+            request_timeout: 5.0,
+            api_max_retries: 2,
+            max_turns: 8,
+            tool_timeout: 3.0,
+        }
+    }
+}
+
+/// Per-scenario knob overrides.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KnobOverrides {
+    pub model: Option<String>,
+    pub stale_timeout: Option<f64>,
+    pub request_timeout: Option<f64>,
+    pub api_max_retries: Option<u32>,
+    pub max_turns: Option<u32>,
+    pub tool_timeout: Option<f64>,
+}
+
+/// How long each phase may take, in seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Deadlines {
+    pub boot: f64,
+    pub turn: f64,
+    pub interrupt: f64,
+    pub probe: f64,
+    pub exit: f64,
+    pub reap: f64,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines {
+            boot: 120.0,
+            turn: 90.0,
+            interrupt: 15.0,
+            probe: 60.0,
+            exit: 30.0,
+            reap: 15.0,
+        }
+    }
+}
+
+impl Deadlines {
+    /// Every deadline multiplied by `f` (for slow machines).
+    pub fn scaled(&self, f: f64) -> Deadlines {
+        Deadlines {
+            boot: self.boot * f,
+            turn: self.turn * f,
+            interrupt: self.interrupt * f,
+            probe: self.probe * f,
+            exit: self.exit * f,
+            reap: self.reap * f,
+        }
+    }
+}
+
+/// Per-scenario deadline overrides.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadlineOverrides {
+    pub boot: Option<f64>,
+    pub turn: Option<f64>,
+    pub interrupt: Option<f64>,
+    pub probe: Option<f64>,
+    pub exit: Option<f64>,
+    pub reap: Option<f64>,
+}
+
+/// What the faulted turn must end with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Expect {
+    /// A surfaced error: not completed (or flagged failed), non-empty `final`.
+    Error,
+    /// A completed answer whose `final` contains this text (`{{nonce}}` allowed).
+    Answer(String),
+    /// Any bounded end with a non-empty `final` (error, answer or budget stop).
+    Ended,
+    /// Flagged interrupted, within the interrupt deadline after `interrupt`.
+    Interrupted,
+}
+
+/// The provider-call bound of the faulted turn.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum CallBound {
+    /// 1 ≤ calls ≤ N.
+    Max(u64),
+    /// calls == N.
+    Exactly(u64),
+}
+
+impl CallBound {
+    pub fn limit(&self) -> u64 {
+        match *self {
+            CallBound::Max(n) | CallBound::Exactly(n) => n,
+        }
+    }
+}
+
+/// When chaosrun sends `interrupt` during the faulted turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Trigger {
+    /// Once the provider has received this many faulted-turn main calls.
+    AfterCalls(u64),
+    /// Once a tagged process whose command line contains this text exists.
+    WhenProcess(String),
+}
+
+/// What the probe turn must show.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeMode {
+    /// The probe is answered `alive NONCE` and carries the faulted user turn.
+    #[default]
+    Answer,
+    /// Where the adapter declares a breaker: the probe is refused at once,
+    /// surfaced, and never reaches the provider. Agents without a breaker
+    /// answer it as usual.
+    Breaker,
+}
+
+/// Table-wide defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Defaults {
+    #[serde(default)]
+    pub knobs: KnobOverrides,
+    #[serde(default)]
+    pub deadlines: DeadlineOverrides,
+    #[serde(default = "default_max_calls")]
+    pub max_calls: u64,
+    /// Main calls allowed after `interrupt` was sent.
+    #[serde(default = "default_after_interrupt")]
+    pub max_calls_after_interrupt: u64,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults {
+            knobs: KnobOverrides::default(),
+            deadlines: DeadlineOverrides::default(),
+            max_calls: default_max_calls(),
+            max_calls_after_interrupt: default_after_interrupt(),
+        }
+    }
+}
+
+fn default_max_calls() -> u64 {
+    16
+}
+
+fn default_after_interrupt() -> u64 {
+    2
+}
+
+/// One scenario as written in YAML.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioDoc {
+    pub id: String,
+    #[serde(default)]
+    pub about: String,
+    #[serde(default)]
+    pub knobs: KnobOverrides,
+    #[serde(default)]
+    pub deadlines: DeadlineOverrides,
+    pub responder: Vec<Rule>,
+    #[serde(with = "serde_yaml::with::singleton_map")]
+    pub expect: Expect,
+    #[serde(default, with = "serde_yaml::with::singleton_map")]
+    pub calls: Option<CallBound>,
+    #[serde(default, with = "serde_yaml::with::singleton_map")]
+    pub interrupt: Option<Trigger>,
+    #[serde(default)]
+    pub probe: ProbeMode,
+    /// Tool results on the wire must carry, per call id, the token their own
+    /// `echo TOKEN` command printed.
+    #[serde(default)]
+    pub check_echo_tokens: bool,
+    /// A tool whose command line contains this text must be gone before the
+    /// probe turn starts.
+    #[serde(default)]
+    pub tool_gone: Option<String>,
+    /// Some tool result sent to the model must contain this text (`{{nonce}}`).
+    #[serde(default)]
+    pub tool_result_contains: Option<String>,
+}
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableDoc {
+    #[serde(default)]
+    pub defaults: Defaults,
+    pub scenarios: Vec<ScenarioDoc>,
+}
+
+/// One scenario with defaults merged in, ready to run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scenario {
+    pub id: String,
+    pub about: String,
+    pub knobs: Knobs,
+    pub deadlines: Deadlines,
+    pub responder: Vec<Rule>,
+    pub expect: Expect,
+    pub calls: CallBound,
+    pub max_calls_after_interrupt: u64,
+    pub interrupt: Option<Trigger>,
+    pub probe: ProbeMode,
+    pub check_echo_tokens: bool,
+    pub tool_gone: Option<String>,
+    pub tool_result_contains: Option<String>,
+}
+
+/// A loaded, validated table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Table {
+    pub scenarios: Vec<Scenario>,
+}
+
+macro_rules! merge {
+    ($base:expr, $over:expr, $($f:ident),+) => {{
+        let mut out = $base;
+        $( if let Some(v) = $over.$f.clone() { out.$f = v; } )+
+        out
+    }};
+}
+
+impl KnobOverrides {
+    pub fn apply(&self, base: Knobs) -> Knobs {
+        merge!(
+            base,
+            self,
+            model,
+            stale_timeout,
+            request_timeout,
+            api_max_retries,
+            max_turns,
+            tool_timeout
+        )
+    }
+}
+
+impl DeadlineOverrides {
+    pub fn apply(&self, base: Deadlines) -> Deadlines {
+        merge!(base, self, boot, turn, interrupt, probe, exit, reap)
+    }
+}
