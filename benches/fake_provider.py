@@ -48,6 +48,9 @@ def sse_text(model):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes: without this, Nagle plus delayed
+    # ACKs would add ~40 ms per request and make the baseline unfairly slow.
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         pass

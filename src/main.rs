@@ -15,9 +15,10 @@ use tokio::sync::mpsc;
 
 use chaosrun::proc_hygiene::{self, Guard, RUN_VAR};
 use chaosrun::profile::{bundled, Profile};
+use chaosrun::report::json::Json;
 use chaosrun::report::progress::{Live, Progress};
 use chaosrun::report::text::Text;
-use chaosrun::report::Reporter;
+use chaosrun::report::{Fanout, Reporter};
 use chaosrun::runner::{self, Shared};
 use chaosrun::scenarios;
 
@@ -74,6 +75,12 @@ struct RunArgs {
     /// No progress bars (they are off anyway when stderr is not a terminal).
     #[arg(long)]
     no_progress: bool,
+    /// Also write the report as JSON (schema chaosrun-report/1) to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Print chaosrun's own CPU seconds and peak RSS at the end (stderr).
+    #[arg(long)]
+    stats: bool,
 }
 
 #[derive(Subcommand)]
@@ -237,6 +244,17 @@ fn run(args: RunArgs) -> ExitCode {
     } else {
         Box::new(Text::new(std::io::stdout()))
     };
+    if let Some(path) = &args.json {
+        let agent = if args.agent.is_some() {
+            shared.profile.source.clone()
+        } else {
+            "bundled".into()
+        };
+        reporter = Box::new(Fanout(vec![
+            reporter,
+            Box::new(Json::new(path.clone(), seed, agent)),
+        ]));
+    }
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     let code = rt.block_on(async move {
         let (tx, mut rx) = mpsc::unbounded_channel();
@@ -267,9 +285,28 @@ fn run(args: RunArgs) -> ExitCode {
         eprintln!("\nchaosrun: interrupted; killed {killed} agent process(es); no verdict");
         stopped_by
     });
+    drop(rt);
     drop(bundled_dir);
     if let Some(g) = guard {
         g.finish();
     }
+    if args.stats {
+        print_self_stats();
+    }
     ExitCode::from(code)
+}
+
+/// chaosrun's own CPU time and peak RSS (children excluded).
+fn print_self_stats() {
+    // SAFETY: getrusage fills the struct we pass.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    eprintln!(
+        "chaosrun self: cpu {:.2} s (user {:.2}, sys {:.2}), peak rss {:.1} MB",
+        secs(u.ru_utime) + secs(u.ru_stime),
+        secs(u.ru_utime),
+        secs(u.ru_stime),
+        u.ru_maxrss as f64 / 1024.0
+    );
 }

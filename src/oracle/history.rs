@@ -97,19 +97,44 @@ fn stored(obs: &Observation) -> Result<&[StoredMessage], String> {
     }
 }
 
+/// Whether chaosrun had to kill the agent (so a call may be legitimately in
+/// flight in its store, and results it never got to send are not judged).
+fn killed_mid_run(obs: &Observation) -> bool {
+    matches!(
+        obs.exited(),
+        Some((
+            _,
+            crate::observe::Event::Exited {
+                killed_by_chaosrun: true,
+                ..
+            }
+        ))
+    )
+}
+
 fn store_results(obs: &Observation) -> Check {
     let inv = Invariant::HistoryIntegrity;
-    match stored(obs) {
-        Err(why) => Check::skipped(inv, "store_tool_results", why),
-        Ok(msgs) => {
-            let views: Vec<View> = msgs.iter().map(store_view).collect();
-            let v = unanswered(&views)
-                .into_iter()
-                .map(|id| format!("the store holds tool call {id} with no result right after it"))
-                .collect();
-            Check::new(inv, "store_tool_results", v)
-        }
+    let msgs = match stored(obs) {
+        Err(why) => return Check::skipped(inv, "store_tool_results", why),
+        Ok(msgs) => msgs,
+    };
+    let views: Vec<View> = msgs.iter().map(store_view).collect();
+    let open = unanswered(&views);
+    if !open.is_empty() && killed_mid_run(obs) {
+        return Check::skipped(
+            inv,
+            "store_tool_results",
+            format!(
+                "chaosrun killed the agent mid-run, so call(s) {} may have been in flight",
+                open.join(", ")
+            ),
+        );
     }
+    let v = open
+        .into_iter()
+        .map(|id| format!("the store holds tool call {id} with no result right after it"))
+        .collect();
+    Check::new(inv, "store_tool_results", v)
 }
 
 /// `echo TOKEN` calls the provider issued: (id, token).
@@ -136,6 +161,7 @@ fn own_outputs(obs: &Observation) -> Check {
         );
     }
     let wire: Vec<&WireMessage> = sent_requests(obs).flat_map(|r| &r.messages).collect();
+    let ended = obs.turn_end(0).is_some();
     let mut v = Vec::new();
     for (id, token) in &calls {
         let results: Vec<&str> = wire
@@ -144,9 +170,12 @@ fn own_outputs(obs: &Observation) -> Check {
             .map(|m| m.content.as_str())
             .collect();
         if results.is_empty() {
-            v.push(format!(
-                "tool call {id} (echo {token}) never had its result sent to the model"
-            ));
+            // A result is only due once the turn has returned.
+            if ended {
+                v.push(format!(
+                    "tool call {id} (echo {token}) never had its result sent to the model"
+                ));
+            }
         } else if let Some(bad) = results.iter().find(|c| !c.contains(token.as_str())) {
             v.push(format!(
                 "tool call {id} (echo {token}) carried another output: {:?}",
@@ -164,7 +193,7 @@ fn own_outputs(obs: &Observation) -> Check {
                     "the store's result for {id} (echo {token}) is another output: {:?}",
                     clip(&m.content, 80)
                 )),
-                None => v.push(format!(
+                None if ended => v.push(format!(
                     "the store has no result for tool call {id} (echo {token})"
                 )),
                 _ => {}
@@ -179,14 +208,24 @@ fn result_contains(obs: &Observation, want: &str) -> Check {
     let found = sent_requests(obs)
         .flat_map(|r| &r.messages)
         .any(|m| m.role == "tool" && m.content.contains(&want));
-    let v = if found {
-        vec![]
+    let inv = Invariant::HistoryIntegrity;
+    if found {
+        Check::new(inv, "tool_result_contains", vec![])
+    } else if obs.turn_end(0).is_none() {
+        Check::skipped(
+            inv,
+            "tool_result_contains",
+            format!("the faulted turn never ended, so no result containing {want:?} was due yet"),
+        )
     } else {
-        vec![format!(
-            "no tool result sent to the model contains {want:?}"
-        )]
-    };
-    Check::new(Invariant::HistoryIntegrity, "tool_result_contains", v)
+        Check::new(
+            inv,
+            "tool_result_contains",
+            vec![format!(
+                "no tool result sent to the model contains {want:?}"
+            )],
+        )
+    }
 }
 
 fn size_bounds(obs: &Observation) -> Check {
@@ -337,6 +376,44 @@ mod tests {
             m[0].content_chars = 30_000_000;
         }
         assert_eq!(named(&check(&s, &o), "size_bounds").violations().len(), 2);
+    }
+
+    #[test]
+    fn killed_agent_store_with_open_call_is_not_checked_but_wrong_outputs_still_fail() {
+        let s = scenario("expect: ended\ncheck_echo_tokens: true\ntool_result_contains: x");
+        let mut o = healthy(&s, end(0, true, false, "done"));
+        o.events.retain(|t| {
+            !matches!(
+                t.event,
+                crate::observe::Event::TurnEnd(_) | crate::observe::Event::Exited { .. }
+            )
+        });
+        o.events.push(at(
+            91.0,
+            crate::observe::Event::Exited {
+                code: None,
+                signal: Some(9),
+                killed_by_chaosrun: true,
+            },
+        ));
+        o.store = StoreObservation::Read {
+            path: "p".into(),
+            integrity: "ok".into(),
+            messages: Ok(vec![fixtures::stored("assistant", "", None, &["a"])]),
+        };
+        issue(&mut o, "a", "echo TOK0");
+        let c = check(&s, &o);
+        assert!(named(&c, "store_tool_results").not_checked());
+        assert!(named(&c, "tool_result_contains").not_checked());
+        assert!(
+            !named(&c, "own_outputs").failed(),
+            "a result never due is not a violation"
+        );
+        // A wrong output that was sent is a violation even in a killed run.
+        o.recording.requests[0]
+            .messages
+            .extend([assistant_calls(&["a"]), tool("a", "TOK9")]);
+        assert!(named(&check(&s, &o), "own_outputs").failed());
     }
 
     #[test]

@@ -56,6 +56,7 @@ pub enum Status {
 pub struct Check {
     pub invariant: Invariant,
     pub name: &'static str,
+    #[serde(flatten)]
     pub status: Status,
 }
 

@@ -3,6 +3,7 @@
 //! evidence, then the closing `N passed, N failed` line; the progress display
 //! shows what is running while it runs.
 
+pub mod json;
 pub mod progress;
 pub mod text;
 

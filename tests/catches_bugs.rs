@@ -1,0 +1,167 @@
+//! Proof that chaosrun catches real bugs: the reference agent's `--bug NAME`
+//! options each re-introduce one classic liveness bug; for each, chaosrun must
+//! fail the scenario that exercises it on the right invariant, and only that
+//! one. (The same scenarios pass without the bug: see reference_table.rs.)
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+struct Case {
+    bug: &'static str,
+    scenario: &'static str,
+    invariant: &'static str,
+    /// Deadline scale, so a hang is caught in seconds rather than minutes.
+    scale: &'static str,
+    /// A phrase the violation must contain.
+    says: &'static str,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        bug: "retry_storm",
+        scenario: "provider_500_forever",
+        invariant: "provider_calls",
+        scale: "1",
+        says: "the bound is 16",
+    },
+    Case {
+        bug: "retry_400",
+        scenario: "provider_400_forever",
+        invariant: "provider_calls",
+        scale: "1",
+        says: "the bound is 2",
+    },
+    Case {
+        bug: "no_stale_timeout",
+        scenario: "provider_silent_after_headers_then_recover",
+        invariant: "termination",
+        scale: "1",
+        says: "deadline",
+    },
+    Case {
+        bug: "leaked_background",
+        scenario: "tool_background_swarm",
+        invariant: "process_hygiene",
+        scale: "1",
+        says: "sleep 3600",
+    },
+    Case {
+        bug: "lost_parallel_result",
+        scenario: "parallel_8_terminal_calls",
+        invariant: "history_integrity",
+        scale: "1",
+        says: "carried another output",
+    },
+    Case {
+        bug: "wedged_after_interrupt",
+        scenario: "interrupt_provider_hang",
+        invariant: "reusability",
+        scale: "1",
+        says: "not answered",
+    },
+    Case {
+        bug: "stdin_open",
+        scenario: "tool_reads_stdin",
+        invariant: "termination",
+        scale: "0.25",
+        says: "deadline",
+    },
+    Case {
+        bug: "huge_output_whole",
+        scenario: "tool_huge_output",
+        invariant: "history_integrity",
+        scale: "1",
+        says: "at most",
+    },
+    Case {
+        bug: "corrupt_store",
+        scenario: "provider_500_forever",
+        invariant: "store_integrity",
+        scale: "1",
+        says: "integrity_check",
+    },
+];
+
+fn violations(report: &serde_json::Value, id: &str) -> String {
+    report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["id"] == id)
+        .flat_map(|s| s["checks"].as_array().unwrap().iter())
+        .filter(|c| c["status"] == "fail")
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn each_bug_fails_on_its_own_invariant_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs: Vec<_> = CASES
+        .iter()
+        .map(|c| {
+            let json = dir.path().join(format!("{}.json", c.bug));
+            let mark = new_mark(c.bug);
+            let handle = {
+                let (json, mark) = (json.clone(), mark.clone());
+                std::thread::spawn(move || {
+                    chaosrun(
+                        &mark,
+                        &[
+                            "scenarios.yaml",
+                            "--only",
+                            c.scenario,
+                            &format!("--agent-arg=--bug={}", c.bug),
+                            "--deadline-scale",
+                            c.scale,
+                            "--json",
+                            json.to_str().unwrap(),
+                        ],
+                    )
+                })
+            };
+            (c, json, mark, handle)
+        })
+        .collect();
+    let mut problems = Vec::new();
+    for (c, json, mark, handle) in runs {
+        let out = handle.join().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        if out.status.code() != Some(1) {
+            problems.push(format!(
+                "{}: exit {:?}, expected 1\n{stdout}",
+                c.bug, out.status
+            ));
+            continue;
+        }
+        let report = read_json(&json);
+        let failed = failed_invariants(&report, c.scenario);
+        if failed != [c.invariant] {
+            problems.push(format!(
+                "{}: failed {failed:?}, expected only [{}]\n{}",
+                c.bug,
+                c.invariant,
+                violations(&report, c.scenario)
+            ));
+        } else if !violations(&report, c.scenario).contains(c.says) {
+            problems.push(format!(
+                "{}: violation does not say {:?}:\n{}",
+                c.bug,
+                c.says,
+                violations(&report, c.scenario)
+            ));
+        }
+        let left = wait_unmarked(&mark, Duration::from_secs(5));
+        kill_marked(&mark);
+        if !left.is_empty() {
+            problems.push(format!(
+                "{}: chaosrun left processes behind: {left:?}",
+                c.bug
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n\n"));
+}

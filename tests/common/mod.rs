@@ -1,0 +1,123 @@
+//! Helpers shared by the CLI integration tests: run the real binary with a
+//! unique marker in its environment (inherited by every agent and tool it
+//! starts), and find processes still carrying that marker afterwards.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+pub const MARK_VAR: &str = "CHAOSRUN_TEST_MARK";
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_chaosrun"))
+}
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A marker unique to one test.
+pub fn new_mark(name: &str) -> String {
+    format!("{name}-{}-{}", std::process::id(), rand_suffix())
+}
+
+fn rand_suffix() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(Instant::now().elapsed().as_nanos() as u64);
+    h.finish() & 0xffff_ffff
+}
+
+/// `chaosrun ARGS` with the marker set, run to completion.
+pub fn chaosrun(mark: &str, args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .env(MARK_VAR, mark)
+        .current_dir(repo())
+        .output()
+        .expect("chaosrun runs")
+}
+
+/// Live (non-zombie) processes whose environment carries `MARK_VAR=mark`.
+pub fn marked(mark: &str) -> Vec<String> {
+    let needle = format!("{MARK_VAR}={mark}");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if pid == std::process::id() {
+            continue;
+        }
+        let dir = entry.path();
+        let Ok(env) = std::fs::read(dir.join("environ")) else {
+            continue;
+        };
+        if !env.split(|&b| b == 0).any(|e| e == needle.as_bytes()) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next());
+        if state == Some("Z") || state.is_none() {
+            continue;
+        }
+        let cmd = std::fs::read(dir.join("cmdline")).unwrap_or_default();
+        out.push(format!(
+            "{pid}: {}",
+            String::from_utf8_lossy(&cmd).replace('\0', " ")
+        ));
+    }
+    out
+}
+
+/// Poll until no marked process remains or `timeout` passes; the survivors.
+pub fn wait_unmarked(mark: &str, timeout: Duration) -> Vec<String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = marked(mark);
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// SIGKILL every marked process (test cleanup after a failed assertion).
+pub fn kill_marked(mark: &str) {
+    for p in marked(mark) {
+        if let Some(pid) = p.split(':').next().and_then(|s| s.parse::<i32>().ok()) {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    }
+}
+
+/// Parse a `--json` report.
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).expect("the JSON report exists");
+    serde_json::from_str(&text).expect("the JSON report parses")
+}
+
+/// The invariants a scenario failed, from a JSON report.
+pub fn failed_invariants(report: &serde_json::Value, id: &str) -> Vec<String> {
+    let s = report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == id)
+        .unwrap_or_else(|| panic!("scenario {id} in the report"));
+    let mut inv: Vec<String> = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail")
+        .map(|c| c["invariant"].as_str().unwrap().to_string())
+        .collect();
+    inv.sort();
+    inv.dedup();
+    inv
+}

@@ -1,0 +1,42 @@
+//! The whole seed table against the bundled reference agent: every scenario
+//! passes, every check that the reference profile supports is actually made
+//! (none reported "not checked" except where a scenario has nothing to check),
+//! and no process outlives the run.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+#[test]
+fn reference_agent_passes_the_seed_table() {
+    let mark = new_mark("table");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let out = chaosrun(&mark, &["scenarios.yaml", "--json", json.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(0),
+        "exit {:?}\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(stdout.contains("23 passed, 0 failed"), "{stdout}");
+    assert_eq!(stdout.matches("\nPASS  ").count(), 23, "{stdout}");
+
+    let report = read_json(&json);
+    assert_eq!(report["schema"], "chaosrun-report/1");
+    assert_eq!(report["complete"], true);
+    let scenarios = report["scenarios"].as_array().unwrap();
+    assert_eq!(scenarios.len(), 23);
+    for s in scenarios {
+        for c in s["checks"].as_array().unwrap() {
+            // The reference profile has a store, a breaker and a tool map, so
+            // only a check a scenario has nothing for may be skipped.
+            assert_ne!(c["status"], "not_checked", "{} skipped {c}", s["id"]);
+        }
+    }
+    let survivors = wait_unmarked(&mark, Duration::from_secs(5));
+    kill_marked(&mark);
+    assert!(survivors.is_empty(), "left behind: {survivors:?}");
+}
