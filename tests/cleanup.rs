@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 /// Start chaosrun on the busy table and wait (bounded) until the agent's
 /// tools are all running: 3 background sleeps, the setsid one, the hung tool.
+/// The caller waits for the returned child.
+#[allow(clippy::zombie_processes)]
 fn start_busy(mark: &str) -> Child {
     let mut child = Command::new(bin())
         .args(["tests/fixtures/hung_tool_table.yaml", "--no-progress"])
@@ -30,11 +32,13 @@ fn start_busy(mark: &str) -> Child {
         if sleeping >= 5 {
             return child;
         }
-        assert!(
-            Instant::now() < deadline,
-            "the busy agent never got its tools running: {:?}",
-            marked(mark)
-        );
+        if Instant::now() >= deadline {
+            let seen = marked(mark);
+            let _ = child.kill();
+            let _ = child.wait();
+            kill_marked(mark);
+            panic!("the busy agent never got its tools running: {seen:?}");
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
 }
