@@ -102,6 +102,14 @@ pub struct Snapshot {
     pub procs: Vec<ProcInfo>,
 }
 
+/// How many tagged processes (the agent included) were alive at one moment,
+/// sampled about twice a second for the whole run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcSample {
+    pub at: f64,
+    pub count: usize,
+}
+
 /// One message as the agent persisted it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredMessage {
@@ -155,6 +163,13 @@ pub struct Observation {
     pub events: Vec<Timed>,
     pub recording: Recording,
     pub snapshots: Vec<Snapshot>,
+    /// Tagged processes alive over time.
+    #[serde(default)]
+    pub proc_samples: Vec<ProcSample>,
+    /// Seconds from the run's start to the provider's start: add it to a
+    /// request's `at` to put it on the run's clock.
+    #[serde(default)]
+    pub provider_offset: f64,
     pub store: StoreObservation,
     /// Tagged processes still alive after the reap deadline.
     pub survivors: Vec<ProcInfo>,

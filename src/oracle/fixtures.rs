@@ -164,6 +164,8 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
             label: "probe_turn_start".into(),
             procs: vec![],
         }],
+        proc_samples: vec![],
+        provider_offset: 0.0,
         store: StoreObservation::Read {
             path: "state.db".into(),
             integrity: "ok".into(),

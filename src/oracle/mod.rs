@@ -10,7 +10,7 @@ mod store;
 mod termination;
 
 #[cfg(test)]
-mod fixtures;
+pub(crate) mod fixtures;
 
 use serde::Serialize;
 

@@ -13,7 +13,7 @@ mod scan;
 
 pub use guard::{run_guard, Guard};
 pub use kill::{kill_marked, pidfd_kill_if_marked, sweep_marked};
-pub use scan::{count_tagged_matching, marked, tagged, ProcInfo};
+pub use scan::{by_value, count_tagged_matching, marked, tagged, ProcInfo};
 
 use std::time::Duration;
 

@@ -90,6 +90,30 @@ pub fn marked(var: &str, value: &str) -> Vec<ProcInfo> {
     found
 }
 
+/// Every live process carrying `var`, grouped by its value: one /proc scan for
+/// all tags at once (the per-run process sampler uses it).
+pub fn by_value(var: &str) -> std::collections::HashMap<String, Vec<ProcInfo>> {
+    let me = std::process::id() as i32;
+    let prefix = format!("{var}=");
+    let mut out: std::collections::HashMap<String, Vec<ProcInfo>> = Default::default();
+    for p in all() {
+        if p.pid == me || p.state == 'Z' || p.state == 'X' {
+            continue;
+        }
+        let Ok(env) = fs::read(format!("/proc/{}/environ", p.pid)) else {
+            continue;
+        };
+        let value = env
+            .split(|&b| b == 0)
+            .find_map(|e| e.strip_prefix(prefix.as_bytes()))
+            .map(|v| String::from_utf8_lossy(v).into_owned());
+        if let Some(v) = value {
+            out.entry(v).or_default().push(p);
+        }
+    }
+    out
+}
+
 /// Live processes carrying `CHAOS_TAG=tag`.
 pub fn tagged(tag: &str) -> Vec<ProcInfo> {
     marked(TAG_VAR, tag)

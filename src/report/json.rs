@@ -7,7 +7,7 @@
 //! ```json
 //! {"schema": "chaosrun-report/1", "complete": true, "seed": 1, "agent": "...",
 //!  "passed": 22, "failed": 1, "wall_seconds": 17.0,
-//!  "scenarios": [{"id": "...", "passed": false, "seconds": 3.1,
+//!  "scenarios": [{"id": "...", "attempt": 1, "attempts": 1, "passed": false, "seconds": 3.1,
 //!                 "calls": {"main": 3, "probe": 1, "aux": 0},
 //!                 "checks": [{"invariant": "process_hygiene", "name": "no_survivors",
 //!                             "status": "fail", "violations": ["..."]}],
@@ -37,6 +37,8 @@ pub fn scenario_value(r: &ScenarioResult) -> Value {
     let rec = &r.observation.recording;
     json!({
         "id": r.id,
+        "attempt": r.attempt,
+        "attempts": r.attempts,
         "passed": r.passed,
         "seconds": (r.seconds * 1000.0).round() / 1000.0,
         "calls": {"main": rec.main_calls, "probe": rec.probe_calls, "aux": rec.aux_calls},

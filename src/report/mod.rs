@@ -4,6 +4,7 @@
 //! shows what is running while it runs.
 
 pub mod json;
+pub mod merge;
 pub mod progress;
 pub mod text;
 

@@ -39,10 +39,15 @@ fn indent(text: &str, prefix: &str) -> String {
 pub fn scenario_line(r: &ScenarioResult, width: usize) -> String {
     let rec = &r.observation.recording;
     let not_checked = r.not_checked().count();
+    let id = if r.attempts > 1 {
+        format!("{} [{}/{}]", r.id, r.attempt, r.attempts)
+    } else {
+        r.id.clone()
+    };
     let mut line = format!(
         "{}  {:<width$} {:>6.1} s  {:>3} call{}",
         if r.passed { "PASS" } else { "FAIL" },
-        r.id,
+        id,
         r.seconds,
         rec.main_calls,
         if rec.main_calls == 1 { " " } else { "s" },
@@ -55,7 +60,11 @@ pub fn scenario_line(r: &ScenarioResult, width: usize) -> String {
 
 /// Every violation of a failed scenario, and what was not checked.
 pub fn failure_detail(r: &ScenarioResult) -> String {
-    let mut s = format!("FAIL {}\n", r.id);
+    let mut s = if r.attempts > 1 {
+        format!("FAIL {} [{}/{}]\n", r.id, r.attempt, r.attempts)
+    } else {
+        format!("FAIL {}\n", r.id)
+    };
     for c in r.failures() {
         s.push_str(&format!("  {} / {}:\n", c.invariant.label(), c.name));
         for v in c.violations() {
@@ -75,6 +84,22 @@ pub fn failure_detail(r: &ScenarioResult) -> String {
         s.push_str(&format!("  artifacts: {}\n", dir.display()));
     }
     s
+}
+
+/// (id, passed runs, runs) per scenario, in first-seen order; empty unless
+/// scenarios were repeated.
+pub fn pass_rates(results: &[ScenarioResult]) -> Vec<(String, u32, u32)> {
+    let mut out: Vec<(String, u32, u32)> = Vec::new();
+    for r in results.iter().filter(|r| r.attempts > 1) {
+        match out.iter_mut().find(|(id, _, _)| *id == r.id) {
+            Some(e) => {
+                e.1 += u32::from(r.passed);
+                e.2 += 1;
+            }
+            None => out.push((r.id.clone(), u32::from(r.passed), 1)),
+        }
+    }
+    out
 }
 
 impl<W: Write + Send> Reporter for Text<W> {
@@ -97,6 +122,18 @@ impl<W: Write + Send> Reporter for Text<W> {
                     let _ = writeln!(self.out, "\nfailures:\n");
                     for r in failures {
                         let _ = writeln!(self.out, "{}", failure_detail(r));
+                    }
+                }
+                let rates = pass_rates(&self.results);
+                if !rates.is_empty() {
+                    let _ = writeln!(self.out, "\npass rate per scenario:");
+                    for (id, passed, runs) in rates {
+                        let flag = match passed {
+                            0 => "  fails",
+                            p if p == runs => "",
+                            _ => "  FLAKY",
+                        };
+                        let _ = writeln!(self.out, "  {id:<44} {passed}/{runs}{flag}");
                     }
                 }
                 let _ = writeln!(self.out, "\nwall time {wall:.1} s");

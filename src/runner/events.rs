@@ -12,6 +12,9 @@ use crate::oracle::Check;
 #[derive(Debug, Clone, Serialize)]
 pub struct ScenarioResult {
     pub id: String,
+    /// Which run of this scenario (1-based) out of `attempts` (`--repeat`).
+    pub attempt: u32,
+    pub attempts: u32,
     pub passed: bool,
     pub seconds: f64,
     pub main_calls: u64,

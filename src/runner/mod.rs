@@ -4,6 +4,7 @@
 //! all) when asked.
 
 pub mod events;
+pub mod sampler;
 pub mod scenario;
 pub mod store;
 
@@ -29,6 +30,8 @@ pub struct Options {
     pub keep_all: bool,
     /// Fixes every random choice (nonces).
     pub seed: u64,
+    /// Runs of each scenario (`--repeat`), at least 1.
+    pub repeat: u32,
 }
 
 /// Run `scenarios`, emitting events; returns the results in table order.
@@ -40,8 +43,9 @@ pub async fn run_all(
 ) -> Vec<ScenarioResult> {
     let started = tokio::time::Instant::now();
     let jobs = opts.jobs.max(1);
+    let repeat = opts.repeat.max(1);
     let _ = events.send(RunEvent::Started {
-        total: scenarios.len(),
+        total: scenarios.len() * repeat as usize,
         jobs,
     });
     let reaper = tokio::spawn(async {
@@ -50,23 +54,29 @@ pub async fn run_all(
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     });
+    let sampler = sampler::Sampler::start(Duration::from_millis(500));
     let caps = Capabilities {
         breaker: shared.profile.breaker,
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(opts.seed);
     let limit = Arc::new(Semaphore::new(jobs));
     let mut tasks = Vec::new();
-    for (n, s) in scenarios.into_iter().enumerate() {
+    let runs = scenarios
+        .into_iter()
+        .flat_map(|s| (1..=repeat).map(move |attempt| (s.clone(), attempt)));
+    for (n, (s, attempt)) in runs.enumerate() {
         let ids = scenario::Ids {
             tag: format!("{}-{n}", shared.run_id),
             nonce: format!("{:08x}", rng.gen::<u32>()),
         };
         let (shared, limit, events, opts) =
             (shared.clone(), limit.clone(), events.clone(), opts.clone());
+        let sampler = sampler.clone();
         tasks.push(tokio::spawn(async move {
             let _permit = limit.acquire_owned().await.expect("semaphore stays open");
             let _ = events.send(RunEvent::ScenarioStarted { id: s.id.clone() });
             let root = match &opts.artifacts {
+                Some(dir) if repeat > 1 => dir.join(&s.id).join(attempt.to_string()),
                 Some(dir) => dir.join(&s.id),
                 None => std::env::temp_dir().join(format!("chaosrun-{}", ids.tag)),
             };
@@ -79,7 +89,10 @@ pub async fn run_all(
                     deadline,
                 });
             };
-            let obs = scenario::observe(&shared, &s, &ids, &root, &on_phase).await;
+            let start = tokio::time::Instant::now();
+            sampler.watch(&ids.tag, start);
+            let mut obs = scenario::observe(&shared, &s, &ids, &root, start, &on_phase).await;
+            obs.proc_samples = sampler.take(&ids.tag);
             let checks = crate::oracle::check(&s, caps, &obs);
             let passed = checks.iter().all(|c| !c.failed());
             let keep = opts.artifacts.is_some() && (opts.keep_all || !passed);
@@ -92,6 +105,8 @@ pub async fn run_all(
             };
             let result = ScenarioResult {
                 id: s.id.clone(),
+                attempt,
+                attempts: repeat,
                 passed,
                 seconds: obs.wall,
                 main_calls: obs.recording.main_calls,
@@ -111,6 +126,7 @@ pub async fn run_all(
         }
     }
     reaper.abort();
+    sampler.stop();
     let passed = results.iter().filter(|r| r.passed).count();
     let _ = events.send(RunEvent::Finished {
         passed,

@@ -113,15 +113,16 @@ fn stderr_tail(path: &Path, max_lines: usize) -> String {
     lines[lines.len().saturating_sub(max_lines)..].join("\n")
 }
 
-/// Run one scenario with its run directory at `root`.
+/// Run one scenario with its run directory at `root`. `start` is the moment
+/// the run began (the sampler's clock too).
 pub async fn observe(
     shared: &Shared,
     scenario: &Scenario,
     ids: &Ids,
     root: &Path,
+    start: Instant,
     on_phase: &(dyn Fn(Phase, f64) + Sync),
 ) -> Observation {
-    let start = Instant::now();
     let session_id = format!("chaos-{}-{}", scenario.id, ids.nonce);
     let fault_message = format!(
         "Chaos scenario {}: please carry out the task for session {}.",
@@ -138,6 +139,8 @@ pub async fn observe(
         events: Vec::new(),
         recording: Default::default(),
         snapshots: Vec::new(),
+        proc_samples: Vec::new(),
+        provider_offset: 0.0,
         store: StoreObservation::NotConfigured,
         survivors: Vec::new(),
         stderr_tail: String::new(),
@@ -146,6 +149,7 @@ pub async fn observe(
         wall: 0.0,
     };
     let counter_tag = ids.tag.clone();
+    obs.provider_offset = (Instant::now() - start).as_secs_f64();
     let provider = match Provider::start(ProviderConfig {
         port: 0,
         rules: scenario.responder.clone(),

@@ -8,4 +8,4 @@ pub mod select;
 
 pub use load::{load_file, load_str, TableError};
 pub use schema::{CallBound, Deadlines, Expect, Knobs, ProbeMode, Scenario, Table, Trigger};
-pub use select::select;
+pub use select::{select, shard, Shard};

@@ -22,6 +22,42 @@ pub fn select(all: &[Scenario], only: &[String], skip: &[String]) -> Result<Vec<
         .collect())
 }
 
+/// A `--shard K/N` value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub k: usize,
+    pub n: usize,
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Shard, String> {
+        let bad = || format!("`{s}` is not a shard: write K/N with 1 ≤ K ≤ N, e.g. 2/3");
+        let (k, n) = s.split_once('/').ok_or_else(bad)?;
+        let (k, n): (usize, usize) = (
+            k.trim().parse().map_err(|_| bad())?,
+            n.trim().parse().map_err(|_| bad())?,
+        );
+        if k == 0 || n == 0 || k > n {
+            return Err(bad());
+        }
+        Ok(Shard { k, n })
+    }
+}
+
+/// The scenarios of shard K of N: the i-th selected scenario (table order)
+/// belongs to shard `i mod N + 1`, so shards are disjoint, cover everything,
+/// and do not depend on anything but the table and the selection.
+pub fn shard(selected: Vec<Scenario>, shard: Shard) -> Vec<Scenario> {
+    selected
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| i % shard.n + 1 == shard.k)
+        .map(|(_, s)| s)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -45,6 +81,28 @@ mod tests {
         let only = vec!["c".to_string(), "a".to_string()];
         assert_eq!(ids(&select(&t, &only, &[]).unwrap()), ["a", "c"]);
         assert_eq!(ids(&select(&t, &only, &["a".into()]).unwrap()), ["c"]);
+    }
+
+    #[test]
+    fn shards_are_disjoint_and_cover_everything() {
+        let t = table();
+        let mut seen: Vec<String> = Vec::new();
+        for k in 1..=2 {
+            let part = shard(t.clone(), Shard { k, n: 2 });
+            seen.extend(part.iter().map(|s| s.id.clone()));
+        }
+        seen.sort();
+        assert_eq!(seen, ["a", "b", "c"]);
+        assert_eq!(ids(&shard(t.clone(), Shard { k: 1, n: 2 })), ["a", "c"]);
+        assert!(shard(t, Shard { k: 3, n: 5 }).is_empty());
+    }
+
+    #[test]
+    fn shard_syntax_is_checked() {
+        assert_eq!("2/3".parse::<Shard>(), Ok(Shard { k: 2, n: 3 }));
+        for bad in ["0/3", "4/3", "3", "a/b", "1/0"] {
+            assert!(bad.parse::<Shard>().unwrap_err().contains("K/N"), "{bad}");
+        }
     }
 
     #[test]

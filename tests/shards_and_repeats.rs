@@ -1,0 +1,181 @@
+//! Shards, merge, repeats and seeds, through the real binary: shards 1/3, 2/3
+//! and 3/3 cover every scenario exactly once, their merge gives the unsharded
+//! verdicts and exit code, `--repeat` reports a pass rate, and `--seed` replays
+//! the same nonces.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+
+/// Fast scenarios; with the retry_storm bug provider_500_forever fails.
+const FAST: &[&str] = &[
+    "provider_500_forever",
+    "provider_400_forever",
+    "tool_args_garbage",
+    "tool_name_unknown",
+    "parallel_8_terminal_calls",
+    "tool_loop_hits_turn_budget",
+];
+
+fn ids(out: &std::process::Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+        .collect()
+}
+
+#[test]
+fn shards_partition_the_full_table() {
+    let mark = new_mark("shardlist");
+    let all = ids(&chaosrun(&mark, &["scenarios.yaml", "--list"]));
+    assert_eq!(all.len(), 23);
+    let mut union = Vec::new();
+    for k in 1..=3 {
+        let part = ids(&chaosrun(
+            &mark,
+            &["scenarios.yaml", "--list", "--shard", &format!("{k}/3")],
+        ));
+        assert!(!part.is_empty());
+        union.extend(part);
+    }
+    union.sort();
+    let mut all_sorted = all.clone();
+    all_sorted.sort();
+    assert_eq!(union, all_sorted, "each scenario in exactly one shard");
+    let bad = chaosrun(&mark, &["scenarios.yaml", "--list", "--shard", "4/3"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+fn verdicts(report: &serde_json::Value) -> BTreeMap<String, bool> {
+    report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["id"].as_str().unwrap().to_string(),
+                s["passed"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn merged_shards_equal_the_unsharded_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut base: Vec<String> = vec![
+        "scenarios.yaml".into(),
+        "--agent-arg=--bug=retry_storm".into(),
+    ];
+    for id in FAST {
+        base.push("--only".into());
+        base.push(id.to_string());
+    }
+    let run = |extra: Vec<String>, json: &std::path::Path| {
+        let mark = new_mark("shard");
+        let mut args = base.clone();
+        args.extend(extra);
+        args.push("--json".into());
+        args.push(json.display().to_string());
+        std::thread::spawn(move || {
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            chaosrun(&mark, &refs)
+        })
+    };
+    let whole = dir.path().join("whole.json");
+    let shard_paths: Vec<_> = (1..=3)
+        .map(|k| dir.path().join(format!("s{k}.json")))
+        .collect();
+    let mut handles = vec![run(vec![], &whole)];
+    for (k, p) in shard_paths.iter().enumerate() {
+        handles.push(run(vec!["--shard".into(), format!("{}/3", k + 1)], p));
+    }
+    for h in handles {
+        let out = h.join().unwrap();
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{out:?}");
+    }
+    let merged_path = dir.path().join("merged.json");
+    let mark = new_mark("merge");
+    let mut args: Vec<String> = vec!["merge".into()];
+    args.extend(shard_paths.iter().map(|p| p.display().to_string()));
+    args.extend(["--json".into(), merged_path.display().to_string()]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let merged_out = chaosrun(&mark, &refs);
+    let stdout = String::from_utf8_lossy(&merged_out.stdout);
+    assert_eq!(
+        merged_out.status.code(),
+        Some(1),
+        "the storm fails: {stdout}"
+    );
+    assert!(stdout.contains("5 passed, 1 failed"), "{stdout}");
+    assert!(
+        stdout.contains("the faulted turn made 61 provider calls"),
+        "{stdout}"
+    );
+    let whole = read_json(&whole);
+    let merged = read_json(&merged_path);
+    assert_eq!(verdicts(&merged), verdicts(&whole));
+    assert_eq!(verdicts(&whole).len(), FAST.len());
+    assert_eq!(whole["failed"], 1);
+    // Merging a shard twice is refused.
+    let twice = chaosrun(&mark, &["merge", refs[1], refs[1]]);
+    assert_eq!(twice.status.code(), Some(2));
+}
+
+#[test]
+fn repeat_reports_a_pass_rate_and_seed_replays_nonces() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = new_mark("repeat");
+    let json = dir.path().join("r.json");
+    let out = chaosrun(
+        &mark,
+        &[
+            "scenarios.yaml",
+            "--only",
+            "tool_args_garbage",
+            "--repeat",
+            "3",
+            "--seed",
+            "42",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("seed 42"), "{stdout}");
+    assert!(stdout.contains("tool_args_garbage [3/3]"), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains("tool_args_garbage") && l.trim_end().ends_with("3/3")),
+        "{stdout}"
+    );
+    let report = read_json(&json);
+    assert_eq!(report["seed"], 42);
+    assert_eq!(report["scenarios"].as_array().unwrap().len(), 3);
+
+    // The same seed gives the same nonces (they appear in the session ids the
+    // agent persisted, kept in the artifacts).
+    let nonce_of = |tag: &str| {
+        let art = dir.path().join(tag);
+        let out = chaosrun(
+            &new_mark(tag),
+            &[
+                "scenarios.yaml",
+                "--only",
+                "tool_args_garbage",
+                "--seed",
+                "42",
+                "--artifacts",
+                art.to_str().unwrap(),
+                "--keep-all",
+            ],
+        );
+        assert_eq!(out.status.code(), Some(0));
+        let obs = read_json(&art.join("tool_args_garbage/observation.json"));
+        obs["nonce"].as_str().unwrap().to_string()
+    };
+    assert_eq!(nonce_of("one"), nonce_of("two"));
+}
