@@ -276,6 +276,7 @@ fn run(args: RunArgs) -> ExitCode {
         profile,
         agent_args: args.agent_args.clone(),
         run_id: run_id.clone(),
+        boot_gate: Shared::boot_gate(),
     });
     let opts = runner::Options {
         jobs,

@@ -23,6 +23,18 @@ pub struct Shared {
     pub agent_args: Vec<String>,
     /// Marks every process of this chaosrun invocation.
     pub run_id: String,
+    /// At most this many agents boot (spawn → `ready`) at once, first come
+    /// first served: a boot storm of the whole table would otherwise slow the
+    /// long scenarios that start first. Their boot deadline starts at spawn.
+    pub boot_gate: Arc<tokio::sync::Semaphore>,
+}
+
+impl Shared {
+    /// A gate as wide as the machine's CPUs.
+    pub fn boot_gate() -> Arc<tokio::sync::Semaphore> {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        Arc::new(tokio::sync::Semaphore::new(cpus))
+    }
 }
 
 /// Identity of one scenario run.
@@ -200,6 +212,7 @@ pub async fn observe(
         },
         &prepared.profile_env,
     );
+    let boot_permit = shared.boot_gate.clone().acquire_owned().await.ok();
     let agent = match AgentProcess::spawn(&prepared, &child_env) {
         Ok(a) => a,
         Err(e) => {
@@ -216,7 +229,7 @@ pub async fn observe(
         agent,
     };
     d.push(Instant::now(), Event::Spawned { pid: d.agent.pid() });
-    let clean = drive_turns(&mut d, scenario, &provider, &ids.tag).await;
+    let clean = drive_turns(&mut d, scenario, &provider, &ids.tag, boot_permit).await;
 
     // Exit: after `closed`, the process must exit by itself.
     let dl = &scenario.deadlines;
@@ -297,15 +310,19 @@ pub async fn observe(
 
 /// Boot, the faulted turn (with its interrupt), and the probe turn. Returns
 /// whether the agent got through them, so it is now expected to close.
-async fn drive_turns(d: &mut Drive<'_>, s: &Scenario, provider: &Provider, tag: &str) -> bool {
+async fn drive_turns(
+    d: &mut Drive<'_>,
+    s: &Scenario,
+    provider: &Provider,
+    tag: &str,
+    boot_permit: Option<tokio::sync::OwnedSemaphorePermit>,
+) -> bool {
     let dl = &s.deadlines;
     (d.on_phase)(Phase::Boot, dl.boot);
-    match d
-        .until(Instant::now() + secs(dl.boot), |e| {
-            matches!(e, Event::Ready)
-        })
-        .await
-    {
+    let ready = |e: &Event| matches!(e, Event::Ready);
+    let booted = d.until(Instant::now() + secs(dl.boot), ready).await;
+    drop(boot_permit);
+    match booted {
         Waited::Found => {}
         Waited::Eof => return false,
         Waited::Deadline => {
