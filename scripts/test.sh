@@ -15,6 +15,22 @@ if [ -x .ci/hermes_subset.sh ] || [ -f .ci/hermes_subset.sh ]; then
   bash .ci/hermes_subset.sh
 fi
 
+# --- Chromium, for the HTML report's browser check -----------------------------
+# tests/report_formats.rs renders the `--html` report in headless Chromium (the
+# failed scenario's SVG must be in the rendered DOM) and keeps a screenshot in
+# target/test-artifacts/. Install it once, idempotently, from Debian's packages;
+# without it that check is skipped loudly and the other report checks still run.
+echo "== chromium (HTML report browser check)"
+if ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" -eq 0 ]; then
+    (apt-get update && apt-get install -y --no-install-recommends chromium) \
+      || echo "WARNING: chromium could not be installed; the HTML browser check will be skipped"
+  else
+    echo "WARNING: chromium is not installed and this is not root; the HTML browser check will be skipped"
+  fi
+fi
+# -------------------------------------------------------------------------------
+
 echo "== format and lint"
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings

@@ -15,7 +15,9 @@ use tokio::sync::mpsc;
 
 use chaosrun::proc_hygiene::{self, Guard, RUN_VAR};
 use chaosrun::profile::{bundled, Profile};
+use chaosrun::report::html::Html;
 use chaosrun::report::json::Json;
+use chaosrun::report::junit::Junit;
 use chaosrun::report::progress::{Live, Progress};
 use chaosrun::report::text::Text;
 use chaosrun::report::{Fanout, Reporter};
@@ -88,6 +90,12 @@ struct RunArgs {
     /// Also write the report as JSON (schema chaosrun-report/1) to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Also write the report as JUnit XML to FILE.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// Also write a self-contained HTML report with a timeline per scenario.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     /// Print chaosrun's own CPU seconds and peak RSS at the end (stderr).
     #[arg(long)]
     stats: bool,
@@ -305,6 +313,18 @@ fn run(args: RunArgs) -> ExitCode {
         reporter = Box::new(Fanout(vec![
             reporter,
             Box::new(Json::new(path.clone(), seed, agent)),
+        ]));
+    }
+    if let Some(path) = &args.junit {
+        reporter = Box::new(Fanout(vec![
+            reporter,
+            Box::new(Junit::new(path.clone(), seed)),
+        ]));
+    }
+    if let Some(path) = &args.html {
+        reporter = Box::new(Fanout(vec![
+            reporter,
+            Box::new(Html::new(path.clone(), seed)),
         ]));
     }
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");

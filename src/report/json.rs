@@ -101,3 +101,78 @@ impl Reporter for Json {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_support::{feed, sample_results};
+
+    fn validator() -> jsonschema::Validator {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/report-schema.json");
+        let schema: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        jsonschema::validator_for(&schema).expect("docs/report-schema.json is a valid schema")
+    }
+
+    fn errors(v: &jsonschema::Validator, doc: &Value) -> Vec<String> {
+        v.iter_errors(doc)
+            .map(|e| format!("{}: {e}", e.instance_path))
+            .collect()
+    }
+
+    #[test]
+    fn the_report_matches_docs_report_schema() {
+        let v = validator();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        let mut json = Json::new(path.clone(), u64::MAX, "reference agent".into());
+        json.on(&RunEvent::Started { total: 2, jobs: 2 });
+        let partial: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(errors(&v, &partial), Vec::<String>::new());
+        assert_eq!(partial["wall_seconds"], Value::Null);
+
+        feed(&mut json, sample_results());
+        let doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(errors(&v, &doc), Vec::<String>::new());
+        assert_eq!(doc["complete"], true);
+        let statuses: Vec<&str> = doc["scenarios"][1]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["status"].as_str().unwrap())
+            .collect();
+        assert_eq!(statuses, ["pass", "fail", "fail", "not_checked"]);
+    }
+
+    #[test]
+    fn the_schema_rejects_what_the_format_does_not_allow() {
+        let v = validator();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        let mut json = Json::new(path.clone(), 1, "a".into());
+        feed(&mut json, sample_results());
+        let good: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let broken = |f: &dyn Fn(&mut Value)| {
+            let mut d = good.clone();
+            f(&mut d);
+            d
+        };
+        let cases = [
+            broken(&|d| d["schema"] = "chaosrun-report/2".into()),
+            broken(&|d| d["scenarios"][1]["checks"][1]["invariant"] = "liveness".into()),
+            broken(&|d| {
+                d["scenarios"][1]["checks"][1]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("violations");
+            }),
+            broken(&|d| d["scenarios"][1]["checks"][3]["status"] = "pass".into()),
+            broken(&|d| d["scenarios"][0]["calls"]["main"] = (-1).into()),
+            broken(&|d| d["scenarios"][0]["artifacts"] = 3.into()),
+            broken(&|d| d["wall_seconds"] = "soon".into()),
+            broken(&|d| d["surprise"] = true.into()),
+        ];
+        for (i, bad) in cases.iter().enumerate() {
+            assert!(!v.is_valid(bad), "case {i} should be rejected");
+        }
+    }
+}

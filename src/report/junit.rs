@@ -197,10 +197,7 @@ mod tests {
             .find(|c| c.attribute("name") == Some("storm<&>"))
             .unwrap();
         assert_eq!(bad.attribute("time"), Some("31.250"));
-        let failure = bad
-            .children()
-            .find(|n| n.has_tag_name("failure"))
-            .unwrap();
+        let failure = bad.children().find(|n| n.has_tag_name("failure")).unwrap();
         let message = failure.attribute("message").unwrap();
         assert!(message.contains(VIOLATION), "{message}");
         assert!(message.starts_with("bounded provider calls / call_bound: "));

@@ -1,12 +1,19 @@
 //! Reporters: consumers of [`RunEvent`]s that never re-run any logic. The text
 //! reporter prints one line per finished scenario, then every violation with its
 //! evidence, then the closing `N passed, N failed` line; the progress display
-//! shows what is running while it runs.
+//! shows what is running while it runs. The JSON (`--json`), JUnit XML
+//! (`--junit`) and HTML (`--html`, one self-contained page with a timeline per
+//! scenario) reporters write files.
 
+pub mod html;
 pub mod json;
+pub mod junit;
 pub mod merge;
 pub mod progress;
 pub mod text;
+
+#[cfg(test)]
+pub(crate) mod test_support;
 
 use crate::runner::RunEvent;
 
