@@ -77,6 +77,21 @@ pub enum Event {
         phase: Phase,
         seconds: f64,
     },
+    /// chaosrun sent a process fault: `kill`, `stop` or `cont`, to
+    /// `signalled` processes, after `main_calls` faulted-turn calls.
+    ProcessFault {
+        action: String,
+        signalled: usize,
+        main_calls: u64,
+    },
+    /// After a kill, the agent was started again on the same HOME and session.
+    Restarted {
+        pid: i32,
+    },
+    /// The agent could not be started again.
+    RestartFailed {
+        error: String,
+    },
     /// The agent process exited (or was killed by chaosrun).
     Exited {
         code: Option<i32>,
@@ -181,6 +196,12 @@ pub struct Observation {
     pub setup_error: Option<String>,
     /// Wall seconds of the whole run.
     pub wall: f64,
+    /// Unix time (seconds) when the run started: event times are relative to it.
+    #[serde(default)]
+    pub started_unix: f64,
+    /// Lines of the side-effect journal (`$CHAOS_JOURNAL`), bounded.
+    #[serde(default)]
+    pub journal: Vec<String>,
 }
 
 impl Observation {
@@ -218,7 +239,23 @@ impl Observation {
         })
     }
 
+    /// The last process exit (after a restart, the restarted agent's).
     pub fn exited(&self) -> Option<(f64, Event)> {
-        self.find(|e| matches!(e, Event::Exited { .. }).then(|| e.clone()))
+        self.events
+            .iter()
+            .rev()
+            .find(|t| matches!(t.event, Event::Exited { .. }))
+            .map(|t| (t.at, t.event.clone()))
+    }
+
+    /// When the restarted agent said ready, if it was restarted and did.
+    pub fn ready_after_restart(&self) -> Option<f64> {
+        let restarted = self
+            .find(|e| matches!(e, Event::Restarted { .. }).then_some(()))?
+            .0;
+        self.events
+            .iter()
+            .find(|t| t.at >= restarted && matches!(t.event, Event::Ready))
+            .map(|t| t.at)
     }
 }

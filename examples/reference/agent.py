@@ -22,12 +22,41 @@ What it does
   * Keeps a cross-turn breaker: a turn that failed only on stale streams makes
     the next turn be refused without calling the provider (then half-opens).
   * Persists every message to SQLite (``$HOME/.refagent/state.db``, WAL).
+  * Records every tool process in the store when it starts (table ``bg_jobs``:
+    id, session_id, kind ``bg``/``fg``, pid, pgid, start_ticks = field 22 of
+    /proc/PID/stat, started_at, ended, command); a foreground tool's row is
+    marked ended when its group is gone, a background job's when close kills it.
   * On close kills background jobs and, as a child subreaper, every remaining
     descendant (including ``setsid`` escapees), then prints ``closed``, exits 0.
 
+Process faults (restart on the same HOME)
+  chaosrun may SIGKILL the agent mid-turn and start it again with a new spec
+  carrying the same ``session_id`` plus ``"resume": true, "start_turn": K``.
+  At startup (before ``ready``) the agent always:
+  1. kills what its previous incarnation left behind: every ``bg_jobs`` row of
+     the session not marked ended (background jobs and the foreground tool that
+     was in flight). The group is SIGKILLed only if the recorded pid still
+     exists with the recorded start time (a reused pid is never hit); live
+     processes whose pgrp is the recorded pgid (and that started no earlier
+     than the job) are killed too, as they were orphaned and re-parented away
+     from us. Then the row is marked ended;
+  2. reloads the session's messages in order and repairs them: every tool call
+     of the last assistant tool-call message without a result gets the
+     synthetic result ``interrupted: the agent restarted before this call
+     returned; not re-run``, persisted. The call is never re-run;
+  3. runs only turns K..len(turns)-1, with their original indices.
+
 Bugs (``--bug NAME``): retry_storm, retry_400, no_stale_timeout,
 leaked_background, lost_parallel_result, wedged_after_interrupt, stdin_open,
-huge_output_whole, corrupt_store.
+huge_output_whole, corrupt_store, and the restart bugs:
+  * replay_side_effect: an unanswered call is re-run (its command executed
+    again, its real output persisted as the result). The re-run happens in the
+    worker of the first resumed turn, before that turn's user message (so it is
+    interruptible), or before close if no turn is left.
+  * orphan_bg_on_restart: stale ``bg`` jobs of the previous incarnation are not
+    killed nor marked ended (a stale foreground tool is still killed).
+  * lost_result_on_restart: an unanswered call is left without a result, in the
+    store and in the history sent to the model.
 """
 
 import ctypes
@@ -57,6 +86,9 @@ KNOWN_BUGS = {
     "stdin_open": "tools inherit the agent's stdin",
     "huge_output_whole": "tool output is not capped",
     "corrupt_store": "state.db is corrupted at close",
+    "replay_side_effect": "on resume, an unanswered tool call is re-run",
+    "orphan_bg_on_restart": "on resume, the previous incarnation's background jobs are left running",
+    "lost_result_on_restart": "on resume, an unanswered tool call is left without a result",
 }
 
 OUTPUT_CAP = 50_000          # chars of tool output kept (bytes read, decoded)
@@ -66,6 +98,7 @@ BACKOFF_START = 0.2
 BACKOFF_CAP = 2.0
 PR_SET_CHILD_SUBREAPER = 36
 INTERRUPTED_FINAL = "interrupted by user"
+RESTART_RESULT = "interrupted: the agent restarted before this call returned; not re-run"
 BREAKER_FINAL = "refused: provider circuit open after repeated stale streams"
 SYSTEM_PROMPT = ("You are a small command-line agent. Use the shell tool to run commands "
                  "in the working directory when that helps; answer concisely.")
@@ -160,6 +193,26 @@ def proc_table(with_pgrp=False):
     return table
 
 
+def proc_stat(pid):
+    """(state, pgrp, start_ticks) of a process from /proc/PID/stat, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    rest = data[data.rfind(b")") + 2:].split()
+    try:
+        # rest[0] is field 3 (state): pgrp is field 5, starttime field 22.
+        return rest[0].decode(), int(rest[2]), int(rest[19])
+    except (ValueError, IndexError):
+        return None
+
+
+def proc_start_ticks(pid):
+    st = proc_stat(pid)
+    return st[2] if st else None
+
+
 def descendants_of(root, table):
     children = {}
     for pid, entry in table.items():
@@ -213,6 +266,34 @@ class Store:
             " created_at REAL)")
         self.db.execute("CREATE INDEX IF NOT EXISTS messages_session ON messages(session_id, id)")
         self.db.execute("CREATE INDEX IF NOT EXISTS messages_created_at ON messages(created_at)")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS bg_jobs("
+            " id TEXT PRIMARY KEY,"
+            " session_id TEXT NOT NULL,"
+            " kind TEXT NOT NULL DEFAULT 'bg',"
+            " pid INTEGER,"
+            " pgid INTEGER,"
+            " start_ticks INTEGER,"
+            " started_at REAL,"
+            " ended INTEGER NOT NULL DEFAULT 0,"
+            " command TEXT)")
+
+    def add_job(self, job_id, session_id, kind, pid, pgid, start_ticks, command):
+        with self.lock:
+            self.db.execute(
+                "INSERT OR REPLACE INTO bg_jobs(id, session_id, kind, pid, pgid, start_ticks, started_at,"
+                " ended, command) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?)",
+                (job_id, session_id, kind, pid, pgid, start_ticks, time.time(), command[:2000]))
+
+    def end_job(self, job_id):
+        with self.lock:
+            self.db.execute("UPDATE bg_jobs SET ended = 1 WHERE id = ?", (job_id,))
+
+    def open_jobs(self, session_id):
+        with self.lock:
+            return self.db.execute(
+                "SELECT id, kind, pid, pgid, start_ticks FROM bg_jobs"
+                " WHERE session_id = ? AND ended = 0 ORDER BY started_at", (session_id,)).fetchall()
 
     def load(self, session_id):
         with self.lock:
@@ -385,12 +466,17 @@ class Agent:
         self.breaker_open = False
         self.spawn_lock = threading.Lock()
         self.fg_pids = set()
-        self.bg_jobs = []    # (id, pid)
+        self.bg_jobs = []    # (id, pid, pgid, start_ticks) of this incarnation
+        self.resume = spec.get("resume") is True
+        self.pending_replay = []   # --bug replay_side_effect: calls to re-run before the next turn
         state_dir = os.path.join(home, ".refagent")
         os.makedirs(state_dir, exist_ok=True)
         self.bg_dir = os.path.join(state_dir, "bg")
         self.store = Store(os.path.join(state_dir, "state.db"),
                            cap=None if self.bug("huge_output_whole") else PERSIST_CAP)
+        # A previous incarnation (SIGKILLed mid-turn) may have left processes and
+        # unanswered tool calls behind: clean up first, then repair the history.
+        self.kill_stale_jobs()
         self.history = self.store.load(self.session_id)
         self._repair_history()
 
@@ -398,15 +484,35 @@ class Agent:
         return name in self.bugs
 
     def _repair_history(self):
-        """A previous process killed mid-batch may have left tool calls unanswered."""
+        """A previous process killed mid-batch may have left tool calls unanswered.
+
+        Each one gets a synthetic result: the call is never re-run, as it may
+        have had side effects before the process died."""
         for idx in range(len(self.history) - 1, -1, -1):
             m = self.history[idx]
             if m["role"] == "assistant" and m.get("tool_calls"):
                 answered = {x.get("tool_call_id") for x in self.history[idx + 1:] if x["role"] == "tool"}
-                for tc in m["tool_calls"]:
-                    if tc.get("id") not in answered:
-                        self._append({"role": "tool", "tool_call_id": tc.get("id"), "content": "interrupted"})
+                missing = [tc for tc in m["tool_calls"] if tc.get("id") not in answered]
+                if not missing:
+                    break
+                log(f"history: {len(missing)} tool call(s) without a result"
+                    + (" (resume)" if self.resume else ""))
+                if self.bug("lost_result_on_restart"):
+                    log("leaving them unanswered (bug lost_result_on_restart)")
+                elif self.bug("replay_side_effect"):
+                    log("they will be re-run (bug replay_side_effect)")
+                    self.pending_replay = missing
+                else:
+                    for tc in missing:
+                        self._append({"role": "tool", "tool_call_id": tc.get("id"), "content": RESTART_RESULT})
                 break
+
+    def replay_pending(self):
+        """--bug replay_side_effect: re-run the calls the previous incarnation left unanswered."""
+        calls, self.pending_replay = self.pending_replay, []
+        for tc in calls:
+            out, _intr = self.execute_tool(tc)
+            self._append({"role": "tool", "tool_call_id": tc.get("id"), "content": out})
 
     def _append(self, msg):
         self.history.append(msg)
@@ -415,6 +521,8 @@ class Agent:
     # ------------------------------------------------------------ turns
 
     def run_turn(self, text):
+        if self.pending_replay:
+            self.replay_pending()
         self._append({"role": "user", "content": text})
         if self.breaker_open:
             self.breaker_open = False   # half-open: the next turn may try again
@@ -748,7 +856,14 @@ class Agent:
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             self.fg_pids.add(proc.pid)
+            start_ticks = proc_start_ticks(proc.pid)   # our unreaped child: it still exists
         pgid = proc.pid
+        job_id = "fg_" + secrets.token_hex(6)
+        try:
+            self.store.add_job(job_id, self.session_id, "fg", proc.pid, pgid, start_ticks, command)
+        except sqlite3.Error as e:
+            log(f"could not record tool process: {e}")
+            job_id = None
         fd = proc.stdout.fileno()
         cap = None if self.bug("huge_output_whole") else OUTPUT_CAP
         kept = bytearray()
@@ -802,6 +917,11 @@ class Agent:
             with self.spawn_lock:
                 self.fg_pids.discard(proc.pid)
             self.wait_group_gone(pgid)
+            if job_id:
+                try:
+                    self.store.end_job(job_id)
+                except sqlite3.Error as e:
+                    log(f"could not mark tool process ended: {e}")
         out = kept.decode("utf-8", "replace")
         if total > len(kept):
             out += f"\n[output truncated: {total} bytes total]"
@@ -821,7 +941,10 @@ class Agent:
             with self.spawn_lock:
                 proc = subprocess.Popen(["bash", "-c", command], cwd=self.workdir, stdin=self._stdin(),
                                         stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
-        self.bg_jobs.append((job_id, proc.pid))
+                # Under the spawn lock, so reap_orphans cannot reap it first.
+                start_ticks = proc_start_ticks(proc.pid)
+        self.bg_jobs.append((job_id, proc.pid, proc.pid, start_ticks))
+        self.store.add_job(job_id, self.session_id, "bg", proc.pid, proc.pid, start_ticks, command)
         log(f"background job {job_id} pid {proc.pid}")
         return json.dumps({"status": "started", "pid": proc.pid, "id": job_id})
 
@@ -853,6 +976,74 @@ class Agent:
             time.sleep(0.01)
         self.reap_orphans()
 
+    @staticmethod
+    def kill_job(pid, pgid, start_ticks, budget=2.0):
+        """SIGKILL a recorded job's process group without ever hitting a reused pid.
+
+        The group is signalled only if its leader still exists with the recorded
+        start time; if the leader is gone, live processes whose pgrp is the
+        recorded pgid (started no earlier than the job) are killed one by one.
+        A leader that exists with another start time means the id was reused,
+        so the recorded group is gone (Linux never reuses an id still in use as
+        a pgid). Returns the number of processes signalled."""
+        if start_ticks is None or pgid is None:
+            return 0
+        hit = 0
+        end = time.monotonic() + budget
+        while True:
+            lst = proc_stat(pgid)
+            if lst is not None and lst[2] != start_ticks:
+                return hit          # pgid reused: the recorded group no longer exists
+            if pid != pgid:
+                pst = proc_stat(pid)
+                if pst is not None and pst[2] == start_ticks and pst[0] not in ("Z", "X"):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                        hit += 1
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            if lst is not None and lst[0] not in ("Z", "X"):
+                killpg_quiet(pgid, signal.SIGKILL)
+                hit += 1
+            live = []
+            for other, (_pp, state, pg) in proc_table(with_pgrp=True).items():
+                if pg != pgid or state in ("Z", "X"):
+                    continue
+                ost = proc_stat(other)
+                if ost is None or ost[2] < start_ticks:
+                    continue
+                live.append(other)
+            if not live:
+                return hit
+            if time.monotonic() > end:
+                log(f"process group {pgid} still has {live}")
+                return hit
+            if lst is not None:
+                killpg_quiet(pgid, signal.SIGKILL)
+            for other in live:
+                try:
+                    os.kill(other, signal.SIGKILL)
+                    hit += 1
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.01)
+
+    def kill_stale_jobs(self):
+        """Kill what a previous incarnation of this session left running, then mark it ended."""
+        try:
+            jobs = self.store.open_jobs(self.session_id)
+        except sqlite3.Error as e:
+            log(f"could not read recorded jobs: {e}")
+            return
+        for job_id, kind, pid, pgid, start_ticks in jobs:
+            if kind == "bg" and self.bug("orphan_bg_on_restart"):
+                log(f"stale job {job_id} pid {pid} left running (bug orphan_bg_on_restart)")
+                continue
+            hit = self.kill_job(pid, pgid, start_ticks)
+            log(f"stale {kind} job {job_id} pid {pid} pgid {pgid}: "
+                + (f"killed ({hit} signals)" if hit else "already gone"))
+            self.store.end_job(job_id)
+
     def kill_descendants(self, budget=5.0):
         me = os.getpid()
         end = time.monotonic() + budget
@@ -876,9 +1067,17 @@ class Agent:
             log("close: leaving background jobs running (bug leaked_background)")
             reap_all()
         else:
-            for job_id, pid in self.bg_jobs:
-                killpg_quiet(pid, signal.SIGKILL)
+            for job_id, pid, pgid, start_ticks in self.bg_jobs:
+                if start_ticks is None:
+                    killpg_quiet(pgid, signal.SIGKILL)
+                else:
+                    self.kill_job(pid, pgid, start_ticks)
             self.kill_descendants()
+            for job_id, _pid, _pgid, _st in self.bg_jobs:
+                try:
+                    self.store.end_job(job_id)
+                except sqlite3.Error as e:
+                    log(f"could not mark job {job_id} ended: {e}")
         root = self.store.index_root("messages_created_at")
         self.store.close()
         if self.bug("corrupt_store"):
@@ -968,8 +1167,17 @@ def main(argv):
     threading.Thread(target=stdin_reader, args=(agent.ctl,), daemon=True, name="stdin").start()
 
     turns = spec.get("turns") or []
+    start_turn = spec.get("start_turn", 0)
+    if isinstance(start_turn, bool) or not isinstance(start_turn, int) or start_turn < 0:
+        log(f"invalid start_turn {start_turn!r}: using 0")
+        start_turn = 0
+    if agent.resume or start_turn:
+        log(f"resumed session {agent.session_id}: {len(agent.history)} messages, "
+            + (f"running turns {start_turn}..{len(turns) - 1}" if start_turn < len(turns) else "no turn left"))
     emit({"ev": "ready"})
     for i, turn in enumerate(turns):
+        if i < start_turn:
+            continue
         text = turn if isinstance(turn, str) else json.dumps(turn)
         emit({"ev": "turn_start", "i": i})
         started = time.monotonic()
@@ -995,6 +1203,8 @@ def main(argv):
         agent.ctl.end(clear=not agent.bug("wedged_after_interrupt"))
         log(f"turn {i} ended after {time.monotonic() - started:.2f}s: {result.get('exit_reason')}")
         emit({"ev": "turn_end", "i": i, **result})
+    if agent.pending_replay:
+        agent.replay_pending()
     agent.close()
     emit({"ev": "closed"})
     sys.stdout.flush()

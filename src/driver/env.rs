@@ -57,6 +57,8 @@ pub struct Fixed<'a> {
     pub tag: &'a str,
     pub run: &'a str,
     pub spec: &'a str,
+    /// The side-effect journal scripted tools append to.
+    pub journal: &'a str,
 }
 
 /// The child's full environment. `extra` (the profile's rendered env) is
@@ -80,6 +82,7 @@ pub fn build(
     env.insert(crate::proc_hygiene::TAG_VAR.into(), fixed.tag.into());
     env.insert(crate::proc_hygiene::RUN_VAR.into(), fixed.run.into());
     env.insert("CHAOS_SPEC".into(), fixed.spec.into());
+    env.insert("CHAOS_JOURNAL".into(), fixed.journal.into());
     env
 }
 
@@ -94,6 +97,7 @@ mod tests {
             tag: "t1",
             run: "r1",
             spec: "/tmp/s.json",
+            journal: "/tmp/j.log",
         }
     }
 

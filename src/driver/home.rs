@@ -22,6 +22,7 @@ pub struct RunDirs {
     pub spec: PathBuf,
     pub stdout_log: PathBuf,
     pub stderr_log: PathBuf,
+    pub journal: PathBuf,
 }
 
 impl RunDirs {
@@ -40,6 +41,7 @@ impl RunDirs {
             spec: root.join("spec.json"),
             stdout_log: root.join("stdout.log"),
             stderr_log: root.join("stderr.log"),
+            journal: root.join("journal.log"),
             root: root.to_path_buf(),
             home,
             work,
@@ -127,6 +129,7 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
         "knobs": i.knobs,
     });
     std::fs::write(&dirs.spec, serde_json::to_vec_pretty(&spec)?)?;
+    std::fs::write(&dirs.journal, b"")?;
     let profile_env = i
         .profile
         .env
@@ -146,4 +149,22 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
         profile_env,
         store_path,
     })
+}
+
+/// Write the spec for a restart (`resume: true`, `start_turn`) beside the
+/// first one, and return the argv and spec path to start the agent again with.
+pub fn resume_spec(prep: &Prepared, start_turn: u64) -> anyhow::Result<(Vec<String>, PathBuf)> {
+    let mut spec: serde_json::Value = serde_json::from_slice(&std::fs::read(&prep.dirs.spec)?)?;
+    spec["resume"] = serde_json::Value::Bool(true);
+    spec["start_turn"] = start_turn.into();
+    let path = prep
+        .dirs
+        .root
+        .join(format!("spec-resume-{start_turn}.json"));
+    std::fs::write(&path, serde_json::to_vec_pretty(&spec)?)?;
+    let mut argv = prep.argv.clone();
+    if let Some(last) = argv.last_mut() {
+        *last = path.display().to_string();
+    }
+    Ok((argv, path))
 }

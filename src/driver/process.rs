@@ -73,10 +73,26 @@ impl AgentProcess {
     /// Spawn `prep.argv` with exactly `env`, cwd the work dir, in a new process
     /// group (a terminal's Ctrl+C reaches chaosrun, which then cleans up).
     pub fn spawn(prep: &Prepared, env: &BTreeMap<String, String>) -> anyhow::Result<AgentProcess> {
-        let stderr = std::fs::File::create(&prep.dirs.stderr_log)?;
-        let mut stdout_log = std::fs::File::create(&prep.dirs.stdout_log)?;
-        let mut child = Command::new(&prep.argv[0])
-            .args(&prep.argv[1..])
+        AgentProcess::spawn_argv(prep, &prep.argv, env)
+    }
+
+    /// Spawn with another argv (a restart); stdout and stderr logs are
+    /// appended to, so an incarnation's output is never lost.
+    pub fn spawn_argv(
+        prep: &Prepared,
+        argv: &[String],
+        env: &BTreeMap<String, String>,
+    ) -> anyhow::Result<AgentProcess> {
+        let append = |p: &std::path::Path| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+        };
+        let stderr = append(&prep.dirs.stderr_log)?;
+        let mut stdout_log = append(&prep.dirs.stdout_log)?;
+        let mut child = Command::new(&argv[0])
+            .args(&argv[1..])
             .env_clear()
             .envs(env)
             .current_dir(&prep.dirs.work)
@@ -86,7 +102,7 @@ impl AgentProcess {
             .process_group(0)
             .kill_on_drop(true)
             .spawn()
-            .with_context(|| format!("cannot start agent command `{}`", prep.argv[0]))?;
+            .with_context(|| format!("cannot start agent command `{}`", argv[0]))?;
         let pid = child.id().map(|p| p as i32).unwrap_or(-1);
         crate::proc_hygiene::own(pid);
         let stdin = child.stdin.take();

@@ -84,6 +84,9 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
         };
         out.push(Check::new(inv, "exits_by_itself", v));
     }
+    if let Some(c) = background_silent(obs) {
+        out.push(c);
+    }
     if killed_by_chaosrun(obs) {
         let listed: Vec<String> = obs.survivors.iter().map(|p| p.to_string()).collect();
         out.push(Check::skipped(
@@ -109,6 +112,53 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
         ));
     }
     out
+}
+
+/// Seconds a dying job may take to stop writing after its agent is gone.
+pub const JOURNAL_GRACE_S: f64 = 1.0;
+
+/// A background job's heartbeats (`bg UNIX_TIME ...` journal lines) must stop
+/// once the agent that owns it is gone: after a kill, by the time the
+/// restarted agent is ready; at the end, when the agent has exited.
+fn background_silent(obs: &Observation) -> Option<Check> {
+    let beats: Vec<f64> = obs
+        .journal
+        .iter()
+        .filter_map(|l| {
+            l.strip_prefix("bg ")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    if beats.is_empty() {
+        return None;
+    }
+    let mut v = Vec::new();
+    if let Some(ready) = obs.ready_after_restart() {
+        let cut = obs.started_unix + ready + JOURNAL_GRACE_S;
+        if let Some(last) = beats.iter().copied().filter(|b| *b > cut).reduce(f64::max) {
+            v.push(format!(
+                "a background job of the killed agent still wrote to the journal {:.1} s after the restarted agent was ready",
+                last - (obs.started_unix + ready)
+            ));
+        }
+    }
+    if let Some((exit, _)) = obs.exited() {
+        let cut = obs.started_unix + exit + JOURNAL_GRACE_S;
+        if let Some(last) = beats.iter().copied().filter(|b| *b > cut).reduce(f64::max) {
+            v.push(format!(
+                "a background job wrote to the journal {:.1} s after the agent exited",
+                last - (obs.started_unix + exit)
+            ));
+        }
+    }
+    Some(Check::new(
+        Invariant::ProcessHygiene,
+        "background_silent_after_death",
+        v,
+    ))
 }
 
 #[cfg(test)]
@@ -148,6 +198,20 @@ mod tests {
         let v = named(&c, "tool_gone_before_next_turn").violations();
         assert_eq!(v.len(), 1);
         assert!(v[0].contains("sleep 3600"));
+    }
+
+    #[test]
+    fn heartbeats_after_restart_or_exit_fail() {
+        let s = scenario("expect: ended");
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        let t0 = o.started_unix;
+        o.journal = vec![format!("bg {} j", t0 + 1.0)];
+        assert!(!named(&check(&s, &o), "background_silent_after_death").failed());
+        // The agent exited at 3.6 s; a beat at 6 s is a job that outlived it.
+        o.journal.push(format!("bg {} j", t0 + 6.0));
+        let c = check(&s, &o);
+        assert!(named(&c, "background_silent_after_death").violations()[0]
+            .contains("after the agent exited"));
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! The oracle: each invariant class of the design is a pure function from a
+//! The oracle: each invariant class of the design (and exactly-once side
+//! effects, for process faults) is a pure function from a
 //! scenario, the adapter's capabilities and an [`Observation`] to checks. A
 //! check that could not be made is `NotChecked` with its reason, never a pass.
 
@@ -6,6 +7,7 @@ mod calls;
 mod history;
 mod hygiene;
 mod reuse;
+mod side_effects;
 mod store;
 mod termination;
 
@@ -27,6 +29,8 @@ pub enum Invariant {
     HistoryIntegrity,
     ProcessHygiene,
     StoreIntegrity,
+    /// Added with process faults: side effects land exactly once.
+    SideEffects,
 }
 
 impl Invariant {
@@ -38,6 +42,7 @@ impl Invariant {
             Invariant::HistoryIntegrity => "history integrity",
             Invariant::ProcessHygiene => "process hygiene",
             Invariant::StoreIntegrity => "store integrity",
+            Invariant::SideEffects => "exactly-once side effects",
         }
     }
 }
@@ -136,6 +141,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(history::check(s, obs));
     out.extend(hygiene::check(s, obs));
     out.extend(store::check(obs));
+    out.extend(side_effects::check(obs));
     out
 }
 

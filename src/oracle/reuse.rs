@@ -13,7 +13,10 @@ pub const BREAKER_REFUSAL_S: f64 = 5.0;
 
 pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> {
     let inv = Invariant::Reusability;
-    if obs.turn_end(0).is_none() {
+    // After a kill the faulted turn never ends: the restarted agent's probe is
+    // exactly what must be checked.
+    let killed = matches!(s.expect, crate::scenarios::Expect::Killed);
+    if obs.turn_end(0).is_none() && !killed {
         return vec![Check::skipped(inv, "probe", "the faulted turn never ended")];
     }
     let Some(start) = obs.turn_start(1) else {
@@ -150,6 +153,17 @@ mod tests {
             .violations()
             .iter()
             .any(|v| v.contains("reached the provider")));
+    }
+
+    #[test]
+    fn probe_after_a_kill_is_checked() {
+        let s = scenario("expect: killed\nprocess_fault: {action: kill, at: {after_calls: 1}}");
+        let mut o = healthy(&s, end(0, false, true, "err"));
+        o.events
+            .retain(|t| !matches!(&t.event, Event::TurnEnd(e) if e.i == 0));
+        assert!(!check(&s, NO_BREAKER, &o)[0].not_checked());
+        o.recording.requests[1].messages.remove(0);
+        assert!(check(&s, NO_BREAKER, &o)[0].violations()[0].contains("lost its history"));
     }
 
     #[test]

@@ -51,6 +51,10 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     }
     out.push(Check::new(inv, "boots", vec![]));
 
+    if matches!(s.expect, Expect::Killed) {
+        out.extend(killed(s, obs));
+        return out;
+    }
     let Some((end_at, end)) = obs.turn_end(0) else {
         let why = if let Some(d) = obs.deadline_missed(Phase::Interrupt) {
             format!("the faulted turn did not return within {d:.0} s of `interrupt`")
@@ -132,6 +136,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
                 ));
             }
         }
+        Expect::Killed => unreachable!("handled by `killed`"),
         Expect::Interrupted => {
             if obs.interrupt_sent().is_none() {
                 v.push(format!(
@@ -145,6 +150,51 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
         }
     }
     out.push(Check::new(inv, "outcome", v));
+    out
+}
+
+/// `expect: killed`: the kill must land during the faulted turn, and the
+/// agent started again on the same HOME must boot (resume) in time.
+fn killed(s: &Scenario, obs: &Observation) -> Vec<Check> {
+    let inv = Invariant::Termination;
+    let kill = obs.find(|e| match e {
+        Event::ProcessFault { action, .. } if action == "kill" => Some(()),
+        _ => None,
+    });
+    let landed = match (kill, obs.turn_end(0)) {
+        (None, Some((_, end))) => vec![format!(
+            "the kill never fired: the faulted turn returned first (final={:?})",
+            clip(&end.final_text, 120)
+        )],
+        (None, None) => vec!["the kill never fired".to_string()],
+        (Some((k, _)), Some((e, _))) if e < k => {
+            vec!["the faulted turn returned before the kill landed".to_string()]
+        }
+        _ => vec![],
+    };
+    let mut out = vec![Check::new(inv, "kill_landed_mid_turn", landed)];
+    if kill.is_none() {
+        out.push(Check::skipped(
+            inv,
+            "resumes_after_kill",
+            "the kill never fired",
+        ));
+        return out;
+    }
+    let failed = obs.find(|e| match e {
+        Event::RestartFailed { error } => Some(error.clone()),
+        _ => None,
+    });
+    let v = match (failed, obs.ready_after_restart()) {
+        (Some((_, error)), _) => vec![format!("the agent could not be started again: {error}")],
+        (None, Some(_)) => vec![],
+        (None, None) => vec![format!(
+            "the restarted agent never said ready within {:.0} s; {}",
+            s.deadlines.boot,
+            stderr_evidence(obs)
+        )],
+    };
+    out.push(Check::new(inv, "resumes_after_kill", v));
     out
 }
 
@@ -251,6 +301,63 @@ mod tests {
             c.iter().find(|c| c.name == "boots").unwrap().violations()[0]
                 .contains("never said ready within 120 s")
         );
+    }
+
+    fn killed_run(s: &Scenario) -> Observation {
+        let mut obs = healthy(s, end(0, false, false, "unused"));
+        obs.events
+            .retain(|t| !matches!(t.event, Event::TurnEnd(ref e) if e.i == 0));
+        let kill = Event::ProcessFault {
+            action: "kill".into(),
+            signalled: 1,
+            main_calls: 1,
+        };
+        obs.events.insert(3, at(1.0, kill));
+        obs.events.insert(
+            4,
+            at(
+                1.1,
+                Event::Exited {
+                    code: None,
+                    signal: Some(9),
+                    killed_by_chaosrun: false,
+                },
+            ),
+        );
+        obs.events.insert(5, at(1.2, Event::Restarted { pid: 43 }));
+        obs.events.insert(6, at(1.5, Event::Ready));
+        obs
+    }
+
+    #[test]
+    fn killed_and_resumed_passes() {
+        let s = scenario("expect: killed\nprocess_fault: {action: kill, at: {after_calls: 1}}");
+        let c = check(&s, &killed_run(&s));
+        assert!(c.iter().all(|c| !c.failed()), "{c:?}");
+        assert!(c.iter().any(|c| c.name == "resumes_after_kill"));
+    }
+
+    #[test]
+    fn restarted_agent_that_never_boots_fails() {
+        let s = scenario("expect: killed\nprocess_fault: {action: kill, at: {after_calls: 1}}");
+        let mut obs = killed_run(&s);
+        obs.events
+            .retain(|t| !(t.at == 1.5 && matches!(t.event, Event::Ready)));
+        let c = check(&s, &obs);
+        let r = c.iter().find(|c| c.name == "resumes_after_kill").unwrap();
+        assert!(r.violations()[0].contains("never said ready"), "{r:?}");
+    }
+
+    #[test]
+    fn kill_that_never_fired_fails() {
+        let s = scenario("expect: killed\nprocess_fault: {action: kill, at: {after_calls: 9}}");
+        let obs = healthy(&s, end(0, true, false, "done early"));
+        let c = check(&s, &obs);
+        assert!(c
+            .iter()
+            .find(|c| c.name == "kill_landed_mid_turn")
+            .unwrap()
+            .failed());
     }
 
     #[test]

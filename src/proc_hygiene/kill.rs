@@ -16,6 +16,11 @@ fn pidfd_open(pid: i32) -> Option<i32> {
 
 /// SIGKILL `pid` only if it carries `var=value`. Returns whether a signal was sent.
 pub fn pidfd_kill_if_marked(pid: i32, var: &str, value: &str) -> bool {
+    pidfd_signal_if_marked(pid, libc::SIGKILL, var, value)
+}
+
+/// Send `sig` to `pid` only if it carries `var=value`.
+pub fn pidfd_signal_if_marked(pid: i32, sig: i32, var: &str, value: &str) -> bool {
     let Some(fd) = pidfd_open(pid) else {
         return false;
     };
@@ -26,7 +31,7 @@ pub fn pidfd_kill_if_marked(pid: i32, var: &str, value: &str) -> bool {
             libc::syscall(
                 libc::SYS_pidfd_send_signal,
                 fd,
-                libc::SIGKILL,
+                sig,
                 std::ptr::null::<libc::siginfo_t>(),
                 0,
             )
@@ -41,9 +46,14 @@ pub fn pidfd_kill_if_marked(pid: i32, var: &str, value: &str) -> bool {
 /// One pass: SIGKILL every live process carrying `var=value`. Returns how many
 /// were signalled.
 pub fn kill_marked(var: &str, value: &str) -> usize {
+    signal_marked(libc::SIGKILL, var, value)
+}
+
+/// One pass: send `sig` to every live process carrying `var=value`.
+pub fn signal_marked(sig: i32, var: &str, value: &str) -> usize {
     marked(var, value)
         .iter()
-        .filter(|p| pidfd_kill_if_marked(p.pid, var, value))
+        .filter(|p| pidfd_signal_if_marked(p.pid, sig, var, value))
         .count()
 }
 

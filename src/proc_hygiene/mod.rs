@@ -12,7 +12,9 @@ mod kill;
 mod scan;
 
 pub use guard::{run_guard, Guard};
-pub use kill::{kill_marked, pidfd_kill_if_marked, sweep_marked};
+pub use kill::{
+    kill_marked, pidfd_kill_if_marked, pidfd_signal_if_marked, signal_marked, sweep_marked,
+};
 pub use scan::{by_value, count_tagged_matching, marked, tagged, ProcInfo};
 
 use std::time::Duration;

@@ -15,7 +15,7 @@ use crate::observe::{Event, Observation, Phase, Snapshot, StoreObservation, Time
 use crate::proc_hygiene::{self, TAG_VAR};
 use crate::profile::Profile;
 use crate::provider::{Provider, ProviderConfig};
-use crate::scenarios::{Scenario, Trigger};
+use crate::scenarios::{FaultAction, FaultTarget, ProcessFault, Scenario, Trigger};
 
 /// What every scenario of a run shares.
 pub struct Shared {
@@ -97,14 +97,17 @@ impl Drive<'_> {
     }
 }
 
-/// Resolves when the scenario's interrupt trigger fires.
+/// Resolves when a trigger (of an interrupt or a process fault) fires;
+/// `since` is when the faulted turn began.
 async fn trigger_fired(
     trigger: &Option<Trigger>,
     calls: &mut tokio::sync::watch::Receiver<u64>,
     tag: &str,
+    since: Instant,
 ) {
     match trigger {
         None => std::future::pending().await,
+        Some(Trigger::AfterSeconds(s)) => sleep_until(since + secs(*s)).await,
         Some(Trigger::AfterCalls(n)) => {
             let _ = calls.wait_for(|c| *c >= *n).await;
         }
@@ -115,6 +118,29 @@ async fn trigger_fired(
             tokio::time::sleep(Duration::from_millis(50)).await;
         },
     }
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The journal's lines, at most 10,000 of at most 500 chars each.
+fn read_journal(path: &Path) -> Vec<String> {
+    let text = std::fs::read(path).unwrap_or_default();
+    String::from_utf8_lossy(&text)
+        .lines()
+        .take(10_000)
+        .map(|l| l.chars().take(500).collect())
+        .collect()
+}
+
+/// What a restart after a kill needs.
+struct Relaunch<'a> {
+    prepared: &'a crate::driver::Prepared,
+    env: &'a std::collections::BTreeMap<String, String>,
+    gate: Arc<tokio::sync::Semaphore>,
 }
 
 fn stderr_tail(path: &Path, max_lines: usize) -> String {
@@ -159,6 +185,8 @@ pub async fn observe(
         stdout_other_lines: 0,
         setup_error: None,
         wall: 0.0,
+        started_unix: unix_now() - start.elapsed().as_secs_f64(),
+        journal: Vec::new(),
     };
     let counter_tag = ids.tag.clone();
     obs.provider_offset = (Instant::now() - start).as_secs_f64();
@@ -209,6 +237,7 @@ pub async fn observe(
             tag: &ids.tag,
             run: &shared.run_id,
             spec: &prepared.dirs.spec.display().to_string(),
+            journal: &prepared.dirs.journal.display().to_string(),
         },
         &prepared.profile_env,
     );
@@ -229,7 +258,20 @@ pub async fn observe(
         agent,
     };
     d.push(Instant::now(), Event::Spawned { pid: d.agent.pid() });
-    let clean = drive_turns(&mut d, scenario, &provider, &ids.tag, boot_permit).await;
+    let relaunch = Relaunch {
+        prepared: &prepared,
+        env: &child_env,
+        gate: shared.boot_gate.clone(),
+    };
+    let clean = drive_turns(
+        &mut d,
+        scenario,
+        &provider,
+        &ids.tag,
+        boot_permit,
+        &relaunch,
+    )
+    .await;
 
     // Exit: after `closed`, the process must exit by itself.
     let dl = &scenario.deadlines;
@@ -302,42 +344,136 @@ pub async fn observe(
     obs.recording = provider.shutdown().await;
     obs.stdout_other_lines = d.agent.other_lines();
     obs.stderr_tail = stderr_tail(&prepared.dirs.stderr_log, 20);
+    obs.journal = read_journal(&prepared.dirs.journal);
     obs.snapshots = d.snapshots;
     obs.events = d.events;
     obs.wall = (Instant::now() - start).as_secs_f64();
     obs
 }
 
-/// Boot, the faulted turn (with its interrupt), and the probe turn. Returns
-/// whether the agent got through them, so it is now expected to close.
+/// Wait for `ready` within the boot deadline, then let the next agent boot.
+async fn boot(
+    d: &mut Drive<'_>,
+    seconds: f64,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+) -> bool {
+    (d.on_phase)(Phase::Boot, seconds);
+    let ready = |e: &Event| matches!(e, Event::Ready);
+    let booted = d.until(Instant::now() + secs(seconds), ready).await;
+    drop(permit);
+    match booted {
+        Waited::Found => true,
+        Waited::Eof => false,
+        Waited::Deadline => {
+            d.missed(Phase::Boot, seconds);
+            false
+        }
+    }
+}
+
+/// Send a process fault's signal to its target; records the event.
+fn fault_signal(
+    d: &mut Drive<'_>,
+    f: &ProcessFault,
+    sig: i32,
+    action: &str,
+    main_calls: u64,
+    tag: &str,
+) {
+    let signalled = match f.target {
+        FaultTarget::Agent => usize::from(proc_hygiene::pidfd_signal_if_marked(
+            d.agent.pid(),
+            sig,
+            TAG_VAR,
+            tag,
+        )),
+        FaultTarget::Tree => proc_hygiene::signal_marked(sig, TAG_VAR, tag),
+    };
+    d.push(
+        Instant::now(),
+        Event::ProcessFault {
+            action: action.into(),
+            signalled,
+            main_calls,
+        },
+    );
+}
+
+/// After a kill: wait for the dead agent, then start it again on the same
+/// HOME and session with `resume: true` and `start_turn`. Returns the boot
+/// permit of the new incarnation, or `None` if it could not be started.
+async fn restart(
+    d: &mut Drive<'_>,
+    r: &Relaunch<'_>,
+    start_turn: u64,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    let exit = d.agent.wait().await;
+    d.push(
+        Instant::now(),
+        Event::Exited {
+            code: exit.code,
+            signal: exit.signal,
+            killed_by_chaosrun: false,
+        },
+    );
+    while let Ok(Some((at, Line::Event(ev)))) =
+        tokio::time::timeout(Duration::from_millis(200), d.agent.next_line()).await
+    {
+        d.push(at, ev);
+    }
+    let permit = r.gate.clone().acquire_owned().await.ok();
+    let spawned =
+        crate::driver::home::resume_spec(r.prepared, start_turn).and_then(|(argv, spec)| {
+            let mut env = r.env.clone();
+            env.insert("CHAOS_SPEC".into(), spec.display().to_string());
+            AgentProcess::spawn_argv(r.prepared, &argv, &env)
+        });
+    match spawned {
+        Ok(agent) => {
+            d.agent = agent;
+            d.push(Instant::now(), Event::Restarted { pid: d.agent.pid() });
+            permit
+        }
+        Err(e) => {
+            d.push(
+                Instant::now(),
+                Event::RestartFailed {
+                    error: format!("{e:#}"),
+                },
+            );
+            None
+        }
+    }
+}
+
+/// Boot, the faulted turn (with its interrupt or process fault), and the probe
+/// turn. Returns whether the agent got through them, so it is now expected to
+/// close.
 async fn drive_turns(
     d: &mut Drive<'_>,
     s: &Scenario,
     provider: &Provider,
     tag: &str,
     boot_permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    relaunch: &Relaunch<'_>,
 ) -> bool {
     let dl = &s.deadlines;
-    (d.on_phase)(Phase::Boot, dl.boot);
-    let ready = |e: &Event| matches!(e, Event::Ready);
-    let booted = d.until(Instant::now() + secs(dl.boot), ready).await;
-    drop(boot_permit);
-    match booted {
-        Waited::Found => {}
-        Waited::Eof => return false,
-        Waited::Deadline => {
-            d.missed(Phase::Boot, dl.boot);
-            return false;
-        }
+    if !boot(d, dl.boot, boot_permit).await {
+        return false;
     }
 
     (d.on_phase)(Phase::FaultedTurn, dl.turn);
-    let mut deadline = Instant::now() + secs(dl.turn);
+    let turn_started = Instant::now();
+    let mut deadline = turn_started + secs(dl.turn);
     let (mut phase, mut phase_secs) = (Phase::FaultedTurn, dl.turn);
     let mut calls = provider.main_calls();
-    let trigger = trigger_fired(&s.interrupt, &mut calls, tag);
+    let trigger = trigger_fired(&s.interrupt, &mut calls, tag, turn_started);
     tokio::pin!(trigger);
-    let mut sent = false;
+    let mut fault_calls = provider.main_calls();
+    let fault_at = s.process_fault.as_ref().map(|f| f.at.clone());
+    let fault_trigger = trigger_fired(&fault_at, &mut fault_calls, tag, turn_started);
+    tokio::pin!(fault_trigger);
+    let (mut sent, mut faulted) = (false, false);
     loop {
         tokio::select! {
             line = d.agent.next_line() => match line {
@@ -359,6 +495,28 @@ async fn drive_turns(
                 let by = Instant::now() + secs(dl.interrupt);
                 if by < deadline {
                     (deadline, phase, phase_secs) = (by, Phase::Interrupt, dl.interrupt);
+                }
+            }
+            _ = &mut fault_trigger, if !faulted => {
+                faulted = true;
+                let f = s.process_fault.as_ref().expect("a fault trigger fires only with a fault");
+                let main_calls = *provider.main_calls().borrow();
+                match f.action {
+                    FaultAction::Kill => {
+                        fault_signal(d, f, libc::SIGKILL, "kill", main_calls, tag);
+                        let Some(permit) = restart(d, relaunch, 1).await else {
+                            return false;
+                        };
+                        if !boot(d, dl.boot, Some(permit)).await {
+                            return false;
+                        }
+                        break;
+                    }
+                    FaultAction::Stop => {
+                        fault_signal(d, f, libc::SIGSTOP, "stop", main_calls, tag);
+                        tokio::time::sleep(secs(f.stop_for)).await;
+                        fault_signal(d, f, libc::SIGCONT, "cont", main_calls, tag);
+                    }
                 }
             }
             _ = sleep_until(deadline) => {

@@ -6,7 +6,9 @@ use std::collections::HashSet;
 use std::fmt;
 use std::path::Path;
 
-use super::schema::{CallBound, Deadlines, Expect, Knobs, Scenario, ScenarioDoc, Table, TableDoc};
+use super::schema::{
+    CallBound, Deadlines, Expect, FaultAction, Knobs, Scenario, ScenarioDoc, Table, TableDoc,
+};
 
 /// A mistake in a scenario table, with where it is.
 #[derive(Debug, Clone, PartialEq)]
@@ -177,6 +179,20 @@ fn resolve(
     if matches!(s.expect, Expect::Interrupted) && s.interrupt.is_none() {
         return Err("`expect: interrupted` needs an `interrupt:` trigger".into());
     }
+    let kills = matches!(&s.process_fault, Some(f) if f.action == FaultAction::Kill);
+    if kills != matches!(s.expect, Expect::Killed) {
+        return Err(
+            "`expect: killed` and a `process_fault` with `action: kill` go together".into(),
+        );
+    }
+    if s.process_fault.is_some() && s.interrupt.is_some() {
+        return Err("a scenario has either an `interrupt` or a `process_fault`, not both".into());
+    }
+    if let Some(f) = &s.process_fault {
+        if !(f.stop_for > 0.0 && f.stop_for.is_finite()) {
+            return Err("`stop_for` must be a positive number of seconds".into());
+        }
+    }
     Ok(Scenario {
         id: s.id.clone(),
         about: s.about.clone(),
@@ -191,6 +207,7 @@ fn resolve(
         check_echo_tokens: s.check_echo_tokens,
         tool_gone: s.tool_gone.clone(),
         tool_result_contains: s.tool_result_contains.clone(),
+        process_fault: s.process_fault.clone(),
     })
 }
 
@@ -263,6 +280,25 @@ mod tests {
             .unwrap_err()
             .message
             .contains("trigger"));
+    }
+
+    #[test]
+    fn kill_fault_and_killed_expectation_go_together() {
+        let kill = "    process_fault: {action: kill, at: {after_calls: 1}}\n";
+        let alone = ONE.replace("expect: error\n", &format!("expect: error\n{kill}"));
+        assert!(load_str(&alone, "t")
+            .unwrap_err()
+            .message
+            .contains("go together"));
+        let both = alone.replace("expect: error", "expect: killed");
+        let t = load_str(&both, "t").unwrap();
+        let f = t.scenarios[0].process_fault.as_ref().unwrap();
+        assert_eq!((f.action, f.stop_for), (FaultAction::Kill, 5.0));
+        let stop = ONE.replace(
+            "expect: error\n",
+            "expect: error\n    process_fault: {action: stop, target: tree, at: {after_seconds: 2}, stop_for: 4}\n",
+        );
+        assert!(load_str(&stop, "t").is_ok());
     }
 
     #[test]

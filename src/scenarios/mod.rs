@@ -7,5 +7,8 @@ pub mod schema;
 pub mod select;
 
 pub use load::{load_file, load_str, TableError};
-pub use schema::{CallBound, Deadlines, Expect, Knobs, ProbeMode, Scenario, Table, Trigger};
+pub use schema::{
+    CallBound, Deadlines, Expect, FaultAction, FaultTarget, Knobs, ProbeMode, ProcessFault,
+    Scenario, Table, Trigger,
+};
 pub use select::{select, shard, Shard};

@@ -105,6 +105,9 @@ pub enum Expect {
     Ended,
     /// Flagged interrupted, within the interrupt deadline after `interrupt`.
     Interrupted,
+    /// The faulted turn is cut by a `process_fault` kill; the restarted agent
+    /// must resume the session and answer the probe.
+    Killed,
 }
 
 /// The provider-call bound of the faulted turn.
@@ -133,6 +136,47 @@ pub enum Trigger {
     AfterCalls(u64),
     /// Once a tagged process whose command line contains this text exists.
     WhenProcess(String),
+    /// This many seconds into the faulted turn.
+    AfterSeconds(f64),
+}
+
+/// Which signal a process fault sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultAction {
+    /// SIGKILL, then restart the agent on the same HOME and session.
+    Kill,
+    /// SIGSTOP, then SIGCONT after `stop_for` seconds.
+    Stop,
+}
+
+/// Which processes a process fault hits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultTarget {
+    /// The agent process only (its tools are orphaned, as in a crash).
+    #[default]
+    Agent,
+    /// Every process carrying the scenario's tag.
+    Tree,
+}
+
+/// A fault on the agent's own processes during the faulted turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessFault {
+    pub action: FaultAction,
+    #[serde(default)]
+    pub target: FaultTarget,
+    #[serde(with = "serde_yaml::with::singleton_map")]
+    pub at: Trigger,
+    /// Seconds between SIGSTOP and SIGCONT.
+    #[serde(default = "default_stop_for")]
+    pub stop_for: f64,
+}
+
+fn default_stop_for() -> f64 {
+    5.0
 }
 
 /// What the probe turn must show.
@@ -213,6 +257,9 @@ pub struct ScenarioDoc {
     /// Some tool result sent to the model must contain this text (`{{nonce}}`).
     #[serde(default)]
     pub tool_result_contains: Option<String>,
+    /// Kill or freeze the agent mid-turn.
+    #[serde(default)]
+    pub process_fault: Option<ProcessFault>,
 }
 
 /// The whole file.
@@ -240,6 +287,7 @@ pub struct Scenario {
     pub check_echo_tokens: bool,
     pub tool_gone: Option<String>,
     pub tool_result_contains: Option<String>,
+    pub process_fault: Option<ProcessFault>,
 }
 
 /// A loaded, validated table.

@@ -94,7 +94,8 @@ mod tests {
         seen.sort();
         assert_eq!(seen, ["a", "b", "c"]);
         assert_eq!(ids(&shard(t.clone(), Shard { k: 1, n: 2 })), ["a", "c"]);
-        assert!(shard(t, Shard { k: 3, n: 5 }).is_empty());
+        assert_eq!(ids(&shard(t.clone(), Shard { k: 3, n: 5 })), ["c"]);
+        assert!(shard(t, Shard { k: 4, n: 5 }).is_empty());
     }
 
     #[test]

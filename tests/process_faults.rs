@@ -1,0 +1,122 @@
+//! Process faults on the agent itself (process_faults.yaml): the reference
+//! agent, which resumes its durable session, passes every scenario with every
+//! check made; each of its restart bugs is caught on its own invariant only.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+#[test]
+fn reference_agent_survives_kills_and_stops() {
+    let mark = new_mark("pf");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("pf.json");
+    let out = chaosrun(
+        &mark,
+        &["process_faults.yaml", "--json", json.to_str().unwrap()],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("6 passed, 0 failed"), "{stdout}");
+    let report = read_json(&json);
+    for s in report["scenarios"].as_array().unwrap() {
+        for c in s["checks"].as_array().unwrap() {
+            assert_ne!(c["status"], "not_checked", "{} skipped {c}", s["id"]);
+        }
+    }
+    // The journal checks ran where the table has side effects or heartbeats.
+    let names: Vec<String> = report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["checks"].as_array().unwrap().iter())
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    for want in [
+        "no_side_effect_twice",
+        "finished_calls_journalled_once",
+        "background_silent_after_death",
+        "resumes_after_kill",
+    ] {
+        assert!(names.iter().any(|n| n == want), "{want} never checked");
+    }
+    let left = wait_unmarked(&mark, Duration::from_secs(5));
+    kill_marked(&mark);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn restart_bugs_are_caught_on_their_own_invariant() {
+    let cases = [
+        (
+            "replay_side_effect",
+            "kill_during_tool_side_effect",
+            "side_effects",
+            "happened 2 times",
+        ),
+        (
+            "orphan_bg_on_restart",
+            "kill_with_background_job",
+            "process_hygiene",
+            "still wrote to the journal",
+        ),
+        (
+            "lost_result_on_restart",
+            "kill_during_tool_side_effect",
+            "history_integrity",
+            "without its result",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let handles: Vec<_> = cases
+        .iter()
+        .map(|&(bug, scenario, invariant, says)| {
+            let json = dir.path().join(format!("{bug}.json"));
+            let mark = new_mark(bug);
+            let (j, m) = (json.clone(), mark.clone());
+            let h = std::thread::spawn(move || {
+                chaosrun(
+                    &m,
+                    &[
+                        "process_faults.yaml",
+                        "--only",
+                        scenario,
+                        &format!("--agent-arg=--bug={bug}"),
+                        "--json",
+                        j.to_str().unwrap(),
+                    ],
+                )
+            });
+            (bug, scenario, invariant, says, json, mark, h)
+        })
+        .collect();
+    let mut problems = Vec::new();
+    for (bug, scenario, invariant, says, json, mark, h) in handles {
+        let out = h.join().unwrap();
+        if out.status.code() != Some(1) {
+            problems.push(format!(
+                "{bug}: exit {:?}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout)
+            ));
+            continue;
+        }
+        let report = read_json(&json);
+        let failed = failed_invariants(&report, scenario);
+        if failed != [invariant] {
+            problems.push(format!(
+                "{bug}: failed {failed:?}, expected only [{invariant}]"
+            ));
+        }
+        if !report.to_string().contains(says) {
+            problems.push(format!("{bug}: no violation says {says:?}"));
+        }
+        let left = wait_unmarked(&mark, Duration::from_secs(5));
+        kill_marked(&mark);
+        if !left.is_empty() {
+            problems.push(format!("{bug}: left behind {left:?}"));
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
