@@ -190,6 +190,9 @@ pub struct Observation {
     pub survivors: Vec<ProcInfo>,
     /// Last lines of the agent's stderr.
     pub stderr_tail: String,
+    /// Last lines of each log file the profile names: (path, tail).
+    #[serde(default)]
+    pub log_tails: Vec<(String, String)>,
     /// Lines on stdout that were not `CHAOS ` events (kept as an artifact).
     pub stdout_other_lines: u64,
     /// Why the run could not be driven (spawn failure, setup error), if so.

@@ -59,6 +59,8 @@ pub struct Prepared {
     pub profile_env: BTreeMap<String, String>,
     /// The store path, rendered and made absolute, if the profile has one.
     pub store_path: Option<PathBuf>,
+    /// The agent's log files, rendered and made absolute.
+    pub log_paths: Vec<PathBuf>,
 }
 
 /// Inputs of [`prepare`].
@@ -140,6 +142,12 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
         Some(s) => Some(dirs.home.join(render(&s.path)?)),
         None => None,
     };
+    let log_paths = i
+        .profile
+        .logs
+        .iter()
+        .map(|l| Ok(dirs.home.join(render(l)?)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let mut argv = i.profile.command.clone();
     argv.extend(i.agent_args.iter().cloned());
     argv.push(dirs.spec.display().to_string());
@@ -148,6 +156,7 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
         argv,
         profile_env,
         store_path,
+        log_paths,
     })
 }
 

@@ -178,6 +178,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
         },
         survivors: vec![],
         stderr_tail: String::new(),
+        log_tails: vec![],
         stdout_other_lines: 0,
         setup_error: None,
         wall: 4.0,

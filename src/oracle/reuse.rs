@@ -76,7 +76,20 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
         v.push(format!("the probe was not answered {alive:?} ({got})"));
     }
     if probes.is_empty() {
-        v.push("no probe request reached the provider".into());
+        v.push(if end.completed {
+            "no probe request reached the provider".into()
+        } else {
+            format!(
+                "the agent refused the probe without calling the provider (a breaker?{})",
+                if caps.breaker && s.probe == ProbeMode::Answer {
+                    " this scenario expects the probe answered"
+                } else if !caps.breaker {
+                    " the profile declares none"
+                } else {
+                    ""
+                }
+            )
+        });
     } else if !probes.iter().any(|r| {
         r.messages
             .iter()

@@ -6,12 +6,19 @@ use super::{clip, with_nonce, Check, Invariant};
 use crate::observe::{Event, Observation, Phase};
 use crate::scenarios::{Expect, Scenario};
 
-fn stderr_evidence(obs: &Observation) -> String {
-    if obs.stderr_tail.trim().is_empty() {
-        "stderr was empty".into()
+/// The agent's stderr tail and its own log tails, quoted as evidence.
+pub(crate) fn stderr_evidence(obs: &Observation) -> String {
+    let mut out = if obs.stderr_tail.trim().is_empty() {
+        "stderr was empty".to_string()
     } else {
         format!("stderr tail:\n{}", obs.stderr_tail)
+    };
+    for (path, tail) in &obs.log_tails {
+        if !tail.trim().is_empty() {
+            out.push_str(&format!("\nlog {path} tail:\n{tail}"));
+        }
     }
+    out
 }
 
 pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
@@ -358,6 +365,27 @@ mod tests {
             .find(|c| c.name == "kill_landed_mid_turn")
             .unwrap()
             .failed());
+    }
+
+    #[test]
+    fn agent_log_tails_are_evidence() {
+        let s = scenario("expect: error");
+        let mut obs = healthy(&s, end(0, false, true, "x"));
+        obs.events.retain(|t| !matches!(t.event, Event::TurnEnd(_)));
+        obs.log_tails = vec![(
+            "h/.hermes/logs/agent.log".into(),
+            "stale stream killed".into(),
+        )];
+        let c = check(&s, &obs);
+        let v = &c
+            .iter()
+            .find(|c| c.name == "faulted_turn_ends")
+            .unwrap()
+            .violations()[0];
+        assert!(
+            v.contains("log h/.hermes/logs/agent.log tail:\nstale stream killed"),
+            "{v}"
+        );
     }
 
     #[test]

@@ -62,6 +62,8 @@ struct ProfileDoc {
     background: Option<BackgroundSpec>,
     #[serde(default)]
     breaker: bool,
+    #[serde(default)]
+    logs: Vec<String>,
 }
 
 /// A resolved adapter profile.
@@ -77,6 +79,9 @@ pub struct Profile {
     pub tools: BTreeMap<String, ToolMapping>,
     pub background: Option<BackgroundSpec>,
     pub breaker: bool,
+    /// The agent's own log files (relative to HOME, templated), whose tails are
+    /// quoted as evidence beside stderr's.
+    pub logs: Vec<String>,
 }
 
 /// The template variables a scenario run provides, with placeholder values
@@ -202,6 +207,7 @@ impl Profile {
             tools: doc.tools,
             background: doc.background,
             breaker: doc.breaker,
+            logs: doc.logs,
         };
         profile.validate_templates()?;
         Ok(profile)
@@ -215,7 +221,8 @@ impl Profile {
             .env
             .values()
             .chain(self.home_files.iter().map(|f| &f.template))
-            .chain(self.store.iter().map(|s| &s.path));
+            .chain(self.store.iter().map(|s| &s.path))
+            .chain(self.logs.iter());
         for t in texts {
             template::render(t, &vars)
                 .map_err(|e| format!("adapter profile `{}`: {e}", self.source))?;

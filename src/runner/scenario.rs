@@ -182,6 +182,7 @@ pub async fn observe(
         store: StoreObservation::NotConfigured,
         survivors: Vec::new(),
         stderr_tail: String::new(),
+        log_tails: Vec::new(),
         stdout_other_lines: 0,
         setup_error: None,
         wall: 0.0,
@@ -344,6 +345,12 @@ pub async fn observe(
     obs.recording = provider.shutdown().await;
     obs.stdout_other_lines = d.agent.other_lines();
     obs.stderr_tail = stderr_tail(&prepared.dirs.stderr_log, 20);
+    obs.log_tails = prepared
+        .log_paths
+        .iter()
+        .filter(|p| p.is_file())
+        .map(|p| (p.display().to_string(), stderr_tail(p, 20)))
+        .collect();
     obs.journal = read_journal(&prepared.dirs.journal);
     obs.snapshots = d.snapshots;
     obs.events = d.events;
