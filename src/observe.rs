@@ -140,6 +140,25 @@ pub struct StoredMessage {
     pub tool_call_ids: Vec<String>,
 }
 
+/// One fault of a chaos schedule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScheduledFault {
+    /// Seconds after the first `ready`.
+    pub at: f64,
+    /// `kill` or `stop`.
+    pub action: String,
+    /// For a stop: seconds until SIGCONT.
+    #[serde(default)]
+    pub stop_for: f64,
+}
+
+/// A chaos run's seed and schedule (the same seed gives the same schedule).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChaosRecord {
+    pub seed: u64,
+    pub schedule: Vec<ScheduledFault>,
+}
+
 /// What chaosrun found in the agent's durable store.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
@@ -205,6 +224,16 @@ pub struct Observation {
     /// Lines of the side-effect journal (`$CHAOS_JOURNAL`), bounded.
     #[serde(default)]
     pub journal: Vec<String>,
+    /// Index of the probe turn: 1, or the last turn of a chaos run.
+    #[serde(default = "one")]
+    pub probe_turn: u64,
+    /// A chaos run's schedule.
+    #[serde(default)]
+    pub chaos: Option<ChaosRecord>,
+}
+
+fn one() -> u64 {
+    1
 }
 
 impl Observation {
@@ -249,6 +278,26 @@ impl Observation {
             .rev()
             .find(|t| matches!(t.event, Event::Exited { .. }))
             .map(|t| (t.at, t.event.clone()))
+    }
+
+    /// Process faults that reached at least one process: (kills, stops).
+    pub fn faults_landed(&self) -> (usize, usize) {
+        let mut n = (0, 0);
+        for t in &self.events {
+            if let Event::ProcessFault {
+                action, signalled, ..
+            } = &t.event
+            {
+                if *signalled > 0 {
+                    match action.as_str() {
+                        "kill" => n.0 += 1,
+                        "stop" => n.1 += 1,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        n
     }
 
     /// When the restarted agent said ready, if it was restarted and did.

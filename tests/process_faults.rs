@@ -1,6 +1,8 @@
 //! Process faults on the agent itself (process_faults.yaml): the reference
 //! agent, which resumes its durable session, passes every scenario with every
-//! check made; each of its restart bugs is caught on its own invariant only.
+//! check made, including a seeded chaos run where at least 20 kills and stops
+//! land and the same seed draws the same schedule; each of its restart bugs is
+//! caught on its own invariant only.
 
 mod common;
 
@@ -8,17 +10,44 @@ use common::*;
 use std::time::Duration;
 
 #[test]
-fn reference_agent_survives_kills_and_stops() {
+fn reference_agent_survives_kills_stops_and_seeded_chaos() {
     let mark = new_mark("pf");
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("pf.json");
+    let replay = dir.path().join("replay.json");
+    // The whole table, and the chaos run alone with the same seed, at once.
+    let (m, r) = (new_mark("pf-replay"), replay.clone());
+    let second = std::thread::spawn(move || {
+        chaosrun(
+            &m,
+            &[
+                "process_faults.yaml",
+                "--only",
+                "chaos_soak",
+                "--seed",
+                "7",
+                "--json",
+                r.to_str().unwrap(),
+            ],
+        )
+    });
     let out = chaosrun(
         &mark,
-        &["process_faults.yaml", "--json", json.to_str().unwrap()],
+        &[
+            "process_faults.yaml",
+            "--seed",
+            "7",
+            "--json",
+            json.to_str().unwrap(),
+        ],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("6 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("7 passed, 0 failed"), "{stdout}");
+    assert!(
+        stdout.contains("[chaos seed "),
+        "the report prints the chaos seed: {stdout}"
+    );
     let report = read_json(&json);
     for s in report["scenarios"].as_array().unwrap() {
         for c in s["checks"].as_array().unwrap() {
@@ -38,9 +67,37 @@ fn reference_agent_survives_kills_and_stops() {
         "finished_calls_journalled_once",
         "background_silent_after_death",
         "resumes_after_kill",
+        "enough_faults_landed",
+        "every_turn_finishes",
     ] {
         assert!(names.iter().any(|n| n == want), "{want} never checked");
     }
+    let chaos = |r: &serde_json::Value| {
+        r["scenarios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "chaos_soak")
+            .unwrap()["chaos"]
+            .clone()
+    };
+    let first = chaos(&report);
+    let landed = first["kills"].as_u64().unwrap() + first["stops"].as_u64().unwrap();
+    assert!(landed >= 20, "only {landed} faults landed: {first}");
+    assert!(first["kills"].as_u64().unwrap() > 0 && first["stops"].as_u64().unwrap() > 0);
+    let again = second.join().unwrap();
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+    let replayed = chaos(&read_json(&replay));
+    assert_eq!(first["seed"], replayed["seed"]);
+    assert_eq!(
+        first["schedule"], replayed["schedule"],
+        "the same seed draws the same schedule"
+    );
     let left = wait_unmarked(&mark, Duration::from_secs(5));
     kill_marked(&mark);
     assert!(left.is_empty(), "left behind: {left:?}");

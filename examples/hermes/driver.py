@@ -8,8 +8,12 @@ real ``run_agent.AIAgent`` persisting into a real ``hermes_state.SessionDB``:
 stdout carries only ``CHAOS {json}`` lines; everything Hermes prints or logs goes
 to stderr (file descriptor 1 is re-pointed at stderr before Hermes is imported,
 so even subprocesses and C extensions cannot write onto the protocol channel).
-stdin carries control lines; ``interrupt`` calls ``AIAgent.interrupt()`` while a
-turn is running, the same call Hermes' own CLI makes on Ctrl+C.
+A restart spec (``"resume": true, "start_turn": K``, written by chaosrun after
+it SIGKILLs the agent) reloads the session's history from Hermes' SessionDB the
+way ``hermes chat --resume`` does (see ``resume_session``) and runs only turns
+K.., emitting their original indices. stdin carries control lines;
+``interrupt`` calls ``AIAgent.interrupt()`` while a turn is running, the same
+call Hermes' own CLI makes on Ctrl+C.
 
 The agent is built the way ``hermes chat`` builds it
 (hermes_cli/cli_agent_setup_mixin.py ``_init_agent``): config from
@@ -126,6 +130,9 @@ def build_agent(spec: dict):
     db = SessionDB(db_path=get_hermes_home() / "state.db")
 
     session_id = spec.get("session_id") or None
+    history: list = []
+    if spec.get("resume") is True:
+        session_id, history = resume_session(db, session_id)
     agent = AIAgent(
         model=model,
         api_key=api_key,
@@ -151,19 +158,60 @@ def build_agent(spec: dict):
         f"base_url={base_url!r} api_mode={runtime.get('api_mode')!r} "
         f"max_iterations={max_turns} session_id={agent.session_id!r} toolsets={toolsets}"
     )
-    return agent, db
+    return agent, db, history
+
+
+def resume_session(db, session_id):
+    """Load a session's history the way ``hermes chat --resume ID`` does
+    (hermes_cli/cli_agent_setup_mixin.py:261-341, ``_init_agent``): look the
+    session up, follow a compression chain to its tip
+    (``SessionDB.resolve_resume_session_id``), load the model-fed history with
+    ``SessionDB.get_messages_as_conversation(id, repair_alternation=True)``
+    (hermes_state.py:4842), drop ``session_meta`` rows, and re-open the session
+    row. Whatever repair Hermes applies on that path is Hermes' own; the driver
+    adds none."""
+    if not session_id:
+        log("resume: the spec names no session_id; starting fresh")
+        return session_id, []
+    meta = db.get_session(session_id)
+    if not meta:
+        # The CLI refuses to start here (``Session not found``); an empty
+        # history lets chaosrun report what Hermes persisted (nothing).
+        log(f"resume: session {session_id!r} not found in state.db; starting fresh")
+        return session_id, []
+    try:
+        resolved = db.resolve_resume_session_id(session_id)
+    except Exception:
+        resolved = session_id
+    if resolved and resolved != session_id:
+        log(f"resume: session {session_id!r} was compressed into {resolved!r}")
+        session_id = resolved
+    restored = db.get_messages_as_conversation(session_id, repair_alternation=True)
+    restored = [m for m in restored if m.get("role") != "session_meta"]
+    try:
+        db._conn.execute(
+            "UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = ?",
+            (session_id,),
+        )
+        db._conn.commit()
+    except Exception:
+        pass
+    shape = [str(m.get("role")) + ("+calls" if m.get("tool_calls") else "") for m in restored]
+    log(f"resume: session {session_id!r}: {len(restored)} message(s) restored: {shape}")
+    return session_id, restored
 
 
 # ── turns and control ───────────────────────────────────────────────────────
 
 
 class Runner:
-    def __init__(self, agent, turns: list):
+    def __init__(self, agent, turns: list, start_turn: int = 0, history=None):
         self.agent = agent
         self.turns = [str(t) for t in turns]
+        self.start_turn = start_turn
         self.lock = threading.Lock()
         self.turn_running = False
-        self.history: list = []
+        self.history: list = list(history or [])
 
     def stdin_loop(self) -> None:
         """Control lines; EOF just ends the loop (the turns keep running)."""
@@ -234,6 +282,8 @@ class Runner:
 
     def run(self) -> None:
         for i, message in enumerate(self.turns):
+            if i < self.start_turn:
+                continue  # ran in a previous incarnation (resume)
             if STOPPING.is_set():
                 log(f"stopping on signal: turn {i} not started")
                 return
@@ -307,9 +357,17 @@ def main() -> int:
     if isinstance(workdir, str) and workdir and os.path.isdir(workdir):
         os.chdir(workdir)
 
-    agent, db = build_agent(spec)
+    start_turn = spec.get("start_turn", 0)
+    if isinstance(start_turn, bool) or not isinstance(start_turn, int) or start_turn < 0:
+        log(f"invalid start_turn {start_turn!r}: using 0")
+        start_turn = 0
+
+    agent, db, history = build_agent(spec)
     install_signal_handlers(agent)
-    runner = Runner(agent, spec["turns"])
+    if spec.get("resume") is True or start_turn:
+        log(f"resumed: {len(history)} message(s) of history, running turns "
+            f"{start_turn}..{len(spec['turns']) - 1}")
+    runner = Runner(agent, spec["turns"], start_turn, history)
     threading.Thread(target=runner.stdin_loop, name="chaos-stdin", daemon=True).start()
     emit("ready")
 

@@ -11,6 +11,23 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let n = obs.recording.main_calls;
     let turn_ended = obs.turn_end(0).is_some();
     let mut out = Vec::new();
+    if s.chaos.is_some() {
+        // The bound is per turn: each turn, and each turn a kill cut short and
+        // the resumed agent ran again, may use it.
+        let (kills, _) = obs.faults_landed();
+        let limit = s.calls.limit() * (obs.probe_turn + kills as u64);
+        let v = if n > limit {
+            vec![format!(
+                "{n} provider calls over {} turns and {kills} kills; the bound is {} per turn ({limit})",
+                obs.probe_turn,
+                s.calls.limit()
+            )]
+        } else {
+            vec![]
+        };
+        out.push(Check::new(inv, "call_bound", v));
+        return out;
+    }
     let bound = match s.calls {
         CallBound::Max(max) if n > max => Check::new(
             inv,

@@ -20,7 +20,7 @@ fn killed_by_chaosrun(obs: &Observation) -> bool {
 }
 
 fn through_turns(obs: &Observation) -> bool {
-    obs.turn_end(1).is_some()
+    obs.turn_end(obs.probe_turn).is_some()
 }
 
 pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
@@ -117,42 +117,83 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
 /// Seconds a dying job may take to stop writing after its agent is gone.
 pub const JOURNAL_GRACE_S: f64 = 1.0;
 
-/// A background job's heartbeats (`bg UNIX_TIME ...` journal lines) must stop
-/// once the agent that owns it is gone: after a kill, by the time the
-/// restarted agent is ready; at the end, when the agent has exited.
+/// A background job's heartbeats (`bg UNIX_TIME [CALL]` journal lines) must
+/// stop once the agent that owns it is gone: after a kill, by the time the
+/// restarted agent is ready; at the end, when the agent has exited. `CALL`, the
+/// main call that started the job, tells which incarnation owns it (the one
+/// alive when that call was made); without it, the first.
 fn background_silent(obs: &Observation) -> Option<Check> {
-    let beats: Vec<f64> = obs
+    let beats: Vec<(f64, Option<u64>)> = obs
         .journal
         .iter()
         .filter_map(|l| {
-            l.strip_prefix("bg ")?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
+            let mut it = l.strip_prefix("bg ")?.split_whitespace();
+            let at: f64 = it.next()?.parse().ok()?;
+            Some((at, it.next().and_then(|c| c.parse().ok())))
         })
         .collect();
     if beats.is_empty() {
         return None;
     }
-    let mut v = Vec::new();
-    if let Some(ready) = obs.ready_after_restart() {
-        let cut = obs.started_unix + ready + JOURNAL_GRACE_S;
-        if let Some(last) = beats.iter().copied().filter(|b| *b > cut).reduce(f64::max) {
-            v.push(format!(
-                "a background job of the killed agent still wrote to the journal {:.1} s after the restarted agent was ready",
-                last - (obs.started_unix + ready)
-            ));
+    // Kills that landed, each with when the next incarnation was ready.
+    let kills: Vec<(f64, Option<f64>)> = obs
+        .events
+        .iter()
+        .filter_map(|t| match &t.event {
+            Event::ProcessFault {
+                action, signalled, ..
+            } if action == "kill" && *signalled > 0 => {
+                let ready = obs
+                    .events
+                    .iter()
+                    .find(|r| r.at > t.at && matches!(r.event, Event::Ready))
+                    .map(|r| r.at);
+                Some((t.at, ready))
+            }
+            _ => None,
+        })
+        .collect();
+    let born = |call: Option<u64>| -> f64 {
+        call.and_then(|c| {
+            obs.recording
+                .requests
+                .iter()
+                .find(|r| r.main_index == Some(c))
+                .map(|r| r.at + obs.provider_offset)
+        })
+        .unwrap_or(0.0)
+    };
+    let exit = obs.exited().map(|(at, _)| at);
+    let (mut after_restart, mut after_exit): (Vec<f64>, Vec<f64>) = (vec![], vec![]);
+    for (beat, call) in beats {
+        let beat = beat - obs.started_unix;
+        let owner_killed = kills.iter().find(|(k, _)| *k > born(call));
+        if let Some((_, Some(ready))) = owner_killed {
+            if beat > ready + JOURNAL_GRACE_S {
+                after_restart.push(beat - ready);
+            }
+        }
+        if let Some(exit) = exit {
+            if beat > exit + JOURNAL_GRACE_S {
+                after_exit.push(beat - exit);
+            }
         }
     }
-    if let Some((exit, _)) = obs.exited() {
-        let cut = obs.started_unix + exit + JOURNAL_GRACE_S;
-        if let Some(last) = beats.iter().copied().filter(|b| *b > cut).reduce(f64::max) {
-            v.push(format!(
-                "a background job wrote to the journal {:.1} s after the agent exited",
-                last - (obs.started_unix + exit)
-            ));
-        }
+    let worst = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+    let mut v = Vec::new();
+    if !after_restart.is_empty() {
+        v.push(format!(
+            "a background job of a killed agent still wrote to the journal {:.1} s after the restarted agent was ready ({} late writes)",
+            worst(&after_restart),
+            after_restart.len()
+        ));
+    }
+    if !after_exit.is_empty() {
+        v.push(format!(
+            "a background job wrote to the journal {:.1} s after the agent exited ({} late writes)",
+            worst(&after_exit),
+            after_exit.len()
+        ));
     }
     Some(Check::new(
         Invariant::ProcessHygiene,

@@ -15,11 +15,14 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     let inv = Invariant::Reusability;
     // After a kill the faulted turn never ends: the restarted agent's probe is
     // exactly what must be checked.
-    let killed = matches!(s.expect, crate::scenarios::Expect::Killed);
+    let killed = matches!(
+        s.expect,
+        crate::scenarios::Expect::Killed | crate::scenarios::Expect::Survives
+    );
     if obs.turn_end(0).is_none() && !killed {
         return vec![Check::skipped(inv, "probe", "the faulted turn never ended")];
     }
-    let Some(start) = obs.turn_start(1) else {
+    let Some(start) = obs.turn_start(obs.probe_turn) else {
         let why = if obs.deadline_missed(Phase::Probe).is_some() {
             "the probe turn never started"
         } else {
@@ -27,7 +30,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
         };
         return vec![Check::new(inv, "probe", vec![why.into()])];
     };
-    let Some((end_at, end)) = obs.turn_end(1) else {
+    let Some((end_at, end)) = obs.turn_end(obs.probe_turn) else {
         return vec![Check::new(
             inv,
             "probe",

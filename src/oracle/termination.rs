@@ -62,6 +62,10 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
         out.extend(killed(s, obs));
         return out;
     }
+    if let Some(spec) = &s.chaos {
+        out.extend(chaos(spec, obs));
+        return out;
+    }
     let Some((end_at, end)) = obs.turn_end(0) else {
         let why = if let Some(d) = obs.deadline_missed(Phase::Interrupt) {
             format!("the faulted turn did not return within {d:.0} s of `interrupt`")
@@ -143,7 +147,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
                 ));
             }
         }
-        Expect::Killed => unreachable!("handled by `killed`"),
+        Expect::Killed | Expect::Survives => unreachable!("handled by `killed` and `chaos`"),
         Expect::Interrupted => {
             if obs.interrupt_sent().is_none() {
                 v.push(format!(
@@ -203,6 +207,71 @@ fn killed(s: &Scenario, obs: &Observation) -> Vec<Check> {
     };
     out.push(Check::new(inv, "resumes_after_kill", v));
     out
+}
+
+/// A chaos run: enough faults landed for it to mean something, every turn
+/// finished, and every kill was followed by a resumed agent.
+fn chaos(spec: &crate::scenarios::ChaosSpec, obs: &Observation) -> Vec<Check> {
+    let inv = Invariant::Termination;
+    let (kills, stops) = obs.faults_landed();
+    let landed = if kills + stops < spec.min_faults {
+        vec![format!(
+            "the run is meaningless: only {} faults landed ({kills} kills, {stops} stops); at least {} are needed",
+            kills + stops,
+            spec.min_faults
+        )]
+    } else {
+        vec![]
+    };
+    let unfinished: Vec<String> = (0..obs.probe_turn)
+        .filter(|i| obs.turn_end(*i).is_none())
+        .map(|i| i.to_string())
+        .collect();
+    let turns = if unfinished.is_empty() {
+        vec![]
+    } else {
+        let why = if obs.deadline_missed(Phase::FaultedTurn).is_some() {
+            "before the run's deadline"
+        } else {
+            "before the agent stopped"
+        };
+        vec![format!(
+            "turn(s) {} never finished {why}; {}",
+            unfinished.join(", "),
+            stderr_evidence(obs)
+        )]
+    };
+    let restarts = obs
+        .events
+        .iter()
+        .filter(|t| matches!(t.event, Event::Restarted { .. }))
+        .count();
+    let failed_restarts: Vec<String> = obs
+        .events
+        .iter()
+        .filter_map(|t| match &t.event {
+            Event::RestartFailed { error } => Some(format!("a restart failed: {error}")),
+            _ => None,
+        })
+        .collect();
+    let readies = obs
+        .events
+        .iter()
+        .filter(|t| matches!(t.event, Event::Ready))
+        .count();
+    let mut resumed = failed_restarts;
+    if resumed.is_empty() && readies < restarts + 1 {
+        resumed.push(format!(
+            "{restarts} restarts but only {} said ready again; {}",
+            readies.saturating_sub(1),
+            stderr_evidence(obs)
+        ));
+    }
+    vec![
+        Check::new(inv, "enough_faults_landed", landed),
+        Check::new(inv, "every_turn_finishes", turns),
+        Check::new(inv, "resumes_after_every_kill", resumed),
+    ]
 }
 
 #[cfg(test)]
@@ -386,6 +455,80 @@ mod tests {
             v.contains("log h/.hermes/logs/agent.log tail:\nstale stream killed"),
             "{v}"
         );
+    }
+
+    fn chaos_run(kills: usize, stops: usize) -> (Scenario, Observation) {
+        let s = scenario("expect: survives\nchaos: {turns: 2, duration: 10, min_faults: 3}");
+        let mut o = healthy(&s, end(0, true, false, "ok"));
+        o.probe_turn = 2;
+        let mut t = 0.5;
+        for _ in 0..kills {
+            o.events.push(at(
+                t,
+                Event::ProcessFault {
+                    action: "kill".into(),
+                    signalled: 1,
+                    main_calls: 1,
+                },
+            ));
+            o.events.push(at(t + 0.1, Event::Restarted { pid: 50 }));
+            o.events.push(at(t + 0.2, Event::Ready));
+            t += 0.5;
+        }
+        for _ in 0..stops {
+            o.events.push(at(
+                t,
+                Event::ProcessFault {
+                    action: "stop".into(),
+                    signalled: 3,
+                    main_calls: 1,
+                },
+            ));
+            t += 0.5;
+        }
+        o.events
+            .push(at(t, Event::TurnEnd(end(1, true, false, "ok"))));
+        o.events.push(at(
+            t,
+            Event::TurnEnd(end(2, true, false, &format!("alive {NONCE}"))),
+        ));
+        (s, o)
+    }
+
+    #[test]
+    fn chaos_run_with_enough_faults_passes() {
+        let (s, o) = chaos_run(2, 1);
+        assert!(
+            check(&s, &o).iter().all(|c| !c.failed()),
+            "{:?}",
+            check(&s, &o)
+        );
+    }
+
+    #[test]
+    fn chaos_run_with_too_few_faults_is_meaningless() {
+        let (s, o) = chaos_run(1, 1);
+        let c = check(&s, &o);
+        let v = c
+            .iter()
+            .find(|c| c.name == "enough_faults_landed")
+            .unwrap()
+            .violations();
+        assert!(v[0].contains("meaningless: only 2 faults landed"), "{v:?}");
+    }
+
+    #[test]
+    fn chaos_run_with_an_unfinished_turn_fails() {
+        let (s, mut o) = chaos_run(2, 1);
+        o.events
+            .retain(|t| !matches!(&t.event, Event::TurnEnd(e) if e.i == 1));
+        let c = check(&s, &o);
+        assert!(c
+            .iter()
+            .find(|c| c.name == "every_turn_finishes")
+            .unwrap()
+            .violations()[0]
+            .contains("turn(s) 1 never finished"));
     }
 
     #[test]

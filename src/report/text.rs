@@ -55,6 +55,14 @@ pub fn scenario_line(r: &ScenarioResult, width: usize) -> String {
     if not_checked > 0 {
         line.push_str(&format!("  ({not_checked} not checked)"));
     }
+    if let Some(c) = &r.observation.chaos {
+        let (kills, stops) = r.observation.faults_landed();
+        line.push_str(&format!(
+            "  [chaos seed {}: {kills} kills, {stops} stops landed of {} scheduled]",
+            c.seed,
+            c.schedule.len()
+        ));
+    }
     line
 }
 

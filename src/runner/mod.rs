@@ -3,6 +3,7 @@
 //! oracle and emitted as a [`RunEvent`]. Artifacts are kept for failures (or
 //! all) when asked.
 
+pub mod chaos;
 pub mod events;
 pub mod sampler;
 pub mod scenario;
@@ -68,6 +69,7 @@ pub async fn run_all(
         let ids = scenario::Ids {
             tag: format!("{}-{n}", shared.run_id),
             nonce: format!("{:08x}", rng.gen::<u32>()),
+            seed: opts.seed,
         };
         let (shared, limit, events, opts) =
             (shared.clone(), limit.clone(), events.clone(), opts.clone());

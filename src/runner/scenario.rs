@@ -15,7 +15,7 @@ use crate::observe::{Event, Observation, Phase, Snapshot, StoreObservation, Time
 use crate::proc_hygiene::{self, TAG_VAR};
 use crate::profile::Profile;
 use crate::provider::{Provider, ProviderConfig};
-use crate::scenarios::{FaultAction, FaultTarget, ProcessFault, Scenario, Trigger};
+use crate::scenarios::{FaultAction, FaultTarget, Scenario, Trigger};
 
 /// What every scenario of a run shares.
 pub struct Shared {
@@ -41,9 +41,11 @@ impl Shared {
 pub struct Ids {
     pub tag: String,
     pub nonce: String,
+    /// The run's seed (a chaos schedule derives its own from it).
+    pub seed: u64,
 }
 
-fn secs(d: f64) -> Duration {
+pub(crate) fn secs(d: f64) -> Duration {
     Duration::from_secs_f64(d.max(0.0))
 }
 
@@ -55,20 +57,20 @@ enum Waited {
     Deadline,
 }
 
-struct Drive<'a> {
+pub(crate) struct Drive<'a> {
     start: Instant,
-    agent: AgentProcess,
+    pub(crate) agent: AgentProcess,
     events: Vec<Timed>,
-    snapshots: Vec<Snapshot>,
-    on_phase: &'a (dyn Fn(Phase, f64) + Sync),
+    pub(crate) snapshots: Vec<Snapshot>,
+    pub(crate) on_phase: &'a (dyn Fn(Phase, f64) + Sync),
 }
 
 impl Drive<'_> {
-    fn at(&self, i: Instant) -> f64 {
+    pub(crate) fn at(&self, i: Instant) -> f64 {
         (i - self.start).as_secs_f64()
     }
 
-    fn push(&mut self, at: Instant, event: Event) {
+    pub(crate) fn push(&mut self, at: Instant, event: Event) {
         let at = self.at(at);
         self.events.push(Timed { at, event });
     }
@@ -92,7 +94,7 @@ impl Drive<'_> {
         }
     }
 
-    fn missed(&mut self, phase: Phase, seconds: f64) {
+    pub(crate) fn missed(&mut self, phase: Phase, seconds: f64) {
         self.push(Instant::now(), Event::DeadlineMissed { phase, seconds });
     }
 }
@@ -137,7 +139,7 @@ fn read_journal(path: &Path) -> Vec<String> {
 }
 
 /// What a restart after a kill needs.
-struct Relaunch<'a> {
+pub(crate) struct Relaunch<'a> {
     prepared: &'a crate::driver::Prepared,
     env: &'a std::collections::BTreeMap<String, String>,
     gate: Arc<tokio::sync::Semaphore>,
@@ -167,6 +169,14 @@ pub async fn observe(
         scenario.id, ids.nonce
     );
     let probe_message = format!("Are you still there? Reply with [[probe:{}]]", ids.nonce);
+    let chaos = scenario.chaos.as_ref().map(|c| {
+        let seed = super::chaos::scenario_seed(ids.seed, &scenario.id);
+        crate::observe::ChaosRecord {
+            seed,
+            schedule: super::chaos::schedule(c, seed),
+        }
+    });
+    let probe_turn = scenario.chaos.as_ref().map_or(1, |c| c.turns);
     let mut obs = Observation {
         scenario: scenario.id.clone(),
         tag: ids.tag.clone(),
@@ -188,6 +198,8 @@ pub async fn observe(
         wall: 0.0,
         started_unix: unix_now() - start.elapsed().as_secs_f64(),
         journal: Vec::new(),
+        probe_turn,
+        chaos: chaos.clone(),
     };
     let counter_tag = ids.tag.clone();
     obs.provider_offset = (Instant::now() - start).as_secs_f64();
@@ -209,7 +221,9 @@ pub async fn observe(
         }
     };
     let base_url = provider.base_url();
-    let turns = vec![fault_message, probe_message];
+    let mut turns = vec![fault_message];
+    turns.extend((1..probe_turn).map(|k| format!("Chaos turn {k}: carry on with the task.")));
+    turns.push(probe_message);
     let prepared = prepare(
         root,
         &Inputs {
@@ -264,15 +278,31 @@ pub async fn observe(
         env: &child_env,
         gate: shared.boot_gate.clone(),
     };
-    let clean = drive_turns(
-        &mut d,
-        scenario,
-        &provider,
-        &ids.tag,
-        boot_permit,
-        &relaunch,
-    )
-    .await;
+    let clean = match &chaos {
+        Some(c) => {
+            super::chaos::drive(
+                &mut d,
+                scenario,
+                &c.schedule,
+                &provider,
+                &ids.tag,
+                boot_permit,
+                &relaunch,
+            )
+            .await
+        }
+        None => {
+            drive_turns(
+                &mut d,
+                scenario,
+                &provider,
+                &ids.tag,
+                boot_permit,
+                &relaunch,
+            )
+            .await
+        }
+    };
 
     // Exit: after `closed`, the process must exit by itself.
     let dl = &scenario.deadlines;
@@ -359,7 +389,7 @@ pub async fn observe(
 }
 
 /// Wait for `ready` within the boot deadline, then let the next agent boot.
-async fn boot(
+pub(crate) async fn boot(
     d: &mut Drive<'_>,
     seconds: f64,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
@@ -379,15 +409,15 @@ async fn boot(
 }
 
 /// Send a process fault's signal to its target; records the event.
-fn fault_signal(
+pub(crate) fn fault_signal(
     d: &mut Drive<'_>,
-    f: &ProcessFault,
+    target: FaultTarget,
     sig: i32,
     action: &str,
     main_calls: u64,
     tag: &str,
 ) {
-    let signalled = match f.target {
+    let signalled = match target {
         FaultTarget::Agent => usize::from(proc_hygiene::pidfd_signal_if_marked(
             d.agent.pid(),
             sig,
@@ -409,7 +439,7 @@ fn fault_signal(
 /// After a kill: wait for the dead agent, then start it again on the same
 /// HOME and session with `resume: true` and `start_turn`. Returns the boot
 /// permit of the new incarnation, or `None` if it could not be started.
-async fn restart(
+pub(crate) async fn restart(
     d: &mut Drive<'_>,
     r: &Relaunch<'_>,
     start_turn: u64,
@@ -478,7 +508,11 @@ async fn drive_turns(
     tokio::pin!(trigger);
     let mut fault_calls = provider.main_calls();
     let fault_at = s.process_fault.as_ref().map(|f| f.at.clone());
-    let fault_trigger = trigger_fired(&fault_at, &mut fault_calls, tag, turn_started);
+    let fault_delay = s.process_fault.as_ref().map_or(0.0, |f| f.delay);
+    let fault_trigger = async {
+        trigger_fired(&fault_at, &mut fault_calls, tag, turn_started).await;
+        tokio::time::sleep(secs(fault_delay)).await;
+    };
     tokio::pin!(fault_trigger);
     let (mut sent, mut faulted) = (false, false);
     loop {
@@ -510,7 +544,7 @@ async fn drive_turns(
                 let main_calls = *provider.main_calls().borrow();
                 match f.action {
                     FaultAction::Kill => {
-                        fault_signal(d, f, libc::SIGKILL, "kill", main_calls, tag);
+                        fault_signal(d, f.target, libc::SIGKILL, "kill", main_calls, tag);
                         let Some(permit) = restart(d, relaunch, 1).await else {
                             return false;
                         };
@@ -520,9 +554,9 @@ async fn drive_turns(
                         break;
                     }
                     FaultAction::Stop => {
-                        fault_signal(d, f, libc::SIGSTOP, "stop", main_calls, tag);
+                        fault_signal(d, f.target, libc::SIGSTOP, "stop", main_calls, tag);
                         tokio::time::sleep(secs(f.stop_for)).await;
-                        fault_signal(d, f, libc::SIGCONT, "cont", main_calls, tag);
+                        fault_signal(d, f.target, libc::SIGCONT, "cont", main_calls, tag);
                     }
                 }
             }

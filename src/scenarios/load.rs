@@ -192,6 +192,29 @@ fn resolve(
         if !(f.stop_for > 0.0 && f.stop_for.is_finite()) {
             return Err("`stop_for` must be a positive number of seconds".into());
         }
+        if !(f.delay >= 0.0 && f.delay.is_finite()) {
+            return Err("`delay` must be zero or a positive number of seconds".into());
+        }
+    }
+    if s.chaos.is_some() != matches!(s.expect, Expect::Survives) {
+        return Err("`expect: survives` and a `chaos:` block go together".into());
+    }
+    if let Some(c) = &s.chaos {
+        if s.interrupt.is_some() || s.process_fault.is_some() {
+            return Err(
+                "a `chaos` run has its own faults: drop `interrupt`/`process_fault`".into(),
+            );
+        }
+        let range_ok = |r: [f64; 2]| r[0] > 0.0 && r[0] <= r[1] && r[1].is_finite();
+        if c.turns == 0 || !(c.duration > 0.0 && c.duration.is_finite()) {
+            return Err("`chaos` needs `turns` ≥ 1 and a positive `duration`".into());
+        }
+        if !range_ok(c.interval) || !range_ok(c.stop_for) {
+            return Err("`interval` and `stop_for` are [min, max] with 0 < min ≤ max".into());
+        }
+        if !(0.0..=1.0).contains(&c.kill_share) {
+            return Err("`kill_share` is a fraction between 0 and 1".into());
+        }
     }
     Ok(Scenario {
         id: s.id.clone(),
@@ -208,6 +231,7 @@ fn resolve(
         tool_gone: s.tool_gone.clone(),
         tool_result_contains: s.tool_result_contains.clone(),
         process_fault: s.process_fault.clone(),
+        chaos: s.chaos.clone(),
     })
 }
 

@@ -8,7 +8,7 @@ pub mod select;
 
 pub use load::{load_file, load_str, TableError};
 pub use schema::{
-    CallBound, Deadlines, Expect, FaultAction, FaultTarget, Knobs, ProbeMode, ProcessFault,
-    Scenario, Table, Trigger,
+    CallBound, ChaosSpec, Deadlines, Expect, FaultAction, FaultTarget, Knobs, ProbeMode,
+    ProcessFault, Scenario, Table, Trigger,
 };
 pub use select::{select, shard, Shard};

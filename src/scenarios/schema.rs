@@ -108,6 +108,8 @@ pub enum Expect {
     /// The faulted turn is cut by a `process_fault` kill; the restarted agent
     /// must resume the session and answer the probe.
     Killed,
+    /// A `chaos` run: every turn finishes despite the seeded kills and stops.
+    Survives,
 }
 
 /// The provider-call bound of the faulted turn.
@@ -170,6 +172,10 @@ pub struct ProcessFault {
     pub target: FaultTarget,
     #[serde(with = "serde_yaml::with::singleton_map")]
     pub at: Trigger,
+    /// Seconds to wait after the trigger fires (e.g. a call arrived; one
+    /// second later its stream is midway).
+    #[serde(default)]
+    pub delay: f64,
     /// Seconds between SIGSTOP and SIGCONT.
     #[serde(default = "default_stop_for")]
     pub stop_for: f64,
@@ -177,6 +183,42 @@ pub struct ProcessFault {
 
 fn default_stop_for() -> f64 {
     5.0
+}
+
+/// A seeded chaos run: a conversation of `turns` turns (each asks for tools
+/// with side effects, per the responder) while a schedule drawn from the seed
+/// kills the agent (then resumes it) or stops its whole tree, at random
+/// intervals, for `duration` seconds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChaosSpec {
+    /// Conversation turns before the probe.
+    pub turns: u64,
+    /// Faults are scheduled over this many seconds from the first `ready`.
+    pub duration: f64,
+    /// Seconds between faults, drawn uniformly from [min, max].
+    #[serde(default = "default_interval")]
+    pub interval: [f64; 2],
+    /// Share of faults that are kills (the rest are stops).
+    #[serde(default = "default_kill_share")]
+    pub kill_share: f64,
+    /// Seconds a stop lasts, drawn uniformly from [min, max].
+    #[serde(default = "default_stop_range")]
+    pub stop_for: [f64; 2],
+    /// Fewer faults landing than this makes the run meaningless (a failure).
+    pub min_faults: usize,
+}
+
+fn default_interval() -> [f64; 2] {
+    [0.5, 1.5]
+}
+
+fn default_kill_share() -> f64 {
+    0.5
+}
+
+fn default_stop_range() -> [f64; 2] {
+    [0.2, 1.0]
 }
 
 /// What the probe turn must show.
@@ -260,6 +302,9 @@ pub struct ScenarioDoc {
     /// Kill or freeze the agent mid-turn.
     #[serde(default)]
     pub process_fault: Option<ProcessFault>,
+    /// A seeded chaos run instead of one faulted turn.
+    #[serde(default)]
+    pub chaos: Option<ChaosSpec>,
 }
 
 /// The whole file.
@@ -288,6 +333,7 @@ pub struct Scenario {
     pub tool_gone: Option<String>,
     pub tool_result_contains: Option<String>,
     pub process_fault: Option<ProcessFault>,
+    pub chaos: Option<ChaosSpec>,
 }
 
 /// A loaded, validated table.

@@ -15,7 +15,8 @@ pub struct ToolCallSpec {
     /// Logical tool name (`shell`) or a literal one (`no_such_tool`).
     pub tool: String,
     /// An object (logical argument names), or a string sent verbatim.
-    /// `{{nonce}}` and `{{i}}` (the call's position in the batch) are substituted.
+    /// `{{nonce}}`, `{{i}}` (the call's position in the batch) and `{{call}}`
+    /// (the main-call index, unique per call) are substituted.
     #[serde(default = "empty_object")]
     pub args: serde_json::Value,
 }
@@ -66,10 +67,13 @@ impl ToolCall {
         let mut wire = Vec::new();
         for (i, spec) in self.batch().into_iter().enumerate() {
             let id = format!("{}_{i}", ctx.call_id_prefix);
+            let call = ctx.main_index.to_string();
             let args = match &spec.args {
                 // A string is sent verbatim (after templating): malformed JSON stays malformed.
-                Value::String(s) => Value::String(render(s, ctx.nonce, Some(i))),
-                other => render_value(other, ctx.nonce, Some(i)),
+                Value::String(s) => {
+                    Value::String(render(s, ctx.nonce, Some(i)).replace("{{call}}", &call))
+                }
+                other => with_call(&render_value(other, ctx.nonce, Some(i)), &call),
             };
             let (name, wire_args) = match ctx.tools.get(&spec.tool) {
                 Some(mapping) => (mapping.name.clone(), map_arg_names(&args, &mapping.args)),
@@ -143,6 +147,22 @@ fn map_arg_names(
     }
 }
 
+/// `{{call}}` (the main-call index, unique per call on this server) in every
+/// string of `v`.
+fn with_call(v: &serde_json::Value, call: &str) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => Value::String(s.replace("{{call}}", call)),
+        Value::Array(items) => Value::Array(items.iter().map(|x| with_call(x, call)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, x)| (k.clone(), with_call(x, call)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,6 +203,19 @@ mod tests {
         assert_eq!(issued[1].args, json!({"cmd": "echo NONCE 1", "bg": true}));
         assert_ne!(issued[0].id, issued[1].id);
         assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+    }
+
+    #[tokio::test]
+    async fn call_index_is_substituted_for_unique_tokens() {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let tools = Default::default();
+        let mut ctx = test_ctx(false, &cancel, &tools);
+        ctx.main_index = 7;
+        let t = spec("{calls: [{tool: x, args: {cmd: 'echo SE-{{call}}-{{nonce}}'}}]}");
+        let (_, issued) = t.respond(&ctx);
+        assert_eq!(issued[0].args, json!({"cmd": "echo SE-7-NONCE"}));
+        let raw = spec("{calls: [{tool: x, args: 'c={{call}}'}]}");
+        assert_eq!(raw.respond(&ctx).1[0].args, json!("c=7"));
     }
 
     #[tokio::test]

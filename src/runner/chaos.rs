@@ -1,0 +1,173 @@
+//! Seeded chaos runs: the fault schedule drawn from a seed (pure, so the same
+//! seed always gives the same schedule), and the loop that drives a long
+//! conversation while the schedule kills the agent (then resumes it at the
+//! first unfinished turn) or stops its whole tree.
+
+use rand::{Rng, SeedableRng};
+use tokio::time::{sleep_until, Instant};
+
+use super::scenario::{boot, fault_signal, restart, secs, Drive, Relaunch};
+use crate::driver::Line;
+use crate::observe::{Event, Phase, ScheduledFault, Snapshot};
+use crate::proc_hygiene;
+use crate::provider::Provider;
+use crate::scenarios::{ChaosSpec, FaultTarget, Scenario};
+
+/// A stable per-scenario seed from the run's seed and the scenario id, so
+/// selecting other scenarios does not change this one's schedule.
+pub fn scenario_seed(run_seed: u64, id: &str) -> u64 {
+    // FNV-1a: stable across Rust versions, unlike the std hasher.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^ run_seed
+}
+
+/// The faults of a chaos run, in time order.
+pub fn schedule(spec: &ChaosSpec, seed: u64) -> Vec<ScheduledFault> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut out = Vec::new();
+    let mut at = 0.0;
+    loop {
+        at += rng.gen_range(spec.interval[0]..=spec.interval[1]);
+        if at > spec.duration {
+            return out;
+        }
+        let kill = rng.gen_bool(spec.kill_share);
+        let stop_for = rng.gen_range(spec.stop_for[0]..=spec.stop_for[1]);
+        out.push(ScheduledFault {
+            at,
+            action: if kill { "kill" } else { "stop" }.into(),
+            stop_for: if kill { 0.0 } else { stop_for },
+        });
+    }
+}
+
+/// Drive a chaos run; returns whether the agent got through every turn.
+pub(crate) async fn drive(
+    d: &mut Drive<'_>,
+    s: &Scenario,
+    schedule: &[ScheduledFault],
+    provider: &Provider,
+    tag: &str,
+    boot_permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    relaunch: &Relaunch<'_>,
+) -> bool {
+    let dl = &s.deadlines;
+    if !boot(d, dl.boot, boot_permit).await {
+        return false;
+    }
+    let spec = s.chaos.as_ref().expect("a chaos scenario");
+    // The spec's turns are the conversation, then the probe.
+    let probe = spec.turns;
+    let t0 = Instant::now();
+    let budget = spec.duration + dl.turn;
+    let deadline = t0 + secs(budget);
+    (d.on_phase)(Phase::FaultedTurn, budget);
+    let mut ended = std::collections::BTreeSet::new();
+    let mut next = schedule.iter();
+    let mut fault = next.next();
+    loop {
+        let fault_at = fault.map(|f| t0 + secs(f.at));
+        tokio::select! {
+            line = d.agent.next_line() => match line {
+                None => return false,
+                Some((at, Line::Event(ev))) => {
+                    let mut done = false;
+                    match &ev {
+                        Event::TurnStart { i } if *i == probe => {
+                            let at = d.at(Instant::now());
+                            d.snapshots.push(Snapshot {
+                                at,
+                                label: "probe_turn_start".into(),
+                                procs: proc_hygiene::tagged(tag),
+                            });
+                        }
+                        Event::TurnEnd(t) => {
+                            ended.insert(t.i);
+                            done = t.i == probe;
+                        }
+                        _ => {}
+                    }
+                    d.push(at, ev);
+                    if done {
+                        return true;
+                    }
+                }
+            },
+            _ = sleep_until(fault_at.unwrap_or(deadline)), if fault_at.is_some() => {
+                let f = fault.expect("guarded by fault_at");
+                fault = next.next();
+                let calls = *provider.main_calls().borrow();
+                if f.action == "kill" {
+                    fault_signal(d, FaultTarget::Agent, libc::SIGKILL, "kill", calls, tag);
+                    let start = (0..=probe).find(|i| !ended.contains(i)).unwrap_or(probe);
+                    let Some(permit) = restart(d, relaunch, start).await else {
+                        return false;
+                    };
+                    if !boot(d, dl.boot, Some(permit)).await {
+                        return false;
+                    }
+                } else {
+                    fault_signal(d, FaultTarget::Tree, libc::SIGSTOP, "stop", calls, tag);
+                    tokio::time::sleep(secs(f.stop_for)).await;
+                    fault_signal(d, FaultTarget::Tree, libc::SIGCONT, "cont", calls, tag);
+                }
+            }
+            _ = sleep_until(deadline) => {
+                d.missed(Phase::FaultedTurn, budget);
+                return false;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> ChaosSpec {
+        ChaosSpec {
+            turns: 10,
+            duration: 30.0,
+            interval: [0.5, 1.5],
+            kill_share: 0.5,
+            stop_for: [0.2, 1.0],
+            min_faults: 20,
+        }
+    }
+
+    #[test]
+    fn same_seed_same_schedule_other_seed_other_schedule() {
+        let a = schedule(&spec(), 42);
+        assert_eq!(a, schedule(&spec(), 42));
+        assert_ne!(a, schedule(&spec(), 43));
+    }
+
+    #[test]
+    fn schedule_respects_its_bounds() {
+        let s = schedule(&spec(), 7);
+        // 30 s at 0.5–1.5 s apart: between 20 and 60 faults.
+        assert!((20..=60).contains(&s.len()), "{}", s.len());
+        let mut prev = 0.0;
+        for f in &s {
+            assert!(f.at - prev >= 0.5 - 1e-9 && f.at - prev <= 1.5 + 1e-9);
+            assert!(f.at <= 30.0);
+            match f.action.as_str() {
+                "kill" => assert_eq!(f.stop_for, 0.0),
+                "stop" => assert!((0.2..=1.0).contains(&f.stop_for)),
+                other => panic!("{other}"),
+            }
+            prev = f.at;
+        }
+        assert!(s.iter().any(|f| f.action == "kill") && s.iter().any(|f| f.action == "stop"));
+    }
+
+    #[test]
+    fn scenario_seed_depends_on_id_and_run_seed_only() {
+        assert_eq!(scenario_seed(1, "a"), scenario_seed(1, "a"));
+        assert_ne!(scenario_seed(1, "a"), scenario_seed(1, "b"));
+        assert_ne!(scenario_seed(1, "a"), scenario_seed(2, "a"));
+    }
+}
