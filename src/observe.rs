@@ -104,6 +104,9 @@ pub enum Event {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Timed {
     pub at: f64,
+    /// Which worker said it (worker mode only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<usize>,
     #[serde(flatten)]
     pub event: Event,
 }
@@ -150,6 +153,9 @@ pub struct ScheduledFault {
     /// For a stop: seconds until SIGCONT.
     #[serde(default)]
     pub stop_for: f64,
+    /// Which worker it hits (0 for a single agent).
+    #[serde(default)]
+    pub worker: usize,
 }
 
 /// A chaos run's seed and schedule (the same seed gives the same schedule).
@@ -176,6 +182,27 @@ pub enum StoreObservation {
         integrity: String,
         messages: Result<Vec<StoredMessage>, String>,
     },
+    /// A Postgres store (worker mode): its messages, or why they could not be
+    /// read. It has no integrity check of SQLite's kind.
+    Postgres {
+        dsn: String,
+        messages: Result<Vec<StoredMessage>, String>,
+    },
+}
+
+impl StoreObservation {
+    /// The session's messages, when they could be read.
+    pub fn messages(&self) -> Option<&[StoredMessage]> {
+        match self {
+            StoreObservation::Read {
+                messages: Ok(m), ..
+            }
+            | StoreObservation::Postgres {
+                messages: Ok(m), ..
+            } => Some(m),
+            _ => None,
+        }
+    }
 }
 
 /// What the adapter profile lets chaosrun check.
@@ -230,6 +257,13 @@ pub struct Observation {
     /// A chaos run's schedule.
     #[serde(default)]
     pub chaos: Option<ChaosRecord>,
+    /// Agent processes run at once (an adapter's `workers`; 1 otherwise).
+    #[serde(default = "one_worker")]
+    pub workers: usize,
+}
+
+fn one_worker() -> usize {
+    1
 }
 
 fn one() -> u64 {

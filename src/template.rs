@@ -1,7 +1,9 @@
 //! `{{name}}` substitution for profile files, env values and scenario text.
 //!
 //! Unknown names are an error rather than an empty string, so a typo in a
-//! profile is caught before any agent starts.
+//! profile is caught before any agent starts. `{{env:NAME}}` is the value of
+//! chaosrun's own environment variable NAME (an error when it is unset), so a
+//! profile can hand the agent something the caller set up, such as a DSN.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +21,19 @@ pub fn render(text: &str, vars: &Vars) -> Result<String, String> {
             return Err(format!("unclosed `{{{{` in {text:?}"));
         };
         let name = after[..end].trim();
+        if let Some(var) = name.strip_prefix("env:") {
+            match std::env::var(var.trim()) {
+                Ok(v) => out.push_str(&v),
+                Err(_) => {
+                    return Err(format!(
+                        "`{{{{{name}}}}}` needs the environment variable {} to be set",
+                        var.trim()
+                    ))
+                }
+            }
+            rest = &after[end + 2..];
+            continue;
+        }
         match vars.get(name) {
             Some(v) => out.push_str(v),
             None => {
@@ -58,6 +73,16 @@ mod tests {
     fn unknown_name_is_an_error_listing_known_ones() {
         let e = render("{{nope}}", &vars()).unwrap_err();
         assert!(e.contains("`{{nope}}`") && e.contains("base_url"), "{e}");
+    }
+
+    #[test]
+    fn env_form_reads_the_environment_or_says_what_is_missing() {
+        assert_eq!(
+            render("p={{env:PATH}}", &vars()).unwrap(),
+            format!("p={}", std::env::var("PATH").unwrap())
+        );
+        let e = render("{{env:CHAOSRUN_SURELY_UNSET_VAR}}", &vars()).unwrap_err();
+        assert!(e.contains("CHAOSRUN_SURELY_UNSET_VAR to be set"), "{e}");
     }
 
     #[test]

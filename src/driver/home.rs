@@ -26,6 +26,19 @@ pub struct RunDirs {
 }
 
 impl RunDirs {
+    /// A worker's stdout and stderr logs (worker 0: `stdout.log`,
+    /// `stderr.log`; worker k: `stdout.wK.log`, `stderr.wK.log`).
+    pub fn logs(&self, worker: usize) -> (PathBuf, PathBuf) {
+        if worker == 0 {
+            (self.stdout_log.clone(), self.stderr_log.clone())
+        } else {
+            (
+                self.root.join(format!("stdout.w{worker}.log")),
+                self.root.join(format!("stderr.w{worker}.log")),
+            )
+        }
+    }
+
     /// Create `root` (0700) with `home/`, `home/tmp/` and `work/` inside.
     pub fn create(root: &Path) -> anyhow::Result<RunDirs> {
         std::fs::create_dir_all(root).with_context(|| format!("creating {}", root.display()))?;
@@ -50,6 +63,13 @@ impl RunDirs {
     }
 }
 
+/// Where the agent's store is, once rendered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreAt {
+    Sqlite(PathBuf),
+    Postgres(String),
+}
+
 /// Everything needed to spawn the agent.
 #[derive(Debug, Clone)]
 pub struct Prepared {
@@ -57,8 +77,8 @@ pub struct Prepared {
     pub argv: Vec<String>,
     /// The profile's env, rendered (chaosrun's fixed variables come on top).
     pub profile_env: BTreeMap<String, String>,
-    /// The store path, rendered and made absolute, if the profile has one.
-    pub store_path: Option<PathBuf>,
+    /// The store, rendered (a SQLite path made absolute), if the profile has one.
+    pub store: Option<StoreAt>,
     /// The agent's log files, rendered and made absolute.
     pub log_paths: Vec<PathBuf>,
 }
@@ -138,8 +158,12 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
         .iter()
         .map(|(k, v)| Ok((k.clone(), render(v)?)))
         .collect::<anyhow::Result<BTreeMap<_, _>>>()?;
-    let store_path = match &i.profile.store {
-        Some(s) => Some(dirs.home.join(render(&s.path)?)),
+    let store = match &i.profile.store {
+        Some(s) => match (&s.path, &s.postgres) {
+            (Some(p), _) => Some(StoreAt::Sqlite(dirs.home.join(render(p)?))),
+            (None, Some(dsn)) => Some(StoreAt::Postgres(render(dsn)?)),
+            (None, None) => None,
+        },
         None => None,
     };
     let log_paths = i
@@ -155,21 +179,40 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
         dirs,
         argv,
         profile_env,
-        store_path,
+        store,
         log_paths,
     })
 }
 
-/// Write the spec for a restart (`resume: true`, `start_turn`) beside the
-/// first one, and return the argv and spec path to start the agent again with.
-pub fn resume_spec(prep: &Prepared, start_turn: u64) -> anyhow::Result<(Vec<String>, PathBuf)> {
+/// The argv and spec path to start worker `worker` of `workers` with: the
+/// prepared spec as is for a single agent's first start; otherwise a spec
+/// beside it with `worker`/`workers` and, for a restart, `resume: true` and
+/// `start_turn`.
+pub fn worker_spec(
+    prep: &Prepared,
+    worker: usize,
+    workers: usize,
+    resume: Option<u64>,
+) -> anyhow::Result<(Vec<String>, PathBuf)> {
+    if workers == 1 && resume.is_none() {
+        return Ok((prep.argv.clone(), prep.dirs.spec.clone()));
+    }
     let mut spec: serde_json::Value = serde_json::from_slice(&std::fs::read(&prep.dirs.spec)?)?;
-    spec["resume"] = serde_json::Value::Bool(true);
-    spec["start_turn"] = start_turn.into();
-    let path = prep
-        .dirs
-        .root
-        .join(format!("spec-resume-{start_turn}.json"));
+    if workers > 1 {
+        spec["worker"] = worker.into();
+        spec["workers"] = workers.into();
+    }
+    let mut name = if workers > 1 {
+        format!("spec-w{worker}")
+    } else {
+        "spec".to_string()
+    };
+    if let Some(start_turn) = resume {
+        spec["resume"] = serde_json::Value::Bool(true);
+        spec["start_turn"] = start_turn.into();
+        name.push_str(&format!("-resume-{start_turn}"));
+    }
+    let path = prep.dirs.root.join(format!("{name}.json"));
     std::fs::write(&path, serde_json::to_vec_pretty(&spec)?)?;
     let mut argv = prep.argv.clone();
     if let Some(last) = argv.last_mut() {

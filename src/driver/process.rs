@@ -21,10 +21,30 @@ use crate::observe::{Event, TurnEnd};
 /// The longest stdout line kept whole; the rest of a longer line is dropped.
 const MAX_LINE: usize = 1 << 20;
 
-/// What the agent said on stdout.
+/// What an agent process said on stdout.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Line {
     Event(Event),
+    /// stdout closed (the process exited, or closed it).
+    Eof,
+}
+
+/// One line, from which process: worker index, and which incarnation of it
+/// (a restart makes a new one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tagged {
+    pub at: Instant,
+    pub worker: usize,
+    pub incarnation: u32,
+    pub line: Line,
+}
+
+/// Where a process's lines go: one channel shared by every worker of a run.
+#[derive(Clone)]
+pub struct Sink {
+    pub tx: mpsc::UnboundedSender<Tagged>,
+    pub worker: usize,
+    pub incarnation: u32,
 }
 
 /// The protocol's events, as the agent writes them.
@@ -60,28 +80,24 @@ pub struct Exit {
     pub signal: Option<i32>,
 }
 
-/// A spawned agent.
+/// A spawned agent (or one worker of it).
 pub struct AgentProcess {
     exit: watch::Receiver<Option<Exit>>,
     pid: i32,
     stdin: Option<ChildStdin>,
-    lines: mpsc::UnboundedReceiver<(Instant, Line)>,
     other_lines: Arc<AtomicU64>,
 }
 
 impl AgentProcess {
-    /// Spawn `prep.argv` with exactly `env`, cwd the work dir, in a new process
-    /// group (a terminal's Ctrl+C reaches chaosrun, which then cleans up).
-    pub fn spawn(prep: &Prepared, env: &BTreeMap<String, String>) -> anyhow::Result<AgentProcess> {
-        AgentProcess::spawn_argv(prep, &prep.argv, env)
-    }
-
-    /// Spawn with another argv (a restart); stdout and stderr logs are
-    /// appended to, so an incarnation's output is never lost.
-    pub fn spawn_argv(
+    /// Spawn `argv` with exactly `env`, cwd the work dir, in a new process
+    /// group (a terminal's Ctrl+C reaches chaosrun, which then cleans up). Its
+    /// events go to `sink`, ending with [`Line::Eof`]; stdout and stderr are
+    /// appended to the worker's logs, so no incarnation's output is lost.
+    pub fn spawn(
         prep: &Prepared,
         argv: &[String],
         env: &BTreeMap<String, String>,
+        sink: Sink,
     ) -> anyhow::Result<AgentProcess> {
         let append = |p: &std::path::Path| {
             std::fs::OpenOptions::new()
@@ -89,8 +105,9 @@ impl AgentProcess {
                 .append(true)
                 .open(p)
         };
-        let stderr = append(&prep.dirs.stderr_log)?;
-        let mut stdout_log = append(&prep.dirs.stdout_log)?;
+        let (stdout_path, stderr_path) = prep.dirs.logs(sink.worker);
+        let stderr = append(&stderr_path)?;
+        let mut stdout_log = append(&stdout_path)?;
         let mut child = Command::new(&argv[0])
             .args(&argv[1..])
             .env_clear()
@@ -107,7 +124,19 @@ impl AgentProcess {
         crate::proc_hygiene::own(pid);
         let stdin = child.stdin.take();
         let mut stdout = child.stdout.take().expect("stdout is piped");
-        let (tx, lines) = mpsc::unbounded_channel();
+        let Sink {
+            tx,
+            worker,
+            incarnation,
+        } = sink;
+        let send = move |line: Line| {
+            let _ = tx.send(Tagged {
+                at: Instant::now(),
+                worker,
+                incarnation,
+                line,
+            });
+        };
         let other_lines = Arc::new(AtomicU64::new(0));
         let others = other_lines.clone();
         tokio::spawn(async move {
@@ -116,9 +145,7 @@ impl AgentProcess {
             let mut line: Vec<u8> = Vec::new();
             let mut overlong = false;
             let on_line = |line: &[u8]| match parse_line(line) {
-                Some(ev) => {
-                    let _ = tx.send((Instant::now(), Line::Event(ev)));
-                }
+                Some(ev) => send(Line::Event(ev)),
                 None => {
                     others.fetch_add(1, Ordering::Relaxed);
                 }
@@ -150,6 +177,7 @@ impl AgentProcess {
             if !line.is_empty() {
                 on_line(&line);
             }
+            send(Line::Eof);
         });
         let (exit_tx, exit) = watch::channel(None);
         tokio::spawn(async move {
@@ -172,18 +200,12 @@ impl AgentProcess {
             exit,
             pid,
             stdin,
-            lines,
             other_lines,
         })
     }
 
     pub fn pid(&self) -> i32 {
         self.pid
-    }
-
-    /// The next event, or `None` once stdout is closed.
-    pub async fn next_line(&mut self) -> Option<(Instant, Line)> {
-        self.lines.recv().await
     }
 
     /// Write `interrupt` on the agent's stdin.

@@ -23,7 +23,11 @@ pub fn scenario(extra: &str) -> Scenario {
 }
 
 pub fn at(at: f64, event: Event) -> Timed {
-    Timed { at, event }
+    Timed {
+        at,
+        worker: None,
+        event,
+    }
 }
 
 pub fn end(i: u64, completed: bool, failed: bool, final_text: &str) -> TurnEnd {
@@ -186,6 +190,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
         journal: vec![],
         probe_turn: 1,
         chaos: None,
+        workers: 1,
     }
 }
 

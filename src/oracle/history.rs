@@ -94,6 +94,12 @@ fn stored(obs: &Observation) -> Result<&[StoredMessage], String> {
         StoreObservation::Read {
             messages: Ok(m), ..
         } => Ok(m),
+        StoreObservation::Postgres {
+            messages: Err(e), ..
+        } => Err(format!("the Postgres store could not be read: {e}")),
+        StoreObservation::Postgres {
+            messages: Ok(m), ..
+        } => Ok(m),
     }
 }
 

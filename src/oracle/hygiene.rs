@@ -50,38 +50,64 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
         out.push(Check::skipped(inv, "closed", why));
         out.push(Check::skipped(inv, "exits_by_itself", why));
     } else {
-        let closed = obs.find(|e| matches!(e, Event::Closed).then_some(()));
+        // Every worker (a single agent is worker 0) must say `closed`.
+        let closed: std::collections::BTreeSet<usize> = obs
+            .events
+            .iter()
+            .filter(|t| matches!(t.event, Event::Closed))
+            .map(|t| t.worker.unwrap_or(0))
+            .collect();
+        let silent: Vec<String> = (0..obs.workers)
+            .filter(|k| !closed.contains(k))
+            .map(|k| k.to_string())
+            .collect();
         out.push(Check::new(
             inv,
             "closed",
-            if closed.is_some() {
-                vec![]
-            } else {
-                vec![format!(
+            match (silent.is_empty(), obs.workers) {
+                (true, _) => vec![],
+                (false, 1) => vec![format!(
                     "`closed` never arrived within {:.0} s of the probe turn",
                     s.deadlines.exit
-                )]
+                )],
+                (false, _) => vec![format!(
+                    "worker(s) {} never said `closed` within {:.0} s of the probe turn",
+                    silent.join(", "),
+                    s.deadlines.exit
+                )],
             },
         ));
-        let v = match obs.exited() {
-            Some((
-                _,
-                Event::Exited {
-                    killed_by_chaosrun: true,
-                    ..
-                },
-            )) => vec![format!(
-                "the agent did not exit by itself within {:.0} s{}; chaosrun killed it",
-                s.deadlines.exit,
-                if obs.deadline_missed(Phase::Exit).is_some() && closed.is_some() {
-                    " of `closed`"
-                } else {
-                    ""
-                }
-            )],
-            Some(_) => vec![],
-            None => vec!["the agent's exit was never observed".into()],
+        // Each worker's last exit must be its own.
+        let mut last_exit: std::collections::BTreeMap<usize, bool> = Default::default();
+        for t in &obs.events {
+            if let Event::Exited {
+                killed_by_chaosrun, ..
+            } = t.event
+            {
+                last_exit.insert(t.worker.unwrap_or(0), killed_by_chaosrun);
+            }
+        }
+        let after_closed = if obs.deadline_missed(Phase::Exit).is_some() && silent.is_empty() {
+            " of `closed`"
+        } else {
+            ""
         };
+        let mut v = Vec::new();
+        for k in 0..obs.workers {
+            let who = if obs.workers == 1 {
+                "the agent".to_string()
+            } else {
+                format!("worker {k}")
+            };
+            match last_exit.get(&k) {
+                Some(true) => v.push(format!(
+                    "{who} did not exit by itself within {:.0} s{after_closed}; chaosrun killed it",
+                    s.deadlines.exit
+                )),
+                Some(false) => {}
+                None => v.push(format!("{who}'s exit was never observed")),
+            }
+        }
         out.push(Check::new(inv, "exits_by_itself", v));
     }
     if let Some(c) = background_silent(obs) {
@@ -135,20 +161,27 @@ fn background_silent(obs: &Observation) -> Option<Check> {
     if beats.is_empty() {
         return None;
     }
-    // Kills that landed, each with when the next incarnation was ready.
-    let kills: Vec<(f64, Option<f64>)> = obs
+    // Kills that landed: when, which worker (None: the single agent), and
+    // when the job's owner must have been fenced by: the next `ready` of that
+    // worker, or the next turn any worker started, whichever came first.
+    let kills: Vec<(f64, Option<usize>, Option<f64>)> = obs
         .events
         .iter()
         .filter_map(|t| match &t.event {
             Event::ProcessFault {
                 action, signalled, ..
             } if action == "kill" && *signalled > 0 => {
-                let ready = obs
+                let fenced = obs
                     .events
                     .iter()
-                    .find(|r| r.at > t.at && matches!(r.event, Event::Ready))
+                    .filter(|r| r.at > t.at)
+                    .find(|r| match r.event {
+                        Event::Ready => r.worker == t.worker,
+                        Event::TurnStart { .. } => true,
+                        _ => false,
+                    })
                     .map(|r| r.at);
-                Some((t.at, ready))
+                Some((t.at, t.worker, fenced))
             }
             _ => None,
         })
@@ -163,14 +196,23 @@ fn background_silent(obs: &Observation) -> Option<Check> {
         })
         .unwrap_or(0.0)
     };
+    // The worker running a turn at `t` (None: a single agent).
+    let owner = |t: f64| -> Option<usize> {
+        obs.events
+            .iter()
+            .rev()
+            .find(|e| e.at <= t && matches!(e.event, Event::TurnStart { .. }))
+            .and_then(|e| e.worker)
+    };
     let exit = obs.exited().map(|(at, _)| at);
     let (mut after_restart, mut after_exit): (Vec<f64>, Vec<f64>) = (vec![], vec![]);
     for (beat, call) in beats {
         let beat = beat - obs.started_unix;
-        let owner_killed = kills.iter().find(|(k, _)| *k > born(call));
-        if let Some((_, Some(ready))) = owner_killed {
-            if beat > ready + JOURNAL_GRACE_S {
-                after_restart.push(beat - ready);
+        let (start, who) = (born(call), owner(born(call)));
+        let owner_killed = kills.iter().find(|(k, w, _)| *k > start && *w == who);
+        if let Some((_, _, Some(fenced))) = owner_killed {
+            if beat > fenced + JOURNAL_GRACE_S {
+                after_restart.push(beat - fenced);
             }
         }
         if let Some(exit) = exit {

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::{Check, Invariant};
-use crate::observe::{Observation, StoreObservation};
+use crate::observe::Observation;
 use crate::provider::CallKind;
 
 /// `echo TOKEN >> "$CHAOS_JOURNAL"...` → TOKEN.
@@ -43,10 +43,7 @@ fn results<'a>(obs: &'a Observation, id: &str) -> Vec<&'a str> {
         .filter(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some(id))
         .map(|m| m.content.as_str())
         .collect();
-    if let StoreObservation::Read {
-        messages: Ok(msgs), ..
-    } = &obs.store
-    {
+    if let Some(msgs) = obs.store.messages() {
         out.extend(
             msgs.iter()
                 .filter(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some(id))

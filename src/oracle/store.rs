@@ -22,6 +22,11 @@ pub fn check(obs: &Observation) -> Vec<Check> {
             name,
             vec![format!("the store {path} cannot be opened: {error}")],
         ),
+        StoreObservation::Postgres { .. } => Check::skipped(
+            inv,
+            name,
+            "PRAGMA integrity_check is SQLite's; a Postgres store's integrity is the server's",
+        ),
         StoreObservation::Read {
             integrity, path, ..
         } => Check::new(

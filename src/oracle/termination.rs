@@ -260,10 +260,10 @@ fn chaos(spec: &crate::scenarios::ChaosSpec, obs: &Observation) -> Vec<Check> {
         .filter(|t| matches!(t.event, Event::Ready))
         .count();
     let mut resumed = failed_restarts;
-    if resumed.is_empty() && readies < restarts + 1 {
+    if resumed.is_empty() && readies < restarts + obs.workers {
         resumed.push(format!(
             "{restarts} restarts but only {} said ready again; {}",
-            readies.saturating_sub(1),
+            readies.saturating_sub(obs.workers),
             stderr_evidence(obs)
         ));
     }

@@ -25,14 +25,19 @@ pub struct HomeFile {
     pub template: String,
 }
 
-/// Where the agent keeps its messages.
+/// Where the agent keeps its messages: a SQLite file, or a Postgres database.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreSpec {
     /// SQLite file, relative to HOME (templated).
-    pub path: String,
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Postgres connection string (libpq key=value or URL; templated).
+    #[serde(default)]
+    pub postgres: Option<String>,
     /// Returns `role, content, tool_call_id, tool_calls` of a session's active
-    /// messages, oldest first; `:session_id` is bound.
+    /// messages, oldest first; the session id is bound as `:session_id`
+    /// (SQLite) or `$1` (Postgres).
     pub messages_sql: String,
 }
 
@@ -64,6 +69,8 @@ struct ProfileDoc {
     breaker: bool,
     #[serde(default)]
     logs: Vec<String>,
+    #[serde(default)]
+    workers: Option<usize>,
 }
 
 /// A resolved adapter profile.
@@ -82,6 +89,9 @@ pub struct Profile {
     /// The agent's own log files (relative to HOME, templated), whose tails are
     /// quoted as evidence beside stderr's.
     pub logs: Vec<String>,
+    /// Worker mode: this many agent processes share one store and one
+    /// conversation (1: a single agent).
+    pub workers: usize,
 }
 
 /// The template variables a scenario run provides, with placeholder values
@@ -208,6 +218,7 @@ impl Profile {
             background: doc.background,
             breaker: doc.breaker,
             logs: doc.logs,
+            workers: doc.workers.unwrap_or(1),
         };
         profile.validate_templates()?;
         Ok(profile)
@@ -221,11 +232,29 @@ impl Profile {
             .env
             .values()
             .chain(self.home_files.iter().map(|f| &f.template))
-            .chain(self.store.iter().map(|s| &s.path))
+            .chain(
+                self.store
+                    .iter()
+                    .flat_map(|s| s.path.iter().chain(s.postgres.iter())),
+            )
             .chain(self.logs.iter());
         for t in texts {
             template::render(t, &vars)
                 .map_err(|e| format!("adapter profile `{}`: {e}", self.source))?;
+        }
+        if let Some(s) = &self.store {
+            if s.path.is_some() == s.postgres.is_some() {
+                return Err(format!(
+                    "adapter profile `{}`: `store` takes either `path` (SQLite) or `postgres` (a DSN)",
+                    self.source
+                ));
+            }
+        }
+        if !(1..=64).contains(&self.workers) {
+            return Err(format!(
+                "adapter profile `{}`: `workers` is 1 to 64",
+                self.source
+            ));
         }
         for f in &self.home_files {
             if Path::new(&f.path).is_absolute() || f.path.split('/').any(|c| c == "..") {
@@ -276,7 +305,8 @@ mod tests {
         );
         let prof = Profile::resolve(exe.to_str().unwrap()).unwrap();
         assert_eq!(prof.command, vec![absolute(&exe).display().to_string()]);
-        assert_eq!(prof.store.unwrap().path, "s.db");
+        assert_eq!(prof.store.unwrap().path.as_deref(), Some("s.db"));
+        assert_eq!(prof.workers, 1);
     }
 
     #[test]
@@ -298,6 +328,33 @@ mod tests {
         );
         let e = Profile::resolve(p.to_str().unwrap()).unwrap_err();
         assert!(e.contains("bse_url") && e.contains("base_url"), "{e}");
+    }
+
+    #[test]
+    fn store_is_sqlite_or_postgres_and_workers_are_bounded() {
+        let d = tempfile::tempdir().unwrap();
+        let both = write(
+            d.path(),
+            "a.yaml",
+            "command: [sh]\nstore: {path: a, postgres: b, messages_sql: x}\n",
+        );
+        assert!(Profile::resolve(both.to_str().unwrap())
+            .unwrap_err()
+            .contains("either `path`"));
+        let pg = write(
+            d.path(),
+            "b.yaml",
+            "command: [sh]\nworkers: 3\nstore: {postgres: \"host=127.0.0.1\", messages_sql: x}\n",
+        );
+        let p = Profile::resolve(pg.to_str().unwrap()).unwrap();
+        assert_eq!(
+            (p.workers, p.store.unwrap().postgres.as_deref()),
+            (3, Some("host=127.0.0.1"))
+        );
+        let zero = write(d.path(), "c.yaml", "command: [sh]\nworkers: 0\n");
+        assert!(Profile::resolve(zero.to_str().unwrap())
+            .unwrap_err()
+            .contains("1 to 64"));
     }
 
     #[test]

@@ -1,15 +1,14 @@
 //! Seeded chaos runs: the fault schedule drawn from a seed (pure, so the same
 //! seed always gives the same schedule), and the loop that drives a long
-//! conversation while the schedule kills the agent (then resumes it at the
-//! first unfinished turn) or stops its whole tree.
+//! conversation while the schedule kills an agent process (then resumes it at
+//! the first unfinished turn) or stops it. In worker mode each fault picks one
+//! of the workers; a single agent's stops take its whole tagged tree.
 
 use rand::{Rng, SeedableRng};
 use tokio::time::{sleep_until, Instant};
 
-use super::scenario::{boot, fault_signal, restart, secs, Drive, Relaunch};
-use crate::driver::Line;
-use crate::observe::{Event, Phase, ScheduledFault, Snapshot};
-use crate::proc_hygiene;
+use super::drive::{secs, Drive, Next};
+use crate::observe::{Event, Phase, ScheduledFault};
 use crate::provider::Provider;
 use crate::scenarios::{ChaosSpec, FaultTarget, Scenario};
 
@@ -24,8 +23,8 @@ pub fn scenario_seed(run_seed: u64, id: &str) -> u64 {
     h ^ run_seed
 }
 
-/// The faults of a chaos run, in time order.
-pub fn schedule(spec: &ChaosSpec, seed: u64) -> Vec<ScheduledFault> {
+/// The faults of a chaos run over `workers` agent processes, in time order.
+pub fn schedule(spec: &ChaosSpec, seed: u64, workers: usize) -> Vec<ScheduledFault> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut out = Vec::new();
     let mut at = 0.0;
@@ -36,88 +35,89 @@ pub fn schedule(spec: &ChaosSpec, seed: u64) -> Vec<ScheduledFault> {
         }
         let kill = rng.gen_bool(spec.kill_share);
         let stop_for = rng.gen_range(spec.stop_for[0]..=spec.stop_for[1]);
+        let worker = rng.gen_range(0..workers.max(1));
         out.push(ScheduledFault {
             at,
             action: if kill { "kill" } else { "stop" }.into(),
             stop_for: if kill { 0.0 } else { stop_for },
+            worker,
         });
     }
 }
 
-/// Drive a chaos run; returns whether the agent got through every turn.
+/// Drive a chaos run; returns whether every turn got through (`Err`: setup).
 pub(crate) async fn drive(
     d: &mut Drive<'_>,
     s: &Scenario,
     schedule: &[ScheduledFault],
     provider: &Provider,
-    tag: &str,
-    boot_permit: Option<tokio::sync::OwnedSemaphorePermit>,
-    relaunch: &Relaunch<'_>,
-) -> bool {
+) -> Result<bool, String> {
     let dl = &s.deadlines;
-    if !boot(d, dl.boot, boot_permit).await {
-        return false;
+    if !d.boot_all(dl.boot).await? {
+        return Ok(false);
     }
     let spec = s.chaos.as_ref().expect("a chaos scenario");
     // The spec's turns are the conversation, then the probe.
     let probe = spec.turns;
+    let stop_target = if d.count() > 1 {
+        FaultTarget::Agent
+    } else {
+        FaultTarget::Tree
+    };
     let t0 = Instant::now();
     let budget = spec.duration + dl.turn;
     let deadline = t0 + secs(budget);
     (d.on_phase)(Phase::FaultedTurn, budget);
     let mut ended = std::collections::BTreeSet::new();
+    let mut closed = std::collections::BTreeSet::new();
     let mut next = schedule.iter();
     let mut fault = next.next();
     loop {
         let fault_at = fault.map(|f| t0 + secs(f.at));
         tokio::select! {
-            line = d.agent.next_line() => match line {
-                None => return false,
-                Some((at, Line::Event(ev))) => {
+            line = d.next() => match line {
+                // A worker that said `closed` may exit; any other exit is a crash.
+                Next::Eof(k) if closed.contains(&k) => {}
+                Next::Eof(_) => return Ok(false),
+                Next::Event(at, k, ev) => {
                     let mut done = false;
                     match &ev {
-                        Event::TurnStart { i } if *i == probe => {
-                            let at = d.at(Instant::now());
-                            d.snapshots.push(Snapshot {
-                                at,
-                                label: "probe_turn_start".into(),
-                                procs: proc_hygiene::tagged(tag),
-                            });
-                        }
+                        Event::TurnStart { i } if *i == probe => d.snapshot("probe_turn_start"),
                         Event::TurnEnd(t) => {
                             ended.insert(t.i);
                             done = t.i == probe;
                         }
+                        Event::Closed => {
+                            closed.insert(k);
+                        }
                         _ => {}
                     }
-                    d.push(at, ev);
+                    d.push_from(at, k, ev);
                     if done {
-                        return true;
+                        return Ok(true);
                     }
                 }
             },
             _ = sleep_until(fault_at.unwrap_or(deadline)), if fault_at.is_some() => {
                 let f = fault.expect("guarded by fault_at");
                 fault = next.next();
+                let k = f.worker.min(d.count() - 1);
                 let calls = *provider.main_calls().borrow();
                 if f.action == "kill" {
-                    fault_signal(d, FaultTarget::Agent, libc::SIGKILL, "kill", calls, tag);
+                    d.signal(k, FaultTarget::Agent, libc::SIGKILL, "kill", calls);
                     let start = (0..=probe).find(|i| !ended.contains(i)).unwrap_or(probe);
-                    let Some(permit) = restart(d, relaunch, start).await else {
-                        return false;
-                    };
-                    if !boot(d, dl.boot, Some(permit)).await {
-                        return false;
+                    if !d.restart(k, start, dl.boot).await {
+                        return Ok(false);
                     }
                 } else {
-                    fault_signal(d, FaultTarget::Tree, libc::SIGSTOP, "stop", calls, tag);
+                    d.signal(k, stop_target, libc::SIGSTOP, "stop", calls);
                     tokio::time::sleep(secs(f.stop_for)).await;
-                    fault_signal(d, FaultTarget::Tree, libc::SIGCONT, "cont", calls, tag);
+                    d.signal(k, stop_target, libc::SIGCONT, "cont", calls);
                 }
             }
             _ = sleep_until(deadline) => {
                 d.missed(Phase::FaultedTurn, budget);
-                return false;
+                return Ok(false);
             }
         }
     }
@@ -140,14 +140,14 @@ mod tests {
 
     #[test]
     fn same_seed_same_schedule_other_seed_other_schedule() {
-        let a = schedule(&spec(), 42);
-        assert_eq!(a, schedule(&spec(), 42));
-        assert_ne!(a, schedule(&spec(), 43));
+        let a = schedule(&spec(), 42, 1);
+        assert_eq!(a, schedule(&spec(), 42, 1));
+        assert_ne!(a, schedule(&spec(), 43, 1));
     }
 
     #[test]
     fn schedule_respects_its_bounds() {
-        let s = schedule(&spec(), 7);
+        let s = schedule(&spec(), 7, 3);
         // 30 s at 0.5–1.5 s apart: between 20 and 60 faults.
         assert!((20..=60).contains(&s.len()), "{}", s.len());
         let mut prev = 0.0;
@@ -162,6 +162,10 @@ mod tests {
             prev = f.at;
         }
         assert!(s.iter().any(|f| f.action == "kill") && s.iter().any(|f| f.action == "stop"));
+        // With three workers every one of them is picked.
+        for w in 0..3 {
+            assert!(s.iter().any(|f| f.worker == w), "worker {w} never picked");
+        }
     }
 
     #[test]

@@ -4,10 +4,12 @@
 //! all) when asked.
 
 pub mod chaos;
+mod drive;
 pub mod events;
 pub mod sampler;
 pub mod scenario;
 pub mod store;
+mod turns;
 
 pub use events::{RunEvent, ScenarioResult};
 pub use scenario::Shared;

@@ -1,21 +1,23 @@
-//! One scenario run: start the provider, prepare and spawn the agent, drive the
-//! faulted turn (sending `interrupt` when its trigger fires) and the probe turn
-//! through their deadlines, wait for `closed` and the exit, reap, read the
-//! store, and hand back the [`Observation`]. It judges nothing.
+//! One scenario run: start the provider, prepare the agent's HOME, drive its
+//! turns (or a chaos run) through [`super::drive`], wait for `closed` and every
+//! process's exit, reap, read the store and the journal, and hand back the
+//! [`Observation`]. It judges nothing.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::{sleep_until, Instant};
 
-use crate::driver::home::{prepare, Inputs};
-use crate::driver::{env, AgentProcess, Line};
-use crate::observe::{Event, Observation, Phase, Snapshot, StoreObservation, Timed};
+use super::drive::{secs, Drive, Launch, Next};
+use crate::driver::env;
+use crate::driver::home::{prepare, Inputs, StoreAt};
+use crate::observe::{Event, Observation, Phase, StoreObservation};
 use crate::proc_hygiene::{self, TAG_VAR};
 use crate::profile::Profile;
 use crate::provider::{Provider, ProviderConfig};
-use crate::scenarios::{FaultAction, FaultTarget, Scenario, Trigger};
+use crate::scenarios::Scenario;
 
 /// What every scenario of a run shares.
 pub struct Shared {
@@ -45,83 +47,6 @@ pub struct Ids {
     pub seed: u64,
 }
 
-pub(crate) fn secs(d: f64) -> Duration {
-    Duration::from_secs_f64(d.max(0.0))
-}
-
-/// How a wait ended.
-enum Waited {
-    Found,
-    /// stdout closed: the agent exited or closed it.
-    Eof,
-    Deadline,
-}
-
-pub(crate) struct Drive<'a> {
-    start: Instant,
-    pub(crate) agent: AgentProcess,
-    events: Vec<Timed>,
-    pub(crate) snapshots: Vec<Snapshot>,
-    pub(crate) on_phase: &'a (dyn Fn(Phase, f64) + Sync),
-}
-
-impl Drive<'_> {
-    pub(crate) fn at(&self, i: Instant) -> f64 {
-        (i - self.start).as_secs_f64()
-    }
-
-    pub(crate) fn push(&mut self, at: Instant, event: Event) {
-        let at = self.at(at);
-        self.events.push(Timed { at, event });
-    }
-
-    /// Read events until `want` matches one, stdout closes, or `deadline`.
-    async fn until(&mut self, deadline: Instant, want: impl Fn(&Event) -> bool) -> Waited {
-        loop {
-            tokio::select! {
-                line = self.agent.next_line() => match line {
-                    None => return Waited::Eof,
-                    Some((at, Line::Event(ev))) => {
-                        let hit = want(&ev);
-                        self.push(at, ev);
-                        if hit {
-                            return Waited::Found;
-                        }
-                    }
-                },
-                _ = sleep_until(deadline) => return Waited::Deadline,
-            }
-        }
-    }
-
-    pub(crate) fn missed(&mut self, phase: Phase, seconds: f64) {
-        self.push(Instant::now(), Event::DeadlineMissed { phase, seconds });
-    }
-}
-
-/// Resolves when a trigger (of an interrupt or a process fault) fires;
-/// `since` is when the faulted turn began.
-async fn trigger_fired(
-    trigger: &Option<Trigger>,
-    calls: &mut tokio::sync::watch::Receiver<u64>,
-    tag: &str,
-    since: Instant,
-) {
-    match trigger {
-        None => std::future::pending().await,
-        Some(Trigger::AfterSeconds(s)) => sleep_until(since + secs(*s)).await,
-        Some(Trigger::AfterCalls(n)) => {
-            let _ = calls.wait_for(|c| *c >= *n).await;
-        }
-        Some(Trigger::WhenProcess(needle)) => loop {
-            if proc_hygiene::count_tagged_matching(tag, needle) > 0 {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        },
-    }
-}
-
 fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -138,19 +63,88 @@ fn read_journal(path: &Path) -> Vec<String> {
         .collect()
 }
 
-/// What a restart after a kill needs.
-pub(crate) struct Relaunch<'a> {
-    prepared: &'a crate::driver::Prepared,
-    env: &'a std::collections::BTreeMap<String, String>,
-    gate: Arc<tokio::sync::Semaphore>,
-}
-
 fn stderr_tail(path: &Path, max_lines: usize) -> String {
     let text = std::fs::read(path).unwrap_or_default();
     let tail_bytes = &text[text.len().saturating_sub(64 * 1024)..];
     let text = String::from_utf8_lossy(tail_bytes);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(max_lines)..].join("\n")
+}
+
+/// Workers that said `closed` (0 for a single agent's events).
+fn closed_workers(d: &Drive<'_>) -> BTreeSet<usize> {
+    d.events
+        .iter()
+        .filter(|t| matches!(t.event, Event::Closed))
+        .map(|t| t.worker.unwrap_or(0))
+        .collect()
+}
+
+/// After the turns: every process must say `closed` and exit by itself within
+/// the exit deadline; one that does not (or a run that did not get through its
+/// turns) is killed. Returns whether chaosrun had to kill any.
+async fn close(d: &mut Drive<'_>, clean: bool, exit_secs: f64) -> bool {
+    let deadline = Instant::now() + secs(exit_secs);
+    let mut missed = false;
+    if clean {
+        (d.on_phase)(Phase::Exit, exit_secs);
+        while closed_workers(d).len() < d.count() {
+            tokio::select! {
+                next = d.next() => match next {
+                    Next::Event(at, k, ev) => d.push_from(at, k, ev),
+                    Next::Eof(_) => {}
+                },
+                _ = sleep_until(deadline) => {
+                    d.missed(Phase::Exit, exit_secs);
+                    missed = true;
+                    break;
+                }
+            }
+        }
+    }
+    let mut killed_any = false;
+    for k in 0..d.count() {
+        if d.processes().count() <= k {
+            break;
+        }
+        let exited = if clean {
+            tokio::select! {
+                e = d.worker(k).wait() => Some(e),
+                _ = sleep_until(deadline) => None,
+            }
+        } else {
+            d.worker(k).exited()
+        };
+        let (exit, killed) = match exited {
+            Some(e) => (e, false),
+            None => {
+                if clean && !missed {
+                    d.missed(Phase::Exit, exit_secs);
+                    missed = true;
+                }
+                let (pid, tag) = (d.worker(k).pid(), d.tag().to_string());
+                proc_hygiene::pidfd_kill_if_marked(pid, TAG_VAR, &tag);
+                (d.worker(k).wait().await, true)
+            }
+        };
+        killed_any |= killed;
+        d.push_from(
+            Instant::now(),
+            k,
+            Event::Exited {
+                code: exit.code,
+                signal: exit.signal,
+                killed_by_chaosrun: killed,
+            },
+        );
+    }
+    // Events printed just before the exits.
+    while let Ok(next) = tokio::time::timeout(Duration::from_millis(200), d.next()).await {
+        if let Next::Event(at, k, ev) = next {
+            d.push_from(at, k, ev);
+        }
+    }
+    killed_any
 }
 
 /// Run one scenario with its run directory at `root`. `start` is the moment
@@ -169,11 +163,12 @@ pub async fn observe(
         scenario.id, ids.nonce
     );
     let probe_message = format!("Are you still there? Reply with [[probe:{}]]", ids.nonce);
+    let workers = shared.profile.workers.max(1);
     let chaos = scenario.chaos.as_ref().map(|c| {
         let seed = super::chaos::scenario_seed(ids.seed, &scenario.id);
         crate::observe::ChaosRecord {
             seed,
-            schedule: super::chaos::schedule(c, seed),
+            schedule: super::chaos::schedule(c, seed, workers),
         }
     });
     let probe_turn = scenario.chaos.as_ref().map_or(1, |c| c.turns);
@@ -200,6 +195,7 @@ pub async fn observe(
         journal: Vec::new(),
         probe_turn,
         chaos: chaos.clone(),
+        workers,
     };
     let counter_tag = ids.tag.clone();
     obs.provider_offset = (Instant::now() - start).as_secs_f64();
@@ -256,98 +252,35 @@ pub async fn observe(
         },
         &prepared.profile_env,
     );
-    let boot_permit = shared.boot_gate.clone().acquire_owned().await.ok();
-    let agent = match AgentProcess::spawn(&prepared, &child_env) {
-        Ok(a) => a,
-        Err(e) => {
-            obs.setup_error = Some(format!("{e:#}"));
+    let mut d = Drive::new(
+        start,
+        Launch {
+            prepared: &prepared,
+            env: &child_env,
+            gate: shared.boot_gate.clone(),
+            tag: &ids.tag,
+        },
+        workers,
+        on_phase,
+    );
+    let driven = match &chaos {
+        Some(c) => super::chaos::drive(&mut d, scenario, &c.schedule, &provider).await,
+        None => super::turns::drive(&mut d, scenario, &provider).await,
+    };
+    let clean = match driven {
+        Ok(clean) => clean,
+        Err(e) if d.events.is_empty() => {
+            obs.setup_error = Some(e);
             obs.recording = provider.shutdown().await;
             return obs;
         }
-    };
-    let mut d = Drive {
-        start,
-        events: Vec::new(),
-        snapshots: Vec::new(),
-        on_phase,
-        agent,
-    };
-    d.push(Instant::now(), Event::Spawned { pid: d.agent.pid() });
-    let relaunch = Relaunch {
-        prepared: &prepared,
-        env: &child_env,
-        gate: shared.boot_gate.clone(),
-    };
-    let clean = match &chaos {
-        Some(c) => {
-            super::chaos::drive(
-                &mut d,
-                scenario,
-                &c.schedule,
-                &provider,
-                &ids.tag,
-                boot_permit,
-                &relaunch,
-            )
-            .await
-        }
-        None => {
-            drive_turns(
-                &mut d,
-                scenario,
-                &provider,
-                &ids.tag,
-                boot_permit,
-                &relaunch,
-            )
-            .await
+        Err(e) => {
+            d.push(Instant::now(), Event::RestartFailed { error: e });
+            false
         }
     };
-
-    // Exit: after `closed`, the process must exit by itself.
     let dl = &scenario.deadlines;
-    let exit_deadline = Instant::now() + secs(dl.exit);
-    let mut killed = false;
-    if clean {
-        (d.on_phase)(Phase::Exit, dl.exit);
-        let closed = d.until(exit_deadline, |e| matches!(e, Event::Closed)).await;
-        if matches!(closed, Waited::Deadline) {
-            d.missed(Phase::Exit, dl.exit);
-        }
-    }
-    let exit = if clean {
-        tokio::select! {
-            e = d.agent.wait() => Some(e),
-            _ = sleep_until(exit_deadline) => None,
-        }
-    } else {
-        d.agent.exited()
-    };
-    let exit = match exit {
-        Some(e) => e,
-        None => {
-            if clean {
-                d.missed(Phase::Exit, dl.exit);
-            }
-            killed = true;
-            proc_hygiene::pidfd_kill_if_marked(d.agent.pid(), TAG_VAR, &ids.tag);
-            d.agent.wait().await
-        }
-    };
-    d.push(
-        Instant::now(),
-        Event::Exited {
-            code: exit.code,
-            signal: exit.signal,
-            killed_by_chaosrun: killed,
-        },
-    );
-    // Drain events the agent printed before it exited.
-    while let Ok(Some((at, Line::Event(ev)))) =
-        tokio::time::timeout(Duration::from_millis(200), d.agent.next_line()).await
-    {
-        d.push(at, ev);
-    }
+    let killed = close(&mut d, clean, dl.exit).await;
 
     // Reap: nothing carrying the tag may survive the agent.
     // A killed agent had no chance to clean up: take the survivors as they are.
@@ -364,16 +297,17 @@ pub async fn observe(
     }
     obs.survivors = survivors;
 
-    obs.store = match &shared.profile.store {
-        Some(s) => crate::runner::store::observe(
-            prepared.store_path.as_deref(),
-            &s.messages_sql,
-            &session_id,
-        ),
-        None => StoreObservation::NotConfigured,
+    obs.store = match (&shared.profile.store, &prepared.store) {
+        (Some(s), Some(StoreAt::Sqlite(path))) => {
+            crate::runner::store::observe(Some(path), &s.messages_sql, &session_id)
+        }
+        (Some(s), Some(StoreAt::Postgres(dsn))) => {
+            crate::runner::store::observe_postgres(dsn, &s.messages_sql, &session_id).await
+        }
+        _ => StoreObservation::NotConfigured,
     };
     obs.recording = provider.shutdown().await;
-    obs.stdout_other_lines = d.agent.other_lines();
+    obs.stdout_other_lines = d.other_lines();
     obs.stderr_tail = stderr_tail(&prepared.dirs.stderr_log, 20);
     obs.log_tails = prepared
         .log_paths
@@ -386,212 +320,4 @@ pub async fn observe(
     obs.events = d.events;
     obs.wall = (Instant::now() - start).as_secs_f64();
     obs
-}
-
-/// Wait for `ready` within the boot deadline, then let the next agent boot.
-pub(crate) async fn boot(
-    d: &mut Drive<'_>,
-    seconds: f64,
-    permit: Option<tokio::sync::OwnedSemaphorePermit>,
-) -> bool {
-    (d.on_phase)(Phase::Boot, seconds);
-    let ready = |e: &Event| matches!(e, Event::Ready);
-    let booted = d.until(Instant::now() + secs(seconds), ready).await;
-    drop(permit);
-    match booted {
-        Waited::Found => true,
-        Waited::Eof => false,
-        Waited::Deadline => {
-            d.missed(Phase::Boot, seconds);
-            false
-        }
-    }
-}
-
-/// Send a process fault's signal to its target; records the event.
-pub(crate) fn fault_signal(
-    d: &mut Drive<'_>,
-    target: FaultTarget,
-    sig: i32,
-    action: &str,
-    main_calls: u64,
-    tag: &str,
-) {
-    let signalled = match target {
-        FaultTarget::Agent => usize::from(proc_hygiene::pidfd_signal_if_marked(
-            d.agent.pid(),
-            sig,
-            TAG_VAR,
-            tag,
-        )),
-        FaultTarget::Tree => proc_hygiene::signal_marked(sig, TAG_VAR, tag),
-    };
-    d.push(
-        Instant::now(),
-        Event::ProcessFault {
-            action: action.into(),
-            signalled,
-            main_calls,
-        },
-    );
-}
-
-/// After a kill: wait for the dead agent, then start it again on the same
-/// HOME and session with `resume: true` and `start_turn`. Returns the boot
-/// permit of the new incarnation, or `None` if it could not be started.
-pub(crate) async fn restart(
-    d: &mut Drive<'_>,
-    r: &Relaunch<'_>,
-    start_turn: u64,
-) -> Option<tokio::sync::OwnedSemaphorePermit> {
-    let exit = d.agent.wait().await;
-    d.push(
-        Instant::now(),
-        Event::Exited {
-            code: exit.code,
-            signal: exit.signal,
-            killed_by_chaosrun: false,
-        },
-    );
-    while let Ok(Some((at, Line::Event(ev)))) =
-        tokio::time::timeout(Duration::from_millis(200), d.agent.next_line()).await
-    {
-        d.push(at, ev);
-    }
-    let permit = r.gate.clone().acquire_owned().await.ok();
-    let spawned =
-        crate::driver::home::resume_spec(r.prepared, start_turn).and_then(|(argv, spec)| {
-            let mut env = r.env.clone();
-            env.insert("CHAOS_SPEC".into(), spec.display().to_string());
-            AgentProcess::spawn_argv(r.prepared, &argv, &env)
-        });
-    match spawned {
-        Ok(agent) => {
-            d.agent = agent;
-            d.push(Instant::now(), Event::Restarted { pid: d.agent.pid() });
-            permit
-        }
-        Err(e) => {
-            d.push(
-                Instant::now(),
-                Event::RestartFailed {
-                    error: format!("{e:#}"),
-                },
-            );
-            None
-        }
-    }
-}
-
-/// Boot, the faulted turn (with its interrupt or process fault), and the probe
-/// turn. Returns whether the agent got through them, so it is now expected to
-/// close.
-async fn drive_turns(
-    d: &mut Drive<'_>,
-    s: &Scenario,
-    provider: &Provider,
-    tag: &str,
-    boot_permit: Option<tokio::sync::OwnedSemaphorePermit>,
-    relaunch: &Relaunch<'_>,
-) -> bool {
-    let dl = &s.deadlines;
-    if !boot(d, dl.boot, boot_permit).await {
-        return false;
-    }
-
-    (d.on_phase)(Phase::FaultedTurn, dl.turn);
-    let turn_started = Instant::now();
-    let mut deadline = turn_started + secs(dl.turn);
-    let (mut phase, mut phase_secs) = (Phase::FaultedTurn, dl.turn);
-    let mut calls = provider.main_calls();
-    let trigger = trigger_fired(&s.interrupt, &mut calls, tag, turn_started);
-    tokio::pin!(trigger);
-    let mut fault_calls = provider.main_calls();
-    let fault_at = s.process_fault.as_ref().map(|f| f.at.clone());
-    let fault_delay = s.process_fault.as_ref().map_or(0.0, |f| f.delay);
-    let fault_trigger = async {
-        trigger_fired(&fault_at, &mut fault_calls, tag, turn_started).await;
-        tokio::time::sleep(secs(fault_delay)).await;
-    };
-    tokio::pin!(fault_trigger);
-    let (mut sent, mut faulted) = (false, false);
-    loop {
-        tokio::select! {
-            line = d.agent.next_line() => match line {
-                None => return false,
-                Some((at, Line::Event(ev))) => {
-                    let end = matches!(&ev, Event::TurnEnd(t) if t.i == 0);
-                    d.push(at, ev);
-                    if end {
-                        break;
-                    }
-                }
-            },
-            _ = &mut trigger, if !sent => {
-                sent = true;
-                let main_calls = *provider.main_calls().borrow();
-                let _ = d.agent.interrupt().await;
-                d.push(Instant::now(), Event::InterruptSent { main_calls });
-                (d.on_phase)(Phase::Interrupt, dl.interrupt);
-                let by = Instant::now() + secs(dl.interrupt);
-                if by < deadline {
-                    (deadline, phase, phase_secs) = (by, Phase::Interrupt, dl.interrupt);
-                }
-            }
-            _ = &mut fault_trigger, if !faulted => {
-                faulted = true;
-                let f = s.process_fault.as_ref().expect("a fault trigger fires only with a fault");
-                let main_calls = *provider.main_calls().borrow();
-                match f.action {
-                    FaultAction::Kill => {
-                        fault_signal(d, f.target, libc::SIGKILL, "kill", main_calls, tag);
-                        let Some(permit) = restart(d, relaunch, 1).await else {
-                            return false;
-                        };
-                        if !boot(d, dl.boot, Some(permit)).await {
-                            return false;
-                        }
-                        break;
-                    }
-                    FaultAction::Stop => {
-                        fault_signal(d, f.target, libc::SIGSTOP, "stop", main_calls, tag);
-                        tokio::time::sleep(secs(f.stop_for)).await;
-                        fault_signal(d, f.target, libc::SIGCONT, "cont", main_calls, tag);
-                    }
-                }
-            }
-            _ = sleep_until(deadline) => {
-                d.missed(phase, phase_secs);
-                return false;
-            }
-        }
-    }
-
-    (d.on_phase)(Phase::Probe, dl.probe);
-    let deadline = Instant::now() + secs(dl.probe);
-    let waited = d
-        .until(deadline, |e| matches!(e, Event::TurnStart { i: 1 }))
-        .await;
-    if matches!(waited, Waited::Found) {
-        let at = d.at(Instant::now());
-        d.snapshots.push(Snapshot {
-            at,
-            label: "probe_turn_start".into(),
-            procs: proc_hygiene::tagged(tag),
-        });
-        let waited = d
-            .until(deadline, |e| matches!(e, Event::TurnEnd(t) if t.i == 1))
-            .await;
-        if matches!(waited, Waited::Found) {
-            return true;
-        }
-        if matches!(waited, Waited::Deadline) {
-            d.missed(Phase::Probe, dl.probe);
-        }
-        return false;
-    }
-    if matches!(waited, Waited::Deadline) {
-        d.missed(Phase::Probe, dl.probe);
-    }
-    false
 }

@@ -1,5 +1,6 @@
-//! Reading the agent's durable store after it exited: `PRAGMA integrity_check`
-//! and the profile's query for the session's active messages, opened read-only.
+//! Reading the agent's durable store after it exited: for SQLite (opened
+//! read-only) `PRAGMA integrity_check` and the profile's query for the
+//! session's active messages; for Postgres (worker mode) the query alone.
 
 use std::path::Path;
 
@@ -96,6 +97,61 @@ pub fn observe(path: Option<&Path>, sql: &str, session_id: &str) -> StoreObserva
     }
 }
 
+/// A DSN as shown in reports: any password replaced.
+fn redact(dsn: &str) -> String {
+    dsn.split_whitespace()
+        .map(|kv| {
+            if kv.to_ascii_lowercase().starts_with("password=") {
+                "password=***"
+            } else {
+                kv
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Observe a Postgres store: the profile's query with the session id as `$1`
+/// (columns role, content, tool_call_id, tool_calls as text).
+pub async fn observe_postgres(dsn: &str, sql: &str, session_id: &str) -> StoreObservation {
+    let messages = async {
+        let (client, connection) = tokio_postgres::connect(dsn, tokio_postgres::NoTls)
+            .await
+            .map_err(|e| format!("cannot connect: {e}"))?;
+        let conn = tokio::spawn(connection);
+        let rows = client
+            .query(sql, &[&session_id])
+            .await
+            .map_err(|e| format!("the messages query failed: {e}"));
+        drop(client);
+        let _ = conn.await;
+        let mut out = Vec::new();
+        for r in rows? {
+            let get = |i: usize| -> Result<Option<String>, String> {
+                r.try_get::<_, Option<String>>(i)
+                    .map_err(|e| format!("column {i}: {e}"))
+            };
+            let (content, content_chars) = bounded(get(1)?.as_deref().unwrap_or(""));
+            out.push(StoredMessage {
+                role: get(0)?.unwrap_or_default(),
+                content,
+                content_chars,
+                tool_call_id: get(2)?.filter(|s| !s.is_empty()),
+                tool_call_ids: get(3)?
+                    .filter(|s| !s.trim().is_empty())
+                    .map(|s| call_ids(&s))
+                    .unwrap_or_default(),
+            });
+        }
+        Ok(out)
+    }
+    .await;
+    StoreObservation::Postgres {
+        dsn: redact(dsn),
+        messages,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +196,31 @@ mod tests {
             observe(Some(Path::new("/nonexistent/x.db")), "", "s"),
             StoreObservation::Missing { .. }
         ));
+    }
+
+    #[test]
+    fn passwords_are_redacted_from_shown_dsns() {
+        assert_eq!(
+            redact("host=h password=s3cret user=u"),
+            "host=h password=*** user=u"
+        );
+    }
+
+    #[tokio::test]
+    async fn unreachable_postgres_is_an_error_not_a_panic() {
+        // Port 1 on loopback: nothing listens there.
+        match observe_postgres(
+            "host=127.0.0.1 port=1 user=x connect_timeout=2",
+            "select 1",
+            "s",
+        )
+        .await
+        {
+            StoreObservation::Postgres {
+                messages: Err(e), ..
+            } => assert!(e.contains("cannot connect"), "{e}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

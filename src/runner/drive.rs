@@ -1,0 +1,318 @@
+//! The agent processes of one scenario run, as the runner drives them: one
+//! process, or N workers sharing one store (an adapter's `workers: N`). Their
+//! events arrive on one merged stream and are recorded with their times (and
+//! worker, in worker mode); a worker is started, booted through the boot gate,
+//! signalled, and restarted on the same HOME after a kill.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::time::{sleep_until, Instant};
+
+use crate::driver::{home, AgentProcess, Line, Prepared, Sink, Tagged};
+use crate::observe::{Event, Phase, Snapshot, Timed};
+use crate::proc_hygiene::{self, TAG_VAR};
+use crate::scenarios::FaultTarget;
+
+pub(crate) fn secs(d: f64) -> Duration {
+    Duration::from_secs_f64(d.max(0.0))
+}
+
+/// What the next line was.
+pub(crate) enum Next {
+    Event(Instant, usize, Event),
+    /// The current incarnation of this worker closed its stdout.
+    Eof(usize),
+}
+
+/// How a wait ended.
+pub(crate) enum Waited {
+    Found,
+    /// A worker's stdout closed: it exited or closed it.
+    Eof,
+    Deadline,
+}
+
+/// What starting a process needs.
+pub(crate) struct Launch<'a> {
+    pub prepared: &'a Prepared,
+    pub env: &'a BTreeMap<String, String>,
+    pub gate: Arc<Semaphore>,
+    pub tag: &'a str,
+}
+
+pub(crate) struct Drive<'a> {
+    start: Instant,
+    launch: Launch<'a>,
+    /// The current incarnation of each worker (None before its first start).
+    workers: Vec<Option<AgentProcess>>,
+    incarnation: Vec<u32>,
+    lines: mpsc::UnboundedReceiver<Tagged>,
+    sink: mpsc::UnboundedSender<Tagged>,
+    pub(crate) events: Vec<Timed>,
+    pub(crate) snapshots: Vec<Snapshot>,
+    pub(crate) on_phase: &'a (dyn Fn(Phase, f64) + Sync),
+}
+
+impl<'a> Drive<'a> {
+    pub(crate) fn new(
+        start: Instant,
+        launch: Launch<'a>,
+        workers: usize,
+        on_phase: &'a (dyn Fn(Phase, f64) + Sync),
+    ) -> Drive<'a> {
+        let (sink, lines) = mpsc::unbounded_channel();
+        Drive {
+            start,
+            launch,
+            workers: (0..workers.max(1)).map(|_| None).collect(),
+            incarnation: vec![0; workers.max(1)],
+            lines,
+            sink,
+            events: Vec::new(),
+            snapshots: Vec::new(),
+            on_phase,
+        }
+    }
+
+    /// How many workers (1 for a single agent).
+    pub(crate) fn count(&self) -> usize {
+        self.workers.len()
+    }
+
+    fn multi(&self) -> bool {
+        self.workers.len() > 1
+    }
+
+    pub(crate) fn tag(&self) -> &str {
+        self.launch.tag
+    }
+
+    /// Worker `k`'s current process.
+    pub(crate) fn worker(&mut self, k: usize) -> &mut AgentProcess {
+        self.workers[k].as_mut().expect("the worker was started")
+    }
+
+    /// Every started worker's current process.
+    pub(crate) fn processes(&self) -> impl Iterator<Item = &AgentProcess> {
+        self.workers.iter().flatten()
+    }
+
+    pub(crate) fn at(&self, i: Instant) -> f64 {
+        (i - self.start).as_secs_f64()
+    }
+
+    /// Record a chaosrun-side event.
+    pub(crate) fn push(&mut self, at: Instant, event: Event) {
+        let at = self.at(at);
+        self.events.push(Timed {
+            at,
+            worker: None,
+            event,
+        });
+    }
+
+    /// Record an event of worker `k`.
+    pub(crate) fn push_from(&mut self, at: Instant, k: usize, event: Event) {
+        let at = self.at(at);
+        let worker = self.multi().then_some(k);
+        self.events.push(Timed { at, worker, event });
+    }
+
+    pub(crate) fn missed(&mut self, phase: Phase, seconds: f64) {
+        self.push(Instant::now(), Event::DeadlineMissed { phase, seconds });
+    }
+
+    /// The next event (recorded by the caller) or a current worker's EOF. A
+    /// dead incarnation's late events are still events; its EOF is not news.
+    pub(crate) async fn next(&mut self) -> Next {
+        loop {
+            let t = self.lines.recv().await.expect("the drive holds a sender");
+            match t.line {
+                Line::Event(ev) => return Next::Event(t.at, t.worker, ev),
+                Line::Eof if t.incarnation == self.incarnation[t.worker] => {
+                    return Next::Eof(t.worker)
+                }
+                Line::Eof => {}
+            }
+        }
+    }
+
+    /// Record events until one from worker `from` (any, if None) matches
+    /// `want`, a worker's stdout closes, or `deadline`.
+    pub(crate) async fn until(
+        &mut self,
+        deadline: Instant,
+        from: Option<usize>,
+        want: impl Fn(&Event) -> bool,
+    ) -> Waited {
+        loop {
+            tokio::select! {
+                next = self.next() => match next {
+                    Next::Eof(_) => return Waited::Eof,
+                    Next::Event(at, k, ev) => {
+                        let hit = from.is_none_or(|f| f == k) && want(&ev);
+                        self.push_from(at, k, ev);
+                        if hit {
+                            return Waited::Found;
+                        }
+                    }
+                },
+                _ = sleep_until(deadline) => return Waited::Deadline,
+            }
+        }
+    }
+
+    /// Start worker `k` (a restart with `start_turn` when `resume` is Some),
+    /// holding a boot-gate permit until it is ready.
+    pub(crate) async fn start_worker(
+        &mut self,
+        k: usize,
+        resume: Option<u64>,
+    ) -> anyhow::Result<OwnedSemaphorePermit> {
+        let permit = self.launch.gate.clone().acquire_owned().await?;
+        let (argv, spec) = home::worker_spec(self.launch.prepared, k, self.count(), resume)?;
+        let mut env = self.launch.env.clone();
+        env.insert("CHAOS_SPEC".into(), spec.display().to_string());
+        self.incarnation[k] += 1;
+        let sink = Sink {
+            tx: self.sink.clone(),
+            worker: k,
+            incarnation: self.incarnation[k],
+        };
+        let agent = AgentProcess::spawn(self.launch.prepared, &argv, &env, sink)?;
+        let pid = agent.pid();
+        self.workers[k] = Some(agent);
+        let event = if resume.is_some() {
+            Event::Restarted { pid }
+        } else {
+            Event::Spawned { pid }
+        };
+        self.push_from(Instant::now(), k, event);
+        Ok(permit)
+    }
+
+    /// Wait for worker `k`'s `ready` within `seconds`, then let the next boot.
+    pub(crate) async fn boot(
+        &mut self,
+        k: usize,
+        seconds: f64,
+        permit: OwnedSemaphorePermit,
+    ) -> bool {
+        (self.on_phase)(Phase::Boot, seconds);
+        let ready = |e: &Event| matches!(e, Event::Ready);
+        let booted = self
+            .until(Instant::now() + secs(seconds), Some(k), ready)
+            .await;
+        drop(permit);
+        match booted {
+            Waited::Found => true,
+            Waited::Eof => false,
+            Waited::Deadline => {
+                self.missed(Phase::Boot, seconds);
+                false
+            }
+        }
+    }
+
+    /// Start and boot every worker, one after another. `Err` when the first
+    /// process cannot be started at all (a setup error, not a verdict).
+    pub(crate) async fn boot_all(&mut self, seconds: f64) -> Result<bool, String> {
+        for k in 0..self.count() {
+            let permit = match self.start_worker(k, None).await {
+                Ok(p) => p,
+                Err(e) if k == 0 => return Err(format!("{e:#}")),
+                Err(e) => {
+                    self.push(
+                        Instant::now(),
+                        Event::RestartFailed {
+                            error: format!("{e:#}"),
+                        },
+                    );
+                    return Ok(false);
+                }
+            };
+            if !self.boot(k, seconds, permit).await {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Send `sig` to worker `k` (or every tagged process); records the fault.
+    pub(crate) fn signal(
+        &mut self,
+        k: usize,
+        target: FaultTarget,
+        sig: i32,
+        action: &str,
+        main_calls: u64,
+    ) {
+        let tag = self.launch.tag.to_string();
+        let signalled = match target {
+            FaultTarget::Agent => usize::from(proc_hygiene::pidfd_signal_if_marked(
+                self.worker(k).pid(),
+                sig,
+                TAG_VAR,
+                &tag,
+            )),
+            FaultTarget::Tree => proc_hygiene::signal_marked(sig, TAG_VAR, &tag),
+        };
+        let event = Event::ProcessFault {
+            action: action.into(),
+            signalled,
+            main_calls,
+        };
+        if self.multi() {
+            self.push_from(Instant::now(), k, event);
+        } else {
+            self.push(Instant::now(), event);
+        }
+    }
+
+    /// After a kill: wait for worker `k` to die, then start it again on the
+    /// same HOME and session with `resume` and `start_turn`, and boot it.
+    pub(crate) async fn restart(&mut self, k: usize, start_turn: u64, boot_seconds: f64) -> bool {
+        let exit = self.worker(k).wait().await;
+        self.push_from(
+            Instant::now(),
+            k,
+            Event::Exited {
+                code: exit.code,
+                signal: exit.signal,
+                killed_by_chaosrun: false,
+            },
+        );
+        match self.start_worker(k, Some(start_turn)).await {
+            Ok(permit) => self.boot(k, boot_seconds, permit).await,
+            Err(e) => {
+                self.push_from(
+                    Instant::now(),
+                    k,
+                    Event::RestartFailed {
+                        error: format!("{e:#}"),
+                    },
+                );
+                false
+            }
+        }
+    }
+
+    /// Lines on stdout that were not events, over every current process.
+    pub(crate) fn other_lines(&self) -> u64 {
+        self.processes().map(AgentProcess::other_lines).sum()
+    }
+
+    /// Take a snapshot of the tagged processes.
+    pub(crate) fn snapshot(&mut self, label: &str) {
+        let at = self.at(Instant::now());
+        let procs = proc_hygiene::tagged(self.launch.tag);
+        self.snapshots.push(Snapshot {
+            at,
+            label: label.into(),
+            procs,
+        });
+    }
+}

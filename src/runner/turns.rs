@@ -1,0 +1,147 @@
+//! A scenario's turns: boot, the faulted turn with its interrupt or process
+//! fault (sent to whichever worker runs the turn), and the probe turn, each
+//! through its deadline.
+
+use std::time::Duration;
+
+use tokio::time::{sleep_until, Instant};
+
+use super::drive::{secs, Drive, Next, Waited};
+use crate::observe::{Event, Phase};
+use crate::proc_hygiene;
+use crate::provider::Provider;
+use crate::scenarios::{FaultAction, Scenario, Trigger};
+
+/// Resolves when a trigger (of an interrupt or a process fault) fires;
+/// `since` is when the faulted turn began.
+async fn trigger_fired(
+    trigger: &Option<Trigger>,
+    calls: &mut tokio::sync::watch::Receiver<u64>,
+    tag: &str,
+    since: Instant,
+) {
+    match trigger {
+        None => std::future::pending().await,
+        Some(Trigger::AfterSeconds(s)) => sleep_until(since + secs(*s)).await,
+        Some(Trigger::AfterCalls(n)) => {
+            let _ = calls.wait_for(|c| *c >= *n).await;
+        }
+        Some(Trigger::WhenProcess(needle)) => loop {
+            if proc_hygiene::count_tagged_matching(tag, needle) > 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        },
+    }
+}
+
+/// Boot, the faulted turn, and the probe turn. Returns whether the agent got
+/// through them, so it is now expected to close. `Err` is a setup error.
+pub(crate) async fn drive(
+    d: &mut Drive<'_>,
+    s: &Scenario,
+    provider: &Provider,
+) -> Result<bool, String> {
+    let dl = &s.deadlines;
+    if !d.boot_all(dl.boot).await? {
+        return Ok(false);
+    }
+    let tag = d.tag().to_string();
+
+    (d.on_phase)(Phase::FaultedTurn, dl.turn);
+    let turn_started = Instant::now();
+    let mut deadline = turn_started + secs(dl.turn);
+    let (mut phase, mut phase_secs) = (Phase::FaultedTurn, dl.turn);
+    let mut calls = provider.main_calls();
+    let trigger = trigger_fired(&s.interrupt, &mut calls, &tag, turn_started);
+    tokio::pin!(trigger);
+    let mut fault_calls = provider.main_calls();
+    let fault_at = s.process_fault.as_ref().map(|f| f.at.clone());
+    let fault_delay = s.process_fault.as_ref().map_or(0.0, |f| f.delay);
+    let fault_trigger = async {
+        trigger_fired(&fault_at, &mut fault_calls, &tag, turn_started).await;
+        tokio::time::sleep(secs(fault_delay)).await;
+    };
+    tokio::pin!(fault_trigger);
+    let (mut sent, mut faulted) = (false, false);
+    // The worker running the faulted turn (a single agent is worker 0).
+    let mut runner = 0;
+    loop {
+        tokio::select! {
+            next = d.next() => match next {
+                Next::Eof(_) => return Ok(false),
+                Next::Event(at, k, ev) => {
+                    if matches!(ev, Event::TurnStart { i: 0 }) {
+                        runner = k;
+                    }
+                    let end = matches!(&ev, Event::TurnEnd(t) if t.i == 0);
+                    d.push_from(at, k, ev);
+                    if end {
+                        break;
+                    }
+                }
+            },
+            _ = &mut trigger, if !sent => {
+                sent = true;
+                let main_calls = *provider.main_calls().borrow();
+                let _ = d.worker(runner).interrupt().await;
+                d.push(Instant::now(), Event::InterruptSent { main_calls });
+                (d.on_phase)(Phase::Interrupt, dl.interrupt);
+                let by = Instant::now() + secs(dl.interrupt);
+                if by < deadline {
+                    (deadline, phase, phase_secs) = (by, Phase::Interrupt, dl.interrupt);
+                }
+            }
+            _ = &mut fault_trigger, if !faulted => {
+                faulted = true;
+                let f = s.process_fault.as_ref().expect("a fault trigger fires only with a fault");
+                let main_calls = *provider.main_calls().borrow();
+                match f.action {
+                    FaultAction::Kill => {
+                        d.signal(runner, f.target, libc::SIGKILL, "kill", main_calls);
+                        if !d.restart(runner, 1, dl.boot).await {
+                            return Ok(false);
+                        }
+                        break;
+                    }
+                    FaultAction::Stop => {
+                        d.signal(runner, f.target, libc::SIGSTOP, "stop", main_calls);
+                        tokio::time::sleep(secs(f.stop_for)).await;
+                        d.signal(runner, f.target, libc::SIGCONT, "cont", main_calls);
+                    }
+                }
+            }
+            _ = sleep_until(deadline) => {
+                d.missed(phase, phase_secs);
+                return Ok(false);
+            }
+        }
+    }
+
+    (d.on_phase)(Phase::Probe, dl.probe);
+    let deadline = Instant::now() + secs(dl.probe);
+    let waited = d
+        .until(deadline, None, |e| matches!(e, Event::TurnStart { i: 1 }))
+        .await;
+    if matches!(waited, Waited::Found) {
+        d.snapshot("probe_turn_start");
+        let waited = d
+            .until(
+                deadline,
+                None,
+                |e| matches!(e, Event::TurnEnd(t) if t.i == 1),
+            )
+            .await;
+        if matches!(waited, Waited::Found) {
+            return Ok(true);
+        }
+        if matches!(waited, Waited::Deadline) {
+            d.missed(Phase::Probe, dl.probe);
+        }
+        return Ok(false);
+    }
+    if matches!(waited, Waited::Deadline) {
+        d.missed(Phase::Probe, dl.probe);
+    }
+    Ok(false)
+}
