@@ -305,6 +305,11 @@ class PgStore:
             msgs.append(m)
         return msgs
 
+    def last_message(self):
+        return self.q("SELECT role, content, tool_calls, turn_i FROM messages"
+                      " WHERE session_id = %s AND active ORDER BY id DESC LIMIT 1",
+                      (self.session_id,)).fetchone()
+
     def has_user_message(self, i):
         return self.q("SELECT 1 FROM messages WHERE session_id = %s AND turn_i = %s AND role = 'user'"
                       " LIMIT 1", (self.session_id, i)).fetchone() is not None
@@ -594,6 +599,15 @@ class Worker(ref.Agent):
             self.fence(f"takeover of turn {i}")
         self.history = self.store.load()
         if self.store.has_user_message(i):
+            last = self.store.last_message()
+            if last and last[0] == "assistant" and not last[2] and last[3] == i:
+                # The previous owner stored the final answer, then died before marking
+                # the turn done: the turn is answered; do not ask the model again.
+                log(f"turn {i}: the previous owner already stored the final answer")
+                text = last[1] or ""
+                return dict(failed=False, interrupted=False, completed=True,
+                            final=text if text.strip() else "(empty answer)",
+                            exit_reason="completed"), False
             self.repair()
         else:
             self._append({"role": "user", "content": text})

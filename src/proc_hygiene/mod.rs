@@ -57,11 +57,11 @@ pub fn disown(pid: i32) {
 pub fn reap_orphans() {
     let me = std::process::id() as i32;
     let owned = OWNED.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    for p in scan::all() {
-        if p.ppid == me && p.state == 'Z' && !owned.contains(&p.pid) {
+    for p in scan::zombie_children(me) {
+        if !owned.contains(&p) {
             // SAFETY: waitpid on a specific zombie child of ours, non-blocking.
             unsafe {
-                libc::waitpid(p.pid, std::ptr::null_mut(), libc::WNOHANG);
+                libc::waitpid(p, std::ptr::null_mut(), libc::WNOHANG);
             }
         }
     }

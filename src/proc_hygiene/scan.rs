@@ -50,22 +50,44 @@ fn read_cmdline(pid: i32) -> String {
     s
 }
 
-/// Every process in /proc (any state), without environment checks.
-pub(super) fn all() -> Vec<ProcInfo> {
-    let Ok(dir) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| {
-            let (ppid, state) = read_stat(pid)?;
-            Some(ProcInfo {
-                pid,
-                ppid,
-                state,
-                cmdline: read_cmdline(pid),
-            })
-        })
+/// Every pid in /proc.
+fn pids() -> impl Iterator<Item = i32> {
+    fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+}
+
+/// A process's stat and command line, if it still exists.
+fn info(pid: i32) -> Option<ProcInfo> {
+    let (ppid, state) = read_stat(pid)?;
+    Some(ProcInfo {
+        pid,
+        ppid,
+        state,
+        cmdline: read_cmdline(pid),
+    })
+}
+
+/// The value of `var` in a process's environment (environ is read first, so
+/// scans touch stat and cmdline only of the processes that carry a marker).
+fn env_value(pid: i32, var: &str) -> Option<String> {
+    let env = fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{var}=");
+    env.split(|&b| b == 0)
+        .find_map(|e| e.strip_prefix(prefix.as_bytes()))
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
+/// Zombies whose parent is `parent` (stat only: no cmdline reads).
+pub(super) fn zombie_children(parent: i32) -> Vec<i32> {
+    pids()
+        .filter(|&pid| read_stat(pid) == Some((parent, 'Z')))
         .collect()
+}
+
+fn live(p: &ProcInfo) -> bool {
+    p.state != 'Z' && p.state != 'X'
 }
 
 /// Whether `/proc/PID/environ` has the exact entry `var=value`.
@@ -81,10 +103,10 @@ pub(super) fn has_env(pid: i32, var: &str, value: &str) -> bool {
 /// `var=value`.
 pub fn marked(var: &str, value: &str) -> Vec<ProcInfo> {
     let me = std::process::id() as i32;
-    let mut found: Vec<ProcInfo> = all()
-        .into_iter()
-        .filter(|p| p.pid != me && p.state != 'Z' && p.state != 'X')
-        .filter(|p| has_env(p.pid, var, value))
+    let mut found: Vec<ProcInfo> = pids()
+        .filter(|&pid| pid != me && has_env(pid, var, value))
+        .filter_map(info)
+        .filter(live)
         .collect();
     found.sort_by_key(|p| p.pid);
     found
@@ -94,21 +116,13 @@ pub fn marked(var: &str, value: &str) -> Vec<ProcInfo> {
 /// all tags at once (the per-run process sampler uses it).
 pub fn by_value(var: &str) -> std::collections::HashMap<String, Vec<ProcInfo>> {
     let me = std::process::id() as i32;
-    let prefix = format!("{var}=");
     let mut out: std::collections::HashMap<String, Vec<ProcInfo>> = Default::default();
-    for p in all() {
-        if p.pid == me || p.state == 'Z' || p.state == 'X' {
-            continue;
-        }
-        let Ok(env) = fs::read(format!("/proc/{}/environ", p.pid)) else {
+    for pid in pids().filter(|&pid| pid != me) {
+        let Some(value) = env_value(pid, var) else {
             continue;
         };
-        let value = env
-            .split(|&b| b == 0)
-            .find_map(|e| e.strip_prefix(prefix.as_bytes()))
-            .map(|v| String::from_utf8_lossy(v).into_owned());
-        if let Some(v) = value {
-            out.entry(v).or_default().push(p);
+        if let Some(p) = info(pid).filter(live) {
+            out.entry(value).or_default().push(p);
         }
     }
     out
