@@ -17,6 +17,8 @@
 //! minimal HTTP/1.1 one over tokio sockets so that it costs the shared CPUs
 //! little next to the server under test.
 
+mod common;
+use common::chaosrun_bin;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -47,16 +49,6 @@ struct Figures {
     p99: Duration,
     sent: u64,
     recorded: Option<u64>,
-}
-
-fn chaosrun_bin() -> PathBuf {
-    if let Some(p) = option_env!("CARGO_BIN_EXE_chaosrun") {
-        return PathBuf::from(p);
-    }
-    // target/release/deps/provider-HASH → target/release/chaosrun
-    let exe = std::env::current_exe().expect("current exe");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    dir.join("chaosrun")
 }
 
 fn write_script(dir: &std::path::Path, mode: Mode) -> PathBuf {

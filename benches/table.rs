@@ -21,6 +21,8 @@
 //! not counted. Figures are printed, never asserted (timing depends on the
 //! machine). The report goes to `CARGO_TARGET_TMPDIR/table-bench/report.json`.
 
+mod common;
+use common::chaosrun_bin;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -33,16 +35,6 @@ const RATIO_TARGET: f64 = 1.15;
 const CPU_PCT_TARGET: f64 = 5.0;
 const RSS_MB_TARGET: f64 = 60.0;
 const HUGE: &str = "tool_huge_output";
-
-fn chaosrun_bin() -> PathBuf {
-    if let Some(p) = option_env!("CARGO_BIN_EXE_chaosrun") {
-        return PathBuf::from(p);
-    }
-    // target/release/deps/table-HASH → target/release/chaosrun
-    let exe = std::env::current_exe().expect("current exe");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    dir.join("chaosrun")
-}
 
 /// `chaosrun self: cpu X.XX s (user U, sys S), peak rss Y.Y MB`
 #[derive(Clone, Copy)]

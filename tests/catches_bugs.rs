@@ -84,19 +84,6 @@ const CASES: &[Case] = &[
     },
 ];
 
-fn violations(report: &serde_json::Value, id: &str) -> String {
-    report["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|s| s["id"] == id)
-        .flat_map(|s| s["checks"].as_array().unwrap().iter())
-        .filter(|c| c["status"] == "fail")
-        .map(|c| c.to_string())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[test]
 fn each_bug_fails_on_its_own_invariant_only() {
     let dir = tempfile::tempdir().unwrap();
@@ -144,14 +131,14 @@ fn each_bug_fails_on_its_own_invariant_only() {
                 "{}: failed {failed:?}, expected only [{}]\n{}",
                 c.bug,
                 c.invariant,
-                violations(&report, c.scenario)
+                violations(&report, c.scenario).join("\n")
             ));
-        } else if !violations(&report, c.scenario).contains(c.says) {
+        } else if !violations(&report, c.scenario).join("\n").contains(c.says) {
             problems.push(format!(
                 "{}: violation does not say {:?}:\n{}",
                 c.bug,
                 c.says,
-                violations(&report, c.scenario)
+                violations(&report, c.scenario).join("\n")
             ));
         }
         let left = wait_unmarked(&mark, Duration::from_secs(5));

@@ -35,23 +35,6 @@ const FAILING: &[(&str, &[&str], &str)] = &[
     ("tool_background_swarm", &["process_hygiene"], "sleep 3600"),
 ];
 
-fn violations(report: &serde_json::Value, id: &str) -> Vec<String> {
-    let s = report["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["id"] == id)
-        .unwrap_or_else(|| panic!("scenario {id} in the report"));
-    s["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["status"] == "fail")
-        .flat_map(|c| c["violations"].as_array().cloned().unwrap_or_default())
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect()
-}
-
 fn passed(report: &serde_json::Value, id: &str) -> bool {
     report["scenarios"]
         .as_array()

@@ -102,14 +102,31 @@ pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&text).expect("the JSON report parses")
 }
 
-/// The invariants a scenario failed, from a JSON report.
-pub fn failed_invariants(report: &serde_json::Value, id: &str) -> Vec<String> {
-    let s = report["scenarios"]
+/// A scenario's entry in a JSON report.
+pub fn scenario<'a>(report: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    report["scenarios"]
         .as_array()
         .unwrap()
         .iter()
         .find(|s| s["id"] == id)
-        .unwrap_or_else(|| panic!("scenario {id} in the report"));
+        .unwrap_or_else(|| panic!("scenario {id} in the report"))
+}
+
+/// Every violation of a scenario, from a JSON report.
+pub fn violations(report: &serde_json::Value, id: &str) -> Vec<String> {
+    scenario(report, id)["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail")
+        .flat_map(|c| c["violations"].as_array().cloned().unwrap_or_default())
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The invariants a scenario failed, from a JSON report.
+pub fn failed_invariants(report: &serde_json::Value, id: &str) -> Vec<String> {
+    let s = scenario(report, id);
     let mut inv: Vec<String> = s["checks"]
         .as_array()
         .unwrap()
