@@ -92,6 +92,10 @@ KNOWN_BUGS = {
 }
 
 OUTPUT_CAP = 50_000          # chars of tool output kept (bytes read, decoded)
+# The gate every tool process starts behind: wait for "go" on an inherited pipe,
+# then become `bash -c COMMAND` (same pid, same process group). EOF (the agent
+# died before recording the process) means the command never runs.
+GATE = 'IFS= read -r go <&{fd}; exec {fd}<&-; [ "$go" = go ] || exit 125; exec bash -c "$1"'
 PERSIST_CAP = 1_000_000      # hard cap on one persisted content
 RETRY_AFTER_CAP = 5.0
 BACKOFF_START = 0.2
@@ -850,13 +854,41 @@ class Agent:
     def _stdin(self):
         return None if self.bug("stdin_open") else subprocess.DEVNULL
 
+    def _spawn_gated(self, command, stdout, track_fg=False):
+        """Start `bash -c command` in its own session, held at a gate until
+        `_release`: the process is recorded in the store before the command
+        runs, so an agent frozen or killed in between never leaves an
+        unrecorded (unfenceable) job. If the agent dies first, the gate reads
+        EOF and the command never runs."""
+        r, w = os.pipe()
+        try:
+            with self.spawn_lock:
+                proc = subprocess.Popen(["bash", "-c", GATE.format(fd=r), "refagent-gate", command],
+                                        cwd=self.workdir, stdin=self._stdin(), stdout=stdout,
+                                        stderr=subprocess.STDOUT, start_new_session=True,
+                                        pass_fds=(r,))
+                if track_fg:
+                    self.fg_pids.add(proc.pid)
+                # Under the spawn lock, so reap_orphans cannot reap it first.
+                start_ticks = proc_start_ticks(proc.pid)
+        except BaseException:
+            os.close(w)
+            raise
+        finally:
+            os.close(r)
+        return proc, w, start_ticks
+
+    @staticmethod
+    def _release(gate):
+        """Let a gated tool process run its command."""
+        try:
+            os.write(gate, b"go\n")
+        except OSError:
+            pass   # it was killed meanwhile
+        os.close(gate)
+
     def run_foreground(self, command, timeout):
-        with self.spawn_lock:
-            proc = subprocess.Popen(["bash", "-c", command], cwd=self.workdir, stdin=self._stdin(),
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
-            self.fg_pids.add(proc.pid)
-            start_ticks = proc_start_ticks(proc.pid)   # our unreaped child: it still exists
+        proc, gate, start_ticks = self._spawn_gated(command, subprocess.PIPE, track_fg=True)
         pgid = proc.pid
         job_id = "fg_" + secrets.token_hex(6)
         try:
@@ -864,6 +896,7 @@ class Agent:
         except sqlite3.Error as e:
             log(f"could not record tool process: {e}")
             job_id = None
+        self._release(gate)
         fd = proc.stdout.fileno()
         cap = None if self.bug("huge_output_whole") else OUTPUT_CAP
         kept = bytearray()
@@ -938,13 +971,12 @@ class Agent:
         os.makedirs(self.bg_dir, exist_ok=True)
         job_id = "proc_" + secrets.token_hex(6)
         with open(os.path.join(self.bg_dir, job_id + ".log"), "wb") as logf:
-            with self.spawn_lock:
-                proc = subprocess.Popen(["bash", "-c", command], cwd=self.workdir, stdin=self._stdin(),
-                                        stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
-                # Under the spawn lock, so reap_orphans cannot reap it first.
-                start_ticks = proc_start_ticks(proc.pid)
+            proc, gate, start_ticks = self._spawn_gated(command, logf)
         self.bg_jobs.append((job_id, proc.pid, proc.pid, start_ticks))
-        self.store.add_job(job_id, self.session_id, "bg", proc.pid, proc.pid, start_ticks, command)
+        try:
+            self.store.add_job(job_id, self.session_id, "bg", proc.pid, proc.pid, start_ticks, command)
+        finally:
+            self._release(gate)
         log(f"background job {job_id} pid {proc.pid}")
         return json.dumps({"status": "started", "pid": proc.pid, "id": job_id})
 

@@ -28,13 +28,30 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
         out.push(Check::new(inv, "call_bound", v));
         return out;
     }
-    let bound = match s.calls {
+    // After a kill, the restarted agent (or, in worker mode, the worker that
+    // takes the turn over) works on the faulted turn again: each incarnation
+    // may use the bound.
+    let lives = if matches!(s.expect, crate::scenarios::Expect::Killed) {
+        1 + obs.faults_landed().0 as u64
+    } else {
+        1
+    };
+    let calls = match s.calls {
+        CallBound::Max(m) => CallBound::Max(m * lives),
+        exact => exact,
+    };
+    let bound = match calls {
         CallBound::Max(max) if n > max => Check::new(
             inv,
             "call_bound",
-            vec![format!(
-                "the faulted turn made {n} provider calls; the bound is {max}"
-            )],
+            vec![if lives > 1 {
+                format!(
+                    "the faulted turn made {n} provider calls; the bound is {} per life, {max} over its {lives}",
+                    max / lives
+                )
+            } else {
+                format!("the faulted turn made {n} provider calls; the bound is {max}")
+            }],
         ),
         CallBound::Max(_) if n == 0 && turn_ended => Check::new(
             inv,
@@ -110,6 +127,25 @@ mod tests {
             .events
             .retain(|t| !matches!(t.event, Event::TurnEnd(_)));
         assert!(check(&s, &unended)[0].not_checked());
+    }
+
+    #[test]
+    fn a_kill_gives_the_faulted_turn_a_second_life() {
+        let s = scenario(
+            "expect: killed\nprocess_fault: {action: kill, at: {after_calls: 1}}\ncalls: {max: 4}",
+        );
+        let mut o = with_calls(&s, 5);
+        o.events.push(at(
+            1.0,
+            Event::ProcessFault {
+                action: "kill".into(),
+                signalled: 1,
+                main_calls: 1,
+            },
+        ));
+        assert!(!check(&s, &o)[0].failed(), "5 ≤ 4 per life × 2 lives");
+        o.recording.main_calls = 9;
+        assert!(check(&s, &o)[0].violations()[0].contains("4 per life, 8 over its 2"));
     }
 
     #[test]

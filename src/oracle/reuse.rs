@@ -4,7 +4,7 @@
 //! once, surfaced, and never reaches the provider.
 
 use super::{clip, Check, Invariant};
-use crate::observe::{Capabilities, Observation, Phase};
+use crate::observe::{Capabilities, Event, Observation, Phase};
 use crate::provider::CallKind;
 use crate::scenarios::{ProbeMode, Scenario};
 
@@ -19,6 +19,12 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
         s.expect,
         crate::scenarios::Expect::Killed | crate::scenarios::Expect::Survives
     );
+    if obs
+        .find(|e| matches!(e, Event::Ready).then_some(()))
+        .is_none()
+    {
+        return vec![Check::skipped(inv, "probe", "the agent never booted")];
+    }
     if obs.turn_end(0).is_none() && !killed {
         return vec![Check::skipped(inv, "probe", "the faulted turn never ended")];
     }
@@ -180,6 +186,15 @@ mod tests {
         assert!(!check(&s, NO_BREAKER, &o)[0].not_checked());
         o.recording.requests[1].messages.remove(0);
         assert!(check(&s, NO_BREAKER, &o)[0].violations()[0].contains("lost its history"));
+    }
+
+    #[test]
+    fn agent_that_never_booted_makes_probe_not_checked() {
+        let s = scenario("expect: survives\nchaos: {turns: 2, duration: 5, min_faults: 1}");
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        o.events
+            .retain(|t| matches!(t.event, Event::Spawned { .. }));
+        assert!(check(&s, NO_BREAKER, &o)[0].not_checked());
     }
 
     #[test]

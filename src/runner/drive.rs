@@ -272,10 +272,11 @@ impl<'a> Drive<'a> {
         }
     }
 
-    /// After a kill: wait for worker `k` to die, then start it again on the
-    /// same HOME and session with `resume` and `start_turn`, and boot it.
-    pub(crate) async fn restart(&mut self, k: usize, start_turn: u64, boot_seconds: f64) -> bool {
+    /// After a kill: wait for worker `k` to die and record its exit. Its
+    /// incarnation is retired, so its stdout closing is not news.
+    pub(crate) async fn bury(&mut self, k: usize) {
         let exit = self.worker(k).wait().await;
+        self.incarnation[k] += 1;
         self.push_from(
             Instant::now(),
             k,
@@ -285,6 +286,11 @@ impl<'a> Drive<'a> {
                 killed_by_chaosrun: false,
             },
         );
+    }
+
+    /// Start the buried worker `k` again on the same HOME and session with
+    /// `resume` and `start_turn`, and boot it.
+    pub(crate) async fn revive(&mut self, k: usize, start_turn: u64, boot_seconds: f64) -> bool {
         match self.start_worker(k, Some(start_turn)).await {
             Ok(permit) => self.boot(k, boot_seconds, permit).await,
             Err(e) => {
@@ -298,6 +304,12 @@ impl<'a> Drive<'a> {
                 false
             }
         }
+    }
+
+    /// [`Drive::bury`] then [`Drive::revive`] one worker.
+    pub(crate) async fn restart(&mut self, k: usize, start_turn: u64, boot_seconds: f64) -> bool {
+        self.bury(k).await;
+        self.revive(k, start_turn, boot_seconds).await
     }
 
     /// Lines on stdout that were not events, over every current process.

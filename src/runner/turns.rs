@@ -10,7 +10,7 @@ use super::drive::{secs, Drive, Next, Waited};
 use crate::observe::{Event, Phase};
 use crate::proc_hygiene;
 use crate::provider::Provider;
-use crate::scenarios::{FaultAction, Scenario, Trigger};
+use crate::scenarios::{FaultAction, FaultTarget, Scenario, Trigger};
 
 /// Resolves when a trigger (of an interrupt or a process fault) fires;
 /// `since` is when the faulted turn began.
@@ -99,8 +99,18 @@ pub(crate) async fn drive(
                 match f.action {
                     FaultAction::Kill => {
                         d.signal(runner, f.target, libc::SIGKILL, "kill", main_calls);
-                        if !d.restart(runner, 1, dl.boot).await {
-                            return Ok(false);
+                        // A tree kill takes every worker down with the tools.
+                        let dead: Vec<usize> = match f.target {
+                            FaultTarget::Agent => vec![runner],
+                            FaultTarget::Tree => (0..d.count()).collect(),
+                        };
+                        for &k in &dead {
+                            d.bury(k).await;
+                        }
+                        for k in dead {
+                            if !d.revive(k, 1, dl.boot).await {
+                                return Ok(false);
+                            }
                         }
                         break;
                     }
