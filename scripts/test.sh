@@ -31,6 +31,26 @@ if ! command -v chromium >/dev/null; then
 fi
 # -------------------------------------------------------------------------------
 
+# --- Worker mode: a local PostgreSQL on loopback, and the Postgres workers ------
+# tests/workers.rs runs process_faults.yaml against three Postgres-backed
+# workers (examples/pgworker). scripts/postgres.sh installs and starts the
+# server on 127.0.0.1:55432 (idempotent); without it, that test is skipped
+# loudly.
+echo "== worker mode (PostgreSQL on loopback, examples/pgworker)"
+if pg_out=$(bash scripts/postgres.sh 2>&1); then
+  CHAOS_PG_DSN="$(printf '%s\n' "$pg_out" | tail -n 1 | sed 's/^CHAOS_PG_DSN=//')"
+  export CHAOS_PG_DSN
+  echo "postgres: $CHAOS_PG_DSN"
+  if ! bash examples/pgworker/setup.sh; then
+    echo "SKIP: examples/pgworker/setup.sh failed; the worker-mode test will be skipped"
+    unset CHAOS_PG_DSN
+  fi
+else
+  printf '%s\n' "$pg_out" | tail -n 3
+  echo "SKIP: no local PostgreSQL; the worker-mode test will be skipped"
+fi
+# -------------------------------------------------------------------------------
+
 echo "== format and lint"
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings

@@ -16,9 +16,13 @@ the turn leases and fencing.
 
 Turn leases (table ``turns``, one row per (session_id, i))
   * claim: ``UPDATE turns SET state='running', token=token+1, lease_until=now+LEASE
-    WHERE state='pending' OR (state='running' AND lease_until < now)`` on the first
-    turn that is not done (every earlier turn is done). The token is the fencing
-    token of that claim.
+    WHERE state='pending' OR (state='running' AND token=seen AND lease_until < now)``
+    on the first turn that is not done (every earlier turn is done). The token is
+    the fencing token of that claim. A running turn is taken over only when its
+    owner process is dead, or when this worker has itself watched the same lease
+    stay expired and unrenewed for a whole LEASE: after a freeze of every worker
+    the wall clock says every lease expired, but the owner may just not have
+    renewed yet.
   * the executing worker renews the lease every RENEW s (``... WHERE token=mine``);
     a renewal that matches no row means the turn was taken over: the turn is
     abandoned at once (its model call and tool are cut, no ``turn_end``).
@@ -234,7 +238,8 @@ class PgStore:
         """(first not-done turn row or None, its predecessor row or None)."""
         rows = self.q(
             "SELECT i, state, owner_pid, owner_start_ticks, reported,"
-            " EXTRACT(EPOCH FROM clock_timestamp() - finished_at), breaker_opened"
+            " EXTRACT(EPOCH FROM clock_timestamp() - finished_at), breaker_opened,"
+            " token, lease_until, lease_until < clock_timestamp()"
             " FROM turns WHERE session_id = %s AND i >= COALESCE(("
             "   SELECT min(i) FROM turns WHERE session_id = %s AND state <> 'done'), 1 << 30) - 1"
             " ORDER BY i LIMIT 2", (self.session_id, self.session_id)).fetchall()
@@ -246,16 +251,20 @@ class PgStore:
             prev = r
         return first, prev
 
-    def claim(self, i):
-        """Claim turn i; (token, claims, text) or None."""
+    def claim(self, i, seen_token=None):
+        """Claim turn i; (token, claims, text) or None. A pending turn is
+        claimed outright; a running one only if it still carries `seen_token`
+        (the owner the caller judged dead) and its lease has expired."""
         return self.q(
             "UPDATE turns SET state = 'running', owner_worker = %s, owner_pid = %s,"
             " owner_start_ticks = %s, token = token + 1, claims = claims + 1,"
             " lease_until = clock_timestamp() + make_interval(secs => %s)"
             " WHERE session_id = %s AND i = %s"
-            " AND (state = 'pending' OR (state = 'running' AND lease_until < clock_timestamp()))"
+            " AND (state = 'pending' OR (state = 'running' AND token = %s"
+            "      AND lease_until < clock_timestamp()))"
             " RETURNING token, claims, text",
-            (self.worker, self.pid, self.start_ticks, LEASE, self.session_id, i)).fetchone()
+            (self.worker, self.pid, self.start_ticks, LEASE, self.session_id, i,
+             seen_token)).fetchone()
 
     def renew(self, i, token):
         return self.q(
@@ -754,6 +763,8 @@ class Worker(ref.Agent):
 
     def loop(self):
         last_fence = 0.0
+        # (turn, token, lease_until) this worker saw expired, and when it first did.
+        self.suspect = None
         while True:
             now = time.monotonic()
             if now - self.store.last_ok > DB_GIVE_UP:
@@ -772,7 +783,26 @@ class Worker(ref.Agent):
                     if owner_alive(prev[2], prev[3]) and (prev[5] or 0) < REPORT_GRACE:
                         time.sleep(0.02)
                         continue
-                got = self.store.claim(i)
+                if first[1] == "running":
+                    # Take a running turn over only from an owner that is dead, or
+                    # whose lease this worker has itself watched stay expired and
+                    # unrenewed for a whole lease: after a freeze of every worker
+                    # the wall clock says every lease expired, but the owner may
+                    # simply not have renewed yet.
+                    key = (i, first[7], first[8])
+                    if not first[9]:
+                        self.suspect = None
+                        time.sleep(POLL)
+                        continue
+                    dead = not owner_alive(first[2], first[3])
+                    if self.suspect is None or self.suspect[0] != key:
+                        self.suspect = (key, time.monotonic())
+                    if not dead and time.monotonic() - self.suspect[1] < LEASE:
+                        time.sleep(POLL)
+                        continue
+                    got = self.store.claim(i, seen_token=first[7])
+                else:
+                    got = self.store.claim(i)
             except psycopg.Error as e:
                 log(f"store error: {e}")
                 time.sleep(0.5)

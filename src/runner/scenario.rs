@@ -157,7 +157,9 @@ pub async fn observe(
     start: Instant,
     on_phase: &(dyn Fn(Phase, f64) + Sync),
 ) -> Observation {
-    let session_id = format!("chaos-{}-{}", scenario.id, ids.nonce);
+    // Unique per run, even when `--seed` replays the nonces: a replay must not
+    // meet the earlier run's session in a store that outlives runs (Postgres).
+    let session_id = format!("chaos-{}-{}", scenario.id, ids.tag);
     let fault_message = format!(
         "Chaos scenario {}: please carry out the task for session {}.",
         scenario.id, ids.nonce

@@ -1,0 +1,66 @@
+//! Worker mode: three Postgres-backed workers (examples/pgworker) share one
+//! store and one conversation. The process-fault table passes against them,
+//! including the seeded chaos run, whose schedule kills and stops every one of
+//! the workers; the only check left undone is SQLite's integrity check.
+//!
+//! Needs `CHAOS_PG_DSN` (scripts/postgres.sh starts a server on loopback and
+//! prints it) and `examples/pgworker/setup.sh`; scripts/test.sh does both. When
+//! either is missing the test says so and returns.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+#[test]
+fn postgres_workers_survive_process_faults_and_seeded_chaos() {
+    if std::env::var("CHAOS_PG_DSN").is_err() {
+        println!("skipped: CHAOS_PG_DSN is not set (run scripts/postgres.sh, or scripts/test.sh)");
+        return;
+    }
+    if !repo().join("examples/pgworker/.venv/bin/python").exists() {
+        println!("skipped: examples/pgworker/.venv is missing (run examples/pgworker/setup.sh)");
+        return;
+    }
+    let mark = new_mark("workers");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("w.json");
+    let out = chaosrun(
+        &mark,
+        &[
+            "--agent",
+            "examples/pgworker/pgworker",
+            "process_faults.yaml",
+            "--seed",
+            "7",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("7 passed, 0 failed"), "{stdout}");
+    let report = read_json(&json);
+    for s in report["scenarios"].as_array().unwrap() {
+        for c in s["checks"].as_array().unwrap() {
+            if c["status"] == "not_checked" {
+                assert_eq!(c["invariant"], "store_integrity", "{} skipped {c}", s["id"]);
+            }
+        }
+    }
+    let chaos = &scenario(&report, "chaos_soak")["chaos"];
+    let landed = chaos["kills"].as_u64().unwrap() + chaos["stops"].as_u64().unwrap();
+    assert!(landed >= 20, "only {landed} faults landed: {chaos}");
+    let mut hit: Vec<u64> = chaos["schedule"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["worker"].as_u64().unwrap())
+        .collect();
+    hit.sort();
+    hit.dedup();
+    assert_eq!(hit, [0, 1, 2], "the schedule picks among all three workers");
+    let left = wait_unmarked(&mark, Duration::from_secs(5));
+    kill_marked(&mark);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
