@@ -633,7 +633,10 @@ class Agent:
             conn.connect()
         except TimeoutError:
             raise ProviderError("timeout", True, f"timed out connecting ({rt}s)")
-        if self.ctl.set_sock(conn.sock):
+        # Keep our own reference: with `Connection: close`, http.client hands the
+        # socket to the response and sets conn.sock to None.
+        sock = conn.sock
+        if self.ctl.set_sock(sock):
             raise Interrupted()
         try:
             conn.request("POST", self.path, body=body, headers={
@@ -652,7 +655,7 @@ class Agent:
                 except ValueError:
                     pass
             try:
-                conn.sock.settimeout(min(self.request_timeout, 5.0))
+                sock.settimeout(min(self.request_timeout, 5.0))
                 detail = resp.read(65536).decode("utf-8", "replace")
             except Exception:
                 detail = ""
@@ -670,7 +673,7 @@ class Agent:
             raise ProviderError("http", transient, msg, retry_after)
         # Streaming: every gap between body bytes is bounded by the stale timeout.
         read_timeout = self.request_timeout if self.bug("no_stale_timeout") else self.stale_timeout
-        conn.sock.settimeout(read_timeout)
+        sock.settimeout(read_timeout)
         ctype = (resp.getheader("Content-Type") or "").lower()
         if "text/event-stream" in ctype:
             return self._read_sse(resp, read_timeout)

@@ -230,10 +230,9 @@ fn chaos(spec: &crate::scenarios::ChaosSpec, obs: &Observation) -> Vec<Check> {
     let turns = if unfinished.is_empty() {
         vec![]
     } else {
-        let why = if obs.deadline_missed(Phase::FaultedTurn).is_some() {
-            "before the run's deadline"
-        } else {
-            "before the agent stopped"
+        let why = match obs.deadline_missed(Phase::FaultedTurn) {
+            Some(d) => format!("(no turn ended for {d:.0} s, the turn deadline)"),
+            None => "before the agent stopped".to_string(),
         };
         vec![format!(
             "turn(s) {} never finished {why}; {}",

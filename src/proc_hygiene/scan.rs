@@ -161,6 +161,10 @@ mod tests {
             .env_remove(TAG_VAR)
             .spawn()
             .unwrap();
+        // Registered like the runner's children, so a concurrent orphan
+        // reaping (another test's sweep) leaves their exit status to us.
+        crate::proc_hygiene::own(tagged_child.id() as i32);
+        crate::proc_hygiene::own(plain.id() as i32);
         let found = tagged(&tag);
         let pids: Vec<i32> = found.iter().map(|p| p.pid).collect();
         assert_eq!(pids, vec![tagged_child.id() as i32]);
@@ -180,6 +184,7 @@ mod tests {
     fn zombies_are_not_counted() {
         let tag = format!("zombie-test-{}", std::process::id());
         let mut child = Command::new("true").env(TAG_VAR, &tag).spawn().unwrap();
+        crate::proc_hygiene::own(child.id() as i32);
         // Wait until it has exited but is not yet reaped (a zombie).
         let pid = child.id() as i32;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);

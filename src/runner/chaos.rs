@@ -64,10 +64,12 @@ pub(crate) async fn drive(
     } else {
         FaultTarget::Tree
     };
+    // Bounded termination per turn, as everywhere else: each turn must end
+    // within the turn deadline of the previous one's end (or of a restart),
+    // so a slow but live agent is not failed for its pace.
     let t0 = Instant::now();
-    let budget = spec.duration + dl.turn;
-    let deadline = t0 + secs(budget);
-    (d.on_phase)(Phase::FaultedTurn, budget);
+    let mut deadline = t0 + secs(dl.turn);
+    (d.on_phase)(Phase::FaultedTurn, dl.turn);
     let mut ended = std::collections::BTreeSet::new();
     let mut closed = std::collections::BTreeSet::new();
     let mut next = schedule.iter();
@@ -84,7 +86,9 @@ pub(crate) async fn drive(
                     match &ev {
                         Event::TurnStart { i } if *i == probe => d.snapshot("probe_turn_start"),
                         Event::TurnEnd(t) => {
-                            ended.insert(t.i);
+                            if ended.insert(t.i) {
+                                deadline = Instant::now() + secs(dl.turn);
+                            }
                             done = t.i == probe;
                         }
                         Event::Closed => {
@@ -98,7 +102,7 @@ pub(crate) async fn drive(
                     }
                 }
             },
-            _ = sleep_until(fault_at.unwrap_or(deadline)), if fault_at.is_some() => {
+            _ = sleep_until(fault_at.unwrap_or(t0)), if fault_at.is_some() => {
                 let f = fault.expect("guarded by fault_at");
                 fault = next.next();
                 let k = f.worker.min(d.count() - 1);
@@ -109,6 +113,7 @@ pub(crate) async fn drive(
                     if !d.restart(k, start, dl.boot).await {
                         return Ok(false);
                     }
+                    deadline = deadline.max(Instant::now() + secs(dl.turn));
                 } else {
                     d.signal(k, stop_target, libc::SIGSTOP, "stop", calls);
                     tokio::time::sleep(secs(f.stop_for)).await;
@@ -116,7 +121,7 @@ pub(crate) async fn drive(
                 }
             }
             _ = sleep_until(deadline) => {
-                d.missed(Phase::FaultedTurn, budget);
+                d.missed(Phase::FaultedTurn, dl.turn);
                 return Ok(false);
             }
         }
