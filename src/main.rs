@@ -169,7 +169,29 @@ fn main() -> ExitCode {
     }
 }
 
+/// The input that writing `out` would overwrite, if any.
+fn clobbers<'a>(
+    out: &std::path::Path,
+    inputs: &[&'a std::path::Path],
+) -> Option<&'a std::path::Path> {
+    let out = std::fs::canonicalize(out).ok()?;
+    inputs
+        .iter()
+        .copied()
+        .find(|i| std::fs::canonicalize(i).is_ok_and(|i| i == out))
+}
+
 fn merge(reports: &[PathBuf], out: Option<&std::path::Path>) -> ExitCode {
+    if let Some(out) = out {
+        let inputs: Vec<&std::path::Path> = reports.iter().map(PathBuf::as_path).collect();
+        if let Some(input) = clobbers(out, &inputs) {
+            return usage(format!(
+                "--json {} would overwrite the report {} being merged; pick another file",
+                out.display(),
+                input.display()
+            ));
+        }
+    }
     let doc = match chaosrun::report::merge::merge(reports) {
         Ok(d) => d,
         Err(e) => return usage(e),
@@ -244,13 +266,29 @@ fn run(args: RunArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return usage(e),
     };
+    let inputs = [table_path.as_path(), std::path::Path::new(&agent)];
+    for (flag, out) in [
+        ("--json", &args.json),
+        ("--junit", &args.junit),
+        ("--html", &args.html),
+    ] {
+        if let Some(out) = out {
+            if let Some(input) = clobbers(out, &inputs) {
+                return usage(format!(
+                    "{flag} {} would overwrite {}, an input of this run; pick another file",
+                    out.display(),
+                    input.display()
+                ));
+            }
+        }
+    }
     if let Some(dir) = &args.keep_artifacts {
         let non_empty = std::fs::read_dir(dir)
             .map(|mut d| d.next().is_some())
             .unwrap_or(false);
         if non_empty {
             return usage(format!(
-                "--keep-artifacts {} is not empty; chaosrun never overwrites: pick a new directory",
+                "--artifacts {} is not empty; chaosrun never overwrites: pick a new directory",
                 dir.display()
             ));
         }

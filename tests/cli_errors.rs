@@ -214,3 +214,20 @@ fn artifacts_directory_is_never_overwritten() {
     assert!(stderr.contains("is not empty"), "{stderr}");
     assert_eq!(std::fs::read_to_string(keep).unwrap(), "mine");
 }
+
+#[test]
+fn an_output_never_overwrites_an_input() {
+    let d = tempfile::tempdir().unwrap();
+    let table = write(d.path(), "t.yaml", ONE);
+    let (_, stderr) = run("clobber", &[&table, "--json", &table], 2);
+    assert!(stderr.contains("would overwrite"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&table).unwrap(),
+        ONE,
+        "the table is intact"
+    );
+    let report = write(d.path(), "r.json", "{}");
+    let (_, stderr) = run("clobber-merge", &["merge", &report, "--json", &report], 2);
+    assert!(stderr.contains("would overwrite the report"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&report).unwrap(), "{}");
+}
