@@ -152,3 +152,19 @@ impl<W: Write + Send> Reporter for Text<W> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::test_support::{feed, sample_results};
+
+    /// What a person reads after a run with a failure, pinned: a change to it
+    /// shows up as a snapshot diff to review, never silently.
+    #[test]
+    fn report_of_a_run_with_a_failure() {
+        let mut text = Text::new(Vec::new());
+        feed(&mut text, sample_results());
+        let out = String::from_utf8(text.into_inner()).unwrap();
+        insta::assert_snapshot!(out);
+    }
+}
