@@ -9,10 +9,13 @@ worker that executes turn i prints ``turn_start``/``turn_end`` for i. Every work
 prints ``ready`` once connected and ``closed`` once every turn is done (after
 killing its own background jobs), then exits 0 by itself.
 
-The model loop, the shell tool, timeouts, retries, the stale timeout, interrupt
-handling and process-kill helpers are the reference agent's
-(``examples/reference/agent.py``, imported, unchanged); this file adds the store,
-the turn leases and fencing.
+The model loop, the shell tool (its foreground and background runners, which
+start every process behind a gate), timeouts, retries, the stale timeout,
+interrupt handling and process-kill helpers are the reference agent's
+(``examples/reference/agent.py``, imported); this file adds the store, the turn
+leases and fencing, and overrides the agent's store hooks (``_record_tool``,
+``_end_tool``, ``_after_tool``, ``_bg_entry``) so a tool is recorded under the
+turn's fencing token.
 
 Turn leases (table ``turns``, one row per (session_id, i))
   * claim: ``UPDATE turns SET state='running', token=token+1, lease_until=now+LEASE
@@ -30,9 +33,9 @@ Turn leases (table ``turns``, one row per (session_id, i))
     ``state='done'``) is ONE statement that checks the token under ``FOR SHARE``
     of the turn row, so it serialises with a claim: once a claim has committed, a
     stale owner (SIGSTOPped past its lease, then SIGCONTed) can write nothing.
-  * tool processes (foreground and background) start gated: the child waits on a
-    pipe and only ``exec``s the command once its row (pid, pgid, start time,
-    owner token) is committed under the token check. A stale owner's tool never
+  * tool processes (foreground and background) start gated (agent.py's gate):
+    the child waits on a pipe and only ``exec``s the command once its row (pid,
+    pgid, start time, owner token) is committed under the token check. A stale owner's tool never
     runs its command; a registered one is found and killed by the fencer.
 
 Taking a turn over (the previous owner died or froze past its lease)
@@ -57,8 +60,6 @@ Usage: ``worker.py SPEC_PATH`` (or ``$CHAOS_SPEC``); config
 import ctypes
 import json
 import os
-import secrets
-import select
 import signal
 import subprocess
 import sys
@@ -72,7 +73,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reference"))
 import agent as ref  # noqa: E402  (the reference agent: definitions only at import)
 from agent import (  # noqa: E402
     Interrupted, TurnFailed, TurnControl, emit, fmt_num, killpg_quiet, proc_start_ticks,
-    stdin_reader, INTERRUPTED_FINAL, BREAKER_FINAL, OUTPUT_CAP, PERSIST_CAP, PR_SET_CHILD_SUBREAPER,
+    stdin_reader, INTERRUPTED_FINAL, BREAKER_FINAL, PERSIST_CAP, PR_SET_CHILD_SUBREAPER,
 )
 
 try:
@@ -137,10 +138,6 @@ SCHEMA = [
     "CREATE INDEX IF NOT EXISTS bg_jobs_session ON bg_jobs(session_id) WHERE NOT ended",
 ]
 
-# The gate every tool process starts behind: wait for "go" on an inherited pipe,
-# then become `bash -c COMMAND` (same pid, same group). EOF (the worker died, or
-# lost its turn) means the command never runs.
-GATE = 'IFS= read -r go <&{fd}; exec {fd}<&-; [ "$go" = go ] || exit 125; exec bash -c "$1"'
 
 
 def log(msg):
@@ -413,22 +410,9 @@ class Worker(ref.Agent):
             raise Fenced(f"turn {self.turn_i} token {self.token} superseded")
         self.history.append(msg)
 
-    def _spawn_gated(self, command, stdout, stderr):
-        r, w = os.pipe()
-        try:
-            with self.spawn_lock:
-                proc = subprocess.Popen(["bash", "-c", GATE.format(fd=r), "pgworker-gate", command],
-                                        cwd=self.workdir, stdin=subprocess.DEVNULL, stdout=stdout,
-                                        stderr=stderr, start_new_session=True, pass_fds=(r,))
-                start_ticks = proc_start_ticks(proc.pid)   # our unreaped child: it still exists
-        except BaseException:
-            os.close(w)
-            raise
-        finally:
-            os.close(r)
-        return proc, w, start_ticks
+    # ------------------------------------------------------------ tools: agent.py's, over this store
 
-    def _register_and_release(self, job_id, kind, proc, w, start_ticks, command):
+    def _record_tool(self, job_id, kind, proc, w, start_ticks, command):
         """Record the gated process under our token, then let it run; Fenced if the turn is lost."""
         try:
             ok = self.store.add_job_fenced(self.turn_i, self.token, job_id, kind, proc.pid,
@@ -442,7 +426,7 @@ class Worker(ref.Agent):
             except OSError:
                 pass   # killed by a fencer meanwhile
             os.close(w)
-            return
+            return job_id
         os.close(w)    # EOF: the gate exits without running the command
         killpg_quiet(proc.pid, signal.SIGKILL)
         try:
@@ -451,97 +435,19 @@ class Worker(ref.Agent):
             pass
         raise Fenced(f"turn lost before {kind} tool could start" + (f" (store error: {err})" if err else ""))
 
-    # ------------------------------------------------------------ tools (agent.py's, gated)
+    def _end_tool(self, job_id):
+        try:
+            self.store.end_job(job_id)
+        except psycopg.Error as e:
+            log(f"could not mark tool process ended: {e}")
 
-    def run_foreground(self, command, timeout):
-        proc, w, start_ticks = self._spawn_gated(command, subprocess.PIPE, subprocess.STDOUT)
-        with self.spawn_lock:
-            self.fg_pids.add(proc.pid)
-        pgid = proc.pid
-        job_id = "fg_" + secrets.token_hex(6)
-        try:
-            self._register_and_release(job_id, "fg", proc, w, start_ticks, command)
-        except Fenced:
-            proc.stdout.close()
-            with self.spawn_lock:
-                self.fg_pids.discard(proc.pid)
-            raise
-        fd = proc.stdout.fileno()
-        kept = bytearray()
-        total = 0
-        eof = False
-        exited_at = None
-        outcome = "done"
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                if not eof:
-                    ready, _, _ = select.select([fd], [], [], 0.05)
-                    if ready:
-                        data = os.read(fd, 65536)
-                        if not data:
-                            eof = True
-                        else:
-                            total += len(data)
-                            if len(kept) < OUTPUT_CAP:
-                                kept += data[:OUTPUT_CAP - len(kept)]
-                else:
-                    time.sleep(0.02)
-                if proc.poll() is not None:
-                    if eof:
-                        break
-                    now = time.monotonic()
-                    if exited_at is None:
-                        exited_at = now
-                    elif now - exited_at > 0.5:
-                        break
-                if self.ctl.interrupted():
-                    outcome = "interrupted"
-                    killpg_quiet(pgid, signal.SIGTERM)
-                    end = time.monotonic() + 0.5
-                    while proc.poll() is None and time.monotonic() < end:
-                        time.sleep(0.02)
-                    break
-                if time.monotonic() > deadline:
-                    outcome = "timeout"
-                    break
-        finally:
-            killpg_quiet(pgid, signal.SIGKILL)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                log(f"tool process {proc.pid} did not die")
-            proc.stdout.close()
-            with self.spawn_lock:
-                self.fg_pids.discard(proc.pid)
-            self.wait_group_gone(pgid)
-            try:
-                self.store.end_job(job_id)
-            except psycopg.Error as e:
-                log(f"could not mark tool process ended: {e}")
+    def _after_tool(self):
         if self.fenced.is_set():
             raise Fenced("turn lost while a tool ran")
-        out = kept.decode("utf-8", "replace")
-        if total > len(kept):
-            out += f"\n[output truncated: {total} bytes total]"
-        if outcome == "timeout":
-            return f"error: command timed out after {fmt_num(timeout)}s" + (f"\n{out}" if out else ""), False
-        if outcome == "interrupted":
-            return "interrupted" + (f"\n{out}" if out else ""), True
-        rc = proc.returncode
-        if rc:
-            out += ("\n" if out else "") + f"exit code {rc}"
-        return out if out else "(no output)", False
 
-    def start_background(self, command):
-        os.makedirs(self.bg_dir, exist_ok=True)
-        job_id = "proc_" + secrets.token_hex(6)
-        with open(os.path.join(self.bg_dir, job_id + ".log"), "wb") as logf:
-            proc, w, start_ticks = self._spawn_gated(command, logf, subprocess.STDOUT)
-        self._register_and_release(job_id, "bg", proc, w, start_ticks, command)
-        self.bg_jobs.append((job_id, proc.pid, proc.pid, start_ticks, self.token))
-        log(f"background job {job_id} pid {proc.pid} (turn {self.turn_i} token {self.token})")
-        return json.dumps({"status": "started", "pid": proc.pid, "id": job_id})
+    def _bg_entry(self, job_id, pid, start_ticks):
+        # With the token that started it: close and fencing kill by token.
+        return (job_id, pid, pid, start_ticks, self.token)
 
     # ------------------------------------------------------------ fencing
 

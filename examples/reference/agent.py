@@ -881,6 +881,36 @@ class Agent:
             os.close(r)
         return proc, w, start_ticks
 
+    # Hooks over the store, so a subclass with another store (the Postgres worker)
+    # runs the same tool code.
+
+    def _record_tool(self, job_id, kind, proc, gate, start_ticks, command):
+        """Record a gated tool process in the store, then let it run. Returns
+        the job id as recorded, or None if the store refused it."""
+        try:
+            self.store.add_job(job_id, self.session_id, kind, proc.pid, proc.pid, start_ticks, command)
+        except sqlite3.Error as e:
+            log(f"could not record tool process: {e}")
+            job_id = None
+        finally:
+            self._release(gate)
+        return job_id
+
+    def _end_tool(self, job_id):
+        """Mark a foreground tool process ended in the store."""
+        if job_id:
+            try:
+                self.store.end_job(job_id)
+            except sqlite3.Error as e:
+                log(f"could not mark tool process ended: {e}")
+
+    def _after_tool(self):
+        """Called once a foreground tool is gone; a subclass may stop the turn."""
+
+    def _bg_entry(self, job_id, pid, start_ticks):
+        """This incarnation's record of a background job (killed at close)."""
+        return (job_id, pid, pid, start_ticks)
+
     @staticmethod
     def _release(gate):
         """Let a gated tool process run its command."""
@@ -893,13 +923,14 @@ class Agent:
     def run_foreground(self, command, timeout):
         proc, gate, start_ticks = self._spawn_gated(command, subprocess.PIPE, track_fg=True)
         pgid = proc.pid
-        job_id = "fg_" + secrets.token_hex(6)
         try:
-            self.store.add_job(job_id, self.session_id, "fg", proc.pid, pgid, start_ticks, command)
-        except sqlite3.Error as e:
-            log(f"could not record tool process: {e}")
-            job_id = None
-        self._release(gate)
+            job_id = self._record_tool("fg_" + secrets.token_hex(6), "fg", proc, gate,
+                                       start_ticks, command)
+        except BaseException:
+            proc.stdout.close()
+            with self.spawn_lock:
+                self.fg_pids.discard(proc.pid)
+            raise
         fd = proc.stdout.fileno()
         cap = None if self.bug("huge_output_whole") else OUTPUT_CAP
         kept = bytearray()
@@ -953,11 +984,8 @@ class Agent:
             with self.spawn_lock:
                 self.fg_pids.discard(proc.pid)
             self.wait_group_gone(pgid)
-            if job_id:
-                try:
-                    self.store.end_job(job_id)
-                except sqlite3.Error as e:
-                    log(f"could not mark tool process ended: {e}")
+            self._end_tool(job_id)
+        self._after_tool()
         out = kept.decode("utf-8", "replace")
         if total > len(kept):
             out += f"\n[output truncated: {total} bytes total]"
@@ -975,11 +1003,8 @@ class Agent:
         job_id = "proc_" + secrets.token_hex(6)
         with open(os.path.join(self.bg_dir, job_id + ".log"), "wb") as logf:
             proc, gate, start_ticks = self._spawn_gated(command, logf)
-        self.bg_jobs.append((job_id, proc.pid, proc.pid, start_ticks))
-        try:
-            self.store.add_job(job_id, self.session_id, "bg", proc.pid, proc.pid, start_ticks, command)
-        finally:
-            self._release(gate)
+        self._record_tool(job_id, "bg", proc, gate, start_ticks, command)
+        self.bg_jobs.append(self._bg_entry(job_id, proc.pid, start_ticks))
         log(f"background job {job_id} pid {proc.pid}")
         return json.dumps({"status": "started", "pid": proc.pid, "id": job_id})
 
