@@ -124,6 +124,25 @@ pub fn violations(report: &serde_json::Value, id: &str) -> Vec<String> {
         .collect()
 }
 
+/// Every check a report left "not checked", as `id: check`, except those of
+/// the invariant classes in `allowed`.
+pub fn skipped_checks(report: &serde_json::Value, allowed: &[&str]) -> Vec<String> {
+    report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| {
+            s["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["status"] == "not_checked")
+                .filter(|c| !allowed.iter().any(|a| c["invariant"] == *a))
+                .map(move |c| format!("{}: {c}", s["id"]))
+        })
+        .collect()
+}
+
 /// The invariants a scenario failed, from a JSON report.
 pub fn failed_invariants(report: &serde_json::Value, id: &str) -> Vec<String> {
     let s = scenario(report, id);
