@@ -69,15 +69,7 @@ fn reference_agent_survives_kills_stops_and_seeded_chaos() {
     ] {
         assert!(names.iter().any(|n| n == want), "{want} never checked");
     }
-    let chaos = |r: &serde_json::Value| {
-        r["scenarios"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["id"] == "chaos_soak")
-            .unwrap()["chaos"]
-            .clone()
-    };
+    let chaos = |r: &serde_json::Value| scenario(r, "chaos_soak")["chaos"].clone();
     let first = chaos(&report);
     let landed = first["kills"].as_u64().unwrap() + first["stops"].as_u64().unwrap();
     assert!(landed >= 20, "only {landed} faults landed: {first}");

@@ -73,7 +73,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "reference"))
 import agent as ref  # noqa: E402  (the reference agent: definitions only at import)
 from agent import (  # noqa: E402
     Interrupted, TurnFailed, TurnControl, emit, fmt_num, killpg_quiet, proc_start_ticks,
-    stdin_reader, INTERRUPTED_FINAL, BREAKER_FINAL, PERSIST_CAP, PR_SET_CHILD_SUBREAPER,
+    stdin_reader, row_to_message, INTERRUPTED_FINAL, BREAKER_FINAL, PERSIST_CAP, PR_SET_CHILD_SUBREAPER,
 )
 
 try:
@@ -298,18 +298,7 @@ class PgStore:
         rows = self.q(
             "SELECT role, content, tool_call_id, tool_calls FROM messages"
             " WHERE session_id = %s AND active ORDER BY id", (self.session_id,)).fetchall()
-        msgs = []
-        for role, content, tool_call_id, tool_calls in rows:
-            m = {"role": role, "content": content}
-            if tool_call_id is not None:
-                m["tool_call_id"] = tool_call_id
-            if tool_calls:
-                try:
-                    m["tool_calls"] = json.loads(tool_calls)
-                except ValueError:
-                    pass
-            msgs.append(m)
-        return msgs
+        return [row_to_message(*r) for r in rows]
 
     def last_message(self):
         return self.q("SELECT role, content, tool_calls, turn_i FROM messages"

@@ -151,6 +151,19 @@ def emit(ev):
             pass
 
 
+
+def row_to_message(role, content, tool_call_id, tool_calls):
+    """A stored (role, content, tool_call_id, tool_calls JSON) row as a wire message."""
+    m = {"role": role, "content": content}
+    if tool_call_id is not None:
+        m["tool_call_id"] = tool_call_id
+    if tool_calls:
+        try:
+            m["tool_calls"] = json.loads(tool_calls)
+        except ValueError:
+            pass
+    return m
+
 class Interrupted(Exception):
     pass
 
@@ -304,18 +317,7 @@ class Store:
             rows = self.db.execute(
                 "SELECT role, content, tool_call_id, tool_calls FROM messages"
                 " WHERE session_id = ? AND active = 1 ORDER BY id", (session_id,)).fetchall()
-        msgs = []
-        for role, content, tool_call_id, tool_calls in rows:
-            m = {"role": role, "content": content}
-            if tool_call_id is not None:
-                m["tool_call_id"] = tool_call_id
-            if tool_calls:
-                try:
-                    m["tool_calls"] = json.loads(tool_calls)
-                except ValueError:
-                    pass
-            msgs.append(m)
-        return msgs
+        return [row_to_message(*r) for r in rows]
 
     def add(self, session_id, msg):
         content = msg.get("content")
