@@ -14,3 +14,4 @@ pub mod report;
 pub mod runner;
 pub mod scenarios;
 pub mod template;
+pub mod units;

@@ -5,7 +5,7 @@
 //! 130/143 interrupted by SIGINT/SIGTERM (after killing every process it
 //! started).
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -136,8 +136,15 @@ enum Command {
 
 /// A usage or configuration error: printed, exit 2.
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("chaosrun: error: {msg}");
+    let _ = writeln!(std::io::stderr(), "chaosrun: error: {msg}");
     ExitCode::from(2)
+}
+
+/// Print to stdout; a closed stdout (`| head -0`) is not an error: the text is
+/// dropped and the exit code still comes from the run.
+fn say(text: impl std::fmt::Display) {
+    let mut out = std::io::stdout().lock();
+    let _ = write!(out, "{text}").and_then(|()| out.flush());
 }
 
 fn main() -> ExitCode {
@@ -201,7 +208,7 @@ fn merge(reports: &[PathBuf], out: Option<&std::path::Path>) -> ExitCode {
             return usage(format!("cannot write {}: {e}", path.display()));
         }
     }
-    print!("{}", chaosrun::report::merge::render_text(&doc));
+    say(chaosrun::report::merge::render_text(&doc));
     if doc["failed"] == 0 {
         ExitCode::SUCCESS
     } else {
@@ -214,7 +221,7 @@ fn run(args: RunArgs) -> ExitCode {
         return usage("no scenario table given; try `chaosrun scenarios.yaml` (see --help)");
     };
     if !(args.deadline_scale > 0.0 && args.deadline_scale.is_finite()) {
-        return usage("--deadline-scale must be a positive number");
+        return usage("--deadline-scale must be a positive, finite number");
     }
     let table = match scenarios::load_file(table_path) {
         Ok(t) => t,
@@ -239,12 +246,15 @@ fn run(args: RunArgs) -> ExitCode {
     }
     if args.list {
         for s in &selected {
-            println!("{:<40} {}", s.id, s.about);
+            say(format_args!("{:<40} {}\n", s.id, s.about));
         }
         return ExitCode::SUCCESS;
     }
     for s in &mut selected {
-        s.deadlines = s.deadlines.scaled(args.deadline_scale);
+        s.deadlines = match s.deadlines.scaled(args.deadline_scale) {
+            Ok(d) => d,
+            Err(e) => return usage(format!("--deadline-scale: scenario `{}`: {e}", s.id)),
+        };
     }
     // The bundled agent lives in a temp dir for the run's duration.
     let bundled_dir = match args.agent {
@@ -308,8 +318,8 @@ fn run(args: RunArgs) -> ExitCode {
     // One wave of the table at a time: repeats queue behind it rather than
     // multiplying the load (which would itself make scenarios flaky).
     let jobs = args.jobs.map_or(selected.len(), |j| j as usize).min(256);
-    println!(
-        "chaosrun: {} scenario{}, {jobs} at once, agent {}, seed {seed}",
+    say(format_args!(
+        "chaosrun: {} scenario{}, {jobs} at once, agent {}, seed {seed}\n",
         selected.len(),
         if selected.len() == 1 { "" } else { "s" },
         if args.agent.is_some() {
@@ -317,7 +327,7 @@ fn run(args: RunArgs) -> ExitCode {
         } else {
             "bundled reference agent"
         },
-    );
+    ));
     let shared = Arc::new(Shared {
         profile,
         agent_args: args.agent_args.clone(),

@@ -55,7 +55,7 @@ impl When {
 pub struct WaitFor {
     pub count: usize,
     pub cmdline: String,
-    #[serde(default = "default_wait_timeout")]
+    #[serde(default = "default_wait_timeout", deserialize_with = "crate::units::seconds")]
     pub timeout: f64,
 }
 

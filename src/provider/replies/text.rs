@@ -13,7 +13,7 @@ pub struct Text {
     #[serde(default = "default_chunk_chars")]
     pub chunk_chars: usize,
     /// Seconds between content chunks.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::units::seconds")]
     pub delay_per_chunk: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<String>,
