@@ -50,6 +50,12 @@ struct RunArgs {
     /// An extra argument for the agent command, before the spec path (repeatable).
     #[arg(long = "agent-arg", value_name = "ARG", allow_hyphen_values = true)]
     agent_args: Vec<String>,
+    /// Pass the caller's variable NAME to the agent (repeatable). The agent
+    /// otherwise gets only PATH, LANG, LC_*, TERM, TZ, USER, LOGNAME, SHELL,
+    /// its own HOME and TMPDIR, chaosrun's CHAOS_* and the profile's `env`.
+    /// NAME must be set (else exit 2).
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pass_env: Vec<String>,
     /// Run only this scenario (repeatable).
     #[arg(long, value_name = "ID")]
     only: Vec<String>,
@@ -272,10 +278,19 @@ fn run(args: RunArgs) -> ExitCode {
         },
         (None, None) => unreachable!("bundled dir exists when --agent is absent"),
     };
-    let profile = match Profile::resolve(&agent) {
+    let mut profile = match Profile::resolve(&agent) {
         Ok(p) => p,
         Err(e) => return usage(e),
     };
+    for name in &args.pass_env {
+        if let Err(e) = chaosrun::driver::env::check_pass_env(name) {
+            return usage(e);
+        }
+        // Rendered from chaosrun's own environment for each scenario.
+        profile
+            .env
+            .insert(name.clone(), format!("{{{{env:{name}}}}}"));
+    }
     let inputs = [table_path.as_path(), std::path::Path::new(&agent)];
     for (flag, out) in [
         ("--json", &args.json),
