@@ -6,6 +6,7 @@
 
 pub mod driver;
 pub mod observe;
+pub mod output;
 pub mod oracle;
 pub mod proc_hygiene;
 pub mod profile;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use tokio::sync::mpsc;
 
+use chaosrun::output;
 use chaosrun::proc_hygiene::{self, Guard, RUN_VAR};
 use chaosrun::profile::{bundled, Profile};
 use chaosrun::report::html::Html;
@@ -182,27 +183,12 @@ fn main() -> ExitCode {
     }
 }
 
-/// The input that writing `out` would overwrite, if any.
-fn clobbers<'a>(
-    out: &std::path::Path,
-    inputs: &[&'a std::path::Path],
-) -> Option<&'a std::path::Path> {
-    let out = std::fs::canonicalize(out).ok()?;
-    inputs
-        .iter()
-        .copied()
-        .find(|i| std::fs::canonicalize(i).is_ok_and(|i| i == out))
-}
-
 fn merge(reports: &[PathBuf], out: Option<&std::path::Path>) -> ExitCode {
     if let Some(out) = out {
-        let inputs: Vec<&std::path::Path> = reports.iter().map(PathBuf::as_path).collect();
-        if let Some(input) = clobbers(out, &inputs) {
-            return usage(format!(
-                "--json {} would overwrite the report {} being merged; pick another file",
-                out.display(),
-                input.display()
-            ));
+        let mut inputs = reports.to_vec();
+        inputs.extend(std::env::current_exe().ok());
+        if let Err(e) = output::check_outputs(&[("--json", out)], &inputs) {
+            return usage(e);
         }
     }
     let doc = match chaosrun::report::merge::merge(reports) {
@@ -210,7 +196,9 @@ fn merge(reports: &[PathBuf], out: Option<&std::path::Path>) -> ExitCode {
         Err(e) => return usage(e),
     };
     if let Some(path) = out {
-        if let Err(e) = std::fs::write(path, serde_json::to_vec_pretty(&doc).unwrap_or_default()) {
+        if let Err(e) =
+            output::write_atomic(path, &serde_json::to_vec_pretty(&doc).unwrap_or_default())
+        {
             return usage(format!("cannot write {}: {e}", path.display()));
         }
     }
@@ -291,36 +279,27 @@ fn run(args: RunArgs) -> ExitCode {
             .env
             .insert(name.clone(), format!("{{{{env:{name}}}}}"));
     }
-    let inputs = [table_path.as_path(), std::path::Path::new(&agent)];
-    for (flag, out) in [
+    let mut inputs = chaosrun::profile::input_files(&agent, &profile);
+    inputs.push(table_path.clone());
+    inputs.extend(std::env::current_exe().ok());
+    let outputs: Vec<(&str, &std::path::Path)> = [
         ("--json", &args.json),
         ("--junit", &args.junit),
         ("--html", &args.html),
-    ] {
-        if let Some(out) = out {
-            if let Some(input) = clobbers(out, &inputs) {
-                return usage(format!(
-                    "{flag} {} would overwrite {}, an input of this run; pick another file",
-                    out.display(),
-                    input.display()
-                ));
-            }
-        }
+    ]
+    .into_iter()
+    .filter_map(|(flag, out)| out.as_deref().map(|p| (flag, p)))
+    .collect();
+    if let Err(e) = output::check_outputs(&outputs, &inputs) {
+        return usage(e);
     }
-    if let Some(dir) = &args.keep_artifacts {
-        let non_empty = std::fs::read_dir(dir)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(false);
-        if non_empty {
-            return usage(format!(
-                "--artifacts {} is not empty; chaosrun never overwrites: pick a new directory",
-                dir.display()
-            ));
-        }
-        if let Err(e) = std::fs::create_dir_all(dir) {
-            return usage(format!("cannot create {}: {e}", dir.display()));
-        }
-    }
+    let artifacts = match &args.keep_artifacts {
+        Some(dir) => match output::ArtifactsDir::take(dir) {
+            Ok(a) => Some(a),
+            Err(e) => return usage(e),
+        },
+        None => None,
+    };
     let seed = args.seed.unwrap_or_else(rand::random);
     let run_id = format!("chaos{}", proc_hygiene::new_id(&mut rand::thread_rng()));
     if let Err(e) = proc_hygiene::become_subreaper() {
@@ -351,7 +330,7 @@ fn run(args: RunArgs) -> ExitCode {
     });
     let opts = runner::Options {
         jobs,
-        artifacts: args.keep_artifacts.clone(),
+        artifacts: artifacts.as_ref().map(|a| a.path.clone()),
         keep_all: args.keep_all,
         seed,
         repeat: args.repeat,
@@ -391,6 +370,7 @@ fn run(args: RunArgs) -> ExitCode {
         ]));
     }
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let run_id_for_cleanup = run_id.clone();
     let code = rt.block_on(async move {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let consumer = tokio::task::spawn_blocking(move || {
@@ -421,6 +401,8 @@ fn run(args: RunArgs) -> ExitCode {
         stopped_by
     });
     drop(rt);
+    remove_run_folders(&run_id_for_cleanup);
+    drop(artifacts);
     drop(bundled_dir);
     if let Some(g) = guard {
         g.finish();
@@ -428,7 +410,27 @@ fn run(args: RunArgs) -> ExitCode {
     if args.stats {
         print_self_stats();
     }
+    if code == 0 && output::write_failed() {
+        // Every scenario passed, but a report the caller asked for is missing
+        // or stale: a gate must not read that as green.
+        return usage("a report could not be written (see above); no verdict to gate on");
+    }
     ExitCode::from(code)
+}
+
+/// Remove what is left of this run's scenario folders in the temp dir
+/// (`chaosrun-RUN-N`): after an interrupt, or a scenario whose run ended
+/// early. Artifacts the user asked for live elsewhere and stay.
+fn remove_run_folders(run_id: &str) {
+    let prefix = format!("chaosrun-{run_id}-");
+    let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in dir.flatten() {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// chaosrun's own CPU time and peak RSS (children excluded).

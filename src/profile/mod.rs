@@ -268,6 +268,41 @@ impl Profile {
     }
 }
 
+/// Every file `--agent agent` reads to start the agent: the profile (or the
+/// driver executable and the profile beside it) and each argv entry of the
+/// command that is a file (the interpreter found on PATH included). No output
+/// may overwrite one of them.
+pub fn input_files(agent: &str, profile: &Profile) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let path = Path::new(agent);
+    if path.exists() {
+        let abs = absolute(path);
+        files.push(abs.with_extension("yaml"));
+        files.push(PathBuf::from(format!("{}.yaml", abs.display())));
+        files.push(abs);
+    } else if let Some(exe) = find_program(agent) {
+        let abs = absolute(&exe);
+        files.push(abs.with_extension("yaml"));
+        files.push(PathBuf::from(format!("{}.yaml", abs.display())));
+        files.push(abs);
+    }
+    if let Some(first) = profile.command.first().and_then(|c| find_program(c)) {
+        files.push(absolute(&first));
+    }
+    files.extend(
+        profile
+            .command
+            .iter()
+            .map(Path::new)
+            .filter(|p| p.is_file())
+            .map(absolute),
+    );
+    files.retain(|f| f.exists());
+    files.sort();
+    files.dedup();
+    files
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
