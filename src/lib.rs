@@ -6,8 +6,8 @@
 
 pub mod driver;
 pub mod observe;
-pub mod output;
 pub mod oracle;
+pub mod output;
 pub mod proc_hygiene;
 pub mod profile;
 pub mod provider;

@@ -93,7 +93,10 @@ pub fn check_target(flag: &str, path: &Path, inputs: &[PathBuf]) -> Result<PathB
         )
     })?;
     if !dir.is_dir() {
-        return Err(format!("{flag} {shown}: {} is not a directory", dir.display()));
+        return Err(format!(
+            "{flag} {shown}: {} is not a directory",
+            dir.display()
+        ));
     }
     let target = dir.join(&name);
     if let Ok(m) = std::fs::symlink_metadata(&target) {
@@ -218,14 +221,20 @@ pub fn write_run_file(base: &Path, rel: &Path, bytes: &[u8]) -> io::Result<()> {
         .file_name()
         .ok_or_else(|| io::Error::other(format!("{} is not a file name", rel.display())))?;
     let dir = open_dir_beneath(base, rel.parent().unwrap_or(Path::new("")))?;
-    let tmp = format!(".{}.{:016x}.tmp", name.to_string_lossy(), rand::random::<u64>());
-    let flags = OFlag::O_WRONLY
-        | OFlag::O_CREAT
-        | OFlag::O_EXCL
-        | OFlag::O_NOFOLLOW
-        | OFlag::O_CLOEXEC;
-    let fd = openat(Some(raw(&dir)), tmp.as_str(), flags, Mode::from_bits_truncate(0o644))
-        .map_err(errno)?;
+    let tmp = format!(
+        ".{}.{:016x}.tmp",
+        name.to_string_lossy(),
+        rand::random::<u64>()
+    );
+    let flags =
+        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let fd = openat(
+        Some(raw(&dir)),
+        tmp.as_str(),
+        flags,
+        Mode::from_bits_truncate(0o644),
+    )
+    .map_err(errno)?;
     // SAFETY: openat returned a fresh descriptor we now own.
     let mut file = unsafe { File::from_raw_fd(fd) };
     let written = file.write_all(bytes).and_then(|()| {

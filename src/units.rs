@@ -152,7 +152,10 @@ mod tests {
             assert!(Seconds::new(bad).is_err(), "{bad}");
         }
         assert!(Seconds::new(90.0).unwrap().scaled(1e300).is_err());
-        assert_eq!(Seconds::new(2.0).unwrap().duration(), Duration::from_secs(2));
+        assert_eq!(
+            Seconds::new(2.0).unwrap().duration(),
+            Duration::from_secs(2)
+        );
     }
 
     #[test]

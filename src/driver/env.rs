@@ -74,7 +74,12 @@ pub struct Fixed<'a> {
 /// `list` with every loopback name present.
 fn with_loopback(list: Option<&String>) -> String {
     let mut items: Vec<&str> = list
-        .map(|l| l.split(',').map(str::trim).filter(|s| !s.is_empty()).collect())
+        .map(|l| {
+            l.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
         .unwrap_or_default();
     for n in LOOPBACK_NO_PROXY.split(',') {
         if !items.contains(&n) {
@@ -92,10 +97,8 @@ pub fn build(
     fixed: &Fixed<'_>,
     extra: &BTreeMap<String, String>,
 ) -> BTreeMap<String, String> {
-    let mut env: BTreeMap<String, String> = parent
-        .into_iter()
-        .filter(|(k, _)| is_allowed(k))
-        .collect();
+    let mut env: BTreeMap<String, String> =
+        parent.into_iter().filter(|(k, _)| is_allowed(k)).collect();
     env.insert("NO_COLOR".into(), "1".into());
     env.insert("TZ".into(), "UTC".into());
     for (k, v) in extra {
@@ -238,7 +241,15 @@ mod tests {
         assert!(check_pass_env("CHAOSRUN_SURELY_UNSET_VAR")
             .unwrap_err()
             .contains("not set"));
-        for bad in ["", "A=B", "1X", "HOME", "CHAOS_TAG", "HTTPS_PROXY", "no_proxy"] {
+        for bad in [
+            "",
+            "A=B",
+            "1X",
+            "HOME",
+            "CHAOS_TAG",
+            "HTTPS_PROXY",
+            "no_proxy",
+        ] {
             assert!(check_pass_env(bad).is_err(), "{bad}");
         }
     }

@@ -55,7 +55,10 @@ impl When {
 pub struct WaitFor {
     pub count: usize,
     pub cmdline: String,
-    #[serde(default = "default_wait_timeout", deserialize_with = "crate::units::seconds")]
+    #[serde(
+        default = "default_wait_timeout",
+        deserialize_with = "crate::units::seconds"
+    )]
     pub timeout: f64,
 }
 

@@ -232,7 +232,10 @@ pub struct ChaosSpec {
     #[serde(default = "default_kill_share")]
     pub kill_share: f64,
     /// Seconds a stop lasts, drawn uniformly from [min, max].
-    #[serde(default = "default_stop_range", deserialize_with = "units::seconds_pair")]
+    #[serde(
+        default = "default_stop_range",
+        deserialize_with = "units::seconds_pair"
+    )]
     pub stop_for: [f64; 2],
     /// Fewer faults landing than this makes the run meaningless (a failure).
     pub min_faults: usize,
