@@ -242,7 +242,10 @@ fn with(row: &str) -> String {
 fn durations_out_of_bounds_are_errors_with_their_place_never_panics() {
     let d = tempfile::tempdir().unwrap();
     for (i, (row, said)) in [
-        ("    deadlines: {turn: 1e30}\n", "exceeds the ceiling of 604800 s"),
+        (
+            "    deadlines: {turn: 1e30}\n",
+            "exceeds the ceiling of 604800 s",
+        ),
         ("    deadlines: {turn: .inf}\n", "finite"),
         ("    deadlines: {probe: -1}\n", "negative"),
         ("    deadlines: {boot: .nan}\n", "NaN"),
@@ -288,7 +291,10 @@ fn counts_above_their_ceiling_are_errors() {
     );
     let p = write(d.path(), "repeat.yaml", &repeat);
     let (_, stderr) = run("counts", &[&p, "--list"], 2);
-    assert!(stderr.contains("`repeat` is 100000000; the ceiling is 1000"), "{stderr}");
+    assert!(
+        stderr.contains("`repeat` is 100000000; the ceiling is 1000"),
+        "{stderr}"
+    );
     let turns = ONE.replace(
         "    expect: error\n",
         "    expect: survives\n    chaos: {turns: 100000000, duration: 5, min_faults: 1}\n",
@@ -323,7 +329,11 @@ fn outputs_that_are_not_regular_files_or_unwritable_are_refused_up_front() {
     let d = tempfile::tempdir().unwrap();
     let dir = d.path().to_str().unwrap().to_string();
     let fifo = d.path().join("fifo");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
     let victim = write(d.path(), "victim.txt", "keep");
     let link = d.path().join("link.json");
     std::os::unix::fs::symlink(&victim, &link).unwrap();
@@ -338,16 +348,28 @@ fn outputs_that_are_not_regular_files_or_unwritable_are_refused_up_front() {
     ] {
         let (stdout, stderr) = run(
             "outputs",
-            &["scenarios.yaml", "--only", "provider_500_forever", flag, path],
+            &[
+                "scenarios.yaml",
+                "--only",
+                "provider_500_forever",
+                flag,
+                path,
+            ],
             2,
         );
         assert!(stderr.contains(said), "{flag} {path}: {stderr}");
-        assert!(!stdout.contains("PASS") && !stdout.contains("FAIL"), "nothing ran: {stdout}");
+        assert!(
+            !stdout.contains("PASS") && !stdout.contains("FAIL"),
+            "nothing ran: {stdout}"
+        );
     }
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
     use std::os::unix::fs::FileTypeExt;
     assert!(
-        std::fs::metadata("/dev/full").unwrap().file_type().is_char_device(),
+        std::fs::metadata("/dev/full")
+            .unwrap()
+            .file_type()
+            .is_char_device(),
         "/dev/full is still a device"
     );
 }
@@ -380,7 +402,10 @@ fn outputs_never_overwrite_the_agent_or_chaosrun_itself() {
         2,
     );
     assert!(stderr.contains("would overwrite"), "{stderr}");
-    assert_eq!(std::fs::read_to_string(&script).unwrap(), "#!/bin/sh\nexit 3\n");
+    assert_eq!(
+        std::fs::read_to_string(&script).unwrap(),
+        "#!/bin/sh\nexit 3\n"
+    );
     let (_, stderr) = run(
         "clobber-profile",
         &["scenarios.yaml", "--agent", &profile, "--html", &profile],
@@ -408,10 +433,19 @@ fn profile_paths_outside_home_are_refused_at_load() {
     );
     let (_, stderr) = run(
         "shadow",
-        &["scenarios.yaml", "--agent", &profile, "--only", "provider_hang"],
+        &[
+            "scenarios.yaml",
+            "--agent",
+            &profile,
+            "--only",
+            "provider_hang",
+        ],
         2,
     );
-    assert!(stderr.contains("must stay inside the agent's HOME"), "{stderr}");
+    assert!(
+        stderr.contains("must stay inside the agent's HOME"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -437,12 +471,20 @@ fn relative_artifacts_directory_works() {
     .output()
     .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let run = d.path().join("art/tool_args_garbage");
     for f in ["spec.json", "observation.json", "checks.json"] {
         assert!(run.join(f).is_file(), "{f} kept");
     }
-    assert!(!d.path().join("art/.chaosrun.lock").exists(), "the lock is released");
+    assert!(
+        !d.path().join("art/.chaosrun.lock").exists(),
+        "the lock is released"
+    );
     assert!(wait_unmarked(&mark, Duration::from_secs(5)).is_empty());
 }
 
@@ -454,7 +496,12 @@ fn two_runs_cannot_share_an_artifacts_directory() {
     let mark = new_mark("artlock");
     let mut first = command(
         &mark,
-        &["tests/fixtures/hung_tool_table.yaml", "--artifacts", art_s, "--no-progress"],
+        &[
+            "tests/fixtures/hung_tool_table.yaml",
+            "--artifacts",
+            art_s,
+            "--no-progress",
+        ],
     )
     .stdout(Stdio::null())
     .stderr(Stdio::null())
@@ -468,7 +515,13 @@ fn two_runs_cannot_share_an_artifacts_directory() {
     }
     let second = chaosrun(
         &mark,
-        &["scenarios.yaml", "--only", "provider_hang", "--artifacts", art_s],
+        &[
+            "scenarios.yaml",
+            "--only",
+            "provider_hang",
+            "--artifacts",
+            art_s,
+        ],
     );
     let _ = Command::new("kill")
         .args(["-TERM", &first.id().to_string()])
@@ -504,7 +557,12 @@ fn a_closed_stdout_is_not_a_panic() {
     let (r, w) = nix::unistd::pipe().unwrap();
     drop(r);
     let out = Command::new(bin())
-        .args(["scenarios.yaml", "--only", "tool_args_garbage", "--no-progress"])
+        .args([
+            "scenarios.yaml",
+            "--only",
+            "tool_args_garbage",
+            "--no-progress",
+        ])
         .current_dir(repo())
         .stdout(Stdio::from(w))
         .stderr(Stdio::piped())
@@ -519,12 +577,15 @@ fn a_closed_stdout_is_not_a_panic() {
 fn run_folders_are_removed_after_sigint() {
     let tmp = tempfile::tempdir().unwrap();
     let mark = new_mark("folders");
-    let mut child = command(&mark, &["tests/fixtures/hung_tool_table.yaml", "--no-progress"])
-        .env("TMPDIR", tmp.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = command(
+        &mark,
+        &["tests/fixtures/hung_tool_table.yaml", "--no-progress"],
+    )
+    .env("TMPDIR", tmp.path())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while !marked(&mark).iter().any(|p| p.contains("sleep 3600")) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
@@ -536,7 +597,10 @@ fn run_folders_are_removed_after_sigint() {
     let status = child.wait().unwrap();
     let left = wait_unmarked(&mark, Duration::from_secs(10));
     kill_marked(&mark);
-    assert!(!busy.is_empty(), "the run had its folders in TMPDIR while busy");
+    assert!(
+        !busy.is_empty(),
+        "the run had its folders in TMPDIR while busy"
+    );
     assert_eq!(status.code(), Some(130));
     let after: Vec<_> = std::fs::read_dir(tmp.path())
         .unwrap()

@@ -27,7 +27,10 @@ const SECRETS: &[(&str, &str)] = &[
     ("DJANGO_SECRET_KEY", "s3cret-django"),
     ("REDIS_URL", "redis://:s3cret-redis@cache:6379/0"),
     ("SENTRY_DSN", "https://s3cret-sentry@o1.ingest.sentry.io/1"),
-    ("SLACK_WEBHOOK_URL", "https://hooks.slack.com/services/s3cret-slack"),
+    (
+        "SLACK_WEBHOOK_URL",
+        "https://hooks.slack.com/services/s3cret-slack",
+    ),
     ("PRIVATE_KEY", "-----BEGIN s3cret-private"),
     ("KUBECONFIG", "/root/.kube/s3cret-kubeconfig"),
     ("HTTP_PROXY", "http://user:s3cret-proxy@proxy:3128"),
@@ -159,7 +162,10 @@ fn pass_env_hands_over_only_what_is_named_and_set() {
     .unwrap();
     assert_eq!(unset.status.code(), Some(2));
     let err = String::from_utf8_lossy(&unset.stderr);
-    assert!(err.contains("is not set in chaosrun's environment"), "{err}");
+    assert!(
+        err.contains("is not set in chaosrun's environment"),
+        "{err}"
+    );
 }
 
 #[test]
