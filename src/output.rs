@@ -292,7 +292,8 @@ impl ArtifactsDir {
         let shown = dir.display();
         let abs = absolute(dir).map_err(|e| format!("--artifacts {shown}: {e}"))?;
         if let Ok(m) = std::fs::symlink_metadata(&abs) {
-            if !m.is_dir() && !(m.file_type().is_symlink() && abs.is_dir()) {
+            let a_dir = m.is_dir() || (m.file_type().is_symlink() && abs.is_dir());
+            if !a_dir {
                 let what = if m.is_file() { "a file" } else { kind(&m) };
                 return Err(format!(
                     "--artifacts {shown} is {what}; give a new or empty directory"

@@ -238,7 +238,7 @@ fn mutated_tables_never_panic_or_hang() {
     let seed: u64 = std::env::var("CHAOSRUN_FUZZ_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(0x7ab1e_f022);
+        .unwrap_or(0x0007_ab1e_f022);
     let text = std::fs::read_to_string(repo().join("scenarios.yaml")).unwrap();
     let seed_table: Value = serde_yaml::from_str(&text).unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
