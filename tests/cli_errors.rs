@@ -610,3 +610,44 @@ fn run_folders_are_removed_after_sigint() {
     assert!(after.is_empty(), "left in TMPDIR: {after:?}");
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn a_report_that_cannot_be_written_at_the_end_is_exit_2() {
+    // The checks up front pass; then, while the run is busy, the report's
+    // path becomes a directory, so the final write is refused.
+    let d = tempfile::tempdir().unwrap();
+    let report = d.path().join("r.json");
+    let mark = new_mark("late-write");
+    let child = command(
+        &mark,
+        &[
+            "scenarios.yaml",
+            "--only",
+            "provider_hang",
+            "--deadline-scale",
+            "0.05",
+            "--json",
+            report.to_str().unwrap(),
+            "--no-progress",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // The first (incomplete) report is written when the run starts.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !report.is_file() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::fs::remove_file(&report).unwrap();
+    std::fs::create_dir(&report).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let left = wait_unmarked(&mark, Duration::from_secs(10));
+    kill_marked(&mark);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("a report could not be written"), "{err}");
+    assert!(report.is_dir(), "the directory was not replaced");
+    assert!(left.is_empty(), "{left:?}");
+}

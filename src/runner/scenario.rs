@@ -325,7 +325,11 @@ pub async fn observe(
     };
     obs.recording = provider.shutdown().await;
     obs.stdout_other_lines = d.other_lines();
-    obs.stderr_tail = stderr_tail(&prepared.dirs.stderr_log, 20);
+    // Not through a symlink the agent planted in its run folder.
+    obs.stderr_tail = match prepared.dirs.stderr_log.symlink_metadata() {
+        Ok(m) if m.is_file() => stderr_tail(&prepared.dirs.stderr_log, 20),
+        _ => "(not read: stderr.log is not a regular file)".into(),
+    };
     obs.log_tails = prepared
         .log_paths
         .iter()
