@@ -11,8 +11,9 @@
 //!   `"default"`, so the swarm outlives the agent. chaosrun reports the
 //!   survivors and then sweeps them itself.
 //!
-//! Skipped, with a printed reason, when `.ci/hermes_subset.sh` (or
-//! `examples/hermes/setup.sh`) has not installed Hermes.
+//! Ignored by a plain `cargo test` (it needs Hermes installed); scripts/test.sh
+//! installs Hermes with `.ci/hermes_subset.sh` and runs it. Run by hand without
+//! Hermes, it fails saying what to install.
 
 mod common;
 
@@ -46,15 +47,17 @@ fn passed(report: &serde_json::Value, id: &str) -> bool {
 }
 
 #[test]
+#[ignore = "needs Hermes Agent 0.19.0: .ci/hermes_subset.sh (scripts/test.sh runs it)"]
 fn hermes_subset_verdicts() {
     let python = repo().join("examples/hermes/.venv/bin/python");
-    if !python.exists() {
-        println!(
-            "skipped: {} does not exist; run .ci/hermes_subset.sh (or examples/hermes/setup.sh) to install hermes-agent 0.19.0",
+    require(
+        "Hermes Agent 0.19.0",
+        python.exists(),
+        &format!(
+            "{} does not exist; run .ci/hermes_subset.sh",
             python.display()
-        );
-        return;
-    }
+        ),
+    );
 
     let mark = new_mark("hermes-subset");
     let dir = std::env::temp_dir().join(format!("chaosrun-{mark}"));

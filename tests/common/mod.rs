@@ -168,3 +168,18 @@ pub fn failed_invariants(report: &serde_json::Value, id: &str) -> Vec<String> {
     inv.dedup();
     inv
 }
+
+/// A prerequisite of a test that is `#[ignore = "needs …"]` by default and run
+/// by scripts/test.sh (which installs it): when it is missing the test fails
+/// with what to do, never passes quietly.
+pub fn require(what: &str, present: bool, how: &str) {
+    assert!(
+        present,
+        "missing prerequisite: {what}; {how}{}",
+        if std::env::var_os("CI").is_some() {
+            " (CI must install it: see scripts/test.sh)"
+        } else {
+            ""
+        }
+    );
+}
