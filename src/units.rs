@@ -131,6 +131,29 @@ pub fn seconds_pair<'de, D: Deserializer<'de>>(d: D) -> Result<[f64; 2], D::Erro
     <[Seconds; 2]>::deserialize(d).map(|[a, b]| [a.get(), b.get()])
 }
 
+/// A `tool_call`'s `repeat`: 1 to [`MAX_REPEAT`] (in a table and in a
+/// `serve --script` alike, so no reply allocates without bound).
+pub fn repeat<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    let v = Option::<u64>::deserialize(d)?;
+    match v {
+        Some(n) if n == 0 || n > MAX_REPEAT => Err(serde::de::Error::custom(format!(
+            "`repeat` is {n}; it is 1 to {MAX_REPEAT}"
+        ))),
+        other => Ok(other.map(|n| n as usize)),
+    }
+}
+
+/// A count of 1 to [`MAX_COUNT`] (`chunk_chars`, `wait_for.count`).
+pub fn count_1<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let n = u64::deserialize(d)?;
+    if n == 0 || n > MAX_COUNT {
+        return Err(serde::de::Error::custom(format!(
+            "{n} is out of bounds: a count here is 1 to {MAX_COUNT}"
+        )));
+    }
+    Ok(n as usize)
+}
+
 /// Checks a count against its ceiling: `Err` names the field and the bound.
 pub fn count(name: &str, v: u64, max: u64) -> Result<(), String> {
     if v > max {

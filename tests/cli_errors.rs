@@ -292,9 +292,10 @@ fn counts_above_their_ceiling_are_errors() {
     let p = write(d.path(), "repeat.yaml", &repeat);
     let (_, stderr) = run("counts", &[&p, "--list"], 2);
     assert!(
-        stderr.contains("`repeat` is 100000000; the ceiling is 1000"),
+        stderr.contains("`repeat` is 100000000; it is 1 to 1000"),
         "{stderr}"
     );
+    assert!(stderr.contains(&format!("{p}:4:")), "{stderr}");
     let turns = ONE.replace(
         "    expect: error\n",
         "    expect: survives\n    chaos: {turns: 100000000, duration: 5, min_faults: 1}\n",

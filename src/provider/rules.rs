@@ -53,6 +53,7 @@ impl When {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WaitFor {
+    #[serde(deserialize_with = "crate::units::count_1")]
     pub count: usize,
     pub cmdline: String,
     #[serde(

@@ -10,7 +10,10 @@ use serde::{Deserialize, Serialize};
 pub struct Text {
     /// The answer; `{{nonce}}` is substituted.
     pub text: String,
-    #[serde(default = "default_chunk_chars")]
+    #[serde(
+        default = "default_chunk_chars",
+        deserialize_with = "crate::units::count_1"
+    )]
     pub chunk_chars: usize,
     /// Seconds between content chunks.
     #[serde(default, deserialize_with = "crate::units::seconds")]
