@@ -290,8 +290,18 @@ fn run(args: RunArgs) -> ExitCode {
     .into_iter()
     .filter_map(|(flag, out)| out.as_deref().map(|p| (flag, p)))
     .collect();
-    if let Err(e) = output::check_outputs(&outputs, &inputs) {
-        return usage(e);
+    let targets = match output::check_outputs(&outputs, &inputs) {
+        Ok(t) => t,
+        Err(e) => return usage(e),
+    };
+    if let Some(dir) = &args.keep_artifacts {
+        if let Some(i) = targets.iter().position(|t| output::same_place(t, dir)) {
+            return usage(format!(
+                "{} {} is the --artifacts directory; give each its own path",
+                outputs[i].0,
+                outputs[i].1.display()
+            ));
+        }
     }
     let artifacts = match &args.keep_artifacts {
         Some(dir) => match output::ArtifactsDir::take(dir) {

@@ -122,6 +122,21 @@ pub fn check_target(flag: &str, path: &Path, inputs: &[PathBuf]) -> Result<PathB
     Ok(target)
 }
 
+/// Whether `target` (as [`check_target`] returned it) and `other` (as the
+/// user wrote it, existing or not) name the same place.
+pub fn same_place(target: &Path, other: &Path) -> bool {
+    let Ok(abs) = absolute(other) else {
+        return false;
+    };
+    let resolved = match (abs.parent(), abs.file_name()) {
+        (Some(dir), Some(name)) => std::fs::canonicalize(dir)
+            .map(|d| d.join(name))
+            .unwrap_or(abs.clone()),
+        _ => abs.clone(),
+    };
+    resolved == target || std::fs::canonicalize(&abs).is_ok_and(|c| c == target)
+}
+
 /// Check every output: each alone ([`check_target`]), then no two on one path.
 pub fn check_outputs(
     outputs: &[(&str, &Path)],

@@ -386,6 +386,13 @@ fn two_outputs_on_one_path_are_refused() {
     );
     assert!(stderr.contains("--json and --junit both write"), "{stderr}");
     assert!(!Path::new(&out).exists());
+    let (_, stderr) = run(
+        "dup-art",
+        &["scenarios.yaml", "--html", &out, "--artifacts", &out],
+        2,
+    );
+    assert!(stderr.contains("is the --artifacts directory"), "{stderr}");
+    assert!(!Path::new(&out).exists());
 }
 
 #[test]
