@@ -52,10 +52,18 @@ pub fn check_pass_env(name: &str) -> Result<(), String> {
     if is_fixed(name) || name.eq_ignore_ascii_case("no_proxy") {
         return Err(format!("--pass-env {name}: chaosrun sets {name} itself"));
     }
-    if std::env::var_os(name).is_none() {
-        return Err(format!(
-            "--pass-env {name}: {name} is not set in chaosrun's environment"
-        ));
+    match std::env::var(name) {
+        Ok(_) => {}
+        Err(std::env::VarError::NotPresent) => {
+            return Err(format!(
+                "--pass-env {name}: {name} is not set in chaosrun's environment"
+            ))
+        }
+        Err(std::env::VarError::NotUnicode(_)) => {
+            return Err(format!(
+                "--pass-env {name}: the value of {name} is not UTF-8"
+            ))
+        }
     }
     Ok(())
 }
