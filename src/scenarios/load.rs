@@ -390,6 +390,33 @@ mod tests {
     }
 
     #[test]
+    fn durations_and_counts_out_of_bounds_say_where() {
+        for (row, said, line) in [
+            ("    deadlines: {turn: 1e30}\n", "ceiling of 604800 s", 6),
+            ("    knobs: {tool_timeout: .inf}\n", "finite", 6),
+            ("    interrupt: {after_seconds: -1}\n", "negative", 6),
+            (
+                "    chaos: {turns: 20000, duration: 1, min_faults: 1}\n",
+                "`chaos.turns`",
+                2,
+            ),
+        ] {
+            let bad = ONE.replace("expect: error\n", &format!("expect: error\n{row}"));
+            let e = load_str(&bad, "t.yaml").unwrap_err();
+            assert!(e.message.contains(said), "{row}: {e}");
+            assert_eq!(e.line, line, "{row}: {e}");
+        }
+        let ok = ONE.replace(
+            "expect: error\n",
+            "expect: error\n    deadlines: {turn: 604800}\n",
+        );
+        assert_eq!(
+            load_str(&ok, "t").unwrap().scenarios[0].deadlines.turn,
+            604800.0
+        );
+    }
+
+    #[test]
     fn missing_file_says_so() {
         let e = load_file(Path::new("/nonexistent/table.yaml")).unwrap_err();
         assert!(
