@@ -266,6 +266,65 @@ pub fn end_run(run_id: &str) -> usize {
 mod tests {
     use super::*;
 
+    /// A cgroup under chaosrun's base, or None where none can be made
+    /// (failing under `CI`, which must have one).
+    fn test_cgroup(name: &str) -> Option<Cgroup> {
+        let made = base().and_then(|b| {
+            Cgroup::create(b.join(format!("chaosrun-test-{name}-{}", std::process::id())))
+                .map_err(|e| e.to_string())
+        });
+        match made {
+            Ok(cg) => Some(cg),
+            Err(e) => {
+                assert!(std::env::var_os("CI").is_none(), "CI: needs cgroup v2: {e}");
+                eprintln!("skipped locally: needs root and cgroup v2 ({e})");
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn a_child_entered_before_exec_is_listed_frozen_killed_and_removed() {
+        use std::os::fd::{AsRawFd, BorrowedFd};
+        use std::os::unix::process::CommandExt;
+        let Some(cg) = test_cgroup("ops") else {
+            return;
+        };
+        let procs = cg.procs_file().unwrap();
+        let fd = procs.as_raw_fd();
+        let mut cmd = std::process::Command::new("sh");
+        // A shell whose background job double-forks into a new session.
+        cmd.args(["-c", "setsid sh -c 'sleep 30 &' ; sleep 30"]);
+        // SAFETY: only write(2) between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::unistd::write(BorrowedFd::borrow_raw(fd), b"0")
+                    .map(drop)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let mut child = cmd.spawn().unwrap();
+        crate::proc_hygiene::own(child.id() as i32);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // sh and its sleep; the escaped sleep (setsid's sh exits at once).
+        while cg.pids().len() < 3 {
+            assert!(Instant::now() < deadline, "members: {:?}", cg.pids());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(cg.pids().contains(&(child.id() as i32)));
+        assert!(cg.populated());
+        assert_eq!(cg.freeze(true, Duration::from_secs(2)), 3);
+        assert_eq!(cg.event("frozen"), Some(true));
+        assert_eq!(cg.freeze(false, Duration::from_secs(2)), 3);
+        assert_eq!(cg.kill(), 3);
+        child.wait().unwrap();
+        crate::proc_hygiene::disown(child.id() as i32);
+        assert!(cg.kill_until_empty(Duration::from_secs(5)));
+        assert_eq!(cg.kill(), 0, "an empty cgroup: nothing hit");
+        assert!(cg.remove(Duration::from_secs(5)));
+        assert!(!cg.path.exists());
+    }
+
     #[test]
     fn unescapes_mountinfo_paths() {
         assert_eq!(unescape(r"/a\040b"), "/a b");

@@ -24,8 +24,6 @@ pub use kill::{
 };
 pub use scan::{by_value, count_tagged_matching, marked, tagged, ProcInfo};
 
-use std::time::Duration;
-
 /// Env var naming one scenario run; inherited by every descendant.
 pub const TAG_VAR: &str = "CHAOS_TAG";
 /// Env var naming one chaosrun invocation; inherited by every descendant.
@@ -76,20 +74,6 @@ pub fn reap_orphans() {
                 libc::waitpid(p, std::ptr::null_mut(), libc::WNOHANG);
             }
         }
-    }
-}
-
-/// Poll until no process carries `TAG_VAR=tag`, or `timeout`; returns the
-/// survivors at the deadline (empty when all are gone).
-pub async fn wait_none_tagged(tag: &str, timeout: Duration) -> Vec<ProcInfo> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        reap_orphans();
-        let left = tagged(tag);
-        if left.is_empty() || tokio::time::Instant::now() >= deadline {
-            return left;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
