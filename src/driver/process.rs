@@ -237,9 +237,11 @@ impl AgentProcess {
     }
 
     /// Send `sig` to this process (chaosrun's own child, whatever its
-    /// environment says); whether it was delivered (false once it is gone).
+    /// environment says); whether it hit a live process (false once it is
+    /// gone, a zombie included: a kill of the dead does not land).
     pub fn signal(&self, sig: i32) -> bool {
         self.exited().is_none()
+            && !crate::proc_hygiene::is_zombie(self.pid)
             && self
                 .pidfd
                 .as_ref()

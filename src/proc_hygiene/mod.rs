@@ -22,7 +22,7 @@ pub use kill::{
     kill_marked, pidfd_kill_if_marked, pidfd_open, pidfd_send, pidfd_signal_if,
     pidfd_signal_if_marked, signal_marked, sweep_marked,
 };
-pub use scan::{by_value, count_tagged_matching, marked, tagged, ProcInfo};
+pub use scan::{by_value, count_tagged_matching, is_zombie, marked, tagged, ProcInfo};
 
 /// Env var naming one scenario run; inherited by every descendant.
 pub const TAG_VAR: &str = "CHAOS_TAG";

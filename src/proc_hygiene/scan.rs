@@ -95,6 +95,11 @@ pub(super) fn live_info(pid: i32) -> Option<ProcInfo> {
     info(pid).filter(live)
 }
 
+/// Whether `pid` is a zombie (exited, not yet reaped) or gone.
+pub fn is_zombie(pid: i32) -> bool {
+    read_stat(pid).is_none_or(|(_, st)| st == 'Z' || st == 'X')
+}
+
 /// Live (non-zombie) children of `parent`.
 pub(super) fn children(parent: i32) -> Vec<ProcInfo> {
     pids()
