@@ -164,14 +164,12 @@ async fn close(d: &mut Drive<'_>, clean: bool, exit_secs: f64) -> bool {
     // Events printed just before the exits (bounded: a leftover process may
     // hold stdout open and keep writing).
     let until = Instant::now() + Duration::from_secs(1);
-    while let Ok(next) = tokio::time::timeout_at(
-        until.min(Instant::now() + Duration::from_millis(200)),
-        d.next(),
-    )
-    .await
-    {
-        if let Next::Event(at, k, ev) = next {
-            d.push_from(at, k, ev);
+    while Instant::now() < until {
+        let quiet = until.min(Instant::now() + Duration::from_millis(200));
+        match tokio::time::timeout_at(quiet, d.next()).await {
+            Ok(Next::Event(at, k, ev)) => d.push_from(at, k, ev),
+            Ok(Next::Eof(_)) => {}
+            Err(_) => break,
         }
     }
     killed_any
