@@ -51,8 +51,63 @@ pub struct RunContainment {
     trees: Trees,
 }
 
-/// Every scenario's tree in a run (for telling whose an orphan is).
-type Trees = Arc<Mutex<Vec<Weak<Tree>>>>;
+/// Every scenario's tree in a run (for telling whose an orphan is), and the
+/// one task that rescans /proc for all of them (fallback only).
+#[derive(Default)]
+struct Registry {
+    trees: Mutex<Vec<Weak<Tree>>>,
+    tracker: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+type Trees = Arc<Registry>;
+
+impl Registry {
+    fn live(&self) -> Vec<Arc<Tree>> {
+        let g = self.trees.lock().unwrap_or_else(|e| e.into_inner());
+        g.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    fn add(&self, tree: &Arc<Tree>) {
+        let mut g = self.trees.lock().unwrap_or_else(|e| e.into_inner());
+        g.retain(|w| w.strong_count() > 0);
+        g.push(Arc::downgrade(tree));
+    }
+
+    /// Blocking: one /proc scan, every tree refreshed from it.
+    fn refresh(&self) -> Vec<Arc<Tree>> {
+        let trees = self.live();
+        let table = super::tree::table();
+        for t in &trees {
+            t.refresh_from(&table);
+        }
+        trees
+    }
+
+    /// Start the rescans (every 200 ms, one /proc scan for all trees) if
+    /// they are not running yet; they end with the run's containment.
+    fn track(self: &Arc<Self>) {
+        let mut tracker = self.tracker.lock().unwrap_or_else(|e| e.into_inner());
+        if tracker.is_some() {
+            return;
+        }
+        let weak = Arc::downgrade(self);
+        *tracker = Some(tokio::spawn(async move {
+            while let Some(reg) = weak.upgrade() {
+                let _ = tokio::task::spawn_blocking(move || reg.refresh()).await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }));
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let tracker = self.tracker.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = tracker.take() {
+            t.abort();
+        }
+    }
+}
 
 impl RunContainment {
     /// Make the run's cgroup `chaosrun-RUN`, or record why it cannot be.
@@ -102,18 +157,13 @@ impl RunContainment {
             Err(why) => (None, Some(why.clone())),
         };
         let tree = Arc::new(Tree::default());
-        {
-            let mut g = self.trees.lock().unwrap_or_else(|e| e.into_inner());
-            g.retain(|w| w.strong_count() > 0);
-            g.push(Arc::downgrade(&tree));
-        }
+        self.trees.add(&tree);
         Scope {
             tag: tag.into(),
             run_id: self.run_id.clone(),
             cgroup,
             reason,
             tree,
-            tracker: Mutex::new(None),
             trees: self.trees.clone(),
         }
     }
@@ -162,7 +212,6 @@ pub struct Scope {
     cgroup: Option<Cgroup>,
     reason: Option<String>,
     tree: Arc<Tree>,
-    tracker: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Every scenario's tree in the run (for orphans).
     trees: Trees,
 }
@@ -182,24 +231,14 @@ impl Scope {
         self.cgroup.as_ref().map(Cgroup::procs_file).transpose()
     }
 
-    /// An agent process was started: the fallback follows its descendants,
-    /// rescanning /proc every 200 ms while the scope lives.
+    /// An agent process was started: the fallback follows its descendants
+    /// (the run's tracker rescans /proc every 200 ms).
     pub fn started(&self, pid: i32) {
         if self.cgroup.is_some() {
             return;
         }
         self.tree.add_root(pid);
-        let mut tracker = self.tracker.lock().unwrap_or_else(|e| e.into_inner());
-        if tracker.is_none() {
-            let tree = self.tree.clone();
-            *tracker = Some(tokio::spawn(async move {
-                loop {
-                    let t = tree.clone();
-                    let _ = tokio::task::spawn_blocking(move || t.refresh()).await;
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-            }));
-        }
+        self.trees.track();
     }
 
     /// Blocking: the scenario's live processes (agents included).
@@ -320,13 +359,7 @@ impl Scope {
         if self.cgroup.is_some() {
             return Vec::new();
         }
-        let trees: Vec<Arc<Tree>> = {
-            let g = self.trees.lock().unwrap_or_else(|e| e.into_inner());
-            g.iter().filter_map(Weak::upgrade).collect()
-        };
-        for t in &trees {
-            t.refresh();
-        }
+        let trees = self.trees.refresh();
         orphans(&self.run_id)
             .into_iter()
             .filter(|p| {
@@ -350,10 +383,6 @@ impl Scope {
 
 impl Drop for Scope {
     fn drop(&mut self) {
-        let tracker = self.tracker.get_mut().unwrap_or_else(|e| e.into_inner());
-        if let Some(t) = tracker.take() {
-            t.abort();
-        }
         if let Some(cg) = &self.cgroup {
             // Normally already swept and removed; bounded either way.
             cg.remove(Duration::from_secs(2));

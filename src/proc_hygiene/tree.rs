@@ -26,7 +26,7 @@ pub(super) fn stat(pid: i32) -> Option<(i32, u64)> {
 }
 
 /// pid → (ppid, start) of every live process.
-fn table() -> HashMap<i32, (i32, u64)> {
+pub(super) fn table() -> HashMap<i32, (i32, u64)> {
     fs::read_dir("/proc")
         .into_iter()
         .flatten()
@@ -58,12 +58,16 @@ impl Tree {
     /// One /proc scan: remember every live descendant of a root or of a
     /// process already known (the roots themselves are not members).
     pub fn refresh(&self) {
-        let t = table();
+        self.refresh_from(&table());
+    }
+
+    /// [`Tree::refresh`] from a scan already made (one for every tree).
+    pub(super) fn refresh_from(&self, t: &HashMap<i32, (i32, u64)>) {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let Inner { roots, known } = &mut *g;
         known.retain(|pid, start| t.get(pid).is_some_and(|(_, s)| s == start));
         let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
-        for (&pid, &(ppid, _)) in &t {
+        for (&pid, &(ppid, _)) in t {
             children.entry(ppid).or_default().push(pid);
         }
         let mut stack: Vec<i32> = roots.iter().chain(known.keys()).copied().collect();
