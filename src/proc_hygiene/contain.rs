@@ -291,17 +291,12 @@ impl Scope {
 
     /// After the agent exited: wait up to `within` for every process of the
     /// scenario to be gone; those still alive at the deadline.
-    pub async fn survivors(&self, within: Duration) -> Vec<ProcInfo> {
+    pub async fn survivors(self: &Arc<Self>, within: Duration) -> Vec<ProcInfo> {
         if let Some(cg) = &self.cgroup {
             if cg.wait_empty(within).await {
                 return Vec::new();
             }
-            let cg = cg.clone();
-            return tokio::task::spawn_blocking(move || {
-                cg.pids().into_iter().filter_map(scan::live_info).collect()
-            })
-            .await
-            .unwrap_or_default();
+            return self.members_async().await;
         }
         let deadline = tokio::time::Instant::now() + within;
         loop {
@@ -314,23 +309,11 @@ impl Scope {
         }
     }
 
-    async fn members_async(&self) -> Vec<ProcInfo> {
-        let (tag, tree) = (self.tag.clone(), self.tree.clone());
-        let cg = self.cgroup.clone();
-        tokio::task::spawn_blocking(move || match cg {
-            Some(cg) => cg.pids().into_iter().filter_map(scan::live_info).collect(),
-            None => {
-                let mut v = scan::tagged(&tag);
-                for p in tree.members() {
-                    if !v.iter().any(|q| q.pid == p.pid) {
-                        v.push(p);
-                    }
-                }
-                v
-            }
-        })
-        .await
-        .unwrap_or_default()
+    async fn members_async(self: &Arc<Self>) -> Vec<ProcInfo> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.members())
+            .await
+            .unwrap_or_default()
     }
 
     /// Blocking: kill until nothing of the scenario is left (or 10 s), then
