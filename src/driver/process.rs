@@ -1,7 +1,8 @@
 //! The running agent: spawned in its own process group with the hermetic env;
-//! stdout is split into lines, `CHAOS ` lines become events, every byte is kept
-//! in `stdout.log`; stderr goes to `stderr.log`; stdin stays open for control
-//! lines until the process exits.
+//! stdout is split into lines, `CHAOS ` lines become events, stdout and stderr
+//! are kept in `stdout.log` and `stderr.log` up to their caps (see
+//! [`super::output`]); stdin stays open for control lines until the process
+//! exits.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -10,16 +11,14 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use serde::Deserialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{ChildStdin, Command};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::home::Prepared;
+use super::output::{self, Budget, STDERR};
 use crate::observe::{Event, TurnEnd};
-
-/// The longest stdout line kept whole; the rest of a longer line is dropped.
-const MAX_LINE: usize = 1 << 20;
 
 /// What an agent process said on stdout.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,6 +44,9 @@ pub struct Sink {
     pub tx: mpsc::UnboundedSender<Tagged>,
     pub worker: usize,
     pub incarnation: u32,
+    /// The run's caps: at most [`output::MAX_EVENTS`] events ever reach `tx`,
+    /// so the channel cannot queue a flood.
+    pub budget: Arc<Budget>,
 }
 
 /// The protocol's events, as the agent writes them.
@@ -106,8 +108,8 @@ impl AgentProcess {
                 .open(p)
         };
         let (stdout_path, stderr_path) = prep.dirs.logs(sink.worker);
-        let stderr = append(&stderr_path)?;
-        let mut stdout_log = append(&stdout_path)?;
+        let stderr_log = append(&stderr_path)?;
+        let stdout_log = append(&stdout_path)?;
         let mut child = Command::new(&argv[0])
             .args(&argv[1..])
             .env_clear()
@@ -115,7 +117,7 @@ impl AgentProcess {
             .current_dir(&prep.dirs.work)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr))
+            .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true)
             .spawn()
@@ -123,12 +125,17 @@ impl AgentProcess {
         let pid = child.id().map(|p| p as i32).unwrap_or(-1);
         crate::proc_hygiene::own(pid);
         let stdin = child.stdin.take();
-        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
         let Sink {
             tx,
             worker,
             incarnation,
+            budget,
         } = sink;
+        if let Some(stderr) = child.stderr.take() {
+            let b = budget.clone();
+            tokio::spawn(output::copy_capped(stderr, stderr_log, b, worker, STDERR));
+        }
         let send = move |line: Line| {
             let _ = tx.send(Tagged {
                 at: Instant::now(),
@@ -140,43 +147,10 @@ impl AgentProcess {
         let other_lines = Arc::new(AtomicU64::new(0));
         let others = other_lines.clone();
         tokio::spawn(async move {
-            use std::io::Write;
-            let mut buf = vec![0u8; 64 * 1024];
-            let mut line: Vec<u8> = Vec::new();
-            let mut overlong = false;
-            let on_line = |line: &[u8]| match parse_line(line) {
-                Some(ev) => send(Line::Event(ev)),
-                None => {
-                    others.fetch_add(1, Ordering::Relaxed);
-                }
-            };
-            loop {
-                let n = match stdout.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => n,
-                };
-                let _ = stdout_log.write_all(&buf[..n]);
-                for part in buf[..n].split_inclusive(|&b| b == b'\n') {
-                    let complete = part.ends_with(b"\n");
-                    let body = part.strip_suffix(b"\n").unwrap_or(part);
-                    if !overlong {
-                        if line.len() + body.len() > MAX_LINE {
-                            overlong = true;
-                            line.truncate(MAX_LINE.min(line.len()));
-                        } else {
-                            line.extend_from_slice(body);
-                        }
-                    }
-                    if complete {
-                        on_line(&line);
-                        line.clear();
-                        overlong = false;
-                    }
-                }
-            }
-            if !line.is_empty() {
-                on_line(&line);
-            }
+            output::read_stdout(stdout, stdout_log, budget, worker, others, |ev| {
+                send(Line::Event(ev))
+            })
+            .await;
             send(Line::Eof);
         });
         let (exit_tx, exit) = watch::channel(None);

@@ -162,6 +162,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
             main_calls: 1,
             probe_calls: 1,
             aux_calls: 0,
+            ..Recording::default()
         },
         snapshots: vec![Snapshot {
             at: 3.1,
@@ -191,6 +192,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
         probe_turn: 1,
         chaos: None,
         workers: 1,
+        capped: Default::default(),
     }
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep_until, Instant};
 
-use crate::driver::{home, AgentProcess, Line, Prepared, Sink, Tagged};
+use crate::driver::{home, AgentProcess, Budget, Line, Prepared, Sink, Tagged};
 use crate::observe::{Event, Phase, Snapshot, Timed};
 use crate::proc_hygiene::{self, TAG_VAR};
 use crate::scenarios::FaultTarget;
@@ -49,8 +49,11 @@ pub(crate) struct Drive<'a> {
     /// The current incarnation of each worker (None before its first start).
     workers: Vec<Option<AgentProcess>>,
     incarnation: Vec<u32>,
+    /// Unbounded, but fed at most `output::MAX_EVENTS` events (plus one EOF
+    /// per incarnation) by the readers: the budget caps it.
     lines: mpsc::UnboundedReceiver<Tagged>,
     sink: mpsc::UnboundedSender<Tagged>,
+    pub(crate) budget: Arc<Budget>,
     pub(crate) events: Vec<Timed>,
     pub(crate) snapshots: Vec<Snapshot>,
     pub(crate) on_phase: &'a (dyn Fn(Phase, f64) + Sync),
@@ -71,6 +74,7 @@ impl<'a> Drive<'a> {
             incarnation: vec![0; workers.max(1)],
             lines,
             sink,
+            budget: Budget::new(workers),
             events: Vec::new(),
             snapshots: Vec::new(),
             on_phase,
@@ -181,6 +185,7 @@ impl<'a> Drive<'a> {
             tx: self.sink.clone(),
             worker: k,
             incarnation: self.incarnation[k],
+            budget: self.budget.clone(),
         };
         let agent = AgentProcess::spawn(self.launch.prepared, &argv, &env, sink)?;
         let pid = agent.pid();
