@@ -335,30 +335,6 @@ fn one() -> u64 {
     1
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn capped_note_names_what_was_dropped() {
-        assert_eq!(Capped::default().note(), None);
-        let c = Capped {
-            stderr_bytes: 1 << 30,
-            stderr_kept: 16 << 20,
-            stdout_bytes: 10,
-            stdout_kept: 10,
-            events_dropped: 3,
-            ..Capped::default()
-        };
-        assert_eq!(
-            c.note().unwrap(),
-            "stderr: 1.0 GiB, 16 MiB kept; 3 events dropped"
-        );
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-        assert_eq!(human_bytes(100), "100 B");
-    }
-}
-
 impl Observation {
     /// The first event matching `f`, with its time.
     pub fn find<T>(&self, mut f: impl FnMut(&Event) -> Option<T>) -> Option<(f64, T)> {
@@ -432,5 +408,29 @@ impl Observation {
             .iter()
             .find(|t| t.at >= restarted && matches!(t.event, Event::Ready))
             .map(|t| t.at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capped_note_names_what_was_dropped() {
+        assert_eq!(Capped::default().note(), None);
+        let c = Capped {
+            stderr_bytes: 1 << 30,
+            stderr_kept: 16 << 20,
+            stdout_bytes: 10,
+            stdout_kept: 10,
+            events_dropped: 3,
+            ..Capped::default()
+        };
+        assert_eq!(
+            c.note().unwrap(),
+            "stderr: 1.0 GiB, 16 MiB kept; 3 events dropped"
+        );
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(100), "100 B");
     }
 }

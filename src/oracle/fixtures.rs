@@ -89,9 +89,11 @@ pub fn request(seq: u64, kind: CallKind, messages: Vec<WireMessage>) -> RequestR
         path: "/v1/chat/completions".into(),
         headers: vec![],
         size: 1000,
+        body_sha256: String::new(),
         stream: true,
         model: Some("fake-model".into()),
         messages,
+        messages_dropped: 0,
         truncated: false,
         reply: "text".into(),
     }

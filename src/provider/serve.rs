@@ -5,7 +5,9 @@
 //! `{nonce?, tools?, responder: [rules]}`. Prints
 //! `chaosrun provider listening on http://127.0.0.1:PORT/v1` once bound, one
 //! stderr line per request (`#seq kind main_index reply`) unless quiet, and on
-//! SIGINT/SIGTERM the summary `requests: N (main M, probe P, aux A)`.
+//! SIGINT/SIGTERM the summary `requests: N (main M, probe P, aux A)`. It
+//! remembers only a ring of the last requests ([`super::RecordLimits::SERVE`]),
+//! so it can serve for as long as it is left running.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -152,6 +154,7 @@ pub async fn serve_until(
         nonce: args.nonce.or(script.nonce).unwrap_or_default(),
         tools: script.tools,
         process_counter,
+        record: super::RecordLimits::SERVE,
     };
     let provider = if args.quiet {
         Provider::start(config).await?

@@ -22,8 +22,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::recording::{
-    CallKind, IssuedToolCall, Recording, RequestRecord, WireMessage, WireToolCall,
-    CONTENT_KEEP_CHARS, HEADERS_KEEP_BYTES,
+    body_hash, CallKind, IssuedToolCall, Recorder, Recording, RequestRecord, WireMessage,
+    WireToolCall, CONTENT_KEEP_CHARS, HEADERS_KEEP_BYTES,
 };
 use super::replies::{secs, wait_or_cancel, Reply, ReplyCtx, Text};
 use super::rules::{self, Rule, WaitFor};
@@ -61,7 +61,7 @@ struct Shared {
     probe: AtomicU64,
     aux: AtomicU64,
     main_tx: watch::Sender<u64>,
-    records: Mutex<Vec<RequestRecord>>,
+    records: Mutex<Recorder>,
     issued: Mutex<Vec<IssuedToolCall>>,
     cancel: CancellationToken,
 }
@@ -99,7 +99,7 @@ impl Running {
             probe: AtomicU64::new(0),
             aux: AtomicU64::new(0),
             main_tx,
-            records: Mutex::new(Vec::new()),
+            records: Mutex::new(Recorder::new(config.record)),
             issued: Mutex::new(Vec::new()),
             cancel: CancellationToken::new(),
         });
@@ -129,10 +129,10 @@ impl Running {
     }
 
     pub(crate) fn recording(&self) -> Recording {
-        let mut requests = self.shared.records.lock().unwrap().clone();
-        requests.sort_by_key(|r| r.seq);
+        let (requests, requests_dropped) = self.shared.records.lock().unwrap().snapshot();
         Recording {
             requests,
+            requests_dropped,
             issued_tool_calls: self.shared.issued.lock().unwrap().clone(),
             main_calls: self.shared.main.load(Ordering::SeqCst),
             probe_calls: self.shared.probe.load(Ordering::SeqCst),
@@ -191,17 +191,19 @@ struct RequestHead {
     path: String,
     headers: Vec<String>,
     size: usize,
+    body_sha256: String,
 }
 
 impl Shared {
-    fn head(&self, method: &Method, uri: &Uri, headers: &HeaderMap, size: usize) -> RequestHead {
+    fn head(&self, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> RequestHead {
         RequestHead {
             seq: self.seq.fetch_add(1, Ordering::SeqCst),
             at: self.started.elapsed().as_secs_f64(),
             method: method.to_string(),
             path: uri.path().to_string(),
             headers: bounded_headers(headers),
-            size,
+            size: body.len(),
+            body_sha256: body_hash(body),
         }
     }
 
@@ -224,9 +226,11 @@ impl Shared {
             path: head.path,
             headers: head.headers,
             size: head.size,
+            body_sha256: head.body_sha256,
             stream: false,
             model: None,
             messages: Vec::new(),
+            messages_dropped: 0,
             truncated: false,
             reply: reply.to_string(),
         });
@@ -283,7 +287,7 @@ async fn not_found(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let head = shared.head(&method, &uri, &headers, body.len());
+    let head = shared.head(&method, &uri, &headers, &body);
     drop(body);
     let message = format!("chaosrun: no route for {} {}", head.method, head.path);
     shared.push_other(head, "not_found");
@@ -296,7 +300,7 @@ async fn models(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    let head = shared.head(&method, &uri, &headers, 0);
+    let head = shared.head(&method, &uri, &headers, &[]);
     shared.push_other(head, "models");
     let created = unix_now();
     let body = serde_json::json!({
@@ -485,7 +489,7 @@ async fn chat_completions(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let head = shared.head(&method, &uri, &headers, body.len());
+    let head = shared.head(&method, &uri, &headers, &body);
     let parsed = parse(&body, &shared.nonce);
     // Never keep the raw body after parsing.
     drop(body);
@@ -534,9 +538,11 @@ async fn chat_completions(
         path: head.path,
         headers: head.headers,
         size: head.size,
+        body_sha256: head.body_sha256,
         stream: parsed.stream,
         model: parsed.model.clone(),
         messages: parsed.messages,
+        messages_dropped: 0,
         truncated: parsed.truncated,
         reply: reply.kind_name().to_string(),
     });

@@ -296,6 +296,7 @@ pub async fn observe(
         process_counter: Some(Arc::new(move |needle: &str| {
             proc_hygiene::count_tagged_matching(&counter_tag, needle)
         })),
+        record: Default::default(),
     })
     .await
     {
