@@ -78,6 +78,19 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
             format!("the faulted turn did not return within {d:.0} s of `interrupt`")
         } else if let Some(d) = obs.deadline_missed(Phase::FaultedTurn) {
             format!("the faulted turn did not return within its {d:.0} s deadline")
+        } else if matches!(
+            obs.exited(),
+            Some((
+                _,
+                Event::Exited {
+                    killed_by_chaosrun: true,
+                    signal: Some(_),
+                    ..
+                }
+            ))
+        ) {
+            "the agent closed its stdout during the faulted turn without exiting; chaosrun killed it"
+                .into()
         } else {
             "the agent exited during the faulted turn".into()
         };
