@@ -210,8 +210,10 @@ fn cut(s: &mut String, chars: usize) -> bool {
     }
     match s.char_indices().nth(chars) {
         Some((end, _)) => {
-            s.truncate(end);
-            s.shrink_to_fit();
+            // A fresh small allocation: shrinking in place would leave a hole
+            // just too small for the next request's message of the same size,
+            // and the heap would grow by a whole request each time.
+            *s = s[..end].to_owned();
             true
         }
         None => false,
