@@ -26,6 +26,9 @@ pub const LOG_KEEP_BYTES: u64 = 16 << 20;
 /// incarnation). An agent that sends more fails `protocol`; the rest are
 /// counted, never queued.
 pub const MAX_EVENTS: u64 = 10_000;
+/// Bytes of event lines forwarded per scenario run (8 MiB): with
+/// [`MAX_EVENTS`], what the run's events can hold in memory.
+pub const MAX_EVENT_BYTES: u64 = 8 << 20;
 /// Read size of the pipe copiers.
 const CHUNK: usize = 64 * 1024;
 
@@ -70,6 +73,7 @@ impl LogCount {
 #[derive(Debug)]
 pub struct Budget {
     events: AtomicU64,
+    event_bytes: AtomicU64,
     events_dropped: AtomicU64,
     /// Per worker: stdout, stderr.
     logs: Vec<[LogCount; 2]>,
@@ -82,6 +86,7 @@ impl Budget {
     pub fn new(workers: usize) -> Arc<Budget> {
         Arc::new(Budget {
             events: AtomicU64::new(0),
+            event_bytes: AtomicU64::new(0),
             events_dropped: AtomicU64::new(0),
             logs: (0..workers.max(1)).map(|_| Default::default()).collect(),
             open: AtomicUsize::new(0),
@@ -89,9 +94,12 @@ impl Budget {
         })
     }
 
-    /// Whether one more event may be forwarded (counts it either way).
-    fn take_event(&self) -> bool {
-        if self.events.fetch_add(1, Ordering::Relaxed) < MAX_EVENTS {
+    /// Whether one more event of a `len`-byte line may be forwarded (counts
+    /// it either way).
+    fn take_event(&self, len: usize) -> bool {
+        let n = self.events.fetch_add(1, Ordering::Relaxed);
+        let bytes = self.event_bytes.fetch_add(len as u64, Ordering::Relaxed);
+        if n < MAX_EVENTS && bytes + len as u64 <= MAX_EVENT_BYTES {
             true
         } else {
             self.events_dropped.fetch_add(1, Ordering::Relaxed);
@@ -189,8 +197,9 @@ pub struct Lines {
 /// One finished stdout line.
 #[derive(Debug, PartialEq)]
 pub enum Finished {
-    /// A `CHAOS ` line: its event (a bad one if it was too long).
-    Event(Event),
+    /// A `CHAOS ` line: its event (a bad one if it was too long), and the
+    /// line's length in bytes.
+    Event(Event, usize),
     /// Any other line.
     Other,
 }
@@ -217,22 +226,26 @@ impl Lines {
     }
 
     fn take(&mut self) -> Finished {
+        let len = self.len;
         let finished = if self.len > MAX_LINE {
             if self.line.starts_with(b"CHAOS ") {
                 let head = String::from_utf8_lossy(&self.line[..self.line.len().min(200)]);
-                Finished::Event(Event::BadEvent {
-                    line: format!(
-                        "{}… (a line of {} bytes; at most {MAX_LINE} are read)",
-                        head.trim_start_matches("CHAOS "),
-                        self.len
-                    ),
-                })
+                Finished::Event(
+                    Event::BadEvent {
+                        line: format!(
+                            "{}… (a line of {} bytes; at most {MAX_LINE} are read)",
+                            head.trim_start_matches("CHAOS "),
+                            self.len
+                        ),
+                    },
+                    300,
+                )
             } else {
                 Finished::Other
             }
         } else {
             match parse_line(&self.line) {
-                Some(ev) => Finished::Event(ev),
+                Some(ev) => Finished::Event(ev, len),
                 None => Finished::Other,
             }
         };
@@ -259,8 +272,8 @@ pub async fn read_stdout(
     let mut buf = vec![0u8; CHUNK];
     let mut lines = Lines::default();
     let mut on_line = |f: Finished| match f {
-        Finished::Event(ev) => {
-            if budget.take_event() {
+        Finished::Event(ev, len) => {
+            if budget.take_event(len) {
                 send(ev);
             }
         }
@@ -303,7 +316,7 @@ mod tests {
             out,
             vec![
                 Finished::Other,
-                Finished::Event(Event::Ready),
+                Finished::Event(Event::Ready, 20),
                 Finished::Other
             ]
         );
@@ -322,21 +335,27 @@ mod tests {
         lines.feed(b"\nCHAOS {\"ev\":\"closed\"}\n", |f| out.push(f));
         assert_eq!(out.len(), 2, "{out:?}");
         match &out[0] {
-            Finished::Event(Event::BadEvent { line }) => {
+            Finished::Event(Event::BadEvent { line }, _) => {
                 assert!(line.contains("a line of 4194324 bytes"), "{line}")
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(out[1], Finished::Event(Event::Closed));
+        assert_eq!(out[1], Finished::Event(Event::Closed, 21));
         assert!(lines.line.capacity() <= CHUNK);
     }
 
     #[test]
     fn events_past_the_cap_are_counted_not_forwarded() {
         let b = Budget::new(1);
-        let forwarded = (0..MAX_EVENTS + 5).filter(|_| b.take_event()).count();
+        let forwarded = (0..MAX_EVENTS + 5).filter(|_| b.take_event(20)).count();
         assert_eq!(forwarded as u64, MAX_EVENTS);
         assert_eq!(b.capped().events_dropped, 5);
+        // Big events hit the byte cap first.
+        let b = Budget::new(1);
+        let big = MAX_LINE - 1;
+        let forwarded = (0..100).filter(|_| b.take_event(big)).count();
+        assert_eq!(forwarded as u64, MAX_EVENT_BYTES / big as u64);
+        assert_eq!(b.capped().events_dropped, 100 - forwarded as u64);
     }
 
     #[test]

@@ -59,7 +59,17 @@ enum Wire {
     Closed,
 }
 
+/// Characters kept of a `turn_end`'s `final` (an answer is judged on them).
+pub const FINAL_KEEP_CHARS: usize = 16 * 1024;
+
+fn clip_in_place(s: &mut String, chars: usize) {
+    if let Some((end, _)) = s.char_indices().nth(chars) {
+        *s = s[..end].to_owned();
+    }
+}
+
 /// Parse one stdout line: `Some` for a `CHAOS ` line (an event or a bad one).
+/// Strings an event carries are bounded.
 pub fn parse_line(line: &[u8]) -> Option<Event> {
     let rest = line.strip_prefix(b"CHAOS ")?;
     let text = String::from_utf8_lossy(rest);
@@ -67,7 +77,11 @@ pub fn parse_line(line: &[u8]) -> Option<Event> {
     Some(match serde_json::from_str::<Wire>(text) {
         Ok(Wire::Ready) => Event::Ready,
         Ok(Wire::TurnStart { i }) => Event::TurnStart { i },
-        Ok(Wire::TurnEnd(t)) => Event::TurnEnd(t),
+        Ok(Wire::TurnEnd(mut t)) => {
+            clip_in_place(&mut t.final_text, FINAL_KEEP_CHARS);
+            clip_in_place(&mut t.exit_reason, 200);
+            Event::TurnEnd(t)
+        }
         Ok(Wire::Closed) => Event::Closed,
         Err(_) => Event::BadEvent {
             line: text.chars().take(200).collect(),
@@ -247,5 +261,17 @@ mod tests {
             Some(Event::BadEvent { .. })
         ));
         assert_eq!(parse_line(b"hello from the agent"), None);
+        let long = format!(
+            r#"CHAOS {{"ev":"turn_end","i":0,"final":"{}","exit_reason":"{}"}}"#,
+            "é".repeat(FINAL_KEEP_CHARS + 5),
+            "r".repeat(1000)
+        );
+        match parse_line(long.as_bytes()) {
+            Some(Event::TurnEnd(t)) => {
+                assert_eq!(t.final_text.chars().count(), FINAL_KEEP_CHARS);
+                assert_eq!(t.exit_reason.len(), 200);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
