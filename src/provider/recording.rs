@@ -115,16 +115,38 @@ fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
     *n == T::default()
 }
 
-/// SHA-256 of a body, hex; empty for an empty body.
-pub fn body_hash(body: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    if body.is_empty() {
-        return String::new();
+/// SHA-256 of a body fed in chunks; hex, empty for an empty body.
+#[derive(Default)]
+pub struct BodyHash {
+    hasher: sha2::Sha256,
+    len: usize,
+}
+
+impl BodyHash {
+    pub fn update(&mut self, chunk: &[u8]) {
+        use sha2::Digest;
+        self.hasher.update(chunk);
+        self.len += chunk.len();
     }
-    Sha256::digest(body)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+
+    pub fn finish(self) -> String {
+        use sha2::Digest;
+        if self.len == 0 {
+            return String::new();
+        }
+        self.hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+/// SHA-256 of a whole body, hex; empty for an empty body.
+pub fn body_hash(body: &[u8]) -> String {
+    let mut h = BodyHash::default();
+    h.update(body);
+    h.finish()
 }
 
 /// How much a provider remembers. Every message is first bounded to
@@ -397,5 +419,9 @@ mod tests {
             body_hash(b"abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+        let mut h = BodyHash::default();
+        h.update(b"a");
+        h.update(b"bc");
+        assert_eq!(h.finish(), body_hash(b"abc"));
     }
 }
