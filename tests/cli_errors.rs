@@ -303,6 +303,26 @@ fn counts_above_their_ceiling_are_errors() {
     let p = write(d.path(), "turns.yaml", &turns);
     let (_, stderr) = run("counts", &[&p, "--list"], 2);
     assert!(stderr.contains("`chaos.turns` is 100000000"), "{stderr}");
+    // A schedule is finite: no interval so short, or run so long, that the
+    // faults would not fit in memory.
+    for (chaos, said) in [
+        (
+            "{turns: 2, duration: 1, interval: [1.0e-300, 1.0e-300], min_faults: 1}",
+            "`interval` starts at 0.05 s at least",
+        ),
+        (
+            "{turns: 2, duration: 600000, interval: [0.1, 0.2], min_faults: 1}",
+            "allows more than 10000 faults",
+        ),
+    ] {
+        let t = ONE.replace(
+            "    expect: error\n",
+            &format!("    expect: survives\n    chaos: {chaos}\n"),
+        );
+        let p = write(d.path(), "schedule.yaml", &t);
+        let (_, stderr) = run("counts", &[&p, "--list"], 2);
+        assert!(stderr.contains(said), "{chaos}: {stderr}");
+    }
 }
 
 #[test]

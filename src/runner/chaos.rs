@@ -24,12 +24,17 @@ pub fn scenario_seed(run_seed: u64, id: &str) -> u64 {
     h ^ run_seed
 }
 
-/// The faults of a chaos run over `workers` agent processes, in time order.
+/// The most faults one chaos run schedules (the table refuses a `duration`
+/// and `interval` that would allow more).
+pub const MAX_FAULTS: usize = 10_000;
+
+/// The faults of a chaos run over `workers` agent processes, in time order
+/// (at most [`MAX_FAULTS`]).
 pub fn schedule(spec: &ChaosSpec, seed: u64, workers: usize) -> Vec<ScheduledFault> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut out = Vec::new();
     let mut at = 0.0;
-    loop {
+    while out.len() < MAX_FAULTS {
         at += rng.gen_range(spec.interval[0]..=spec.interval[1]);
         if at > spec.duration {
             return out;
@@ -44,6 +49,7 @@ pub fn schedule(spec: &ChaosSpec, seed: u64, workers: usize) -> Vec<ScheduledFau
             worker,
         });
     }
+    out
 }
 
 /// Drive a chaos run; returns whether every turn got through (`Err`: setup).

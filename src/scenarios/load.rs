@@ -263,6 +263,8 @@ fn resolve(
     if s.chaos.is_some() != matches!(s.expect, Expect::Survives) {
         return Err("`expect: survives` and a `chaos:` block go together".into());
     }
+    /// The shortest gap between two chaos faults, in seconds.
+    const CHAOS_MIN_INTERVAL: f64 = 0.05;
     if let Some(c) = &s.chaos {
         if s.interrupt.is_some() || s.process_fault.is_some() {
             return Err(
@@ -275,6 +277,17 @@ fn resolve(
         }
         if !range_ok(c.interval) || !range_ok(c.stop_for) {
             return Err("`interval` and `stop_for` are [min, max] with 0 < min ≤ max".into());
+        }
+        if c.interval[0] < CHAOS_MIN_INTERVAL {
+            return Err(format!(
+                "`interval` starts at {CHAOS_MIN_INTERVAL} s at least (one fault per {CHAOS_MIN_INTERVAL} s)"
+            ));
+        }
+        if c.duration / c.interval[0] > crate::runner::chaos::MAX_FAULTS as f64 {
+            return Err(format!(
+                "`duration` / `interval` allows more than {} faults; lengthen the interval or shorten the run",
+                crate::runner::chaos::MAX_FAULTS
+            ));
         }
         if !(0.0..=1.0).contains(&c.kill_share) {
             return Err("`kill_share` is a fraction between 0 and 1".into());
