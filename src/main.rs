@@ -99,6 +99,10 @@ struct RunArgs {
     /// Print chaosrun's own CPU seconds and peak RSS at the end (stderr).
     #[arg(long)]
     stats: bool,
+    /// Record the run in a history: a SQLite file (created if new) or a
+    /// postgres:// URL. A failed write exits 2 after the verdict is printed.
+    #[arg(long, value_name = "DB")]
+    history: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -129,7 +133,13 @@ enum Command {
         /// Write the merged report here.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Record the merged report as one run in this history (SQLite file or postgres:// URL).
+        #[arg(long, value_name = "DB")]
+        history: Option<String>,
     },
+    /// Per scenario over the last recorded runs: pass rate, NEW FAIL / FIXED /
+    /// FLAKY / FAIL / PASS, where it last changed, and its duration trend.
+    History(chaosrun::history::command::Args),
     #[command(name = "__guard", hide = true)]
     Guard { run: String },
 }
@@ -164,7 +174,15 @@ fn main() -> ExitCode {
                 Err(e) => usage(format!("{e:#}")),
             }
         }
-        Some(Command::Merge { reports, json }) => merge(&reports, json.as_deref()),
+        Some(Command::Merge {
+            reports,
+            json,
+            history,
+        }) => merge(&reports, json.as_deref(), history.as_deref()),
+        Some(Command::History(args)) => match chaosrun::history::command::run(&args) {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => usage(e),
+        },
         None => run(cli.run),
     }
 }
@@ -181,7 +199,7 @@ fn clobbers<'a>(
         .find(|i| std::fs::canonicalize(i).is_ok_and(|i| i == out))
 }
 
-fn merge(reports: &[PathBuf], out: Option<&std::path::Path>) -> ExitCode {
+fn merge(reports: &[PathBuf], out: Option<&std::path::Path>, history: Option<&str>) -> ExitCode {
     if let Some(out) = out {
         let inputs: Vec<&std::path::Path> = reports.iter().map(PathBuf::as_path).collect();
         if let Some(input) = clobbers(out, &inputs) {
@@ -192,6 +210,11 @@ fn merge(reports: &[PathBuf], out: Option<&std::path::Path>) -> ExitCode {
             ));
         }
     }
+    let mut store = match history.map(|db| chaosrun::history::Store::open(db, true)) {
+        Some(Err(e)) => return usage(e),
+        Some(Ok(s)) => Some(s),
+        None => None,
+    };
     let doc = match chaosrun::report::merge::merge(reports) {
         Ok(d) => d,
         Err(e) => return usage(e),
@@ -202,6 +225,12 @@ fn merge(reports: &[PathBuf], out: Option<&std::path::Path>) -> ExitCode {
         }
     }
     print!("{}", chaosrun::report::merge::render_text(&doc));
+    if let Some(store) = &mut store {
+        match chaosrun::history::recorder::record_report(store, &doc) {
+            Ok(id) => eprintln!("chaosrun: history: recorded run #{id} in {}", store.shown()),
+            Err(e) => return usage(e),
+        }
+    }
     if doc["failed"] == 0 {
         ExitCode::SUCCESS
     } else {
@@ -297,6 +326,27 @@ fn run(args: RunArgs) -> ExitCode {
         }
     }
     let seed = args.seed.unwrap_or_else(rand::random);
+    // Opened before anything runs: a foreign or corrupt DB costs no run.
+    let history = match &args.history {
+        Some(db) => {
+            let meta = chaosrun::history::recorder::RunMeta {
+                table: table_path,
+                agent: if args.agent.is_some() {
+                    profile.source.clone()
+                } else {
+                    "bundled".into()
+                },
+                version_cmd: &profile.version_cmd,
+                seed,
+                shard: args.shard.map(|s| (s.k, s.n)),
+            };
+            match chaosrun::history::recorder::open(db, meta) {
+                Ok(h) => Some(h),
+                Err(e) => return usage(e),
+            }
+        }
+        None => None,
+    };
     let run_id = format!("chaos{}", proc_hygiene::new_id(&mut rand::thread_rng()));
     if let Err(e) = proc_hygiene::become_subreaper() {
         eprintln!("chaosrun: warning: cannot become a child subreaper ({e}); orphans re-parent to init but are still found by their tag");
@@ -365,8 +415,13 @@ fn run(args: RunArgs) -> ExitCode {
             Box::new(Html::new(path.clone(), seed)),
         ]));
     }
+    let mut written = None;
+    if let Some((recorder, w)) = history {
+        written = Some(w);
+        reporter = Box::new(Fanout(vec![reporter, Box::new(recorder)]));
+    }
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let code = rt.block_on(async move {
+    let mut code = rt.block_on(async move {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let consumer = tokio::task::spawn_blocking(move || {
             while let Some(ev) = rx.blocking_recv() {
@@ -402,6 +457,11 @@ fn run(args: RunArgs) -> ExitCode {
     }
     if args.stats {
         print_self_stats();
+    }
+    // The verdict is printed; a run that could not be recorded still exits 2.
+    if let Some(Err(e)) = written.and_then(|w| w.take()).filter(|_| code <= 1) {
+        eprintln!("chaosrun: error: {e}");
+        code = 2;
     }
     ExitCode::from(code)
 }

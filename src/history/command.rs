@@ -10,14 +10,31 @@ use std::path::PathBuf;
 use super::store::Filter;
 use super::{analyze, html, render, Store};
 
+/// `chaosrun history DB [--last N] [--agent SRC] [--since DATE] [--json]
+/// [--html FILE] [--fail-on new]`.
+#[derive(Debug, Clone, clap::Args)]
 pub struct Args {
+    /// The history: a SQLite file written by `--history`, or a postgres:// URL.
     pub db: String,
-    pub last: usize,
+    /// How many of the latest runs to read.
+    #[arg(long, value_name = "N", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub last: u64,
+    /// Only runs of this agent (as recorded: the --agent value, or `bundled`).
+    #[arg(long, value_name = "SRC")]
     pub agent: Option<String>,
+    /// Only runs started on or after this date (YYYY-MM-DD, UTC, or RFC 3339).
+    #[arg(long, value_name = "DATE")]
     pub since: Option<String>,
+    /// Print JSON (schema chaosrun-history/1) instead of text.
+    #[arg(long)]
     pub json: bool,
+    /// Also write a self-contained HTML page with each scenario's outcome strip.
+    #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    pub fail_on_new: bool,
+    /// `new`: exit 1 when some scenario is a NEW FAIL (known failures and
+    /// flakes still exit 0).
+    #[arg(long, value_name = "WHAT", value_parser = ["new"])]
+    pub fail_on: Option<String>,
 }
 
 /// `2026-11-01` (midnight UTC) or an RFC 3339 time, as Unix milliseconds.
@@ -51,7 +68,7 @@ pub fn run(a: &Args) -> Result<u8, String> {
     }
     let mut store = Store::open(&a.db, false)?;
     let window = store.window(&Filter {
-        last: a.last,
+        last: a.last as usize,
         agent: a.agent.clone(),
         since_ms,
     })?;
@@ -65,7 +82,7 @@ pub fn run(a: &Args) -> Result<u8, String> {
     } else {
         print!("{}", render::text(&summary));
     }
-    Ok(if a.fail_on_new && summary.new_failures > 0 {
+    Ok(if a.fail_on.is_some() && summary.new_failures > 0 {
         1
     } else {
         0
