@@ -626,7 +626,7 @@ fn history_strip_renders_in_chromium() {
     let profile = tempfile::tempdir().unwrap();
     let mut shot = chromium(profile.path());
     shot.arg(format!("--screenshot={}", png.display()))
-        .arg("--window-size=1100,400")
+        .arg("--window-size=1300,420")
         .arg(&url);
     let (ok, _, err) = run_bounded(shot, Duration::from_secs(120));
     assert!(ok, "chromium --screenshot failed: {err}");
