@@ -217,6 +217,9 @@ impl Store {
         let sqlite_err = |e: rusqlite::Error| fail(sqlite_message(e));
         conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
             .map_err(sqlite_err)?;
+        // In WAL mode NORMAL never corrupts; a power cut may lose the last run.
+        conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+            .map_err(sqlite_err)?;
         migrate_sqlite(&mut conn).map_err(|e| fail(e))?;
         Ok(Store::Sqlite {
             conn,
