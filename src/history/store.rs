@@ -220,7 +220,7 @@ impl Store {
         // In WAL mode NORMAL never corrupts; a power cut may lose the last run.
         conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
             .map_err(sqlite_err)?;
-        migrate_sqlite(&mut conn).map_err(|e| fail(e))?;
+        migrate_sqlite(&mut conn).map_err(fail)?;
         Ok(Store::Sqlite {
             conn,
             path: path.to_path_buf(),
