@@ -3,7 +3,9 @@
 //! Exit codes: 0 every selected scenario passed, 1 one or more failed, 2 a
 //! usage or configuration error (bad table, unknown id, missing agent, ...),
 //! 130/143 interrupted by SIGINT/SIGTERM (after killing every process it
-//! started).
+//! started). With `--history`, a run whose verdict is printed but cannot be
+//! recorded exits 2. `chaosrun history`: 0 printed, 1 with `--fail-on new`
+//! and a NEW FAIL, 2 a bad DB or argument.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -323,6 +325,18 @@ fn run(args: RunArgs) -> ExitCode {
         }
         if let Err(e) = std::fs::create_dir_all(dir) {
             return usage(format!("cannot create {}: {e}", dir.display()));
+        }
+    }
+    if let Some(db) = &args.history {
+        let same = |out: &PathBuf| std::path::absolute(out).ok() == std::path::absolute(db).ok();
+        if [&args.json, &args.junit, &args.html]
+            .into_iter()
+            .flatten()
+            .any(same)
+        {
+            return usage(format!(
+                "--history {db} is also a report file; pick another file"
+            ));
         }
     }
     let seed = args.seed.unwrap_or_else(rand::random);

@@ -719,3 +719,59 @@ fn ten_concurrent_postgres_writers_record_exactly_ten_runs() {
     assert_eq!(a["runs"].as_array().unwrap().len(), 10);
     admin(format!("DROP SCHEMA {schema} CASCADE;"));
 }
+
+#[test]
+fn concurrent_sqlite_writers_lose_and_duplicate_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("h.db");
+    let writers: Vec<_> = (0..6)
+        .map(|i| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let mut store = Store::open(db.to_str().unwrap(), true).expect("open");
+                let scenarios = (0..30)
+                    .map(|s| record(&format!("s{s}"), "pass", 1.0))
+                    .collect();
+                store
+                    .record(&RunRecord {
+                        agent: "sqlite-test".into(),
+                        started_ms: NOV_1 + i,
+                        finished_ms: NOV_1 + i,
+                        scenarios,
+                        ..RunRecord::default()
+                    })
+                    .expect("record")
+            })
+        })
+        .collect();
+    let mut ids: Vec<i64> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 6);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let counts: (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM scenario_runs)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(counts, (6, 180));
+}
+
+#[test]
+fn the_history_db_cannot_also_be_a_report_file() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("out.json");
+    let o = chaosrun(&[
+        "scenarios.yaml",
+        "--only",
+        FAST,
+        "--json",
+        f.to_str().unwrap(),
+        "--history",
+        f.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(!f.exists());
+}

@@ -361,8 +361,13 @@ fn check_sqlite_file(path: &Path, len: u64) -> Result<(), String> {
     };
     // The in-header page count is valid when "version-valid-for" matches the
     // change counter (SQLite file format, offsets 28, 24 and 92).
+    // While a WAL exists a checkpoint may be extending the file right now, so
+    // only a file at rest is judged here (SQLite itself reports a corrupt one).
     let pages = u64::from(be32(28));
-    if be32(92) == be32(24) && pages > 0 && len < pages * page_size {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let at_rest = std::fs::metadata(&wal).map_or(true, |m| m.len() == 0);
+    if at_rest && be32(92) == be32(24) && pages > 0 && len < pages * page_size {
         return Err(format!(
             "the SQLite file is truncated ({len} bytes; its header says {} bytes); \
              restore it from a copy or start a new history file",
