@@ -416,32 +416,31 @@ fn a_run_whose_history_write_fails_prints_its_verdict_then_exits_2() {
     assert!(err.contains("cannot record the run"), "{err}");
 }
 
-fn report(dir: &Path, name: &str, scenarios: &[(&str, bool)]) -> PathBuf {
-    let scenarios: Vec<Value> = scenarios
-        .iter()
-        .map(|(id, ok)| {
-            serde_json::json!({"id": id, "attempt": 1, "attempts": 1, "passed": ok, "seconds": 1.5,
-                "calls": {"main": 3, "probe": 1, "aux": 0},
-                "checks": [{"invariant": "provider_calls", "name": "call_bound",
-                            "status": if *ok {"pass"} else {"fail"},
-                            "violations": if *ok { serde_json::json!([]) } else { serde_json::json!(["too many calls"]) }}],
-                "artifacts": null, "chaos": null})
-        })
-        .collect();
-    let doc = serde_json::json!({"schema": "chaosrun-report/1", "complete": true, "seed": 7,
-        "agent": "examples/hermes/hermes", "passed": 0, "failed": 0, "wall_seconds": 3.0,
-        "scenarios": scenarios});
-    let p = dir.join(name);
-    std::fs::write(&p, doc.to_string()).unwrap();
-    p
+/// A real shard of two fast scenarios (provider_400_forever fails with the bug).
+fn shard_report(dir: &Path, k: u32) -> PathBuf {
+    let json = dir.join(format!("shard-{k}.json"));
+    let o = chaosrun(&[
+        "scenarios.yaml",
+        "--only",
+        "provider_500_forever",
+        "--only",
+        FAST,
+        "--agent-arg=--bug=retry_400",
+        "--no-progress",
+        "--shard",
+        &format!("{k}/2"),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    json
 }
 
 #[test]
 fn merge_records_one_run_from_shard_reports() {
     let d = tempfile::tempdir().unwrap();
     let db = d.path().join("h.db");
-    let a = report(d.path(), "shard-1.json", &[("x", true), ("y", true)]);
-    let b = report(d.path(), "shard-2.json", &[("z", false)]);
+    let (a, b) = (shard_report(d.path(), 1), shard_report(d.path(), 2));
     let o = chaosrun(&[
         "merge",
         a.to_str().unwrap(),
@@ -452,22 +451,29 @@ fn merge_records_one_run_from_shard_reports() {
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let (_, h) = history_json(&db, &[]);
     assert_eq!(h["runs"].as_array().unwrap().len(), 1, "{h:#}");
-    assert_eq!(h["runs"][0]["agent"], "examples/hermes/hermes");
-    assert_eq!(h["scenarios"].as_array().unwrap().len(), 3);
-    assert_eq!(scenario(&h, "z")["latest"], "fail");
-    assert_eq!(scenario(&h, "z")["failing"][0]["message"], "too many calls");
+    assert_eq!(h["runs"][0]["agent"], "bundled");
+    assert_eq!(h["scenarios"].as_array().unwrap().len(), 2);
+    assert_eq!(scenario(&h, FAST)["latest"], "fail");
+    assert_eq!(
+        scenario(&h, FAST)["failing"][0]["name"],
+        "call_bound",
+        "{h:#}"
+    );
+    assert_eq!(scenario(&h, "provider_500_forever")["latest"], "pass");
 
     // A bad history is refused before merging: exit 2, no output file.
     let out = d.path().join("merged.json");
     let o = chaosrun(&[
         "merge",
         a.to_str().unwrap(),
+        b.to_str().unwrap(),
         "--json",
         out.to_str().unwrap(),
         "--history",
         a.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a SQLite database"));
     assert!(!out.exists());
 }
 

@@ -82,6 +82,28 @@ pub fn verdict_of(r: &ScenarioResult) -> &'static str {
     )
 }
 
+/// Why the scenario is `error` or `n/a`, when the result says (today it does
+/// not; with a verdict enum this is its cause or reason).
+pub fn verdict_detail(_r: &ScenarioResult) -> Option<String> {
+    None
+}
+
+/// The record of an `error` cause or `n/a` reason, kept beside the checks so
+/// `history` shows it as the reason the scenario did not pass.
+fn detail_record(verdict: &str, detail: String) -> CheckRecord {
+    CheckRecord {
+        invariant: "verdict".into(),
+        name: verdict.into(),
+        status: if verdict == "error" {
+            "error"
+        } else {
+            "not_applicable"
+        }
+        .into(),
+        message: detail,
+    }
+}
+
 fn derive_verdict(passed: bool, checks: usize, not_checked: usize) -> &'static str {
     if passed {
         "pass"
@@ -114,17 +136,20 @@ fn check_from_json(c: &Value) -> CheckRecord {
 impl ScenarioRecord {
     /// From a live run's result.
     pub fn from_result(r: &ScenarioResult) -> ScenarioRecord {
+        let verdict = verdict_of(r);
+        let mut checks: Vec<CheckRecord> = r
+            .checks
+            .iter()
+            .map(|c| check_from_json(&serde_json::to_value(c).unwrap_or_default()))
+            .collect();
+        checks.extend(verdict_detail(r).map(|d| detail_record(verdict, d)));
         ScenarioRecord {
             id: r.id.clone(),
             attempt: r.attempt,
-            verdict: verdict_of(r).to_string(),
+            verdict: verdict.to_string(),
             seconds: r.seconds,
             main_calls: r.main_calls,
-            checks: r
-                .checks
-                .iter()
-                .map(|c| check_from_json(&serde_json::to_value(c).unwrap_or_default()))
-                .collect(),
+            checks,
         }
     }
 
@@ -135,7 +160,7 @@ impl ScenarioRecord {
             .as_str()
             .ok_or("a scenario in the report has no `id`")?
             .to_string();
-        let checks: Vec<CheckRecord> = s["checks"]
+        let mut checks: Vec<CheckRecord> = s["checks"]
             .as_array()
             .into_iter()
             .flatten()
@@ -155,6 +180,10 @@ impl ScenarioRecord {
                 checks.iter().filter(|c| c.status == "not_checked").count(),
             ),
         };
+        let detail = s["cause"].as_str().or_else(|| s["reason"].as_str());
+        if let (Some(d), "error" | "n/a") = (detail, verdict) {
+            checks.push(detail_record(verdict, d.to_string()));
+        }
         Ok(ScenarioRecord {
             id,
             attempt: s["attempt"].as_u64().unwrap_or(1) as u32,
@@ -246,8 +275,11 @@ mod tests {
         let mut e = s.clone();
         e["checks"] = json!([{"invariant": "termination", "name": "t", "status": "not_checked", "reason": "r"}]);
         assert_eq!(ScenarioRecord::from_json(&e).unwrap().verdict, "error");
-        e["verdict"] = json!("NotApplicable");
-        assert_eq!(ScenarioRecord::from_json(&e).unwrap().verdict, "n/a");
+        e["verdict"] = json!("not_applicable");
+        e["reason"] = json!("no breaker");
+        let na = ScenarioRecord::from_json(&e).unwrap();
+        assert_eq!(na.verdict, "n/a");
+        assert_eq!(na.checks.last().unwrap().message, "no breaker");
         assert!(ScenarioRecord::from_json(&json!({"passed": true})).is_err());
     }
 }
