@@ -353,6 +353,7 @@ fn run(args: RunArgs) -> ExitCode {
                 version_cmd: &profile.version_cmd,
                 seed,
                 shard: args.shard.map(|s| (s.k, s.n)),
+                html_report: args.html.as_deref(),
             };
             match chaosrun::history::recorder::open(db, meta) {
                 Ok(h) => Some(h),

@@ -781,3 +781,42 @@ fn the_history_db_cannot_also_be_a_report_file() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(!f.exists());
 }
+
+#[test]
+fn a_runs_html_report_gains_the_history_strip() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("h.db");
+    scripted(&db, "bundled", NOV_1, &[(FAST, "PPP")]);
+    scripted(&db, "another agent", NOV_1, &[(FAST, "FFFFFF")]);
+    let page = d.path().join("report.html");
+    let o = chaosrun(&[
+        "scenarios.yaml",
+        "--only",
+        FAST,
+        "--no-progress",
+        "--agent-arg=--bug=retry_400",
+        "--history",
+        db.to_str().unwrap(),
+        "--html",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let html = std::fs::read_to_string(&page).unwrap();
+    let at = html
+        .find("<section class=\"chaos-history\">")
+        .unwrap_or_else(|| panic!("no history section: {}", text(&o)));
+    let section = &html[at..];
+    assert!(section.contains("NEW FAIL"), "{section}");
+    // This agent's three earlier runs and this one; the other agent's left out.
+    assert_eq!(
+        section.matches("class=\"cell pass\"").count(),
+        3,
+        "{section}"
+    );
+    assert_eq!(
+        section.matches("class=\"cell fail\"").count(),
+        1,
+        "{section}"
+    );
+    assert!(html.trim_end().ends_with("</html>"));
+}

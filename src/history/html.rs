@@ -1,7 +1,8 @@
 //! `chaosrun history DB --html FILE`: one self-contained page (inline CSS and
 //! SVG, no script, no network) with, per scenario, its label, pass rate, a
 //! strip of its outcomes over the window (one coloured cell per run, oldest
-//! left) and a small trend line of its duration.
+//! left) and a small trend line of its duration. The same table, as a
+//! [`section`], is added to a run's own `--html` report when it has `--history`.
 
 use super::analyze::{Label, Summary, Trend};
 use super::render::{date, trend_text};
@@ -72,8 +73,43 @@ pub fn trend_svg(t: &Trend) -> String {
     )
 }
 
-/// The whole page.
-pub fn page(s: &Summary) -> String {
+/// Styles of the history table, scoped to `.chaos-history`.
+const CSS: &str = "
+.chaos-history table { border-collapse: collapse; }
+.chaos-history th, .chaos-history td { text-align: left; padding: 4px 10px; border-bottom: 1px solid #e0e0e0; vertical-align: middle; }
+.chaos-history td.num { text-align: right; white-space: nowrap; }
+.chaos-history td.id { font-family: ui-monospace, monospace; }
+.chaos-history .why { font-size: 12px; color: #b3261e; font-family: system-ui, sans-serif; max-width: 36em; }
+.chaos-history .label { padding: 1px 6px; border-radius: 3px; font-weight: 600; font-size: 12px; white-space: nowrap; }
+.chaos-history .label.newfail { background: #d1343a; color: #fff; }
+.chaos-history .label.fixed { background: #2e9e44; color: #fff; }
+.chaos-history .label.flaky { background: #e08a00; color: #fff; }
+.chaos-history .label.fail { background: #f6d5d6; color: #8c1d18; }
+.chaos-history .label.pass { background: #d7f0dc; color: #1e6b2f; }
+.chaos-history .label.na { background: #eceff1; }
+.chaos-history .tr { color: #5f6368; }
+";
+
+fn span(s: &Summary) -> String {
+    match (s.runs.first(), s.runs.last()) {
+        (Some(a), Some(b)) => format!(
+            "{} run{}, #{} {} … #{} {} (UTC), latest agent {}",
+            s.runs.len(),
+            if s.runs.len() == 1 { "" } else { "s" },
+            a.id,
+            date(a.started_ms),
+            b.id,
+            date(b.started_ms),
+            esc(&b.agent)
+        ),
+        _ => "no recorded run matches".into(),
+    }
+}
+
+const LEGEND: &str = "Outcomes oldest left: <span style=\"color:#2e9e44\">■</span> pass <span style=\"color:#d1343a\">■</span> fail <span style=\"color:#e08a00\">■</span> error <span style=\"color:#9aa0a6\">■</span> n/a, pale: not run.";
+
+/// The table: a row per scenario.
+fn table(s: &Summary) -> String {
     let mut rows = String::new();
     for t in &s.scenarios {
         let label_class = match t.label {
@@ -112,18 +148,22 @@ pub fn page(s: &Summary) -> String {
             esc(&trend_text(t)),
         ));
     }
-    let span = match (s.runs.first(), s.runs.last()) {
-        (Some(a), Some(b)) => format!(
-            "{} runs, #{} {} … #{} {} (UTC), latest agent {}",
-            s.runs.len(),
-            a.id,
-            date(a.started_ms),
-            b.id,
-            date(b.started_ms),
-            esc(&b.agent)
-        ),
-        _ => "no recorded run matches".into(),
-    };
+    format!(
+        "<table>\n<thead><tr><th>scenario</th><th>label</th><th>passed</th><th>outcomes</th><th>duration</th><th>recent</th></tr></thead>\n<tbody>\n{rows}</tbody></table>\n"
+    )
+}
+
+/// The history as a section of another page (a run's HTML report).
+pub fn section(s: &Summary) -> String {
+    format!(
+        "<section class=\"chaos-history\">\n<style>{CSS}</style>\n<h2>History</h2>\n<p>{}. {LEGEND}</p>\n{}</section>\n",
+        span(s),
+        table(s)
+    )
+}
+
+/// The whole page.
+pub fn page(s: &Summary) -> String {
     format!(
         "<!DOCTYPE html>
 <html lang=\"en\"><head><meta charset=\"utf-8\">
@@ -131,28 +171,28 @@ pub fn page(s: &Summary) -> String {
 <title>chaosrun history</title>
 <style>
 body {{ font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #202124; }}
-table {{ border-collapse: collapse; }}
-th, td {{ text-align: left; padding: 4px 10px; border-bottom: 1px solid #e0e0e0; vertical-align: middle; }}
-td.num {{ text-align: right; white-space: nowrap; }}
-td.id {{ font-family: ui-monospace, monospace; }}
-.why {{ font-size: 12px; color: #b3261e; font-family: system-ui, sans-serif; }}
-.label {{ padding: 1px 6px; border-radius: 3px; font-weight: 600; font-size: 12px; white-space: nowrap; }}
-.label.newfail {{ background: #d1343a; color: #fff; }}
-.label.fixed {{ background: #2e9e44; color: #fff; }}
-.label.flaky {{ background: #e08a00; color: #fff; }}
-.label.fail {{ background: #f6d5d6; color: #8c1d18; }}
-.label.pass {{ background: #d7f0dc; color: #1e6b2f; }}
-.label.na {{ background: #eceff1; }}
-.tr {{ color: #5f6368; }}
-</style></head>
+{CSS}</style></head>
 <body>
 <h1>chaosrun history</h1>
-<p>{span}. Outcomes oldest left: <span style=\"color:#2e9e44\">■</span> pass <span style=\"color:#d1343a\">■</span> fail <span style=\"color:#e08a00\">■</span> error <span style=\"color:#9aa0a6\">■</span> n/a, pale: not run.</p>
-<table>
-<thead><tr><th>scenario</th><th>label</th><th>passed</th><th>outcomes</th><th>duration</th><th>recent</th></tr></thead>
-<tbody>
-{rows}</tbody></table>
+<div class=\"chaos-history\">
+<p>{}. {LEGEND}</p>
+{}</div>
 </body></html>
-"
+",
+        span(s),
+        table(s)
     )
+}
+
+/// Add `section` to the HTML page at `path`, before `</body>` (atomically).
+pub fn splice(path: &std::path::Path, section: &str) -> Result<(), String> {
+    let page = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let at = page
+        .rfind("</body>")
+        .ok_or_else(|| format!("{} has no </body>", path.display()))?;
+    let tmp = path.with_extension("html.history.tmp");
+    std::fs::write(&tmp, format!("{}{section}{}", &page[..at], &page[at..]))
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

@@ -3,8 +3,10 @@
 //! never decides anything; the outcome of the write is handed back through
 //! [`Written`] so the command line can exit 2 after the verdict is printed.
 //! An interrupted run (no `Finished` event) has no verdict and is not recorded.
+//! With the run's own `--html` report, once the run is recorded, the history
+//! of this agent's last runs (this one included) is added to that page.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -22,6 +24,8 @@ pub struct RunMeta<'a> {
     pub seed: u64,
     /// `(K, N)` for a shard.
     pub shard: Option<(usize, usize)>,
+    /// The run's `--html` report, which gains the history section.
+    pub html_report: Option<&'a Path>,
 }
 
 /// The outcome of the write, once the run finished: the run's row id or why
@@ -39,6 +43,7 @@ pub struct Recorder {
     store: Store,
     run: RunRecord,
     written: Written,
+    html_report: Option<PathBuf>,
 }
 
 /// Open (creating and migrating) the history before the run starts, so a bad
@@ -52,6 +57,7 @@ pub fn open(db: &str, m: RunMeta<'_>) -> Result<(Recorder, Written), String> {
             .map_err(|e| eprintln!("chaosrun: warning: no agent version for the history: {e}"))
             .ok()
     };
+    let html_report = m.html_report;
     let run = RunRecord {
         chaosrun_version: meta::CHAOSRUN_VERSION.to_string(),
         table_path: Some(m.table.display().to_string()),
@@ -71,6 +77,7 @@ pub fn open(db: &str, m: RunMeta<'_>) -> Result<(Recorder, Written), String> {
             store,
             run,
             written: written.clone(),
+            html_report: html_report.map(Path::to_path_buf),
         },
         written,
     ))
@@ -88,9 +95,27 @@ impl Recorder {
                 t.elapsed().as_millis()
             );
         }
+        if r.is_ok() {
+            if let Some(page) = self.html_report.clone() {
+                if let Err(e) = self.add_to_report(&page) {
+                    eprintln!("chaosrun: warning: no history in the HTML report: {e}");
+                }
+            }
+        }
         if let Ok(mut g) = self.written.0.lock() {
             *g = Some(r);
         }
+    }
+
+    /// This agent's last runs, as a section of the run's HTML report.
+    fn add_to_report(&mut self, page: &Path) -> Result<(), String> {
+        let window = self.store.window(&super::store::Filter {
+            last: 30,
+            agent: Some(self.run.agent.clone()),
+            since_ms: None,
+        })?;
+        let summary = super::analyze::summarize(&window);
+        super::html::splice(page, &super::html::section(&summary))
     }
 }
 
