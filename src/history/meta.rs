@@ -81,6 +81,10 @@ pub fn table_sha256(path: &Path) -> Result<String, String> {
 /// in its own process group, killed with that group after
 /// [`VERSION_CMD_TIMEOUT`]. `Err` says why there is no version.
 pub fn agent_version(argv: &[String]) -> Result<String, String> {
+    agent_version_within(argv, VERSION_CMD_TIMEOUT)
+}
+
+fn agent_version_within(argv: &[String], limit: Duration) -> Result<String, String> {
     let Some((prog, args)) = argv.split_first() else {
         return Err("the profile has no version_cmd".into());
     };
@@ -108,9 +112,7 @@ pub fn agent_version(argv: &[String]) -> Result<String, String> {
     let status = loop {
         match child.try_wait() {
             Ok(Some(s)) => break Some(s),
-            Ok(None) if start.elapsed() < VERSION_CMD_TIMEOUT => {
-                std::thread::sleep(Duration::from_millis(10))
-            }
+            Ok(None) if start.elapsed() < limit => std::thread::sleep(Duration::from_millis(10)),
             _ => break None,
         }
     };
@@ -122,8 +124,8 @@ pub fn agent_version(argv: &[String]) -> Result<String, String> {
     let stdout = reader.join().unwrap_or_default();
     let Some(status) = status else {
         return Err(format!(
-            "version_cmd `{prog}` did not finish within {} s",
-            VERSION_CMD_TIMEOUT.as_secs()
+            "version_cmd `{prog}` did not finish within {:.1} s",
+            limit.as_secs_f64()
         ));
     };
     if !status.success() {
@@ -189,6 +191,43 @@ mod tests {
         assert!(agent_version(&["/no/such/prog".into()])
             .unwrap_err()
             .contains("did not start"));
+    }
+
+    /// Live (non-zombie) processes whose argv holds `marker`, from /proc.
+    fn alive_with(marker: &str) -> Vec<String> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| {
+                let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+                let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+                let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+                let state = stat
+                    .rsplit(')')
+                    .next()?
+                    .split_whitespace()
+                    .next()?
+                    .to_string();
+                (cmd.contains(marker) && state != "Z").then_some(cmd)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_hanging_version_cmd_is_killed_with_what_it_started() {
+        let marker = format!("{}.{}", 900 + std::process::id() % 99, std::process::id());
+        let script = format!("sleep {marker} & sleep {marker}");
+        let e = agent_version_within(
+            &["sh".into(), "-c".into(), script],
+            Duration::from_millis(300),
+        )
+        .unwrap_err();
+        assert!(e.contains("did not finish within 0.3 s"), "{e}");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !alive_with(&format!("sleep {marker}")).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(alive_with(&format!("sleep {marker}")), Vec::<String>::new());
     }
 
     #[test]

@@ -307,6 +307,29 @@ mod tests {
     }
 
     #[test]
+    fn version_cmd_is_optional_and_rendered_like_command() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(
+            d.path(),
+            "a.yaml",
+            "command: [sh]\nversion_cmd: [\"{{profile_dir}}/agent\", \"--version\"]\n",
+        );
+        let prof = Profile::resolve(p.to_str().unwrap()).unwrap();
+        assert_eq!(
+            prof.version_cmd,
+            [
+                format!("{}/agent", absolute(d.path()).display()),
+                "--version".to_string()
+            ]
+        );
+        let none = write(d.path(), "b.yaml", "command: [sh]\n");
+        assert!(Profile::resolve(none.to_str().unwrap())
+            .unwrap()
+            .version_cmd
+            .is_empty());
+    }
+
+    #[test]
     fn executable_picks_up_the_profile_beside_it() {
         let d = tempfile::tempdir().unwrap();
         let exe = write(d.path(), "agent", "#!/bin/sh\n");
