@@ -7,7 +7,7 @@
 //! recorded exits 2. `chaosrun history`: 0 printed, 1 with `--fail-on new`
 //! and a NEW FAIL, 2 a bad DB or argument.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,6 +15,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use tokio::sync::mpsc;
 
+use chaosrun::output;
 use chaosrun::proc_hygiene::{self, Guard, RUN_VAR};
 use chaosrun::profile::{bundled, Profile};
 use chaosrun::report::html::Html;
@@ -52,6 +53,12 @@ struct RunArgs {
     /// An extra argument for the agent command, before the spec path (repeatable).
     #[arg(long = "agent-arg", value_name = "ARG", allow_hyphen_values = true)]
     agent_args: Vec<String>,
+    /// Pass the caller's variable NAME to the agent (repeatable). The agent
+    /// otherwise gets only PATH, LANG, LC_*, TERM, TZ, USER, LOGNAME, SHELL,
+    /// its own HOME and TMPDIR, chaosrun's CHAOS_* and the profile's `env`.
+    /// NAME must be set (else exit 2).
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pass_env: Vec<String>,
     /// Run only this scenario (repeatable).
     #[arg(long, value_name = "ID")]
     only: Vec<String>,
@@ -148,8 +155,15 @@ enum Command {
 
 /// A usage or configuration error: printed, exit 2.
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    eprintln!("chaosrun: error: {msg}");
+    let _ = writeln!(std::io::stderr(), "chaosrun: error: {msg}");
     ExitCode::from(2)
+}
+
+/// Print to stdout; a closed stdout (`| head -0`) is not an error: the text is
+/// dropped and the exit code still comes from the run.
+fn say(text: impl std::fmt::Display) {
+    let mut out = std::io::stdout().lock();
+    let _ = write!(out, "{text}").and_then(|()| out.flush());
 }
 
 fn main() -> ExitCode {
@@ -189,28 +203,22 @@ fn main() -> ExitCode {
     }
 }
 
-/// The input that writing `out` would overwrite, if any.
-fn clobbers<'a>(
-    out: &std::path::Path,
-    inputs: &[&'a std::path::Path],
-) -> Option<&'a std::path::Path> {
-    let out = std::fs::canonicalize(out).ok()?;
-    inputs
-        .iter()
-        .copied()
-        .find(|i| std::fs::canonicalize(i).is_ok_and(|i| i == out))
+/// `--history DB` as an output file to check (a Postgres URL is not a file).
+fn history_file(db: Option<&str>) -> Option<(&'static str, &std::path::Path)> {
+    db.filter(|d| !chaosrun::history::store::is_postgres(d))
+        .map(|d| ("--history", std::path::Path::new(d)))
 }
 
 fn merge(reports: &[PathBuf], out: Option<&std::path::Path>, history: Option<&str>) -> ExitCode {
-    if let Some(out) = out {
-        let inputs: Vec<&std::path::Path> = reports.iter().map(PathBuf::as_path).collect();
-        if let Some(input) = clobbers(out, &inputs) {
-            return usage(format!(
-                "--json {} would overwrite the report {} being merged; pick another file",
-                out.display(),
-                input.display()
-            ));
-        }
+    let outputs: Vec<(&str, &std::path::Path)> = out
+        .map(|o| ("--json", o))
+        .into_iter()
+        .chain(history_file(history))
+        .collect();
+    let mut inputs = reports.to_vec();
+    inputs.extend(std::env::current_exe().ok());
+    if let Err(e) = output::check_outputs(&outputs, &inputs) {
+        return usage(e);
     }
     let mut store = match history.map(|db| chaosrun::history::Store::open(db, true)) {
         Some(Err(e)) => return usage(e),
@@ -222,11 +230,13 @@ fn merge(reports: &[PathBuf], out: Option<&std::path::Path>, history: Option<&st
         Err(e) => return usage(e),
     };
     if let Some(path) = out {
-        if let Err(e) = std::fs::write(path, serde_json::to_vec_pretty(&doc).unwrap_or_default()) {
+        if let Err(e) =
+            output::write_atomic(path, &serde_json::to_vec_pretty(&doc).unwrap_or_default())
+        {
             return usage(format!("cannot write {}: {e}", path.display()));
         }
     }
-    print!("{}", chaosrun::report::merge::render_text(&doc));
+    say(chaosrun::report::merge::render_text(&doc));
     if let Some(store) = &mut store {
         match chaosrun::history::recorder::record_report(store, &doc) {
             Ok(id) => eprintln!("chaosrun: history: recorded run #{id} in {}", store.shown()),
@@ -245,7 +255,7 @@ fn run(args: RunArgs) -> ExitCode {
         return usage("no scenario table given; try `chaosrun scenarios.yaml` (see --help)");
     };
     if !(args.deadline_scale > 0.0 && args.deadline_scale.is_finite()) {
-        return usage("--deadline-scale must be a positive number");
+        return usage("--deadline-scale must be a positive, finite number");
     }
     let table = match scenarios::load_file(table_path) {
         Ok(t) => t,
@@ -270,12 +280,15 @@ fn run(args: RunArgs) -> ExitCode {
     }
     if args.list {
         for s in &selected {
-            println!("{:<40} {}", s.id, s.about);
+            say(format_args!("{:<40} {}\n", s.id, s.about));
         }
         return ExitCode::SUCCESS;
     }
     for s in &mut selected {
-        s.deadlines = s.deadlines.scaled(args.deadline_scale);
+        s.deadlines = match s.deadlines.scaled(args.deadline_scale) {
+            Ok(d) => d,
+            Err(e) => return usage(format!("--deadline-scale: scenario `{}`: {e}", s.id)),
+        };
     }
     // The bundled agent lives in a temp dir for the run's duration.
     let bundled_dir = match args.agent {
@@ -293,52 +306,51 @@ fn run(args: RunArgs) -> ExitCode {
         },
         (None, None) => unreachable!("bundled dir exists when --agent is absent"),
     };
-    let profile = match Profile::resolve(&agent) {
+    let mut profile = match Profile::resolve(&agent) {
         Ok(p) => p,
         Err(e) => return usage(e),
     };
-    let inputs = [table_path.as_path(), std::path::Path::new(&agent)];
-    for (flag, out) in [
+    for name in &args.pass_env {
+        if let Err(e) = chaosrun::driver::env::check_pass_env(name) {
+            return usage(e);
+        }
+        // Rendered from chaosrun's own environment for each scenario.
+        profile
+            .env
+            .insert(name.clone(), format!("{{{{env:{name}}}}}"));
+    }
+    let mut inputs = chaosrun::profile::input_files(&agent, &profile);
+    inputs.push(table_path.clone());
+    inputs.extend(std::env::current_exe().ok());
+    let outputs: Vec<(&str, &std::path::Path)> = [
         ("--json", &args.json),
         ("--junit", &args.junit),
         ("--html", &args.html),
-    ] {
-        if let Some(out) = out {
-            if let Some(input) = clobbers(out, &inputs) {
-                return usage(format!(
-                    "{flag} {} would overwrite {}, an input of this run; pick another file",
-                    out.display(),
-                    input.display()
-                ));
-            }
-        }
-    }
+    ]
+    .into_iter()
+    .filter_map(|(flag, out)| out.as_deref().map(|p| (flag, p)))
+    .chain(history_file(args.history.as_deref()))
+    .collect();
+    let targets = match output::check_outputs(&outputs, &inputs) {
+        Ok(t) => t,
+        Err(e) => return usage(e),
+    };
     if let Some(dir) = &args.keep_artifacts {
-        let non_empty = std::fs::read_dir(dir)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(false);
-        if non_empty {
+        if let Some(i) = targets.iter().position(|t| output::same_place(t, dir)) {
             return usage(format!(
-                "--artifacts {} is not empty; chaosrun never overwrites: pick a new directory",
-                dir.display()
-            ));
-        }
-        if let Err(e) = std::fs::create_dir_all(dir) {
-            return usage(format!("cannot create {}: {e}", dir.display()));
-        }
-    }
-    if let Some(db) = &args.history {
-        let same = |out: &PathBuf| std::path::absolute(out).ok() == std::path::absolute(db).ok();
-        if [&args.json, &args.junit, &args.html]
-            .into_iter()
-            .flatten()
-            .any(same)
-        {
-            return usage(format!(
-                "--history {db} is also a report file; pick another file"
+                "{} {} is the --artifacts directory; give each its own path",
+                outputs[i].0,
+                outputs[i].1.display()
             ));
         }
     }
+    let artifacts = match &args.keep_artifacts {
+        Some(dir) => match output::ArtifactsDir::take(dir) {
+            Ok(a) => Some(a),
+            Err(e) => return usage(e),
+        },
+        None => None,
+    };
     let seed = args.seed.unwrap_or_else(rand::random);
     // Opened before anything runs: a foreign or corrupt DB costs no run.
     let history = match &args.history {
@@ -373,8 +385,8 @@ fn run(args: RunArgs) -> ExitCode {
     // One wave of the table at a time: repeats queue behind it rather than
     // multiplying the load (which would itself make scenarios flaky).
     let jobs = args.jobs.map_or(selected.len(), |j| j as usize).min(256);
-    println!(
-        "chaosrun: {} scenario{}, {jobs} at once, agent {}, seed {seed}",
+    say(format_args!(
+        "chaosrun: {} scenario{}, {jobs} at once, agent {}, seed {seed}\n",
         selected.len(),
         if selected.len() == 1 { "" } else { "s" },
         if args.agent.is_some() {
@@ -382,7 +394,7 @@ fn run(args: RunArgs) -> ExitCode {
         } else {
             "bundled reference agent"
         },
-    );
+    ));
     let shared = Arc::new(Shared {
         profile,
         agent_args: args.agent_args.clone(),
@@ -391,7 +403,7 @@ fn run(args: RunArgs) -> ExitCode {
     });
     let opts = runner::Options {
         jobs,
-        artifacts: args.keep_artifacts.clone(),
+        artifacts: artifacts.as_ref().map(|a| a.path.clone()),
         keep_all: args.keep_all,
         seed,
         repeat: args.repeat,
@@ -436,6 +448,7 @@ fn run(args: RunArgs) -> ExitCode {
         reporter = Box::new(Fanout(vec![reporter, Box::new(recorder)]));
     }
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let run_id_for_cleanup = run_id.clone();
     let mut code = rt.block_on(async move {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let consumer = tokio::task::spawn_blocking(move || {
@@ -466,6 +479,8 @@ fn run(args: RunArgs) -> ExitCode {
         stopped_by
     });
     drop(rt);
+    remove_run_folders(&run_id_for_cleanup);
+    drop(artifacts);
     drop(bundled_dir);
     if let Some(g) = guard {
         g.finish();
@@ -474,11 +489,34 @@ fn run(args: RunArgs) -> ExitCode {
         print_self_stats();
     }
     // The verdict is printed; a run that could not be recorded still exits 2.
-    if let Some(Err(e)) = written.and_then(|w| w.take()).filter(|_| code <= 1) {
+    let unrecorded = written.and_then(|w| w.take()).filter(|_| code <= 1);
+    if let Some(Err(e)) = &unrecorded {
         eprintln!("chaosrun: error: {e}");
+    }
+    if code <= 1 && output::write_failed() {
+        // A report the caller asked for is missing or stale: a gate must not
+        // read that as green, nor as the agent's own failure.
+        return usage("a report could not be written (see above); no verdict to gate on");
+    }
+    if let Some(Err(_)) = unrecorded {
         code = 2;
     }
     ExitCode::from(code)
+}
+
+/// Remove what is left of this run's scenario folders in the temp dir
+/// (`chaosrun-RUN-N`): after an interrupt, or a scenario whose run ended
+/// early. Artifacts the user asked for live elsewhere and stay.
+fn remove_run_folders(run_id: &str) {
+    let prefix = format!("chaosrun-{run_id}-");
+    let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in dir.flatten() {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// chaosrun's own CPU time and peak RSS (children excluded).

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 fn start_busy(mark: &str) -> Child {
     let mut child = Command::new(bin())
         .args(["tests/fixtures/hung_tool_table.yaml", "--no-progress"])
+        .args(PASS_MARK)
         .env(MARK_VAR, mark)
         .current_dir(repo())
         .stdout(Stdio::null())
@@ -101,6 +102,7 @@ fn timeout_dash_s_kill_leaves_nothing_behind() {
         .args(["-s", "KILL", "8"])
         .arg(bin())
         .args(["tests/fixtures/hung_tool_table.yaml", "--no-progress"])
+        .args(PASS_MARK)
         .env(MARK_VAR, &mark)
         .current_dir(repo())
         .output()

@@ -6,8 +6,8 @@ mod common;
 
 use common::*;
 use std::path::Path;
-use std::process::Output;
-use std::time::Duration;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 fn text(o: &Output) -> (String, String) {
     (
@@ -228,6 +228,434 @@ fn an_output_never_overwrites_an_input() {
     );
     let report = write(d.path(), "r.json", "{}");
     let (_, stderr) = run("clobber-merge", &["merge", &report, "--json", &report], 2);
-    assert!(stderr.contains("would overwrite the report"), "{stderr}");
+    assert!(stderr.contains("would overwrite"), "{stderr}");
     assert_eq!(std::fs::read_to_string(&report).unwrap(), "{}");
+}
+
+/// A scenario table with `row` (YAML lines, 4-space indented) added to its
+/// only scenario.
+fn with(row: &str) -> String {
+    ONE.replace("    expect: error\n", &format!("    expect: error\n{row}"))
+}
+
+#[test]
+fn durations_out_of_bounds_are_errors_with_their_place_never_panics() {
+    let d = tempfile::tempdir().unwrap();
+    for (i, (row, said)) in [
+        (
+            "    deadlines: {turn: 1e30}\n",
+            "exceeds the ceiling of 604800 s",
+        ),
+        ("    deadlines: {turn: .inf}\n", "finite"),
+        ("    deadlines: {probe: -1}\n", "negative"),
+        ("    deadlines: {boot: .nan}\n", "NaN"),
+        ("    deadlines: {exit: '5'}\n", "a number of seconds"),
+        ("    knobs: {stale_timeout: 1e30}\n", "exceeds the ceiling"),
+        (
+            "    process_fault: {action: stop, at: {after_seconds: 1e30}}\n",
+            "exceeds the ceiling",
+        ),
+        (
+            "    process_fault: {action: stop, at: {after_calls: 1}, stop_for: 1e9}\n",
+            "exceeds the ceiling",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let p = write(d.path(), &format!("t{i}.yaml"), &with(row));
+        let (_, stderr) = run("durations", &[&p, "--list"], 2);
+        assert!(stderr.contains(&format!("{p}:")), "{row}: {stderr}");
+        assert!(stderr.contains(said), "{row}: {stderr}");
+    }
+    // Inside a reply and a chaos block, too.
+    let hang = ONE.replace("{kind: error, status: 500}", "{kind: hang, seconds: 1e30}");
+    let p = write(d.path(), "hang.yaml", &hang);
+    let (_, stderr) = run("durations", &[&p, "--list"], 2);
+    assert!(stderr.contains("exceeds the ceiling"), "{stderr}");
+    let chaos = ONE.replace(
+        "    expect: error\n",
+        "    expect: survives\n    chaos: {turns: 2, duration: 1e30, min_faults: 1}\n",
+    );
+    let p = write(d.path(), "chaos.yaml", &chaos);
+    let (_, stderr) = run("durations", &[&p, "--list"], 2);
+    assert!(stderr.contains("exceeds the ceiling"), "{stderr}");
+}
+
+#[test]
+fn counts_above_their_ceiling_are_errors() {
+    let d = tempfile::tempdir().unwrap();
+    let repeat = ONE.replace(
+        "{kind: error, status: 500}",
+        "{kind: tool_call, calls: [{tool: shell, args: {command: 'true'}}], repeat: 100000000}",
+    );
+    let p = write(d.path(), "repeat.yaml", &repeat);
+    let (_, stderr) = run("counts", &[&p, "--list"], 2);
+    assert!(
+        stderr.contains("`repeat` is 100000000; it is 1 to 1000"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("{p}:4:")), "{stderr}");
+    let turns = ONE.replace(
+        "    expect: error\n",
+        "    expect: survives\n    chaos: {turns: 100000000, duration: 5, min_faults: 1}\n",
+    );
+    let p = write(d.path(), "turns.yaml", &turns);
+    let (_, stderr) = run("counts", &[&p, "--list"], 2);
+    assert!(stderr.contains("`chaos.turns` is 100000000"), "{stderr}");
+}
+
+#[test]
+fn deadline_scale_must_keep_every_deadline_in_bounds() {
+    for (scale, said) in [
+        ("1e300", "deadline `boot` (120 s) scaled by 1e300"),
+        ("10000", "exceeds the ceiling"),
+        ("0", "positive, finite"),
+        ("-1", "positive, finite"),
+        ("NaN", "positive, finite"),
+        ("inf", "positive, finite"),
+    ] {
+        let arg = format!("--deadline-scale={scale}");
+        let (_, stderr) = run(
+            "scale",
+            &["scenarios.yaml", "--only", "provider_hang", &arg],
+            2,
+        );
+        assert!(stderr.contains(said), "{scale}: {stderr}");
+    }
+}
+
+#[test]
+fn outputs_that_are_not_regular_files_or_unwritable_are_refused_up_front() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().to_str().unwrap().to_string();
+    let fifo = d.path().join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let victim = write(d.path(), "victim.txt", "keep");
+    let link = d.path().join("link.json");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let fifo = fifo.to_str().unwrap().to_string();
+    let link = link.to_str().unwrap().to_string();
+    for (flag, path, said) in [
+        ("--json", "/proc/nope/x.json", "does not exist"),
+        ("--junit", dir.as_str(), "is a directory"),
+        ("--html", fifo.as_str(), "is a fifo"),
+        ("--json", link.as_str(), "is a symbolic link"),
+        ("--json", "/dev/full", "is a device"),
+    ] {
+        let (stdout, stderr) = run(
+            "outputs",
+            &[
+                "scenarios.yaml",
+                "--only",
+                "provider_500_forever",
+                flag,
+                path,
+            ],
+            2,
+        );
+        assert!(stderr.contains(said), "{flag} {path}: {stderr}");
+        assert!(
+            !stdout.contains("PASS") && !stdout.contains("FAIL"),
+            "nothing ran: {stdout}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::metadata("/dev/full")
+            .unwrap()
+            .file_type()
+            .is_char_device(),
+        "/dev/full is still a device"
+    );
+}
+
+#[test]
+fn two_outputs_on_one_path_are_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("out").to_str().unwrap().to_string();
+    let (_, stderr) = run(
+        "dup",
+        &["scenarios.yaml", "--json", &out, "--junit", &out],
+        2,
+    );
+    assert!(stderr.contains("--json and --junit both write"), "{stderr}");
+    assert!(!Path::new(&out).exists());
+    let (_, stderr) = run(
+        "dup-art",
+        &["scenarios.yaml", "--html", &out, "--artifacts", &out],
+        2,
+    );
+    assert!(stderr.contains("is the --artifacts directory"), "{stderr}");
+    assert!(!Path::new(&out).exists());
+}
+
+#[test]
+fn outputs_never_overwrite_the_agent_or_chaosrun_itself() {
+    let d = tempfile::tempdir().unwrap();
+    let script = write(d.path(), "agent.sh", "#!/bin/sh\nexit 3\n");
+    let profile = write(
+        d.path(),
+        "agent.yaml",
+        &format!("command: [\"sh\", \"{script}\"]\n"),
+    );
+    let (_, stderr) = run(
+        "clobber-agent",
+        &["scenarios.yaml", "--agent", &profile, "--junit", &script],
+        2,
+    );
+    assert!(stderr.contains("would overwrite"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(&script).unwrap(),
+        "#!/bin/sh\nexit 3\n"
+    );
+    let (_, stderr) = run(
+        "clobber-profile",
+        &["scenarios.yaml", "--agent", &profile, "--html", &profile],
+        2,
+    );
+    assert!(stderr.contains("would overwrite"), "{stderr}");
+    let exe = bin();
+    let before = std::fs::metadata(&exe).unwrap().len();
+    let (_, stderr) = run(
+        "clobber-exe",
+        &["scenarios.yaml", "--json", exe.to_str().unwrap()],
+        2,
+    );
+    assert!(stderr.contains("would overwrite"), "{stderr}");
+    assert_eq!(std::fs::metadata(&exe).unwrap().len(), before);
+}
+
+#[test]
+fn profile_paths_outside_home_are_refused_at_load() {
+    let d = tempfile::tempdir().unwrap();
+    let profile = write(
+        d.path(),
+        "agent.yaml",
+        "command: [sh]\nlogs: [../../etc/shadow]\n",
+    );
+    let (_, stderr) = run(
+        "shadow",
+        &[
+            "scenarios.yaml",
+            "--agent",
+            &profile,
+            "--only",
+            "provider_hang",
+        ],
+        2,
+    );
+    assert!(
+        stderr.contains("must stay inside the agent's HOME"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn relative_artifacts_directory_works() {
+    // The README's own example: `--artifacts art`, relative to the caller's
+    // working directory (not the repository's).
+    let d = tempfile::tempdir().unwrap();
+    let table = repo().join("scenarios.yaml");
+    let mark = new_mark("relart");
+    let out = command(
+        &mark,
+        &[
+            table.to_str().unwrap(),
+            "--only",
+            "tool_args_garbage",
+            "--artifacts",
+            "art",
+            "--keep-all",
+            "--no-progress",
+        ],
+    )
+    .current_dir(d.path())
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = d.path().join("art/tool_args_garbage");
+    for f in ["spec.json", "observation.json", "checks.json"] {
+        assert!(run.join(f).is_file(), "{f} kept");
+    }
+    assert!(
+        !d.path().join("art/.chaosrun.lock").exists(),
+        "the lock is released"
+    );
+    assert!(wait_unmarked(&mark, Duration::from_secs(5)).is_empty());
+}
+
+#[test]
+fn two_runs_cannot_share_an_artifacts_directory() {
+    let d = tempfile::tempdir().unwrap();
+    let art = d.path().join("art");
+    let art_s = art.to_str().unwrap();
+    let mark = new_mark("artlock");
+    let mut first = command(
+        &mark,
+        &[
+            "tests/fixtures/hung_tool_table.yaml",
+            "--artifacts",
+            art_s,
+            "--no-progress",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    // Wait (bounded) for the first run's lock, an event on the file system.
+    let lock = art.join(".chaosrun.lock");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !lock.is_file() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let second = chaosrun(
+        &mark,
+        &[
+            "scenarios.yaml",
+            "--only",
+            "provider_hang",
+            "--artifacts",
+            art_s,
+        ],
+    );
+    let _ = Command::new("kill")
+        .args(["-TERM", &first.id().to_string()])
+        .status();
+    let status = first.wait().unwrap();
+    let left = wait_unmarked(&mark, Duration::from_secs(10));
+    kill_marked(&mark);
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{err}");
+    assert!(err.contains("locked by another chaosrun run"), "{err}");
+    assert_eq!(status.code(), Some(143));
+    assert!(!lock.exists(), "the first run released its lock on SIGTERM");
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    // `chaosrun scenarios.yaml --list | head -0`: the pipe's reader is gone
+    // before chaosrun writes a byte.
+    let (r, w) = nix::unistd::pipe().unwrap();
+    drop(r);
+    let out = Command::new(bin())
+        .args(["scenarios.yaml", "--list"])
+        .current_dir(repo())
+        .stdout(Stdio::from(w))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "quiet: {err}");
+    // A run too: the verdict (exit code) survives a closed stdout.
+    let (r, w) = nix::unistd::pipe().unwrap();
+    drop(r);
+    let out = Command::new(bin())
+        .args([
+            "scenarios.yaml",
+            "--only",
+            "tool_args_garbage",
+            "--no-progress",
+        ])
+        .current_dir(repo())
+        .stdout(Stdio::from(w))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn run_folders_are_removed_after_sigint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mark = new_mark("folders");
+    let mut child = command(
+        &mark,
+        &["tests/fixtures/hung_tool_table.yaml", "--no-progress"],
+    )
+    .env("TMPDIR", tmp.path())
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !marked(&mark).iter().any(|p| p.contains("sleep 3600")) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let busy: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let status = child.wait().unwrap();
+    let left = wait_unmarked(&mark, Duration::from_secs(10));
+    kill_marked(&mark);
+    assert!(
+        !busy.is_empty(),
+        "the run had its folders in TMPDIR while busy"
+    );
+    assert_eq!(status.code(), Some(130));
+    let after: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(after.is_empty(), "left in TMPDIR: {after:?}");
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_report_that_cannot_be_written_at_the_end_is_exit_2() {
+    // The checks up front pass; then, while the run is busy, the report's
+    // path becomes a directory, so the final write is refused.
+    let d = tempfile::tempdir().unwrap();
+    let report = d.path().join("r.json");
+    let mark = new_mark("late-write");
+    let child = command(
+        &mark,
+        &[
+            "scenarios.yaml",
+            "--only",
+            "provider_hang",
+            "--deadline-scale",
+            "0.05",
+            "--json",
+            report.to_str().unwrap(),
+            "--no-progress",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // The first (incomplete) report is written when the run starts.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !report.is_file() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::fs::remove_file(&report).unwrap();
+    std::fs::create_dir(&report).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let left = wait_unmarked(&mark, Duration::from_secs(10));
+    kill_marked(&mark);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("a report could not be written"), "{err}");
+    assert!(report.is_dir(), "the directory was not replaced");
+    assert!(left.is_empty(), "{left:?}");
 }

@@ -461,20 +461,32 @@ fn merge_records_one_run_from_shard_reports() {
     );
     assert_eq!(scenario(&h, "provider_500_forever")["latest"], "pass");
 
-    // A bad history is refused before merging: exit 2, no output file.
+    // A bad history is refused before merging: exit 2, no output file; a
+    // report being merged is never taken as the history.
     let out = d.path().join("merged.json");
-    let o = chaosrun(&[
-        "merge",
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-        "--json",
-        out.to_str().unwrap(),
-        "--history",
-        a.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("not a SQLite database"));
-    assert!(!out.exists());
+    let notes = d.path().join("notes.txt");
+    std::fs::write(&notes, "not a database\n").unwrap();
+    for (db, says) in [
+        (&notes, "not a SQLite database"),
+        (&a, "an input of this run"),
+    ] {
+        let o = chaosrun(&[
+            "merge",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--json",
+            out.to_str().unwrap(),
+            "--history",
+            db.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(says),
+            "{}",
+            text(&o)
+        );
+        assert!(!out.exists());
+    }
 }
 
 #[test]

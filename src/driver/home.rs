@@ -1,5 +1,8 @@
 //! One run's directories (a fresh 0700 root holding HOME, the work dir and the
 //! spec file), the profile's home files rendered into HOME, and the argv.
+//! Every path the profile names (home files, logs, the store) stays inside
+//! HOME: lexically when rendered ([`within_home`]), and with symlinks resolved
+//! right before chaosrun reads it ([`resolve_inside`]).
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -130,13 +133,55 @@ pub fn vars(i: &Inputs<'_>, dirs: &RunDirs) -> Vars {
     .collect()
 }
 
+/// `rendered` (a profile path: relative to HOME, or absolute under it) as a
+/// path inside `home`, judged lexically: an absolute path elsewhere or a `..`
+/// that climbs out is refused. Used at load (with a placeholder HOME) and when
+/// a run renders its paths.
+pub fn within_home(home: &Path, rendered: &str) -> Result<PathBuf, String> {
+    use std::path::Component;
+    let joined = home.join(rendered);
+    let mut out = PathBuf::new();
+    for c in joined.components() {
+        match c {
+            Component::ParentDir => {
+                if !out.pop() {
+                    return Err(format!("`{rendered}` climbs out of HOME"));
+                }
+            }
+            Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    if out.starts_with(home) && out != home {
+        Ok(out)
+    } else {
+        Err(format!("`{rendered}` is not a path inside HOME"))
+    }
+}
+
+/// `path` with every symlink resolved, if it is still inside `home` now (call
+/// it right before each access: the agent may have planted a symlink since).
+pub fn resolve_inside(home: &Path, path: &Path) -> Result<PathBuf, String> {
+    let home = std::fs::canonicalize(home).map_err(|e| format!("HOME: {e}"))?;
+    let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if real.starts_with(&home) {
+        Ok(real)
+    } else {
+        Err(format!(
+            "{} resolves to {}, outside the agent's HOME; not read",
+            path.display(),
+            real.display()
+        ))
+    }
+}
+
 /// Create the run's directories, render home files and the spec.
 pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
     let dirs = RunDirs::create(root)?;
     let vars = vars(i, &dirs);
     let render = |t: &str| template::render(t, &vars).map_err(anyhow::Error::msg);
     for f in &i.profile.home_files {
-        let path = dirs.home.join(&f.path);
+        let path = within_home(&dirs.home, &f.path).map_err(anyhow::Error::msg)?;
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
@@ -160,7 +205,9 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
         .collect::<anyhow::Result<BTreeMap<_, _>>>()?;
     let store = match &i.profile.store {
         Some(s) => match (&s.path, &s.postgres) {
-            (Some(p), _) => Some(StoreAt::Sqlite(dirs.home.join(render(p)?))),
+            (Some(p), _) => Some(StoreAt::Sqlite(
+                within_home(&dirs.home, &render(p)?).map_err(anyhow::Error::msg)?,
+            )),
             (None, Some(dsn)) => Some(StoreAt::Postgres(render(dsn)?)),
             (None, None) => None,
         },
@@ -170,7 +217,7 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
         .profile
         .logs
         .iter()
-        .map(|l| Ok(dirs.home.join(render(l)?)))
+        .map(|l| within_home(&dirs.home, &render(l)?).map_err(anyhow::Error::msg))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut argv = i.profile.command.clone();
     argv.extend(i.agent_args.iter().cloned());
@@ -197,7 +244,11 @@ pub fn worker_spec(
     if workers == 1 && resume.is_none() {
         return Ok((prep.argv.clone(), prep.dirs.spec.clone()));
     }
-    let mut spec: serde_json::Value = serde_json::from_slice(&std::fs::read(&prep.dirs.spec)?)?;
+    // The agent can write in the run folder: never follow what it planted.
+    let root = &prep.dirs.root;
+    let spec_name = prep.dirs.spec.file_name().unwrap_or_default();
+    let bytes = crate::output::read_beneath(root, Path::new(spec_name), 16 << 20)?;
+    let mut spec: serde_json::Value = serde_json::from_slice(&bytes)?;
     if workers > 1 {
         spec["worker"] = worker.into();
         spec["workers"] = workers.into();
@@ -212,11 +263,49 @@ pub fn worker_spec(
         spec["start_turn"] = start_turn.into();
         name.push_str(&format!("-resume-{start_turn}"));
     }
-    let path = prep.dirs.root.join(format!("{name}.json"));
-    std::fs::write(&path, serde_json::to_vec_pretty(&spec)?)?;
+    let file = format!("{name}.json");
+    crate::output::write_run_file(root, Path::new(&file), &serde_json::to_vec_pretty(&spec)?)?;
+    let path = root.join(file);
     let mut argv = prep.argv.clone();
     if let Some(last) = argv.last_mut() {
         *last = path.display().to_string();
     }
     Ok((argv, path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_paths_stay_inside_home() {
+        let home = Path::new("/run/x/home");
+        assert_eq!(
+            within_home(home, ".a/b.log").unwrap(),
+            Path::new("/run/x/home/.a/b.log")
+        );
+        assert_eq!(
+            within_home(home, "/run/x/home/s.db").unwrap(),
+            Path::new("/run/x/home/s.db")
+        );
+        assert!(within_home(home, "a/../b").is_ok());
+        for bad in ["../../etc/shadow", "/etc/shadow", "a/../../x", "..", ""] {
+            assert!(within_home(home, bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_planted_symlink_out_of_home_is_refused_at_read_time() {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path().join("home");
+        std::fs::create_dir_all(home.join("logs")).unwrap();
+        let outside = d.path().join("secret");
+        std::fs::write(&outside, "pw").unwrap();
+        std::os::unix::fs::symlink(&outside, home.join("logs/agent.log")).unwrap();
+        let e = resolve_inside(&home, &home.join("logs/agent.log")).unwrap_err();
+        assert!(e.contains("outside the agent's HOME"), "{e}");
+        std::fs::write(home.join("logs/real.log"), "ok").unwrap();
+        std::os::unix::fs::symlink("real.log", home.join("logs/in.log")).unwrap();
+        assert!(resolve_inside(&home, &home.join("logs/in.log")).is_ok());
+    }
 }

@@ -99,10 +99,14 @@ impl AgentProcess {
         env: &BTreeMap<String, String>,
         sink: Sink,
     ) -> anyhow::Result<AgentProcess> {
+        // A restart reopens the logs after the agent ran: never follow a
+        // symlink it planted in its run folder.
         let append = |p: &std::path::Path| {
+            use std::os::unix::fs::OpenOptionsExt;
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
+                .custom_flags(libc::O_NOFOLLOW)
                 .open(p)
         };
         let (stdout_path, stderr_path) = prep.dirs.logs(sink.worker);

@@ -55,16 +55,9 @@ pub fn parse_since(s: &str) -> Result<i64, String> {
 pub fn run(a: &Args) -> Result<u8, String> {
     let since_ms = a.since.as_deref().map(parse_since).transpose()?;
     if let Some(out) = &a.html {
-        let same = std::fs::canonicalize(out)
-            .ok()
-            .zip(std::fs::canonicalize(&a.db).ok())
-            .is_some_and(|(o, d)| o == d);
-        if same {
-            return Err(format!(
-                "--html {} would overwrite the history DB; pick another file",
-                out.display()
-            ));
-        }
+        let db = (!super::store::is_postgres(&a.db)).then(|| PathBuf::from(&a.db));
+        let inputs: Vec<PathBuf> = db.into_iter().collect();
+        crate::output::check_outputs(&[("--html", out.as_path())], &inputs)?;
     }
     let mut store = Store::open(&a.db, false)?;
     let window = store.window(&Filter {
@@ -74,7 +67,7 @@ pub fn run(a: &Args) -> Result<u8, String> {
     })?;
     let summary = analyze::summarize(&window);
     if let Some(out) = &a.html {
-        std::fs::write(out, html::page(&summary))
+        crate::output::write_atomic(out, html::page(&summary).as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
     }
     if a.json {

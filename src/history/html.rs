@@ -191,8 +191,7 @@ pub fn splice(path: &std::path::Path, section: &str) -> Result<(), String> {
     let at = page
         .rfind("</body>")
         .ok_or_else(|| format!("{} has no </body>", path.display()))?;
-    let tmp = path.with_extension("html.history.tmp");
-    std::fs::write(&tmp, format!("{}{section}{}", &page[..at], &page[at..]))
-        .and_then(|()| std::fs::rename(&tmp, path))
+    let spliced = format!("{}{section}{}", &page[..at], &page[at..]);
+    crate::output::write_atomic(path, spliced.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

@@ -233,7 +233,38 @@ impl Profile {
             version_cmd,
         };
         profile.validate_templates()?;
+        profile.validate_home_paths()?;
         Ok(profile)
+    }
+
+    /// Every path the profile names inside HOME (home files, logs, a SQLite
+    /// store) rendered with a placeholder HOME must stay inside it: no
+    /// absolute path elsewhere, no `..` climbing out (`../../etc/shadow`).
+    fn validate_home_paths(&self) -> Result<(), String> {
+        let home = Path::new("/chaosrun-placeholder-home");
+        let mut vars = placeholder_vars();
+        vars.insert("home".into(), home.display().to_string());
+        let paths = self
+            .home_files
+            .iter()
+            .map(|f| ("home file", &f.path))
+            .chain(self.logs.iter().map(|l| ("log", l)))
+            .chain(
+                self.store
+                    .iter()
+                    .flat_map(|s| s.path.iter().map(|p| ("store", p))),
+            );
+        for (what, p) in paths {
+            let rendered = template::render(p, &vars)
+                .map_err(|e| format!("adapter profile `{}`: {e}", self.source))?;
+            crate::driver::home::within_home(home, &rendered).map_err(|e| {
+                format!(
+                    "adapter profile `{}`: {what} path {e}; it must stay inside the agent's HOME",
+                    self.source
+                )
+            })?;
+        }
+        Ok(())
     }
 
     /// Render every template once with placeholders, so a typo fails before
@@ -278,6 +309,41 @@ impl Profile {
         }
         Ok(())
     }
+}
+
+/// Every file `--agent agent` reads to start the agent: the profile (or the
+/// driver executable and the profile beside it) and each argv entry of the
+/// command that is a file (the interpreter found on PATH included). No output
+/// may overwrite one of them.
+pub fn input_files(agent: &str, profile: &Profile) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let path = Path::new(agent);
+    if path.exists() {
+        let abs = absolute(path);
+        files.push(abs.with_extension("yaml"));
+        files.push(PathBuf::from(format!("{}.yaml", abs.display())));
+        files.push(abs);
+    } else if let Some(exe) = find_program(agent) {
+        let abs = absolute(&exe);
+        files.push(abs.with_extension("yaml"));
+        files.push(PathBuf::from(format!("{}.yaml", abs.display())));
+        files.push(abs);
+    }
+    if let Some(first) = profile.command.first().and_then(|c| find_program(c)) {
+        files.push(absolute(&first));
+    }
+    files.extend(
+        profile
+            .command
+            .iter()
+            .map(Path::new)
+            .filter(|p| p.is_file())
+            .map(absolute),
+    );
+    files.retain(|f| f.exists());
+    files.sort();
+    files.dedup();
+    files
 }
 
 #[cfg(test)]
@@ -390,6 +456,34 @@ mod tests {
         assert!(Profile::resolve(zero.to_str().unwrap())
             .unwrap_err()
             .contains("1 to 64"));
+    }
+
+    #[test]
+    fn paths_outside_home_are_refused_at_load() {
+        let d = tempfile::tempdir().unwrap();
+        for (i, bad) in [
+            "logs: [../../etc/shadow]",
+            "logs: [/etc/shadow]",
+            "store: {path: \"{{home}}/../x.db\", messages_sql: x}",
+            "home_files: [{path: ../x, template: y}]",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let p = write(
+                d.path(),
+                &format!("p{i}.yaml"),
+                &format!("command: [sh]\n{bad}\n"),
+            );
+            let e = Profile::resolve(p.to_str().unwrap()).unwrap_err();
+            assert!(e.contains("HOME"), "{bad}: {e}");
+        }
+        let ok = write(
+            d.path(),
+            "ok.yaml",
+            "command: [sh]\nlogs: [\"{{home}}/.a/log\", .b/log]\n",
+        );
+        assert!(Profile::resolve(ok.to_str().unwrap()).is_ok());
     }
 
     #[test]

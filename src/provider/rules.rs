@@ -53,9 +53,13 @@ impl When {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WaitFor {
+    #[serde(deserialize_with = "crate::units::count_1")]
     pub count: usize,
     pub cmdline: String,
-    #[serde(default = "default_wait_timeout")]
+    #[serde(
+        default = "default_wait_timeout",
+        deserialize_with = "crate::units::seconds"
+    )]
     pub timeout: f64,
 }
 

@@ -78,11 +78,9 @@ impl Json {
             "wall_seconds": wall,
             "scenarios": self.scenarios,
         });
-        let tmp = self.path.with_extension("json.tmp");
         let result = serde_json::to_vec_pretty(&doc)
             .map_err(std::io::Error::other)
-            .and_then(|bytes| std::fs::write(&tmp, bytes))
-            .and_then(|()| std::fs::rename(&tmp, &self.path));
+            .and_then(|bytes| crate::output::write_atomic(&self.path, &bytes));
         if let Err(e) = result {
             if self.error.is_none() {
                 eprintln!("chaosrun: cannot write {}: {e}", self.path.display());

@@ -128,12 +128,10 @@ pub fn render(results: &[ScenarioResult], seed: u64, wall: Option<f64>) -> Strin
         .unwrap_or_else(|e| format!("<!-- chaosrun: cannot serialize the JUnit report: {e} -->\n"))
 }
 
-/// Write `text` to `path` through a temp file beside it and a rename.
-pub(crate) fn write_atomically(path: &std::path::Path, text: &str, ext: &str) {
-    let tmp = path.with_extension(ext);
-    let result = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
+/// Write `text` to `path` through an exclusive temp file beside it and a
+/// rename ([`crate::output::write_atomic`]).
+pub(crate) fn write_atomically(path: &std::path::Path, text: &str, _ext: &str) {
+    if let Err(e) = crate::output::write_atomic(path, text.as_bytes()) {
         eprintln!("chaosrun: cannot write {}: {e}", path.display());
     }
 }

@@ -101,7 +101,9 @@ pub async fn run_all(
             let passed = checks.iter().all(|c| !c.failed());
             let keep = opts.artifacts.is_some() && (opts.keep_all || !passed);
             let artifacts = if keep {
-                write_artifacts(&root, &obs, &checks);
+                if let Some(base) = &opts.artifacts {
+                    write_artifacts(base, &root, &obs, &checks);
+                }
                 Some(root)
             } else {
                 let _ = std::fs::remove_dir_all(&root);
@@ -141,18 +143,26 @@ pub async fn run_all(
 }
 
 /// Write the observation, the checks and the requests (JSONL) beside the
-/// spec, home files and logs already in `root`.
+/// spec, home files and logs already in `root` (below `base`, the artifacts
+/// directory), never following a symlink the agent planted there.
 fn write_artifacts(
+    base: &std::path::Path,
     root: &std::path::Path,
     obs: &crate::observe::Observation,
     checks: &[crate::oracle::Check],
 ) {
-    let _ = std::fs::write(
-        root.join("observation.json"),
+    let rel = root.strip_prefix(base).unwrap_or(root);
+    let write = |name: &str, bytes: Vec<u8>| {
+        if let Err(e) = crate::output::write_beneath(base, &rel.join(name), &bytes) {
+            eprintln!("chaosrun: cannot write {}: {e}", root.join(name).display());
+        }
+    };
+    write(
+        "observation.json",
         serde_json::to_vec_pretty(obs).unwrap_or_default(),
     );
-    let _ = std::fs::write(
-        root.join("checks.json"),
+    write(
+        "checks.json",
         serde_json::to_vec_pretty(checks).unwrap_or_default(),
     );
     let mut jsonl = Vec::new();
@@ -161,5 +171,5 @@ fn write_artifacts(
             jsonl.push(b'\n');
         }
     }
-    let _ = std::fs::write(root.join("requests.jsonl"), jsonl);
+    write("requests.jsonl", jsonl);
 }

@@ -55,7 +55,11 @@ fn unix_now() -> f64 {
 
 /// The journal's lines, at most 10,000 of at most 500 chars each.
 fn read_journal(path: &Path) -> Vec<String> {
-    let text = std::fs::read(path).unwrap_or_default();
+    // The agent can write in the run folder: a symlink it planted is not read.
+    let (dir, name) = (path.parent().unwrap_or(Path::new("/")), path.file_name());
+    let text = name
+        .and_then(|n| crate::output::read_beneath(dir, Path::new(n), 8 << 20).ok())
+        .unwrap_or_default();
     String::from_utf8_lossy(&text)
         .lines()
         .take(10_000)
@@ -301,7 +305,18 @@ pub async fn observe(
 
     obs.store = match (&shared.profile.store, &prepared.store) {
         (Some(s), Some(StoreAt::Sqlite(path))) => {
-            crate::runner::store::observe(Some(path), &s.messages_sql, &session_id)
+            match crate::driver::home::resolve_inside(&prepared.dirs.home, path) {
+                Ok(real) => {
+                    crate::runner::store::observe(Some(&real), &s.messages_sql, &session_id)
+                }
+                Err(_) if !path.exists() && path.symlink_metadata().is_err() => {
+                    crate::runner::store::observe(Some(path), &s.messages_sql, &session_id)
+                }
+                Err(error) => StoreObservation::Unreadable {
+                    path: path.display().to_string(),
+                    error,
+                },
+            }
         }
         (Some(s), Some(StoreAt::Postgres(dsn))) => {
             crate::runner::store::observe_postgres(dsn, &s.messages_sql, &session_id).await
@@ -310,12 +325,23 @@ pub async fn observe(
     };
     obs.recording = provider.shutdown().await;
     obs.stdout_other_lines = d.other_lines();
-    obs.stderr_tail = stderr_tail(&prepared.dirs.stderr_log, 20);
+    // Not through a symlink the agent planted in its run folder.
+    obs.stderr_tail = match prepared.dirs.stderr_log.symlink_metadata() {
+        Ok(m) if m.is_file() => stderr_tail(&prepared.dirs.stderr_log, 20),
+        _ => "(not read: stderr.log is not a regular file)".into(),
+    };
     obs.log_tails = prepared
         .log_paths
         .iter()
-        .filter(|p| p.is_file())
-        .map(|p| (p.display().to_string(), stderr_tail(p, 20)))
+        .filter(|p| p.symlink_metadata().is_ok())
+        .map(|p| {
+            let tail = match crate::driver::home::resolve_inside(&prepared.dirs.home, p) {
+                Ok(real) if real.is_file() => stderr_tail(&real, 20),
+                Ok(real) => format!("(not read: {} is not a regular file)", real.display()),
+                Err(e) => format!("(not read: {e})"),
+            };
+            (p.display().to_string(), tail)
+        })
         .collect();
     obs.journal = read_journal(&prepared.dirs.journal);
     obs.snapshots = d.snapshots;

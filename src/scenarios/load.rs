@@ -111,6 +111,69 @@ pub fn load_str(text: &str, file: &str) -> Result<Table, TableError> {
     Ok(Table { scenarios })
 }
 
+/// Every count of a scenario within its documented ceiling (see
+/// [`crate::units`]), so nothing allocates or loops without bound.
+fn check_counts(
+    s: &ScenarioDoc,
+    knobs: &Knobs,
+    defaults: &super::schema::Defaults,
+) -> Result<(), String> {
+    use crate::provider::Reply;
+    use crate::units::{count, MAX_COUNT, MAX_SECONDS};
+    count("api_max_retries", knobs.api_max_retries.into(), MAX_COUNT)?;
+    count("max_turns", knobs.max_turns.into(), MAX_COUNT)?;
+    count("max_calls", defaults.max_calls, MAX_COUNT)?;
+    count(
+        "max_calls_after_interrupt",
+        defaults.max_calls_after_interrupt,
+        MAX_COUNT,
+    )?;
+    if let Some(c) = &s.calls {
+        count("calls", c.limit(), MAX_COUNT)?;
+    }
+    let trigger = s
+        .interrupt
+        .as_ref()
+        .or(s.process_fault.as_ref().map(|f| &f.at));
+    if let Some(super::schema::Trigger::AfterCalls(n)) = trigger {
+        count("after_calls", *n, MAX_COUNT)?;
+    }
+    if let Some(c) = &s.chaos {
+        count("chaos.turns", c.turns, MAX_COUNT)?;
+        count("chaos.min_faults", c.min_faults as u64, MAX_COUNT)?;
+    }
+    for (n, rule) in s.responder.iter().enumerate() {
+        let at = |e: String| format!("responder rule {}: {e}", n + 1);
+        // `repeat`, `chunk_chars` and `wait_for.count` are bounded where they
+        // are read (crate::units); what spans fields is checked here.
+        match &rule.reply {
+            Reply::ToolCall(t) => {
+                if t.calls.is_empty() {
+                    return Err(at("a `tool_call` reply needs at least one call".into()));
+                }
+                let repeat = t.repeat.unwrap_or(1) as u64;
+                count(
+                    "calls × repeat",
+                    (t.calls.len() as u64).saturating_mul(repeat),
+                    MAX_COUNT,
+                )
+                .map_err(at)?;
+            }
+            Reply::Error(e) => {
+                if let Some(r) = e.retry_after {
+                    if r as f64 > MAX_SECONDS {
+                        return Err(at(format!(
+                            "`retry_after` is {r} s; the ceiling is {MAX_SECONDS} s (one week)"
+                        )));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// serde_yaml's message, minus its own location suffix (we print ours first).
 fn explain(msg: &str) -> String {
     match msg.find(" at line ") {
@@ -163,6 +226,7 @@ fn resolve(
             ));
         }
     }
+    check_counts(s, &knobs, defaults)?;
     let calls = s.calls.unwrap_or(CallBound::Max(defaults.max_calls));
     if calls.limit() == 0 {
         return Err("the call bound must be at least 1".into());
@@ -323,6 +387,33 @@ mod tests {
             "expect: error\n    process_fault: {action: stop, target: tree, at: {after_seconds: 2}, stop_for: 4}\n",
         );
         assert!(load_str(&stop, "t").is_ok());
+    }
+
+    #[test]
+    fn durations_and_counts_out_of_bounds_say_where() {
+        for (row, said, line) in [
+            ("    deadlines: {turn: 1e30}\n", "ceiling of 604800 s", 6),
+            ("    knobs: {tool_timeout: .inf}\n", "finite", 6),
+            ("    interrupt: {after_seconds: -1}\n", "negative", 6),
+            (
+                "    chaos: {turns: 20000, duration: 1, min_faults: 1}\n",
+                "`chaos.turns`",
+                2,
+            ),
+        ] {
+            let bad = ONE.replace("expect: error\n", &format!("expect: error\n{row}"));
+            let e = load_str(&bad, "t.yaml").unwrap_err();
+            assert!(e.message.contains(said), "{row}: {e}");
+            assert_eq!(e.line, line, "{row}: {e}");
+        }
+        let ok = ONE.replace(
+            "expect: error\n",
+            "expect: error\n    deadlines: {turn: 604800}\n",
+        );
+        assert_eq!(
+            load_str(&ok, "t").unwrap().scenarios[0].deadlines.turn,
+            604800.0
+        );
     }
 
     #[test]

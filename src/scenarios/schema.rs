@@ -4,16 +4,20 @@
 use serde::{Deserialize, Serialize};
 
 use crate::provider::Rule;
+use crate::units;
 
 /// The agent's liveness knobs, rendered into its config by the adapter profile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Knobs {
     pub model: String,
+    #[serde(deserialize_with = "units::seconds")]
     pub stale_timeout: f64,
+    #[serde(deserialize_with = "units::seconds")]
     pub request_timeout: f64,
     pub api_max_retries: u32,
     pub max_turns: u32,
+    #[serde(deserialize_with = "units::seconds")]
     pub tool_timeout: f64,
 }
 
@@ -35,10 +39,13 @@ impl Default for Knobs {
 #[serde(deny_unknown_fields)]
 pub struct KnobOverrides {
     pub model: Option<String>,
+    #[serde(default, deserialize_with = "units::opt_seconds")]
     pub stale_timeout: Option<f64>,
+    #[serde(default, deserialize_with = "units::opt_seconds")]
     pub request_timeout: Option<f64>,
     pub api_max_retries: Option<u32>,
     pub max_turns: Option<u32>,
+    #[serde(default, deserialize_with = "units::opt_seconds")]
     pub tool_timeout: Option<f64>,
 }
 
@@ -46,11 +53,17 @@ pub struct KnobOverrides {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Deadlines {
+    #[serde(deserialize_with = "units::seconds")]
     pub boot: f64,
+    #[serde(deserialize_with = "units::seconds")]
     pub turn: f64,
+    #[serde(deserialize_with = "units::seconds")]
     pub interrupt: f64,
+    #[serde(deserialize_with = "units::seconds")]
     pub probe: f64,
+    #[serde(deserialize_with = "units::seconds")]
     pub exit: f64,
+    #[serde(deserialize_with = "units::seconds")]
     pub reap: f64,
 }
 
@@ -68,16 +81,25 @@ impl Default for Deadlines {
 }
 
 impl Deadlines {
-    /// Every deadline multiplied by `f` (for slow machines).
-    pub fn scaled(&self, f: f64) -> Deadlines {
-        Deadlines {
-            boot: self.boot * f,
-            turn: self.turn * f,
-            interrupt: self.interrupt * f,
-            probe: self.probe * f,
-            exit: self.exit * f,
-            reap: self.reap * f,
-        }
+    /// Every deadline multiplied by `f` (for slow machines), or the first
+    /// one that would leave the bounds of [`units::Seconds`], named.
+    pub fn scaled(&self, f: f64) -> Result<Deadlines, String> {
+        let one = |name: &str, v: f64| {
+            units::Seconds::new(v * f)
+                .map(units::Seconds::get)
+                .map_err(|e| {
+                    let f = units::short(f);
+                    format!("deadline `{name}` ({v} s) scaled by {f}: {e}")
+                })
+        };
+        Ok(Deadlines {
+            boot: one("boot", self.boot)?,
+            turn: one("turn", self.turn)?,
+            interrupt: one("interrupt", self.interrupt)?,
+            probe: one("probe", self.probe)?,
+            exit: one("exit", self.exit)?,
+            reap: one("reap", self.reap)?,
+        })
     }
 }
 
@@ -85,11 +107,17 @@ impl Deadlines {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeadlineOverrides {
+    #[serde(default, deserialize_with = "units::opt_seconds")]
     pub boot: Option<f64>,
+    #[serde(default, deserialize_with = "units::opt_seconds")]
     pub turn: Option<f64>,
+    #[serde(default, deserialize_with = "units::opt_seconds")]
     pub interrupt: Option<f64>,
+    #[serde(default, deserialize_with = "units::opt_seconds")]
     pub probe: Option<f64>,
+    #[serde(default, deserialize_with = "units::opt_seconds")]
     pub exit: Option<f64>,
+    #[serde(default, deserialize_with = "units::opt_seconds")]
     pub reap: Option<f64>,
 }
 
@@ -139,7 +167,7 @@ pub enum Trigger {
     /// Once a tagged process whose command line contains this text exists.
     WhenProcess(String),
     /// This many seconds into the faulted turn.
-    AfterSeconds(f64),
+    AfterSeconds(#[serde(deserialize_with = "units::seconds")] f64),
 }
 
 /// Which signal a process fault sends.
@@ -174,10 +202,10 @@ pub struct ProcessFault {
     pub at: Trigger,
     /// Seconds to wait after the trigger fires (e.g. a call arrived; one
     /// second later its stream is midway).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "units::seconds")]
     pub delay: f64,
     /// Seconds between SIGSTOP and SIGCONT.
-    #[serde(default = "default_stop_for")]
+    #[serde(default = "default_stop_for", deserialize_with = "units::seconds")]
     pub stop_for: f64,
 }
 
@@ -195,15 +223,19 @@ pub struct ChaosSpec {
     /// Conversation turns before the probe.
     pub turns: u64,
     /// Faults are scheduled over this many seconds from the first `ready`.
+    #[serde(deserialize_with = "units::seconds")]
     pub duration: f64,
     /// Seconds between faults, drawn uniformly from [min, max].
-    #[serde(default = "default_interval")]
+    #[serde(default = "default_interval", deserialize_with = "units::seconds_pair")]
     pub interval: [f64; 2],
     /// Share of faults that are kills (the rest are stops).
     #[serde(default = "default_kill_share")]
     pub kill_share: f64,
     /// Seconds a stop lasts, drawn uniformly from [min, max].
-    #[serde(default = "default_stop_range")]
+    #[serde(
+        default = "default_stop_range",
+        deserialize_with = "units::seconds_pair"
+    )]
     pub stop_for: [f64; 2],
     /// Fewer faults landing than this makes the run meaningless (a failure).
     pub min_faults: usize,

@@ -1,6 +1,7 @@
 //! Helpers shared by the CLI integration tests: run the real binary with a
-//! unique marker in its environment (inherited by every agent and tool it
-//! starts), and find processes still carrying that marker afterwards.
+//! unique marker in its environment, passed on to every agent and tool it
+//! starts with `--pass-env CHAOSRUN_TEST_MARK` (the agent's environment is an
+//! allowlist), and find processes still carrying that marker afterwards.
 
 #![allow(dead_code)]
 
@@ -30,14 +31,24 @@ fn rand_suffix() -> u64 {
     h.finish() & 0xffff_ffff
 }
 
+/// The flag that hands the marker to the agent (runs only: `merge` and
+/// `serve` take no `--pass-env`).
+pub const PASS_MARK: [&str; 2] = ["--pass-env", MARK_VAR];
+
+/// `chaosrun ARGS` with the marker set (and passed to the agent), not run.
+pub fn command(mark: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.args(args).env(MARK_VAR, mark).current_dir(repo());
+    let subcommand = matches!(args.first(), Some(&("merge" | "serve" | "__guard")));
+    if !subcommand {
+        cmd.args(PASS_MARK);
+    }
+    cmd
+}
+
 /// `chaosrun ARGS` with the marker set, run to completion.
 pub fn chaosrun(mark: &str, args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .env(MARK_VAR, mark)
-        .current_dir(repo())
-        .output()
-        .expect("chaosrun runs")
+    command(mark, args).output().expect("chaosrun runs")
 }
 
 /// Live (non-zombie) processes whose environment carries `MARK_VAR=mark`.

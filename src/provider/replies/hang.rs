@@ -6,7 +6,10 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Hang {
-    #[serde(default = "super::fault_seconds")]
+    #[serde(
+        default = "super::fault_seconds",
+        deserialize_with = "crate::units::seconds"
+    )]
     pub seconds: f64,
 }
 

@@ -9,7 +9,10 @@ use serde::{Deserialize, Serialize};
 pub struct StallMidStream {
     #[serde(default = "default_chars")]
     pub chars: String,
-    #[serde(default = "super::fault_seconds")]
+    #[serde(
+        default = "super::fault_seconds",
+        deserialize_with = "crate::units::seconds"
+    )]
     pub seconds: f64,
 }
 

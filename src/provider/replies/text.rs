@@ -10,10 +10,13 @@ use serde::{Deserialize, Serialize};
 pub struct Text {
     /// The answer; `{{nonce}}` is substituted.
     pub text: String,
-    #[serde(default = "default_chunk_chars")]
+    #[serde(
+        default = "default_chunk_chars",
+        deserialize_with = "crate::units::count_1"
+    )]
     pub chunk_chars: usize,
     /// Seconds between content chunks.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::units::seconds")]
     pub delay_per_chunk: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<String>,

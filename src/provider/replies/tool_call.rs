@@ -30,7 +30,11 @@ fn empty_object() -> serde_json::Value {
 pub struct ToolCall {
     pub calls: Vec<ToolCallSpec>,
     /// When set, the batch is `calls` repeated this many times (`{{i}}` counts).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::units::repeat"
+    )]
     pub repeat: Option<usize>,
 }
 
