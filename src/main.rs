@@ -150,7 +150,11 @@ enum Command {
     /// FLAKY / FAIL / PASS, where it last changed, and its duration trend.
     History(chaosrun::history::command::Args),
     #[command(name = "__guard", hide = true)]
-    Guard { run: String },
+    Guard {
+        run: String,
+        #[arg(long)]
+        remove: Vec<PathBuf>,
+    },
 }
 
 /// A usage or configuration error: printed, exit 2.
@@ -169,7 +173,9 @@ fn say(text: impl std::fmt::Display) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::Guard { run }) => ExitCode::from(proc_hygiene::run_guard(&run) as u8),
+        Some(Command::Guard { run, remove }) => {
+            ExitCode::from(proc_hygiene::run_guard(&run, &remove) as u8)
+        }
         Some(Command::Serve {
             port,
             script,
@@ -378,8 +384,10 @@ fn run(args: RunArgs) -> ExitCode {
     if let Err(e) = proc_hygiene::become_subreaper() {
         eprintln!("chaosrun: warning: cannot become a child subreaper ({e}); orphans re-parent to init but are still found by their tag");
     }
+    let containment = Arc::new(proc_hygiene::RunContainment::new(&run_id));
+    let temp: Vec<&std::path::Path> = bundled_dir.iter().map(|d| d.path()).collect();
     let guard = std::env::current_exe()
-        .and_then(|exe| Guard::spawn(&exe, &run_id))
+        .and_then(|exe| Guard::spawn(&exe, &run_id, &temp))
         .map_err(|e| eprintln!("chaosrun: warning: no cleanup guard ({e}); a SIGKILL of chaosrun may leave processes behind"))
         .ok();
     // One wave of the table at a time: repeats queue behind it rather than
@@ -395,10 +403,12 @@ fn run(args: RunArgs) -> ExitCode {
             "bundled reference agent"
         },
     ));
+    say(format_args!("chaosrun: {}\n", containment.describe()));
     let shared = Arc::new(Shared {
         profile,
         agent_args: args.agent_args.clone(),
         run_id: run_id.clone(),
+        containment: containment.clone(),
         boot_gate: Shared::boot_gate(),
     });
     let opts = runner::Options {
@@ -449,7 +459,8 @@ fn run(args: RunArgs) -> ExitCode {
     }
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     let run_id_for_cleanup = run_id.clone();
-    let mut code = rt.block_on(async move {
+    let ended = containment.clone();
+    let code = rt.block_on(async move {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let consumer = tokio::task::spawn_blocking(move || {
             while let Some(ev) = rx.blocking_recv() {
@@ -471,7 +482,8 @@ fn run(args: RunArgs) -> ExitCode {
             _ = sigterm.recv() => 143,
         };
         let killed = tokio::task::spawn_blocking(move || {
-            proc_hygiene::sweep_marked(RUN_VAR, &run_id, std::time::Duration::from_secs(10))
+            ended.end()
+                + proc_hygiene::sweep_marked(RUN_VAR, &run_id, std::time::Duration::from_secs(10))
         })
         .await
         .unwrap_or(0);
@@ -479,6 +491,7 @@ fn run(args: RunArgs) -> ExitCode {
         stopped_by
     });
     drop(rt);
+    containment.end();
     remove_run_folders(&run_id_for_cleanup);
     drop(artifacts);
     drop(bundled_dir);
@@ -498,9 +511,10 @@ fn run(args: RunArgs) -> ExitCode {
         // read that as green, nor as the agent's own failure.
         return usage("a report could not be written (see above); no verdict to gate on");
     }
-    if let Some(Err(_)) = unrecorded {
-        code = 2;
-    }
+    let code = match unrecorded {
+        Some(Err(_)) => 2,
+        _ => code,
+    };
     ExitCode::from(code)
 }
 

@@ -232,8 +232,12 @@ pub struct Observation {
     #[serde(default)]
     pub provider_offset: f64,
     pub store: StoreObservation,
-    /// Tagged processes still alive after the reap deadline.
+    /// The scenario's processes (its cgroup's members, or what the tag
+    /// fallback found) still alive after the reap deadline.
     pub survivors: Vec<ProcInfo>,
+    /// How the scenario's processes were contained (cgroup or tag fallback).
+    #[serde(default)]
+    pub containment: crate::proc_hygiene::Containment,
     /// Last lines of the agent's stderr.
     pub stderr_tail: String,
     /// Last lines of each log file the profile names: (path, tail).

@@ -7,4 +7,4 @@ pub mod home;
 pub mod process;
 
 pub use home::{Prepared, RunDirs};
-pub use process::{AgentProcess, Line, Sink, Tagged};
+pub use process::{AgentProcess, Exit, Line, Sink, Tagged};

@@ -1,4 +1,6 @@
-//! The running agent: spawned in its own process group with the hermetic env;
+//! The running agent: spawned in its own process group with the hermetic env,
+//! inside its scenario's cgroup from before exec (when there is one), and
+//! signalled only through a pidfd opened at spawn;
 //! stdout is split into lines, `CHAOS ` lines become events, every byte is kept
 //! in `stdout.log`; stderr goes to `stderr.log`; stdin stays open for control
 //! lines until the process exits.
@@ -84,6 +86,9 @@ pub struct Exit {
 pub struct AgentProcess {
     exit: watch::Receiver<Option<Exit>>,
     pid: i32,
+    /// Opened right after spawn, before anyone can reap the child: signals
+    /// through it reach this process or nothing, never a reused pid.
+    pidfd: Option<std::os::fd::OwnedFd>,
     stdin: Option<ChildStdin>,
     other_lines: Arc<AtomicU64>,
 }
@@ -93,11 +98,15 @@ impl AgentProcess {
     /// group (a terminal's Ctrl+C reaches chaosrun, which then cleans up). Its
     /// events go to `sink`, ending with [`Line::Eof`]; stdout and stderr are
     /// appended to the worker's logs, so no incarnation's output is lost.
+    /// With `cgroup_procs` (a scenario cgroup's `cgroup.procs`, open for
+    /// writing) the child moves itself into that cgroup before exec, so
+    /// nothing it ever starts is outside it; a failed move fails the spawn.
     pub fn spawn(
         prep: &Prepared,
         argv: &[String],
         env: &BTreeMap<String, String>,
         sink: Sink,
+        cgroup_procs: Option<&std::fs::File>,
     ) -> anyhow::Result<AgentProcess> {
         // A restart reopens the logs after the agent ran: never follow a
         // symlink it planted in its run folder.
@@ -112,7 +121,22 @@ impl AgentProcess {
         let (stdout_path, stderr_path) = prep.dirs.logs(sink.worker);
         let stderr = append(&stderr_path)?;
         let mut stdout_log = append(&stdout_path)?;
-        let mut child = Command::new(&argv[0])
+        let mut cmd = Command::new(&argv[0]);
+        if let Some(procs) = cgroup_procs {
+            use std::os::fd::{AsRawFd, BorrowedFd};
+            let fd = procs.as_raw_fd();
+            // SAFETY: the closure runs in the forked child before exec and
+            // only calls write(2) on an fd the parent keeps open until spawn
+            // returns (async-signal-safe, no allocation).
+            unsafe {
+                cmd.pre_exec(move || {
+                    nix::unistd::write(BorrowedFd::borrow_raw(fd), b"0")
+                        .map(drop)
+                        .map_err(std::io::Error::from)
+                });
+            }
+        }
+        let mut child = cmd
             .args(&argv[1..])
             .env_clear()
             .envs(env)
@@ -126,6 +150,9 @@ impl AgentProcess {
             .with_context(|| format!("cannot start agent command `{}`", argv[0]))?;
         let pid = child.id().map(|p| p as i32).unwrap_or(-1);
         crate::proc_hygiene::own(pid);
+        // Not reaped yet (its waiter starts below, and the orphan reaper
+        // skips owned pids), so this pidfd is this child's.
+        let pidfd = crate::proc_hygiene::pidfd_open(pid);
         let stdin = child.stdin.take();
         let mut stdout = child.stdout.take().expect("stdout is piped");
         let Sink {
@@ -203,6 +230,7 @@ impl AgentProcess {
         Ok(AgentProcess {
             exit,
             pid,
+            pidfd,
             stdin,
             other_lines,
         })
@@ -210,6 +238,23 @@ impl AgentProcess {
 
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// Send `sig` to this process (chaosrun's own child, whatever its
+    /// environment says); whether it hit a live process (false once it is
+    /// gone, a zombie included: a kill of the dead does not land).
+    pub fn signal(&self, sig: i32) -> bool {
+        self.exited().is_none()
+            && !crate::proc_hygiene::is_zombie(self.pid)
+            && self
+                .pidfd
+                .as_ref()
+                .is_some_and(|fd| crate::proc_hygiene::pidfd_send(fd, sig))
+    }
+
+    /// Wait for the exit up to `within`; `None` at the deadline.
+    pub async fn wait_for(&mut self, within: std::time::Duration) -> Option<Exit> {
+        tokio::time::timeout(within, self.wait()).await.ok()
     }
 
     /// Write `interrupt` on the agent's stdin.

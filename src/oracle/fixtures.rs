@@ -180,6 +180,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
                 stored("assistant", &format!("alive {NONCE}"), None, &[]),
             ]),
         },
+        containment: Default::default(),
         survivors: vec![],
         stderr_tail: String::new(),
         log_tails: vec![],

@@ -127,6 +127,24 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
                 )
             },
         ));
+    } else if obs.survivors.is_empty() && !obs.containment.unattributed.is_empty() {
+        // The tag fallback saw untagged processes orphaned onto chaosrun that
+        // no scenario's tree had seen: whose they are cannot be told.
+        let listed: Vec<String> = obs
+            .containment
+            .unattributed
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        out.push(Check::skipped(
+            inv,
+            "no_survivors",
+            format!(
+                "no cgroup ({}): untagged processes orphaned onto chaosrun could not be attributed to a scenario: {}",
+                obs.containment.reason.as_deref().unwrap_or("tag fallback"),
+                listed.join("; ")
+            ),
+        ));
     } else {
         out.push(Check::new(
             inv,
@@ -303,6 +321,18 @@ mod tests {
         let mut o = healthy(&s, end(0, true, false, "x"));
         o.survivors = vec![proc("setsid sleep 3600")];
         assert!(named(&check(&s, &o), "no_survivors").violations()[0].contains("setsid sleep 3600"));
+    }
+
+    #[test]
+    fn unattributed_orphans_under_the_tag_fallback_are_not_checked() {
+        let s = scenario("expect: ended");
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        o.containment.reason = Some("no cgroup2 filesystem is mounted".into());
+        o.containment.unattributed = vec![proc("sleep 3600 HOSTILE-x")];
+        let c = check(&s, &o);
+        let n = named(&c, "no_survivors");
+        assert!(n.not_checked(), "{n:?}");
+        assert!(format!("{n:?}").contains("HOSTILE-x"));
     }
 
     #[test]

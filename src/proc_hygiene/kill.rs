@@ -8,10 +8,38 @@ use std::time::{Duration, Instant};
 
 use super::scan::{has_env, marked};
 
-fn pidfd_open(pid: i32) -> Option<i32> {
+/// A pidfd for `pid` (nix 0.29 has no pidfd calls, hence the raw syscall).
+pub fn pidfd_open(pid: i32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
     // SAFETY: raw syscall with (pid, flags=0); returns a new fd or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    (fd >= 0).then_some(fd as i32)
+    // SAFETY: a non-negative return is a new fd that we own.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Send `sig` through a pidfd; whether it was delivered.
+pub fn pidfd_send(fd: &std::os::fd::OwnedFd, sig: i32) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: pidfd_send_signal(fd, sig, info=NULL, flags=0).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    rc == 0
+}
+
+/// Open a pidfd for `pid`, then send `sig` only if `ours(pid)` still holds
+/// (checked after the pidfd pins the process).
+pub fn pidfd_signal_if(pid: i32, sig: i32, ours: impl Fn(i32) -> bool) -> bool {
+    match pidfd_open(pid) {
+        Some(fd) => ours(pid) && pidfd_send(&fd, sig),
+        None => false,
+    }
 }
 
 /// SIGKILL `pid` only if it carries `var=value`. Returns whether a signal was sent.
@@ -21,26 +49,7 @@ pub fn pidfd_kill_if_marked(pid: i32, var: &str, value: &str) -> bool {
 
 /// Send `sig` to `pid` only if it carries `var=value`.
 pub fn pidfd_signal_if_marked(pid: i32, sig: i32, var: &str, value: &str) -> bool {
-    let Some(fd) = pidfd_open(pid) else {
-        return false;
-    };
-    let mut sent = false;
-    if has_env(pid, var, value) {
-        // SAFETY: pidfd_send_signal(fd, sig, info=NULL, flags=0).
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                fd,
-                sig,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            )
-        };
-        sent = rc == 0;
-    }
-    // SAFETY: fd is ours and closed once.
-    unsafe { libc::close(fd) };
-    sent
+    pidfd_signal_if(pid, sig, |p| has_env(p, var, value))
 }
 
 /// One pass: SIGKILL every live process carrying `var=value`. Returns how many

@@ -1,4 +1,6 @@
-//! Process hygiene: the tag every agent process carries, /proc scans that find
+//! Process hygiene: containment per scenario (a cgroup v2, or the fallback of
+//! tag, descendant tree and orphans; see [`contain`]), the tag every agent
+//! process carries, /proc scans that find
 //! tagged processes wherever they re-parented, pidfd kills that can only ever hit
 //! a process still carrying our tag, the child-subreaper setting, and the guard
 //! process that cleans up when chaosrun itself is killed.
@@ -7,17 +9,20 @@
 //! scenario run (what the oracle checks), [`RUN_VAR`] names the whole chaosrun
 //! invocation (what the interrupt handler and the guard sweep).
 
+pub mod cgroup;
+mod contain;
 mod guard;
 mod kill;
 mod scan;
+mod tree;
 
+pub use contain::{Containment, Kind, RunContainment, Scope, NO_CGROUP_VAR};
 pub use guard::{run_guard, Guard};
 pub use kill::{
-    kill_marked, pidfd_kill_if_marked, pidfd_signal_if_marked, signal_marked, sweep_marked,
+    kill_marked, pidfd_kill_if_marked, pidfd_open, pidfd_send, pidfd_signal_if,
+    pidfd_signal_if_marked, signal_marked, sweep_marked,
 };
-pub use scan::{by_value, count_tagged_matching, marked, tagged, ProcInfo};
-
-use std::time::Duration;
+pub use scan::{by_value, count_tagged_matching, is_zombie, marked, tagged, ProcInfo};
 
 /// Env var naming one scenario run; inherited by every descendant.
 pub const TAG_VAR: &str = "CHAOS_TAG";
@@ -44,6 +49,11 @@ pub fn own(pid: i32) {
     OWNED.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
 }
 
+/// The registered children.
+fn owned() -> Vec<i32> {
+    OWNED.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 /// Undo [`own`] once the child has been waited for.
 pub fn disown(pid: i32) {
     OWNED
@@ -56,7 +66,7 @@ pub fn disown(pid: i32) {
 /// children registered with [`own`].
 pub fn reap_orphans() {
     let me = std::process::id() as i32;
-    let owned = OWNED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let owned = owned();
     for p in scan::zombie_children(me) {
         if !owned.contains(&p) {
             // SAFETY: waitpid on a specific zombie child of ours, non-blocking.
@@ -64,20 +74,6 @@ pub fn reap_orphans() {
                 libc::waitpid(p, std::ptr::null_mut(), libc::WNOHANG);
             }
         }
-    }
-}
-
-/// Poll until no process carries `TAG_VAR=tag`, or `timeout`; returns the
-/// survivors at the deadline (empty when all are gone).
-pub async fn wait_none_tagged(tag: &str, timeout: Duration) -> Vec<ProcInfo> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        reap_orphans();
-        let left = tagged(tag);
-        if left.is_empty() || tokio::time::Instant::now() >= deadline {
-            return left;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

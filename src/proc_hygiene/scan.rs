@@ -59,7 +59,7 @@ fn pids() -> impl Iterator<Item = i32> {
 }
 
 /// A process's stat and command line, if it still exists.
-fn info(pid: i32) -> Option<ProcInfo> {
+pub(super) fn info(pid: i32) -> Option<ProcInfo> {
     let (ppid, state) = read_stat(pid)?;
     Some(ProcInfo {
         pid,
@@ -88,6 +88,26 @@ pub(super) fn zombie_children(parent: i32) -> Vec<i32> {
 
 fn live(p: &ProcInfo) -> bool {
     p.state != 'Z' && p.state != 'X'
+}
+
+/// A process's stat and command line, if it exists and is not a zombie.
+pub(super) fn live_info(pid: i32) -> Option<ProcInfo> {
+    info(pid).filter(live)
+}
+
+/// Whether `pid` is a zombie (exited, not yet reaped) or gone.
+pub fn is_zombie(pid: i32) -> bool {
+    read_stat(pid).is_none_or(|(_, st)| st == 'Z' || st == 'X')
+}
+
+/// Live (non-zombie) children of `parent`.
+pub(super) fn children(parent: i32) -> Vec<ProcInfo> {
+    pids()
+        .filter(|&pid| {
+            read_stat(pid).is_some_and(|(pp, st)| pp == parent && st != 'Z' && st != 'X')
+        })
+        .filter_map(live_info)
+        .collect()
 }
 
 /// Whether `/proc/PID/environ` has the exact entry `var=value`.

@@ -44,6 +44,7 @@ pub fn scenario_value(r: &ScenarioResult) -> Value {
         "calls": {"main": rec.main_calls, "probe": rec.probe_calls, "aux": rec.aux_calls},
         "checks": r.checks,
         "artifacts": r.artifacts,
+        "containment": r.observation.containment.kind,
         "chaos": r.observation.chaos.as_ref().map(|c| {
             let (kills, stops) = r.observation.faults_landed();
             json!({"seed": c.seed, "schedule": c.schedule, "kills": kills, "stops": stops})

@@ -2,7 +2,8 @@
 //! seed always gives the same schedule), and the loop that drives a long
 //! conversation while the schedule kills an agent process (then resumes it at
 //! the first unfinished turn) or stops it. In worker mode each fault picks one
-//! of the workers; a single agent's stops take its whole tagged tree.
+//! of the workers; a single agent's stops freeze its whole tree (its cgroup,
+//! or what the tag fallback finds).
 
 use rand::{Rng, SeedableRng};
 use tokio::time::{sleep_until, Instant};
@@ -108,16 +109,16 @@ pub(crate) async fn drive(
                 let k = f.worker.min(d.count() - 1);
                 let calls = *provider.main_calls().borrow();
                 if f.action == "kill" {
-                    d.signal(k, FaultTarget::Agent, libc::SIGKILL, "kill", calls);
+                    d.signal(k, FaultTarget::Agent, libc::SIGKILL, "kill", calls).await;
                     let start = (0..=probe).find(|i| !ended.contains(i)).unwrap_or(probe);
                     if !d.restart(k, start, dl.boot).await {
                         return Ok(false);
                     }
                     deadline = deadline.max(Instant::now() + secs(dl.turn));
                 } else {
-                    d.signal(k, stop_target, libc::SIGSTOP, "stop", calls);
+                    d.signal(k, stop_target, libc::SIGSTOP, "stop", calls).await;
                     tokio::time::sleep(secs(f.stop_for)).await;
-                    d.signal(k, stop_target, libc::SIGCONT, "cont", calls);
+                    d.signal(k, stop_target, libc::SIGCONT, "cont", calls).await;
                 }
             }
             _ = sleep_until(deadline) => {

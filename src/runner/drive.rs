@@ -1,8 +1,10 @@
 //! The agent processes of one scenario run, as the runner drives them: one
 //! process, or N workers sharing one store (an adapter's `workers: N`). Their
 //! events arrive on one merged stream and are recorded with their times (and
-//! worker, in worker mode); a worker is started, booted through the boot gate,
-//! signalled, and restarted on the same HOME after a kill.
+//! worker, in worker mode); a worker is started inside the scenario's
+//! containment [`Scope`], booted through the boot gate, signalled (its own
+//! process through its pidfd; the whole tree through the scope: `cgroup.kill`
+//! and `cgroup.freeze`), and restarted on the same HOME after a kill.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,10 +13,14 @@ use std::time::Duration;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep_until, Instant};
 
-use crate::driver::{home, AgentProcess, Line, Prepared, Sink, Tagged};
+use crate::driver::{home, AgentProcess, Exit, Line, Prepared, Sink, Tagged};
 use crate::observe::{Event, Phase, Snapshot, Timed};
-use crate::proc_hygiene::{self, TAG_VAR};
+use crate::proc_hygiene::Scope;
 use crate::scenarios::FaultTarget;
+
+/// How long a killed process may take to be reaped before chaosrun kills it
+/// again (and then gives up waiting on it).
+const BURY_WAIT: Duration = Duration::from_secs(10);
 
 pub(crate) fn secs(d: f64) -> Duration {
     Duration::from_secs_f64(d.max(0.0))
@@ -41,6 +47,8 @@ pub(crate) struct Launch<'a> {
     pub env: &'a BTreeMap<String, String>,
     pub gate: Arc<Semaphore>,
     pub tag: &'a str,
+    /// The scenario's containment: every worker is started inside it.
+    pub scope: Arc<Scope>,
 }
 
 pub(crate) struct Drive<'a> {
@@ -182,8 +190,10 @@ impl<'a> Drive<'a> {
             worker: k,
             incarnation: self.incarnation[k],
         };
-        let agent = AgentProcess::spawn(self.launch.prepared, &argv, &env, sink)?;
+        let procs = self.launch.scope.procs_file()?;
+        let agent = AgentProcess::spawn(self.launch.prepared, &argv, &env, sink, procs.as_ref())?;
         let pid = agent.pid();
+        self.launch.scope.started(pid);
         self.workers[k] = Some(agent);
         let event = if resume.is_some() {
             Event::Restarted { pid }
@@ -241,8 +251,16 @@ impl<'a> Drive<'a> {
         Ok(true)
     }
 
-    /// Send `sig` to worker `k` (or every tagged process); records the fault.
-    pub(crate) fn signal(
+    /// The scenario's containment.
+    pub(crate) fn scope(&self) -> &Arc<Scope> {
+        &self.launch.scope
+    }
+
+    /// Send `sig` to worker `k` (through its pidfd), or to the scenario's
+    /// whole tree (SIGKILL: `cgroup.kill`; SIGSTOP/SIGCONT: freeze/thaw; the
+    /// tag fallback signals what it can find); records the fault with the
+    /// number of processes actually hit (0: the fault did not land).
+    pub(crate) async fn signal(
         &mut self,
         k: usize,
         target: FaultTarget,
@@ -250,15 +268,18 @@ impl<'a> Drive<'a> {
         action: &str,
         main_calls: u64,
     ) {
-        let tag = self.launch.tag.to_string();
         let signalled = match target {
-            FaultTarget::Agent => usize::from(proc_hygiene::pidfd_signal_if_marked(
-                self.worker(k).pid(),
-                sig,
-                TAG_VAR,
-                &tag,
-            )),
-            FaultTarget::Tree => proc_hygiene::signal_marked(sig, TAG_VAR, &tag),
+            FaultTarget::Agent => usize::from(self.worker(k).signal(sig)),
+            FaultTarget::Tree => {
+                let scope = self.launch.scope.clone();
+                tokio::task::spawn_blocking(move || match sig {
+                    libc::SIGSTOP => scope.freeze(true),
+                    libc::SIGCONT => scope.freeze(false),
+                    _ => scope.kill(),
+                })
+                .await
+                .unwrap_or(0)
+            }
         };
         let event = Event::ProcessFault {
             action: action.into(),
@@ -274,8 +295,19 @@ impl<'a> Drive<'a> {
 
     /// After a kill: wait for worker `k` to die and record its exit. Its
     /// incarnation is retired, so its stdout closing is not news.
+    /// The wait is bounded: a process still there after [`BURY_WAIT`] is
+    /// killed again through its pidfd and waited for once more.
     pub(crate) async fn bury(&mut self, k: usize) {
-        let exit = self.worker(k).wait().await;
+        let exit = match self.worker(k).wait_for(BURY_WAIT).await {
+            Some(e) => e,
+            None => {
+                self.worker(k).signal(libc::SIGKILL);
+                self.worker(k).wait_for(BURY_WAIT).await.unwrap_or(Exit {
+                    code: None,
+                    signal: None,
+                })
+            }
+        };
         self.incarnation[k] += 1;
         self.push_from(
             Instant::now(),
@@ -317,10 +349,11 @@ impl<'a> Drive<'a> {
         self.processes().map(AgentProcess::other_lines).sum()
     }
 
-    /// Take a snapshot of the tagged processes.
+    /// Take a snapshot of the scenario's processes (its cgroup's members, or
+    /// what the fallback finds).
     pub(crate) fn snapshot(&mut self, label: &str) {
         let at = self.at(Instant::now());
-        let procs = proc_hygiene::tagged(self.launch.tag);
+        let procs = self.launch.scope.members();
         self.snapshots.push(Snapshot {
             at,
             label: label.into(),

@@ -1,7 +1,9 @@
 //! One scenario run: start the provider, prepare the agent's HOME, drive its
-//! turns (or a chaos run) through [`super::drive`], wait for `closed` and every
-//! process's exit, reap, read the store and the journal, and hand back the
-//! [`Observation`]. It judges nothing.
+//! turns (or a chaos run) through [`super::drive`] inside the scenario's
+//! containment scope (its own cgroup, or the tag fallback), wait for `closed`
+//! and every process's exit, reap (survivors are the scope's members), sweep,
+//! read the store and the journal, and hand back the [`Observation`]. It judges
+//! nothing. Every wait has a deadline.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -13,8 +15,9 @@ use tokio::time::{sleep_until, Instant};
 use super::drive::{secs, Drive, Launch, Next};
 use crate::driver::env;
 use crate::driver::home::{prepare, Inputs, StoreAt};
+use crate::driver::Exit;
 use crate::observe::{Event, Observation, Phase, StoreObservation};
-use crate::proc_hygiene::{self, TAG_VAR};
+use crate::proc_hygiene::{self, Kind};
 use crate::profile::Profile;
 use crate::provider::{Provider, ProviderConfig};
 use crate::scenarios::Scenario;
@@ -25,6 +28,9 @@ pub struct Shared {
     pub agent_args: Vec<String>,
     /// Marks every process of this chaosrun invocation.
     pub run_id: String,
+    /// How the run contains its processes (a cgroup per scenario, or the
+    /// tag fallback).
+    pub containment: Arc<proc_hygiene::RunContainment>,
     /// At most this many agents boot (spawn → `ready`) at once, first come
     /// first served: a boot storm of the whole table would otherwise slow the
     /// long scenarios that start first. Their boot deadline starts at spawn.
@@ -84,6 +90,25 @@ fn closed_workers(d: &Drive<'_>) -> BTreeSet<usize> {
         .collect()
 }
 
+/// How long a process chaosrun killed may take to be reaped.
+const KILL_WAIT: Duration = Duration::from_secs(10);
+
+/// Kill worker `k` through its pidfd (it is chaosrun's own child, whatever
+/// its environment says) and wait, bounded, for its exit; if it is still not
+/// reaped, kill the scenario's whole scope and wait once more.
+async fn kill_worker(d: &mut Drive<'_>, k: usize) -> Exit {
+    d.worker(k).signal(libc::SIGKILL);
+    if let Some(e) = d.worker(k).wait_for(KILL_WAIT).await {
+        return e;
+    }
+    let scope = d.scope().clone();
+    let _ = tokio::task::spawn_blocking(move || scope.kill()).await;
+    d.worker(k).wait_for(KILL_WAIT).await.unwrap_or(Exit {
+        code: None,
+        signal: None,
+    })
+}
+
 /// After the turns: every process must say `closed` and exit by itself within
 /// the exit deadline; one that does not (or a run that did not get through its
 /// turns) is killed. Returns whether chaosrun had to kill any.
@@ -126,9 +151,7 @@ async fn close(d: &mut Drive<'_>, clean: bool, exit_secs: f64) -> bool {
                     d.missed(Phase::Exit, exit_secs);
                     missed = true;
                 }
-                let (pid, tag) = (d.worker(k).pid(), d.tag().to_string());
-                proc_hygiene::pidfd_kill_if_marked(pid, TAG_VAR, &tag);
-                (d.worker(k).wait().await, true)
+                (kill_worker(d, k).await, true)
             }
         };
         killed_any |= killed;
@@ -142,10 +165,15 @@ async fn close(d: &mut Drive<'_>, clean: bool, exit_secs: f64) -> bool {
             },
         );
     }
-    // Events printed just before the exits.
-    while let Ok(next) = tokio::time::timeout(Duration::from_millis(200), d.next()).await {
-        if let Next::Event(at, k, ev) = next {
-            d.push_from(at, k, ev);
+    // Events printed just before the exits (bounded: a leftover process may
+    // hold stdout open and keep writing).
+    let until = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < until {
+        let quiet = until.min(Instant::now() + Duration::from_millis(200));
+        match tokio::time::timeout_at(quiet, d.next()).await {
+            Ok(Next::Event(at, k, ev)) => d.push_from(at, k, ev),
+            Ok(Next::Eof(_)) => {}
+            Err(_) => break,
         }
     }
     killed_any
@@ -192,6 +220,7 @@ pub async fn observe(
         provider_offset: 0.0,
         store: StoreObservation::NotConfigured,
         survivors: Vec::new(),
+        containment: Default::default(),
         stderr_tail: String::new(),
         log_tails: Vec::new(),
         stdout_other_lines: 0,
@@ -258,6 +287,8 @@ pub async fn observe(
         },
         &prepared.profile_env,
     );
+    let scope = Arc::new(shared.containment.scope(&ids.tag));
+    obs.containment = scope.record(Vec::new());
     let mut d = Drive::new(
         start,
         Launch {
@@ -265,6 +296,7 @@ pub async fn observe(
             env: &child_env,
             gate: shared.boot_gate.clone(),
             tag: &ids.tag,
+            scope: scope.clone(),
         },
         workers,
         on_phase,
@@ -288,20 +320,27 @@ pub async fn observe(
     let dl = &scenario.deadlines;
     let killed = close(&mut d, clean, dl.exit).await;
 
-    // Reap: nothing carrying the tag may survive the agent.
-    // A killed agent had no chance to clean up: take the survivors as they are.
+    // Reap: nothing of the scenario may survive the agent (its cgroup must
+    // empty, or the fallback must find nothing). A killed agent had no
+    // chance to clean up: take the survivors as they are.
     let reap = if killed { 0.0 } else { dl.reap };
     (d.on_phase)(Phase::Reap, reap);
-    let survivors = proc_hygiene::wait_none_tagged(&ids.tag, secs(reap)).await;
-    if !survivors.is_empty() {
-        let tag = ids.tag.clone();
-        tokio::task::spawn_blocking(move || {
-            proc_hygiene::sweep_marked(TAG_VAR, &tag, Duration::from_secs(10))
-        })
+    let survivors = scope.survivors(secs(reap)).await;
+    let unattributed = match scope.kind() {
+        Kind::Cgroup => Vec::new(),
+        Kind::Tag => {
+            let s = scope.clone();
+            tokio::task::spawn_blocking(move || s.unattributed())
+                .await
+                .unwrap_or_default()
+        }
+    };
+    let sweeper = scope.clone();
+    tokio::task::spawn_blocking(move || sweeper.sweep())
         .await
         .ok();
-    }
     obs.survivors = survivors;
+    obs.containment = scope.record(unattributed);
 
     obs.store = match (&shared.profile.store, &prepared.store) {
         (Some(s), Some(StoreAt::Sqlite(path))) => {

@@ -98,7 +98,7 @@ pub(crate) async fn drive(
                 let main_calls = *provider.main_calls().borrow();
                 match f.action {
                     FaultAction::Kill => {
-                        d.signal(runner, f.target, libc::SIGKILL, "kill", main_calls);
+                        d.signal(runner, f.target, libc::SIGKILL, "kill", main_calls).await;
                         // A tree kill takes every worker down with the tools.
                         let dead: Vec<usize> = match f.target {
                             FaultTarget::Agent => vec![runner],
@@ -115,9 +115,9 @@ pub(crate) async fn drive(
                         break;
                     }
                     FaultAction::Stop => {
-                        d.signal(runner, f.target, libc::SIGSTOP, "stop", main_calls);
+                        d.signal(runner, f.target, libc::SIGSTOP, "stop", main_calls).await;
                         tokio::time::sleep(secs(f.stop_for)).await;
-                        d.signal(runner, f.target, libc::SIGCONT, "cont", main_calls);
+                        d.signal(runner, f.target, libc::SIGCONT, "cont", main_calls).await;
                     }
                 }
             }

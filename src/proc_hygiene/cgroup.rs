@@ -1,0 +1,334 @@
+//! cgroup v2 containment through the cgroup filesystem: find the unified
+//! mount, make a run's parent cgroup (`chaosrun-RUN`) and one child per
+//! scenario, put a process into a child before it execs, and list, kill,
+//! freeze, thaw, await and remove a subtree. Every wait here has a deadline.
+//!
+//! Direct cgroupfs, not `cgroups-rs`: the handful of files used here
+//! (`cgroup.procs`, `cgroup.kill`, `cgroup.freeze`, `cgroup.events`) are one
+//! line each, while the crate's model is v1-first controller management and
+//! has no `cgroup.kill`.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Where cgroup2 is mounted, from `/proc/self/mountinfo`.
+pub fn v2_mount() -> Option<PathBuf> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().find_map(|line| {
+        let (pre, post) = line.split_once(" - ")?;
+        if post.split_whitespace().next()? != "cgroup2" {
+            return None;
+        }
+        pre.split_whitespace()
+            .nth(4)
+            .map(|m| PathBuf::from(unescape(m)))
+    })
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let oct = b
+            .get(i + 1..i + 4)
+            .filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match oct {
+            Some(d) => {
+                out.push(d.iter().fold(0u8, |n, c| n.wrapping_mul(8) + (c - b'0')));
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// This process's own v2 cgroup, relative to the mount (`0::PATH`).
+fn own_path() -> Option<String> {
+    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(|p| p.trim_start_matches('/').to_string())
+}
+
+/// Where a run's parent cgroup goes: under chaosrun's own cgroup (a
+/// delegated scope on a systemd host), in the v2 hierarchy.
+pub fn base() -> Result<PathBuf, String> {
+    let mount = v2_mount().ok_or("no cgroup2 filesystem is mounted")?;
+    let own = own_path().ok_or("/proc/self/cgroup names no cgroup v2 path")?;
+    let base = mount.join(own);
+    if !base.join("cgroup.kill").exists() && !base.join("cgroup.procs").exists() {
+        return Err(format!("{} is not a cgroup v2 directory", base.display()));
+    }
+    Ok(base)
+}
+
+/// The run's parent cgroup path (whether or not it exists).
+pub fn run_path(run_id: &str) -> Option<PathBuf> {
+    base().ok().map(|b| b.join(format!("chaosrun-{run_id}")))
+}
+
+/// One cgroup directory.
+#[derive(Debug, Clone)]
+pub struct Cgroup {
+    pub path: PathBuf,
+}
+
+impl Cgroup {
+    /// Make `path` (its parent must exist). An existing one is reused.
+    pub fn create(path: PathBuf) -> std::io::Result<Cgroup> {
+        match fs::create_dir(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        let cg = Cgroup { path };
+        // cgroup.kill (Linux 5.14) is what makes the kill atomic: without it
+        // this is no containment worth the name.
+        if !cg.path.join("cgroup.kill").exists() {
+            let _ = fs::remove_dir(&cg.path);
+            return Err(std::io::Error::other("this kernel has no cgroup.kill"));
+        }
+        Ok(cg)
+    }
+
+    /// A child cgroup named `name`.
+    pub fn child(&self, name: &str) -> std::io::Result<Cgroup> {
+        Cgroup::create(self.path.join(name))
+    }
+
+    /// `cgroup.procs` opened for writing: a process that writes `0` to it
+    /// moves itself in (done in the agent's `pre_exec`).
+    pub fn procs_file(&self) -> std::io::Result<fs::File> {
+        fs::OpenOptions::new()
+            .write(true)
+            .open(self.path.join("cgroup.procs"))
+    }
+
+    fn write(&self, file: &str, value: &str) -> std::io::Result<()> {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .open(self.path.join(file))?;
+        f.write_all(value.as_bytes())
+    }
+
+    /// A `KEY VALUE` line of `cgroup.events`.
+    fn event(&self, key: &str) -> Option<bool> {
+        let text = fs::read_to_string(self.path.join("cgroup.events")).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
+            .map(|v| v.trim() == "1")
+    }
+
+    /// Whether any live process is in this subtree (`populated`); a cgroup
+    /// that is gone is not populated.
+    pub fn populated(&self) -> bool {
+        self.event("populated").unwrap_or(false)
+    }
+
+    /// Every pid in this cgroup and its sub-cgroups (the agent may make its
+    /// own), sorted.
+    pub fn pids(&self) -> Vec<i32> {
+        let mut out = Vec::new();
+        let mut stack = vec![self.path.clone()];
+        while let Some(dir) = stack.pop() {
+            if let Ok(text) = fs::read_to_string(dir.join("cgroup.procs")) {
+                out.extend(text.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+            }
+            for e in fs::read_dir(&dir).into_iter().flatten().flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push(e.path());
+                }
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// SIGKILL every process in the subtree at once (`cgroup.kill`); returns
+    /// how many were in it just before.
+    pub fn kill(&self) -> usize {
+        let n = self.pids().len();
+        if n == 0 {
+            return 0;
+        }
+        match self.write("cgroup.kill", "1") {
+            Ok(()) => n,
+            Err(_) => 0,
+        }
+    }
+
+    /// Freeze (`true`) or thaw the subtree, waiting up to `within` for
+    /// `frozen` to say so. Returns how many processes it holds, or 0 when the
+    /// write failed or the state never settled.
+    pub fn freeze(&self, frozen: bool, within: Duration) -> usize {
+        if self
+            .write("cgroup.freeze", if frozen { "1" } else { "0" })
+            .is_err()
+        {
+            return 0;
+        }
+        let deadline = Instant::now() + within;
+        loop {
+            if self.event("frozen") == Some(frozen) {
+                return self.pids().len();
+            }
+            if Instant::now() >= deadline {
+                return 0;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Wait up to `within` for `populated 0`; whether it came.
+    pub async fn wait_empty(&self, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if !self.populated() {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Blocking: kill the subtree until it is empty or `within` passes;
+    /// whether it emptied.
+    pub fn kill_until_empty(&self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            if !self.populated() {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            let _ = self.write("cgroup.kill", "1");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Remove the subtree, deepest first, retrying while it is busy (a
+    /// killed process leaves its cgroup a moment after the signal), up to
+    /// `within`. Whether it is gone.
+    pub fn remove(&self, within: Duration) -> bool {
+        remove_tree(&self.path, Instant::now() + within)
+    }
+}
+
+fn remove_tree(dir: &Path, deadline: Instant) -> bool {
+    for e in fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_tree(&e.path(), deadline);
+        }
+    }
+    loop {
+        match fs::remove_dir(dir) {
+            Ok(()) => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
+            Err(_) if Instant::now() < deadline => {
+                let _ = fs::write(dir.join("cgroup.kill"), "1");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Kill everything in the run's cgroup tree and remove it (the interrupt
+/// handler, the end of a run, and the guard after a SIGKILL of chaosrun).
+/// Returns how many processes were in it.
+pub fn end_run(run_id: &str) -> usize {
+    let Some(path) = run_path(run_id) else {
+        return 0;
+    };
+    if !path.exists() {
+        return 0;
+    }
+    let cg = Cgroup { path };
+    let n = cg.kill();
+    cg.kill_until_empty(Duration::from_secs(5));
+    cg.remove(Duration::from_secs(5));
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cgroup under chaosrun's base, or None where none can be made
+    /// (failing under `CI`, which must have one).
+    fn test_cgroup(name: &str) -> Option<Cgroup> {
+        let made = base().and_then(|b| {
+            Cgroup::create(b.join(format!("chaosrun-test-{name}-{}", std::process::id())))
+                .map_err(|e| e.to_string())
+        });
+        match made {
+            Ok(cg) => Some(cg),
+            Err(e) => {
+                assert!(std::env::var_os("CI").is_none(), "CI: needs cgroup v2: {e}");
+                eprintln!("skipped locally: needs root and cgroup v2 ({e})");
+                None
+            }
+        }
+    }
+
+    #[test]
+    fn a_child_entered_before_exec_is_listed_frozen_killed_and_removed() {
+        use std::os::fd::{AsRawFd, BorrowedFd};
+        use std::os::unix::process::CommandExt;
+        let Some(cg) = test_cgroup("ops") else {
+            return;
+        };
+        let procs = cg.procs_file().unwrap();
+        let fd = procs.as_raw_fd();
+        let mut cmd = std::process::Command::new("sh");
+        // A shell whose background job double-forks into a new session.
+        cmd.args(["-c", "setsid sh -c 'sleep 30 &' ; sleep 30"]);
+        // SAFETY: only write(2) between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::unistd::write(BorrowedFd::borrow_raw(fd), b"0")
+                    .map(drop)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let mut child = cmd.spawn().unwrap();
+        crate::proc_hygiene::own(child.id() as i32);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // sh and its sleep; the escaped sleep (setsid's sh exits at once).
+        while cg.pids().len() < 3 {
+            assert!(Instant::now() < deadline, "members: {:?}", cg.pids());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(cg.pids().contains(&(child.id() as i32)));
+        assert!(cg.populated());
+        assert_eq!(cg.freeze(true, Duration::from_secs(2)), 3);
+        assert_eq!(cg.event("frozen"), Some(true));
+        assert_eq!(cg.freeze(false, Duration::from_secs(2)), 3);
+        assert_eq!(cg.kill(), 3);
+        child.wait().unwrap();
+        crate::proc_hygiene::disown(child.id() as i32);
+        assert!(cg.kill_until_empty(Duration::from_secs(5)));
+        assert_eq!(cg.kill(), 0, "an empty cgroup: nothing hit");
+        assert!(cg.remove(Duration::from_secs(5)));
+        assert!(!cg.path.exists());
+    }
+
+    #[test]
+    fn unescapes_mountinfo_paths() {
+        assert_eq!(unescape(r"/a\040b"), "/a b");
+        assert_eq!(unescape(r"/plain"), "/plain");
+        assert_eq!(unescape(r"/x\\"), r"/x\\");
+    }
+}
