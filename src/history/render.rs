@@ -111,3 +111,74 @@ pub fn text(s: &Summary) -> String {
 pub fn json(s: &Summary) -> String {
     serde_json::to_string_pretty(s).unwrap_or_default() + "\n"
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::analyze::summarize;
+    use crate::history::store::{RunRow, ScenarioRow, Window};
+    use crate::history::CheckRecord;
+
+    /// Five nightly runs from 2026-11-01 03:00 UTC: a regression, a fix, a
+    /// flake, a known failure and a steady pass getting slower.
+    fn window() -> Window {
+        let night = |i: i64| 1_793_502_000_000 + i * 86_400_000;
+        let runs = (0..5)
+            .map(|i| RunRow {
+                id: 40 + i,
+                started_ms: night(i),
+                agent: "examples/hermes/hermes".into(),
+                agent_version: Some("hermes 0.4.1".into()),
+                commit: None,
+                run_url: None,
+            })
+            .collect();
+        let seqs = [
+            ("provider_400_forever", "PPPPF"),
+            ("provider_hang", "FFFFP"),
+            ("tool_hang_past_timeout", "PFPPF"),
+            ("store_locked", "PPFFF"),
+            ("slow_stream_healthy", "PPPPP"),
+        ];
+        let mut rows = Vec::new();
+        for (s, (id, seq)) in seqs.iter().enumerate() {
+            for (i, c) in seq.chars().enumerate() {
+                let failing = if c == 'F' && i == 4 {
+                    vec![CheckRecord {
+                        invariant: "provider_calls".into(),
+                        name: "call_bound".into(),
+                        status: "fail".into(),
+                        message: "the faulted turn made 3 provider calls; the bound is 2\nmore"
+                            .into(),
+                    }]
+                } else {
+                    vec![]
+                };
+                rows.push(ScenarioRow {
+                    run_id: 40 + i as i64,
+                    scenario: id.to_string(),
+                    attempt: 1,
+                    verdict: if c == 'P' { "pass" } else { "fail" }.into(),
+                    seconds: 1.0 + s as f64 + i as f64 * 0.25,
+                    main_calls: 2,
+                    failing,
+                    row_id: (s * 10 + i) as i64,
+                });
+            }
+        }
+        Window { runs, rows }
+    }
+
+    #[test]
+    fn text_of_a_week_of_nights() {
+        insta::assert_snapshot!(text(&summarize(&window())));
+    }
+
+    #[test]
+    fn json_round_trips_with_its_schema_name() {
+        let v: serde_json::Value = serde_json::from_str(&json(&summarize(&window()))).unwrap();
+        assert_eq!(v["schema"], "chaosrun-history/1");
+        assert_eq!(v["new_failures"], 1);
+        assert_eq!(v["scenarios"][0]["label"], "NEW FAIL");
+    }
+}
