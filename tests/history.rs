@@ -269,6 +269,14 @@ fn scripted_sequences_get_new_fail_fixed_and_flaky() {
     assert_eq!(code, Some(0));
     assert_eq!(scenario(&only_b, "regressed")["label"], "PASS");
 
+    let mixed = chaosrun(&["history", db.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&mixed.stdout)
+            .contains("these runs are of 2 agents (agent-a, agent-b); pick one with --agent"),
+        "{}",
+        text(&mixed)
+    );
+
     // The text form: labels, the strip, and the failing check of a regression.
     let o = chaosrun(&["history", db.to_str().unwrap(), "--agent", "agent-a"]);
     let out = String::from_utf8_lossy(&o.stdout);

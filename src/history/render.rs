@@ -59,6 +59,16 @@ pub fn text(s: &Summary) -> String {
             .map(|v| format!(" ({v})"))
             .unwrap_or_default(),
     ));
+    let mut agents: Vec<&str> = s.runs.iter().map(|r| r.agent.as_str()).collect();
+    agents.sort_unstable();
+    agents.dedup();
+    if agents.len() > 1 {
+        out.push_str(&format!(
+            "note: these runs are of {} agents ({}); pick one with --agent\n\n",
+            agents.len(),
+            agents.join(", ")
+        ));
+    }
     let width = s
         .scenarios
         .iter()
