@@ -744,6 +744,17 @@ fn ten_concurrent_postgres_writers_record_exactly_ten_runs() {
     let a: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(a["runs"].as_array().unwrap().len(), 10);
     admin(format!("DROP SCHEMA {schema} CASCADE;"));
+
+    // Another application's tables are refused, not written into.
+    let other = format!("{schema}_other");
+    admin(format!(
+        "DROP SCHEMA IF EXISTS {other} CASCADE; CREATE SCHEMA {other}; CREATE TABLE {other}.runs (x int);"
+    ));
+    let e = Store::open_postgres(&format!("{dsn} options='-c search_path={other}'"))
+        .err()
+        .expect("a foreign schema is refused");
+    assert!(e.contains("another application (tables: runs)"), "{e}");
+    admin(format!("DROP SCHEMA {other} CASCADE;"));
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! failed); 1 only with `--fail-on new` when some scenario is `NEW FAIL`;
 //! 2 a bad DB, date or output path (`Err`).
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use super::store::Filter;
@@ -70,11 +71,16 @@ pub fn run(a: &Args) -> Result<u8, String> {
         crate::output::write_atomic(out, html::page(&summary).as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
     }
-    if a.json {
-        print!("{}", render::json(&summary));
+    let answer = if a.json {
+        render::json(&summary)
     } else {
-        print!("{}", render::text(&summary));
-    }
+        render::text(&summary)
+    };
+    // A closed stdout (`| head -0`) is not an error: the exit code still counts.
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(answer.as_bytes())
+        .and_then(|()| stdout.flush());
     Ok(if a.fail_on.is_some() && summary.new_failures > 0 {
         1
     } else {
