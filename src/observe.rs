@@ -205,6 +205,68 @@ impl StoreObservation {
     }
 }
 
+/// What chaosrun dropped to stay within its caps (all zero for a well-behaved
+/// agent): protocol events past the per-scenario cap, bytes of stdout and
+/// stderr past the per-log cap, and the journal past its read cap.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capped {
+    /// `CHAOS ` events received past the cap, neither recorded nor judged.
+    pub events_dropped: u64,
+    /// Bytes the agent wrote to stdout, and how many `stdout.log` kept.
+    pub stdout_bytes: u64,
+    pub stdout_kept: u64,
+    /// Bytes the agent wrote to stderr, and how many `stderr.log` kept.
+    pub stderr_bytes: u64,
+    pub stderr_kept: u64,
+    /// Bytes of the journal file, and how many were read.
+    pub journal_bytes: u64,
+    pub journal_read: u64,
+}
+
+/// `1.0 GiB`, `16 MiB`, `512 B`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if v < 9.95 {
+        format!("{v:.1} {}", UNITS[unit])
+    } else {
+        format!("{v:.0} {}", UNITS[unit])
+    }
+}
+
+impl Capped {
+    /// `stderr: 1.0 GiB, 16 MiB kept; 990000 events dropped`, or None when
+    /// nothing was dropped.
+    pub fn note(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        for (name, seen, kept) in [
+            ("stdout", self.stdout_bytes, self.stdout_kept),
+            ("stderr", self.stderr_bytes, self.stderr_kept),
+            ("journal", self.journal_bytes, self.journal_read),
+        ] {
+            if seen > kept {
+                parts.push(format!(
+                    "{name}: {}, {} kept",
+                    human_bytes(seen),
+                    human_bytes(kept)
+                ));
+            }
+        }
+        if self.events_dropped > 0 {
+            parts.push(format!("{} events dropped", self.events_dropped));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+}
+
 /// What the adapter profile lets chaosrun check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Capabilities {
@@ -264,6 +326,9 @@ pub struct Observation {
     /// Agent processes run at once (an adapter's `workers`; 1 otherwise).
     #[serde(default = "one_worker")]
     pub workers: usize,
+    /// What was dropped past chaosrun's caps.
+    #[serde(default)]
+    pub capped: Capped,
 }
 
 fn one_worker() -> usize {
@@ -347,5 +412,29 @@ impl Observation {
             .iter()
             .find(|t| t.at >= restarted && matches!(t.event, Event::Ready))
             .map(|t| t.at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capped_note_names_what_was_dropped() {
+        assert_eq!(Capped::default().note(), None);
+        let c = Capped {
+            stderr_bytes: 1 << 30,
+            stderr_kept: 16 << 20,
+            stdout_bytes: 10,
+            stdout_kept: 10,
+            events_dropped: 3,
+            ..Capped::default()
+        };
+        assert_eq!(
+            c.note().unwrap(),
+            "stderr: 1.0 GiB, 16 MiB kept; 3 events dropped"
+        );
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(100), "100 B");
     }
 }

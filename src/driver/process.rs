@@ -1,9 +1,9 @@
 //! The running agent: spawned in its own process group with the hermetic env,
 //! inside its scenario's cgroup from before exec (when there is one), and
-//! signalled only through a pidfd opened at spawn;
-//! stdout is split into lines, `CHAOS ` lines become events, every byte is kept
-//! in `stdout.log`; stderr goes to `stderr.log`; stdin stays open for control
-//! lines until the process exits.
+//! signalled only through a pidfd opened at spawn; stdout is split into lines,
+//! `CHAOS ` lines become events, stdout and stderr are kept in `stdout.log`
+//! and `stderr.log` up to their caps (see [`super::output`]); stdin stays open
+//! for control lines until the process exits.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -12,16 +12,14 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use serde::Deserialize;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{ChildStdin, Command};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::home::Prepared;
+use super::output::{self, Budget, STDERR};
 use crate::observe::{Event, TurnEnd};
-
-/// The longest stdout line kept whole; the rest of a longer line is dropped.
-const MAX_LINE: usize = 1 << 20;
 
 /// What an agent process said on stdout.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,6 +45,9 @@ pub struct Sink {
     pub tx: mpsc::UnboundedSender<Tagged>,
     pub worker: usize,
     pub incarnation: u32,
+    /// The run's caps: at most [`output::MAX_EVENTS`] events ever reach `tx`,
+    /// so the channel cannot queue a flood.
+    pub budget: Arc<Budget>,
 }
 
 /// The protocol's events, as the agent writes them.
@@ -59,7 +60,17 @@ enum Wire {
     Closed,
 }
 
+/// Characters kept of a `turn_end`'s `final` (an answer is judged on them).
+pub const FINAL_KEEP_CHARS: usize = 16 * 1024;
+
+fn clip_in_place(s: &mut String, chars: usize) {
+    if let Some((end, _)) = s.char_indices().nth(chars) {
+        *s = s[..end].to_owned();
+    }
+}
+
 /// Parse one stdout line: `Some` for a `CHAOS ` line (an event or a bad one).
+/// Strings an event carries are bounded.
 pub fn parse_line(line: &[u8]) -> Option<Event> {
     let rest = line.strip_prefix(b"CHAOS ")?;
     let text = String::from_utf8_lossy(rest);
@@ -67,7 +78,11 @@ pub fn parse_line(line: &[u8]) -> Option<Event> {
     Some(match serde_json::from_str::<Wire>(text) {
         Ok(Wire::Ready) => Event::Ready,
         Ok(Wire::TurnStart { i }) => Event::TurnStart { i },
-        Ok(Wire::TurnEnd(t)) => Event::TurnEnd(t),
+        Ok(Wire::TurnEnd(mut t)) => {
+            clip_in_place(&mut t.final_text, FINAL_KEEP_CHARS);
+            clip_in_place(&mut t.exit_reason, 200);
+            Event::TurnEnd(t)
+        }
         Ok(Wire::Closed) => Event::Closed,
         Err(_) => Event::BadEvent {
             line: text.chars().take(200).collect(),
@@ -119,8 +134,8 @@ impl AgentProcess {
                 .open(p)
         };
         let (stdout_path, stderr_path) = prep.dirs.logs(sink.worker);
-        let stderr = append(&stderr_path)?;
-        let mut stdout_log = append(&stdout_path)?;
+        let stderr_log = append(&stderr_path)?;
+        let stdout_log = append(&stdout_path)?;
         let mut cmd = Command::new(&argv[0]);
         if let Some(procs) = cgroup_procs {
             use std::os::fd::{AsRawFd, BorrowedFd};
@@ -143,7 +158,7 @@ impl AgentProcess {
             .current_dir(&prep.dirs.work)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::from(stderr))
+            .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true)
             .spawn()
@@ -154,12 +169,17 @@ impl AgentProcess {
         // skips owned pids), so this pidfd is this child's.
         let pidfd = crate::proc_hygiene::pidfd_open(pid);
         let stdin = child.stdin.take();
-        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
         let Sink {
             tx,
             worker,
             incarnation,
+            budget,
         } = sink;
+        if let Some(stderr) = child.stderr.take() {
+            let b = budget.clone();
+            tokio::spawn(output::copy_capped(stderr, stderr_log, b, worker, STDERR));
+        }
         let send = move |line: Line| {
             let _ = tx.send(Tagged {
                 at: Instant::now(),
@@ -171,43 +191,10 @@ impl AgentProcess {
         let other_lines = Arc::new(AtomicU64::new(0));
         let others = other_lines.clone();
         tokio::spawn(async move {
-            use std::io::Write;
-            let mut buf = vec![0u8; 64 * 1024];
-            let mut line: Vec<u8> = Vec::new();
-            let mut overlong = false;
-            let on_line = |line: &[u8]| match parse_line(line) {
-                Some(ev) => send(Line::Event(ev)),
-                None => {
-                    others.fetch_add(1, Ordering::Relaxed);
-                }
-            };
-            loop {
-                let n = match stdout.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => n,
-                };
-                let _ = stdout_log.write_all(&buf[..n]);
-                for part in buf[..n].split_inclusive(|&b| b == b'\n') {
-                    let complete = part.ends_with(b"\n");
-                    let body = part.strip_suffix(b"\n").unwrap_or(part);
-                    if !overlong {
-                        if line.len() + body.len() > MAX_LINE {
-                            overlong = true;
-                            line.truncate(MAX_LINE.min(line.len()));
-                        } else {
-                            line.extend_from_slice(body);
-                        }
-                    }
-                    if complete {
-                        on_line(&line);
-                        line.clear();
-                        overlong = false;
-                    }
-                }
-            }
-            if !line.is_empty() {
-                on_line(&line);
-            }
+            output::read_stdout(stdout, stdout_log, budget, worker, others, |ev| {
+                send(Line::Event(ev))
+            })
+            .await;
             send(Line::Eof);
         });
         let (exit_tx, exit) = watch::channel(None);
@@ -322,5 +309,17 @@ mod tests {
             Some(Event::BadEvent { .. })
         ));
         assert_eq!(parse_line(b"hello from the agent"), None);
+        let long = format!(
+            r#"CHAOS {{"ev":"turn_end","i":0,"final":"{}","exit_reason":"{}"}}"#,
+            "é".repeat(FINAL_KEEP_CHARS + 5),
+            "r".repeat(1000)
+        );
+        match parse_line(long.as_bytes()) {
+            Some(Event::TurnEnd(t)) => {
+                assert_eq!(t.final_text.chars().count(), FINAL_KEEP_CHARS);
+                assert_eq!(t.exit_reason.len(), 200);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

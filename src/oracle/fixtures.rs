@@ -89,9 +89,11 @@ pub fn request(seq: u64, kind: CallKind, messages: Vec<WireMessage>) -> RequestR
         path: "/v1/chat/completions".into(),
         headers: vec![],
         size: 1000,
+        body_sha256: String::new(),
         stream: true,
         model: Some("fake-model".into()),
         messages,
+        messages_dropped: 0,
         truncated: false,
         reply: "text".into(),
     }
@@ -162,6 +164,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
             main_calls: 1,
             probe_calls: 1,
             aux_calls: 0,
+            ..Recording::default()
         },
         snapshots: vec![Snapshot {
             at: 3.1,
@@ -192,6 +195,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
         probe_turn: 1,
         chaos: None,
         workers: 1,
+        capped: Default::default(),
     }
 }
 

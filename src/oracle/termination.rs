@@ -24,7 +24,7 @@ pub(crate) fn stderr_evidence(obs: &Observation) -> String {
 pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let inv = Invariant::Termination;
     let mut out = Vec::new();
-    let bad: Vec<String> = obs
+    let mut bad: Vec<String> = obs
         .events
         .iter()
         .filter_map(|t| match &t.event {
@@ -32,6 +32,13 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
             _ => None,
         })
         .collect();
+    if obs.capped.events_dropped > 0 {
+        bad.push(format!(
+            "the agent sent {} events past chaosrun's cap of {} per scenario; they were dropped",
+            obs.capped.events_dropped,
+            crate::driver::output::MAX_EVENTS
+        ));
+    }
     out.push(Check::new(inv, "protocol", bad));
 
     let ready = obs.find(|e| matches!(e, Event::Ready).then_some(()));
@@ -71,6 +78,19 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
             format!("the faulted turn did not return within {d:.0} s of `interrupt`")
         } else if let Some(d) = obs.deadline_missed(Phase::FaultedTurn) {
             format!("the faulted turn did not return within its {d:.0} s deadline")
+        } else if matches!(
+            obs.exited(),
+            Some((
+                _,
+                Event::Exited {
+                    killed_by_chaosrun: true,
+                    signal: Some(_),
+                    ..
+                }
+            ))
+        ) {
+            "the agent closed its stdout during the faulted turn without exiting; chaosrun killed it"
+                .into()
         } else {
             "the agent exited during the faulted turn".into()
         };
@@ -528,6 +548,23 @@ mod tests {
             .unwrap()
             .violations()[0]
             .contains("turn(s) 1 never finished"));
+    }
+
+    #[test]
+    fn an_event_flood_past_the_cap_is_a_protocol_violation() {
+        let s = scenario("expect: error");
+        let mut obs = healthy(&s, end(0, false, true, "x"));
+        assert!(!check(&s, &obs)
+            .iter()
+            .find(|c| c.name == "protocol")
+            .unwrap()
+            .failed());
+        obs.capped.events_dropped = 990_000;
+        let protocol = check(&s, &obs)
+            .into_iter()
+            .find(|c| c.name == "protocol")
+            .unwrap();
+        assert!(protocol.violations()[0].contains("990000 events past"));
     }
 
     #[test]

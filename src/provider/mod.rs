@@ -19,7 +19,7 @@ pub mod serve;
 mod server;
 mod sse;
 
-pub use recording::{CallKind, Recording, RequestRecord, WireMessage, WireToolCall};
+pub use recording::{CallKind, RecordLimits, Recording, RequestRecord, WireMessage, WireToolCall};
 pub use replies::{Reply, ToolCallSpec};
 pub use rules::{CallMatch, Rule, WaitFor, When};
 
@@ -63,6 +63,9 @@ pub struct ProviderConfig {
     pub tools: BTreeMap<String, ToolMapping>,
     /// Used by `wait_for` rules.
     pub process_counter: Option<ProcessCounter>,
+    /// How much of the requests is remembered (a scenario run's bounds by
+    /// default; `serve` keeps a ring).
+    pub record: RecordLimits,
 }
 
 /// A running provider. Dropping it without `shutdown` also stops the server.

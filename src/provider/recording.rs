@@ -1,5 +1,10 @@
 //! What the provider remembers of each request: enough for the oracle (roles,
-//! tool call ids, bounded contents, sizes) and never a whole 30 MB body.
+//! tool call ids, bounded contents, sizes, a hash of the body) and never a
+//! whole 30 MB body; and how many requests it remembers ([`Recorder`]): the
+//! first and the last ones of a scenario run, or the last ones for `serve`,
+//! with the rest counted.
+
+use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
@@ -61,11 +66,18 @@ pub struct RequestRecord {
     pub headers: Vec<String>,
     /// Body size in bytes as received.
     pub size: usize,
+    /// SHA-256 of the whole body, hex (empty when there was no body).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub body_sha256: String,
     pub stream: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// Parsed messages (empty if the body was not JSON).
+    /// Parsed messages (empty if the body was not JSON); the last
+    /// [`RecordLimits::messages`] of them.
     pub messages: Vec<WireMessage>,
+    /// Messages of the request left out (its first ones) to stay in bounds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub messages_dropped: usize,
     /// True when any content or argument string was cut to its bound.
     pub truncated: bool,
     /// The reply kind served (`text`, `hang`, ..., `not_found`, `bad_request`).
@@ -93,4 +105,323 @@ pub struct Recording {
     pub main_calls: u64,
     pub probe_calls: u64,
     pub aux_calls: u64,
+    /// Requests received but not kept in `requests` (past [`RecordLimits`]:
+    /// the middle of a long run, or the oldest for `serve`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub requests_dropped: u64,
+}
+
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
+}
+
+/// SHA-256 of a body fed in chunks; hex, empty for an empty body.
+#[derive(Default)]
+pub struct BodyHash {
+    hasher: sha2::Sha256,
+    len: usize,
+}
+
+impl BodyHash {
+    pub fn update(&mut self, chunk: &[u8]) {
+        use sha2::Digest;
+        self.hasher.update(chunk);
+        self.len += chunk.len();
+    }
+
+    pub fn finish(self) -> String {
+        use sha2::Digest;
+        if self.len == 0 {
+            return String::new();
+        }
+        self.hasher
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+/// SHA-256 of a whole body, hex; empty for an empty body.
+pub fn body_hash(body: &[u8]) -> String {
+    let mut h = BodyHash::default();
+    h.update(body);
+    h.finish()
+}
+
+/// How much a provider remembers. Every message is first bounded to
+/// [`CONTENT_KEEP_CHARS`]; then a request keeps its last `messages`
+/// messages and at most `request_bytes` of content, and the recording keeps
+/// at most `total_bytes` of content: past either, each message keeps
+/// [`SHORT_KEEP_CHARS`] (ids, roles and full lengths are always kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordLimits {
+    /// The first requests kept.
+    pub head: usize,
+    /// The last requests kept (a ring).
+    pub tail: usize,
+    /// Messages kept per request (its last ones).
+    pub messages: usize,
+    /// Content bytes kept per request.
+    pub request_bytes: usize,
+    /// Content bytes kept over the whole recording.
+    pub total_bytes: usize,
+}
+
+/// Characters a message keeps once a request or the recording is past its
+/// content budget: enough for short outputs such as `echo` tokens.
+pub const SHORT_KEEP_CHARS: usize = 256;
+
+impl RecordLimits {
+    /// A scenario run: the first 500 and the last 500 requests, 1,000
+    /// messages and 1 MiB of content per request, 32 MiB in all.
+    pub const SCENARIO: RecordLimits = RecordLimits {
+        head: 500,
+        tail: 500,
+        messages: 1000,
+        request_bytes: 1 << 20,
+        total_bytes: 32 << 20,
+    };
+
+    /// `chaosrun serve`: a ring of the last 1,000 requests, 100 messages and
+    /// 16 KiB of content per request.
+    pub const SERVE: RecordLimits = RecordLimits {
+        head: 0,
+        tail: 1000,
+        messages: 100,
+        request_bytes: 16 << 10,
+        total_bytes: 16 << 20,
+    };
+}
+
+impl Default for RecordLimits {
+    fn default() -> Self {
+        RecordLimits::SCENARIO
+    }
+}
+
+/// The requests a provider remembers, within its [`RecordLimits`].
+#[derive(Debug, Default)]
+pub struct Recorder {
+    limits: RecordLimits,
+    head: Vec<RequestRecord>,
+    tail: VecDeque<RequestRecord>,
+    dropped: u64,
+    /// Content bytes held now.
+    held: usize,
+}
+
+/// Content bytes a record holds.
+fn content_bytes(r: &RequestRecord) -> usize {
+    r.messages
+        .iter()
+        .map(|m| {
+            m.content.len()
+                + m.tool_calls
+                    .iter()
+                    .map(|c| c.arguments.len())
+                    .sum::<usize>()
+        })
+        .sum()
+}
+
+/// Cut `s` to `chars` characters; whether it was cut.
+fn cut(s: &mut String, chars: usize) -> bool {
+    if s.len() <= chars {
+        return false;
+    }
+    match s.char_indices().nth(chars) {
+        Some((end, _)) => {
+            // A fresh small allocation: shrinking in place would leave a hole
+            // just too small for the next request's message of the same size,
+            // and the heap would grow by a whole request each time.
+            *s = s[..end].to_owned();
+            true
+        }
+        None => false,
+    }
+}
+
+impl Recorder {
+    pub fn new(limits: RecordLimits) -> Recorder {
+        Recorder {
+            limits,
+            ..Recorder::default()
+        }
+    }
+
+    /// Bound `r` and keep it, forgetting the oldest of the tail if full.
+    pub fn push(&mut self, mut r: RequestRecord) {
+        let l = self.limits;
+        if l.head + l.tail == 0 {
+            self.dropped += 1;
+            return;
+        }
+        if r.messages.len() > l.messages {
+            let extra = r.messages.len() - l.messages;
+            r.messages.drain(..extra);
+            r.messages_dropped += extra;
+            r.truncated = true;
+        }
+        let budget = l.request_bytes.min(l.total_bytes.saturating_sub(self.held));
+        if content_bytes(&r) > budget {
+            // Newest messages first: they carry the latest results.
+            let mut used = 0;
+            for m in r.messages.iter_mut().rev() {
+                let room = budget.saturating_sub(used);
+                if m.content.len() > room {
+                    r.truncated |= cut(&mut m.content, SHORT_KEEP_CHARS);
+                }
+                for c in &mut m.tool_calls {
+                    if c.arguments.len() > SHORT_KEEP_CHARS && used + c.arguments.len() > budget {
+                        r.truncated |= cut(&mut c.arguments, SHORT_KEEP_CHARS);
+                    }
+                    used += c.arguments.len();
+                }
+                used += m.content.len();
+            }
+        }
+        self.held += content_bytes(&r);
+        if self.head.len() < l.head {
+            self.head.push(r);
+            return;
+        }
+        if self.tail.len() == l.tail {
+            if let Some(old) = self.tail.pop_front() {
+                self.held -= content_bytes(&old).min(self.held);
+                self.dropped += 1;
+            }
+        }
+        self.tail.push_back(r);
+    }
+
+    /// The kept requests in arrival order, and how many were dropped.
+    pub fn snapshot(&self) -> (Vec<RequestRecord>, u64) {
+        let mut all: Vec<RequestRecord> = self.head.iter().chain(&self.tail).cloned().collect();
+        all.sort_by_key(|r| r.seq);
+        (all, self.dropped)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(seq: u64, messages: Vec<WireMessage>) -> RequestRecord {
+        RequestRecord {
+            seq,
+            at: 0.0,
+            kind: CallKind::Main,
+            main_index: Some(seq),
+            method: "POST".into(),
+            path: "/v1/chat/completions".into(),
+            headers: vec![],
+            size: 0,
+            body_sha256: String::new(),
+            stream: false,
+            model: None,
+            messages,
+            messages_dropped: 0,
+            truncated: false,
+            reply: "text".into(),
+        }
+    }
+
+    fn msg(role: &str, content: &str) -> WireMessage {
+        WireMessage {
+            role: role.into(),
+            content: content.into(),
+            content_chars: content.chars().count(),
+            tool_call_id: None,
+            tool_calls: vec![],
+        }
+    }
+
+    #[test]
+    fn keeps_the_first_and_last_requests_and_counts_the_rest() {
+        let mut r = Recorder::new(RecordLimits {
+            head: 2,
+            tail: 3,
+            ..RecordLimits::SCENARIO
+        });
+        for seq in 0..10 {
+            r.push(record(seq, vec![msg("user", "hi")]));
+        }
+        let (kept, dropped) = r.snapshot();
+        let seqs: Vec<u64> = kept.iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, vec![0, 1, 7, 8, 9]);
+        assert_eq!(dropped, 5);
+    }
+
+    #[test]
+    fn a_request_keeps_its_last_messages_within_its_budget() {
+        let limits = RecordLimits {
+            messages: 3,
+            request_bytes: 1000,
+            ..RecordLimits::SCENARIO
+        };
+        let mut r = Recorder::new(limits);
+        let big = "x".repeat(900);
+        let msgs = vec![
+            msg("system", "s"),
+            msg("user", "u"),
+            msg("tool", &big),
+            msg("tool", &big),
+        ];
+        r.push(record(0, msgs));
+        let (kept, _) = r.snapshot();
+        let m = &kept[0].messages;
+        assert_eq!(kept[0].messages_dropped, 1);
+        assert!(kept[0].truncated);
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[2].content.len(), 900, "the newest result is kept whole");
+        assert_eq!(m[1].content.len(), SHORT_KEEP_CHARS);
+        assert_eq!(m[1].content_chars, 900, "the full length is kept");
+    }
+
+    #[test]
+    fn the_whole_recording_stays_within_its_budget() {
+        let limits = RecordLimits {
+            total_bytes: 10_000,
+            ..RecordLimits::SCENARIO
+        };
+        let mut r = Recorder::new(limits);
+        let big = "y".repeat(8000);
+        for seq in 0..50 {
+            r.push(record(seq, vec![msg("tool", &big)]));
+        }
+        let (kept, dropped) = r.snapshot();
+        assert_eq!((kept.len(), dropped), (50, 0));
+        let held: usize = kept.iter().map(content_bytes).sum();
+        assert!(held <= 10_000 + 50 * SHORT_KEEP_CHARS, "{held}");
+        assert_eq!(kept[49].messages[0].content.len(), SHORT_KEEP_CHARS);
+    }
+
+    #[test]
+    fn a_ring_forgets_the_oldest() {
+        let mut r = Recorder::new(RecordLimits {
+            tail: 2,
+            ..RecordLimits::SERVE
+        });
+        for seq in 0..5 {
+            r.push(record(seq, vec![msg("tool", &"z".repeat(100_000))]));
+        }
+        let (kept, dropped) = r.snapshot();
+        assert_eq!(kept.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![3, 4]);
+        assert_eq!(dropped, 3);
+        assert!(kept[1].messages[0].content.len() <= RecordLimits::SERVE.request_bytes);
+    }
+
+    #[test]
+    fn hashes_bodies() {
+        assert_eq!(body_hash(b""), "");
+        assert_eq!(
+            body_hash(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let mut h = BodyHash::default();
+        h.update(b"a");
+        h.update(b"bc");
+        assert_eq!(h.finish(), body_hash(b"abc"));
+    }
 }

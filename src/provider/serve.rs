@@ -5,7 +5,9 @@
 //! `{nonce?, tools?, responder: [rules]}`. Prints
 //! `chaosrun provider listening on http://127.0.0.1:PORT/v1` once bound, one
 //! stderr line per request (`#seq kind main_index reply`) unless quiet, and on
-//! SIGINT/SIGTERM the summary `requests: N (main M, probe P, aux A)`.
+//! SIGINT/SIGTERM the summary `requests: N (main M, probe P, aux A)`. It
+//! remembers only a ring of the last requests ([`super::RecordLimits::SERVE`]),
+//! so it can serve for as long as it is left running.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -152,6 +154,7 @@ pub async fn serve_until(
         nonce: args.nonce.or(script.nonce).unwrap_or_default(),
         tools: script.tools,
         process_counter,
+        record: super::RecordLimits::SERVE,
     };
     let provider = if args.quiet {
         Provider::start(config).await?
@@ -256,5 +259,39 @@ mod tests {
         let summary = server.await.unwrap().unwrap();
         assert_eq!(summary.requests, 1);
         assert_eq!(summary.to_string(), "requests: 1 (main 0, probe 0, aux 1)");
+    }
+
+    /// A body over the limit is drained and refused, never held; the
+    /// recording still has its full length and hash.
+    #[tokio::test]
+    async fn an_oversized_body_is_counted_hashed_and_refused() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let provider = Provider::start(ProviderConfig::default()).await.unwrap();
+        let size = super::super::server::BODY_LIMIT + 4096;
+        let mut s = tokio::net::TcpStream::connect(provider.addr())
+            .await
+            .unwrap();
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {size}\r\nconnection: close\r\n\r\n"
+        );
+        s.write_all(head.as_bytes()).await.unwrap();
+        let chunk = vec![b' '; 1 << 20];
+        let mut hash = super::super::recording::BodyHash::default();
+        let mut sent = 0;
+        while sent < size {
+            let n = chunk.len().min(size - sent);
+            s.write_all(&chunk[..n]).await.unwrap();
+            hash.update(&chunk[..n]);
+            sent += n;
+        }
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).await.unwrap();
+        let out = String::from_utf8_lossy(&out);
+        assert!(out.starts_with("HTTP/1.1 413"), "{out}");
+        let rec = provider.shutdown().await;
+        assert_eq!(rec.requests.len(), 1);
+        assert_eq!(rec.requests[0].size, size);
+        assert_eq!(rec.requests[0].reply, "too_large");
+        assert_eq!(rec.requests[0].body_sha256, hash.finish());
     }
 }

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::body::Body;
+use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -22,8 +22,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::recording::{
-    CallKind, IssuedToolCall, Recording, RequestRecord, WireMessage, WireToolCall,
-    CONTENT_KEEP_CHARS, HEADERS_KEEP_BYTES,
+    BodyHash, CallKind, IssuedToolCall, Recorder, Recording, RequestRecord, WireMessage,
+    WireToolCall, CONTENT_KEEP_CHARS, HEADERS_KEEP_BYTES,
 };
 use super::replies::{secs, wait_or_cancel, Reply, ReplyCtx, Text};
 use super::rules::{self, Rule, WaitFor};
@@ -32,8 +32,10 @@ use super::{ProcessCounter, ProviderConfig, ToolMapping};
 
 use super::RequestObserver as Observer;
 
-/// Largest request body accepted (an agent may send a 30 MB tool output).
-const BODY_LIMIT: usize = 512 * 1024 * 1024;
+/// Largest request body held and parsed (an agent may send a 30 MB tool
+/// output); a longer one is drained, counted and hashed as it arrives, never
+/// held, and refused with 413.
+pub(crate) const BODY_LIMIT: usize = 64 * 1024 * 1024;
 /// How often a `wait_for` rule re-counts processes.
 const WAIT_FOR_POLL: Duration = Duration::from_millis(50);
 /// How long `shutdown` lets connections close by themselves before aborting.
@@ -61,7 +63,7 @@ struct Shared {
     probe: AtomicU64,
     aux: AtomicU64,
     main_tx: watch::Sender<u64>,
-    records: Mutex<Vec<RequestRecord>>,
+    records: Mutex<Recorder>,
     issued: Mutex<Vec<IssuedToolCall>>,
     cancel: CancellationToken,
 }
@@ -99,7 +101,7 @@ impl Running {
             probe: AtomicU64::new(0),
             aux: AtomicU64::new(0),
             main_tx,
-            records: Mutex::new(Vec::new()),
+            records: Mutex::new(Recorder::new(config.record)),
             issued: Mutex::new(Vec::new()),
             cancel: CancellationToken::new(),
         });
@@ -129,10 +131,10 @@ impl Running {
     }
 
     pub(crate) fn recording(&self) -> Recording {
-        let mut requests = self.shared.records.lock().unwrap().clone();
-        requests.sort_by_key(|r| r.seq);
+        let (requests, requests_dropped) = self.shared.records.lock().unwrap().snapshot();
         Recording {
             requests,
+            requests_dropped,
             issued_tool_calls: self.shared.issued.lock().unwrap().clone(),
             main_calls: self.shared.main.load(Ordering::SeqCst),
             probe_calls: self.shared.probe.load(Ordering::SeqCst),
@@ -179,7 +181,6 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/models", get(models).fallback(not_found))
         .route("/models", get(models).fallback(not_found))
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(shared)
 }
 
@@ -191,17 +192,25 @@ struct RequestHead {
     path: String,
     headers: Vec<String>,
     size: usize,
+    body_sha256: String,
 }
 
 impl Shared {
-    fn head(&self, method: &Method, uri: &Uri, headers: &HeaderMap, size: usize) -> RequestHead {
+    fn head(
+        &self,
+        method: &Method,
+        uri: &Uri,
+        headers: &HeaderMap,
+        body: &ReadBody,
+    ) -> RequestHead {
         RequestHead {
             seq: self.seq.fetch_add(1, Ordering::SeqCst),
             at: self.started.elapsed().as_secs_f64(),
             method: method.to_string(),
             path: uri.path().to_string(),
             headers: bounded_headers(headers),
-            size,
+            size: body.size,
+            body_sha256: body.sha256.clone(),
         }
     }
 
@@ -224,9 +233,11 @@ impl Shared {
             path: head.path,
             headers: head.headers,
             size: head.size,
+            body_sha256: head.body_sha256,
             stream: false,
             model: None,
             messages: Vec::new(),
+            messages_dropped: 0,
             truncated: false,
             reply: reply.to_string(),
         });
@@ -262,6 +273,46 @@ impl Shared {
     }
 }
 
+/// A request body read within [`BODY_LIMIT`].
+#[derive(Default)]
+struct ReadBody {
+    /// The bytes, or None when the body was longer than the limit.
+    bytes: Option<Vec<u8>>,
+    /// Its full length.
+    size: usize,
+    /// SHA-256 of the whole body, hex (empty for an empty body).
+    sha256: String,
+}
+
+/// Read a body to its end, holding at most [`BODY_LIMIT`] bytes of it.
+async fn read_body(body: Body, headers: &HeaderMap) -> ReadBody {
+    use futures_util::StreamExt;
+    let hint = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut bytes = Some(Vec::with_capacity(hint.min(BODY_LIMIT)));
+    let mut size = 0;
+    let mut hash = BodyHash::default();
+    let mut stream = body.into_data_stream();
+    while let Some(Ok(chunk)) = stream.next().await {
+        size += chunk.len();
+        hash.update(&chunk);
+        if let Some(b) = bytes.as_mut() {
+            if b.len() + chunk.len() > BODY_LIMIT {
+                bytes = None;
+            } else {
+                b.extend_from_slice(&chunk);
+            }
+        }
+    }
+    ReadBody {
+        bytes,
+        size,
+        sha256: hash.finish(),
+    }
+}
+
 fn bounded_headers(headers: &HeaderMap) -> Vec<String> {
     let mut out = Vec::new();
     let mut used = 0;
@@ -281,9 +332,10 @@ async fn not_found(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
-    let head = shared.head(&method, &uri, &headers, body.len());
+    let body = read_body(body, &headers).await;
+    let head = shared.head(&method, &uri, &headers, &body);
     drop(body);
     let message = format!("chaosrun: no route for {} {}", head.method, head.path);
     shared.push_other(head, "not_found");
@@ -296,7 +348,7 @@ async fn models(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    let head = shared.head(&method, &uri, &headers, 0);
+    let head = shared.head(&method, &uri, &headers, &ReadBody::default());
     shared.push_other(head, "models");
     let created = unix_now();
     let body = serde_json::json!({
@@ -483,12 +535,21 @@ async fn chat_completions(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
-    let head = shared.head(&method, &uri, &headers, body.len());
-    let parsed = parse(&body, &shared.nonce);
+    let body = read_body(body, &headers).await;
+    let head = shared.head(&method, &uri, &headers, &body);
+    let Some(bytes) = body.bytes else {
+        let message = format!(
+            "chaosrun: request body of {} bytes is over the {BODY_LIMIT}-byte limit",
+            head.size
+        );
+        shared.push_other(head, "too_large");
+        return sse::error_response(413, &message);
+    };
+    let parsed = parse(&bytes, &shared.nonce);
     // Never keep the raw body after parsing.
-    drop(body);
+    drop(bytes);
     let parsed = match parsed {
         Ok(p) => p,
         Err(e) => {
@@ -534,9 +595,11 @@ async fn chat_completions(
         path: head.path,
         headers: head.headers,
         size: head.size,
+        body_sha256: head.body_sha256,
         stream: parsed.stream,
         model: parsed.model.clone(),
         messages: parsed.messages,
+        messages_dropped: 0,
         truncated: parsed.truncated,
         reply: reply.kind_name().to_string(),
     });

@@ -63,6 +63,9 @@ pub fn scenario_line(r: &ScenarioResult, width: usize) -> String {
             c.schedule.len()
         ));
     }
+    if let Some(note) = r.observation.capped.note() {
+        line.push_str(&format!("  [{note}]"));
+    }
     line
 }
 

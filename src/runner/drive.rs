@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep_until, Instant};
 
-use crate::driver::{home, AgentProcess, Exit, Line, Prepared, Sink, Tagged};
+use crate::driver::{home, AgentProcess, Budget, Exit, Line, Prepared, Sink, Tagged};
 use crate::observe::{Event, Phase, Snapshot, Timed};
 use crate::proc_hygiene::Scope;
 use crate::scenarios::FaultTarget;
@@ -57,8 +57,11 @@ pub(crate) struct Drive<'a> {
     /// The current incarnation of each worker (None before its first start).
     workers: Vec<Option<AgentProcess>>,
     incarnation: Vec<u32>,
+    /// Unbounded, but fed at most `output::MAX_EVENTS` events (plus one EOF
+    /// per incarnation) by the readers: the budget caps it.
     lines: mpsc::UnboundedReceiver<Tagged>,
     sink: mpsc::UnboundedSender<Tagged>,
+    pub(crate) budget: Arc<Budget>,
     pub(crate) events: Vec<Timed>,
     pub(crate) snapshots: Vec<Snapshot>,
     pub(crate) on_phase: &'a (dyn Fn(Phase, f64) + Sync),
@@ -79,6 +82,7 @@ impl<'a> Drive<'a> {
             incarnation: vec![0; workers.max(1)],
             lines,
             sink,
+            budget: Budget::new(workers),
             events: Vec::new(),
             snapshots: Vec::new(),
             on_phase,
@@ -189,6 +193,7 @@ impl<'a> Drive<'a> {
             tx: self.sink.clone(),
             worker: k,
             incarnation: self.incarnation[k],
+            budget: self.budget.clone(),
         };
         let procs = self.launch.scope.procs_file()?;
         let agent = AgentProcess::spawn(self.launch.prepared, &argv, &env, sink, procs.as_ref())?;

@@ -16,7 +16,7 @@ use super::drive::{secs, Drive, Launch, Next};
 use crate::driver::env;
 use crate::driver::home::{prepare, Inputs, StoreAt};
 use crate::driver::Exit;
-use crate::observe::{Event, Observation, Phase, StoreObservation};
+use crate::observe::{Capped, Event, Observation, Phase, StoreObservation};
 use crate::proc_hygiene::{self, Kind};
 use crate::profile::Profile;
 use crate::provider::{Provider, ProviderConfig};
@@ -59,26 +59,132 @@ fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// The journal's lines, at most 10,000 of at most 500 chars each.
-fn read_journal(path: &Path) -> Vec<String> {
-    // The agent can write in the run folder: a symlink it planted is not read.
-    let (dir, name) = (path.parent().unwrap_or(Path::new("/")), path.file_name());
-    let text = name
-        .and_then(|n| crate::output::read_beneath(dir, Path::new(n), 8 << 20).ok())
-        .unwrap_or_default();
-    String::from_utf8_lossy(&text)
-        .lines()
-        .take(10_000)
-        .map(|l| l.chars().take(500).collect())
-        .collect()
+/// Journal lines read at most.
+pub const JOURNAL_MAX_LINES: usize = 10_000;
+/// Journal bytes read at most (from the start: 4 MiB).
+pub const JOURNAL_MAX_BYTES: u64 = 4 << 20;
+/// Characters kept of one journal line.
+const JOURNAL_LINE_CHARS: usize = 500;
+/// Bytes read from the end of a log for its tail.
+const TAIL_BYTES: u64 = 64 * 1024;
+
+/// The journal's first lines (at most [`JOURNAL_MAX_LINES`], within
+/// [`JOURNAL_MAX_BYTES`], each cut to 500 chars), the file's size and the
+/// bytes read. A line cut by the byte cap is left out.
+fn read_journal(path: &Path) -> (Vec<String>, u64, u64) {
+    use std::io::Read;
+    // The agent can write in the run folder: a symlink it planted is not
+    // followed, and only a regular file is read.
+    let opened = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+    };
+    let Ok(file) = opened else {
+        return (Vec::new(), 0, 0);
+    };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return (Vec::new(), 0, 0);
+    }
+    let size = file.metadata().map_or(0, |m| m.len());
+    let mut text = Vec::new();
+    let _ = file.take(JOURNAL_MAX_BYTES).read_to_end(&mut text);
+    let whole = (text.len() as u64) >= size;
+    let mut lines = Vec::new();
+    let mut read = 0u64;
+    for part in text.split_inclusive(|&b| b == b'\n') {
+        if lines.len() >= JOURNAL_MAX_LINES || (!whole && !part.ends_with(b"\n")) {
+            break;
+        }
+        read += part.len() as u64;
+        let line = part.strip_suffix(b"\n").unwrap_or(part);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        lines.push(
+            String::from_utf8_lossy(line)
+                .chars()
+                .take(JOURNAL_LINE_CHARS)
+                .collect(),
+        );
+    }
+    (lines, size, read)
 }
 
-fn stderr_tail(path: &Path, max_lines: usize) -> String {
-    let text = std::fs::read(path).unwrap_or_default();
-    let tail_bytes = &text[text.len().saturating_sub(64 * 1024)..];
-    let text = String::from_utf8_lossy(tail_bytes);
+/// The last `max_lines` lines of a file, read from its last 64 KiB only.
+fn tail(path: &Path, max_lines: usize) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let size = file.metadata().map_or(0, |m| m.len());
+    let from = size.saturating_sub(TAIL_BYTES);
+    if file.seek(SeekFrom::Start(from)).is_err() {
+        return String::new();
+    }
+    let mut bytes = Vec::new();
+    let _ = file.take(TAIL_BYTES).read_to_end(&mut bytes);
+    let mut text = &bytes[..];
+    if from > 0 {
+        // Started mid-line: drop the partial first line.
+        if let Some(nl) = text.iter().position(|&b| b == b'\n') {
+            text = &text[nl + 1..];
+        }
+    }
+    let text = String::from_utf8_lossy(text);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(max_lines)..].join("\n")
+}
+
+/// What the run left in files: stderr's and the logs' tails, the journal.
+struct Leftovers {
+    stderr_tail: String,
+    log_tails: Vec<(String, String)>,
+    journal: Vec<String>,
+    journal_bytes: u64,
+    journal_read: u64,
+}
+
+/// Read the tails and the journal, off the async workers.
+async fn read_leftovers(prepared: &crate::driver::Prepared) -> Leftovers {
+    let stderr = prepared.dirs.stderr_log.clone();
+    let logs = prepared.log_paths.clone();
+    let journal = prepared.dirs.journal.clone();
+    let home = prepared.dirs.home.clone();
+    let read = move || {
+        let (journal, journal_bytes, journal_read) = read_journal(&journal);
+        Leftovers {
+            // Not through a symlink the agent planted in its run folder.
+            stderr_tail: match stderr.symlink_metadata() {
+                Ok(m) if m.is_file() => tail(&stderr, 20),
+                _ => "(not read: stderr.log is not a regular file)".into(),
+            },
+            log_tails: logs
+                .iter()
+                .filter(|p| p.symlink_metadata().is_ok())
+                .map(|p| {
+                    let tail = match crate::driver::home::resolve_inside(&home, p) {
+                        Ok(real) if real.is_file() => tail(&real, 20),
+                        Ok(real) => format!("(not read: {} is not a regular file)", real.display()),
+                        Err(e) => format!("(not read: {e})"),
+                    };
+                    (p.display().to_string(), tail)
+                })
+                .collect(),
+            journal,
+            journal_bytes,
+            journal_read,
+        }
+    };
+    tokio::task::spawn_blocking(read)
+        .await
+        .unwrap_or_else(|_| Leftovers {
+            stderr_tail: String::new(),
+            log_tails: Vec::new(),
+            journal: Vec::new(),
+            journal_bytes: 0,
+            journal_read: 0,
+        })
 }
 
 /// Workers that said `closed` (0 for a single agent's events).
@@ -231,6 +337,7 @@ pub async fn observe(
         probe_turn,
         chaos: chaos.clone(),
         workers,
+        capped: Default::default(),
     };
     let counter_tag = ids.tag.clone();
     obs.provider_offset = (Instant::now() - start).as_secs_f64();
@@ -242,6 +349,7 @@ pub async fn observe(
         process_counter: Some(Arc::new(move |needle: &str| {
             proc_hygiene::count_tagged_matching(&counter_tag, needle)
         })),
+        record: Default::default(),
     })
     .await
     {
@@ -344,18 +452,25 @@ pub async fn observe(
 
     obs.store = match (&shared.profile.store, &prepared.store) {
         (Some(s), Some(StoreAt::Sqlite(path))) => {
-            match crate::driver::home::resolve_inside(&prepared.dirs.home, path) {
-                Ok(real) => {
-                    crate::runner::store::observe(Some(&real), &s.messages_sql, &session_id)
+            let (home, path) = (prepared.dirs.home.clone(), path.clone());
+            let (sql, id) = (s.messages_sql.clone(), session_id.clone());
+            tokio::task::spawn_blocking(move || {
+                match crate::driver::home::resolve_inside(&home, &path) {
+                    Ok(real) => crate::runner::store::observe(Some(&real), &sql, &id),
+                    Err(_) if !path.exists() && path.symlink_metadata().is_err() => {
+                        crate::runner::store::observe(Some(&path), &sql, &id)
+                    }
+                    Err(error) => StoreObservation::Unreadable {
+                        path: path.display().to_string(),
+                        error,
+                    },
                 }
-                Err(_) if !path.exists() && path.symlink_metadata().is_err() => {
-                    crate::runner::store::observe(Some(path), &s.messages_sql, &session_id)
-                }
-                Err(error) => StoreObservation::Unreadable {
-                    path: path.display().to_string(),
-                    error,
-                },
-            }
+            })
+            .await
+            .unwrap_or_else(|e| StoreObservation::Unreadable {
+                path: String::new(),
+                error: format!("the store read failed: {e}"),
+            })
         }
         (Some(s), Some(StoreAt::Postgres(dsn))) => {
             crate::runner::store::observe_postgres(dsn, &s.messages_sql, &session_id).await
@@ -364,27 +479,80 @@ pub async fn observe(
     };
     obs.recording = provider.shutdown().await;
     obs.stdout_other_lines = d.other_lines();
-    // Not through a symlink the agent planted in its run folder.
-    obs.stderr_tail = match prepared.dirs.stderr_log.symlink_metadata() {
-        Ok(m) if m.is_file() => stderr_tail(&prepared.dirs.stderr_log, 20),
-        _ => "(not read: stderr.log is not a regular file)".into(),
+    // The pipe readers finish when the last holder of stdout/stderr is gone.
+    d.budget.drained(Duration::from_secs(1)).await;
+    let left = read_leftovers(&prepared).await;
+    obs.stderr_tail = left.stderr_tail;
+    obs.log_tails = left.log_tails;
+    obs.journal = left.journal;
+    obs.capped = Capped {
+        journal_bytes: left.journal_bytes,
+        journal_read: left.journal_read,
+        ..d.budget.capped()
     };
-    obs.log_tails = prepared
-        .log_paths
-        .iter()
-        .filter(|p| p.symlink_metadata().is_ok())
-        .map(|p| {
-            let tail = match crate::driver::home::resolve_inside(&prepared.dirs.home, p) {
-                Ok(real) if real.is_file() => stderr_tail(&real, 20),
-                Ok(real) => format!("(not read: {} is not a regular file)", real.display()),
-                Err(e) => format!("(not read: {e})"),
-            };
-            (p.display().to_string(), tail)
-        })
-        .collect();
-    obs.journal = read_journal(&prepared.dirs.journal);
     obs.snapshots = d.snapshots;
     obs.events = d.events;
     obs.wall = (Instant::now() - start).as_secs_f64();
     obs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_tail_reads_only_the_end_of_a_huge_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("stderr.log");
+        let mut f = std::fs::File::create(&p).unwrap();
+        // 8 MiB sparse hole, then lines: only the end may be read.
+        f.set_len(8 << 20).unwrap();
+        use std::io::Seek;
+        f.seek(std::io::SeekFrom::End(0)).unwrap();
+        for i in 0..30 {
+            writeln!(f, "line {i}").unwrap();
+        }
+        let t = tail(&p, 3);
+        assert_eq!(t, "line 27\nline 28\nline 29");
+        assert_eq!(tail(&d.path().join("nope"), 3), "");
+        // A single line longer than the window: its partial start is dropped.
+        std::fs::write(&p, "x".repeat(200_000) + "\nlast").unwrap();
+        assert_eq!(tail(&p, 20), "last");
+    }
+
+    #[test]
+    fn the_journal_is_read_up_to_its_caps() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("journal");
+        std::fs::write(&p, "a\nb\r\nc").unwrap();
+        assert_eq!(
+            read_journal(&p),
+            (vec!["a".into(), "b".into(), "c".into()], 6, 6)
+        );
+        // More lines than the cap.
+        let many: String = (0..JOURNAL_MAX_LINES + 5)
+            .map(|i| format!("{i}\n"))
+            .collect();
+        std::fs::write(&p, &many).unwrap();
+        let (lines, size, read) = read_journal(&p);
+        assert_eq!(lines.len(), JOURNAL_MAX_LINES);
+        assert_eq!(size, many.len() as u64);
+        assert!(read < size);
+        // More bytes than the cap: a long line is cut, the partial last one left out.
+        let mut f = std::fs::File::create(&p).unwrap();
+        writeln!(f, "{}", "t".repeat(10_000)).unwrap();
+        let row = "y".repeat(1000) + "\n";
+        for _ in 0..(JOURNAL_MAX_BYTES as usize / row.len() + 10) {
+            f.write_all(row.as_bytes()).unwrap();
+        }
+        drop(f);
+        let (lines, size, read) = read_journal(&p);
+        assert_eq!(lines[0].len(), JOURNAL_LINE_CHARS);
+        assert!(read <= JOURNAL_MAX_BYTES && size > JOURNAL_MAX_BYTES);
+        assert!(
+            lines.iter().all(|l| l.len() == JOURNAL_LINE_CHARS),
+            "no partial line"
+        );
+    }
 }
