@@ -41,6 +41,7 @@ if ! command -v chromium >/dev/null; then
 fi
 if ! command -v chromium >/dev/null; then
     missing html_report_renders_in_chromium "chromium is not installed (apt-get install chromium, as root)"
+    missing history_strip_renders_in_chromium "chromium is not installed (apt-get install chromium, as root)"
 fi
 
 # --- Worker mode: a local PostgreSQL on loopback, and the Postgres workers ------
@@ -50,12 +51,13 @@ if pg_out=$(bash scripts/postgres.sh 2>&1); then
     export CHAOS_PG_DSN
     echo "postgres: $CHAOS_PG_DSN"
     if ! bash examples/pgworker/setup.sh; then
-        unset CHAOS_PG_DSN
+        # CHAOS_PG_DSN stays set: the history test needs only the server.
         missing postgres_workers_survive_process_faults_and_seeded_chaos "examples/pgworker/setup.sh failed"
     fi
 else
     printf '%s\n' "$pg_out" | tail -n 3
     missing postgres_workers_survive_process_faults_and_seeded_chaos "no local PostgreSQL (scripts/postgres.sh failed)"
+    missing ten_concurrent_postgres_writers_record_exactly_ten_runs "no local PostgreSQL (scripts/postgres.sh failed)"
 fi
 # -------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 //! [`driver`]) → an [`observe::Observation`] → the pure [`oracle`] → [`report`].
 
 pub mod driver;
+pub mod history;
 pub mod observe;
 pub mod oracle;
 pub mod output;

@@ -3,7 +3,9 @@
 //! Exit codes: 0 every selected scenario passed, 1 one or more failed, 2 a
 //! usage or configuration error (bad table, unknown id, missing agent, ...),
 //! 130/143 interrupted by SIGINT/SIGTERM (after killing every process it
-//! started).
+//! started). With `--history`, a run whose verdict is printed but cannot be
+//! recorded exits 2. `chaosrun history`: 0 printed, 1 with `--fail-on new`
+//! and a NEW FAIL, 2 a bad DB or argument.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -106,6 +108,10 @@ struct RunArgs {
     /// Print chaosrun's own CPU seconds and peak RSS at the end (stderr).
     #[arg(long)]
     stats: bool,
+    /// Record the run in a history: a SQLite file (created if new) or a
+    /// postgres:// URL. A failed write exits 2 after the verdict is printed.
+    #[arg(long, value_name = "DB")]
+    history: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -136,7 +142,13 @@ enum Command {
         /// Write the merged report here.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Record the merged report as one run in this history (SQLite file or postgres:// URL).
+        #[arg(long, value_name = "DB")]
+        history: Option<String>,
     },
+    /// Per scenario over the last recorded runs: pass rate, NEW FAIL / FIXED /
+    /// FLAKY / FAIL / PASS, where it last changed, and its duration trend.
+    History(chaosrun::history::command::Args),
     #[command(name = "__guard", hide = true)]
     Guard {
         run: String,
@@ -184,19 +196,41 @@ fn main() -> ExitCode {
                 Err(e) => usage(format!("{e:#}")),
             }
         }
-        Some(Command::Merge { reports, json }) => merge(&reports, json.as_deref()),
+        Some(Command::Merge {
+            reports,
+            json,
+            history,
+        }) => merge(&reports, json.as_deref(), history.as_deref()),
+        Some(Command::History(args)) => match chaosrun::history::command::run(&args) {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => usage(e),
+        },
         None => run(cli.run),
     }
 }
 
-fn merge(reports: &[PathBuf], out: Option<&std::path::Path>) -> ExitCode {
-    if let Some(out) = out {
-        let mut inputs = reports.to_vec();
-        inputs.extend(std::env::current_exe().ok());
-        if let Err(e) = output::check_outputs(&[("--json", out)], &inputs) {
-            return usage(e);
-        }
+/// `--history DB` as an output file to check (a Postgres URL is not a file).
+fn history_file(db: Option<&str>) -> Option<(&'static str, &std::path::Path)> {
+    db.filter(|d| !chaosrun::history::store::is_postgres(d))
+        .map(|d| ("--history", std::path::Path::new(d)))
+}
+
+fn merge(reports: &[PathBuf], out: Option<&std::path::Path>, history: Option<&str>) -> ExitCode {
+    let outputs: Vec<(&str, &std::path::Path)> = out
+        .map(|o| ("--json", o))
+        .into_iter()
+        .chain(history_file(history))
+        .collect();
+    let mut inputs = reports.to_vec();
+    inputs.extend(std::env::current_exe().ok());
+    if let Err(e) = output::check_outputs(&outputs, &inputs) {
+        return usage(e);
     }
+    let mut store = match history.map(|db| chaosrun::history::Store::open(db, true)) {
+        Some(Err(e)) => return usage(e),
+        Some(Ok(s)) => Some(s),
+        None => None,
+    };
     let doc = match chaosrun::report::merge::merge(reports) {
         Ok(d) => d,
         Err(e) => return usage(e),
@@ -209,6 +243,12 @@ fn merge(reports: &[PathBuf], out: Option<&std::path::Path>) -> ExitCode {
         }
     }
     say(chaosrun::report::merge::render_text(&doc));
+    if let Some(store) = &mut store {
+        match chaosrun::history::recorder::record_report(store, &doc) {
+            Ok(id) => eprintln!("chaosrun: history: recorded run #{id} in {}", store.shown()),
+            Err(e) => return usage(e),
+        }
+    }
     if doc["failed"] == 0 {
         ExitCode::SUCCESS
     } else {
@@ -295,6 +335,7 @@ fn run(args: RunArgs) -> ExitCode {
     ]
     .into_iter()
     .filter_map(|(flag, out)| out.as_deref().map(|p| (flag, p)))
+    .chain(history_file(args.history.as_deref()))
     .collect();
     let targets = match output::check_outputs(&outputs, &inputs) {
         Ok(t) => t,
@@ -317,6 +358,28 @@ fn run(args: RunArgs) -> ExitCode {
         None => None,
     };
     let seed = args.seed.unwrap_or_else(rand::random);
+    // Opened before anything runs: a foreign or corrupt DB costs no run.
+    let history = match &args.history {
+        Some(db) => {
+            let meta = chaosrun::history::recorder::RunMeta {
+                table: table_path,
+                agent: if args.agent.is_some() {
+                    profile.source.clone()
+                } else {
+                    "bundled".into()
+                },
+                version_cmd: &profile.version_cmd,
+                seed,
+                shard: args.shard.map(|s| (s.k, s.n)),
+                html_report: args.html.as_deref(),
+            };
+            match chaosrun::history::recorder::open(db, meta) {
+                Ok(h) => Some(h),
+                Err(e) => return usage(e),
+            }
+        }
+        None => None,
+    };
     let run_id = format!("chaos{}", proc_hygiene::new_id(&mut rand::thread_rng()));
     if let Err(e) = proc_hygiene::become_subreaper() {
         eprintln!("chaosrun: warning: cannot become a child subreaper ({e}); orphans re-parent to init but are still found by their tag");
@@ -389,6 +452,11 @@ fn run(args: RunArgs) -> ExitCode {
             Box::new(Html::new(path.clone(), seed)),
         ]));
     }
+    let mut written = None;
+    if let Some((recorder, w)) = history {
+        written = Some(w);
+        reporter = Box::new(Fanout(vec![reporter, Box::new(recorder)]));
+    }
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     let run_id_for_cleanup = run_id.clone();
     let ended = containment.clone();
@@ -433,11 +501,20 @@ fn run(args: RunArgs) -> ExitCode {
     if args.stats {
         print_self_stats();
     }
+    // The verdict is printed; a run that could not be recorded still exits 2.
+    let unrecorded = written.and_then(|w| w.take()).filter(|_| code <= 1);
+    if let Some(Err(e)) = &unrecorded {
+        eprintln!("chaosrun: error: {e}");
+    }
     if code <= 1 && output::write_failed() {
         // A report the caller asked for is missing or stale: a gate must not
         // read that as green, nor as the agent's own failure.
         return usage("a report could not be written (see above); no verdict to gate on");
     }
+    let code = match unrecorded {
+        Some(Err(_)) => 2,
+        _ => code,
+    };
     ExitCode::from(code)
 }
 

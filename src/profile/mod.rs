@@ -71,6 +71,8 @@ struct ProfileDoc {
     logs: Vec<String>,
     #[serde(default)]
     workers: Option<usize>,
+    #[serde(default)]
+    version_cmd: Vec<String>,
 }
 
 /// A resolved adapter profile.
@@ -92,6 +94,9 @@ pub struct Profile {
     /// Worker mode: this many agent processes share one store and one
     /// conversation (1: a single agent).
     pub workers: usize,
+    /// argv printing the agent's own version (first stdout line), recorded by
+    /// `--history`; empty when the profile has none.
+    pub version_cmd: Vec<String>,
 }
 
 /// The template variables a scenario run provides, with placeholder values
@@ -202,6 +207,12 @@ impl Profile {
             .map(|a| template::render(a, &vars))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("adapter profile `{source}`: command: {e}"))?;
+        let version_cmd = doc
+            .version_cmd
+            .iter()
+            .map(|a| template::render(a, &vars))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("adapter profile `{source}`: version_cmd: {e}"))?;
         if find_program(&command[0]).is_none() {
             return Err(format!(
                 "agent command `{}` (from `{source}`) not found",
@@ -219,6 +230,7 @@ impl Profile {
             breaker: doc.breaker,
             logs: doc.logs,
             workers: doc.workers.unwrap_or(1),
+            version_cmd,
         };
         profile.validate_templates()?;
         profile.validate_home_paths()?;
@@ -358,6 +370,29 @@ mod tests {
             format!("{}/x.sh", absolute(d.path()).display())
         );
         assert!(prof.breaker && prof.store.is_none());
+    }
+
+    #[test]
+    fn version_cmd_is_optional_and_rendered_like_command() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(
+            d.path(),
+            "a.yaml",
+            "command: [sh]\nversion_cmd: [\"{{profile_dir}}/agent\", \"--version\"]\n",
+        );
+        let prof = Profile::resolve(p.to_str().unwrap()).unwrap();
+        assert_eq!(
+            prof.version_cmd,
+            [
+                format!("{}/agent", absolute(d.path()).display()),
+                "--version".to_string()
+            ]
+        );
+        let none = write(d.path(), "b.yaml", "command: [sh]\n");
+        assert!(Profile::resolve(none.to_str().unwrap())
+            .unwrap()
+            .version_cmd
+            .is_empty());
     }
 
     #[test]
