@@ -44,6 +44,15 @@ if ! command -v chromium >/dev/null; then
     missing history_strip_renders_in_chromium "chromium is not installed (apt-get install chromium, as root)"
 fi
 
+# --- Containment: root and a cgroup v2 mount ------------------------------------
+# tests/hostile_containment.rs checks that escapees die with their scenario's
+# cgroup; it needs what chaosrun needs for that.
+echo "== cgroup v2 (containment tests)"
+if [ "$(id -u)" -ne 0 ] || ! grep -q ' - cgroup2 ' /proc/self/mountinfo; then
+    missing _fails_hygiene_and_is_killed "needs root and a cgroup2 mount"
+    missing an_untagged_agent_is_killed_by_its_handle "needs root and a cgroup2 mount"
+fi
+
 # --- Worker mode: a local PostgreSQL on loopback, and the Postgres workers ------
 echo "== worker mode (PostgreSQL on loopback, examples/pgworker)"
 if pg_out=$(bash scripts/postgres.sh 2>&1); then
