@@ -1,6 +1,7 @@
 //! The chaosrun command line: flags, exit codes and wiring; nothing else.
 //!
-//! Exit codes: 0 every selected scenario passed, 1 one or more failed, 2 a
+//! Exit codes: 0 every selected, applicable scenario passed, 1 one or more
+//! failed or could not be run (ERROR, or no verdict at all), 2 a
 //! usage or configuration error (bad table, unknown id, missing agent, ...),
 //! 130/143 interrupted by SIGINT/SIGTERM (after killing every process it
 //! started).
@@ -16,7 +17,7 @@ use tokio::sync::mpsc;
 use chaosrun::proc_hygiene::{self, Guard, RUN_VAR};
 use chaosrun::profile::{bundled, Profile};
 use chaosrun::report::html::Html;
-use chaosrun::report::json::Json;
+use chaosrun::report::json::{Json, Selection};
 use chaosrun::report::junit::Junit;
 use chaosrun::report::progress::{Live, Progress};
 use chaosrun::report::text::Text;
@@ -202,7 +203,7 @@ fn merge(reports: &[PathBuf], out: Option<&std::path::Path>) -> ExitCode {
         }
     }
     print!("{}", chaosrun::report::merge::render_text(&doc));
-    if doc["failed"] == 0 {
+    if chaosrun::report::merge::ok(&doc) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -227,6 +228,7 @@ fn run(args: RunArgs) -> ExitCode {
     if selected.is_empty() {
         return usage("--only/--skip left no scenario to run");
     }
+    let selected_ids: Vec<String> = selected.iter().map(|s| s.id.clone()).collect();
     if let Some(sh) = args.shard {
         let before = selected.len();
         selected = scenarios::shard(selected, sh);
@@ -350,7 +352,16 @@ fn run(args: RunArgs) -> ExitCode {
         };
         reporter = Box::new(Fanout(vec![
             reporter,
-            Box::new(Json::new(path.clone(), seed, agent)),
+            Box::new(Json::new(
+                path.clone(),
+                seed,
+                agent,
+                Selection {
+                    ids: selected_ids.clone(),
+                    shard: args.shard.map(|sh| (sh.k, sh.n)),
+                    repeat: args.repeat,
+                },
+            )),
         ]));
     }
     if let Some(path) = &args.junit {
@@ -377,12 +388,17 @@ fn run(args: RunArgs) -> ExitCode {
             .expect("signal");
         let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .expect("signal");
+        // Every selected scenario run (selected × repeat) must end in a
+        // verdict: the exit code comes from all of them, a missing one is an
+        // error, never from what survived.
+        let expected = selected.len() * opts.repeat.max(1) as usize;
         let run = runner::run_all(shared, selected, opts, tx);
         tokio::pin!(run);
         let stopped_by = tokio::select! {
             results = &mut run => {
                 let _ = consumer.await;
-                return if results.iter().all(|r| r.passed) { 0u8 } else { 1 };
+                let stats = runner::Stats::tally(results.iter().map(|r| &r.verdict), expected);
+                return if stats.ok() { 0u8 } else { 1 };
             }
             _ = sigint.recv() => 130u8,
             _ = sigterm.recv() => 143,

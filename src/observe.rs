@@ -166,10 +166,11 @@ pub struct ChaosRecord {
 }
 
 /// What chaosrun found in the agent's durable store.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum StoreObservation {
     /// The profile names no store.
+    #[default]
     NotConfigured,
     /// The profile names one, but the file was not there.
     Missing { path: String },
@@ -212,8 +213,9 @@ pub struct Capabilities {
     pub breaker: bool,
 }
 
-/// Everything observed in one scenario run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Everything observed in one scenario run (`Default`: nothing was seen,
+/// for a run chaosrun could not carry out).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Observation {
     pub scenario: String,
     pub tag: String,

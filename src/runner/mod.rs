@@ -11,13 +11,15 @@ pub mod scenario;
 pub mod store;
 mod turns;
 
-pub use events::{RunEvent, ScenarioResult};
+pub use events::{RunEvent, ScenarioResult, Stats, Verdict};
 pub use scenario::Shared;
 
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use rand::{Rng, SeedableRng};
 use tokio::sync::{mpsc, Semaphore};
 
@@ -37,18 +39,21 @@ pub struct Options {
     pub repeat: u32,
 }
 
-/// Run `scenarios`, emitting events; returns the results in table order.
+/// Run `scenarios`, emitting events; returns one result per scenario run
+/// (selected × repeat), in table order: a run that crashed inside chaosrun is
+/// an `ERROR` result, never dropped.
 pub async fn run_all(
     shared: Arc<Shared>,
     scenarios: Vec<Scenario>,
     opts: Options,
     events: mpsc::UnboundedSender<RunEvent>,
-) -> Vec<ScenarioResult> {
+) -> Vec<Arc<ScenarioResult>> {
     let started = tokio::time::Instant::now();
     let jobs = opts.jobs.max(1);
     let repeat = opts.repeat.max(1);
+    let expected = scenarios.len() * repeat as usize;
     let _ = events.send(RunEvent::Started {
-        total: scenarios.len() * repeat as usize,
+        total: expected,
         jobs,
     });
     let reaper = tokio::spawn(async {
@@ -67,12 +72,14 @@ pub async fn run_all(
     let runs = scenarios
         .into_iter()
         .flat_map(|s| (1..=repeat).map(move |attempt| (s.clone(), attempt)));
+    let mut slots = Vec::new();
     for (n, (s, attempt)) in runs.enumerate() {
         let ids = scenario::Ids {
             tag: format!("{}-{n}", shared.run_id),
             nonce: format!("{:08x}", rng.gen::<u32>()),
             seed: opts.seed,
         };
+        slots.push((s.id.clone(), attempt));
         let (shared, limit, events, opts) =
             (shared.clone(), limit.clone(), events.clone(), opts.clone());
         let sampler = sampler.clone();
@@ -84,60 +91,138 @@ pub async fn run_all(
                 Some(dir) => dir.join(&s.id),
                 None => std::env::temp_dir().join(format!("chaosrun-{}", ids.tag)),
             };
-            let phase_events = events.clone();
-            let id = s.id.clone();
-            let on_phase = move |phase, deadline| {
-                let _ = phase_events.send(RunEvent::Phase {
-                    id: id.clone(),
-                    phase,
-                    deadline,
-                });
-            };
             let start = tokio::time::Instant::now();
-            sampler.watch(&ids.tag, start);
-            let mut obs = scenario::observe(&shared, &s, &ids, &root, start, &on_phase).await;
-            obs.proc_samples = sampler.take(&ids.tag);
-            let checks = crate::oracle::check(&s, caps, &obs);
-            let passed = checks.iter().all(|c| !c.failed());
-            let keep = opts.artifacts.is_some() && (opts.keep_all || !passed);
-            let artifacts = if keep {
-                write_artifacts(&root, &obs, &checks);
-                Some(root)
-            } else {
-                let _ = std::fs::remove_dir_all(&root);
-                None
+            let run = run_one(&shared, &s, &ids, &root, start, &sampler, caps, &events);
+            let outcome = AssertUnwindSafe(run).catch_unwind().await;
+            let _ = sampler.take(&ids.tag);
+            let result = match outcome {
+                Ok((obs, checks)) => {
+                    let verdict = Verdict::from_checks(&checks);
+                    let keep = opts.artifacts.is_some() && (opts.keep_all || !verdict.passed());
+                    let artifacts = if keep {
+                        write_artifacts(&root, &obs, &checks);
+                        Some(root)
+                    } else {
+                        let _ = std::fs::remove_dir_all(&root);
+                        None
+                    };
+                    ScenarioResult {
+                        id: s.id.clone(),
+                        attempt,
+                        attempts: repeat,
+                        verdict,
+                        seconds: obs.wall,
+                        main_calls: obs.recording.main_calls,
+                        checks,
+                        observation: obs,
+                        artifacts,
+                    }
+                }
+                Err(panic) => {
+                    if opts.artifacts.is_none() {
+                        let _ = std::fs::remove_dir_all(&root);
+                    }
+                    ScenarioResult::error(
+                        &s.id,
+                        attempt,
+                        repeat,
+                        format!(
+                            "chaosrun failed while running it: {}",
+                            panic_message(&*panic)
+                        ),
+                        start.elapsed().as_secs_f64(),
+                    )
+                }
             };
-            let result = ScenarioResult {
-                id: s.id.clone(),
-                attempt,
-                attempts: repeat,
-                passed,
-                seconds: obs.wall,
-                main_calls: obs.recording.main_calls,
-                checks,
-                observation: obs,
-                artifacts,
-            };
-            let _ = events.send(RunEvent::ScenarioFinished(Box::new(result.clone())));
+            let result = Arc::new(result);
+            let _ = events.send(RunEvent::ScenarioFinished(result.clone()));
             result
         }));
     }
     let mut results = Vec::new();
-    for t in tasks {
+    for (t, (id, attempt)) in tasks.into_iter().zip(slots) {
         match t.await {
             Ok(r) => results.push(r),
-            Err(e) => eprintln!("chaosrun: a scenario task failed: {e}"),
+            Err(e) => {
+                // The task itself died (not its scenario's run, which is
+                // caught above): still a result, never a dropped one.
+                let cause = if e.is_panic() {
+                    panic_message(&*e.into_panic())
+                } else {
+                    e.to_string()
+                };
+                let r = Arc::new(ScenarioResult::error(
+                    &id,
+                    attempt,
+                    repeat,
+                    format!("chaosrun failed while running it: {cause}"),
+                    0.0,
+                ));
+                let _ = events.send(RunEvent::ScenarioFinished(r.clone()));
+                results.push(r);
+            }
         }
     }
     reaper.abort();
     sampler.stop();
-    let passed = results.iter().filter(|r| r.passed).count();
     let _ = events.send(RunEvent::Finished {
-        passed,
-        failed: results.len() - passed,
+        stats: Stats::tally(results.iter().map(|r| &r.verdict), expected),
         wall: started.elapsed().as_secs_f64(),
     });
     results
+}
+
+/// One scenario run, observed and judged. A panic inside it is caught by the
+/// caller and becomes an `ERROR` result.
+#[allow(clippy::too_many_arguments)]
+async fn run_one(
+    shared: &Shared,
+    s: &Scenario,
+    ids: &scenario::Ids,
+    root: &std::path::Path,
+    start: tokio::time::Instant,
+    sampler: &sampler::Sampler,
+    caps: Capabilities,
+    events: &mpsc::UnboundedSender<RunEvent>,
+) -> (crate::observe::Observation, Vec<crate::oracle::Check>) {
+    test_panic(&s.id);
+    let phase_events = events.clone();
+    let id = s.id.clone();
+    let on_phase = move |phase, deadline| {
+        let _ = phase_events.send(RunEvent::Phase {
+            id: id.clone(),
+            phase,
+            deadline,
+        });
+    };
+    sampler.watch(&ids.tag, start);
+    let mut obs = scenario::observe(shared, s, ids, root, start, &on_phase).await;
+    obs.proc_samples = sampler.take(&ids.tag);
+    let checks = crate::oracle::check(s, caps, &obs);
+    (obs, checks)
+}
+
+/// Debug builds only: `CHAOSRUN_TEST_PANIC=<scenario id>` makes that
+/// scenario's run panic, so tests can see a crash inside chaosrun reported as
+/// `ERROR` (release builds have no such hook).
+fn test_panic(id: &str) {
+    #[cfg(debug_assertions)]
+    if std::env::var("CHAOSRUN_TEST_PANIC").is_ok_and(|v| v == id) {
+        panic!("CHAOSRUN_TEST_PANIC: injected panic in scenario {id}");
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = id;
+}
+
+/// The text of a panic payload.
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        format!("panic: {s}")
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        format!("panic: {s}")
+    } else {
+        "panic (no message)".to_string()
+    }
 }
 
 /// Write the observation, the checks and the requests (JSONL) beside the

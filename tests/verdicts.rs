@@ -1,0 +1,88 @@
+//! Honest verdicts through the real binary: a scenario whose run panics inside
+//! chaosrun (the debug-build hook `CHAOSRUN_TEST_PANIC=<id>`) is reported
+//! `ERROR` with its cause, counts as not passed (exit 1), appears in a
+//! complete JSON report as an error and in JUnit as an `<error>`, and a merge
+//! of that report exits 1 too.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+
+#[test]
+fn a_panicking_scenario_is_an_error_never_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, junit) = (dir.path().join("r.json"), dir.path().join("r.xml"));
+    let mark = new_mark("panic");
+    let out = Command::new(bin())
+        .args([
+            "scenarios.yaml",
+            "--only",
+            "tool_args_garbage",
+            "--only",
+            "tool_name_unknown",
+            "--json",
+            json.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+        ])
+        .env(MARK_VAR, &mark)
+        .env("CHAOSRUN_TEST_PANIC", "tool_args_garbage")
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("ERROR tool_args_garbage")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("injected panic"), "{stdout}");
+    assert!(stdout.contains("1 passed, 0 failed, 1 error"), "{stdout}");
+    assert_eq!(
+        wait_unmarked(&mark, Duration::from_secs(10)),
+        Vec::<String>::new()
+    );
+
+    let report = read_json(&json);
+    assert_eq!(report["complete"], true);
+    assert_eq!(report["scenarios"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        (&report["passed"], &report["failed"], &report["errors"]),
+        (&1.into(), &0.into(), &1.into())
+    );
+    let crashed = scenario(&report, "tool_args_garbage");
+    assert_eq!(crashed["verdict"], "error");
+    assert_eq!(crashed["passed"], false);
+    assert!(crashed["cause"]
+        .as_str()
+        .unwrap()
+        .contains("injected panic"));
+    assert_eq!(scenario(&report, "tool_name_unknown")["verdict"], "pass");
+
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let case = doc
+        .descendants()
+        .find(|n| n.has_tag_name("testcase") && n.attribute("name") == Some("tool_args_garbage"))
+        .expect("the crashed scenario has a test case");
+    let error = case
+        .children()
+        .find(|n| n.has_tag_name("error"))
+        .expect("an <error>");
+    assert!(error
+        .attribute("message")
+        .unwrap()
+        .contains("injected panic"));
+
+    let merged = Command::new(bin())
+        .args(["merge", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&merged.stdout);
+    assert_eq!(merged.status.code(), Some(1), "{text}");
+    assert!(text.contains("1 error"), "{text}");
+}
