@@ -113,6 +113,12 @@ fn restart_bugs_are_caught_on_their_own_invariant() {
             "history_integrity",
             "without its result",
         ),
+        (
+            "replay_from_zero",
+            "kill_mid_stream",
+            "termination",
+            "with start_turn 1 began with turn_start 0",
+        ),
     ];
     let dir = tempfile::tempdir().unwrap();
     let handles: Vec<_> = cases

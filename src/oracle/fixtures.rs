@@ -94,6 +94,7 @@ pub fn request(seq: u64, kind: CallKind, messages: Vec<WireMessage>) -> RequestR
         messages,
         truncated: false,
         reply: "text".into(),
+        rule: (kind == CallKind::Main).then_some(0),
     }
 }
 
@@ -159,6 +160,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
                 probe_req,
             ],
             issued_tool_calls: vec![],
+            waits: vec![],
             main_calls: 1,
             probe_calls: 1,
             aux_calls: 0,
@@ -169,6 +171,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
             procs: vec![],
         }],
         proc_samples: vec![],
+        processes_seen: vec![],
         provider_offset: 0.0,
         store: StoreObservation::Read {
             path: "state.db".into(),

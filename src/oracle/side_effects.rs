@@ -70,11 +70,25 @@ pub fn check(obs: &Observation) -> Vec<Check> {
         return Vec::new();
     }
     let counts = counts(obs);
-    let twice = counts
-        .iter()
-        .filter(|(_, n)| **n > 1)
-        .map(|(t, n)| format!("side effect {t} happened {n} times"))
-        .collect();
+    let twice = if obs.journal.is_empty() {
+        // Calls that write to the journal were made, and it holds nothing at
+        // all: it is missing or was never written, so "never twice" is unknown.
+        Check::skipped(
+            inv,
+            "no_side_effect_twice",
+            "the journal ($CHAOS_JOURNAL) is missing or empty although tool calls write to it",
+        )
+    } else {
+        Check::new(
+            inv,
+            "no_side_effect_twice",
+            counts
+                .iter()
+                .filter(|(_, n)| **n > 1)
+                .map(|(t, n)| format!("side effect {t} happened {n} times"))
+                .collect(),
+        )
+    };
     let mut once = Vec::new();
     for (id, token) in &calls {
         let done = format!("done-{token}");
@@ -88,7 +102,7 @@ pub fn check(obs: &Observation) -> Vec<Check> {
         }
     }
     vec![
-        Check::new(inv, "no_side_effect_twice", twice),
+        twice,
         Check::new(inv, "finished_calls_journalled_once", once),
     ]
 }
@@ -129,6 +143,16 @@ mod tests {
     fn finished_call_without_side_effect_fails_unfinished_does_not() {
         assert!(check(&with_call(&[], "done-SE-1"))[1].failed());
         assert!(!check(&with_call(&[], "interrupted: not re-run"))[1].failed());
+    }
+
+    #[test]
+    fn an_empty_journal_is_not_evidence_of_once() {
+        let c = check(&with_call(&[], "interrupted: not re-run"));
+        assert!(c[0].not_checked(), "{c:?}");
+        assert!(c[0]
+            .not_checked_reason()
+            .unwrap()
+            .contains("missing or empty"));
     }
 
     #[test]

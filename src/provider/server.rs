@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::recording::{
-    CallKind, IssuedToolCall, Recording, RequestRecord, WireMessage, WireToolCall,
+    CallKind, IssuedToolCall, Recording, RequestRecord, WaitOutcome, WireMessage, WireToolCall,
     CONTENT_KEEP_CHARS, HEADERS_KEEP_BYTES,
 };
 use super::replies::{secs, wait_or_cancel, Reply, ReplyCtx, Text};
@@ -63,6 +63,7 @@ struct Shared {
     main_tx: watch::Sender<u64>,
     records: Mutex<Vec<RequestRecord>>,
     issued: Mutex<Vec<IssuedToolCall>>,
+    waits: Mutex<Vec<WaitOutcome>>,
     cancel: CancellationToken,
 }
 
@@ -101,6 +102,7 @@ impl Running {
             main_tx,
             records: Mutex::new(Vec::new()),
             issued: Mutex::new(Vec::new()),
+            waits: Mutex::new(Vec::new()),
             cancel: CancellationToken::new(),
         });
         let app = router(shared.clone());
@@ -134,6 +136,7 @@ impl Running {
         Recording {
             requests,
             issued_tool_calls: self.shared.issued.lock().unwrap().clone(),
+            waits: self.shared.waits.lock().unwrap().clone(),
             main_calls: self.shared.main.load(Ordering::SeqCst),
             probe_calls: self.shared.probe.load(Ordering::SeqCst),
             aux_calls: self.shared.aux.load(Ordering::SeqCst),
@@ -229,18 +232,20 @@ impl Shared {
             messages: Vec::new(),
             truncated: false,
             reply: reply.to_string(),
+            rule: None,
         });
     }
 
     /// Hold until the counter reports enough processes, the rule's timeout
-    /// passes, or the provider shuts down.
-    async fn wait_for(&self, w: &WaitFor) {
+    /// passes, or the provider shuts down: (enough were seen, the most seen).
+    async fn wait_for(&self, w: &WaitFor) -> (bool, usize) {
         let limit = secs(w.timeout);
         let Some(counter) = &self.process_counter else {
             wait_or_cancel(limit, &self.cancel).await;
-            return;
+            return (false, 0);
         };
         let deadline = Instant::now() + limit;
+        let mut most = 0;
         loop {
             let counter = counter.clone();
             let needle = w.cmdline.clone();
@@ -248,15 +253,16 @@ impl Shared {
             let n = tokio::task::spawn_blocking(move || counter(&needle))
                 .await
                 .unwrap_or(0);
+            most = most.max(n);
             if n >= w.count {
-                return;
+                return (true, most);
             }
             let now = Instant::now();
             if now >= deadline {
-                return;
+                return (false, most);
             }
             if !wait_or_cancel(WAIT_FOR_POLL.min(deadline - now), &self.cancel).await {
-                return;
+                return (false, most);
             }
         }
     }
@@ -499,19 +505,20 @@ async fn chat_completions(
 
     let probe_reply;
     let aux_reply;
-    let (kind, main_index, rule): (CallKind, Option<u64>, Option<&Rule>) = if parsed.probe.is_some()
-    {
-        shared.probe.fetch_add(1, Ordering::SeqCst);
-        (CallKind::Probe, None, None)
-    } else if parsed.has_tools {
-        let index = shared.main.fetch_add(1, Ordering::SeqCst);
-        shared.main_tx.send_modify(|v| *v = (*v).max(index + 1));
-        let rule = rules::pick(&shared.rules, index, parsed.last_is_tool);
-        (CallKind::Main, Some(index), rule)
-    } else {
-        shared.aux.fetch_add(1, Ordering::SeqCst);
-        (CallKind::Aux, None, None)
-    };
+    let (kind, main_index, picked): (CallKind, Option<u64>, Option<(usize, &Rule)>) =
+        if parsed.probe.is_some() {
+            shared.probe.fetch_add(1, Ordering::SeqCst);
+            (CallKind::Probe, None, None)
+        } else if parsed.has_tools {
+            let index = shared.main.fetch_add(1, Ordering::SeqCst);
+            shared.main_tx.send_modify(|v| *v = (*v).max(index + 1));
+            let picked = rules::pick_indexed(&shared.rules, index, parsed.last_is_tool);
+            (CallKind::Main, Some(index), picked)
+        } else {
+            shared.aux.fetch_add(1, Ordering::SeqCst);
+            (CallKind::Aux, None, None)
+        };
+    let rule = picked.map(|(_, r)| r);
     let reply: &Reply = match (kind, rule) {
         (_, Some(rule)) => &rule.reply,
         (CallKind::Probe, _) => {
@@ -539,10 +546,17 @@ async fn chat_completions(
         messages: parsed.messages,
         truncated: parsed.truncated,
         reply: reply.kind_name().to_string(),
+        rule: picked.map(|(i, _)| i),
     });
 
-    if let Some(w) = rule.and_then(|r| r.wait_for.as_ref()) {
-        shared.wait_for(w).await;
+    if let Some((i, w)) = picked.and_then(|(i, r)| Some((i, r.wait_for.as_ref()?))) {
+        let (satisfied, seen) = shared.wait_for(w).await;
+        shared.waits.lock().unwrap().push(WaitOutcome {
+            rule: i,
+            main_index: main_index.unwrap_or(0),
+            satisfied,
+            seen,
+        });
     }
 
     let reply_seq = shared.reply_seq.fetch_add(1, Ordering::SeqCst);

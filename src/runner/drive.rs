@@ -186,7 +186,10 @@ impl<'a> Drive<'a> {
         let pid = agent.pid();
         self.workers[k] = Some(agent);
         let event = if resume.is_some() {
-            Event::Restarted { pid }
+            Event::Restarted {
+                pid,
+                start_turn: resume,
+            }
         } else {
             Event::Spawned { pid }
         };

@@ -37,6 +37,16 @@ impl Verdict {
         }
     }
 
+    /// The verdict of a run chaosrun carried out: an `Error` when the
+    /// observation shows a configuration error (a store the profile's query
+    /// cannot read), else what the checks make.
+    pub fn judge(checks: &[Check], obs: &Observation) -> Verdict {
+        match crate::oracle::configuration_error(obs) {
+            Some(cause) => Verdict::Error { cause },
+            None => Verdict::from_checks(checks),
+        }
+    }
+
     /// `PASS`, `FAIL`, `ERROR` or `N/A`.
     pub fn label(&self) -> &'static str {
         match self {

@@ -97,7 +97,7 @@ pub async fn run_all(
             let _ = sampler.take(&ids.tag);
             let result = match outcome {
                 Ok((obs, checks)) => {
-                    let verdict = Verdict::from_checks(&checks);
+                    let verdict = Verdict::judge(&checks, &obs);
                     let keep = opts.artifacts.is_some() && (opts.keep_all || !verdict.passed());
                     let artifacts = if keep {
                         write_artifacts(&root, &obs, &checks);
@@ -197,7 +197,7 @@ async fn run_one(
     };
     sampler.watch(&ids.tag, start);
     let mut obs = scenario::observe(shared, s, ids, root, start, &on_phase).await;
-    obs.proc_samples = sampler.take(&ids.tag);
+    (obs.proc_samples, obs.processes_seen) = sampler.take(&ids.tag);
     let checks = crate::oracle::check(s, caps, &obs);
     (obs, checks)
 }
