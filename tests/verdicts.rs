@@ -13,7 +13,11 @@ use std::time::Duration;
 #[test]
 fn a_panicking_scenario_is_an_error_never_dropped() {
     let dir = tempfile::tempdir().unwrap();
-    let (json, junit) = (dir.path().join("r.json"), dir.path().join("r.xml"));
+    let (json, junit, html) = (
+        dir.path().join("r.json"),
+        dir.path().join("r.xml"),
+        dir.path().join("r.html"),
+    );
     let mark = new_mark("panic");
     let out = Command::new(bin())
         .args([
@@ -26,6 +30,8 @@ fn a_panicking_scenario_is_an_error_never_dropped() {
             json.to_str().unwrap(),
             "--junit",
             junit.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
         ])
         .env(MARK_VAR, &mark)
         .env("CHAOSRUN_TEST_PANIC", "tool_args_garbage")
@@ -78,6 +84,10 @@ fn a_panicking_scenario_is_an_error_never_dropped() {
         .unwrap()
         .contains("injected panic"));
 
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(page.matches("data-verdict=\"error\"").count(), 1);
+    assert!(page.contains("1 passed, 0 failed, 1 error"));
+
     let merged = Command::new(bin())
         .args(["merge", json.to_str().unwrap()])
         .output()
@@ -85,4 +95,78 @@ fn a_panicking_scenario_is_an_error_never_dropped() {
     let text = String::from_utf8_lossy(&merged.stdout);
     assert_eq!(merged.status.code(), Some(1), "{text}");
     assert!(text.contains("1 error"), "{text}");
+}
+
+/// A copy of the reference profile (and its agent) whose messages query is
+/// `sql`, in `dir`.
+fn profile_with_sql(dir: &std::path::Path, sql: &str) -> std::path::PathBuf {
+    let reference = repo().join("examples/reference");
+    std::fs::copy(reference.join("agent.py"), dir.join("agent.py")).unwrap();
+    let yaml = std::fs::read_to_string(reference.join("agent.yaml")).unwrap();
+    let line = yaml
+        .lines()
+        .find(|l| l.trim_start().starts_with("messages_sql:"))
+        .unwrap();
+    let yaml = yaml.replace(line, &format!("  messages_sql: {sql:?}"));
+    let p = dir.join("agent.yaml");
+    std::fs::write(&p, yaml).unwrap();
+    p
+}
+
+#[test]
+fn a_store_query_without_session_id_is_refused_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile_with_sql(
+        dir.path(),
+        "SELECT role, content, tool_call_id, tool_calls FROM messages WHERE session_id = ?1 ORDER BY id",
+    );
+    let out = chaosrun(
+        &new_mark("qmark"),
+        &[
+            "--agent",
+            p.to_str().unwrap(),
+            "scenarios.yaml",
+            "--only",
+            "tool_name_unknown",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(":session_id") && stderr.contains("?1"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_store_query_that_fails_at_first_use_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile_with_sql(
+        dir.path(),
+        "SELECT role, content, tool_call_id, tool_calls FROM no_such_table WHERE session_id = :session_id",
+    );
+    let json = dir.path().join("r.json");
+    let mark = new_mark("badtable");
+    let out = chaosrun(
+        &mark,
+        &[
+            "--agent",
+            p.to_str().unwrap(),
+            "scenarios.yaml",
+            "--only",
+            "tool_name_unknown",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("ERROR tool_name_unknown"), "{stdout}");
+    assert!(stdout.contains("no such table: no_such_table"), "{stdout}");
+    let report = read_json(&json);
+    assert_eq!(scenario(&report, "tool_name_unknown")["verdict"], "error");
+    assert_eq!(
+        wait_unmarked(&mark, Duration::from_secs(10)),
+        Vec::<String>::new()
+    );
 }
