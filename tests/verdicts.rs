@@ -170,3 +170,46 @@ fn a_store_query_that_fails_at_first_use_is_an_error() {
         Vec::<String>::new()
     );
 }
+
+/// A hung-tool row whose tool never ran (here the agent refuses it as an
+/// unknown tool, as a command validator would) is not a pass: `tool_gone` is
+/// trivially true, so the `exercised` check fails, quoting the agent.
+#[test]
+fn a_hung_tool_that_never_ran_fails_the_exercised_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t.yaml");
+    std::fs::write(
+        &table,
+        r#"scenarios:
+  - id: tool_never_ran
+    responder:
+      - when: {after_tool: false}
+        reply: {kind: tool_call, calls: [{tool: no_such_tool_chaos, args: {command: "sleep 3600"}}]}
+      - reply: {kind: text, text: "tools settled {{nonce}}"}
+    expect: {answer: "tools settled {{nonce}}"}
+    calls: {max: 4}
+    tool_gone: "sleep 3600"
+"#,
+    )
+    .unwrap();
+    let json = dir.path().join("r.json");
+    let mark = new_mark("neverran");
+    let out = chaosrun(
+        &mark,
+        &[table.to_str().unwrap(), "--json", json.to_str().unwrap()],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let report = read_json(&json);
+    assert_eq!(failed_invariants(&report, "tool_never_ran"), ["exercised"]);
+    let v = violations(&report, "tool_never_ran").join("\n");
+    assert!(
+        v.contains("the tool never ran: no process whose command line contains `sleep 3600` was seen; the agent answered `"),
+        "{v}"
+    );
+    assert!(stdout.contains("fault exercised / tool_ran"), "{stdout}");
+    assert_eq!(
+        wait_unmarked(&mark, Duration::from_secs(10)),
+        Vec::<String>::new()
+    );
+}

@@ -14,23 +14,23 @@ use serde_json::{json, Value};
 
 use super::json::SCHEMA;
 
-/// A scenario's verdict from its JSON: a failed check fails it whatever it
-/// says; an error stays an error; a pass with no check at all is an error
-/// (nothing was checked).
+/// A scenario's verdict from its JSON, never from its `passed` flag: an error
+/// stays an error (it never passes anyway); a failed check fails it whatever
+/// else it says; a pass with no check at all is an error (nothing was
+/// checked).
 fn verdict(s: &Value) -> (&'static str, Option<String>) {
     let checks = s["checks"]
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default();
-    let cause = s["cause"].as_str().map(str::to_string);
+    if s["verdict"] == "error" {
+        let cause = s["cause"].as_str().unwrap_or("(no cause recorded)");
+        return ("error", Some(cause.to_string()));
+    }
     if checks.iter().any(|c| c["status"] == "fail") {
         return ("fail", None);
     }
     match s["verdict"].as_str() {
-        Some("error") => (
-            "error",
-            cause.or_else(|| Some("(no cause recorded)".into())),
-        ),
         Some("not_applicable") => ("not_applicable", s["reason"].as_str().map(str::to_string)),
         _ if checks.is_empty() => ("error", Some("the report holds no check for it".into())),
         _ => ("pass", None),

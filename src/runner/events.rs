@@ -37,10 +37,16 @@ impl Verdict {
         }
     }
 
-    /// The verdict of a run chaosrun carried out: an `Error` when the
-    /// observation shows a configuration error (a store the profile's query
-    /// cannot read), else what the checks make.
+    /// The verdict of an observed run: an `Error` when chaosrun could not
+    /// set the run up (provider, home, spawning the agent) or the observation
+    /// shows a configuration error (a store the profile's query cannot read),
+    /// else what the checks make.
     pub fn judge(checks: &[Check], obs: &Observation) -> Verdict {
+        if let Some(err) = &obs.setup_error {
+            return Verdict::Error {
+                cause: format!("the scenario could not be run: {err}"),
+            };
+        }
         match crate::oracle::configuration_error(obs) {
             Some(cause) => Verdict::Error { cause },
             None => Verdict::from_checks(checks),
