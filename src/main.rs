@@ -88,7 +88,7 @@ struct RunArgs {
     /// No progress bars (they are off anyway when stderr is not a terminal).
     #[arg(long)]
     no_progress: bool,
-    /// Also write the report as JSON (schema chaosrun-report/1) to FILE.
+    /// Also write the report as JSON (schema chaosrun-report/2) to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Also write the report as JUnit XML to FILE.
