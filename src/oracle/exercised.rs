@@ -5,6 +5,8 @@
 //! - a hung or background tool (`tool_gone`, a `wait_for` rule): its process was
 //!   seen (sampled, in a snapshot, by a `wait_for`, or by a `when_process`
 //!   trigger); if not, the agent's own answer to the call is quoted;
+//! - a background job (a `background: true` call): it existed (its heartbeat
+//!   is in the journal, or its process was seen);
 //! - an interrupt: sent while the faulted turn was running;
 //! - a process fault: the kill or stop hit at least one process;
 //! - a chaos run: at least `min_faults` kills and stops landed.
@@ -29,6 +31,9 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
         out.push(interrupt(obs));
     }
     out.extend(tools_ran(s, obs));
+    if s.responder.iter().all(|r| r.wait_for.is_none()) {
+        out.extend(background_job(s, obs));
+    }
     if out.is_empty() {
         out.push(Check::skipped(
             Invariant::Exercised,
@@ -230,13 +235,71 @@ fn tool_missing(
     ))
 }
 
+/// Whether a call asks for a background job.
+fn background(args: &serde_json::Value) -> bool {
+    args.get("background") == Some(&serde_json::Value::Bool(true))
+}
+
+/// Background jobs the responder asks for existed: a heartbeat (`bg ...`
+/// journal line) or the job's process was seen.
+fn background_job(s: &Scenario, obs: &Observation) -> Option<Check> {
+    let asked = s.responder.iter().any(|r| match &r.reply {
+        Reply::ToolCall(t) => t.calls.iter().any(|c| background(&c.args)),
+        _ => false,
+    });
+    if !asked {
+        return None;
+    }
+    let issued: Vec<&str> = obs
+        .recording
+        .issued_tool_calls
+        .iter()
+        .filter(|c| background(&c.args))
+        .filter_map(|c| c.args.get("command")?.as_str())
+        .collect();
+    let heartbeat = obs.journal.iter().any(|l| l.starts_with("bg "));
+    let seen = issued.iter().any(|cmd| {
+        let head: String = cmd.chars().take(40).collect();
+        obs.processes_seen.iter().any(|c| c.contains(&head))
+            || obs
+                .snapshots
+                .iter()
+                .any(|sn| sn.procs.iter().any(|p| p.cmdline.contains(&head)))
+    });
+    let v = if heartbeat || seen {
+        vec![]
+    } else if issued.is_empty() {
+        vec![
+            "the background job was never asked for: no call with `background: true` was issued"
+                .into(),
+        ]
+    } else {
+        vec![format!(
+            "the background job never existed: no heartbeat in the journal and no process running `{}` was seen; {}",
+            clip(issued[0], 80),
+            agent_answer(obs, issued[0])
+        )]
+    };
+    Some(Check::new(
+        Invariant::Exercised,
+        "background_job_existed",
+        v,
+    ))
+}
+
 /// What the agent sent back for the tool call that would have run `needle`.
 fn agent_answer(obs: &Observation, needle: &str) -> String {
     let calls: Vec<&str> = obs
         .recording
         .issued_tool_calls
         .iter()
-        .filter(|c| c.args.to_string().contains(needle))
+        .filter(|c| {
+            c.args
+                .get("command")
+                .and_then(|v| v.as_str())
+                .is_some_and(|cmd| cmd.contains(needle))
+                || c.args.to_string().contains(needle)
+        })
         .map(|c| c.id.as_str())
         .collect();
     if calls.is_empty() {
@@ -344,6 +407,36 @@ mod tests {
         );
         o.recording.waits[0].satisfied = true;
         assert!(!named(&check(&s, &o), "tool_ran").failed());
+    }
+
+    #[test]
+    fn a_background_job_needs_a_heartbeat_or_its_process() {
+        let yaml = "scenarios:\n  - id: s\n    expect: ended\n    responder:\n      - reply: {kind: tool_call, calls: [{tool: shell, args: {command: \"while true; do echo bg; done\", background: true}}]}\n";
+        let s = crate::scenarios::load_str(yaml, "t.yaml")
+            .unwrap()
+            .scenarios
+            .remove(0);
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        let c = check(&s, &o);
+        assert!(named(&c, "background_job_existed").violations()[0].contains("never asked for"));
+        o.recording.issued_tool_calls.push(IssuedToolCall {
+            id: "c1".into(),
+            tool: "shell".into(),
+            args: serde_json::json!({"command": "while true; do echo bg; done", "background": true}),
+            main_index: 0,
+        });
+        o.recording.requests[0].messages.extend([
+            assistant_calls(&["c1"]),
+            tool("c1", "Blocked: background jobs are off"),
+        ]);
+        let c = check(&s, &o);
+        let v = named(&c, "background_job_existed").violations();
+        assert!(v[0].contains("`Blocked: background jobs are off`"), "{v:?}");
+        o.journal = vec!["bg 1.0 x".into()];
+        assert!(!named(&check(&s, &o), "background_job_existed").failed());
+        o.journal.clear();
+        o.processes_seen = vec!["bash -c while true; do echo bg; done".into()];
+        assert!(!named(&check(&s, &o), "background_job_existed").failed());
     }
 
     #[test]
