@@ -313,6 +313,9 @@ mod tests {
                     "calls": {"main": 1, "probe": 1, "aux": 0},
                     "checks": [{"invariant": "provider_calls", "name": "call_bound", "status": status, "violations": ["too many"]}],
                     "artifacts": null});
+                if *status != "fail" {
+                    s["checks"][0].as_object_mut().unwrap().remove("violations");
+                }
                 if *verdict == "error" {
                     s["cause"] = "panic: boom".into();
                     s["checks"] = json!([]);
@@ -362,6 +365,44 @@ mod tests {
                 && text.contains("too many")
                 && text.ends_with("2 passed, 1 failed\n"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn the_merged_report_matches_docs_report_schema() {
+        let d = tempfile::tempdir().unwrap();
+        let a = report(
+            d.path(),
+            "a.json",
+            true,
+            XYZ,
+            Some((1, 2)),
+            &[("x", "pass", "pass"), ("z", "error", "pass")],
+        );
+        let b = report(
+            d.path(),
+            "b.json",
+            true,
+            XYZ,
+            Some((2, 2)),
+            &[("y", "fail", "fail")],
+        );
+        let m = merge(&[a, b]).unwrap();
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/report-schema.json");
+        let schema: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let v = jsonschema::validator_for(&schema).unwrap();
+        let errors: Vec<String> = v
+            .iter_errors(&m)
+            .map(|e| format!("{}: {e}", e.instance_path))
+            .collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        assert_eq!(
+            (
+                m["passed"].as_u64(),
+                m["failed"].as_u64(),
+                m["errors"].as_u64()
+            ),
+            (Some(1), Some(1), Some(1))
         );
     }
 

@@ -119,6 +119,16 @@ pub async fn run_all(
                     }
                 }
                 Err(panic) => {
+                    // The run unwound mid-way: nothing it started may stay.
+                    let tag = ids.tag.clone();
+                    let _ = tokio::task::spawn_blocking(move || {
+                        crate::proc_hygiene::sweep_marked(
+                            crate::proc_hygiene::TAG_VAR,
+                            &tag,
+                            Duration::from_secs(10),
+                        )
+                    })
+                    .await;
                     if opts.artifacts.is_none() {
                         let _ = std::fs::remove_dir_all(&root);
                     }
