@@ -119,12 +119,20 @@ fn restart_bugs_are_caught_on_their_own_invariant() {
             "termination",
             "with start_turn 1 began with turn_start 0",
         ),
+        // Counting `ready` events is not enough: every resumed incarnation
+        // of the soak must start where it was told.
+        (
+            "replay_from_zero",
+            "chaos_soak",
+            "termination",
+            "began with turn_start 0; a restarted agent must emit turn_start",
+        ),
     ];
     let dir = tempfile::tempdir().unwrap();
     let handles: Vec<_> = cases
         .iter()
         .map(|&(bug, scenario, invariant, says)| {
-            let json = dir.path().join(format!("{bug}.json"));
+            let json = dir.path().join(format!("{bug}-{scenario}.json"));
             let mark = new_mark(bug);
             let (j, m) = (json.clone(), mark.clone());
             let h = std::thread::spawn(move || {
