@@ -51,6 +51,18 @@ fn reference_agent_survives_kills_stops_and_seeded_chaos() {
     let report = read_json(&json);
     let skipped = skipped_checks(&report, &[]);
     assert!(skipped.is_empty(), "skipped: {skipped:#?}");
+    // Every row carries evidence that its fault landed.
+    for s in report["scenarios"].as_array().unwrap() {
+        let checks = s["checks"].as_array().unwrap();
+        assert!(
+            checks.iter().any(|c| c["invariant"] == "exercised")
+                && checks
+                    .iter()
+                    .filter(|c| c["invariant"] == "exercised")
+                    .all(|c| c["status"] == "pass"),
+            "no exercised evidence: {s}"
+        );
+    }
     // The journal checks ran where the table has side effects or heartbeats.
     let names: Vec<String> = report["scenarios"]
         .as_array()

@@ -213,3 +213,60 @@ fn a_hung_tool_that_never_ran_fails_the_exercised_check() {
         Vec::<String>::new()
     );
 }
+
+/// A profile that declares `resume: false` makes kill scenarios N/A: shown
+/// apart, never run, never counted as passed, and not a failure either.
+#[test]
+fn kill_scenarios_are_not_applicable_without_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = repo().join("examples/reference");
+    std::fs::copy(reference.join("agent.py"), dir.path().join("agent.py")).unwrap();
+    let yaml = std::fs::read_to_string(reference.join("agent.yaml")).unwrap();
+    let p = dir.path().join("agent.yaml");
+    std::fs::write(&p, format!("{yaml}resume: false\n")).unwrap();
+    let json = dir.path().join("r.json");
+    let junit = dir.path().join("r.xml");
+    let out = chaosrun(
+        &new_mark("noresume"),
+        &[
+            "--agent",
+            p.to_str().unwrap(),
+            "process_faults.yaml",
+            "--only",
+            "kill_mid_stream",
+            "--only",
+            "stop_past_stale_timeout",
+            "--json",
+            json.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("N/A   kill_mid_stream")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("1 passed, 0 failed, 1 not applicable"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("resume: false"), "{stdout}");
+    let report = read_json(&json);
+    let na = scenario(&report, "kill_mid_stream");
+    assert_eq!(
+        (&na["verdict"], &na["passed"]),
+        (&"not_applicable".into(), &false.into())
+    );
+    assert_eq!(report["not_applicable"], 1);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let case = doc
+        .descendants()
+        .find(|n| n.has_tag_name("testcase") && n.attribute("name") == Some("kill_mid_stream"))
+        .unwrap();
+    assert!(case.children().any(|n| n.has_tag_name("skipped")), "{xml}");
+}

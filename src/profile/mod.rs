@@ -1,6 +1,7 @@
 //! Adapter profiles: everything agent-specific (command, home files rendered
 //! from templates, extra env, the durable store and its SQL, the tool mapping,
-//! background-job markers, breaker), and how `--agent PATH` resolves to one.
+//! background-job markers, breaker, whether it resumes after a kill), and how
+//! `--agent PATH` resolves to one.
 //!
 //! `--agent` names either a profile file (`*.yaml`), or an executable that
 //! speaks the driver protocol, with an optional profile beside it (`./hermes`
@@ -152,6 +153,8 @@ struct ProfileDoc {
     logs: Vec<String>,
     #[serde(default)]
     workers: Option<usize>,
+    #[serde(default)]
+    resume: Option<bool>,
 }
 
 /// A resolved adapter profile.
@@ -173,6 +176,9 @@ pub struct Profile {
     /// Worker mode: this many agent processes share one store and one
     /// conversation (1: a single agent).
     pub workers: usize,
+    /// The agent can be started again on its HOME and session after a kill
+    /// (`resume: false` makes kill and chaos scenarios N/A). Default true.
+    pub resume: bool,
 }
 
 /// The template variables a scenario run provides, with placeholder values
@@ -300,6 +306,7 @@ impl Profile {
             breaker: doc.breaker,
             logs: doc.logs,
             workers: doc.workers.unwrap_or(1),
+            resume: doc.resume.unwrap_or(true),
         };
         profile.validate_templates()?;
         Ok(profile)

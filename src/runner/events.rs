@@ -118,6 +118,14 @@ impl ScenarioResult {
         self.checks.iter().filter(|c| c.not_checked())
     }
 
+    /// A scenario run that does not apply to the profile: not run.
+    pub fn not_applicable(id: &str, attempt: u32, attempts: u32, reason: String) -> ScenarioResult {
+        ScenarioResult {
+            verdict: Verdict::NotApplicable { reason },
+            ..ScenarioResult::error(id, attempt, attempts, String::new(), 0.0)
+        }
+    }
+
     /// A scenario run chaosrun could not finish: no checks, the cause kept.
     pub fn error(
         id: &str,

@@ -92,6 +92,13 @@ pub async fn run_all(
                 None => std::env::temp_dir().join(format!("chaosrun-{}", ids.tag)),
             };
             let start = tokio::time::Instant::now();
+            if let Some(reason) = not_applicable(&shared.profile, &s) {
+                let result = Arc::new(ScenarioResult::not_applicable(
+                    &s.id, attempt, repeat, reason,
+                ));
+                let _ = events.send(RunEvent::ScenarioFinished(result.clone()));
+                return result;
+            }
             let run = run_one(&shared, &s, &ids, &root, start, &sampler, caps, &events);
             let outcome = AssertUnwindSafe(run).catch_unwind().await;
             let _ = sampler.take(&ids.tag);
@@ -210,6 +217,18 @@ async fn run_one(
     (obs.proc_samples, obs.processes_seen) = sampler.take(&ids.tag);
     let checks = crate::oracle::check(s, caps, &obs);
     (obs, checks)
+}
+
+/// Why `s` cannot apply to this profile (N/A, not run), if so: a kill needs
+/// an agent that resumes.
+fn not_applicable(profile: &crate::profile::Profile, s: &Scenario) -> Option<String> {
+    let kills = s.chaos.as_ref().is_some_and(|c| c.kill_share > 0.0)
+        || s.process_fault
+            .as_ref()
+            .is_some_and(|f| f.action == crate::scenarios::FaultAction::Kill);
+    (kills && !profile.resume).then(|| {
+        "the adapter profile declares `resume: false`; this scenario kills the agent and needs it to resume".to_string()
+    })
 }
 
 /// Debug builds only: `CHAOSRUN_TEST_PANIC=<scenario id>` makes that
