@@ -1,7 +1,9 @@
 //! Running a table: scenarios run concurrently (bounded by `jobs`), each in its
 //! own directory with its own provider and agent; each result is judged by the
-//! oracle and emitted as a [`RunEvent`]. Artifacts are kept for failures (or
-//! all) when asked.
+//! oracle and emitted as a [`RunEvent`]. Every selected scenario run ends in a
+//! verdict: a panic inside chaosrun is caught per scenario and becomes an
+//! `ERROR` (never a dropped result); a scenario the profile cannot support is
+//! `N/A`. Artifacts are kept for failures (or all) when asked.
 
 pub mod chaos;
 mod drive;
@@ -68,41 +70,108 @@ pub async fn run_all(
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(opts.seed);
     let limit = Arc::new(Semaphore::new(jobs));
+    let ctx = Ctx {
+        shared,
+        opts,
+        sampler: sampler.clone(),
+        caps,
+        events: events.clone(),
+        repeat,
+    };
     let mut tasks = Vec::new();
     let runs = scenarios
         .into_iter()
         .flat_map(|s| (1..=repeat).map(move |attempt| (s.clone(), attempt)));
-    let mut slots = Vec::new();
     for (n, (s, attempt)) in runs.enumerate() {
         let ids = scenario::Ids {
-            tag: format!("{}-{n}", shared.run_id),
+            tag: format!("{}-{n}", ctx.shared.run_id),
             nonce: format!("{:08x}", rng.gen::<u32>()),
-            seed: opts.seed,
+            seed: ctx.opts.seed,
         };
-        slots.push((s.id.clone(), attempt));
-        let (shared, limit, events, opts) =
-            (shared.clone(), limit.clone(), events.clone(), opts.clone());
-        let sampler = sampler.clone();
-        tasks.push(tokio::spawn(async move {
+        let slot = (s.id.clone(), attempt);
+        let (ctx, limit) = (ctx.clone(), limit.clone());
+        let task = tokio::spawn(async move {
             let _permit = limit.acquire_owned().await.expect("semaphore stays open");
-            let _ = events.send(RunEvent::ScenarioStarted { id: s.id.clone() });
-            let root = match &opts.artifacts {
-                Some(dir) if repeat > 1 => dir.join(&s.id).join(attempt.to_string()),
-                Some(dir) => dir.join(&s.id),
-                None => std::env::temp_dir().join(format!("chaosrun-{}", ids.tag)),
-            };
-            let start = tokio::time::Instant::now();
-            if let Some(reason) = not_applicable(&shared.profile, &s) {
-                let result = Arc::new(ScenarioResult::not_applicable(
-                    &s.id, attempt, repeat, reason,
+            ctx.run_task(s, attempt, ids).await
+        });
+        tasks.push((task, slot));
+    }
+    let mut results = Vec::new();
+    for (task, (id, attempt)) in tasks {
+        let r = match task.await {
+            Ok(r) => r,
+            Err(e) => {
+                // The task itself died (not its scenario's run, which is
+                // caught in `run_task`): still a result, never a dropped one.
+                let cause = if e.is_panic() {
+                    panic_message(&*e.into_panic())
+                } else {
+                    e.to_string()
+                };
+                let r = Arc::new(ScenarioResult::error(
+                    &id,
+                    attempt,
+                    repeat,
+                    format!("chaosrun failed while running it: {cause}"),
+                    0.0,
                 ));
-                let _ = events.send(RunEvent::ScenarioFinished(result.clone()));
-                return result;
+                let _ = events.send(RunEvent::ScenarioFinished(r.clone()));
+                r
             }
-            let run = run_one(&shared, &s, &ids, &root, start, &sampler, caps, &events);
+        };
+        results.push(r);
+    }
+    reaper.abort();
+    sampler.stop();
+    let _ = events.send(RunEvent::Finished {
+        stats: Stats::tally(results.iter().map(|r| &r.verdict), expected),
+        wall: started.elapsed().as_secs_f64(),
+    });
+    results
+}
+
+/// What every scenario task shares.
+#[derive(Clone)]
+struct Ctx {
+    shared: Arc<Shared>,
+    opts: Options,
+    sampler: sampler::Sampler,
+    caps: Capabilities,
+    events: mpsc::UnboundedSender<RunEvent>,
+    repeat: u32,
+}
+
+impl Ctx {
+    /// One scenario run, start to verdict, sent as `ScenarioFinished`: N/A
+    /// without running when the profile lacks what it needs; `ERROR` (its
+    /// processes swept) when the run panics inside chaosrun.
+    async fn run_task(&self, s: Scenario, attempt: u32, ids: scenario::Ids) -> Arc<ScenarioResult> {
+        let (opts, repeat) = (&self.opts, self.repeat);
+        let _ = self
+            .events
+            .send(RunEvent::ScenarioStarted { id: s.id.clone() });
+        let root = match &opts.artifacts {
+            Some(dir) if repeat > 1 => dir.join(&s.id).join(attempt.to_string()),
+            Some(dir) => dir.join(&s.id),
+            None => std::env::temp_dir().join(format!("chaosrun-{}", ids.tag)),
+        };
+        let start = tokio::time::Instant::now();
+        let result = if let Some(reason) = not_applicable(&self.shared.profile, &s) {
+            ScenarioResult::not_applicable(&s.id, attempt, repeat, reason)
+        } else {
+            let run = run_one(
+                &self.shared,
+                &s,
+                &ids,
+                &root,
+                start,
+                &self.sampler,
+                self.caps,
+                &self.events,
+            );
             let outcome = AssertUnwindSafe(run).catch_unwind().await;
-            let _ = sampler.take(&ids.tag);
-            let result = match outcome {
+            let _ = self.sampler.take(&ids.tag);
+            match outcome {
                 Ok((obs, checks)) => {
                     let verdict = Verdict::judge(&checks, &obs);
                     let keep = opts.artifacts.is_some() && (opts.keep_all || !verdict.passed());
@@ -136,10 +205,7 @@ pub async fn run_all(
                         )
                     })
                     .await;
-                    if opts.artifacts.is_none() {
-                        let _ = std::fs::remove_dir_all(&root);
-                    }
-                    ScenarioResult::error(
+                    let mut r = ScenarioResult::error(
                         &s.id,
                         attempt,
                         repeat,
@@ -148,45 +214,20 @@ pub async fn run_all(
                             panic_message(&*panic)
                         ),
                         start.elapsed().as_secs_f64(),
-                    )
+                    );
+                    if opts.artifacts.is_some() && root.exists() {
+                        r.artifacts = Some(root);
+                    } else {
+                        let _ = std::fs::remove_dir_all(&root);
+                    }
+                    r
                 }
-            };
-            let result = Arc::new(result);
-            let _ = events.send(RunEvent::ScenarioFinished(result.clone()));
-            result
-        }));
-    }
-    let mut results = Vec::new();
-    for (t, (id, attempt)) in tasks.into_iter().zip(slots) {
-        match t.await {
-            Ok(r) => results.push(r),
-            Err(e) => {
-                // The task itself died (not its scenario's run, which is
-                // caught above): still a result, never a dropped one.
-                let cause = if e.is_panic() {
-                    panic_message(&*e.into_panic())
-                } else {
-                    e.to_string()
-                };
-                let r = Arc::new(ScenarioResult::error(
-                    &id,
-                    attempt,
-                    repeat,
-                    format!("chaosrun failed while running it: {cause}"),
-                    0.0,
-                ));
-                let _ = events.send(RunEvent::ScenarioFinished(r.clone()));
-                results.push(r);
             }
-        }
+        };
+        let result = Arc::new(result);
+        let _ = self.events.send(RunEvent::ScenarioFinished(result.clone()));
+        result
     }
-    reaper.abort();
-    sampler.stop();
-    let _ = events.send(RunEvent::Finished {
-        stats: Stats::tally(results.iter().map(|r| &r.verdict), expected),
-        wall: started.elapsed().as_secs_f64(),
-    });
-    results
 }
 
 /// One scenario run, observed and judged. A panic inside it is caught by the
