@@ -109,22 +109,18 @@ fn provider_rules(s: &Scenario, obs: &Observation) -> Vec<Check> {
     if faults.is_empty() {
         return Vec::new();
     }
-    let main: Vec<_> = obs
-        .recording
-        .requests
-        .iter()
-        .filter(|r| r.kind == CallKind::Main)
-        .collect();
-    if !main.is_empty() && main.iter().all(|r| r.rule.is_none()) && !s.responder.is_empty() {
-        return vec![Check::skipped(
-            Invariant::Exercised,
-            "fault_served",
-            "the recording does not say which rule answered each call",
-        )];
-    }
+    // The exact per-rule counts when recorded, else the requests kept.
+    let served = |i: usize| match obs.recording.rule_hits.get(i) {
+        Some(n) => *n > 0,
+        None => obs
+            .recording
+            .requests
+            .iter()
+            .any(|r| r.kind == CallKind::Main && r.rule == Some(i)),
+    };
     let v = faults
         .iter()
-        .filter(|(i, _)| !main.iter().any(|r| r.rule == Some(*i)))
+        .filter(|(i, _)| !served(*i))
         .map(|(i, kind)| {
             format!(
                 "responder rule {} ({kind}) never answered a call: the faulted turn made {} main call(s)",
@@ -339,6 +335,10 @@ mod tests {
         let mut o = healthy(&s, end(0, false, true, "x"));
         assert!(!named(&check(&s, &o), "fault_served").failed());
         o.recording.requests[0].rule = Some(1);
+        let c = check(&s, &o);
+        assert!(named(&c, "fault_served").failed(), "{c:?}");
+        o.recording.requests[0].rule = Some(0);
+        o.recording.rule_hits = vec![0];
         let c = check(&s, &o);
         assert!(
             named(&c, "fault_served").violations()[0].contains("rule 1 (hang) never answered"),

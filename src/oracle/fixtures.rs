@@ -161,6 +161,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
             ],
             issued_tool_calls: vec![],
             waits: vec![],
+            rule_hits: vec![],
             main_calls: 1,
             probe_calls: 1,
             aux_calls: 0,

@@ -105,9 +105,13 @@ pub struct IssuedToolCall {
 pub struct Recording {
     pub requests: Vec<RequestRecord>,
     pub issued_tool_calls: Vec<IssuedToolCall>,
-    /// Each `wait_for` hold and how it ended.
+    /// Each `wait_for` hold and how it ended (the first 256).
     #[serde(default)]
     pub waits: Vec<WaitOutcome>,
+    /// Main calls each responder rule answered, by rule index (exact, kept
+    /// even when requests are not).
+    #[serde(default)]
+    pub rule_hits: Vec<u64>,
     /// Exact counts (kept by atomics, so they hold even under a retry storm).
     pub main_calls: u64,
     pub probe_calls: u64,

@@ -64,8 +64,13 @@ struct Shared {
     records: Mutex<Vec<RequestRecord>>,
     issued: Mutex<Vec<IssuedToolCall>>,
     waits: Mutex<Vec<WaitOutcome>>,
+    /// Main calls answered by each responder rule (exact, like the counters).
+    rule_hits: Vec<AtomicU64>,
     cancel: CancellationToken,
 }
+
+/// `wait_for` outcomes kept per provider (the first ones; the rest dropped).
+const WAITS_KEEP: usize = 256;
 
 impl Running {
     pub(crate) async fn start(config: ProviderConfig) -> anyhow::Result<Running> {
@@ -86,6 +91,7 @@ impl Running {
             })?;
         let addr = listener.local_addr()?;
         let (main_tx, _) = watch::channel(0u64);
+        let rule_hits = config.rules.iter().map(|_| AtomicU64::new(0)).collect();
         let shared = Arc::new(Shared {
             rules: config.rules,
             nonce: config.nonce,
@@ -103,6 +109,7 @@ impl Running {
             records: Mutex::new(Vec::new()),
             issued: Mutex::new(Vec::new()),
             waits: Mutex::new(Vec::new()),
+            rule_hits,
             cancel: CancellationToken::new(),
         });
         let app = router(shared.clone());
@@ -137,6 +144,12 @@ impl Running {
             requests,
             issued_tool_calls: self.shared.issued.lock().unwrap().clone(),
             waits: self.shared.waits.lock().unwrap().clone(),
+            rule_hits: self
+                .shared
+                .rule_hits
+                .iter()
+                .map(|n| n.load(Ordering::SeqCst))
+                .collect(),
             main_calls: self.shared.main.load(Ordering::SeqCst),
             probe_calls: self.shared.probe.load(Ordering::SeqCst),
             aux_calls: self.shared.aux.load(Ordering::SeqCst),
@@ -519,6 +532,9 @@ async fn chat_completions(
             (CallKind::Aux, None, None)
         };
     let rule = picked.map(|(_, r)| r);
+    if let Some((i, _)) = picked {
+        shared.rule_hits[i].fetch_add(1, Ordering::SeqCst);
+    }
     let reply: &Reply = match (kind, rule) {
         (_, Some(rule)) => &rule.reply,
         (CallKind::Probe, _) => {
@@ -551,12 +567,15 @@ async fn chat_completions(
 
     if let Some((i, w)) = picked.and_then(|(i, r)| Some((i, r.wait_for.as_ref()?))) {
         let (satisfied, seen) = shared.wait_for(w).await;
-        shared.waits.lock().unwrap().push(WaitOutcome {
-            rule: i,
-            main_index: main_index.unwrap_or(0),
-            satisfied,
-            seen,
-        });
+        let mut waits = shared.waits.lock().unwrap();
+        if waits.len() < WAITS_KEEP {
+            waits.push(WaitOutcome {
+                rule: i,
+                main_index: main_index.unwrap_or(0),
+                satisfied,
+                seen,
+            });
+        }
     }
 
     let reply_seq = shared.reply_seq.fetch_add(1, Ordering::SeqCst);
