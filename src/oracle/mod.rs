@@ -146,7 +146,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(history::check(s, obs));
     out.extend(hygiene::check(s, obs));
     out.extend(store::check(obs));
-    out.extend(side_effects::check(obs));
+    out.extend(side_effects::check(s, obs));
     out.extend(exercised::check(s, obs));
     out
 }
