@@ -167,7 +167,10 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
 
 /// A restarted agent (`resume`, `start_turn: K`) must begin with
 /// `turn_start` K: its first `turn_start` after its `ready` naming any other
-/// index is a protocol violation (e.g. replaying the session from turn 0).
+/// index is a protocol violation (e.g. replaying the session from turn 0). In
+/// worker mode the workers claim turns from their shared store (a restarted
+/// worker may take over the unfinished turn another one died in), so there the
+/// violation is starting a turn that had already ended.
 fn restart_protocol(obs: &Observation) -> Vec<String> {
     let mut out = Vec::new();
     for (n, t) in obs.events.iter().enumerate() {
@@ -178,15 +181,28 @@ fn restart_protocol(obs: &Observation) -> Vec<String> {
         else {
             continue;
         };
-        let mine = obs.events[n + 1..].iter().filter(|e| e.worker == t.worker);
         let mut ready = false;
-        for e in mine {
+        for (m, e) in obs.events.iter().enumerate().skip(n + 1) {
+            if e.worker != t.worker {
+                continue;
+            }
             match &e.event {
                 Event::Ready => ready = true,
                 Event::TurnStart { i } if ready => {
-                    if *i != k {
+                    let ended_before = || {
+                        obs.events[..m]
+                            .iter()
+                            .any(|x| matches!(&x.event, Event::TurnEnd(end) if end.i == *i))
+                    };
+                    if obs.workers <= 1 && *i != k {
                         out.push(format!(
                             "the agent restarted at {:.1} s with start_turn {k} began with turn_start {i}; a restarted agent must emit turn_start {k} first",
+                            t.at
+                        ));
+                    } else if obs.workers > 1 && ended_before() {
+                        out.push(format!(
+                            "worker {} restarted at {:.1} s (start_turn {k}) began with turn_start {i}, a turn that had already ended",
+                            t.worker.unwrap_or(0),
                             t.at
                         ));
                     }
