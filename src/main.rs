@@ -1,6 +1,7 @@
 //! The chaosrun command line: flags, exit codes and wiring; nothing else.
 //!
-//! Exit codes: 0 every selected scenario passed, 1 one or more failed, 2 a
+//! Exit codes: 0 every selected, applicable scenario passed, 1 one or more
+//! failed or could not be run (ERROR, or no verdict at all), 2 a
 //! usage or configuration error (bad table, unknown id, missing agent, ...),
 //! 130/143 interrupted by SIGINT/SIGTERM (after killing every process it
 //! started). With `--history`, a run whose verdict is printed but cannot be
@@ -19,7 +20,7 @@ use chaosrun::output;
 use chaosrun::proc_hygiene::{self, Guard, RUN_VAR};
 use chaosrun::profile::{bundled, Profile};
 use chaosrun::report::html::Html;
-use chaosrun::report::json::Json;
+use chaosrun::report::json::{Json, Selection};
 use chaosrun::report::junit::Junit;
 use chaosrun::report::progress::{Live, Progress};
 use chaosrun::report::text::Text;
@@ -96,7 +97,7 @@ struct RunArgs {
     /// No progress bars (they are off anyway when stderr is not a terminal).
     #[arg(long)]
     no_progress: bool,
-    /// Also write the report as JSON (schema chaosrun-report/1) to FILE.
+    /// Also write the report as JSON (schema chaosrun-report/2) to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
     /// Also write the report as JUnit XML to FILE.
@@ -249,7 +250,7 @@ fn merge(reports: &[PathBuf], out: Option<&std::path::Path>, history: Option<&st
             Err(e) => return usage(e),
         }
     }
-    if doc["failed"] == 0 {
+    if chaosrun::report::merge::ok(&doc) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -274,6 +275,7 @@ fn run(args: RunArgs) -> ExitCode {
     if selected.is_empty() {
         return usage("--only/--skip left no scenario to run");
     }
+    let selected_ids: Vec<String> = selected.iter().map(|s| s.id.clone()).collect();
     if let Some(sh) = args.shard {
         let before = selected.len();
         selected = scenarios::shard(selected, sh);
@@ -437,7 +439,16 @@ fn run(args: RunArgs) -> ExitCode {
         };
         reporter = Box::new(Fanout(vec![
             reporter,
-            Box::new(Json::new(path.clone(), seed, agent)),
+            Box::new(Json::new(
+                path.clone(),
+                seed,
+                agent,
+                Selection {
+                    ids: selected_ids.clone(),
+                    shard: args.shard.map(|sh| (sh.k, sh.n)),
+                    repeat: args.repeat,
+                },
+            )),
         ]));
     }
     if let Some(path) = &args.junit {
@@ -471,12 +482,17 @@ fn run(args: RunArgs) -> ExitCode {
             .expect("signal");
         let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .expect("signal");
+        // Every selected scenario run (selected × repeat) must end in a
+        // verdict: the exit code comes from all of them, a missing one is an
+        // error, never from what survived.
+        let expected = selected.len() * opts.repeat.max(1) as usize;
         let run = runner::run_all(shared, selected, opts, tx);
         tokio::pin!(run);
         let stopped_by = tokio::select! {
             results = &mut run => {
                 let _ = consumer.await;
-                return if results.iter().all(|r| r.passed) { 0u8 } else { 1 };
+                let stats = runner::Stats::tally(results.iter().map(|r| &r.verdict), expected);
+                return if stats.ok() { 0u8 } else { 1 };
             }
             _ = sigint.recv() => 130u8,
             _ = sigterm.recv() => 143,

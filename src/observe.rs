@@ -84,9 +84,12 @@ pub enum Event {
         signalled: usize,
         main_calls: u64,
     },
-    /// After a kill, the agent was started again on the same HOME and session.
+    /// After a kill, the agent was started again on the same HOME and session,
+    /// told to resume at `start_turn`.
     Restarted {
         pid: i32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        start_turn: Option<u64>,
     },
     /// The agent could not be started again.
     RestartFailed {
@@ -166,10 +169,11 @@ pub struct ChaosRecord {
 }
 
 /// What chaosrun found in the agent's durable store.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum StoreObservation {
     /// The profile names no store.
+    #[default]
     NotConfigured,
     /// The profile names one, but the file was not there.
     Missing { path: String },
@@ -274,8 +278,9 @@ pub struct Capabilities {
     pub breaker: bool,
 }
 
-/// Everything observed in one scenario run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Everything observed in one scenario run (`Default`: nothing was seen,
+/// for a run chaosrun could not carry out).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Observation {
     pub scenario: String,
     pub tag: String,
@@ -289,6 +294,10 @@ pub struct Observation {
     /// Tagged processes alive over time.
     #[serde(default)]
     pub proc_samples: Vec<ProcSample>,
+    /// Distinct command lines of the tagged processes seen while it ran
+    /// (bounded): evidence that a tool really ran.
+    #[serde(default)]
+    pub processes_seen: Vec<String>,
     /// Seconds from the run's start to the provider's start: add it to a
     /// request's `at` to put it on the run's clock.
     #[serde(default)]

@@ -51,6 +51,18 @@ fn reference_agent_survives_kills_stops_and_seeded_chaos() {
     let report = read_json(&json);
     let skipped = skipped_checks(&report, &[]);
     assert!(skipped.is_empty(), "skipped: {skipped:#?}");
+    // Every row carries evidence that its fault landed.
+    for s in report["scenarios"].as_array().unwrap() {
+        let checks = s["checks"].as_array().unwrap();
+        assert!(
+            checks.iter().any(|c| c["invariant"] == "exercised")
+                && checks
+                    .iter()
+                    .filter(|c| c["invariant"] == "exercised")
+                    .all(|c| c["status"] == "pass"),
+            "no exercised evidence: {s}"
+        );
+    }
     // The journal checks ran where the table has side effects or heartbeats.
     let names: Vec<String> = report["scenarios"]
         .as_array()
@@ -113,12 +125,26 @@ fn restart_bugs_are_caught_on_their_own_invariant() {
             "history_integrity",
             "without its result",
         ),
+        (
+            "replay_from_zero",
+            "kill_mid_stream",
+            "termination",
+            "with start_turn 1 began with turn_start 0",
+        ),
+        // Counting `ready` events is not enough: every resumed incarnation
+        // of the soak must start where it was told.
+        (
+            "replay_from_zero",
+            "chaos_soak",
+            "termination",
+            "began with turn_start 0; a restarted agent must emit turn_start",
+        ),
     ];
     let dir = tempfile::tempdir().unwrap();
     let handles: Vec<_> = cases
         .iter()
         .map(|&(bug, scenario, invariant, says)| {
-            let json = dir.path().join(format!("{bug}.json"));
+            let json = dir.path().join(format!("{bug}-{scenario}.json"));
             let mark = new_mark(bug);
             let (j, m) = (json.clone(), mark.clone());
             let h = std::thread::spawn(move || {

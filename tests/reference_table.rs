@@ -25,10 +25,21 @@ fn reference_agent_passes_the_seed_table() {
     assert_eq!(stdout.matches("\nPASS  ").count(), 23, "{stdout}");
 
     let report = read_json(&json);
-    assert_eq!(report["schema"], "chaosrun-report/1");
+    assert_eq!(report["schema"], "chaosrun-report/2");
     assert_eq!(report["complete"], true);
     let scenarios = report["scenarios"].as_array().unwrap();
     assert_eq!(scenarios.len(), 23);
+    // Every scenario carries evidence that its fault landed.
+    for s in scenarios {
+        assert!(
+            s["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["invariant"] == "exercised" && c["status"] == "pass"),
+            "no exercised evidence: {s}"
+        );
+    }
     // The reference profile has a store, a breaker and a tool map: every check
     // that a scenario has is made.
     let skipped = skipped_checks(&report, &[]);

@@ -165,6 +165,29 @@ fn json_junit_and_html_reports_of_a_real_run() {
     assert_eq!(verdict("provider_500_forever"), Some(false));
     // A 400 is not retried even with retry_storm: one call, a pass.
     assert_eq!(verdict("provider_400_forever"), Some(true));
+    let named = |id: &str| {
+        doc["scenarios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == id)
+            .map(|s| s["verdict"].clone())
+    };
+    assert_eq!(named("provider_500_forever"), Some("fail".into()));
+    assert_eq!(named("provider_400_forever"), Some("pass".into()));
+    assert_eq!(
+        (
+            &doc["passed"],
+            &doc["failed"],
+            &doc["errors"],
+            &doc["not_applicable"]
+        ),
+        (&1.into(), &1.into(), &0.into(), &0.into())
+    );
+    assert_eq!(
+        doc["selected"],
+        serde_json::json!(["provider_500_forever", "provider_400_forever"])
+    );
 
     // JUnit: two test cases, one failure naming the violation.
     let xml = std::fs::read_to_string(&junit).unwrap();

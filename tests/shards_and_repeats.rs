@@ -121,6 +121,28 @@ fn merged_shards_equal_the_unsharded_run() {
     // Merging a shard twice is refused.
     let twice = chaosrun(&mark, &["merge", refs[1], refs[1]]);
     assert_eq!(twice.status.code(), Some(2));
+    // Each shard records K/N and the whole selection; a set missing a shard
+    // is refused, naming it.
+    let s2 = read_json(&shard_paths[1]);
+    assert_eq!(s2["shard"], serde_json::json!({"k": 2, "n": 3}));
+    assert_eq!(s2["selected"], serde_json::json!(FAST));
+    let missing = chaosrun(&mark, &["merge", refs[1], refs[3]]);
+    assert_eq!(missing.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(stderr.contains("shard 2/3 missing"), "{stderr}");
+    // A shard whose report lost its scenarios is refused too.
+    let mut emptied = read_json(&shard_paths[2]);
+    emptied["scenarios"] = serde_json::json!([]);
+    let emptied_path = dir.path().join("emptied.json");
+    std::fs::write(&emptied_path, emptied.to_string()).unwrap();
+    let e = emptied_path.display().to_string();
+    let lost = chaosrun(&mark, &["merge", refs[1], refs[2], &e]);
+    assert_eq!(lost.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&lost.stderr).contains("has no result for"),
+        "{}",
+        String::from_utf8_lossy(&lost.stderr)
+    );
 }
 
 #[test]

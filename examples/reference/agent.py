@@ -57,6 +57,8 @@ huge_output_whole, corrupt_store, and the restart bugs:
     killed nor marked ended (a stale foreground tool is still killed).
   * lost_result_on_restart: an unanswered call is left without a result, in the
     store and in the history sent to the model.
+  * replay_from_zero: ``start_turn`` is ignored; the resumed agent runs every
+    turn again from turn 0 (a protocol violation chaosrun must name).
 """
 
 import ctypes
@@ -89,6 +91,7 @@ KNOWN_BUGS = {
     "replay_side_effect": "on resume, an unanswered tool call is re-run",
     "orphan_bg_on_restart": "on resume, the previous incarnation's background jobs are left running",
     "lost_result_on_restart": "on resume, an unanswered tool call is left without a result",
+    "replay_from_zero": "on resume, start_turn is ignored and the turns replay from turn 0",
 }
 
 OUTPUT_CAP = 50_000          # chars of tool output kept (bytes read, decoded)
@@ -1232,6 +1235,9 @@ def main(argv):
     start_turn = spec.get("start_turn", 0)
     if isinstance(start_turn, bool) or not isinstance(start_turn, int) or start_turn < 0:
         log(f"invalid start_turn {start_turn!r}: using 0")
+        start_turn = 0
+    if agent.bug("replay_from_zero") and start_turn:
+        log(f"ignoring start_turn {start_turn}: replaying from turn 0 (bug replay_from_zero)")
         start_turn = 0
     if agent.resume or start_turn:
         log(f"resumed session {agent.session_id}: {len(agent.history)} messages, "

@@ -20,7 +20,7 @@ pub mod store;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::runner::ScenarioResult;
+use crate::runner::{ScenarioResult, Verdict};
 
 pub use store::Store;
 
@@ -69,23 +69,20 @@ pub struct RunRecord {
     pub scenarios: Vec<ScenarioRecord>,
 }
 
-/// A scenario run's verdict word: `pass`, `fail`, `error` (it could not be
-/// judged: every check is "not checked") or `n/a`.
-///
-/// Derived from `passed` and the checks until the run result carries its own
-/// verdict; this is the one place to point at it then.
+/// A scenario run's verdict word: `pass`, `fail`, `error` (chaosrun could
+/// not run it) or `n/a`.
 pub fn verdict_of(r: &ScenarioResult) -> &'static str {
-    derive_verdict(
-        r.passed,
-        r.checks.len(),
-        r.checks.iter().filter(|c| c.not_checked()).count(),
-    )
+    match r.verdict {
+        Verdict::Pass => "pass",
+        Verdict::Fail => "fail",
+        Verdict::Error { .. } => "error",
+        Verdict::NotApplicable { .. } => "n/a",
+    }
 }
 
-/// Why the scenario is `error` or `n/a`, when the result says (today it does
-/// not; with a verdict enum this is its cause or reason).
-pub fn verdict_detail(_r: &ScenarioResult) -> Option<String> {
-    None
+/// Why the scenario is `error` or `n/a`: its cause or reason.
+pub fn verdict_detail(r: &ScenarioResult) -> Option<String> {
+    r.verdict.detail().map(str::to_string)
 }
 
 /// The record of an `error` cause or `n/a` reason, kept beside the checks so

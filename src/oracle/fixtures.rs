@@ -96,6 +96,7 @@ pub fn request(seq: u64, kind: CallKind, messages: Vec<WireMessage>) -> RequestR
         messages_dropped: 0,
         truncated: false,
         reply: "text".into(),
+        rule: (kind == CallKind::Main).then_some(0),
     }
 }
 
@@ -161,6 +162,8 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
                 probe_req,
             ],
             issued_tool_calls: vec![],
+            waits: vec![],
+            rule_hits: vec![],
             main_calls: 1,
             probe_calls: 1,
             aux_calls: 0,
@@ -172,6 +175,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
             procs: vec![],
         }],
         proc_samples: vec![],
+        processes_seen: vec![],
         provider_offset: 0.0,
         store: StoreObservation::Read {
             path: "state.db".into(),

@@ -1,7 +1,8 @@
 //! History integrity: every assistant tool call has its own result right after
 //! it, in every request sent to the model and in the agent's store; in a batch
 //! each id carries its own output; huge outputs are bounded (≤ 1,000,000 chars
-//! persisted, ≤ 2 MiB per request).
+//! persisted, ≤ 2 MiB per request). Without a readable store, the store's
+//! checks (the persisted size bound included) are not checked, never passed.
 
 use std::collections::BTreeSet;
 
@@ -234,8 +235,9 @@ fn result_contains(obs: &Observation, want: &str) -> Check {
     }
 }
 
+/// Every request sent to the model stays within [`MAX_REQUEST_BYTES`].
 fn size_bounds(obs: &Observation) -> Check {
-    let mut v: Vec<String> = obs
+    let v: Vec<String> = obs
         .recording
         .requests
         .iter()
@@ -247,19 +249,33 @@ fn size_bounds(obs: &Observation) -> Check {
             )
         })
         .collect();
-    if let Ok(msgs) = stored(obs) {
-        v.extend(
+    Check::new(Invariant::HistoryIntegrity, "size_bounds", v)
+}
+
+/// Every persisted message stays within [`MAX_PERSISTED_CHARS`]; without a
+/// readable store it is not checked (never passed).
+fn persisted_size(obs: &Observation) -> Check {
+    let inv = Invariant::HistoryIntegrity;
+    let name = "persisted_size_bound";
+    if matches!(obs.store, StoreObservation::NotConfigured) {
+        return Check::skipped(inv, name, "no store declared in the adapter profile");
+    }
+    match stored(obs) {
+        Err(why) => Check::skipped(inv, name, why),
+        Ok(msgs) => Check::new(
+            inv,
+            name,
             msgs.iter()
                 .filter(|m| m.content_chars > MAX_PERSISTED_CHARS)
                 .map(|m| {
                     format!(
-                "the store holds a {} message of {} chars; at most {MAX_PERSISTED_CHARS} allowed",
-                m.role, m.content_chars
-            )
-                }),
-        );
+                        "the store holds a {} message of {} chars; at most {MAX_PERSISTED_CHARS} allowed",
+                        m.role, m.content_chars
+                    )
+                })
+                .collect(),
+        ),
     }
-    Check::new(Invariant::HistoryIntegrity, "size_bounds", v)
 }
 
 pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
@@ -271,6 +287,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
         out.push(result_contains(obs, want));
     }
     out.push(size_bounds(obs));
+    out.push(persisted_size(obs));
     out
 }
 
@@ -381,7 +398,15 @@ mod tests {
         {
             m[0].content_chars = 30_000_000;
         }
-        assert_eq!(named(&check(&s, &o), "size_bounds").violations().len(), 2);
+        let c = check(&s, &o);
+        assert_eq!(named(&c, "size_bounds").violations().len(), 1);
+        assert_eq!(named(&c, "persisted_size_bound").violations().len(), 1);
+        o.store = StoreObservation::NotConfigured;
+        let c = check(&s, &o);
+        assert_eq!(
+            named(&c, "persisted_size_bound").not_checked_reason(),
+            Some("no store declared in the adapter profile")
+        );
     }
 
     #[test]

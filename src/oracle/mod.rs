@@ -4,6 +4,7 @@
 //! check that could not be made is `NotChecked` with its reason, never a pass.
 
 mod calls;
+mod exercised;
 mod history;
 mod hygiene;
 mod reuse;
@@ -19,7 +20,7 @@ use serde::Serialize;
 use crate::observe::{Capabilities, Observation};
 use crate::scenarios::Scenario;
 
-/// The six invariant classes.
+/// The invariant classes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Invariant {
@@ -31,6 +32,8 @@ pub enum Invariant {
     StoreIntegrity,
     /// Added with process faults: side effects land exactly once.
     SideEffects,
+    /// The fault landed (evidence it did), or the scenario proves nothing.
+    Exercised,
 }
 
 impl Invariant {
@@ -43,6 +46,7 @@ impl Invariant {
             Invariant::ProcessHygiene => "process hygiene",
             Invariant::StoreIntegrity => "store integrity",
             Invariant::SideEffects => "exactly-once side effects",
+            Invariant::Exercised => "fault exercised",
         }
     }
 }
@@ -130,6 +134,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
             (Invariant::HistoryIntegrity, "history"),
             (Invariant::ProcessHygiene, "hygiene"),
             (Invariant::StoreIntegrity, "integrity_check"),
+            (Invariant::Exercised, "fault_landed"),
         ] {
             out.push(Check::skipped(inv, name, "the agent never ran"));
         }
@@ -141,9 +146,12 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(history::check(s, obs));
     out.extend(hygiene::check(s, obs));
     out.extend(store::check(obs));
-    out.extend(side_effects::check(obs));
+    out.extend(side_effects::check(s, obs));
+    out.extend(exercised::check(s, obs));
     out
 }
+
+pub use store::configuration_error;
 
 /// `{{nonce}}` in scenario text, rendered for this run.
 pub(crate) fn with_nonce(text: &str, obs: &Observation) -> String {

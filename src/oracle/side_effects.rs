@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 
 use super::{Check, Invariant};
 use crate::observe::Observation;
-use crate::provider::CallKind;
+use crate::provider::{CallKind, Reply};
+use crate::scenarios::Scenario;
 
 /// `echo TOKEN >> "$CHAOS_JOURNAL"...` → TOKEN.
 fn journal_token(command: &str) -> Option<&str> {
@@ -53,7 +54,22 @@ fn results<'a>(obs: &'a Observation, id: &str) -> Vec<&'a str> {
     out
 }
 
-pub fn check(obs: &Observation) -> Vec<Check> {
+/// Whether the scenario's responder asks for a tool call that journals a
+/// side effect.
+fn table_journals(s: &Scenario) -> bool {
+    s.responder.iter().any(|r| match &r.reply {
+        Reply::ToolCall(t) => t.calls.iter().any(|c| {
+            c.args
+                .get("command")
+                .and_then(|v| v.as_str())
+                .and_then(journal_token)
+                .is_some()
+        }),
+        _ => false,
+    })
+}
+
+pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let inv = Invariant::SideEffects;
     let calls: Vec<(&str, &str)> = obs
         .recording
@@ -67,14 +83,35 @@ pub fn check(obs: &Observation) -> Vec<Check> {
         })
         .collect();
     if calls.is_empty() && counts(obs).is_empty() {
-        return Vec::new();
+        if !table_journals(s) {
+            return Vec::new();
+        }
+        let why = "the scenario journals side effects, but no such tool call was issued and the journal is empty";
+        return vec![
+            Check::skipped(inv, "no_side_effect_twice", why),
+            Check::skipped(inv, "finished_calls_journalled_once", why),
+        ];
     }
     let counts = counts(obs);
-    let twice = counts
-        .iter()
-        .filter(|(_, n)| **n > 1)
-        .map(|(t, n)| format!("side effect {t} happened {n} times"))
-        .collect();
+    let twice = if obs.journal.is_empty() {
+        // Calls that write to the journal were made, and it holds nothing at
+        // all: it is missing or was never written, so "never twice" is unknown.
+        Check::skipped(
+            inv,
+            "no_side_effect_twice",
+            "the journal ($CHAOS_JOURNAL) is missing or empty although tool calls write to it",
+        )
+    } else {
+        Check::new(
+            inv,
+            "no_side_effect_twice",
+            counts
+                .iter()
+                .filter(|(_, n)| **n > 1)
+                .map(|(t, n)| format!("side effect {t} happened {n} times"))
+                .collect(),
+        )
+    };
     let mut once = Vec::new();
     for (id, token) in &calls {
         let done = format!("done-{token}");
@@ -88,7 +125,7 @@ pub fn check(obs: &Observation) -> Vec<Check> {
         }
     }
     vec![
-        Check::new(inv, "no_side_effect_twice", twice),
+        twice,
         Check::new(inv, "finished_calls_journalled_once", once),
     ]
 }
@@ -115,25 +152,51 @@ mod tests {
         o
     }
 
+    fn s() -> Scenario {
+        scenario("expect: ended")
+    }
+
+    #[test]
+    fn a_journalling_call_never_issued_is_not_checked() {
+        let yaml = "scenarios:\n  - id: s\n    expect: ended\n    responder:\n      - reply: {kind: tool_call, calls: [{tool: shell, args: {command: \"echo SE-1 >> $CHAOS_JOURNAL\"}}]}\n";
+        let sc = crate::scenarios::load_str(yaml, "t.yaml")
+            .unwrap()
+            .scenarios
+            .remove(0);
+        let c = check(&sc, &healthy(&sc, end(0, true, false, "x")));
+        assert_eq!(c.len(), 2);
+        assert!(c.iter().all(|c| c.not_checked()), "{c:?}");
+    }
+
     #[test]
     fn once_passes_twice_fails() {
-        assert!(check(&with_call(&["SE-1", "bg 1.0 x"], "done-SE-1"))
+        assert!(check(&s(), &with_call(&["SE-1", "bg 1.0 x"], "done-SE-1"))
             .iter()
             .all(|c| !c.failed()));
-        let c = check(&with_call(&["SE-1", "SE-1"], "done-SE-1"));
+        let c = check(&s(), &with_call(&["SE-1", "SE-1"], "done-SE-1"));
         assert!(c[0].violations()[0].contains("SE-1 happened 2 times"));
         assert!(c[1].violations()[0].contains("2 times"));
     }
 
     #[test]
     fn finished_call_without_side_effect_fails_unfinished_does_not() {
-        assert!(check(&with_call(&[], "done-SE-1"))[1].failed());
-        assert!(!check(&with_call(&[], "interrupted: not re-run"))[1].failed());
+        assert!(check(&s(), &with_call(&[], "done-SE-1"))[1].failed());
+        assert!(!check(&s(), &with_call(&[], "interrupted: not re-run"))[1].failed());
+    }
+
+    #[test]
+    fn an_empty_journal_is_not_evidence_of_once() {
+        let c = check(&s(), &with_call(&[], "interrupted: not re-run"));
+        assert!(c[0].not_checked(), "{c:?}");
+        assert!(c[0]
+            .not_checked_reason()
+            .unwrap()
+            .contains("missing or empty"));
     }
 
     #[test]
     fn no_journal_no_checks() {
         let s = scenario("expect: ended");
-        assert!(check(&healthy(&s, end(0, true, false, "x"))).is_empty());
+        assert!(check(&s, &healthy(&s, end(0, true, false, "x"))).is_empty());
     }
 }

@@ -1,7 +1,32 @@
 //! Store integrity: the agent's SQLite store passes `PRAGMA integrity_check`.
+//! And store configuration errors: a healthy store that the profile's query
+//! cannot read (bad SQL, wrong table) or a Postgres store that cannot be
+//! reached is chaosrun's configuration, not the agent's fault: the scenario is
+//! an `ERROR` naming the fix, never a quiet "not checked".
 
 use super::{Check, Invariant};
 use crate::observe::{Observation, StoreObservation};
+
+/// Why the profile's store could not be used, when that is a configuration
+/// error rather than something the agent did.
+pub fn configuration_error(obs: &Observation) -> Option<String> {
+    match &obs.store {
+        StoreObservation::Read {
+            path,
+            integrity,
+            messages: Err(e),
+        } if integrity == "ok" => Some(format!(
+            "the adapter profile's store query failed on {path}: {e}; fix `store.messages_sql` (columns role, content, tool_call_id, tool_calls; the session bound as :session_id)"
+        )),
+        StoreObservation::Postgres {
+            dsn,
+            messages: Err(e),
+        } => Some(format!(
+            "the adapter profile's Postgres store ({dsn}) could not be read: {e}; fix `store.postgres` or `store.messages_sql`"
+        )),
+        _ => None,
+    }
+}
 
 pub fn check(obs: &Observation) -> Vec<Check> {
     let inv = Invariant::StoreIntegrity;
@@ -47,6 +72,36 @@ pub fn check(obs: &Observation) -> Vec<Check> {
 mod tests {
     use super::super::fixtures::*;
     use super::*;
+
+    #[test]
+    fn a_failing_query_on_a_healthy_store_is_a_configuration_error() {
+        let s = scenario("expect: ended");
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        assert_eq!(configuration_error(&o), None);
+        o.store = StoreObservation::Read {
+            path: "p".into(),
+            integrity: "ok".into(),
+            messages: Err("no such table: mesages".into()),
+        };
+        assert!(configuration_error(&o)
+            .unwrap()
+            .contains("no such table: mesages"));
+        o.store = StoreObservation::Read {
+            path: "p".into(),
+            integrity: "Page 3: corrupt".into(),
+            messages: Err("malformed".into()),
+        };
+        assert_eq!(
+            configuration_error(&o),
+            None,
+            "a corrupt store is the agent's"
+        );
+        o.store = StoreObservation::Postgres {
+            dsn: "host=nowhere".into(),
+            messages: Err("cannot connect: refused".into()),
+        };
+        assert!(configuration_error(&o).unwrap().contains("cannot connect"));
+    }
 
     #[test]
     fn ok_passes_anything_else_fails_unconfigured_is_not_checked() {

@@ -39,6 +39,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
             crate::driver::output::MAX_EVENTS
         ));
     }
+    bad.extend(restart_protocol(obs));
     out.push(Check::new(inv, "protocol", bad));
 
     let ready = obs.find(|e| matches!(e, Event::Ready).then_some(()));
@@ -184,6 +185,57 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     out
 }
 
+/// A restarted agent (`resume`, `start_turn: K`) must begin with
+/// `turn_start` K: its first `turn_start` after its `ready` naming any other
+/// index is a protocol violation (e.g. replaying the session from turn 0). In
+/// worker mode the workers claim turns from their shared store (a restarted
+/// worker may take over the unfinished turn another one died in), so there the
+/// violation is starting a turn that had already ended.
+fn restart_protocol(obs: &Observation) -> Vec<String> {
+    let mut out = Vec::new();
+    for (n, t) in obs.events.iter().enumerate() {
+        let Event::Restarted {
+            start_turn: Some(k),
+            ..
+        } = t.event
+        else {
+            continue;
+        };
+        let mut ready = false;
+        for (m, e) in obs.events.iter().enumerate().skip(n + 1) {
+            if e.worker != t.worker {
+                continue;
+            }
+            match &e.event {
+                Event::Ready => ready = true,
+                Event::TurnStart { i } if ready => {
+                    let ended_before = || {
+                        obs.events[..m]
+                            .iter()
+                            .any(|x| matches!(&x.event, Event::TurnEnd(end) if end.i == *i))
+                    };
+                    if obs.workers <= 1 && *i != k {
+                        out.push(format!(
+                            "the agent restarted at {:.1} s with start_turn {k} began with turn_start {i}; a restarted agent must emit turn_start {k} first",
+                            t.at
+                        ));
+                    } else if obs.workers > 1 && ended_before() {
+                        out.push(format!(
+                            "worker {} restarted at {:.1} s (start_turn {k}) began with turn_start {i}, a turn that had already ended",
+                            t.worker.unwrap_or(0),
+                            t.at
+                        ));
+                    }
+                    break;
+                }
+                Event::Restarted { .. } | Event::Exited { .. } => break,
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
 /// `expect: killed`: the kill must land during the faulted turn, and the
 /// agent started again on the same HOME must boot (resume) in time.
 fn killed(s: &Scenario, obs: &Observation) -> Vec<Check> {
@@ -229,20 +281,10 @@ fn killed(s: &Scenario, obs: &Observation) -> Vec<Check> {
     out
 }
 
-/// A chaos run: enough faults landed for it to mean something, every turn
-/// finished, and every kill was followed by a resumed agent.
-fn chaos(spec: &crate::scenarios::ChaosSpec, obs: &Observation) -> Vec<Check> {
+/// A chaos run: every turn finished, and every kill was followed by a resumed
+/// agent (whether enough faults landed is the `exercised` check's).
+fn chaos(_spec: &crate::scenarios::ChaosSpec, obs: &Observation) -> Vec<Check> {
     let inv = Invariant::Termination;
-    let (kills, stops) = obs.faults_landed();
-    let landed = if kills + stops < spec.min_faults {
-        vec![format!(
-            "the run is meaningless: only {} faults landed ({kills} kills, {stops} stops); at least {} are needed",
-            kills + stops,
-            spec.min_faults
-        )]
-    } else {
-        vec![]
-    };
     let unfinished: Vec<String> = (0..obs.probe_turn)
         .filter(|i| obs.turn_end(*i).is_none())
         .map(|i| i.to_string())
@@ -287,7 +329,6 @@ fn chaos(spec: &crate::scenarios::ChaosSpec, obs: &Observation) -> Vec<Check> {
         ));
     }
     vec![
-        Check::new(inv, "enough_faults_landed", landed),
         Check::new(inv, "every_turn_finishes", turns),
         Check::new(inv, "resumes_after_every_kill", resumed),
     ]
@@ -419,9 +460,44 @@ mod tests {
                 },
             ),
         );
-        obs.events.insert(5, at(1.2, Event::Restarted { pid: 43 }));
+        obs.events.insert(
+            5,
+            at(
+                1.2,
+                Event::Restarted {
+                    pid: 43,
+                    start_turn: Some(1),
+                },
+            ),
+        );
         obs.events.insert(6, at(1.5, Event::Ready));
         obs
+    }
+
+    #[test]
+    fn a_restarted_agent_that_replays_from_turn_zero_breaks_the_protocol() {
+        let s = scenario("expect: killed\nprocess_fault: {action: kill, at: {after_calls: 1}}");
+        let mut obs = killed_run(&s);
+        let c = check(&s, &obs);
+        assert!(!c.iter().find(|c| c.name == "protocol").unwrap().failed());
+        // The restarted agent (ready at 1.5 s) starts turn 0 again.
+        let replay = obs
+            .events
+            .iter()
+            .position(|t| t.at == 1.5 && matches!(t.event, Event::Ready))
+            .unwrap();
+        obs.events
+            .insert(replay + 1, at(1.6, Event::TurnStart { i: 0 }));
+        let c = check(&s, &obs);
+        let v = c
+            .iter()
+            .find(|c| c.name == "protocol")
+            .unwrap()
+            .violations();
+        assert!(
+            v[0].contains("start_turn 1 began with turn_start 0"),
+            "{v:?}"
+        );
     }
 
     #[test]
@@ -490,7 +566,13 @@ mod tests {
                     main_calls: 1,
                 },
             ));
-            o.events.push(at(t + 0.1, Event::Restarted { pid: 50 }));
+            o.events.push(at(
+                t + 0.1,
+                Event::Restarted {
+                    pid: 50,
+                    start_turn: Some(1),
+                },
+            ));
             o.events.push(at(t + 0.2, Event::Ready));
             t += 0.5;
         }
@@ -527,7 +609,7 @@ mod tests {
     #[test]
     fn chaos_run_with_too_few_faults_is_meaningless() {
         let (s, o) = chaos_run(1, 1);
-        let c = check(&s, &o);
+        let c = crate::oracle::check(&s, crate::observe::Capabilities { breaker: false }, &o);
         let v = c
             .iter()
             .find(|c| c.name == "enough_faults_landed")

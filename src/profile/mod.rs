@@ -1,6 +1,7 @@
 //! Adapter profiles: everything agent-specific (command, home files rendered
 //! from templates, extra env, the durable store and its SQL, the tool mapping,
-//! background-job markers, breaker), and how `--agent PATH` resolves to one.
+//! background-job markers, breaker, whether it resumes after a kill), and how
+//! `--agent PATH` resolves to one.
 //!
 //! `--agent` names either a profile file (`*.yaml`), or an executable that
 //! speaks the driver protocol, with an optional profile beside it (`./hermes`
@@ -41,6 +42,87 @@ pub struct StoreSpec {
     pub messages_sql: String,
 }
 
+/// Whether `sql` holds the parameter `name` as a whole token (`:session_id`
+/// but not `:session_idx`; `$1` but not `$12`).
+fn binds(sql: &str, name: &str) -> bool {
+    sql.match_indices(name).any(|(i, _)| {
+        sql[i + name.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'))
+    })
+}
+
+/// Parameter markers a query may hold, other than the session id's.
+fn other_markers(sql: &str, sqlite: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let chars: Vec<char> = sql.chars().collect();
+    let mut quoted = None;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match quoted {
+            Some(q) if c == q => quoted = None,
+            Some(_) => {}
+            None if c == '\'' || c == '"' => quoted = Some(c),
+            None if matches!(c, '?' | '$' | ':' | '@') => {
+                let mut j = i + 1;
+                while j < chars.len() && (chars[j].is_ascii_alphanumeric() || chars[j] == '_') {
+                    j += 1;
+                }
+                let marker: String = chars[i..j].iter().collect();
+                // `::type` casts (Postgres) and a bare `:` are not parameters.
+                let cast =
+                    c == ':' && (chars.get(i + 1) == Some(&':') || (i > 0 && chars[i - 1] == ':'));
+                let ours = if sqlite {
+                    marker == ":session_id"
+                } else {
+                    marker == "$1"
+                };
+                let param = match c {
+                    '?' => true,
+                    '$' => j > i + 1,
+                    _ => sqlite && j > i + 1 && !cast,
+                };
+                if param && !ours && !cast {
+                    out.push(marker);
+                }
+                i = j.max(i + 1);
+                continue;
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+impl StoreSpec {
+    /// The messages query must bind the session id, and nothing else: as
+    /// `:session_id` for SQLite, as `$1` for Postgres.
+    pub fn check_binding(&self) -> Result<(), String> {
+        let sqlite = self.postgres.is_none();
+        let (want, example) = if sqlite {
+            (":session_id", "WHERE session_id = :session_id")
+        } else {
+            ("$1", "WHERE session_id = $1")
+        };
+        let kind = if sqlite { "SQLite" } else { "Postgres" };
+        let others = other_markers(&self.messages_sql, sqlite);
+        if !binds(&self.messages_sql, want) || !others.is_empty() {
+            let used = if others.is_empty() {
+                "it binds no session id".to_string()
+            } else {
+                format!("it uses {}", others.join(", "))
+            };
+            return Err(format!(
+                "`store.messages_sql` must bind the session id as `{want}` ({kind}), e.g. `{example}`; {used}"
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// What in a tool result shows that a background job started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -73,6 +155,7 @@ struct ProfileDoc {
     workers: Option<usize>,
     #[serde(default)]
     version_cmd: Vec<String>,
+    resume: Option<bool>,
 }
 
 /// A resolved adapter profile.
@@ -97,6 +180,9 @@ pub struct Profile {
     /// argv printing the agent's own version (first stdout line), recorded by
     /// `--history`; empty when the profile has none.
     pub version_cmd: Vec<String>,
+    /// The agent can be started again on its HOME and session after a kill
+    /// (`resume: false` makes kill and chaos scenarios N/A). Default true.
+    pub resume: bool,
 }
 
 /// The template variables a scenario run provides, with placeholder values
@@ -231,6 +317,7 @@ impl Profile {
             logs: doc.logs,
             workers: doc.workers.unwrap_or(1),
             version_cmd,
+            resume: doc.resume.unwrap_or(true),
         };
         profile.validate_templates()?;
         profile.validate_home_paths()?;
@@ -292,6 +379,8 @@ impl Profile {
                     self.source
                 ));
             }
+            s.check_binding()
+                .map_err(|e| format!("adapter profile `{}`: {e}", self.source))?;
         }
         if !(1..=64).contains(&self.workers) {
             return Err(format!(
@@ -402,7 +491,7 @@ mod tests {
         write(
             d.path(),
             "agent.yaml",
-            "store: {path: s.db, messages_sql: \"select 1\"}\n",
+            "store: {path: s.db, messages_sql: \"select 1 where :session_id = 1\"}\n",
         );
         let prof = Profile::resolve(exe.to_str().unwrap()).unwrap();
         assert_eq!(prof.command, vec![absolute(&exe).display().to_string()]);
@@ -445,7 +534,7 @@ mod tests {
         let pg = write(
             d.path(),
             "b.yaml",
-            "command: [sh]\nworkers: 3\nstore: {postgres: \"host=127.0.0.1\", messages_sql: x}\n",
+            "command: [sh]\nworkers: 3\nstore: {postgres: \"host=127.0.0.1\", messages_sql: \"select $1\"}\n",
         );
         let p = Profile::resolve(pg.to_str().unwrap()).unwrap();
         assert_eq!(
@@ -484,6 +573,60 @@ mod tests {
             "command: [sh]\nlogs: [\"{{home}}/.a/log\", .b/log]\n",
         );
         assert!(Profile::resolve(ok.to_str().unwrap()).is_ok());
+    }
+
+    #[test]
+    fn a_store_query_must_bind_the_session_id_its_way() {
+        let spec = |path: bool, sql: &str| StoreSpec {
+            path: path.then(|| "s.db".into()),
+            postgres: (!path).then(|| "host=h".into()),
+            messages_sql: sql.into(),
+        };
+        let ok = "SELECT role, content, tool_call_id, tool_calls FROM m WHERE session_id = :session_id AND x = 'a?b' ORDER BY id";
+        assert_eq!(spec(true, ok).check_binding(), Ok(()));
+        assert_eq!(
+            spec(false, "SELECT a::text FROM m WHERE s = $1").check_binding(),
+            Ok(())
+        );
+        for (sqlite, bad, says) in [
+            (true, "SELECT 1 FROM m WHERE s = ?1", "it uses ?1"),
+            (true, "SELECT 1 FROM m WHERE s = $1", "it uses $1"),
+            (true, "SELECT 1 FROM m", "binds no session id"),
+            (
+                true,
+                "SELECT 1 FROM m WHERE s = :session_idx",
+                "it uses :session_idx",
+            ),
+            (
+                false,
+                "SELECT 1 FROM m WHERE s = :session_id",
+                "binds no session id",
+            ),
+            (
+                false,
+                "SELECT 1 FROM m WHERE s = $1 AND t = $2",
+                "it uses $2",
+            ),
+        ] {
+            let e = spec(sqlite, bad).check_binding().unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+            assert!(
+                e.contains(if sqlite {
+                    "`:session_id` (SQLite)"
+                } else {
+                    "`$1` (Postgres)"
+                }),
+                "{e}"
+            );
+        }
+        let d = tempfile::tempdir().unwrap();
+        let p = write(
+            d.path(),
+            "q.yaml",
+            "command: [sh]\nstore: {path: s.db, messages_sql: \"SELECT 1 FROM m WHERE s = ?1\"}\n",
+        );
+        let e = Profile::resolve(p.to_str().unwrap()).unwrap_err();
+        assert!(e.contains("q.yaml") && e.contains("?1"), "{e}");
     }
 
     #[test]

@@ -82,6 +82,22 @@ pub struct RequestRecord {
     pub truncated: bool,
     /// The reply kind served (`text`, `hang`, ..., `not_found`, `bad_request`).
     pub reply: String,
+    /// For `Main`: which responder rule (index from 0) answered it, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<usize>,
+}
+
+/// How a rule's `wait_for` ended for one main call: evidence that the
+/// processes it waits for existed (or did not).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WaitOutcome {
+    /// The responder rule (index from 0).
+    pub rule: usize,
+    pub main_index: u64,
+    /// Enough matching processes were seen before the timeout.
+    pub satisfied: bool,
+    /// The most matching processes seen at once.
+    pub seen: usize,
 }
 
 /// A tool call the provider issued (in logical terms, before tool mapping).
@@ -101,6 +117,13 @@ pub struct IssuedToolCall {
 pub struct Recording {
     pub requests: Vec<RequestRecord>,
     pub issued_tool_calls: Vec<IssuedToolCall>,
+    /// Each `wait_for` hold and how it ended (the first 256).
+    #[serde(default)]
+    pub waits: Vec<WaitOutcome>,
+    /// Main calls each responder rule answered, by rule index (exact, kept
+    /// even when requests are not).
+    #[serde(default)]
+    pub rule_hits: Vec<u64>,
     /// Exact counts (kept by atomics, so they hold even under a retry storm).
     pub main_calls: u64,
     pub probe_calls: u64,
@@ -324,6 +347,7 @@ mod tests {
             messages_dropped: 0,
             truncated: false,
             reply: "text".into(),
+            rule: None,
         }
     }
 

@@ -80,7 +80,15 @@ pub struct Rule {
 
 /// First rule whose `when` matches, if any.
 pub fn pick(rules: &[Rule], index: u64, last_is_tool: bool) -> Option<&Rule> {
-    rules.iter().find(|r| r.when.matches(index, last_is_tool))
+    pick_indexed(rules, index, last_is_tool).map(|(_, r)| r)
+}
+
+/// First rule whose `when` matches, with its index.
+pub fn pick_indexed(rules: &[Rule], index: u64, last_is_tool: bool) -> Option<(usize, &Rule)> {
+    rules
+        .iter()
+        .enumerate()
+        .find(|(_, r)| r.when.matches(index, last_is_tool))
 }
 
 #[cfg(test)]

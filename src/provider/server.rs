@@ -22,8 +22,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::recording::{
-    BodyHash, CallKind, IssuedToolCall, Recorder, Recording, RequestRecord, WireMessage,
-    WireToolCall, CONTENT_KEEP_CHARS, HEADERS_KEEP_BYTES,
+    BodyHash, CallKind, IssuedToolCall, Recorder, Recording, RequestRecord, WaitOutcome,
+    WireMessage, WireToolCall, CONTENT_KEEP_CHARS, HEADERS_KEEP_BYTES,
 };
 use super::replies::{secs, wait_or_cancel, Reply, ReplyCtx, Text};
 use super::rules::{self, Rule, WaitFor};
@@ -65,8 +65,14 @@ struct Shared {
     main_tx: watch::Sender<u64>,
     records: Mutex<Recorder>,
     issued: Mutex<Vec<IssuedToolCall>>,
+    waits: Mutex<Vec<WaitOutcome>>,
+    /// Main calls answered by each responder rule (exact, like the counters).
+    rule_hits: Vec<AtomicU64>,
     cancel: CancellationToken,
 }
+
+/// `wait_for` outcomes kept per provider (the first ones; the rest dropped).
+const WAITS_KEEP: usize = 256;
 
 impl Running {
     pub(crate) async fn start(config: ProviderConfig) -> anyhow::Result<Running> {
@@ -87,6 +93,7 @@ impl Running {
             })?;
         let addr = listener.local_addr()?;
         let (main_tx, _) = watch::channel(0u64);
+        let rule_hits = config.rules.iter().map(|_| AtomicU64::new(0)).collect();
         let shared = Arc::new(Shared {
             rules: config.rules,
             nonce: config.nonce,
@@ -103,6 +110,8 @@ impl Running {
             main_tx,
             records: Mutex::new(Recorder::new(config.record)),
             issued: Mutex::new(Vec::new()),
+            waits: Mutex::new(Vec::new()),
+            rule_hits,
             cancel: CancellationToken::new(),
         });
         let app = router(shared.clone());
@@ -136,6 +145,13 @@ impl Running {
             requests,
             requests_dropped,
             issued_tool_calls: self.shared.issued.lock().unwrap().clone(),
+            waits: self.shared.waits.lock().unwrap().clone(),
+            rule_hits: self
+                .shared
+                .rule_hits
+                .iter()
+                .map(|n| n.load(Ordering::SeqCst))
+                .collect(),
             main_calls: self.shared.main.load(Ordering::SeqCst),
             probe_calls: self.shared.probe.load(Ordering::SeqCst),
             aux_calls: self.shared.aux.load(Ordering::SeqCst),
@@ -240,18 +256,20 @@ impl Shared {
             messages_dropped: 0,
             truncated: false,
             reply: reply.to_string(),
+            rule: None,
         });
     }
 
     /// Hold until the counter reports enough processes, the rule's timeout
-    /// passes, or the provider shuts down.
-    async fn wait_for(&self, w: &WaitFor) {
+    /// passes, or the provider shuts down: (enough were seen, the most seen).
+    async fn wait_for(&self, w: &WaitFor) -> (bool, usize) {
         let limit = secs(w.timeout);
         let Some(counter) = &self.process_counter else {
             wait_or_cancel(limit, &self.cancel).await;
-            return;
+            return (false, 0);
         };
         let deadline = Instant::now() + limit;
+        let mut most = 0;
         loop {
             let counter = counter.clone();
             let needle = w.cmdline.clone();
@@ -259,15 +277,16 @@ impl Shared {
             let n = tokio::task::spawn_blocking(move || counter(&needle))
                 .await
                 .unwrap_or(0);
+            most = most.max(n);
             if n >= w.count {
-                return;
+                return (true, most);
             }
             let now = Instant::now();
             if now >= deadline {
-                return;
+                return (false, most);
             }
             if !wait_or_cancel(WAIT_FOR_POLL.min(deadline - now), &self.cancel).await {
-                return;
+                return (false, most);
             }
         }
     }
@@ -560,19 +579,23 @@ async fn chat_completions(
 
     let probe_reply;
     let aux_reply;
-    let (kind, main_index, rule): (CallKind, Option<u64>, Option<&Rule>) = if parsed.probe.is_some()
-    {
-        shared.probe.fetch_add(1, Ordering::SeqCst);
-        (CallKind::Probe, None, None)
-    } else if parsed.has_tools {
-        let index = shared.main.fetch_add(1, Ordering::SeqCst);
-        shared.main_tx.send_modify(|v| *v = (*v).max(index + 1));
-        let rule = rules::pick(&shared.rules, index, parsed.last_is_tool);
-        (CallKind::Main, Some(index), rule)
-    } else {
-        shared.aux.fetch_add(1, Ordering::SeqCst);
-        (CallKind::Aux, None, None)
-    };
+    let (kind, main_index, picked): (CallKind, Option<u64>, Option<(usize, &Rule)>) =
+        if parsed.probe.is_some() {
+            shared.probe.fetch_add(1, Ordering::SeqCst);
+            (CallKind::Probe, None, None)
+        } else if parsed.has_tools {
+            let index = shared.main.fetch_add(1, Ordering::SeqCst);
+            shared.main_tx.send_modify(|v| *v = (*v).max(index + 1));
+            let picked = rules::pick_indexed(&shared.rules, index, parsed.last_is_tool);
+            (CallKind::Main, Some(index), picked)
+        } else {
+            shared.aux.fetch_add(1, Ordering::SeqCst);
+            (CallKind::Aux, None, None)
+        };
+    let rule = picked.map(|(_, r)| r);
+    if let Some((i, _)) = picked {
+        shared.rule_hits[i].fetch_add(1, Ordering::SeqCst);
+    }
     let reply: &Reply = match (kind, rule) {
         (_, Some(rule)) => &rule.reply,
         (CallKind::Probe, _) => {
@@ -602,10 +625,20 @@ async fn chat_completions(
         messages_dropped: 0,
         truncated: parsed.truncated,
         reply: reply.kind_name().to_string(),
+        rule: picked.map(|(i, _)| i),
     });
 
-    if let Some(w) = rule.and_then(|r| r.wait_for.as_ref()) {
-        shared.wait_for(w).await;
+    if let Some((i, w)) = picked.and_then(|(i, r)| Some((i, r.wait_for.as_ref()?))) {
+        let (satisfied, seen) = shared.wait_for(w).await;
+        let mut waits = shared.waits.lock().unwrap();
+        if waits.len() < WAITS_KEEP {
+            waits.push(WaitOutcome {
+                rule: i,
+                main_index: main_index.unwrap_or(0),
+                satisfied,
+                seen,
+            });
+        }
     }
 
     let reply_seq = shared.reply_seq.fetch_add(1, Ordering::SeqCst);

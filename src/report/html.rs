@@ -3,26 +3,28 @@
 //! per scenario, its checks and an inline SVG timeline on the scenario's run
 //! clock: the turns as spans, every provider call as a mark coloured by the
 //! reply kind served, the interrupt, missed deadlines, the exit, the turn
-//! deadline, and a step area of the tagged processes alive. Failed scenarios
-//! come first, expanded; passed ones are collapsed. Every piece of text is
+//! deadline, and a step area of the tagged processes alive. Errors (chaosrun
+//! could not run the scenario, with the cause) and failed scenarios come
+//! first, expanded; N/A ones next; passed ones are collapsed. Every piece of text is
 //! escaped: agent output and stderr are untrusted. Written once, atomically,
 //! when the run finishes.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::junit::write_atomically;
 use super::Reporter;
 use crate::observe::{Event, Phase};
 use crate::oracle::clip;
 use crate::provider::recording::CallKind;
-use crate::runner::{RunEvent, ScenarioResult};
+use crate::runner::{RunEvent, ScenarioResult, Stats, Verdict};
 
 pub struct Html {
     path: PathBuf,
     seed: u64,
-    results: Vec<ScenarioResult>,
+    results: Vec<Arc<ScenarioResult>>,
     /// Per scenario id: the deadlines (seconds) the runner announced per phase.
     deadlines: HashMap<String, Vec<(Phase, f64)>>,
 }
@@ -51,9 +53,15 @@ impl Reporter for Html {
                     d.push((*phase, *deadline));
                 }
             }
-            RunEvent::ScenarioFinished(r) => self.results.push((**r).clone()),
-            RunEvent::Finished { wall, .. } => {
-                let page = render(&self.results, &self.deadlines, self.seed, Some(*wall));
+            RunEvent::ScenarioFinished(r) => self.results.push(r.clone()),
+            RunEvent::Finished { stats, wall } => {
+                let page = render(
+                    &self.results,
+                    &self.deadlines,
+                    self.seed,
+                    Some(*wall),
+                    Some(*stats),
+                );
                 write_atomically(&self.path, &page, "html.tmp");
             }
             _ => {}
@@ -121,8 +129,10 @@ table.summary th{background:#eceff1}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .verdict{font-weight:700;padding:1px 6px;border-radius:3px;color:#fff}
 .verdict.fail{background:#c62828}.verdict.pass{background:#2e7d32}
+.verdict.error{background:#6a1b9a}.verdict.not_applicable{background:#757575}
 section.scenario{background:#fff;border:1px solid #ddd;border-left:6px solid #2e7d32;margin:12px 0;padding:4px 12px}
 section.scenario[data-verdict=fail]{border-left-color:#c62828}
+section.scenario[data-verdict=error]{border-left-color:#6a1b9a}
 summary{cursor:pointer;font-size:1.1em;padding:6px 0}
 summary code{font-weight:700}
 ul.checks{margin:4px 0 8px;padding-left:20px}
@@ -137,34 +147,40 @@ dl.facts dt{color:#555}dl.facts dd{margin:0;white-space:pre-wrap;word-break:brea
 
 /// The whole page.
 pub fn render(
-    results: &[ScenarioResult],
+    results: &[Arc<ScenarioResult>],
     deadlines: &HashMap<String, Vec<(Phase, f64)>>,
     seed: u64,
     wall: Option<f64>,
+    stats: Option<Stats>,
 ) -> String {
-    let mut order: Vec<&ScenarioResult> = results.iter().collect();
+    // Errors and failures first, then N/A, then passes.
+    let rank = |r: &ScenarioResult| match r.verdict {
+        Verdict::Error { .. } => 0,
+        Verdict::Fail => 1,
+        Verdict::NotApplicable { .. } => 2,
+        Verdict::Pass => 3,
+    };
+    let mut order: Vec<&ScenarioResult> = results.iter().map(|r| &**r).collect();
     order.sort_by(|a, b| {
-        (a.passed, &a.id, a.attempt)
-            .partial_cmp(&(b.passed, &b.id, b.attempt))
+        (rank(a), &a.id, a.attempt)
+            .partial_cmp(&(rank(b), &b.id, b.attempt))
             .unwrap_or(std::cmp::Ordering::Equal)
     });
-    let failed = results.iter().filter(|r| !r.passed).count();
+    let stats =
+        stats.unwrap_or_else(|| Stats::tally(results.iter().map(|r| &r.verdict), results.len()));
+    let summary = stats.summary();
     let mut h = String::new();
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     h.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
-    let _ = writeln!(
-        h,
-        "<title>chaosrun: {} passed, {failed} failed</title>",
-        results.len() - failed
-    );
+    let _ = writeln!(h, "<title>chaosrun: {}</title>", esc(&summary));
     let _ = writeln!(h, "<style>{CSS}</style>\n</head>\n<body>");
     h.push_str("<h1>chaosrun report</h1>\n");
     let _ = writeln!(
         h,
-        "<p class=\"meta\">{} scenario run{}: <b>{} passed, {failed} failed</b> · seed {seed}{}</p>",
-        results.len(),
-        if results.len() == 1 { "" } else { "s" },
-        results.len() - failed,
+        "<p class=\"meta\">{} scenario run{}: <b>{}</b> · seed {seed}{}</p>",
+        stats.total(),
+        if stats.total() == 1 { "" } else { "s" },
+        esc(&summary),
         wall.map(|w| format!(" · wall time {w:.1} s"))
             .unwrap_or_default(),
     );
@@ -172,12 +188,15 @@ pub fn render(
     h.push_str("<table class=\"summary\">\n<thead><tr><th>scenario</th><th>verdict</th><th>seconds</th><th>provider calls</th><th>first violation</th></tr></thead>\n<tbody>\n");
     for (n, r) in order.iter().enumerate() {
         let rec = &r.observation.recording;
-        let first = r
-            .failures()
-            .flat_map(|c| c.violations().first().map(|v| (c, v)))
-            .next()
-            .map(|(c, v)| format!("{} / {}: {}", c.invariant.label(), c.name, clip(v, 200)))
-            .unwrap_or_default();
+        let first = match r.verdict.detail() {
+            Some(d) => clip(d, 200),
+            None => r
+                .failures()
+                .flat_map(|c| c.violations().first().map(|v| (c, v)))
+                .next()
+                .map(|(c, v)| format!("{} / {}: {}", c.invariant.label(), c.name, clip(v, 200)))
+                .unwrap_or_default(),
+        };
         let mut calls = format!("{} main", rec.main_calls);
         if rec.probe_calls > 0 || rec.aux_calls > 0 {
             let _ = write!(
@@ -191,7 +210,7 @@ pub fn render(
             "<tr><td><a href=\"#{}\"><code>{}</code></a></td><td>{}</td><td class=\"num\">{:.1}</td><td class=\"num\">{}</td><td>{}</td></tr>",
             anchor(n, r),
             esc(&display_id(r)),
-            verdict(r.passed),
+            verdict(&r.verdict),
             r.seconds,
             esc(&calls),
             esc(&first),
@@ -206,12 +225,12 @@ pub fn render(
     h
 }
 
-fn verdict(passed: bool) -> &'static str {
-    if passed {
-        "<span class=\"verdict pass\">PASS</span>"
-    } else {
-        "<span class=\"verdict fail\">FAIL</span>"
-    }
+fn verdict(v: &Verdict) -> String {
+    format!(
+        "<span class=\"verdict {}\">{}</span>",
+        v.name(),
+        esc(v.label())
+    )
 }
 
 fn display_id(r: &ScenarioResult) -> String {
@@ -238,13 +257,13 @@ fn section(h: &mut String, n: usize, r: &ScenarioResult, deadlines: Option<&[(Ph
         "<section class=\"scenario\" id=\"{}\" data-scenario=\"{}\" data-verdict=\"{}\">",
         anchor(n, r),
         esc(&r.id),
-        if r.passed { "pass" } else { "fail" }
+        r.verdict.name()
     );
     let _ = writeln!(
         h,
         "<details{}><summary>{} <code>{}</code> · {:.1} s · {} main call{}</summary>",
-        if r.passed { "" } else { " open" },
-        verdict(r.passed),
+        if r.passed() { "" } else { " open" },
+        verdict(&r.verdict),
         esc(&display_id(r)),
         r.seconds,
         obs.recording.main_calls,
@@ -256,6 +275,17 @@ fn section(h: &mut String, n: usize, r: &ScenarioResult, deadlines: Option<&[(Ph
     );
 
     h.push_str("<ul class=\"checks\">\n");
+    if let Some(d) = r.verdict.detail() {
+        let what = match r.verdict {
+            Verdict::Error { .. } => "chaosrun could not run it",
+            _ => "not applicable",
+        };
+        let _ = writeln!(
+            h,
+            "<li>✗ <b>{what}</b>: <span class=\"violation\">{}</span></li>",
+            esc(d)
+        );
+    }
     for c in r.failures() {
         let _ = write!(
             h,

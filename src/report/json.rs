@@ -1,13 +1,16 @@
-//! The JSON report (`--json FILE`), schema `chaosrun-report/1`: every finished
-//! scenario's verdict, timings, provider calls, checks with violations, and
+//! The JSON report (`--json FILE`), schema `chaosrun-report/2`: what was
+//! selected (ids, shard K/N, repeat), every finished scenario's verdict (with
+//! an error's cause), timings, provider calls, checks with violations, and
 //! artifact paths. Rewritten atomically (temp file + rename) after every
 //! scenario, so a killed run still leaves the finished ones, with
 //! `"complete": false` until the run ends.
 //!
 //! ```json
-//! {"schema": "chaosrun-report/1", "complete": true, "seed": 1, "agent": "...",
-//!  "passed": 22, "failed": 1, "wall_seconds": 17.0,
-//!  "scenarios": [{"id": "...", "attempt": 1, "attempts": 1, "passed": false, "seconds": 3.1,
+//! {"schema": "chaosrun-report/2", "complete": true, "seed": 1, "agent": "...",
+//!  "selected": ["a", "b"], "shard": {"k": 1, "n": 2}, "repeat": 1,
+//!  "passed": 22, "failed": 1, "errors": 0, "not_applicable": 0, "wall_seconds": 17.0,
+//!  "scenarios": [{"id": "...", "attempt": 1, "attempts": 1, "verdict": "fail",
+//!                 "passed": false, "seconds": 3.1,
 //!                 "calls": {"main": 3, "probe": 1, "aux": 0},
 //!                 "checks": [{"invariant": "process_hygiene", "name": "no_survivors",
 //!                             "status": "fail", "violations": ["..."]}],
@@ -19,15 +22,29 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 
 use super::Reporter;
-use crate::runner::{RunEvent, ScenarioResult};
+use crate::runner::{RunEvent, ScenarioResult, Stats, Verdict};
 
-pub const SCHEMA: &str = "chaosrun-report/1";
+/// `/2`: verdicts (`error`, `not_applicable`) apart from `failed`, and the
+/// selection (ids, shard, repeat) so `merge` can tell a missing shard.
+pub const SCHEMA: &str = "chaosrun-report/2";
+
+/// What a run selected: every id before sharding, the shard, the repeat.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub ids: Vec<String>,
+    /// (K, N) of `--shard K/N`.
+    pub shard: Option<(usize, usize)>,
+    pub repeat: u32,
+}
 
 pub struct Json {
     path: PathBuf,
     seed: u64,
     agent: String,
+    selection: Selection,
     scenarios: Vec<Value>,
+    /// The tally of the finished scenarios so far (the runner's, at the end).
+    stats: Stats,
     /// The first write error, reported once.
     error: Option<String>,
 }
@@ -35,11 +52,12 @@ pub struct Json {
 /// One scenario's JSON object.
 pub fn scenario_value(r: &ScenarioResult) -> Value {
     let rec = &r.observation.recording;
-    json!({
+    let mut v = json!({
         "id": r.id,
         "attempt": r.attempt,
         "attempts": r.attempts,
-        "passed": r.passed,
+        "verdict": r.verdict.name(),
+        "passed": r.passed(),
         "seconds": (r.seconds * 1000.0).round() / 1000.0,
         "calls": {"main": rec.main_calls, "probe": rec.probe_calls, "aux": rec.aux_calls},
         "checks": r.checks,
@@ -49,33 +67,41 @@ pub fn scenario_value(r: &ScenarioResult) -> Value {
             let (kills, stops) = r.observation.faults_landed();
             json!({"seed": c.seed, "schedule": c.schedule, "kills": kills, "stops": stops})
         }),
-    })
+    });
+    match &r.verdict {
+        Verdict::Error { cause } => v["cause"] = cause.as_str().into(),
+        Verdict::NotApplicable { reason } => v["reason"] = reason.as_str().into(),
+        Verdict::Pass | Verdict::Fail => {}
+    }
+    v
 }
 
 impl Json {
-    pub fn new(path: PathBuf, seed: u64, agent: String) -> Self {
+    pub fn new(path: PathBuf, seed: u64, agent: String, selection: Selection) -> Self {
         Json {
             path,
             seed,
             agent,
+            selection,
             scenarios: Vec::new(),
+            stats: Stats::default(),
             error: None,
         }
     }
 
     fn write(&mut self, complete: bool, wall: Option<f64>) {
-        let passed = self
-            .scenarios
-            .iter()
-            .filter(|s| s["passed"] == true)
-            .count();
         let doc = json!({
             "schema": SCHEMA,
             "complete": complete,
             "seed": self.seed,
             "agent": self.agent,
-            "passed": passed,
-            "failed": self.scenarios.len() - passed,
+            "selected": self.selection.ids,
+            "shard": self.selection.shard.map(|(k, n)| json!({"k": k, "n": n})),
+            "repeat": self.selection.repeat.max(1),
+            "passed": self.stats.passed,
+            "failed": self.stats.failed,
+            "errors": self.stats.errors,
+            "not_applicable": self.stats.not_applicable,
             "wall_seconds": wall,
             "scenarios": self.scenarios,
         });
@@ -97,9 +123,13 @@ impl Reporter for Json {
             RunEvent::Started { .. } => self.write(false, None),
             RunEvent::ScenarioFinished(r) => {
                 self.scenarios.push(scenario_value(r));
+                self.stats.add(&r.verdict);
                 self.write(false, None);
             }
-            RunEvent::Finished { wall, .. } => self.write(true, Some(*wall)),
+            RunEvent::Finished { stats, wall } => {
+                self.stats = *stats;
+                self.write(true, Some(*wall));
+            }
             _ => {}
         }
     }
@@ -108,7 +138,19 @@ impl Reporter for Json {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_support::{feed, sample_results};
+    use crate::report::test_support::{feed, sample_results, sample_with_error};
+
+    fn selection() -> Selection {
+        Selection {
+            ids: vec![
+                "healthy_one".into(),
+                "storm<&>".into(),
+                "crashed_one".into(),
+            ],
+            shard: Some((1, 1)),
+            repeat: 1,
+        }
+    }
 
     fn validator() -> jsonschema::Validator {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/report-schema.json");
@@ -127,16 +169,37 @@ mod tests {
         let v = validator();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("report.json");
-        let mut json = Json::new(path.clone(), u64::MAX, "reference agent".into());
+        let mut json = Json::new(
+            path.clone(),
+            u64::MAX,
+            "reference agent".into(),
+            selection(),
+        );
         json.on(&RunEvent::Started { total: 2, jobs: 2 });
         let partial: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(errors(&v, &partial), Vec::<String>::new());
         assert_eq!(partial["wall_seconds"], Value::Null);
 
-        feed(&mut json, sample_results());
+        feed(&mut json, sample_with_error());
         let doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(errors(&v, &doc), Vec::<String>::new());
         assert_eq!(doc["complete"], true);
+        assert_eq!(
+            (&doc["passed"], &doc["failed"], &doc["errors"]),
+            (&json!(1), &json!(1), &json!(1))
+        );
+        assert_eq!(
+            doc["selected"],
+            json!(["healthy_one", "storm<&>", "crashed_one"])
+        );
+        assert_eq!(doc["shard"], json!({"k": 1, "n": 1}));
+        let crashed = &doc["scenarios"][2];
+        assert_eq!(
+            (&crashed["verdict"], &crashed["passed"]),
+            (&json!("error"), &json!(false))
+        );
+        assert!(crashed["cause"].as_str().unwrap().contains("<boom>"));
+        assert_eq!(doc["scenarios"][1]["verdict"], "fail");
         let statuses: Vec<&str> = doc["scenarios"][1]["checks"]
             .as_array()
             .unwrap()
@@ -151,7 +214,7 @@ mod tests {
         let v = validator();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("report.json");
-        let mut json = Json::new(path.clone(), 1, "a".into());
+        let mut json = Json::new(path.clone(), 1, "a".into(), selection());
         feed(&mut json, sample_results());
         let good: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         let broken = |f: &dyn Fn(&mut Value)| {
@@ -160,7 +223,14 @@ mod tests {
             d
         };
         let cases = [
-            broken(&|d| d["schema"] = "chaosrun-report/2".into()),
+            broken(&|d| d["schema"] = "chaosrun-report/1".into()),
+            broken(&|d| d["scenarios"][1]["verdict"] = "flaky".into()),
+            broken(&|d| {
+                d["scenarios"][1]["cause"] = "an error that is not one".into();
+            }),
+            broken(&|d| {
+                d.as_object_mut().unwrap().remove("selected");
+            }),
             broken(&|d| d["scenarios"][1]["checks"][1]["invariant"] = "liveness".into()),
             broken(&|d| {
                 d["scenarios"][1]["checks"][1]

@@ -3,21 +3,24 @@
 //! per finished scenario (classname `chaosrun.<id>`, time = its seconds), and
 //! for each failed one a `<failure>` whose message is the first violation and
 //! whose text lists every failed check, what was not checked, and the agent's
-//! stderr tail. Written once, atomically (temp file + rename), when the run
+//! stderr tail. A scenario chaosrun could not run (`ERROR`) is an `<error>`
+//! carrying its cause; an N/A one is `<skipped>` with its reason (never a
+//! success). Written once, atomically (temp file + rename), when the run
 //! finishes.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 use super::Reporter;
-use crate::runner::{RunEvent, ScenarioResult};
+use crate::runner::{RunEvent, ScenarioResult, Verdict};
 
 pub struct Junit {
     path: PathBuf,
     seed: u64,
-    results: Vec<ScenarioResult>,
+    results: Vec<Arc<ScenarioResult>>,
 }
 
 impl Junit {
@@ -77,23 +80,37 @@ pub fn failure_text(r: &ScenarioResult) -> String {
 
 /// One scenario's test case.
 pub fn test_case(r: &ScenarioResult) -> TestCase {
-    let status = if r.passed {
-        TestCaseStatus::success()
-    } else {
-        let first = r
-            .failures()
-            .flat_map(|c| c.violations().first().map(|v| (c, v)))
-            .next();
-        let message = match first {
-            Some((c, v)) => format!("{} / {}: {}", c.invariant.label(), c.name, v),
-            None => "the scenario failed".to_string(),
-        };
-        let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
-        status
-            .set_message(message)
-            .set_type("liveness violation")
-            .set_description(failure_text(r));
-        status
+    let status = match &r.verdict {
+        Verdict::Pass => TestCaseStatus::success(),
+        Verdict::Error { cause } => {
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
+            status
+                .set_message(cause.lines().next().unwrap_or_default().to_string())
+                .set_type("chaosrun error")
+                .set_description(format!("chaosrun could not run the scenario: {cause}\n"));
+            status
+        }
+        Verdict::NotApplicable { reason } => {
+            let mut status = TestCaseStatus::skipped();
+            status.set_message(format!("not applicable: {reason}"));
+            status
+        }
+        Verdict::Fail => {
+            let first = r
+                .failures()
+                .flat_map(|c| c.violations().first().map(|v| (c, v)))
+                .next();
+            let message = match first {
+                Some((c, v)) => format!("{} / {}: {}", c.invariant.label(), c.name, v),
+                None => "the scenario failed".to_string(),
+            };
+            let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            status
+                .set_message(message)
+                .set_type("liveness violation")
+                .set_description(failure_text(r));
+            status
+        }
     };
     let mut case = TestCase::new(r.id.as_str(), status);
     case.set_classname(format!("chaosrun.{}", r.id))
@@ -111,10 +128,10 @@ pub fn test_case(r: &ScenarioResult) -> TestCase {
 }
 
 /// The whole report as XML.
-pub fn render(results: &[ScenarioResult], seed: u64, wall: Option<f64>) -> String {
+pub fn render(results: &[Arc<ScenarioResult>], seed: u64, wall: Option<f64>) -> String {
     let mut suite = TestSuite::new("chaosrun");
     suite.add_property(Property::new("seed", seed.to_string()));
-    suite.add_test_cases(results.iter().map(test_case));
+    suite.add_test_cases(results.iter().map(|r| test_case(r)));
     if let Some(wall) = wall {
         suite.set_time(duration(wall));
     }
@@ -139,7 +156,7 @@ pub(crate) fn write_atomically(path: &std::path::Path, text: &str, _ext: &str) {
 impl Reporter for Junit {
     fn on(&mut self, event: &RunEvent) {
         match event {
-            RunEvent::ScenarioFinished(r) => self.results.push((**r).clone()),
+            RunEvent::ScenarioFinished(r) => self.results.push(r.clone()),
             RunEvent::Finished { wall, .. } => {
                 let xml = render(&self.results, self.seed, Some(*wall));
                 write_atomically(&self.path, &xml, "xml.tmp");
@@ -152,7 +169,30 @@ impl Reporter for Junit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_support::{feed, sample_results, VIOLATION};
+    use crate::report::test_support::{feed, sample_results, sample_with_error, VIOLATION};
+
+    #[test]
+    fn an_error_is_a_junit_error_with_its_cause() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.xml");
+        let mut junit = Junit::new(path.clone(), 1);
+        feed(&mut junit, sample_with_error());
+        let xml = std::fs::read_to_string(&path).unwrap();
+        let doc = roxmltree::Document::parse(&xml).unwrap();
+        let suite = doc
+            .descendants()
+            .find(|n| n.has_tag_name("testsuite"))
+            .unwrap();
+        assert_eq!(suite.attribute("tests"), Some("3"));
+        assert_eq!(suite.attribute("errors"), Some("1"));
+        assert_eq!(suite.attribute("failures"), Some("1"));
+        let case = doc
+            .descendants()
+            .find(|n| n.has_tag_name("testcase") && n.attribute("name") == Some("crashed_one"))
+            .unwrap();
+        let error = case.children().find(|n| n.has_tag_name("error")).unwrap();
+        assert!(error.attribute("message").unwrap().contains("<boom>"));
+    }
 
     #[test]
     fn writes_one_case_per_scenario_and_a_failure_naming_the_violation() {

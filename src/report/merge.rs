@@ -1,15 +1,69 @@
 //! `chaosrun merge`: several JSON reports (shards of one table, or nightly
-//! matrix jobs) become one report, one text summary and one exit code. A report
-//! that is incomplete (its run was killed), of another schema, or that repeats
-//! a scenario run another report already has, is an error, never silently
-//! merged.
+//! matrix jobs) become one report, one text summary and one exit code. Each
+//! scenario's verdict is recomputed from its checks (a `passed` flag is never
+//! trusted). A report that is incomplete (its run was killed), of another
+//! schema, missing a scenario run its own selection promises, or that repeats
+//! a scenario run another report already has, is an error; so is a set of
+//! shards with a missing shard, or whose shard counts, selections or repeats
+//! differ.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
 use super::json::SCHEMA;
+
+/// A scenario's verdict from its JSON, never from its `passed` flag: an error
+/// stays an error (it never passes anyway); a failed check fails it whatever
+/// else it says; a pass with no check at all is an error (nothing was
+/// checked).
+fn verdict(s: &Value) -> (&'static str, Option<String>) {
+    let checks = s["checks"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if s["verdict"] == "error" {
+        let cause = s["cause"].as_str().unwrap_or("(no cause recorded)");
+        return ("error", Some(cause.to_string()));
+    }
+    if checks.iter().any(|c| c["status"] == "fail") {
+        return ("fail", None);
+    }
+    match s["verdict"].as_str() {
+        Some("not_applicable") => ("not_applicable", s["reason"].as_str().map(str::to_string)),
+        _ if checks.is_empty() => ("error", Some("the report holds no check for it".into())),
+        _ => ("pass", None),
+    }
+}
+
+/// The scenario runs `doc` promises: its selection, sharded, × repeat.
+fn promised(doc: &Value) -> Result<Vec<(String, u64)>, String> {
+    let ids: Vec<&str> = doc["selected"]
+        .as_array()
+        .ok_or("it records no `selected` ids")?
+        .iter()
+        .map(|v| v.as_str().ok_or("`selected` holds a non-string"))
+        .collect::<Result<_, _>>()?;
+    let repeat = doc["repeat"].as_u64().unwrap_or(1).max(1);
+    let (k, n) = shard_of(doc)?.unwrap_or((1, 1));
+    Ok(ids
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i as u64 % n + 1 == k)
+        .flat_map(|(_, id)| (1..=repeat).map(move |a| (id.to_string(), a)))
+        .collect())
+}
+
+fn shard_of(doc: &Value) -> Result<Option<(u64, u64)>, String> {
+    match &doc["shard"] {
+        Value::Null => Ok(None),
+        v => match (v["k"].as_u64(), v["n"].as_u64()) {
+            (Some(k), Some(n)) if 1 <= k && k <= n => Ok(Some((k, n))),
+            _ => Err(format!("its shard {v} is not K/N with 1 ≤ K ≤ N")),
+        },
+    }
+}
 
 /// Read and merge reports, in the order given.
 pub fn merge(paths: &[PathBuf]) -> Result<Value, String> {
@@ -21,51 +75,154 @@ pub fn merge(paths: &[PathBuf]) -> Result<Value, String> {
     let mut seeds = Vec::new();
     let mut agents = Vec::new();
     let mut wall: f64 = 0.0;
+    // (N, selected, repeat) of the first sharded report, and each K seen.
+    let mut sharding: Option<(u64, Value, Value, PathBuf)> = None;
+    let mut shards: BTreeSet<u64> = BTreeSet::new();
+    let mut unsharded = None;
+    let mut selected: Vec<Value> = Vec::new();
+    let mut repeat = Value::Null;
     for p in paths {
         let doc = read(p)?;
+        let at = p.display();
         if doc["schema"] != SCHEMA {
             return Err(format!(
-                "{}: not a {SCHEMA} report (schema {})",
-                p.display(),
+                "{at}: not a {SCHEMA} report (schema {}); rerun it with this chaosrun",
                 doc["schema"]
             ));
         }
         if doc["complete"] != true {
             return Err(format!(
-                "{}: the report is incomplete (its run was stopped before the end); rerun that shard",
-                p.display()
+                "{at}: the report is incomplete (its run was stopped before the end); rerun that shard"
             ));
+        }
+        let promised = promised(&doc).map_err(|e| format!("{at}: {e}"))?;
+        match shard_of(&doc).map_err(|e| format!("{at}: {e}"))? {
+            Some((k, n)) => {
+                if let Some(u) = &unsharded {
+                    return Err(format!(
+                        "{at}: shard {k}/{n} cannot be merged with {u}, a report of no shard"
+                    ));
+                }
+                match &sharding {
+                    None => {
+                        sharding =
+                            Some((n, doc["selected"].clone(), doc["repeat"].clone(), p.clone()))
+                    }
+                    Some((n0, sel, rep, first)) => {
+                        let first = first.display();
+                        if *n0 != n {
+                            return Err(format!(
+                                "{at}: shard {k}/{n} does not match {first}, a shard of {n0}"
+                            ));
+                        }
+                        if *sel != doc["selected"] || *rep != doc["repeat"] {
+                            return Err(format!(
+                                "{at}: its selected scenarios (or --repeat) differ from {first}'s: shards of different tables or selections"
+                            ));
+                        }
+                    }
+                }
+                if !shards.insert(k) {
+                    return Err(format!(
+                        "{at}: shard {k}/{n} is already in an earlier report"
+                    ));
+                }
+            }
+            None => {
+                if let Some((n, _, _, first)) = &sharding {
+                    return Err(format!(
+                        "{at}: a report of no shard cannot be merged with {}, a shard of {n}",
+                        first.display()
+                    ));
+                }
+                unsharded = Some(at.to_string());
+            }
+        }
+        if sharding.is_none() || selected.is_empty() {
+            selected.extend(doc["selected"].as_array().cloned().unwrap_or_default());
+        }
+        if repeat.is_null() {
+            repeat = doc["repeat"].clone();
         }
         seeds.push(doc["seed"].clone());
         if !agents.contains(&doc["agent"]) {
             agents.push(doc["agent"].clone());
         }
         wall = wall.max(doc["wall_seconds"].as_f64().unwrap_or(0.0));
+        let mut here = HashSet::new();
         for s in doc["scenarios"].as_array().into_iter().flatten() {
-            let key = (s["id"].to_string(), s["attempt"].as_u64().unwrap_or(1));
+            let key = (
+                s["id"].as_str().unwrap_or("?").to_string(),
+                s["attempt"].as_u64().unwrap_or(1),
+            );
             if !seen.insert(key.clone()) {
                 return Err(format!(
-                    "{}: scenario {} (run {}) is already in an earlier report; shards must not overlap",
-                    p.display(),
-                    key.0,
-                    key.1
+                    "{at}: scenario {} (run {}) is already in an earlier report; shards must not overlap",
+                    key.0, key.1
                 ));
             }
-            scenarios.push(s.clone());
+            here.insert(key);
+            let (v, cause) = verdict(s);
+            let mut s = s.clone();
+            s["verdict"] = v.into();
+            s["passed"] = (v == "pass").into();
+            if let (Some(c), "error") = (cause, v) {
+                s["cause"] = c.into();
+            }
+            scenarios.push(s);
+        }
+        let missing: Vec<String> = promised
+            .iter()
+            .filter(|k| !here.contains(*k))
+            .map(|(id, a)| format!("{id} (run {a})"))
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "{at}: the report says it is complete but has no result for {}; rerun it",
+                missing.join(", ")
+            ));
         }
     }
-    let passed = scenarios.iter().filter(|s| s["passed"] == true).count();
+    if let Some((n, _, _, _)) = &sharding {
+        let absent: Vec<String> = (1..=*n)
+            .filter(|k| !shards.contains(k))
+            .map(|k| format!("{k}/{n}"))
+            .collect();
+        if !absent.is_empty() {
+            return Err(format!(
+                "shard {} missing: merge needs every shard of the table",
+                absent.join(", ")
+            ));
+        }
+    }
+    let count = |v: &str| scenarios.iter().filter(|s| s["verdict"] == v).count();
+    let (passed, failed, errors, na) = (
+        count("pass"),
+        count("fail"),
+        count("error"),
+        count("not_applicable"),
+    );
     Ok(json!({
         "schema": SCHEMA,
         "complete": true,
         "seed": if seeds.len() == 1 { seeds[0].clone() } else { Value::Null },
         "seeds": seeds,
         "agent": if agents.len() == 1 { agents[0].clone() } else { Value::Array(agents) },
+        "selected": selected,
+        "shard": Value::Null,
+        "repeat": repeat,
         "passed": passed,
-        "failed": scenarios.len() - passed,
+        "failed": failed,
+        "errors": errors,
+        "not_applicable": na,
         "wall_seconds": wall,
         "scenarios": scenarios,
     }))
+}
+
+/// Whether a merged report is green: no failure, no error.
+pub fn ok(doc: &Value) -> bool {
+    doc["failed"] == 0 && doc["errors"] == 0
 }
 
 fn read(p: &Path) -> Result<Value, String> {
@@ -76,21 +233,32 @@ fn read(p: &Path) -> Result<Value, String> {
 }
 
 /// The text summary of a (merged) report: a line per scenario run, every
-/// violation of the failed ones, then `N passed, N failed`.
+/// violation of the failed ones and the cause of the errors, then
+/// `N passed, N failed[, N errors][, N not applicable]`.
 pub fn render_text(doc: &Value) -> String {
     let mut out = String::new();
     let mut failures = String::new();
     for s in doc["scenarios"].as_array().into_iter().flatten() {
-        let ok = s["passed"] == true;
+        let label = match s["verdict"].as_str() {
+            Some("pass") => "PASS",
+            Some("error") => "ERROR",
+            Some("not_applicable") => "N/A",
+            _ => "FAIL",
+        };
         let id = s["id"].as_str().unwrap_or("?");
         out.push_str(&format!(
-            "{}  {:<44} {:>6.1} s  {:>3} calls\n",
-            if ok { "PASS" } else { "FAIL" },
+            "{label:<5} {:<44} {:>6.1} s  {:>3} calls\n",
             id,
             s["seconds"].as_f64().unwrap_or(0.0),
             s["calls"]["main"].as_u64().unwrap_or(0)
         ));
-        if !ok {
+        if label == "ERROR" {
+            failures.push_str(&format!("ERROR {id}\n"));
+            for line in s["cause"].as_str().unwrap_or("").lines() {
+                failures.push_str(&format!("  {line}\n"));
+            }
+        }
+        if label == "FAIL" {
             failures.push_str(&format!("FAIL {id}\n"));
             for c in s["checks"].as_array().into_iter().flatten() {
                 if c["status"] == "fail" {
@@ -112,10 +280,14 @@ pub fn render_text(doc: &Value) -> String {
         out.push_str("\nfailures:\n\n");
         out.push_str(&failures);
     }
-    out.push_str(&format!(
-        "\n{} passed, {} failed\n",
-        doc["passed"], doc["failed"]
-    ));
+    let n = |k: &str| doc[k].as_u64().unwrap_or(0) as usize;
+    let stats = crate::runner::Stats {
+        passed: n("passed"),
+        failed: n("failed"),
+        errors: n("errors"),
+        not_applicable: n("not_applicable"),
+    };
+    out.push_str(&format!("\n{}\n", stats.summary()));
     out
 }
 
@@ -123,30 +295,70 @@ pub fn render_text(doc: &Value) -> String {
 mod tests {
     use super::*;
 
-    fn report(dir: &Path, name: &str, complete: bool, ids: &[(&str, bool)]) -> PathBuf {
-        let scenarios: Vec<Value> = ids
+    /// A report of shard `shard` (None: the whole selection) over `selected`,
+    /// holding `runs` (id, verdict, check status).
+    fn report(
+        dir: &Path,
+        name: &str,
+        complete: bool,
+        selected: &[&str],
+        shard: Option<(u64, u64)>,
+        runs: &[(&str, &str, &str)],
+    ) -> PathBuf {
+        let scenarios: Vec<Value> = runs
             .iter()
-            .map(|(id, ok)| json!({"id": id, "attempt": 1, "attempts": 1, "passed": ok, "seconds": 1.0,
-                "calls": {"main": 1, "probe": 1, "aux": 0},
-                "checks": [{"invariant": "provider_calls", "name": "call_bound", "status": if *ok {"pass"} else {"fail"}, "violations": ["too many"]}],
-                "artifacts": null}))
+            .map(|(id, verdict, status)| {
+                let mut s = json!({"id": id, "attempt": 1, "attempts": 1, "verdict": verdict,
+                    "passed": *verdict == "pass", "seconds": 1.0,
+                    "calls": {"main": 1, "probe": 1, "aux": 0},
+                    "checks": [{"invariant": "provider_calls", "name": "call_bound", "status": status, "violations": ["too many"]}],
+                    "artifacts": null});
+                if *status != "fail" {
+                    s["checks"][0].as_object_mut().unwrap().remove("violations");
+                }
+                if *verdict == "error" {
+                    s["cause"] = "panic: boom".into();
+                    s["checks"] = json!([]);
+                }
+                s
+            })
             .collect();
         let p = dir.join(name);
-        let doc = json!({"schema": SCHEMA, "complete": complete, "seed": 7, "agent": "a", "passed": 0, "failed": 0, "wall_seconds": 2.0, "scenarios": scenarios});
+        let doc = json!({"schema": SCHEMA, "complete": complete, "seed": 7, "agent": "a",
+            "selected": selected, "shard": shard.map(|(k, n)| json!({"k": k, "n": n})), "repeat": 1,
+            "passed": 0, "failed": 0, "errors": 0, "not_applicable": 0,
+            "wall_seconds": 2.0, "scenarios": scenarios});
         std::fs::write(&p, doc.to_string()).unwrap();
         p
     }
 
+    const XYZ: &[&str] = &["x", "y", "z"];
+
     #[test]
     fn merges_counts_and_renders_failures() {
         let d = tempfile::tempdir().unwrap();
-        let a = report(d.path(), "a.json", true, &[("x", true)]);
-        let b = report(d.path(), "b.json", true, &[("y", false), ("z", true)]);
+        let a = report(
+            d.path(),
+            "a.json",
+            true,
+            XYZ,
+            Some((1, 2)),
+            &[("x", "pass", "pass"), ("z", "pass", "pass")],
+        );
+        let b = report(
+            d.path(),
+            "b.json",
+            true,
+            XYZ,
+            Some((2, 2)),
+            &[("y", "fail", "fail")],
+        );
         let m = merge(&[a, b]).unwrap();
         assert_eq!(
             (m["passed"].as_u64(), m["failed"].as_u64()),
             (Some(2), Some(1))
         );
+        assert!(!ok(&m));
         let text = render_text(&m);
         assert!(
             text.contains("FAIL  y")
@@ -157,14 +369,174 @@ mod tests {
     }
 
     #[test]
+    fn the_merged_report_matches_docs_report_schema() {
+        let d = tempfile::tempdir().unwrap();
+        let a = report(
+            d.path(),
+            "a.json",
+            true,
+            XYZ,
+            Some((1, 2)),
+            &[("x", "pass", "pass"), ("z", "error", "pass")],
+        );
+        let b = report(
+            d.path(),
+            "b.json",
+            true,
+            XYZ,
+            Some((2, 2)),
+            &[("y", "fail", "fail")],
+        );
+        let m = merge(&[a, b]).unwrap();
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/report-schema.json");
+        let schema: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let v = jsonschema::validator_for(&schema).unwrap();
+        let errors: Vec<String> = v
+            .iter_errors(&m)
+            .map(|e| format!("{}: {e}", e.instance_path))
+            .collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+        assert_eq!(
+            (
+                m["passed"].as_u64(),
+                m["failed"].as_u64(),
+                m["errors"].as_u64()
+            ),
+            (Some(1), Some(1), Some(1))
+        );
+    }
+
+    #[test]
+    fn verdicts_come_from_the_checks_not_the_passed_flag() {
+        let d = tempfile::tempdir().unwrap();
+        // Says pass, a check failed: a failure.
+        let a = report(
+            d.path(),
+            "a.json",
+            true,
+            &["x"],
+            None,
+            &[("x", "pass", "fail")],
+        );
+        let m = merge(&[a]).unwrap();
+        assert_eq!(
+            (m["failed"].as_u64(), m["scenarios"][0]["passed"].as_bool()),
+            (Some(1), Some(false))
+        );
+        // An error merges to an error, and the merge is not green.
+        let b = report(
+            d.path(),
+            "b.json",
+            true,
+            &["y"],
+            None,
+            &[("y", "error", "pass")],
+        );
+        let m = merge(&[b]).unwrap();
+        assert_eq!(m["errors"].as_u64(), Some(1));
+        assert!(!ok(&m));
+        assert!(render_text(&m).contains("ERROR y") && render_text(&m).contains("panic: boom"));
+    }
+
+    #[test]
     fn overlapping_or_incomplete_reports_are_refused() {
         let d = tempfile::tempdir().unwrap();
-        let a = report(d.path(), "a.json", true, &[("x", true)]);
-        let b = report(d.path(), "b.json", true, &[("x", true)]);
+        let a = report(
+            d.path(),
+            "a.json",
+            true,
+            &["x"],
+            None,
+            &[("x", "pass", "pass")],
+        );
+        let b = report(
+            d.path(),
+            "b.json",
+            true,
+            &["x"],
+            None,
+            &[("x", "pass", "pass")],
+        );
         assert!(merge(&[a.clone(), b])
             .unwrap_err()
             .contains("already in an earlier report"));
-        let c = report(d.path(), "c.json", false, &[("y", true)]);
+        let c = report(
+            d.path(),
+            "c.json",
+            false,
+            &["y"],
+            None,
+            &[("y", "pass", "pass")],
+        );
         assert!(merge(&[a, c]).unwrap_err().contains("incomplete"));
+    }
+
+    #[test]
+    fn a_missing_shard_or_mismatched_shards_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let s1 = report(
+            d.path(),
+            "1.json",
+            true,
+            XYZ,
+            Some((1, 3)),
+            &[("x", "pass", "pass")],
+        );
+        let s3 = report(
+            d.path(),
+            "3.json",
+            true,
+            XYZ,
+            Some((3, 3)),
+            &[("z", "pass", "pass")],
+        );
+        let e = merge(&[s1.clone(), s3.clone()]).unwrap_err();
+        assert!(e.contains("shard 2/3 missing"), "{e}");
+        let other_n = report(
+            d.path(),
+            "o.json",
+            true,
+            XYZ,
+            Some((2, 2)),
+            &[("y", "pass", "pass")],
+        );
+        let e = merge(&[s1.clone(), other_n]).unwrap_err();
+        assert!(e.contains("a shard of 3"), "{e}");
+        let other_table = report(
+            d.path(),
+            "t.json",
+            true,
+            &["x", "y", "w"],
+            Some((2, 3)),
+            &[("y", "pass", "pass")],
+        );
+        let e = merge(&[s1.clone(), other_table, s3.clone()]).unwrap_err();
+        assert!(e.contains("differ"), "{e}");
+        let s2 = report(
+            d.path(),
+            "2.json",
+            true,
+            XYZ,
+            Some((2, 3)),
+            &[("y", "pass", "pass")],
+        );
+        assert!(ok(&merge(&[s1, s2, s3]).unwrap()));
+    }
+
+    #[test]
+    fn a_complete_report_without_its_scenarios_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let empty = report(d.path(), "e.json", true, &["x", "y"], None, &[]);
+        let e = merge(&[empty]).unwrap_err();
+        assert!(e.contains("no result for x (run 1), y (run 1)"), "{e}");
+        let old = d.path().join("old.json");
+        std::fs::write(
+            &old,
+            json!({"schema": "chaosrun-report/1", "complete": true, "scenarios": []}).to_string(),
+        )
+        .unwrap();
+        assert!(merge(&[old])
+            .unwrap_err()
+            .contains("not a chaosrun-report/2"));
     }
 }

@@ -1,5 +1,5 @@
-//! Live progress on a terminal (indicatif): an overall bar with done, failed and
-//! running counts, and one line per running scenario with its phase and elapsed
+//! Live progress on a terminal (indicatif): an overall bar with done, failed
+//! (errors included) and running counts, and one line per running scenario with its phase and elapsed
 //! time against the phase's deadline. [`Live`] prints another reporter's lines
 //! above the bars (bars hidden while it writes), so the two never garble.
 
@@ -95,7 +95,8 @@ impl Reporter for Progress {
                     self.multi.remove(&bar);
                 }
                 self.done += 1;
-                if !r.passed {
+                if !r.passed() && !matches!(r.verdict, crate::runner::Verdict::NotApplicable { .. })
+                {
                     self.failed += 1;
                 }
                 self.overall.set_position(self.done);

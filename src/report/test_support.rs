@@ -3,13 +3,14 @@
 //! faulted turn, with hostile text in its id and stderr.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::Reporter;
 use crate::observe::{Capabilities, Event, Phase, ProcSample};
 use crate::oracle::fixtures::{at, end, healthy, request, scenario};
 use crate::oracle::{check, Check, Invariant};
 use crate::provider::recording::CallKind;
-use crate::runner::{RunEvent, ScenarioResult};
+use crate::runner::{RunEvent, ScenarioResult, Stats, Verdict};
 
 pub const VIOLATION: &str = "the faulted turn made 61 provider calls; the bound is 16";
 
@@ -22,7 +23,7 @@ pub fn sample_results() -> Vec<ScenarioResult> {
         id: "healthy_one".into(),
         attempt: 1,
         attempts: 1,
-        passed: true,
+        verdict: Verdict::Pass,
         seconds: 4.0,
         main_calls: 1,
         checks,
@@ -94,7 +95,7 @@ pub fn sample_results() -> Vec<ScenarioResult> {
         id: "storm<&>".into(),
         attempt: 1,
         attempts: 1,
-        passed: false,
+        verdict: Verdict::Fail,
         seconds: 31.25,
         main_calls: 61,
         checks,
@@ -102,6 +103,19 @@ pub fn sample_results() -> Vec<ScenarioResult> {
         artifacts: Some(PathBuf::from("/tmp/art/storm")),
     };
     vec![ok, bad]
+}
+
+/// The sample results plus a scenario chaosrun could not run (`ERROR`).
+pub fn sample_with_error() -> Vec<ScenarioResult> {
+    let mut v = sample_results();
+    v.push(ScenarioResult::error(
+        "crashed_one",
+        1,
+        1,
+        "chaosrun failed while running it: panic: <boom> & co".into(),
+        0.5,
+    ));
+    v
 }
 
 /// A whole run's events for `results`, as the runner sends them.
@@ -124,14 +138,9 @@ pub fn feed(reporter: &mut dyn Reporter, results: Vec<ScenarioResult>) {
             });
         }
     }
-    let failed = results.iter().filter(|r| !r.passed).count();
-    let passed = results.len() - failed;
+    let stats = Stats::tally(results.iter().map(|r| &r.verdict), results.len());
     for r in results {
-        reporter.on(&RunEvent::ScenarioFinished(Box::new(r)));
+        reporter.on(&RunEvent::ScenarioFinished(Arc::new(r)));
     }
-    reporter.on(&RunEvent::Finished {
-        passed,
-        failed,
-        wall: 31.5,
-    });
+    reporter.on(&RunEvent::Finished { stats, wall: 31.5 });
 }

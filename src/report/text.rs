@@ -1,16 +1,18 @@
-//! The plain-text report: a line per scenario as it finishes (PASS/FAIL,
-//! seconds, provider calls), then each failure's violations with their
-//! evidence and what could not be checked, then `N passed, N failed`.
+//! The plain-text report: a line per scenario as it finishes (PASS, FAIL,
+//! ERROR or N/A, seconds, provider calls), then each failure's violations with
+//! their evidence and what could not be checked, each error's cause, the N/A
+//! scenarios apart, then `N passed, N failed[, N errors][, N not applicable]`.
 
 use std::io::Write;
+use std::sync::Arc;
 
 use super::Reporter;
-use crate::runner::{RunEvent, ScenarioResult};
+use crate::runner::{RunEvent, ScenarioResult, Verdict};
 
 /// Writes the report to any writer (stdout in the CLI, a buffer in tests).
 pub struct Text<W: Write + Send> {
     out: W,
-    results: Vec<ScenarioResult>,
+    results: Vec<Arc<ScenarioResult>>,
     width: usize,
 }
 
@@ -45,8 +47,8 @@ pub fn scenario_line(r: &ScenarioResult, width: usize) -> String {
         r.id.clone()
     };
     let mut line = format!(
-        "{}  {:<width$} {:>6.1} s  {:>3} call{}",
-        if r.passed { "PASS" } else { "FAIL" },
+        "{:<5} {:<width$} {:>6.1} s  {:>3} call{}",
+        r.verdict.label(),
         id,
         r.seconds,
         rec.main_calls,
@@ -69,13 +71,24 @@ pub fn scenario_line(r: &ScenarioResult, width: usize) -> String {
     line
 }
 
-/// Every violation of a failed scenario, and what was not checked.
+/// Every violation of a failed scenario (or an error's cause), and what was
+/// not checked.
 pub fn failure_detail(r: &ScenarioResult) -> String {
     let mut s = if r.attempts > 1 {
-        format!("FAIL {} [{}/{}]\n", r.id, r.attempt, r.attempts)
+        format!(
+            "{} {} [{}/{}]\n",
+            r.verdict.label(),
+            r.id,
+            r.attempt,
+            r.attempts
+        )
     } else {
-        format!("FAIL {}\n", r.id)
+        format!("{} {}\n", r.verdict.label(), r.id)
     };
+    if let Verdict::Error { cause } = &r.verdict {
+        s.push_str(&indent(cause, "  "));
+        s.push('\n');
+    }
     for c in r.failures() {
         s.push_str(&format!("  {} / {}:\n", c.invariant.label(), c.name));
         for v in c.violations() {
@@ -99,15 +112,15 @@ pub fn failure_detail(r: &ScenarioResult) -> String {
 
 /// (id, passed runs, runs) per scenario, in first-seen order; empty unless
 /// scenarios were repeated.
-pub fn pass_rates(results: &[ScenarioResult]) -> Vec<(String, u32, u32)> {
+pub fn pass_rates(results: &[Arc<ScenarioResult>]) -> Vec<(String, u32, u32)> {
     let mut out: Vec<(String, u32, u32)> = Vec::new();
     for r in results.iter().filter(|r| r.attempts > 1) {
         match out.iter_mut().find(|(id, _, _)| *id == r.id) {
             Some(e) => {
-                e.1 += u32::from(r.passed);
+                e.1 += u32::from(r.passed());
                 e.2 += 1;
             }
-            None => out.push((r.id.clone(), u32::from(r.passed), 1)),
+            None => out.push((r.id.clone(), u32::from(r.passed()), 1)),
         }
     }
     out
@@ -120,19 +133,36 @@ impl<W: Write + Send> Reporter for Text<W> {
             RunEvent::ScenarioFinished(r) => {
                 let _ = writeln!(self.out, "{}", scenario_line(r, self.width));
                 let _ = self.out.flush();
-                self.results.push((**r).clone());
+                self.results.push(r.clone());
             }
-            RunEvent::Finished {
-                passed,
-                failed,
-                wall,
-            } => {
-                let failures: Vec<&ScenarioResult> =
-                    self.results.iter().filter(|r| !r.passed).collect();
+            RunEvent::Finished { stats, wall } => {
+                let failures: Vec<&ScenarioResult> = self
+                    .results
+                    .iter()
+                    .filter(|r| matches!(r.verdict, Verdict::Fail | Verdict::Error { .. }))
+                    .map(|r| &**r)
+                    .collect();
                 if !failures.is_empty() {
                     let _ = writeln!(self.out, "\nfailures:\n");
                     for r in failures {
                         let _ = writeln!(self.out, "{}", failure_detail(r));
+                    }
+                }
+                let na: Vec<&ScenarioResult> = self
+                    .results
+                    .iter()
+                    .filter(|r| matches!(r.verdict, Verdict::NotApplicable { .. }))
+                    .map(|r| &**r)
+                    .collect();
+                if !na.is_empty() {
+                    let _ = writeln!(self.out, "\nnot applicable (not counted as passed):");
+                    for r in na {
+                        let _ = writeln!(
+                            self.out,
+                            "  {:<44} {}",
+                            r.id,
+                            r.verdict.detail().unwrap_or_default()
+                        );
                     }
                 }
                 let rates = pass_rates(&self.results);
@@ -148,7 +178,7 @@ impl<W: Write + Send> Reporter for Text<W> {
                     }
                 }
                 let _ = writeln!(self.out, "\nwall time {wall:.1} s");
-                let _ = writeln!(self.out, "{passed} passed, {failed} failed");
+                let _ = writeln!(self.out, "{}", stats.summary());
                 let _ = self.out.flush();
             }
             RunEvent::ScenarioStarted { .. } | RunEvent::Phase { .. } => {}
@@ -159,7 +189,7 @@ impl<W: Write + Send> Reporter for Text<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::test_support::{feed, sample_results};
+    use crate::report::test_support::{feed, sample_results, sample_with_error};
 
     /// What a person reads after a run with a failure, pinned: a change to it
     /// shows up as a snapshot diff to review, never silently.
@@ -168,6 +198,17 @@ mod tests {
         let mut text = Text::new(Vec::new());
         feed(&mut text, sample_results());
         let out = String::from_utf8(text.into_inner()).unwrap();
+        insta::assert_snapshot!(out);
+    }
+
+    /// A scenario chaosrun could not run is an ERROR with its cause, in the
+    /// closing count, never dropped.
+    #[test]
+    fn report_of_a_run_with_an_error() {
+        let mut text = Text::new(Vec::new());
+        feed(&mut text, sample_with_error());
+        let out = String::from_utf8(text.into_inner()).unwrap();
+        assert!(out.ends_with("1 passed, 1 failed, 1 error\n"), "{out}");
         insta::assert_snapshot!(out);
     }
 }

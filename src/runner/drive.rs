@@ -201,7 +201,10 @@ impl<'a> Drive<'a> {
         self.launch.scope.started(pid);
         self.workers[k] = Some(agent);
         let event = if resume.is_some() {
-            Event::Restarted { pid }
+            Event::Restarted {
+                pid,
+                start_turn: resume,
+            }
         } else {
             Event::Spawned { pid }
         };

@@ -1,7 +1,9 @@
 //! Running a table: scenarios run concurrently (bounded by `jobs`), each in its
 //! own directory with its own provider and agent; each result is judged by the
-//! oracle and emitted as a [`RunEvent`]. Artifacts are kept for failures (or
-//! all) when asked.
+//! oracle and emitted as a [`RunEvent`]. Every selected scenario run ends in a
+//! verdict: a panic inside chaosrun is caught per scenario and becomes an
+//! `ERROR` (never a dropped result); a scenario the profile cannot support is
+//! `N/A`. Artifacts are kept for failures (or all) when asked.
 
 pub mod chaos;
 mod drive;
@@ -11,13 +13,15 @@ pub mod scenario;
 pub mod store;
 mod turns;
 
-pub use events::{RunEvent, ScenarioResult};
+pub use events::{RunEvent, ScenarioResult, Stats, Verdict};
 pub use scenario::Shared;
 
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use rand::{Rng, SeedableRng};
 use tokio::sync::{mpsc, Semaphore};
 
@@ -37,18 +41,21 @@ pub struct Options {
     pub repeat: u32,
 }
 
-/// Run `scenarios`, emitting events; returns the results in table order.
+/// Run `scenarios`, emitting events; returns one result per scenario run
+/// (selected × repeat), in table order: a run that crashed inside chaosrun is
+/// an `ERROR` result, never dropped.
 pub async fn run_all(
     shared: Arc<Shared>,
     scenarios: Vec<Scenario>,
     opts: Options,
     events: mpsc::UnboundedSender<RunEvent>,
-) -> Vec<ScenarioResult> {
+) -> Vec<Arc<ScenarioResult>> {
     let started = tokio::time::Instant::now();
     let jobs = opts.jobs.max(1);
     let repeat = opts.repeat.max(1);
+    let expected = scenarios.len() * repeat as usize;
     let _ = events.send(RunEvent::Started {
-        total: scenarios.len() * repeat as usize,
+        total: expected,
         jobs,
     });
     let reaper = tokio::spawn(async {
@@ -63,83 +70,231 @@ pub async fn run_all(
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(opts.seed);
     let limit = Arc::new(Semaphore::new(jobs));
+    let ctx = Ctx {
+        shared,
+        opts,
+        sampler: sampler.clone(),
+        caps,
+        events: events.clone(),
+        repeat,
+    };
     let mut tasks = Vec::new();
     let runs = scenarios
         .into_iter()
         .flat_map(|s| (1..=repeat).map(move |attempt| (s.clone(), attempt)));
     for (n, (s, attempt)) in runs.enumerate() {
         let ids = scenario::Ids {
-            tag: format!("{}-{n}", shared.run_id),
+            tag: format!("{}-{n}", ctx.shared.run_id),
             nonce: format!("{:08x}", rng.gen::<u32>()),
-            seed: opts.seed,
+            seed: ctx.opts.seed,
         };
-        let (shared, limit, events, opts) =
-            (shared.clone(), limit.clone(), events.clone(), opts.clone());
-        let sampler = sampler.clone();
-        tasks.push(tokio::spawn(async move {
+        let slot = (s.id.clone(), attempt);
+        let (ctx, limit) = (ctx.clone(), limit.clone());
+        let task = tokio::spawn(async move {
             let _permit = limit.acquire_owned().await.expect("semaphore stays open");
-            let _ = events.send(RunEvent::ScenarioStarted { id: s.id.clone() });
-            let root = match &opts.artifacts {
-                Some(dir) if repeat > 1 => dir.join(&s.id).join(attempt.to_string()),
-                Some(dir) => dir.join(&s.id),
-                None => std::env::temp_dir().join(format!("chaosrun-{}", ids.tag)),
-            };
-            let phase_events = events.clone();
-            let id = s.id.clone();
-            let on_phase = move |phase, deadline| {
-                let _ = phase_events.send(RunEvent::Phase {
-                    id: id.clone(),
-                    phase,
-                    deadline,
-                });
-            };
-            let start = tokio::time::Instant::now();
-            sampler.watch(&ids.tag, start);
-            let mut obs = scenario::observe(&shared, &s, &ids, &root, start, &on_phase).await;
-            obs.proc_samples = sampler.take(&ids.tag);
-            let checks = crate::oracle::check(&s, caps, &obs);
-            let passed = checks.iter().all(|c| !c.failed());
-            let keep = opts.artifacts.is_some() && (opts.keep_all || !passed);
-            let artifacts = if keep {
-                if let Some(base) = &opts.artifacts {
-                    write_artifacts(base, &root, &obs, &checks);
-                }
-                Some(root)
-            } else {
-                let _ = std::fs::remove_dir_all(&root);
-                None
-            };
-            let result = ScenarioResult {
-                id: s.id.clone(),
-                attempt,
-                attempts: repeat,
-                passed,
-                seconds: obs.wall,
-                main_calls: obs.recording.main_calls,
-                checks,
-                observation: obs,
-                artifacts,
-            };
-            let _ = events.send(RunEvent::ScenarioFinished(Box::new(result.clone())));
-            result
-        }));
+            ctx.run_task(s, attempt, ids).await
+        });
+        tasks.push((task, slot));
     }
     let mut results = Vec::new();
-    for t in tasks {
-        match t.await {
-            Ok(r) => results.push(r),
-            Err(e) => eprintln!("chaosrun: a scenario task failed: {e}"),
-        }
+    for (task, (id, attempt)) in tasks {
+        let r = match task.await {
+            Ok(r) => r,
+            Err(e) => {
+                // The task itself died (not its scenario's run, which is
+                // caught in `run_task`): still a result, never a dropped one.
+                let cause = if e.is_panic() {
+                    panic_message(&*e.into_panic())
+                } else {
+                    e.to_string()
+                };
+                let r = Arc::new(ScenarioResult::error(
+                    &id,
+                    attempt,
+                    repeat,
+                    format!("chaosrun failed while running it: {cause}"),
+                    0.0,
+                ));
+                let _ = events.send(RunEvent::ScenarioFinished(r.clone()));
+                r
+            }
+        };
+        results.push(r);
     }
     reaper.abort();
     sampler.stop();
-    let passed = results.iter().filter(|r| r.passed).count();
     let _ = events.send(RunEvent::Finished {
-        passed,
-        failed: results.len() - passed,
+        stats: Stats::tally(results.iter().map(|r| &r.verdict), expected),
         wall: started.elapsed().as_secs_f64(),
     });
     results
+}
+
+/// What every scenario task shares.
+#[derive(Clone)]
+struct Ctx {
+    shared: Arc<Shared>,
+    opts: Options,
+    sampler: sampler::Sampler,
+    caps: Capabilities,
+    events: mpsc::UnboundedSender<RunEvent>,
+    repeat: u32,
+}
+
+impl Ctx {
+    /// One scenario run, start to verdict, sent as `ScenarioFinished`: N/A
+    /// without running when the profile lacks what it needs; `ERROR` (its
+    /// processes swept) when the run panics inside chaosrun.
+    async fn run_task(&self, s: Scenario, attempt: u32, ids: scenario::Ids) -> Arc<ScenarioResult> {
+        let (opts, repeat) = (&self.opts, self.repeat);
+        let _ = self
+            .events
+            .send(RunEvent::ScenarioStarted { id: s.id.clone() });
+        let root = match &opts.artifacts {
+            Some(dir) if repeat > 1 => dir.join(&s.id).join(attempt.to_string()),
+            Some(dir) => dir.join(&s.id),
+            None => std::env::temp_dir().join(format!("chaosrun-{}", ids.tag)),
+        };
+        let start = tokio::time::Instant::now();
+        let result = if let Some(reason) = not_applicable(&self.shared.profile, &s) {
+            ScenarioResult::not_applicable(&s.id, attempt, repeat, reason)
+        } else {
+            let run = run_one(
+                &self.shared,
+                &s,
+                &ids,
+                &root,
+                start,
+                &self.sampler,
+                self.caps,
+                &self.events,
+            );
+            let outcome = AssertUnwindSafe(run).catch_unwind().await;
+            let _ = self.sampler.take(&ids.tag);
+            match outcome {
+                Ok((obs, checks)) => {
+                    let verdict = Verdict::judge(&checks, &obs);
+                    let keep = opts.artifacts.is_some() && (opts.keep_all || !verdict.passed());
+                    let artifacts = if keep {
+                        if let Some(base) = &opts.artifacts {
+                            write_artifacts(base, &root, &obs, &checks);
+                        }
+                        Some(root)
+                    } else {
+                        let _ = std::fs::remove_dir_all(&root);
+                        None
+                    };
+                    ScenarioResult {
+                        id: s.id.clone(),
+                        attempt,
+                        attempts: repeat,
+                        verdict,
+                        seconds: obs.wall,
+                        main_calls: obs.recording.main_calls,
+                        checks,
+                        observation: obs,
+                        artifacts,
+                    }
+                }
+                Err(panic) => {
+                    // The run unwound mid-way: nothing it started may stay.
+                    let tag = ids.tag.clone();
+                    let _ = tokio::task::spawn_blocking(move || {
+                        crate::proc_hygiene::sweep_marked(
+                            crate::proc_hygiene::TAG_VAR,
+                            &tag,
+                            Duration::from_secs(10),
+                        )
+                    })
+                    .await;
+                    let mut r = ScenarioResult::error(
+                        &s.id,
+                        attempt,
+                        repeat,
+                        format!(
+                            "chaosrun failed while running it: {}",
+                            panic_message(&*panic)
+                        ),
+                        start.elapsed().as_secs_f64(),
+                    );
+                    if opts.artifacts.is_some() && root.exists() {
+                        r.artifacts = Some(root);
+                    } else {
+                        let _ = std::fs::remove_dir_all(&root);
+                    }
+                    r
+                }
+            }
+        };
+        let result = Arc::new(result);
+        let _ = self.events.send(RunEvent::ScenarioFinished(result.clone()));
+        result
+    }
+}
+
+/// One scenario run, observed and judged. A panic inside it is caught by the
+/// caller and becomes an `ERROR` result.
+#[allow(clippy::too_many_arguments)]
+async fn run_one(
+    shared: &Shared,
+    s: &Scenario,
+    ids: &scenario::Ids,
+    root: &std::path::Path,
+    start: tokio::time::Instant,
+    sampler: &sampler::Sampler,
+    caps: Capabilities,
+    events: &mpsc::UnboundedSender<RunEvent>,
+) -> (crate::observe::Observation, Vec<crate::oracle::Check>) {
+    test_panic(&s.id);
+    let phase_events = events.clone();
+    let id = s.id.clone();
+    let on_phase = move |phase, deadline| {
+        let _ = phase_events.send(RunEvent::Phase {
+            id: id.clone(),
+            phase,
+            deadline,
+        });
+    };
+    sampler.watch(&ids.tag, start);
+    let mut obs = scenario::observe(shared, s, ids, root, start, &on_phase).await;
+    (obs.proc_samples, obs.processes_seen) = sampler.take(&ids.tag);
+    let checks = crate::oracle::check(s, caps, &obs);
+    (obs, checks)
+}
+
+/// Why `s` cannot apply to this profile (N/A, not run), if so: a kill needs
+/// an agent that resumes.
+fn not_applicable(profile: &crate::profile::Profile, s: &Scenario) -> Option<String> {
+    let kills = s.chaos.as_ref().is_some_and(|c| c.kill_share > 0.0)
+        || s.process_fault
+            .as_ref()
+            .is_some_and(|f| f.action == crate::scenarios::FaultAction::Kill);
+    (kills && !profile.resume).then(|| {
+        "the adapter profile declares `resume: false`; this scenario kills the agent and needs it to resume".to_string()
+    })
+}
+
+/// Debug builds only: `CHAOSRUN_TEST_PANIC=<scenario id>` makes that
+/// scenario's run panic, so tests can see a crash inside chaosrun reported as
+/// `ERROR` (release builds have no such hook).
+fn test_panic(id: &str) {
+    #[cfg(debug_assertions)]
+    if std::env::var("CHAOSRUN_TEST_PANIC").is_ok_and(|v| v == id) {
+        panic!("CHAOSRUN_TEST_PANIC: injected panic in scenario {id}");
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = id;
+}
+
+/// The text of a panic payload.
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        format!("panic: {s}")
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        format!("panic: {s}")
+    } else {
+        "panic (no message)".to_string()
+    }
 }
 
 /// Write the observation, the checks and the requests (JSONL) beside the

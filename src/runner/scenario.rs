@@ -323,6 +323,7 @@ pub async fn observe(
         recording: Default::default(),
         snapshots: Vec::new(),
         proc_samples: Vec::new(),
+        processes_seen: Vec::new(),
         provider_offset: 0.0,
         store: StoreObservation::NotConfigured,
         survivors: Vec::new(),

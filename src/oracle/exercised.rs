@@ -1,0 +1,470 @@
+//! Exercised: evidence, from the observation alone, that the scenario's fault
+//! landed. A scenario whose fault never landed proves nothing, so it fails here
+//! saying what was missing:
+//! - a provider fault (any rule but a plain answer): the rule answered a main call;
+//! - a hung or background tool (`tool_gone`, a `wait_for` rule): its process was
+//!   seen (sampled, in a snapshot, by a `wait_for`, or by a `when_process`
+//!   trigger); if not, the agent's own answer to the call is quoted;
+//! - a background job (a `background: true` call): it existed (its heartbeat
+//!   is in the journal, or its process was seen);
+//! - an interrupt: sent while the faulted turn was running;
+//! - a process fault: the kill or stop hit at least one process;
+//! - a chaos run: at least `min_faults` kills and stops landed.
+
+use super::{clip, Check, Invariant};
+use crate::observe::{Event, Observation};
+use crate::provider::{CallKind, Reply};
+use crate::scenarios::{ChaosSpec, FaultAction, Scenario, Trigger};
+
+pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
+    let mut out = Vec::new();
+    if let Some(spec) = &s.chaos {
+        out.push(chaos(spec, obs));
+        return out;
+    }
+    if let Some(f) = &s.process_fault {
+        out.push(process_fault(f.action, &f.at, obs));
+    } else {
+        out.extend(provider_rules(s, obs));
+    }
+    if s.interrupt.is_some() {
+        out.push(interrupt(obs));
+    }
+    out.extend(tools_ran(s, obs));
+    if s.responder.iter().all(|r| r.wait_for.is_none()) {
+        out.extend(background_job(s, obs));
+    }
+    if out.is_empty() {
+        out.push(Check::skipped(
+            Invariant::Exercised,
+            "fault_landed",
+            "the scenario names no fault chaosrun could look for",
+        ));
+    }
+    out
+}
+
+/// A chaos run means something only when enough faults landed.
+fn chaos(spec: &ChaosSpec, obs: &Observation) -> Check {
+    let (kills, stops) = obs.faults_landed();
+    let v = if kills + stops < spec.min_faults {
+        vec![format!(
+            "the run is meaningless: only {} faults landed ({kills} kills, {stops} stops); at least {} are needed",
+            kills + stops,
+            spec.min_faults
+        )]
+    } else {
+        vec![]
+    };
+    Check::new(Invariant::Exercised, "enough_faults_landed", v)
+}
+
+/// The kill or stop was sent and hit at least one process.
+fn process_fault(action: FaultAction, at: &Trigger, obs: &Observation) -> Check {
+    let name = match action {
+        FaultAction::Kill => "kill",
+        FaultAction::Stop => "stop",
+    };
+    let sent: Vec<usize> = obs
+        .events
+        .iter()
+        .filter_map(|t| match &t.event {
+            Event::ProcessFault {
+                action, signalled, ..
+            } if action == name => Some(*signalled),
+            _ => None,
+        })
+        .collect();
+    let v = if sent.is_empty() {
+        vec![format!(
+            "the {name} never fired: its trigger {at:?} did not hold during the faulted turn"
+        )]
+    } else if sent.iter().all(|n| *n == 0) {
+        vec![format!(
+            "the {name} signalled no process (the agent was already gone)"
+        )]
+    } else {
+        vec![]
+    };
+    Check::new(Invariant::Exercised, "process_fault_landed", v)
+}
+
+/// Whether a rule's reply is a fault (anything but an immediate plain answer).
+fn is_fault(reply: &Reply) -> bool {
+    match reply {
+        Reply::Text(t) => t.delay_per_chunk > 0.0,
+        _ => true,
+    }
+}
+
+/// Every faulting responder rule answered at least one main call.
+fn provider_rules(s: &Scenario, obs: &Observation) -> Vec<Check> {
+    let faults: Vec<(usize, &'static str)> = s
+        .responder
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| is_fault(&r.reply))
+        .map(|(i, r)| (i, r.reply.kind_name()))
+        .collect();
+    if faults.is_empty() {
+        return Vec::new();
+    }
+    // The exact per-rule counts when recorded, else the requests kept.
+    let served = |i: usize| match obs.recording.rule_hits.get(i) {
+        Some(n) => *n > 0,
+        None => obs
+            .recording
+            .requests
+            .iter()
+            .any(|r| r.kind == CallKind::Main && r.rule == Some(i)),
+    };
+    let v = faults
+        .iter()
+        .filter(|(i, _)| !served(*i))
+        .map(|(i, kind)| {
+            format!(
+                "responder rule {} ({kind}) never answered a call: the faulted turn made {} main call(s)",
+                i + 1,
+                obs.recording.main_calls
+            )
+        })
+        .collect();
+    vec![Check::new(Invariant::Exercised, "fault_served", v)]
+}
+
+/// `interrupt` was sent while the faulted turn was running.
+fn interrupt(obs: &Observation) -> Check {
+    let mut started = false;
+    let mut v = vec![
+        "the interrupt was never sent: its trigger did not hold during the faulted turn"
+            .to_string(),
+    ];
+    for t in &obs.events {
+        match &t.event {
+            Event::TurnStart { i: 0 } => started = true,
+            Event::TurnEnd(e) if e.i == 0 => {
+                v = vec![format!(
+                    "the interrupt was never sent: the faulted turn returned first (final={:?})",
+                    clip(&e.final_text, 120)
+                )];
+                break;
+            }
+            Event::InterruptSent { .. } => {
+                v = if started {
+                    vec![]
+                } else {
+                    vec!["the interrupt was sent before the faulted turn started".to_string()]
+                };
+                break;
+            }
+            _ => {}
+        }
+    }
+    Check::new(Invariant::Exercised, "interrupt_landed", v)
+}
+
+/// Hung and background tools: their processes were seen.
+fn tools_ran(s: &Scenario, obs: &Observation) -> Option<Check> {
+    // (needle, how many at once, the wait_for rule's index)
+    let mut wanted: Vec<(&str, usize, Option<usize>)> = Vec::new();
+    for (i, r) in s.responder.iter().enumerate() {
+        if let Some(w) = &r.wait_for {
+            wanted.push((&w.cmdline, w.count, Some(i)));
+        }
+    }
+    if let Some(t) = &s.tool_gone {
+        if !wanted.iter().any(|(n, _, _)| *n == t.as_str()) {
+            wanted.push((t, 1, None));
+        }
+    }
+    if wanted.is_empty() {
+        return None;
+    }
+    let v = wanted
+        .into_iter()
+        .filter_map(|(needle, count, rule)| tool_missing(s, obs, needle, count, rule))
+        .collect();
+    Some(Check::new(Invariant::Exercised, "tool_ran", v))
+}
+
+/// What is missing for the tool matching `needle`, if anything.
+fn tool_missing(
+    s: &Scenario,
+    obs: &Observation,
+    needle: &str,
+    count: usize,
+    rule: Option<usize>,
+) -> Option<String> {
+    let waits: Vec<_> = obs
+        .recording
+        .waits
+        .iter()
+        .filter(|w| Some(w.rule) == rule)
+        .collect();
+    if waits.iter().any(|w| w.satisfied) {
+        return None;
+    }
+    if let Some(w) = waits.iter().max_by_key(|w| w.seen) {
+        return Some(format!(
+            "the background job never reached {count} process(es) matching `{needle}`: at most {} were seen while the reply waited",
+            w.seen
+        ));
+    }
+    let fired = |t: &Trigger| matches!(t, Trigger::WhenProcess(n) if n.contains(needle) || needle.contains(n.as_str()));
+    let seen = obs.processes_seen.iter().any(|c| c.contains(needle))
+        || obs
+            .snapshots
+            .iter()
+            .any(|sn| sn.procs.iter().any(|p| p.cmdline.contains(needle)))
+        || (s.interrupt.as_ref().is_some_and(fired) && obs.interrupt_sent().is_some())
+        || (s.process_fault.as_ref().is_some_and(|f| fired(&f.at))
+            && obs
+                .events
+                .iter()
+                .any(|t| matches!(t.event, Event::ProcessFault { .. })));
+    if seen {
+        return None;
+    }
+    Some(format!(
+        "the tool never ran: no process whose command line contains `{needle}` was seen; {}",
+        agent_answer(obs, needle)
+    ))
+}
+
+/// Whether a call asks for a background job.
+fn background(args: &serde_json::Value) -> bool {
+    args.get("background") == Some(&serde_json::Value::Bool(true))
+}
+
+/// Background jobs the responder asks for existed: a heartbeat (`bg ...`
+/// journal line) or the job's process was seen.
+fn background_job(s: &Scenario, obs: &Observation) -> Option<Check> {
+    let asked = s.responder.iter().any(|r| match &r.reply {
+        Reply::ToolCall(t) => t.calls.iter().any(|c| background(&c.args)),
+        _ => false,
+    });
+    if !asked {
+        return None;
+    }
+    let issued: Vec<&str> = obs
+        .recording
+        .issued_tool_calls
+        .iter()
+        .filter(|c| background(&c.args))
+        .filter_map(|c| c.args.get("command")?.as_str())
+        .collect();
+    let heartbeat = obs.journal.iter().any(|l| l.starts_with("bg "));
+    let seen = issued.iter().any(|cmd| {
+        let head: String = cmd.chars().take(40).collect();
+        obs.processes_seen.iter().any(|c| c.contains(&head))
+            || obs
+                .snapshots
+                .iter()
+                .any(|sn| sn.procs.iter().any(|p| p.cmdline.contains(&head)))
+    });
+    let v = if heartbeat || seen {
+        vec![]
+    } else if issued.is_empty() {
+        vec![
+            "the background job was never asked for: no call with `background: true` was issued"
+                .into(),
+        ]
+    } else {
+        vec![format!(
+            "the background job never existed: no heartbeat in the journal and no process running `{}` was seen; {}",
+            clip(issued[0], 80),
+            agent_answer(obs, issued[0])
+        )]
+    };
+    Some(Check::new(
+        Invariant::Exercised,
+        "background_job_existed",
+        v,
+    ))
+}
+
+/// What the agent sent back for the tool call that would have run `needle`.
+fn agent_answer(obs: &Observation, needle: &str) -> String {
+    let calls: Vec<&str> = obs
+        .recording
+        .issued_tool_calls
+        .iter()
+        .filter(|c| {
+            c.args
+                .get("command")
+                .and_then(|v| v.as_str())
+                .is_some_and(|cmd| cmd.contains(needle))
+                || c.args.to_string().contains(needle)
+        })
+        .map(|c| c.id.as_str())
+        .collect();
+    if calls.is_empty() {
+        return "the provider never asked for it".into();
+    }
+    let answer = obs
+        .recording
+        .requests
+        .iter()
+        .flat_map(|r| &r.messages)
+        .find(|m| {
+            m.role == "tool"
+                && m.tool_call_id
+                    .as_deref()
+                    .is_some_and(|id| calls.contains(&id))
+        });
+    match answer {
+        Some(m) => format!("the agent answered `{}`", clip(m.content.trim(), 200)),
+        None => "no result for the call reached the provider either".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::*;
+    use crate::proc_hygiene::ProcInfo;
+    use crate::provider::recording::{IssuedToolCall, WaitOutcome};
+
+    fn named<'a>(c: &'a [Check], name: &str) -> &'a Check {
+        c.iter().find(|c| c.name == name).unwrap()
+    }
+
+    #[test]
+    fn a_provider_fault_rule_that_never_answered_fails() {
+        let s = scenario("expect: error");
+        let mut o = healthy(&s, end(0, false, true, "x"));
+        assert!(!named(&check(&s, &o), "fault_served").failed());
+        o.recording.requests[0].rule = Some(1);
+        let c = check(&s, &o);
+        assert!(named(&c, "fault_served").failed(), "{c:?}");
+        o.recording.requests[0].rule = Some(0);
+        o.recording.rule_hits = vec![0];
+        let c = check(&s, &o);
+        assert!(
+            named(&c, "fault_served").violations()[0].contains("rule 1 (hang) never answered"),
+            "{c:?}"
+        );
+    }
+
+    const HUNG: &str = "expect: ended\ntool_gone: \"sleep 3600\"";
+
+    fn hung_tool(answer: &str) -> (Scenario, Observation) {
+        let s = scenario(HUNG);
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        o.recording.issued_tool_calls.push(IssuedToolCall {
+            id: "c1".into(),
+            tool: "shell".into(),
+            args: serde_json::json!({"command": "sleep 3600"}),
+            main_index: 0,
+        });
+        o.recording.requests[0]
+            .messages
+            .extend([assistant_calls(&["c1"]), tool("c1", answer)]);
+        (s, o)
+    }
+
+    #[test]
+    fn a_hung_tool_that_never_ran_fails_quoting_the_agent() {
+        let (s, o) = hung_tool("Blocked: sleep is not allowed");
+        let v = named(&check(&s, &o), "tool_ran").violations().to_vec();
+        assert!(v[0].contains("the tool never ran"), "{v:?}");
+        assert!(v[0].contains("`Blocked: sleep is not allowed`"), "{v:?}");
+    }
+
+    #[test]
+    fn a_hung_tool_seen_by_the_sampler_or_a_snapshot_passes() {
+        let (s, mut o) = hung_tool("timed out");
+        o.processes_seen = vec!["/bin/sh -c sleep 3600".into()];
+        assert!(!named(&check(&s, &o), "tool_ran").failed());
+        let (s, mut o) = hung_tool("timed out");
+        o.snapshots[0].procs.push(ProcInfo {
+            pid: 9,
+            ppid: 1,
+            state: 'S',
+            cmdline: "sleep 3600".into(),
+        });
+        assert!(!named(&check(&s, &o), "tool_ran").failed());
+    }
+
+    #[test]
+    fn a_wait_for_that_timed_out_says_how_many_it_saw() {
+        let yaml = "scenarios:\n  - id: s\n    expect: ended\n    responder:\n      - reply: {kind: tool_call, calls: [{tool: shell, args: {command: x}}]}\n      - wait_for: {count: 10, cmdline: \"sleep 3600\"}\n        reply: {kind: text, text: ok}\n";
+        let s = crate::scenarios::load_str(yaml, "t.yaml")
+            .unwrap()
+            .scenarios
+            .remove(0);
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        o.recording.waits.push(WaitOutcome {
+            rule: 1,
+            main_index: 1,
+            satisfied: false,
+            seen: 3,
+        });
+        let c = check(&s, &o);
+        assert!(
+            named(&c, "tool_ran").violations()[0].contains("at most 3"),
+            "{c:?}"
+        );
+        o.recording.waits[0].satisfied = true;
+        assert!(!named(&check(&s, &o), "tool_ran").failed());
+    }
+
+    #[test]
+    fn a_background_job_needs_a_heartbeat_or_its_process() {
+        let yaml = "scenarios:\n  - id: s\n    expect: ended\n    responder:\n      - reply: {kind: tool_call, calls: [{tool: shell, args: {command: \"while true; do echo bg; done\", background: true}}]}\n";
+        let s = crate::scenarios::load_str(yaml, "t.yaml")
+            .unwrap()
+            .scenarios
+            .remove(0);
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        let c = check(&s, &o);
+        assert!(named(&c, "background_job_existed").violations()[0].contains("never asked for"));
+        o.recording.issued_tool_calls.push(IssuedToolCall {
+            id: "c1".into(),
+            tool: "shell".into(),
+            args: serde_json::json!({"command": "while true; do echo bg; done", "background": true}),
+            main_index: 0,
+        });
+        o.recording.requests[0].messages.extend([
+            assistant_calls(&["c1"]),
+            tool("c1", "Blocked: background jobs are off"),
+        ]);
+        let c = check(&s, &o);
+        let v = named(&c, "background_job_existed").violations();
+        assert!(v[0].contains("`Blocked: background jobs are off`"), "{v:?}");
+        o.journal = vec!["bg 1.0 x".into()];
+        assert!(!named(&check(&s, &o), "background_job_existed").failed());
+        o.journal.clear();
+        o.processes_seen = vec!["bash -c while true; do echo bg; done".into()];
+        assert!(!named(&check(&s, &o), "background_job_existed").failed());
+    }
+
+    #[test]
+    fn an_interrupt_must_land_while_the_turn_runs() {
+        let s = scenario("expect: interrupted\ninterrupt: {after_calls: 1}");
+        let mut o = healthy(&s, end_interrupted(0));
+        let c = check(&s, &o);
+        assert!(named(&c, "interrupt_landed").violations()[0].contains("returned first"));
+        o.events
+            .insert(3, at(1.0, Event::InterruptSent { main_calls: 1 }));
+        assert!(!named(&check(&s, &o), "interrupt_landed").failed());
+    }
+
+    #[test]
+    fn a_kill_that_hit_nothing_did_not_land() {
+        let s = scenario("expect: killed\nprocess_fault: {action: kill, at: {after_calls: 1}}");
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        let c = check(&s, &o);
+        assert!(named(&c, "process_fault_landed").violations()[0].contains("never fired"));
+        o.events.push(at(
+            1.0,
+            Event::ProcessFault {
+                action: "kill".into(),
+                signalled: 0,
+                main_calls: 1,
+            },
+        ));
+        let c = check(&s, &o);
+        assert!(named(&c, "process_fault_landed").violations()[0].contains("no process"));
+    }
+}

@@ -1,0 +1,272 @@
+//! Honest verdicts through the real binary: a scenario whose run panics inside
+//! chaosrun (the debug-build hook `CHAOSRUN_TEST_PANIC=<id>`) is reported
+//! `ERROR` with its cause, counts as not passed (exit 1), appears in a
+//! complete JSON report as an error and in JUnit as an `<error>`, and a merge
+//! of that report exits 1 too.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+use std::time::Duration;
+
+#[test]
+fn a_panicking_scenario_is_an_error_never_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (json, junit, html) = (
+        dir.path().join("r.json"),
+        dir.path().join("r.xml"),
+        dir.path().join("r.html"),
+    );
+    let mark = new_mark("panic");
+    let out = Command::new(bin())
+        .args([
+            "scenarios.yaml",
+            "--only",
+            "tool_args_garbage",
+            "--only",
+            "tool_name_unknown",
+            "--json",
+            json.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
+        ])
+        .env(MARK_VAR, &mark)
+        .env("CHAOSRUN_TEST_PANIC", "tool_args_garbage")
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("ERROR tool_args_garbage")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("injected panic"), "{stdout}");
+    assert!(stdout.contains("1 passed, 0 failed, 1 error"), "{stdout}");
+    assert_eq!(
+        wait_unmarked(&mark, Duration::from_secs(10)),
+        Vec::<String>::new()
+    );
+
+    let report = read_json(&json);
+    assert_eq!(report["complete"], true);
+    assert_eq!(report["scenarios"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        (&report["passed"], &report["failed"], &report["errors"]),
+        (&1.into(), &0.into(), &1.into())
+    );
+    let crashed = scenario(&report, "tool_args_garbage");
+    assert_eq!(crashed["verdict"], "error");
+    assert_eq!(crashed["passed"], false);
+    assert!(crashed["cause"]
+        .as_str()
+        .unwrap()
+        .contains("injected panic"));
+    assert_eq!(scenario(&report, "tool_name_unknown")["verdict"], "pass");
+
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let case = doc
+        .descendants()
+        .find(|n| n.has_tag_name("testcase") && n.attribute("name") == Some("tool_args_garbage"))
+        .expect("the crashed scenario has a test case");
+    let error = case
+        .children()
+        .find(|n| n.has_tag_name("error"))
+        .expect("an <error>");
+    assert!(error
+        .attribute("message")
+        .unwrap()
+        .contains("injected panic"));
+
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(page.matches("data-verdict=\"error\"").count(), 1);
+    assert!(page.contains("1 passed, 0 failed, 1 error"));
+
+    let merged = Command::new(bin())
+        .args(["merge", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&merged.stdout);
+    assert_eq!(merged.status.code(), Some(1), "{text}");
+    assert!(text.contains("1 error"), "{text}");
+}
+
+/// A copy of the reference profile (and its agent) whose messages query is
+/// `sql`, in `dir`.
+fn profile_with_sql(dir: &std::path::Path, sql: &str) -> std::path::PathBuf {
+    let reference = repo().join("examples/reference");
+    std::fs::copy(reference.join("agent.py"), dir.join("agent.py")).unwrap();
+    let yaml = std::fs::read_to_string(reference.join("agent.yaml")).unwrap();
+    let line = yaml
+        .lines()
+        .find(|l| l.trim_start().starts_with("messages_sql:"))
+        .unwrap();
+    let yaml = yaml.replace(line, &format!("  messages_sql: {sql:?}"));
+    let p = dir.join("agent.yaml");
+    std::fs::write(&p, yaml).unwrap();
+    p
+}
+
+#[test]
+fn a_store_query_without_session_id_is_refused_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile_with_sql(
+        dir.path(),
+        "SELECT role, content, tool_call_id, tool_calls FROM messages WHERE session_id = ?1 ORDER BY id",
+    );
+    let out = chaosrun(
+        &new_mark("qmark"),
+        &[
+            "--agent",
+            p.to_str().unwrap(),
+            "scenarios.yaml",
+            "--only",
+            "tool_name_unknown",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(":session_id") && stderr.contains("?1"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_store_query_that_fails_at_first_use_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile_with_sql(
+        dir.path(),
+        "SELECT role, content, tool_call_id, tool_calls FROM no_such_table WHERE session_id = :session_id",
+    );
+    let json = dir.path().join("r.json");
+    let mark = new_mark("badtable");
+    let out = chaosrun(
+        &mark,
+        &[
+            "--agent",
+            p.to_str().unwrap(),
+            "scenarios.yaml",
+            "--only",
+            "tool_name_unknown",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("ERROR tool_name_unknown"), "{stdout}");
+    assert!(stdout.contains("no such table: no_such_table"), "{stdout}");
+    let report = read_json(&json);
+    assert_eq!(scenario(&report, "tool_name_unknown")["verdict"], "error");
+    assert_eq!(
+        wait_unmarked(&mark, Duration::from_secs(10)),
+        Vec::<String>::new()
+    );
+}
+
+/// A hung-tool row whose tool never ran (here the agent refuses it as an
+/// unknown tool, as a command validator would) is not a pass: `tool_gone` is
+/// trivially true, so the `exercised` check fails, quoting the agent.
+#[test]
+fn a_hung_tool_that_never_ran_fails_the_exercised_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t.yaml");
+    std::fs::write(
+        &table,
+        r#"scenarios:
+  - id: tool_never_ran
+    responder:
+      - when: {after_tool: false}
+        reply: {kind: tool_call, calls: [{tool: no_such_tool_chaos, args: {command: "sleep 3600"}}]}
+      - reply: {kind: text, text: "tools settled {{nonce}}"}
+    expect: {answer: "tools settled {{nonce}}"}
+    calls: {max: 4}
+    tool_gone: "sleep 3600"
+"#,
+    )
+    .unwrap();
+    let json = dir.path().join("r.json");
+    let mark = new_mark("neverran");
+    let out = chaosrun(
+        &mark,
+        &[table.to_str().unwrap(), "--json", json.to_str().unwrap()],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let report = read_json(&json);
+    assert_eq!(failed_invariants(&report, "tool_never_ran"), ["exercised"]);
+    let v = violations(&report, "tool_never_ran").join("\n");
+    assert!(
+        v.contains("the tool never ran: no process whose command line contains `sleep 3600` was seen; the agent answered `"),
+        "{v}"
+    );
+    assert!(stdout.contains("fault exercised / tool_ran"), "{stdout}");
+    assert_eq!(
+        wait_unmarked(&mark, Duration::from_secs(10)),
+        Vec::<String>::new()
+    );
+}
+
+/// A profile that declares `resume: false` makes kill scenarios N/A: shown
+/// apart, never run, never counted as passed, and not a failure either.
+#[test]
+fn kill_scenarios_are_not_applicable_without_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = repo().join("examples/reference");
+    std::fs::copy(reference.join("agent.py"), dir.path().join("agent.py")).unwrap();
+    let yaml = std::fs::read_to_string(reference.join("agent.yaml")).unwrap();
+    let p = dir.path().join("agent.yaml");
+    std::fs::write(&p, format!("{yaml}resume: false\n")).unwrap();
+    let json = dir.path().join("r.json");
+    let junit = dir.path().join("r.xml");
+    let out = chaosrun(
+        &new_mark("noresume"),
+        &[
+            "--agent",
+            p.to_str().unwrap(),
+            "process_faults.yaml",
+            "--only",
+            "kill_mid_stream",
+            "--only",
+            "stop_past_stale_timeout",
+            "--json",
+            json.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("N/A   kill_mid_stream")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("1 passed, 0 failed, 1 not applicable"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("resume: false"), "{stdout}");
+    let report = read_json(&json);
+    let na = scenario(&report, "kill_mid_stream");
+    assert_eq!(
+        (&na["verdict"], &na["passed"]),
+        (&"not_applicable".into(), &false.into())
+    );
+    assert_eq!(report["not_applicable"], 1);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let case = doc
+        .descendants()
+        .find(|n| n.has_tag_name("testcase") && n.attribute("name") == Some("kill_mid_stream"))
+        .unwrap();
+    assert!(case.children().any(|n| n.has_tag_name("skipped")), "{xml}");
+}
