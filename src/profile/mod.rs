@@ -553,7 +553,7 @@ mod tests {
         for (i, bad) in [
             "logs: [../../etc/shadow]",
             "logs: [/etc/shadow]",
-            "store: {path: \"{{home}}/../x.db\", messages_sql: x}",
+            "store: {path: \"{{home}}/../x.db\", messages_sql: \"SELECT 1 FROM m WHERE s = :session_id\"}",
             "home_files: [{path: ../x, template: y}]",
         ]
         .iter()
