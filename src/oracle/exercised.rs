@@ -132,34 +132,36 @@ fn provider_rules(s: &Scenario, obs: &Observation) -> Vec<Check> {
     vec![Check::new(Invariant::Exercised, "fault_served", v)]
 }
 
-/// `interrupt` was sent while the faulted turn was running.
+/// `interrupt` was sent while the faulted turn was running. Events are
+/// compared by time, not by the order they were recorded in: the agent's
+/// `turn_start` line may still be in the pipe when the interrupt goes out, so
+/// a main call served before it (the turn was busy on the provider) also
+/// counts as the turn running.
 fn interrupt(obs: &Observation) -> Check {
-    let mut started = false;
-    let mut v = vec![
-        "the interrupt was never sent: its trigger did not hold during the faulted turn"
-            .to_string(),
-    ];
-    for t in &obs.events {
-        match &t.event {
-            Event::TurnStart { i: 0 } => started = true,
-            Event::TurnEnd(e) if e.i == 0 => {
-                v = vec![format!(
-                    "the interrupt was never sent: the faulted turn returned first (final={:?})",
-                    clip(&e.final_text, 120)
-                )];
-                break;
-            }
-            Event::InterruptSent { .. } => {
-                v = if started {
-                    vec![]
-                } else {
-                    vec!["the interrupt was sent before the faulted turn started".to_string()]
-                };
-                break;
-            }
-            _ => {}
+    let sent = obs.find(|e| match e {
+        Event::InterruptSent { main_calls } => Some(*main_calls),
+        _ => None,
+    });
+    let started = obs.turn_start(0);
+    let ended = obs.turn_end(0);
+    let v = match (sent, ended) {
+        (None, Some((_, e))) => vec![format!(
+            "the interrupt was never sent: the faulted turn returned first (final={:?})",
+            clip(&e.final_text, 120)
+        )],
+        (None, None) => vec![
+            "the interrupt was never sent: its trigger did not hold during the faulted turn"
+                .to_string(),
+        ],
+        (Some((at, _)), Some((end_at, e))) if end_at < at => vec![format!(
+            "the interrupt was never sent while the turn ran: the faulted turn returned first (final={:?})",
+            clip(&e.final_text, 120)
+        )],
+        (Some((at, main_calls)), _) if main_calls == 0 && started.is_none_or(|s| s > at) => {
+            vec!["the interrupt was sent before the faulted turn started".to_string()]
         }
-    }
+        _ => vec![],
+    };
     Check::new(Invariant::Exercised, "interrupt_landed", v)
 }
 
