@@ -1,11 +1,12 @@
 //! A bounded real-agent lane: five fast seed scenarios against Hermes Agent
 //! 0.19.0 through `examples/hermes/hermes`, with the verdicts the full-table
-//! runs recorded in examples/hermes/README.md. Three pass; two fail on a real
-//! Hermes bug each:
+//! runs recorded in examples/hermes/README.md. Four pass; one fails on a real
+//! Hermes bug:
 //!
-//! * `provider_silent_after_headers_then_recover`: the stale-stream kill
-//!   cannot abort the socket (it finds no pooled socket), so a silent stream
-//!   is only cut by the 30 s read timeout, past the 15 s turn deadline.
+//! * `provider_silent_after_headers_then_recover` passes since chaosrun sets
+//!   `NO_PROXY` for loopback: httpx then routes the provider through its
+//!   default transport, where Hermes' stale-stream kill finds the socket (its
+//!   bug 2 shows only without `NO_PROXY`; see examples/hermes/README.md).
 //! * `tool_background_swarm`: `AIAgent.close()` kills background jobs of
 //!   task `session_id`, but the terminal tool registers them under
 //!   `"default"`, so the swarm outlives the agent. chaosrun reports the
@@ -24,17 +25,12 @@ const PASSING: &[&str] = &[
     "provider_400_forever",
     "tool_args_truncated_json",
     "interrupt_hung_tool",
+    "provider_silent_after_headers_then_recover",
 ];
 
 /// (scenario, the invariants it fails, a phrase of the violation)
-const FAILING: &[(&str, &[&str], &str)] = &[
-    (
-        "provider_silent_after_headers_then_recover",
-        &["termination"],
-        "did not return within its 15 s deadline",
-    ),
-    ("tool_background_swarm", &["process_hygiene"], "sleep 3600"),
-];
+const FAILING: &[(&str, &[&str], &str)] =
+    &[("tool_background_swarm", &["process_hygiene"], "sleep 3600")];
 
 fn passed(report: &serde_json::Value, id: &str) -> bool {
     report["scenarios"]
@@ -90,7 +86,7 @@ fn hermes_subset_verdicts() {
     assert_eq!(
         out.status.code(),
         Some(1),
-        "two scenarios fail, so chaosrun exits 1\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        "one scenario fails, so chaosrun exits 1\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     let report = read_json(&json);
     assert_eq!(report["passed"], PASSING.len() as u64, "{stdout}");
