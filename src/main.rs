@@ -120,6 +120,9 @@ enum Command {
         /// Do not log each request on stderr.
         #[arg(long)]
         quiet: bool,
+        /// The wire to serve: openai-chat, openai-responses, anthropic, gemini.
+        #[arg(long, default_value = "openai-chat")]
+        wire: chaosrun::provider::Wire,
     },
     /// Merge JSON reports (shards, matrix jobs) into one report and one exit code.
     Merge {
@@ -150,6 +153,7 @@ fn main() -> ExitCode {
             nonce,
             tag,
             quiet,
+            wire,
         }) => {
             let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
             let args = chaosrun::provider::serve::ServeArgs {
@@ -158,6 +162,7 @@ fn main() -> ExitCode {
                 nonce,
                 tag,
                 quiet,
+                wire,
             };
             match rt.block_on(chaosrun::provider::serve::run(args)) {
                 Ok(()) => ExitCode::SUCCESS,

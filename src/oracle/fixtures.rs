@@ -94,6 +94,7 @@ pub fn request(seq: u64, kind: CallKind, messages: Vec<WireMessage>) -> RequestR
         messages,
         truncated: false,
         reply: "text".into(),
+        previous_response_id: None,
     }
 }
 

@@ -71,6 +71,10 @@ struct ProfileDoc {
     logs: Vec<String>,
     #[serde(default)]
     workers: Option<usize>,
+    /// The model API the agent speaks (`openai-chat` when absent); an
+    /// unknown name is a load error listing the four.
+    #[serde(default)]
+    wire: crate::provider::Wire,
 }
 
 /// A resolved adapter profile.
@@ -92,6 +96,8 @@ pub struct Profile {
     /// Worker mode: this many agent processes share one store and one
     /// conversation (1: a single agent).
     pub workers: usize,
+    /// The model API the agent speaks; the provider serves it.
+    pub wire: crate::provider::Wire,
 }
 
 /// The template variables a scenario run provides, with placeholder values
@@ -219,6 +225,7 @@ impl Profile {
             breaker: doc.breaker,
             logs: doc.logs,
             workers: doc.workers.unwrap_or(1),
+            wire: doc.wire,
         };
         profile.validate_templates()?;
         Ok(profile)

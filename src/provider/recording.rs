@@ -70,6 +70,10 @@ pub struct RequestRecord {
     pub truncated: bool,
     /// The reply kind served (`text`, `hang`, ..., `not_found`, `bad_request`).
     pub reply: String,
+    /// Responses wire: the stored response this request continued (its
+    /// conversation is prepended to `messages`), or named and was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_response_id: Option<String>,
 }
 
 /// A tool call the provider issued (in logical terms, before tool mapping).
