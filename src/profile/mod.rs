@@ -365,6 +365,28 @@ mod tests {
     }
 
     #[test]
+    fn wire_defaults_to_chat_and_an_unknown_one_names_the_four() {
+        use crate::provider::Wire;
+        let d = tempfile::tempdir().unwrap();
+        let plain = write(d.path(), "a.yaml", "command: [sh]\n");
+        assert_eq!(
+            Profile::resolve(plain.to_str().unwrap()).unwrap().wire,
+            Wire::OpenaiChat
+        );
+        let g = write(d.path(), "g.yaml", "command: [sh]\nwire: gemini\n");
+        assert_eq!(
+            Profile::resolve(g.to_str().unwrap()).unwrap().wire,
+            Wire::Gemini
+        );
+        let bad = write(d.path(), "b.yaml", "command: [sh]\nwire: grpc\n");
+        let e = Profile::resolve(bad.to_str().unwrap()).unwrap_err();
+        assert!(e.contains("b.yaml:2:") && e.contains("grpc"), "{e}");
+        for w in Wire::ALL {
+            assert!(e.contains(w.name()), "{e}");
+        }
+    }
+
+    #[test]
     fn profile_yaml_error_has_line_and_column() {
         let d = tempfile::tempdir().unwrap();
         let p = write(d.path(), "a.yaml", "command: [sh]\nbreaker: maybe\n");

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::request::{content_text, offers_tools, str_field, Msg, Request};
-use super::{args_object, json_error, named_frame, Answer, ErrorInfo, Event, Meta, Route};
+use super::{args_object, json_error, typed_frame, Answer, ErrorInfo, Event, Meta, Route};
 
 pub(crate) fn route(method: &str, path: &str) -> Route {
     match (method, path) {
@@ -108,9 +108,8 @@ impl Stream {
         }
     }
 
-    fn emit(out: &mut Vec<u8>, kind: &str, mut v: Value) {
-        v["type"] = kind.into();
-        named_frame(out, kind, &v);
+    fn emit(out: &mut Vec<u8>, kind: &str, v: Value) {
+        typed_frame(out, kind, &v);
     }
 
     fn close(&mut self, out: &mut Vec<u8>) {
@@ -203,8 +202,9 @@ impl super::Encoder for Stream {
                 Stream::emit(out, "message_stop", json!({}));
             }
             Event::Error(e) => {
-                let body = error_body(e);
-                named_frame(out, "error", &body);
+                let kind = e.code.as_deref().unwrap_or(error_type_for(e.status));
+                let error = json!({"error": {"type": kind, "message": e.message}});
+                typed_frame(out, "error", &error);
             }
         }
     }

@@ -347,12 +347,22 @@ pub(crate) fn data_frame(out: &mut Vec<u8>, value: &Value) {
     out.extend_from_slice(b"\n\n");
 }
 
-/// `event: NAME\ndata: {json}\n\n`.
-pub(crate) fn named_frame(out: &mut Vec<u8>, name: &str, value: &Value) {
+/// `event: KIND\ndata: {"type":"KIND", ...value}\n\n`: `type` first, as the
+/// Anthropic and Responses streams put it (and so a person reads it first).
+/// `value` must be an object without `type`.
+pub(crate) fn typed_frame(out: &mut Vec<u8>, kind: &str, value: &Value) {
     out.extend_from_slice(b"event: ");
-    out.extend_from_slice(name.as_bytes());
-    out.push(b'\n');
-    data_frame(out, value);
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\ndata: {\"type\":");
+    serde_json::to_writer(&mut *out, kind).expect("strings always serialise");
+    let rest = serde_json::to_vec(value).expect("JSON values always serialise");
+    if rest.len() > 2 {
+        out.push(b',');
+        out.extend_from_slice(&rest[1..]);
+    } else {
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"\n\n");
 }
 
 /// Split `s` into pieces of at most `n` chars (at least one char each); an

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::request::{args_string, content_text, offers_tools, push_call, str_field, Msg, Request};
-use super::{named_frame, Answer, ErrorInfo, Event, Meta, Route, Usage};
+use super::{typed_frame, Answer, ErrorInfo, Event, Meta, Route, Usage};
 
 pub(crate) fn route(method: &str, path: &str) -> Route {
     match (method, path) {
@@ -139,10 +139,9 @@ impl Stream {
     }
 
     fn emit(&mut self, out: &mut Vec<u8>, kind: &str, mut v: Value) {
-        v["type"] = kind.into();
         v["sequence_number"] = self.seq.into();
         self.seq += 1;
-        named_frame(out, kind, &v);
+        typed_frame(out, kind, &v);
     }
 
     fn item_id(&self, prefix: &str) -> String {
