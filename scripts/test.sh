@@ -51,6 +51,14 @@ else
 fi
 # -------------------------------------------------------------------------------
 
+# --- The official model SDKs, for the wire conformance suite ---------------------
+# tests/sdk_conformance.rs drives `chaosrun serve --wire W` with the pinned
+# openai, anthropic and google-genai SDKs (tests/sdk/conformance.py) from a venv
+# under target/. Not optional: a venv that cannot be made fails the run.
+echo "== official model SDKs (wire conformance venv)"
+bash scripts/sdk_venv.sh
+# -------------------------------------------------------------------------------
+
 echo "== format and lint"
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
@@ -59,3 +67,5 @@ echo "== tests"
 # `cargo test` runs the lib, bin and tests/ targets; benches are compiled by
 # clippy above and run only by `cargo bench` (they print figures, never assert).
 cargo test
+# Ignored by plain `cargo test` (it needs the venv made above).
+cargo test --test sdk_conformance -- --include-ignored
