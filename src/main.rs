@@ -50,6 +50,10 @@ struct RunArgs {
     /// An extra argument for the agent command, before the spec path (repeatable).
     #[arg(long = "agent-arg", value_name = "ARG", allow_hyphen_values = true)]
     agent_args: Vec<String>,
+    /// The model API wire the agent speaks (openai-chat, openai-responses,
+    /// anthropic, gemini), overriding the profile's `wire:`.
+    #[arg(long, value_name = "WIRE")]
+    wire: Option<chaosrun::provider::Wire>,
     /// Run only this scenario (repeatable).
     #[arg(long, value_name = "ID")]
     only: Vec<String>,
@@ -268,7 +272,12 @@ fn run(args: RunArgs) -> ExitCode {
         (None, None) => unreachable!("bundled dir exists when --agent is absent"),
     };
     let profile = match Profile::resolve(&agent) {
-        Ok(p) => p,
+        Ok(mut p) => {
+            if let Some(wire) = args.wire {
+                p.wire = wire;
+            }
+            p
+        }
         Err(e) => return usage(e),
     };
     let inputs = [table_path.as_path(), std::path::Path::new(&agent)];

@@ -116,6 +116,7 @@ pub fn placeholder_vars() -> Vars {
         "session_id",
         "tag",
         "profile_dir",
+        "wire",
     ]
     .into_iter()
     .map(|k| (k.to_string(), "1".to_string()))
