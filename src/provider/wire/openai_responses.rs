@@ -57,13 +57,9 @@ fn response(meta: &Meta, status: &str, output: Vec<Value>) -> Value {
         "output": output,
         "error": null,
         "incomplete_details": null,
-        "instructions": null,
-        "metadata": {},
         "parallel_tool_calls": true,
-        "temperature": 1.0,
         "tool_choice": "auto",
         "tools": [],
-        "top_p": 1.0,
         "usage": null,
     })
 }

@@ -44,24 +44,35 @@ pub(crate) async fn render(
     }
 }
 
-/// The SSE steps of `beats` on `wire`.
+/// The SSE steps of `beats` on `wire`. Events with no wait, flush or cut
+/// between them go out as one body chunk (the same bytes, fewer writes).
 pub(crate) fn streamed(wire: Wire, meta: &Meta, beats: Vec<Beat>) -> Vec<Step> {
     let mut enc = wire.encoder(meta);
-    let mut steps = Vec::with_capacity(beats.len());
+    let mut steps = Vec::with_capacity(4);
+    let mut out = Vec::with_capacity(1024);
+    let flush = |out: &mut Vec<u8>, steps: &mut Vec<Step>| {
+        if !out.is_empty() {
+            steps.push(Step::Data(Bytes::from(std::mem::take(out))));
+        }
+    };
     for beat in beats {
         match beat {
-            Beat::Emit(ev) => {
-                let mut out = Vec::with_capacity(256);
-                enc.event(&ev, &mut out);
-                if !out.is_empty() {
-                    steps.push(Step::Data(Bytes::from(out)));
-                }
+            Beat::Emit(ev) => enc.event(&ev, &mut out),
+            Beat::Wait(d) => {
+                flush(&mut out, &mut steps);
+                steps.push(Step::Wait(d));
             }
-            Beat::Wait(d) => steps.push(Step::Wait(d)),
-            Beat::Flush => steps.push(Step::Flush),
-            Beat::Cut => steps.push(Step::Cut),
+            Beat::Flush => {
+                flush(&mut out, &mut steps);
+                steps.push(Step::Flush);
+            }
+            Beat::Cut => {
+                flush(&mut out, &mut steps);
+                steps.push(Step::Cut);
+            }
         }
     }
+    flush(&mut out, &mut steps);
     steps
 }
 
