@@ -720,6 +720,11 @@ class TurnControl:
 # ---------------------------------------------------------------- agent
 
 class Agent:
+    # Defaults for subclasses with their own __init__ (examples/pgworker): the
+    # chat wire, on the `self.path` they set.
+    wire = "openai-chat"
+    base_path = None
+
     def __init__(self, cfg, spec, bugs, home, wire=None):
         self.bugs = bugs
         self.wire = wire or spec.get("wire") or cfg.get("wire") or "openai-chat"
@@ -848,7 +853,10 @@ class Agent:
 
     def call_model(self):
         suffix, req = wire_request(self.wire, self.model, self.history)
-        self.path = self.base_path + suffix
+        if self.wire == "openai-chat":
+            req["messages"] = self.request_messages()
+        if self.base_path is not None:
+            self.path = self.base_path + suffix
         body = json.dumps(req).encode()
         storm = self.bug("retry_storm")
         max_retries = 60 if storm else self.api_max_retries
