@@ -982,3 +982,42 @@ async fn anthropic_accepts_a_system_role_message_and_aux_calls_without_tools() {
     assert_eq!(rec.requests[0].kind, CallKind::Aux);
     assert_eq!(rec.requests[0].messages[0].role, "system");
 }
+
+#[test]
+fn serve_names_its_wire_and_refuses_an_unknown_one() {
+    let bin = env!("CARGO_BIN_EXE_chaosrun");
+    let out = std::process::Command::new(bin)
+        .args(["serve", "--wire", "grpc"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for w in Wire::ALL {
+        assert!(err.contains(w.name()), "{err}");
+    }
+
+    let mut child = std::process::Command::new(bin)
+        .args(["serve", "--wire", "gemini", "--quiet"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    // SIGTERM right after the line: the handler is already installed.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let mut summary = String::new();
+    std::io::Read::read_to_string(&mut out, &mut summary).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(summary, "requests: 0 (main 0, probe 0, aux 0)\n");
+    assert!(
+        line.starts_with("chaosrun provider listening on http://127.0.0.1:")
+            && line.trim_end().ends_with(" (gemini)")
+            && !line.contains("/v1"),
+        "{line:?}"
+    );
+    assert!(status.success(), "{status:?}");
+}

@@ -189,17 +189,23 @@ fn log_request(r: &RequestRecord) {
     eprintln!("#{} {kind} {index} {}", r.seq, r.reply);
 }
 
-async fn stop_signal() {
+/// SIGINT or SIGTERM. Both are registered now, before the caller announces
+/// it is listening, so a signal sent right after that line is never missed.
+fn stop_signal() -> impl Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
             }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
 }

@@ -37,7 +37,7 @@ const WAIT_FOR_POLL: Duration = Duration::from_millis(50);
 /// How long `shutdown` lets connections close by themselves before aborting.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 /// How many Responses conversations are kept for `previous_response_id`.
-const CONVERSATIONS_KEPT: usize = 64;
+const CONVERSATIONS_KEPT: usize = 16;
 
 /// A serving provider.
 pub(crate) struct Running {
