@@ -9,10 +9,15 @@
 //!    connections for `ERRORS` requests, prints requests/s and p50/p99 latency,
 //!    stops it with SIGTERM and compares its summary count with the count sent;
 //! 2. the same with a streamed `text` answer (`TEXTS` requests);
-//! 3. the same two against `benches/fake_provider.py` (Python's
+//! 3. steps 1 and 2 on every other wire (`chaosrun serve --wire W`:
+//!    openai-responses, anthropic, gemini, each with its own request body and
+//!    path, a text reply counted only when its terminal event arrived) and a
+//!    per-wire table side by side with the chat wire;
+//! 4. the same two against `benches/fake_provider.py` (Python's
 //!    `ThreadingHTTPServer`) and prints the ratios.
 //!
-//! Targets: ≥ 20,000 error responses/s and ≥ 10x the Python fake. Figures are
+//! Targets: ≥ 20,000 error responses/s and ≥ 10x the Python fake; every wire
+//! within 1.5x of the chat wire's throughput. Figures are
 //! printed, never asserted (timing depends on the machine). The client is a
 //! minimal HTTP/1.1 one over tokio sockets so that it costs the shared CPUs
 //! little next to the server under test.
@@ -36,6 +41,9 @@ const PY_ERRORS: u64 = 10_000;
 const PY_TEXTS: u64 = 5_000;
 
 const TEXT: &str = "The quick brown fox jumps over the lazy dog, then rests a while.";
+
+/// The wires, as `chaosrun serve --wire` names them; the first is the chat wire.
+const WIRES: [&str; 4] = ["openai-chat", "openai-responses", "anthropic", "gemini"];
 
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
@@ -78,7 +86,11 @@ fn spawn(mut cmd: Command) -> (Child, BufReader<ChildStdout>, u16) {
         .trim()
         .rsplit("127.0.0.1:")
         .next()
-        .and_then(|rest| rest.split('/').next())
+        .map(|rest| {
+            rest.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        })
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no port in {line:?}"));
     (child, out, port)
@@ -102,22 +114,70 @@ fn stop(mut child: Child, mut out: BufReader<ChildStdout>) -> Option<u64> {
     recorded
 }
 
-fn request_bytes(port: u16, mode: Mode) -> Vec<u8> {
-    let body = serde_json::json!({
-        "model": "bench",
-        "stream": mode == Mode::Text,
-        "tools": [{"type": "function", "function": {"name": "terminal", "parameters": {"type": "object"}}}],
-        "messages": [
-            {"role": "system", "content": "You are a test agent."},
-            {"role": "user", "content": "run the thing"},
-        ],
-    })
-    .to_string();
+/// One main call on `wire`: path and body in that wire's shape.
+fn request_bytes(port: u16, mode: Mode, wire: &str) -> Vec<u8> {
+    use serde_json::json;
+    let stream = mode == Mode::Text;
+    let (path, body) = match wire {
+        "openai-responses" => (
+            "/v1/responses".to_string(),
+            json!({
+                "model": "bench", "stream": stream, "instructions": "You are a test agent.",
+                "tools": [{"type": "function", "name": "terminal", "parameters": {"type": "object"}}],
+                "input": [{"role": "user", "content": "run the thing"}],
+            }),
+        ),
+        "anthropic" => (
+            "/v1/messages".to_string(),
+            json!({
+                "model": "bench", "max_tokens": 100, "stream": stream, "system": "You are a test agent.",
+                "tools": [{"name": "terminal", "input_schema": {"type": "object"}}],
+                "messages": [{"role": "user", "content": "run the thing"}],
+            }),
+        ),
+        "gemini" => (
+            if stream {
+                "/v1beta/models/bench:streamGenerateContent?alt=sse".to_string()
+            } else {
+                "/v1beta/models/bench:generateContent".to_string()
+            },
+            json!({
+                "systemInstruction": {"parts": [{"text": "You are a test agent."}]},
+                "tools": [{"functionDeclarations": [{"name": "terminal", "parameters": {"type": "object"}}]}],
+                "contents": [{"role": "user", "parts": [{"text": "run the thing"}]}],
+            }),
+        ),
+        _ => (
+            "/v1/chat/completions".to_string(),
+            json!({
+                "model": "bench",
+                "stream": stream,
+                "tools": [{"type": "function", "function": {"name": "terminal", "parameters": {"type": "object"}}}],
+                "messages": [
+                    {"role": "system", "content": "You are a test agent."},
+                    {"role": "user", "content": "run the thing"},
+                ],
+            }),
+        ),
+    };
+    let body = body.to_string();
     format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        "POST {path} HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     )
     .into_bytes()
+}
+
+/// Whether a streamed text body reached `wire`'s terminal event.
+fn finished(wire: &str, body: &[u8]) -> bool {
+    let tail = &body[body.len().saturating_sub(4096)..];
+    let has = |needle: &[u8]| tail.windows(needle.len()).any(|w| w == needle);
+    match wire {
+        "openai-responses" => has(b"event: response.completed\n"),
+        "anthropic" => body.ends_with(b"data: {\"type\":\"message_stop\"}\n\n"),
+        "gemini" => has(b"\"finishReason\":\"STOP\""),
+        _ => body.ends_with(b"data: [DONE]\n\n"),
+    }
 }
 
 /// Read one response: status and body (content-length or chunked).
@@ -168,8 +228,8 @@ async fn read_response(r: &mut TokioBufReader<TcpStream>) -> std::io::Result<(u1
 }
 
 /// Send `total` requests over `CONNS` keep-alive connections; return figures.
-async fn drive(port: u16, mode: Mode, total: u64) -> Figures {
-    let request = Arc::new(request_bytes(port, mode));
+async fn drive(port: u16, mode: Mode, total: u64, wire: &'static str) -> Figures {
+    let request = Arc::new(request_bytes(port, mode, wire));
     let next = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
     let tasks: Vec<_> = (0..CONNS)
@@ -191,7 +251,7 @@ async fn drive(port: u16, mode: Mode, total: u64) -> Figures {
                         Mode::Error => assert_eq!(status, 500),
                         Mode::Text => {
                             assert_eq!(status, 200);
-                            assert!(body.ends_with(b"data: [DONE]\n\n"), "text body incomplete");
+                            assert!(finished(wire, &body), "{wire}: text body incomplete");
                         }
                     }
                 }
@@ -247,21 +307,47 @@ fn main() {
         bin.display()
     );
 
-    let mut ours = Vec::new();
-    for (mode, total, label) in [
-        (Mode::Error, ERRORS, "chaosrun serve  error 500"),
-        (Mode::Text, TEXTS, "chaosrun serve  text SSE"),
-    ] {
-        let script = write_script(dir.path(), mode);
-        let mut cmd = Command::new(&bin);
-        cmd.args(["serve", "--port", "0", "--quiet", "--script"])
+    // Every wire: error replies and short streams, chat first.
+    let mut per_wire = Vec::new();
+    for wire in WIRES {
+        let mut figures = Vec::new();
+        for (mode, total, kind) in [
+            (Mode::Error, ERRORS, "error 500"),
+            (Mode::Text, TEXTS, "text SSE"),
+        ] {
+            let script = write_script(dir.path(), mode);
+            let mut cmd = Command::new(&bin);
+            cmd.args([
+                "serve", "--port", "0", "--quiet", "--wire", wire, "--script",
+            ])
             .arg(&script);
-        let (child, out, port) = spawn(cmd);
-        let mut f = rt.block_on(drive(port, mode, total));
-        f.recorded = stop(child, out);
-        print(label, &f);
-        ours.push(f);
+            let (child, out, port) = spawn(cmd);
+            let mut f = rt.block_on(drive(port, mode, total, wire));
+            f.recorded = stop(child, out);
+            print(&format!("{wire:<17} {kind}"), &f);
+            figures.push(f);
+        }
+        per_wire.push((wire, figures));
     }
+    let ours = &per_wire[0].1;
+    println!();
+    println!(
+        "{:<17} {:>12} {:>11} {:>9} {:>12} {:>11} {:>9}",
+        "wire", "error req/s", "error p99", "vs chat", "text req/s", "text p99", "vs chat"
+    );
+    for (wire, f) in &per_wire {
+        println!(
+            "{wire:<17} {:>12.0} {:>8.3} ms {:>8.2}x {:>12.0} {:>8.3} ms {:>8.2}x",
+            f[0].rps,
+            f[0].p99.as_secs_f64() * 1e3,
+            f[0].rps / ours[0].rps,
+            f[1].rps,
+            f[1].p99.as_secs_f64() * 1e3,
+            f[1].rps / ours[1].rps,
+        );
+    }
+    println!("(targets: every wire >= 20000 error req/s and within 1.5x of the chat wire)");
+    println!();
 
     let fake = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/fake_provider.py");
     let mut theirs = Vec::new();
@@ -272,7 +358,7 @@ fn main() {
         let mut cmd = Command::new("python3");
         cmd.arg(&fake).args(["0", arg]);
         let (child, out, port) = spawn(cmd);
-        let mut f = rt.block_on(drive(port, mode, total));
+        let mut f = rt.block_on(drive(port, mode, total, "openai-chat"));
         f.recorded = stop(child, out);
         print(label, &f);
         theirs.push(f);

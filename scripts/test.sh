@@ -70,6 +70,16 @@ else
 fi
 # -------------------------------------------------------------------------------
 
+# --- The official model SDKs, for the wire conformance suite ---------------------
+# tests/sdk_conformance.rs drives `chaosrun serve --wire W` with the pinned
+# openai, anthropic and google-genai SDKs (tests/sdk/conformance.py) from a venv
+# under target/.
+echo "== official model SDKs (wire conformance venv)"
+if ! bash scripts/sdk_venv.sh; then
+    missing every_reply_kind_on_every_wire_with_the_official_sdks "the SDK venv could not be made (scripts/sdk_venv.sh, output above)"
+fi
+# -------------------------------------------------------------------------------
+
 echo "== format and lint"
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings

@@ -60,6 +60,10 @@ struct RunArgs {
     /// NAME must be set (else exit 2).
     #[arg(long = "pass-env", value_name = "NAME")]
     pass_env: Vec<String>,
+    /// The model API wire the agent speaks (openai-chat, openai-responses,
+    /// anthropic, gemini), overriding the profile's `wire:`.
+    #[arg(long, value_name = "WIRE")]
+    wire: Option<chaosrun::provider::Wire>,
     /// Run only this scenario (repeatable).
     #[arg(long, value_name = "ID")]
     only: Vec<String>,
@@ -134,6 +138,9 @@ enum Command {
         /// Do not log each request on stderr.
         #[arg(long)]
         quiet: bool,
+        /// The wire to serve: openai-chat, openai-responses, anthropic, gemini.
+        #[arg(long, default_value = "openai-chat")]
+        wire: chaosrun::provider::Wire,
     },
     /// Merge JSON reports (shards, matrix jobs) into one report and one exit code.
     Merge {
@@ -183,6 +190,7 @@ fn main() -> ExitCode {
             nonce,
             tag,
             quiet,
+            wire,
         }) => {
             let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
             let args = chaosrun::provider::serve::ServeArgs {
@@ -191,6 +199,7 @@ fn main() -> ExitCode {
                 nonce,
                 tag,
                 quiet,
+                wire,
             };
             match rt.block_on(chaosrun::provider::serve::run(args)) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -315,7 +324,12 @@ fn run(args: RunArgs) -> ExitCode {
         (None, None) => unreachable!("bundled dir exists when --agent is absent"),
     };
     let mut profile = match Profile::resolve(&agent) {
-        Ok(p) => p,
+        Ok(mut p) => {
+            if let Some(wire) = args.wire {
+                p.wire = wire;
+            }
+            p
+        }
         Err(e) => return usage(e),
     };
     for name in &args.pass_env {

@@ -1,7 +1,8 @@
 //! Proof that chaosrun catches real bugs: the reference agent's `--bug NAME`
 //! options each re-introduce one classic liveness bug; for each, chaosrun must
 //! fail the scenario that exercises it on the right invariant, and only that
-//! one. (The same scenarios pass without the bug: see reference_table.rs.)
+//! one, on every wire the agent can speak (`--wire`, one wire at a time).
+//! (The same scenarios pass without the bug: see reference_table.rs.)
 
 mod common;
 
@@ -84,8 +85,24 @@ const CASES: &[Case] = &[
     },
 ];
 
+/// Every wire the provider and the reference agent speak.
+const WIRES: &[&str] = &["openai-chat", "openai-responses", "anthropic", "gemini"];
+
 #[test]
-fn each_bug_fails_on_its_own_invariant_only() {
+fn each_bug_fails_on_its_own_invariant_only_on_every_wire() {
+    let mut problems = Vec::new();
+    for wire in WIRES {
+        problems.extend(
+            bugs_on(wire)
+                .into_iter()
+                .map(|p| format!("[wire {wire}] {p}")),
+        );
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n\n"));
+}
+
+/// Run every case at once on `wire`; the problems found.
+fn bugs_on(wire: &'static str) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let runs: Vec<_> = CASES
         .iter()
@@ -102,6 +119,8 @@ fn each_bug_fails_on_its_own_invariant_only() {
                             "--only",
                             c.scenario,
                             &format!("--agent-arg=--bug={}", c.bug),
+                            "--wire",
+                            wire,
                             "--deadline-scale",
                             c.scale,
                             "--json",
@@ -150,5 +169,5 @@ fn each_bug_fails_on_its_own_invariant_only() {
             ));
         }
     }
-    assert!(problems.is_empty(), "\n{}", problems.join("\n\n"));
+    problems
 }

@@ -1,5 +1,5 @@
-//! The whole seed table against the bundled reference agent: every scenario
-//! passes, every check that the reference profile supports is actually made
+//! The whole seed table against the bundled reference agent, on every wire it
+//! speaks (`--wire`, one wire at a time): every scenario passes, every check that the reference profile supports is actually made
 //! (none reported "not checked" except where a scenario has nothing to check),
 //! and no process outlives the run.
 
@@ -9,19 +9,34 @@ use common::*;
 use std::time::Duration;
 
 #[test]
-fn reference_agent_passes_the_seed_table() {
+fn reference_agent_passes_the_seed_table_on_every_wire() {
+    for wire in ["openai-chat", "openai-responses", "anthropic", "gemini"] {
+        table_passes_on(wire);
+    }
+}
+
+fn table_passes_on(wire: &str) {
     let mark = new_mark("table");
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("report.json");
-    let out = chaosrun(&mark, &["scenarios.yaml", "--json", json.to_str().unwrap()]);
+    let out = chaosrun(
+        &mark,
+        &[
+            "scenarios.yaml",
+            "--wire",
+            wire,
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.code() == Some(0),
-        "exit {:?}\n{stdout}\n{stderr}",
+        "{wire}: exit {:?}\n{stdout}\n{stderr}",
         out.status
     );
-    assert!(stdout.contains("23 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("23 passed, 0 failed"), "{wire}: {stdout}");
     assert_eq!(stdout.matches("\nPASS  ").count(), 23, "{stdout}");
 
     let report = read_json(&json);
@@ -43,8 +58,8 @@ fn reference_agent_passes_the_seed_table() {
     // The reference profile has a store, a breaker and a tool map: every check
     // that a scenario has is made.
     let skipped = skipped_checks(&report, &[]);
-    assert!(skipped.is_empty(), "skipped: {skipped:#?}");
+    assert!(skipped.is_empty(), "{wire}: skipped: {skipped:#?}");
     let survivors = wait_unmarked(&mark, Duration::from_secs(5));
     kill_marked(&mark);
-    assert!(survivors.is_empty(), "left behind: {survivors:?}");
+    assert!(survivors.is_empty(), "{wire}: left behind: {survivors:?}");
 }

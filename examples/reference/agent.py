@@ -12,8 +12,14 @@ What it does
     interrupt the running turn as Ctrl+C would. Logs go to stderr.
   * Reads its config from ``$HOME/.refagent/config.json`` (base_url, model,
     stale_timeout, request_timeout, api_max_retries, max_turns, tool_timeout).
-  * Runs a tool loop against ``POST {base_url}/chat/completions`` with SSE
-    streaming over ``http.client``: the request timeout bounds connect+headers,
+  * Runs a tool loop against the model API with SSE streaming over
+    ``http.client``, on one of four wires (``--wire W``, else the spec's or the
+    config's ``wire``, else ``openai-chat``): ``openai-chat``
+    (``POST {base_url}/chat/completions``), ``openai-responses``
+    (``POST {base_url}/responses``), ``anthropic`` (``POST {base_url}/v1/messages``)
+    and ``gemini`` (``POST {base_url}/v1beta/models/MODEL:streamGenerateContent``).
+    The history is kept (and stored) in one shape, converted per wire for each
+    request. The request timeout bounds connect+headers,
     the stale timeout bounds the gap between body bytes; 429/5xx/garbage/stale/
     dropped streams are retried with capped exponential backoff, other 4xx never.
   * Offers one tool, ``shell`` (``bash -c`` in its own process group, stdin from
@@ -127,6 +133,269 @@ SHELL_TOOL = {
         },
     },
 }
+
+WIRES = ("openai-chat", "openai-responses", "anthropic", "gemini")
+
+
+# ---------------------------------------------------------------- wires
+# The history is chat-shaped ({"role", "content", "tool_calls": [{"id",
+# "function": {"name", "arguments"}}]}, {"role": "tool", "tool_call_id"});
+# each wire's request is built from it, and each wire's stream is read back
+# into (text, tool calls) by a handler fed one SSE event at a time.
+
+def args_object(raw):
+    """Tool arguments as the object Anthropic and Gemini want ({} if not one)."""
+    try:
+        v = json.loads(raw) if (raw or "").strip() else {}
+    except ValueError:
+        return {}
+    return v if isinstance(v, dict) else {}
+
+
+def call_names(history):
+    """Tool call id -> tool name, over the history."""
+    names = {}
+    for m in history:
+        for tc in m.get("tool_calls") or []:
+            names[tc.get("id")] = (tc.get("function") or {}).get("name") or ""
+    return names
+
+
+def merge_same_role(msgs):
+    """Consecutive messages of one role become one (their content blocks joined)."""
+    out = []
+    for m in msgs:
+        key = "parts" if "parts" in m else "content"
+        if out and out[-1]["role"] == m["role"]:
+            out[-1][key] = out[-1][key] + m[key]
+        else:
+            out.append(m)
+    return out
+
+
+def wire_request(wire, model, history):
+    """(path suffix, body) of one streaming request on `wire`."""
+    params = SHELL_TOOL["function"]["parameters"]
+    desc = SHELL_TOOL["function"]["description"]
+    if wire == "openai-chat":
+        return "/chat/completions", {
+            "model": model, "stream": True, "tools": [SHELL_TOOL],
+            "messages": [{"role": "system", "content": SYSTEM_PROMPT}] + history}
+    if wire == "openai-responses":
+        items = []
+        for m in history:
+            if m["role"] == "tool":
+                items.append({"type": "function_call_output", "call_id": m.get("tool_call_id"),
+                              "output": m.get("content") or ""})
+            elif m["role"] == "assistant":
+                if m.get("content"):
+                    items.append({"type": "message", "role": "assistant",
+                                  "content": [{"type": "output_text", "text": m["content"]}]})
+                for tc in m.get("tool_calls") or []:
+                    fn = tc.get("function") or {}
+                    items.append({"type": "function_call", "call_id": tc.get("id"),
+                                  "name": fn.get("name") or "", "arguments": fn.get("arguments") or ""})
+            else:
+                items.append({"role": m["role"], "content": m.get("content") or ""})
+        return "/responses", {
+            "model": model, "stream": True, "store": False, "instructions": SYSTEM_PROMPT,
+            "input": items,
+            "tools": [{"type": "function", "name": "shell", "description": desc, "parameters": params}]}
+    if wire == "anthropic":
+        msgs = []
+        for m in history:
+            if m["role"] == "tool":
+                msgs.append({"role": "user", "content": [{
+                    "type": "tool_result", "tool_use_id": m.get("tool_call_id"),
+                    "content": m.get("content") or ""}]})
+            elif m["role"] == "assistant":
+                blocks = [{"type": "text", "text": m["content"]}] if m.get("content") else []
+                for tc in m.get("tool_calls") or []:
+                    fn = tc.get("function") or {}
+                    blocks.append({"type": "tool_use", "id": tc.get("id"), "name": fn.get("name") or "",
+                                   "input": args_object(fn.get("arguments"))})
+                msgs.append({"role": "assistant", "content": blocks or [{"type": "text", "text": ""}]})
+            else:
+                msgs.append({"role": "user", "content": [{"type": "text", "text": m.get("content") or ""}]})
+        return "/v1/messages", {
+            "model": model, "max_tokens": 4096, "stream": True, "system": SYSTEM_PROMPT,
+            "messages": merge_same_role(msgs),
+            "tools": [{"name": "shell", "description": desc, "input_schema": params}]}
+    if wire == "gemini":
+        names = call_names(history)
+        contents = []
+        for m in history:
+            if m["role"] == "tool":
+                cid = m.get("tool_call_id")
+                contents.append({"role": "user", "parts": [{"functionResponse": {
+                    "id": cid, "name": names.get(cid, ""), "response": {"output": m.get("content") or ""}}}]})
+            elif m["role"] == "assistant":
+                parts = [{"text": m["content"]}] if m.get("content") else []
+                for tc in m.get("tool_calls") or []:
+                    fn = tc.get("function") or {}
+                    parts.append({"functionCall": {"id": tc.get("id"), "name": fn.get("name") or "",
+                                                   "args": args_object(fn.get("arguments"))}})
+                contents.append({"role": "model", "parts": parts or [{"text": ""}]})
+            else:
+                contents.append({"role": "user", "parts": [{"text": m.get("content") or ""}]})
+        path = "/v1beta/models/" + urllib.parse.quote(model, safe="") + ":streamGenerateContent?alt=sse"
+        return path, {
+            "systemInstruction": {"parts": [{"text": SYSTEM_PROMPT}]},
+            "contents": merge_same_role(contents),
+            "tools": [{"functionDeclarations": [{"name": "shell", "description": desc, "parameters": params}]}]}
+    raise ValueError(f"unknown wire {wire!r}")
+
+
+def wire_headers(wire, api_key):
+    h = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    if wire == "anthropic":
+        h.update({"x-api-key": api_key, "anthropic-version": "2023-06-01"})
+    elif wire == "gemini":
+        h["x-goog-api-key"] = api_key
+    else:
+        h["Authorization"] = f"Bearer {api_key}"
+    return h
+
+
+def error_detail(body):
+    """(message, retry-after seconds from the body) of an error body, any wire."""
+    try:
+        err = json.loads(body).get("error")
+    except Exception:
+        return None, None
+    if not isinstance(err, dict):
+        return None, None
+    retry = None
+    for d in err.get("details") or []:   # Gemini: google.rpc.RetryInfo
+        delay = isinstance(d, dict) and d.get("retryDelay")
+        if isinstance(delay, str) and delay.endswith("s"):
+            try:
+                retry = max(0.0, float(delay[:-1]))
+            except ValueError:
+                pass
+    return err.get("message"), retry
+
+
+class StreamState:
+    """What one streamed reply has given so far."""
+
+    def __init__(self):
+        self.text = []
+        self.calls = {}
+        self.finished = False   # the reply said it is complete
+        self.done = False       # nothing more will come
+
+
+def stream_error(obj):
+    return f"error in stream: {json.dumps(obj.get('error') or obj.get('response', {}).get('error') or obj)[:200]}"
+
+
+def handle_event(wire, st, event, obj, merge_tool_call):
+    """Feed one SSE event (its `event:` name and its JSON data) to `st`.
+    Raises ValueError for an error event (the caller makes it a ProviderError)."""
+    if wire == "openai-chat":
+        if obj.get("error"):
+            raise ValueError(stream_error(obj))
+        for ch in obj.get("choices") or []:
+            if not isinstance(ch, dict):
+                continue
+            delta = ch.get("delta") or {}
+            if isinstance(delta.get("content"), str):
+                st.text.append(delta["content"])
+            for tc in delta.get("tool_calls") or []:
+                merge_tool_call(st.calls, tc)
+            if ch.get("finish_reason"):
+                st.finished = True
+        return
+    kind = obj.get("type") or event
+    if wire == "openai-responses":
+        item = obj.get("item") if isinstance(obj.get("item"), dict) else {}
+        idx = obj.get("output_index")
+        if kind == "response.output_text.delta":
+            st.text.append(obj.get("delta") or "")
+        elif kind == "response.output_item.added" and item.get("type") == "function_call":
+            st.calls[idx] = {"id": item.get("call_id") or "", "name": item.get("name") or "", "arguments": ""}
+        elif kind == "response.function_call_arguments.delta" and idx in st.calls:
+            st.calls[idx]["arguments"] += obj.get("delta") or ""
+        elif kind in ("response.completed", "response.incomplete"):
+            st.finished = st.done = True
+        elif kind in ("response.failed", "error"):
+            raise ValueError(stream_error(obj))
+        return
+    if wire == "anthropic":
+        idx = obj.get("index")
+        if kind == "content_block_start":
+            block = obj.get("content_block") or {}
+            if block.get("type") == "tool_use":
+                st.calls[idx] = {"id": block.get("id") or "", "name": block.get("name") or "", "arguments": ""}
+        elif kind == "content_block_delta":
+            d = obj.get("delta") or {}
+            if d.get("type") == "text_delta":
+                st.text.append(d.get("text") or "")
+            elif d.get("type") == "input_json_delta" and idx in st.calls:
+                st.calls[idx]["arguments"] += d.get("partial_json") or ""
+        elif kind == "message_delta":
+            if (obj.get("delta") or {}).get("stop_reason"):
+                st.finished = True
+        elif kind == "message_stop":
+            st.finished = st.done = True
+        elif kind == "error":
+            raise ValueError(stream_error(obj))
+        return
+    if wire == "gemini":
+        if obj.get("error"):
+            raise ValueError(stream_error(obj))
+        for cand in obj.get("candidates") or []:
+            for part in ((cand.get("content") or {}).get("parts") or []):
+                if isinstance(part.get("text"), str) and not part.get("thought"):
+                    st.text.append(part["text"])
+                fc = part.get("functionCall")
+                if isinstance(fc, dict):
+                    args = fc.get("args")
+                    st.calls[len(st.calls)] = {
+                        "id": fc.get("id") or "", "name": fc.get("name") or "",
+                        "arguments": args if isinstance(args, str) else json.dumps(args or {})}
+            if cand.get("finishReason"):
+                st.finished = True
+        return
+
+
+def whole_reply(wire, obj):
+    """(text, [(id, name, arguments)]) of a non-streaming reply; raises on a bad shape."""
+    calls = []
+    if wire == "openai-chat":
+        msg = obj["choices"][0]["message"]
+        for tc in msg.get("tool_calls") or []:
+            fn = tc.get("function") or {}
+            args = fn.get("arguments")
+            calls.append((tc.get("id"), fn.get("name"), args if isinstance(args, str) else json.dumps(args)))
+        return msg.get("content") or "", calls
+    if wire == "openai-responses":
+        text = []
+        for item in obj["output"]:
+            if item.get("type") == "message":
+                text += [c.get("text") or "" for c in item.get("content") or []]
+            elif item.get("type") == "function_call":
+                calls.append((item.get("call_id"), item.get("name"), item.get("arguments") or ""))
+        return "".join(text), calls
+    if wire == "anthropic":
+        text = []
+        for b in obj["content"]:
+            if b.get("type") == "text":
+                text.append(b.get("text") or "")
+            elif b.get("type") == "tool_use":
+                inp = b.get("input")
+                calls.append((b.get("id"), b.get("name"), inp if isinstance(inp, str) else json.dumps(inp)))
+        return "".join(text), calls
+    text = []
+    for part in obj["candidates"][0]["content"]["parts"]:
+        if isinstance(part.get("text"), str) and not part.get("thought"):
+            text.append(part["text"])
+        fc = part.get("functionCall")
+        if isinstance(fc, dict):
+            args = fc.get("args")
+            calls.append((fc.get("id"), fc.get("name"), args if isinstance(args, str) else json.dumps(args or {})))
+    return "".join(text), calls
 
 
 def log(msg):
@@ -454,8 +723,16 @@ class TurnControl:
 # ---------------------------------------------------------------- agent
 
 class Agent:
-    def __init__(self, cfg, spec, bugs, home):
+    # Defaults for subclasses with their own __init__ (examples/pgworker): the
+    # chat wire, on the `self.path` they set.
+    wire = "openai-chat"
+    base_path = None
+
+    def __init__(self, cfg, spec, bugs, home, wire=None):
         self.bugs = bugs
+        self.wire = wire or spec.get("wire") or cfg.get("wire") or "openai-chat"
+        if self.wire not in WIRES:
+            raise ValueError(f"unknown wire {self.wire!r}: expected one of {', '.join(WIRES)}")
         self.home = home
         self.session_id = str(spec.get("session_id") or "default")
         self.workdir = spec.get("workdir") or os.getcwd()
@@ -470,7 +747,7 @@ class Agent:
         self.https = url.scheme == "https"
         self.host = url.hostname or "127.0.0.1"
         self.port = url.port or (443 if self.https else 80)
-        self.path = (url.path or "") + "/chat/completions"
+        self.base_path = url.path or ""
         self.ctl = TurnControl()
         self.breaker_open = False
         self.spawn_lock = threading.Lock()
@@ -578,8 +855,12 @@ class Agent:
     # ------------------------------------------------------------ model calls
 
     def call_model(self):
-        body = json.dumps({"model": self.model, "messages": self.request_messages(),
-                           "tools": [SHELL_TOOL], "stream": True}).encode()
+        suffix, req = wire_request(self.wire, self.model, self.history)
+        if self.wire == "openai-chat":
+            req["messages"] = self.request_messages()
+        if self.base_path is not None:
+            self.path = self.base_path + suffix
+        body = json.dumps(req).encode()
         storm = self.bug("retry_storm")
         max_retries = 60 if storm else self.api_max_retries
         kinds = []
@@ -644,9 +925,7 @@ class Agent:
         if self.ctl.set_sock(sock):
             raise Interrupted()
         try:
-            conn.request("POST", self.path, body=body, headers={
-                "Content-Type": "application/json", "Accept": "text/event-stream",
-                "Authorization": f"Bearer {self.api_key}"})
+            conn.request("POST", self.path, body=body, headers=wire_headers(self.wire, self.api_key))
             resp = conn.getresponse()
         except TimeoutError:
             raise ProviderError("timeout", True, f"no response headers within {rt}s")
@@ -665,13 +944,13 @@ class Agent:
             except Exception:
                 detail = ""
             msg = f"HTTP {status}"
-            try:
-                err = json.loads(detail).get("error")
-                if isinstance(err, dict) and err.get("message"):
-                    msg += f": {err['message']}"
-            except Exception:
-                if detail.strip():
-                    msg += f": {detail.strip()[:200]}"
+            message, body_retry = error_detail(detail)
+            if message:
+                msg += f": {message}"
+            elif detail.strip():
+                msg += f": {detail.strip()[:200]}"
+            if retry_after is None:
+                retry_after = body_retry
             transient = status == 429 or status >= 500 or not (400 <= status < 500)
             if status == 400 and self.bug("retry_400"):
                 transient = True
@@ -705,27 +984,32 @@ class Agent:
         return data
 
     def _read_sse(self, resp, read_timeout):
-        text, calls = [], {}
-        finished = False
+        st = StreamState()
+        event = ""
         buf = b""
-        while True:
-            data = self._read_chunk(resp, read_timeout, finished)
+        while not st.done:
+            data = self._read_chunk(resp, read_timeout, st.finished)
             if data is None:
-                if finished:
+                if st.finished:
                     break
                 raise ProviderError("dropped", True, "stream ended before it finished")
             buf += data
             if len(buf) > 16_000_000:
                 raise ProviderError("garbage", True, "garbage stream: line too long")
-            done = False
-            while b"\n" in buf:
+            while b"\n" in buf and not st.done:
                 line, buf = buf.split(b"\n", 1)
                 line = line.rstrip(b"\r")
+                if not line:
+                    event = ""
+                    continue
+                if line.startswith(b"event:"):
+                    event = line[6:].strip().decode("utf-8", "replace")
+                    continue
                 if not line.startswith(b"data:"):
                     continue
                 payload = line[5:].strip()
                 if payload == b"[DONE]":
-                    done = True
+                    st.done = True
                     break
                 try:
                     obj = json.loads(payload)
@@ -733,21 +1017,11 @@ class Agent:
                     raise ProviderError("garbage", True, f"garbage stream: {payload[:80]!r}")
                 if not isinstance(obj, dict):
                     raise ProviderError("garbage", True, f"garbage stream: {payload[:80]!r}")
-                if obj.get("error"):
-                    raise ProviderError("http", True, f"error in stream: {json.dumps(obj['error'])[:200]}")
-                for ch in obj.get("choices") or []:
-                    if not isinstance(ch, dict):
-                        continue
-                    delta = ch.get("delta") or {}
-                    if isinstance(delta.get("content"), str):
-                        text.append(delta["content"])
-                    for tc in delta.get("tool_calls") or []:
-                        self._merge_tool_call(calls, tc)
-                    if ch.get("finish_reason"):
-                        finished = True
-            if done:
-                break
-        return "".join(text), self._tool_call_list(calls)
+                try:
+                    handle_event(self.wire, st, event, obj, self._merge_tool_call)
+                except ValueError as e:
+                    raise ProviderError("http", True, str(e))
+        return "".join(st.text), self._tool_call_list(st.calls)
 
     @staticmethod
     def _merge_tool_call(calls, tc):
@@ -781,7 +1055,7 @@ class Agent:
         return out
 
     def _read_json(self, resp, read_timeout):
-        """A non-streaming 200: a whole chat.completion object, or garbage."""
+        """A non-streaming 200: the wire's whole reply object, or garbage."""
         chunks, total = [], 0
         while True:
             data = self._read_chunk(resp, read_timeout, False)
@@ -793,14 +1067,11 @@ class Agent:
                 raise ProviderError("garbage", True, "garbage body: too large")
         raw = b"".join(chunks)
         try:
-            obj = json.loads(raw)
-            msg = obj["choices"][0]["message"]
+            text, found = whole_reply(self.wire, json.loads(raw))
             calls = {}
-            for i, tc in enumerate(msg.get("tool_calls") or []):
-                tc = dict(tc)
-                tc.setdefault("index", i)
-                self._merge_tool_call(calls, tc)
-            return msg.get("content") or "", self._tool_call_list(calls)
+            for i, (cid, name, args) in enumerate(found):
+                calls[i] = {"id": cid or "", "name": name or "", "arguments": args or ""}
+            return text, self._tool_call_list(calls)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise ProviderError("garbage", True, f"garbage body: {raw[:80]!r}")
 
@@ -1153,9 +1424,18 @@ class Agent:
 
 def parse_args(argv):
     bugs, rest = set(), []
+    wire = None
     i = 0
     while i < len(argv):
         a = argv[i]
+        if a == "--wire" and i + 1 < len(argv):
+            wire = argv[i + 1]
+            i += 2
+            continue
+        if a.startswith("--wire="):
+            wire = a[len("--wire="):]
+            i += 1
+            continue
         if a == "--bug" and i + 1 < len(argv):
             bugs.add(argv[i + 1])
             i += 2
@@ -1170,11 +1450,14 @@ def parse_args(argv):
         sys.stderr.write(f"agent.py: unknown bug {', '.join(unknown)}; known bugs: "
                          + ", ".join(sorted(KNOWN_BUGS)) + "\n")
         sys.exit(2)
+    if wire is not None and wire not in WIRES:
+        sys.stderr.write(f"agent.py: unknown wire {wire}; known wires: {', '.join(WIRES)}\n")
+        sys.exit(2)
     spec_path = rest[-1] if rest else os.environ.get("CHAOS_SPEC")
     if not spec_path:
-        sys.stderr.write("usage: agent.py [--bug NAME]... SPEC_PATH (or set CHAOS_SPEC)\n")
+        sys.stderr.write("usage: agent.py [--wire W] [--bug NAME]... SPEC_PATH (or set CHAOS_SPEC)\n")
         sys.exit(2)
-    return bugs, spec_path
+    return bugs, spec_path, wire
 
 
 def stdin_reader(ctl):
@@ -1197,7 +1480,7 @@ def stdin_reader(ctl):
 
 
 def main(argv):
-    bugs, spec_path = parse_args(argv)
+    bugs, spec_path, wire = parse_args(argv)
     home = os.environ.get("HOME") or os.path.expanduser("~")
     try:
         with open(spec_path) as f:
@@ -1214,7 +1497,11 @@ def main(argv):
     except Exception as e:
         log(f"subreaper unavailable: {e}")
 
-    agent = Agent(cfg, spec, bugs, home)
+    try:
+        agent = Agent(cfg, spec, bugs, home, wire)
+    except ValueError as e:
+        sys.stderr.write(f"agent.py: {e}\n")
+        return 2
     if bugs:
         log(f"bugs enabled: {', '.join(sorted(bugs))}")
 

@@ -127,6 +127,7 @@ pub fn vars(i: &Inputs<'_>, dirs: &RunDirs) -> Vars {
         ("session_id", i.session_id.to_string()),
         ("tag", i.tag.to_string()),
         ("profile_dir", profile_dir),
+        ("wire", i.profile.wire.name().to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -193,6 +194,7 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
         "turns": i.turns,
         "workdir": dirs.work,
         "base_url": i.base_url,
+        "wire": i.profile.wire.name(),
         "knobs": i.knobs,
     });
     std::fs::write(&dirs.spec, serde_json::to_vec_pretty(&spec)?)?;

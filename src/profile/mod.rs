@@ -156,6 +156,10 @@ struct ProfileDoc {
     #[serde(default)]
     version_cmd: Vec<String>,
     resume: Option<bool>,
+    /// The model API the agent speaks (`openai-chat` when absent); an
+    /// unknown name is a load error listing the four.
+    #[serde(default)]
+    wire: crate::provider::Wire,
 }
 
 /// A resolved adapter profile.
@@ -183,6 +187,8 @@ pub struct Profile {
     /// The agent can be started again on its HOME and session after a kill
     /// (`resume: false` makes kill and chaos scenarios N/A). Default true.
     pub resume: bool,
+    /// The model API the agent speaks; the provider serves it.
+    pub wire: crate::provider::Wire,
 }
 
 /// The template variables a scenario run provides, with placeholder values
@@ -201,6 +207,7 @@ pub fn placeholder_vars() -> Vars {
         "session_id",
         "tag",
         "profile_dir",
+        "wire",
     ]
     .into_iter()
     .map(|k| (k.to_string(), "1".to_string()))
@@ -318,6 +325,7 @@ impl Profile {
             workers: doc.workers.unwrap_or(1),
             version_cmd,
             resume: doc.resume.unwrap_or(true),
+            wire: doc.wire,
         };
         profile.validate_templates()?;
         profile.validate_home_paths()?;
@@ -627,6 +635,28 @@ mod tests {
         );
         let e = Profile::resolve(p.to_str().unwrap()).unwrap_err();
         assert!(e.contains("q.yaml") && e.contains("?1"), "{e}");
+    }
+
+    #[test]
+    fn wire_defaults_to_chat_and_an_unknown_one_names_the_four() {
+        use crate::provider::Wire;
+        let d = tempfile::tempdir().unwrap();
+        let plain = write(d.path(), "a.yaml", "command: [sh]\n");
+        assert_eq!(
+            Profile::resolve(plain.to_str().unwrap()).unwrap().wire,
+            Wire::OpenaiChat
+        );
+        let g = write(d.path(), "g.yaml", "command: [sh]\nwire: gemini\n");
+        assert_eq!(
+            Profile::resolve(g.to_str().unwrap()).unwrap().wire,
+            Wire::Gemini
+        );
+        let bad = write(d.path(), "b.yaml", "command: [sh]\nwire: grpc\n");
+        let e = Profile::resolve(bad.to_str().unwrap()).unwrap_err();
+        assert!(e.contains("b.yaml:2:") && e.contains("grpc"), "{e}");
+        for w in Wire::ALL {
+            assert!(e.contains(w.name()), "{e}");
+        }
     }
 
     #[test]

@@ -1,9 +1,11 @@
-//! The fault-injecting model provider: an OpenAI Chat Completions server on
-//! loopback that fails on purpose, exactly and repeatably.
+//! The fault-injecting model provider: a model API server on loopback that
+//! fails on purpose, exactly and repeatably, on the wire the agent speaks
+//! (OpenAI Chat Completions, OpenAI Responses, Anthropic Messages, Gemini).
 //!
-//! Owns the wire (`POST /v1/chat/completions` as JSON or SSE, `GET /v1/models`),
-//! the responder rules that pick a reply per request, one small type per reply
-//! kind (see [`replies`]), and the recording of every request the agent sent.
+//! Owns the responder rules that pick a reply per request, one small type per
+//! reply kind (see [`replies`]: what happens and when, as abstract events), one
+//! encoder per wire (see [`wire`]: the bytes, routes, error shapes and request
+//! normalisation), and the recording of every request the agent sent.
 //!
 //! Public contract used by the runner:
 //! * [`Provider::start`] binds `127.0.0.1:0` (or a given port) and serves until
@@ -17,11 +19,12 @@ pub mod replies;
 pub mod rules;
 pub mod serve;
 mod server;
-mod sse;
+pub mod wire;
 
 pub use recording::{CallKind, RecordLimits, Recording, RequestRecord, WireMessage, WireToolCall};
 pub use replies::{Reply, ToolCallSpec};
 pub use rules::{CallMatch, Rule, WaitFor, When};
+pub use wire::Wire;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -54,6 +57,8 @@ pub type RequestObserver = Arc<dyn Fn(&RequestRecord) + Send + Sync>;
 pub struct ProviderConfig {
     /// Port to bind on 127.0.0.1; 0 picks an ephemeral one.
     pub port: u16,
+    /// The wire served; paths of other wires are answered 404.
+    pub wire: Wire,
     /// Responder rules for faulted-turn main calls, first match wins. A main call
     /// that matches no rule gets a plain text answer `ok`.
     pub rules: Vec<Rule>,
@@ -91,14 +96,21 @@ impl Provider {
         })
     }
 
-    /// Requests received so far over every route (chat, models, 404s).
+    /// Requests received so far over every route (model calls, models, 404s).
     pub fn request_count(&self) -> u64 {
         self.inner.request_count()
     }
 
-    /// `http://127.0.0.1:PORT/v1` — what an OpenAI client takes as its base URL.
+    /// What a client of the wire takes as its base URL:
+    /// `http://127.0.0.1:PORT/v1` for the OpenAI wires, `http://127.0.0.1:PORT`
+    /// for Anthropic and Gemini (their SDKs add the version segment).
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.inner.addr())
+        self.inner.wire().base_url(self.inner.addr())
+    }
+
+    /// The wire served.
+    pub fn wire(&self) -> Wire {
+        self.inner.wire()
     }
 
     /// The bound socket address.

@@ -85,6 +85,10 @@ pub struct RequestRecord {
     /// For `Main`: which responder rule (index from 0) answered it, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<usize>,
+    /// Responses wire: the stored response this request continued (its
+    /// conversation is prepended to `messages`), or named and was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_response_id: Option<String>,
 }
 
 /// How a rule's `wait_for` ended for one main call: evidence that the
@@ -348,6 +352,7 @@ mod tests {
             truncated: false,
             reply: "text".into(),
             rule: None,
+            previous_response_id: None,
         }
     }
 

@@ -2,8 +2,9 @@
 //! reproduce a fault by hand or to benchmark it.
 //!
 //! The script is YAML: either a bare list of responder rules, or a map
-//! `{nonce?, tools?, responder: [rules]}`. Prints
-//! `chaosrun provider listening on http://127.0.0.1:PORT/v1` once bound, one
+//! `{nonce?, tools?, responder: [rules]}`. `--wire` picks the wire served.
+//! Prints `chaosrun provider listening on BASE_URL (WIRE)` once bound (the
+//! base URL a client of that wire takes), one
 //! stderr line per request (`#seq kind main_index reply`) unless quiet, and on
 //! SIGINT/SIGTERM the summary `requests: N (main M, probe P, aux A)`. It
 //! remembers only a ring of the last requests ([`super::RecordLimits::SERVE`]),
@@ -27,6 +28,8 @@ use super::{Provider, ProviderConfig, Rule, ToolMapping};
 pub struct ServeArgs {
     /// Port on 127.0.0.1; 0 picks a free one.
     pub port: u16,
+    /// The wire served (`--wire`).
+    pub wire: super::Wire,
     /// Script file; without one every main call gets a plain `ok`.
     pub script: Option<PathBuf>,
     /// Overrides the script's nonce.
@@ -118,11 +121,16 @@ pub fn load_script(path: &Path) -> anyhow::Result<Script> {
 
 /// Serve until SIGINT or SIGTERM, then print the summary.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let wire = args.wire;
     let summary = serve_until(
         args,
         |addr| {
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "chaosrun provider listening on http://{addr}/v1");
+            let _ = writeln!(
+                out,
+                "chaosrun provider listening on {} ({wire})",
+                wire.base_url(addr)
+            );
             let _ = out.flush();
         },
         stop_signal(),
@@ -150,6 +158,7 @@ pub async fn serve_until(
     });
     let config = ProviderConfig {
         port: args.port,
+        wire: args.wire,
         rules: script.rules,
         nonce: args.nonce.or(script.nonce).unwrap_or_default(),
         tools: script.tools,
@@ -183,17 +192,23 @@ fn log_request(r: &RequestRecord) {
     eprintln!("#{} {kind} {index} {}", r.seq, r.reply);
 }
 
-async fn stop_signal() {
+/// SIGINT or SIGTERM. Both are registered now, before the caller announces
+/// it is listening, so a signal sent right after that line is never missed.
+fn stop_signal() -> impl Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
             }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
 }

@@ -1,8 +1,9 @@
-//! The axum server behind [`super::Provider`]: routes, request classification
-//! (probe / main / auxiliary), rule selection and `wait_for`, recording, and a
-//! shutdown that cuts every long wait at once.
+//! The axum server behind [`super::Provider`]: routing by the configured wire,
+//! request classification (probe / main / auxiliary), rule selection and
+//! `wait_for`, recording, the Responses conversation store behind
+//! `previous_response_id`, and a shutdown that cuts every long wait at once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,23 +12,20 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::response::Response;
 use axum::serve::ListenerExt;
 use axum::Router;
-use serde::Deserialize;
-use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::recording::{
     BodyHash, CallKind, IssuedToolCall, Recorder, Recording, RequestRecord, WaitOutcome,
-    WireMessage, WireToolCall, CONTENT_KEEP_CHARS, HEADERS_KEEP_BYTES,
+    WireMessage, WireToolCall, HEADERS_KEEP_BYTES,
 };
-use super::replies::{secs, wait_or_cancel, Reply, ReplyCtx, Text};
+use super::replies::{secs, wait_or_cancel, Beat, Plan, Reply, ReplyCtx, Text};
 use super::rules::{self, Rule, WaitFor};
-use super::sse::{self, ChunkMeta};
+use super::wire::{self, json_response, request, Answer, ErrorInfo, Event, Meta, Route, Wire};
 use super::{ProcessCounter, ProviderConfig, ToolMapping};
 
 use super::RequestObserver as Observer;
@@ -36,10 +34,14 @@ use super::RequestObserver as Observer;
 /// output); a longer one is drained, counted and hashed as it arrives, never
 /// held, and refused with 413.
 pub(crate) const BODY_LIMIT: usize = 64 * 1024 * 1024;
+/// `wait_for` outcomes kept per provider (the first ones; the rest dropped).
+const WAITS_KEEP: usize = 256;
 /// How often a `wait_for` rule re-counts processes.
 const WAIT_FOR_POLL: Duration = Duration::from_millis(50);
 /// How long `shutdown` lets connections close by themselves before aborting.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+/// How many Responses conversations are kept for `previous_response_id`.
+const CONVERSATIONS_KEPT: usize = 16;
 
 /// A serving provider.
 pub(crate) struct Running {
@@ -49,6 +51,7 @@ pub(crate) struct Running {
 }
 
 struct Shared {
+    wire: Wire,
     rules: Vec<Rule>,
     nonce: String,
     tools: BTreeMap<String, ToolMapping>,
@@ -68,11 +71,10 @@ struct Shared {
     waits: Mutex<Vec<WaitOutcome>>,
     /// Main calls answered by each responder rule (exact, like the counters).
     rule_hits: Vec<AtomicU64>,
+    /// Responses: response id → the conversation up to and with its answer.
+    conversations: Mutex<VecDeque<(String, Vec<WireMessage>)>>,
     cancel: CancellationToken,
 }
-
-/// `wait_for` outcomes kept per provider (the first ones; the rest dropped).
-const WAITS_KEEP: usize = 256;
 
 impl Running {
     pub(crate) async fn start(config: ProviderConfig) -> anyhow::Result<Running> {
@@ -95,6 +97,7 @@ impl Running {
         let (main_tx, _) = watch::channel(0u64);
         let rule_hits = config.rules.iter().map(|_| AtomicU64::new(0)).collect();
         let shared = Arc::new(Shared {
+            wire: config.wire,
             rules: config.rules,
             nonce: config.nonce,
             tools: config.tools,
@@ -109,9 +112,10 @@ impl Running {
             aux: AtomicU64::new(0),
             main_tx,
             records: Mutex::new(Recorder::new(config.record)),
-            issued: Mutex::new(Vec::new()),
             waits: Mutex::new(Vec::new()),
             rule_hits,
+            issued: Mutex::new(Vec::new()),
+            conversations: Mutex::new(VecDeque::new()),
             cancel: CancellationToken::new(),
         });
         let app = router(shared.clone());
@@ -133,6 +137,10 @@ impl Running {
 
     pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    pub(crate) fn wire(&self) -> Wire {
+        self.shared.wire
     }
 
     pub(crate) fn main_calls(&self) -> watch::Receiver<u64> {
@@ -185,19 +193,7 @@ impl Drop for Running {
 }
 
 fn router(shared: Arc<Shared>) -> Router {
-    Router::new()
-        .route(
-            "/v1/chat/completions",
-            post(chat_completions).fallback(not_found),
-        )
-        .route(
-            "/chat/completions",
-            post(chat_completions).fallback(not_found),
-        )
-        .route("/v1/models", get(models).fallback(not_found))
-        .route("/models", get(models).fallback(not_found))
-        .fallback(not_found)
-        .with_state(shared)
+    Router::new().fallback(dispatch).with_state(shared)
 }
 
 /// What every record takes from the request line and headers.
@@ -237,8 +233,9 @@ impl Shared {
         self.records.lock().unwrap().push(record);
     }
 
-    /// Record a request that is not a chat completion (counted as auxiliary).
-    fn push_other(&self, head: RequestHead, reply: &str) {
+    /// Record a request that is not a model call, or one refused (counted as
+    /// auxiliary).
+    fn push_other(&self, head: RequestHead, reply: &str, previous_response_id: Option<String>) {
         self.aux.fetch_add(1, Ordering::SeqCst);
         self.push(RequestRecord {
             seq: head.seq,
@@ -257,7 +254,52 @@ impl Shared {
             truncated: false,
             reply: reply.to_string(),
             rule: None,
+            previous_response_id,
         });
+    }
+
+    /// The conversation stored under a Responses id.
+    fn conversation(&self, id: &str) -> Option<Vec<WireMessage>> {
+        let kept = self.conversations.lock().unwrap();
+        kept.iter().find(|(k, _)| k == id).map(|(_, m)| m.clone())
+    }
+
+    /// Keep `history` and the answer `beats` give under `id`, when the answer
+    /// finishes (a cut or failed reply leaves nothing to continue).
+    fn remember(&self, id: &str, mut history: Vec<WireMessage>, beats: &[Beat]) {
+        let events: Vec<Event> = beats
+            .iter()
+            .filter_map(|b| match b {
+                Beat::Emit(e) => Some(e.clone()),
+                _ => None,
+            })
+            .collect();
+        let answer = Answer::collect(&events);
+        if answer.finish.is_none() || answer.error.is_some() {
+            return;
+        }
+        let mut truncated = false;
+        let (content, content_chars) = request::bound(answer.text, &mut truncated);
+        history.push(WireMessage {
+            role: "assistant".into(),
+            content,
+            content_chars,
+            tool_call_id: None,
+            tool_calls: answer
+                .calls
+                .into_iter()
+                .map(|c| WireToolCall {
+                    id: c.id,
+                    name: c.name,
+                    arguments: request::bound(c.arguments, &mut truncated).0,
+                })
+                .collect(),
+        });
+        let mut kept = self.conversations.lock().unwrap();
+        if kept.len() >= CONVERSATIONS_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back((id.to_string(), history));
     }
 
     /// Hold until the counter reports enough processes, the rule's timeout
@@ -290,6 +332,20 @@ impl Shared {
             }
         }
     }
+}
+
+fn bounded_headers(headers: &HeaderMap) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut used = 0;
+    for (name, value) in headers {
+        let line = format!("{}: {}", name, String::from_utf8_lossy(value.as_bytes()));
+        if used + line.len() > HEADERS_KEEP_BYTES {
+            break;
+        }
+        used += line.len();
+        out.push(line);
+    }
+    out
 }
 
 /// A request body read within [`BODY_LIMIT`].
@@ -332,21 +388,7 @@ async fn read_body(body: Body, headers: &HeaderMap) -> ReadBody {
     }
 }
 
-fn bounded_headers(headers: &HeaderMap) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut used = 0;
-    for (name, value) in headers {
-        let line = format!("{}: {}", name, String::from_utf8_lossy(value.as_bytes()));
-        if used + line.len() > HEADERS_KEEP_BYTES {
-            break;
-        }
-        used += line.len();
-        out.push(line);
-    }
-    out
-}
-
-async fn not_found(
+async fn dispatch(
     State(shared): State<Arc<Shared>>,
     method: Method,
     uri: Uri,
@@ -355,189 +397,24 @@ async fn not_found(
 ) -> Response {
     let body = read_body(body, &headers).await;
     let head = shared.head(&method, &uri, &headers, &body);
-    drop(body);
-    let message = format!("chaosrun: no route for {} {}", head.method, head.path);
-    shared.push_other(head, "not_found");
-    sse::error_response(404, &message)
-}
-
-async fn models(
-    State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Response {
-    let head = shared.head(&method, &uri, &headers, &ReadBody::default());
-    shared.push_other(head, "models");
-    let created = unix_now();
-    let body = serde_json::json!({
-        "object": "list",
-        "data": [{"id": "chaosrun", "object": "model", "created": created, "owned_by": "chaosrun"}],
-    });
-    sse::json_response(StatusCode::OK, &body)
-}
-
-// ---- request parsing -------------------------------------------------------
-
-#[derive(Deserialize)]
-struct ChatRequest {
-    #[serde(default)]
-    model: Option<String>,
-    #[serde(default)]
-    messages: Option<Vec<InMessage>>,
-    #[serde(default)]
-    stream: Option<bool>,
-    #[serde(default)]
-    tools: Option<Vec<serde::de::IgnoredAny>>,
-}
-
-#[derive(Deserialize)]
-struct InMessage {
-    #[serde(default)]
-    role: Option<String>,
-    #[serde(default)]
-    content: Option<Value>,
-    #[serde(default)]
-    tool_call_id: Option<String>,
-    #[serde(default)]
-    tool_calls: Option<Vec<InToolCall>>,
-}
-
-#[derive(Deserialize)]
-struct InToolCall {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    function: Option<InFunction>,
-}
-
-#[derive(Deserialize)]
-struct InFunction {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    arguments: Option<Value>,
-}
-
-/// What classification and recording need from a parsed body.
-struct Parsed {
-    model: Option<String>,
-    stream: bool,
-    has_tools: bool,
-    messages: Vec<WireMessage>,
-    truncated: bool,
-    last_is_tool: bool,
-    /// The nonce of a `[[probe:NONCE]]` marker in the latest user message.
-    probe: Option<String>,
-}
-
-fn parse(body: &[u8], nonce: &str) -> Result<Parsed, String> {
-    let first = body.iter().find(|b| !b.is_ascii_whitespace());
-    if first != Some(&b'{') {
-        return Err("request body must be a JSON object".into());
-    }
-    let req: ChatRequest = serde_json::from_slice(body).map_err(|e| e.to_string())?;
-    let mut truncated = false;
-    let mut probe = None;
-    let raw_messages = req.messages.unwrap_or_default();
-    let last_user = raw_messages
-        .iter()
-        .rposition(|m| m.role.as_deref() == Some("user"));
-    let last_is_tool = raw_messages
-        .last()
-        .is_some_and(|m| m.role.as_deref() == Some("tool"));
-    let mut messages = Vec::with_capacity(raw_messages.len());
-    for (pos, m) in raw_messages.into_iter().enumerate() {
-        let text = content_text(m.content);
-        if Some(pos) == last_user {
-            probe = probe_marker(&text, nonce);
+    let wire = shared.wire;
+    match wire.route(method.as_str(), uri.path()) {
+        Route::NotServed => {
+            drop(body);
+            let message = format!(
+                "chaosrun: no route for {} {} on the {wire} wire",
+                head.method, head.path
+            );
+            shared.push_other(head, "not_found", None);
+            wire.error_response(&ErrorInfo::new(404, message))
         }
-        let (content, content_chars) = bound(text, &mut truncated);
-        let tool_calls = m
-            .tool_calls
-            .unwrap_or_default()
-            .into_iter()
-            .map(|c| {
-                let f = c.function.unwrap_or(InFunction {
-                    name: None,
-                    arguments: None,
-                });
-                let arguments = match f.arguments {
-                    None | Some(Value::Null) => String::new(),
-                    Some(Value::String(s)) => s,
-                    Some(other) => other.to_string(),
-                };
-                WireToolCall {
-                    id: c.id.unwrap_or_default(),
-                    name: f.name.unwrap_or_default(),
-                    arguments: bound(arguments, &mut truncated).0,
-                }
-            })
-            .collect();
-        messages.push(WireMessage {
-            role: m.role.unwrap_or_default(),
-            content,
-            content_chars,
-            tool_call_id: m.tool_call_id,
-            tool_calls,
-        });
-    }
-    Ok(Parsed {
-        model: req.model,
-        stream: req.stream.unwrap_or(false),
-        has_tools: req.tools.is_some_and(|t| !t.is_empty()),
-        messages,
-        truncated,
-        last_is_tool,
-        probe,
-    })
-}
-
-/// A message's text: a string, nothing for null, or the text parts joined.
-fn content_text(content: Option<Value>) -> String {
-    match content {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s,
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|p| match p {
-                Value::String(s) => Some(s.as_str()),
-                Value::Object(o) => o.get("text").and_then(Value::as_str),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        Some(other) => other.to_string(),
-    }
-}
-
-/// Cut `s` to [`CONTENT_KEEP_CHARS`] chars; returns it and its full length.
-fn bound(s: String, truncated: &mut bool) -> (String, usize) {
-    if s.len() <= CONTENT_KEEP_CHARS {
-        let n = s.chars().count();
-        return (s, n);
-    }
-    let n = s.chars().count();
-    match s.char_indices().nth(CONTENT_KEEP_CHARS) {
-        Some((end, _)) => {
-            *truncated = true;
-            (s[..end].to_string(), n)
+        Route::Models => {
+            drop(body);
+            shared.push_other(head, "models", None);
+            json_response(StatusCode::OK, &wire.models(unix_now()))
         }
-        None => (s, n),
+        Route::Generate { stream, model } => generate(shared, head, body, stream, model).await,
     }
-}
-
-/// `[[probe:X]]` in `text`: with a configured nonce only X = nonce counts;
-/// with none, any X does.
-fn probe_marker(text: &str, nonce: &str) -> Option<String> {
-    if !nonce.is_empty() {
-        return text
-            .contains(&format!("[[probe:{nonce}]]"))
-            .then(|| nonce.to_string());
-    }
-    let start = text.find("[[probe:")? + "[[probe:".len();
-    let len = text[start..].find("]]")?;
-    Some(text[start..start + len].to_string())
 }
 
 fn unix_now() -> u64 {
@@ -547,35 +424,52 @@ fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-// ---- the chat handler ------------------------------------------------------
+// ---- the model call --------------------------------------------------------
 
-async fn chat_completions(
-    State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
+async fn generate(
+    shared: Arc<Shared>,
+    head: RequestHead,
+    body: ReadBody,
+    stream: Option<bool>,
+    model: Option<String>,
 ) -> Response {
-    let body = read_body(body, &headers).await;
-    let head = shared.head(&method, &uri, &headers, &body);
+    let wire = shared.wire;
     let Some(bytes) = body.bytes else {
         let message = format!(
             "chaosrun: request body of {} bytes is over the {BODY_LIMIT}-byte limit",
             head.size
         );
-        shared.push_other(head, "too_large");
-        return sse::error_response(413, &message);
+        shared.push_other(head, "too_large", None);
+        return wire.error_response(&ErrorInfo::new(413, message));
     };
-    let parsed = parse(&bytes, &shared.nonce);
+    let parsed = request::parse(wire, &bytes, stream, model, &shared.nonce);
     // Never keep the raw body after parsing.
     drop(bytes);
-    let parsed = match parsed {
+    let mut parsed = match parsed {
         Ok(p) => p,
         Err(e) => {
-            shared.push_other(head, "bad_request");
-            return sse::error_response(400, &format!("chaosrun: malformed request body: {e}"));
+            shared.push_other(head, "bad_request", None);
+            let message = format!("chaosrun: malformed request body: {e}");
+            return wire.error_response(&ErrorInfo::new(400, message));
         }
     };
+    if let Some(previous) = parsed.previous_response_id.clone() {
+        match shared.conversation(&previous) {
+            Some(mut earlier) => {
+                earlier.append(&mut parsed.messages);
+                parsed.messages = earlier;
+            }
+            None => {
+                shared.push_other(head, "bad_request", Some(previous.clone()));
+                let mut e = ErrorInfo::new(
+                    400,
+                    format!("Previous response with id '{previous}' not found."),
+                );
+                e.code = Some("previous_response_not_found".into());
+                return wire.error_response(&e);
+            }
+        }
+    }
 
     let probe_reply;
     let aux_reply;
@@ -609,6 +503,8 @@ async fn chat_completions(
         }
     };
 
+    // Responses: what this reply's conversation is, to continue it later.
+    let history = (wire == Wire::OpenaiResponses).then(|| parsed.messages.clone());
     shared.push(RequestRecord {
         seq: head.seq,
         at: head.at,
@@ -626,6 +522,7 @@ async fn chat_completions(
         truncated: parsed.truncated,
         reply: reply.kind_name().to_string(),
         rule: picked.map(|(i, _)| i),
+        previous_response_id: parsed.previous_response_id,
     });
 
     if let Some((i, w)) = picked.and_then(|(i, r)| Some((i, r.wait_for.as_ref()?))) {
@@ -645,63 +542,23 @@ async fn chat_completions(
     let call_id_prefix = format!("call_{}_{reply_seq}", shared.prefix);
     let ctx = ReplyCtx {
         nonce: &shared.nonce,
-        stream: parsed.stream,
-        meta: ChunkMeta {
-            id: format!("chatcmpl-{}{reply_seq}", shared.prefix),
-            created: unix_now(),
-            model: parsed.model.unwrap_or_else(|| "chaosrun".into()),
-        },
         request_bytes: head.size,
-        cancel: &shared.cancel,
         main_index: main_index.unwrap_or(0),
         tools: &shared.tools,
         call_id_prefix: &call_id_prefix,
     };
-    let replied = reply.respond(&ctx).await;
-    if !replied.issued.is_empty() {
-        shared.issued.lock().unwrap().extend(replied.issued);
+    let planned = reply.plan(&ctx);
+    if !planned.issued.is_empty() {
+        shared.issued.lock().unwrap().extend(planned.issued);
     }
-    replied.response.into_response()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_parts_and_bounds_content() {
-        let big = "x".repeat(CONTENT_KEEP_CHARS + 10);
-        let body = serde_json::json!({
-            "model": "m",
-            "stream": true,
-            "tools": [{"type": "function"}],
-            "messages": [
-                {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url"}, {"type": "text", "text": "[[probe:N]]"}]},
-                {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": big},
-            ],
-        });
-        let p = parse(body.to_string().as_bytes(), "N").unwrap();
-        assert!(p.stream && p.has_tools && p.last_is_tool && p.truncated);
-        assert_eq!(p.probe.as_deref(), Some("N"));
-        assert_eq!(p.messages[0].content, "a\n[[probe:N]]");
-        assert_eq!(p.messages[1].tool_calls[0].id, "c1");
-        assert_eq!(p.messages[2].content.len(), CONTENT_KEEP_CHARS);
-        assert_eq!(p.messages[2].content_chars, CONTENT_KEEP_CHARS + 10);
+    let meta = Meta {
+        id: format!("{}{}{reply_seq}", wire.id_prefix(), shared.prefix),
+        created: unix_now(),
+        model: parsed.model.unwrap_or_else(|| "chaosrun".into()),
+        request_bytes: head.size,
+    };
+    if let (Some(history), Plan::Beats(beats)) = (history, &planned.plan) {
+        shared.remember(&meta.id, history, beats);
     }
-
-    #[test]
-    fn probe_needs_the_right_nonce_when_one_is_set() {
-        assert_eq!(probe_marker("hi [[probe:A]]", "B"), None);
-        assert_eq!(probe_marker("hi [[probe:A]]", ""), Some("A".into()));
-        assert_eq!(probe_marker("hi [[probe:A]]", "A"), Some("A".into()));
-    }
-
-    #[test]
-    fn malformed_bodies_are_rejected() {
-        assert!(parse(b"{not json", "").is_err());
-        assert!(parse(b"[]", "").is_err());
-        assert!(parse(b"{\"messages\": 3}", "").is_err());
-        assert!(parse(b"{}", "").is_ok());
-    }
+    wire::render(planned.plan, wire, parsed.stream, &meta, &shared.cancel).await
 }

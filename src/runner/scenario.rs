@@ -344,6 +344,7 @@ pub async fn observe(
     obs.provider_offset = (Instant::now() - start).as_secs_f64();
     let provider = match Provider::start(ProviderConfig {
         port: 0,
+        wire: shared.profile.wire,
         rules: scenario.responder.clone(),
         nonce: ids.nonce.clone(),
         tools: shared.profile.tools.clone(),

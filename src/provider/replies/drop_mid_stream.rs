@@ -1,6 +1,8 @@
-//! `drop_mid_stream`: 200 with SSE headers, a role chunk and a content chunk
-//! carrying `chars`, then the connection closes with no finish chunk and no
-//! `[DONE]` (the chunked body is cut, not terminated).
+//! `drop_mid_stream`: 200, the start of an answer carrying `chars`, then the
+//! connection closes before the wire's terminal event (`[DONE]`,
+//! `response.completed`, `message_stop`, the chunk with `finishReason`): the
+//! chunked body is cut, not terminated. Not streaming: the start of the JSON
+//! body, then the cut.
 
 use serde::{Deserialize, Serialize};
 
@@ -16,17 +18,16 @@ fn default_chars() -> String {
 }
 
 impl DropMidStream {
-    pub(crate) fn respond(&self, ctx: &super::ReplyCtx<'_>) -> axum::response::Response {
-        use super::{render, script_body, Step};
-        let chars = render(&self.chars, ctx.nonce, None);
-        let steps = vec![
-            Step::Data(ctx.meta.role()),
-            Step::Data(ctx.meta.content(&chars)),
+    pub(crate) fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
+        use super::{render, Beat};
+        use crate::provider::wire::Event;
+        super::Plan::Beats(vec![
+            Beat::Emit(Event::Start),
+            Beat::Emit(Event::TextDelta(render(&self.chars, ctx.nonce, None))),
             // Let the chunks reach the socket before the cut.
-            Step::Flush,
-            Step::Cut,
-        ];
-        crate::provider::sse::sse_response(script_body(steps, ctx.cancel.clone()))
+            Beat::Flush,
+            Beat::Cut,
+        ])
     }
 }
 
@@ -34,15 +35,15 @@ impl DropMidStream {
 mod tests {
     use super::*;
     use crate::provider::replies::http_body_util_free::collect;
-    use crate::provider::replies::test_ctx;
+    use crate::provider::replies::{on_chat, test_ctx};
 
     #[tokio::test]
     async fn chars_then_cut_without_finish_or_done() {
         let cancel = tokio_util::sync::CancellationToken::new();
         let tools = Default::default();
-        let ctx = test_ctx(true, &cancel, &tools);
         let d: DropMidStream = serde_yaml::from_str("{}").unwrap();
-        let (body, cut) = collect(d.respond(&ctx).into_body()).await;
+        let resp = on_chat(d.plan(&test_ctx(&tools)), true, &cancel).await;
+        let (body, cut) = collect(resp.into_body()).await;
         let body = String::from_utf8(body).unwrap();
         assert!(cut);
         assert!(body.contains("Partial ans"));

@@ -1,6 +1,8 @@
-//! `error`: an HTTP status with an OpenAI-shaped error body
-//! `{"error": {"message", "type", "code"}}` and, when given, a `Retry-After`
-//! header (seconds).
+//! `error`: an HTTP status with the wire's error body and, when given,
+//! `retry_after` seconds in the wire's convention. With `mid_stream: true` a
+//! streaming request gets 200, the start of an answer, then the wire's error
+//! event (`data: {"error"}`, `response.failed`, Anthropic's `error` event,
+//! Gemini's error frame) and the end of the body.
 
 use serde::{Deserialize, Serialize};
 
@@ -12,6 +14,9 @@ pub struct ErrorReply {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<u64>,
+    /// Fail inside a 200 stream instead of before headers.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mid_stream: bool,
 }
 
 fn default_message() -> String {
@@ -19,14 +24,23 @@ fn default_message() -> String {
 }
 
 impl ErrorReply {
-    pub(crate) fn respond(&self, ctx: &super::ReplyCtx<'_>) -> axum::response::Response {
-        let message = super::render(&self.message, ctx.nonce, None);
-        let mut resp = crate::provider::sse::error_response(self.status, &message);
-        if let Some(secs) = self.retry_after {
-            resp.headers_mut()
-                .insert(axum::http::header::RETRY_AFTER, secs.into());
+    pub(crate) fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
+        use super::{Beat, Plan};
+        use crate::provider::wire::{ErrorInfo, Event};
+        let info = ErrorInfo {
+            status: self.status,
+            message: super::render(&self.message, ctx.nonce, None),
+            retry_after: self.retry_after,
+            code: None,
+        };
+        if self.mid_stream {
+            Plan::Beats(vec![
+                Beat::Emit(Event::Start),
+                Beat::Emit(Event::Error(info)),
+            ])
+        } else {
+            Plan::Error(info)
         }
-        resp
     }
 }
 
@@ -34,17 +48,17 @@ impl ErrorReply {
 mod tests {
     use super::*;
     use crate::provider::replies::http_body_util_free::collect;
-    use crate::provider::replies::test_ctx;
+    use crate::provider::replies::{on_chat, test_ctx};
 
     #[tokio::test]
     async fn status_body_and_retry_after() {
         let cancel = tokio_util::sync::CancellationToken::new();
         let tools = Default::default();
-        let ctx = test_ctx(true, &cancel, &tools);
+        let ctx = test_ctx(&tools);
         let e: ErrorReply =
             serde_yaml::from_str("{status: 429, retry_after: 1, message: 'slow {{nonce}}'}")
                 .unwrap();
-        let resp = e.respond(&ctx);
+        let resp = on_chat(e.plan(&ctx), true, &cancel).await;
         assert_eq!(resp.status(), 429);
         assert_eq!(resp.headers()["retry-after"], "1");
         let (body, _) = collect(resp.into_body()).await;
@@ -53,6 +67,22 @@ mod tests {
         assert_eq!(v["error"]["type"], "rate_limit_error");
 
         let plain: ErrorReply = serde_yaml::from_str("{status: 500}").unwrap();
-        assert!(plain.respond(&ctx).headers().get("retry-after").is_none());
+        let resp = on_chat(plain.plan(&ctx), true, &cancel).await;
+        assert!(resp.headers().get("retry-after").is_none());
+    }
+
+    #[tokio::test]
+    async fn mid_stream_is_a_200_with_an_error_event() {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let tools = Default::default();
+        let e: ErrorReply = serde_yaml::from_str("{status: 500, mid_stream: true}").unwrap();
+        let resp = on_chat(e.plan(&test_ctx(&tools)), true, &cancel).await;
+        assert_eq!(resp.status(), 200);
+        let (body, cut) = collect(resp.into_body()).await;
+        let body = String::from_utf8(body).unwrap();
+        assert!(!cut && body.contains("data: {\"error\":") && !body.contains("[DONE]"));
+        // Not streaming: the plain error response.
+        let resp = on_chat(e.plan(&test_ctx(&tools)), false, &cancel).await;
+        assert_eq!(resp.status(), 500);
     }
 }

@@ -1,5 +1,6 @@
 //! `hang`: accept the request, never answer (not even headers); drop the socket
-//! after `seconds`, or at once when the provider shuts down.
+//! after `seconds`, or at once when the provider shuts down. The same on every
+//! wire.
 
 use serde::{Deserialize, Serialize};
 
@@ -14,12 +15,8 @@ pub struct Hang {
 }
 
 impl Hang {
-    /// Waits out `seconds` (or shutdown) before returning, then returns a
-    /// response whose body fails at once, so the connection is dropped with
-    /// not even the status line sent.
-    pub(crate) async fn respond(&self, ctx: &super::ReplyCtx<'_>) -> axum::response::Response {
-        super::wait_or_cancel(super::secs(self.seconds), ctx.cancel).await;
-        axum::response::Response::new(super::abort_body())
+    pub(crate) fn plan(&self) -> super::Plan {
+        super::Plan::Hang(super::secs(self.seconds))
     }
 }
 
@@ -27,16 +24,14 @@ impl Hang {
 mod tests {
     use super::*;
     use crate::provider::replies::http_body_util_free::collect;
-    use crate::provider::replies::test_ctx;
+    use crate::provider::replies::on_chat;
     use std::time::{Duration, Instant};
 
     #[tokio::test]
     async fn holds_until_shutdown_then_aborts() {
         let cancel = tokio_util::sync::CancellationToken::new();
-        let tools = Default::default();
-        let ctx = test_ctx(true, &cancel, &tools);
         let hang = Hang { seconds: 3600.0 };
-        let fut = hang.respond(&ctx);
+        let fut = on_chat(hang.plan(), true, &cancel);
         tokio::pin!(fut);
         // Still pending after a while.
         assert!(tokio::time::timeout(Duration::from_millis(100), &mut fut)

@@ -26,13 +26,12 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::response::Response;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::recording::IssuedToolCall;
-use super::sse::ChunkMeta;
+use super::wire::{ErrorInfo, Event};
 use super::ToolMapping;
 
 /// Default length of every long fault: an hour, so a turn still running at its
@@ -86,17 +85,12 @@ impl Reply {
 }
 
 /// What a reply needs to know about the request it answers and the server.
+/// Nothing here is about a wire: a reply decides what happens and when.
 pub(crate) struct ReplyCtx<'a> {
     /// Substituted for `{{nonce}}`.
     pub nonce: &'a str,
-    /// The request asked for SSE (`"stream": true`).
-    pub stream: bool,
-    /// Id, creation time and model repeated in every chunk.
-    pub meta: ChunkMeta,
     /// Request body size, for the usage estimate.
     pub request_bytes: usize,
-    /// Cancelled when the provider shuts down: every long wait ends on it.
-    pub cancel: &'a CancellationToken,
     /// Main-call index (0 for probe and auxiliary answers).
     pub main_index: u64,
     /// Logical tool name → agent mapping.
@@ -105,31 +99,60 @@ pub(crate) struct ReplyCtx<'a> {
     pub call_id_prefix: &'a str,
 }
 
-/// A produced reply: the response, and the tool calls it issued (logical terms).
-pub(crate) struct Replied {
-    pub response: Response,
+/// One step of a reply's plan.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Beat {
+    /// Send this event (the wire decides its bytes).
+    Emit(Event),
+    /// Wait; shutdown cuts the body instead.
+    Wait(Duration),
+    /// Let what was sent so far reach the socket.
+    Flush,
+    /// Close the connection before the body's end.
+    Cut,
+}
+
+/// What a reply does, independent of the wire.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Plan {
+    /// An error status and body before any stream.
+    Error(ErrorInfo),
+    /// Accept, send nothing (not even headers), drop the socket after this.
+    Hang(Duration),
+    /// A verbatim response.
+    Raw {
+        status: u16,
+        content_type: String,
+        body: String,
+    },
+    /// 200, then these beats (SSE when the request streams).
+    Beats(Vec<Beat>),
+}
+
+/// A planned reply: what to play, and the tool calls it issues (logical terms).
+pub(crate) struct Planned {
+    pub plan: Plan,
     pub issued: Vec<IssuedToolCall>,
 }
 
 impl Reply {
-    /// Produce the response. Only `hang` waits before returning; the other
-    /// kinds' waits happen inside their streaming bodies.
-    pub(crate) async fn respond(&self, ctx: &ReplyCtx<'_>) -> Replied {
-        let response = match self {
-            Reply::Text(r) => r.respond(ctx),
+    /// Plan the reply.
+    pub(crate) fn plan(&self, ctx: &ReplyCtx<'_>) -> Planned {
+        let plan = match self {
+            Reply::Text(r) => r.plan(ctx),
             Reply::ToolCall(r) => {
-                let (response, issued) = r.respond(ctx);
-                return Replied { response, issued };
+                let (plan, issued) = r.plan(ctx);
+                return Planned { plan, issued };
             }
-            Reply::Error(r) => r.respond(ctx),
-            Reply::Hang(r) => r.respond(ctx).await,
-            Reply::StallMidStream(r) => r.respond(ctx),
-            Reply::DropMidStream(r) => r.respond(ctx),
-            Reply::SilentAfterHeaders(r) => r.respond(ctx),
-            Reply::Raw(r) => r.respond(ctx),
+            Reply::Error(r) => r.plan(ctx),
+            Reply::Hang(r) => r.plan(),
+            Reply::StallMidStream(r) => r.plan(ctx),
+            Reply::DropMidStream(r) => r.plan(ctx),
+            Reply::SilentAfterHeaders(r) => r.plan(),
+            Reply::Raw(r) => r.plan(ctx),
         };
-        Replied {
-            response,
+        Planned {
+            plan,
             issued: Vec::new(),
         }
     }
@@ -182,7 +205,7 @@ pub(crate) async fn wait_or_cancel(d: Duration, cancel: &CancellationToken) -> b
     }
 }
 
-/// One step of a scripted response body.
+/// One step of a scripted response body (bytes, after a wire encoded them).
 #[derive(Debug)]
 pub(crate) enum Step {
     /// Send these bytes.
@@ -321,23 +344,28 @@ pub(crate) mod http_body_util_free {
 
 /// Test helper: a context with nonce `NONCE`.
 #[cfg(test)]
-pub(crate) fn test_ctx<'a>(
-    stream: bool,
-    cancel: &'a CancellationToken,
-    tools: &'a BTreeMap<String, ToolMapping>,
-) -> ReplyCtx<'a> {
+pub(crate) fn test_ctx(tools: &BTreeMap<String, ToolMapping>) -> ReplyCtx<'_> {
     ReplyCtx {
         nonce: "NONCE",
-        stream,
-        meta: ChunkMeta {
-            id: "chatcmpl-test".into(),
-            created: 0,
-            model: "m".into(),
-        },
         request_bytes: 100,
-        cancel,
         main_index: 0,
         tools,
         call_id_prefix: "call_t_0",
     }
+}
+
+/// Test helper: play `plan` on the OpenAI chat wire.
+#[cfg(test)]
+pub(crate) async fn on_chat(
+    plan: Plan,
+    stream: bool,
+    cancel: &CancellationToken,
+) -> axum::response::Response {
+    let meta = super::wire::Meta {
+        id: "chatcmpl-test".into(),
+        created: 0,
+        model: "m".into(),
+        request_bytes: 100,
+    };
+    super::wire::render(plan, super::wire::Wire::OpenaiChat, stream, &meta, cancel).await
 }

@@ -1,5 +1,5 @@
-//! `raw`: any status, content type and body, sent verbatim (garbage JSON, an
-//! HTML error page).
+//! `raw`: any status, content type and body, sent verbatim on any wire
+//! (garbage JSON, an HTML error page).
 
 use serde::{Deserialize, Serialize};
 
@@ -22,15 +22,12 @@ fn default_content_type() -> String {
 }
 
 impl Raw {
-    pub(crate) fn respond(&self, ctx: &super::ReplyCtx<'_>) -> axum::response::Response {
-        use axum::http::{header, HeaderValue, StatusCode};
-        let body = super::render(&self.body, ctx.nonce, None);
-        let mut resp = axum::response::Response::new(axum::body::Body::from(body));
-        *resp.status_mut() = StatusCode::from_u16(self.status).unwrap_or(StatusCode::OK);
-        if let Ok(v) = HeaderValue::from_str(&self.content_type) {
-            resp.headers_mut().insert(header::CONTENT_TYPE, v);
+    pub(crate) fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
+        super::Plan::Raw {
+            status: self.status,
+            content_type: self.content_type.clone(),
+            body: super::render(&self.body, ctx.nonce, None),
         }
-        resp
     }
 }
 
@@ -38,18 +35,17 @@ impl Raw {
 mod tests {
     use super::*;
     use crate::provider::replies::http_body_util_free::collect;
-    use crate::provider::replies::test_ctx;
+    use crate::provider::replies::{on_chat, test_ctx};
 
     #[tokio::test]
     async fn body_is_verbatim() {
         let cancel = tokio_util::sync::CancellationToken::new();
         let tools = Default::default();
-        let ctx = test_ctx(true, &cancel, &tools);
         let r: Raw = serde_yaml::from_str(
             "{status: 502, content_type: text/html, body: '<html>{not json {{nonce}}'}",
         )
         .unwrap();
-        let resp = r.respond(&ctx);
+        let resp = on_chat(r.plan(&test_ctx(&tools)), true, &cancel).await;
         assert_eq!(resp.status(), 502);
         assert_eq!(resp.headers()["content-type"], "text/html");
         let (body, cut) = collect(resp.into_body()).await;

@@ -1,5 +1,5 @@
-//! `silent_after_headers`: 200 with SSE headers, then not one body byte for
-//! `seconds` (or until shutdown).
+//! `silent_after_headers`: 200 with the wire's headers, then not one body byte
+//! for `seconds` (or until shutdown), then the connection is cut.
 
 use serde::{Deserialize, Serialize};
 
@@ -14,10 +14,9 @@ pub struct SilentAfterHeaders {
 }
 
 impl SilentAfterHeaders {
-    pub(crate) fn respond(&self, ctx: &super::ReplyCtx<'_>) -> axum::response::Response {
-        use super::{script_body, secs, Step};
-        let steps = vec![Step::Wait(secs(self.seconds)), Step::Cut];
-        crate::provider::sse::sse_response(script_body(steps, ctx.cancel.clone()))
+    pub(crate) fn plan(&self) -> super::Plan {
+        use super::{secs, Beat};
+        super::Plan::Beats(vec![Beat::Wait(secs(self.seconds)), Beat::Cut])
     }
 }
 
@@ -25,14 +24,12 @@ impl SilentAfterHeaders {
 mod tests {
     use super::*;
     use crate::provider::replies::http_body_util_free::collect;
-    use crate::provider::replies::test_ctx;
+    use crate::provider::replies::on_chat;
 
     #[tokio::test]
     async fn no_byte_then_cut_at_shutdown() {
         let cancel = tokio_util::sync::CancellationToken::new();
-        let tools = Default::default();
-        let ctx = test_ctx(true, &cancel, &tools);
-        let resp = SilentAfterHeaders { seconds: 3600.0 }.respond(&ctx);
+        let resp = on_chat(SilentAfterHeaders { seconds: 3600.0 }.plan(), true, &cancel).await;
         assert_eq!(resp.status(), 200);
         assert_eq!(resp.headers()["content-type"], "text/event-stream");
         let canceller = cancel.clone();

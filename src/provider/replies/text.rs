@@ -1,7 +1,7 @@
-//! `text`: an answer. Streamed as a role chunk, the optional `reasoning` as
-//! `reasoning_content` deltas, the text in `chunk_chars` pieces with
-//! `delay_per_chunk` seconds between them, a finish chunk with `finish_reason`
-//! and `usage`, then `data: [DONE]`. Without `stream` it is one JSON completion.
+//! `text`: an answer. Planned as the start, the optional `reasoning` as
+//! reasoning deltas, the text in `chunk_chars` pieces with `delay_per_chunk`
+//! seconds between them, then the finish (`finish_reason`, usage). Each wire
+//! encodes it (SSE when the request streams, one JSON body otherwise).
 
 use serde::{Deserialize, Serialize};
 
@@ -44,42 +44,34 @@ impl Text {
         }
     }
 
-    pub(crate) fn respond(&self, ctx: &super::ReplyCtx<'_>) -> axum::response::Response {
-        use super::{render, script_body, secs, Step};
-        use crate::provider::sse::{json_response, split_chars, sse_response, Usage};
+    pub(crate) fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
+        use super::{render, secs, Beat, Plan};
+        use crate::provider::wire::{split_chars, Event, Usage};
 
         let text = render(&self.text, ctx.nonce, None);
         let reasoning = self.reasoning.as_ref().map(|r| render(r, ctx.nonce, None));
         let answer_chars =
             text.chars().count() + reasoning.as_ref().map_or(0, |r| r.chars().count());
         let usage = Usage::estimate(ctx.request_bytes, answer_chars);
-        let meta = &ctx.meta;
 
-        if !ctx.stream {
-            let mut message = serde_json::json!({"role": "assistant", "content": text});
-            if let Some(r) = &reasoning {
-                message["reasoning_content"] = r.clone().into();
-            }
-            let body = meta.completion(message, &self.finish_reason, usage);
-            return json_response(axum::http::StatusCode::OK, &body);
-        }
-
-        let mut steps = vec![Step::Data(meta.role())];
+        let mut beats = vec![Beat::Emit(Event::Start)];
         if let Some(r) = &reasoning {
             for piece in split_chars(r, self.chunk_chars) {
-                steps.push(Step::Data(meta.reasoning(piece)));
+                beats.push(Beat::Emit(Event::ReasoningDelta(piece.to_string())));
             }
         }
         let delay = secs(self.delay_per_chunk);
         for (n, piece) in split_chars(&text, self.chunk_chars).into_iter().enumerate() {
             if n > 0 && !delay.is_zero() {
-                steps.push(Step::Wait(delay));
+                beats.push(Beat::Wait(delay));
             }
-            steps.push(Step::Data(meta.content(piece)));
+            beats.push(Beat::Emit(Event::TextDelta(piece.to_string())));
         }
-        steps.push(Step::Data(meta.finish(&self.finish_reason, usage)));
-        steps.push(Step::Data(crate::provider::sse::done()));
-        sse_response(script_body(steps, ctx.cancel.clone()))
+        beats.push(Beat::Emit(Event::Finish {
+            reason: self.finish_reason.clone(),
+            usage,
+        }));
+        Plan::Beats(beats)
     }
 }
 
@@ -87,17 +79,16 @@ impl Text {
 mod tests {
     use super::*;
     use crate::provider::replies::http_body_util_free::collect;
-    use crate::provider::replies::test_ctx;
+    use crate::provider::replies::{on_chat, test_ctx};
 
     #[tokio::test]
     async fn streams_reasoning_then_text_in_pieces_then_done() {
         let cancel = tokio_util::sync::CancellationToken::new();
         let tools = Default::default();
-        let ctx = test_ctx(true, &cancel, &tools);
         let mut t = Text::plain("hello {{nonce}}");
         t.chunk_chars = 4;
         t.reasoning = Some("hmm".into());
-        let resp = t.respond(&ctx);
+        let resp = on_chat(t.plan(&test_ctx(&tools)), true, &cancel).await;
         assert_eq!(resp.headers()["content-type"], "text/event-stream");
         let (body, cut) = collect(resp.into_body()).await;
         assert!(!cut);
@@ -118,8 +109,8 @@ mod tests {
     async fn non_streaming_is_one_completion() {
         let cancel = tokio_util::sync::CancellationToken::new();
         let tools = Default::default();
-        let ctx = test_ctx(false, &cancel, &tools);
-        let resp = Text::plain("hi {{nonce}}").respond(&ctx);
+        let plan = Text::plain("hi {{nonce}}").plan(&test_ctx(&tools));
+        let resp = on_chat(plan, false, &cancel).await;
         let (body, _) = collect(resp.into_body()).await;
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v["object"], "chat.completion");

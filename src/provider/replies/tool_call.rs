@@ -3,8 +3,10 @@
 //! `arguments` string, or, when given as a YAML string, sent verbatim (so
 //! malformed JSON reaches the agent as is). Ids are unique per server. Logical
 //! tool names are mapped to the agent's names through the provider's tool map.
-//! Streamed as a role chunk, `tool_calls` deltas (arguments split over several
-//! chunks), a finish chunk (`tool_calls`) with `usage`, then `[DONE]`.
+//! Planned as the start, each call's start, its arguments in pieces and its
+//! end, then the finish (`tool_calls`); each wire encodes the calls its way
+//! (Chat `tool_calls` deltas, Responses `function_call` items, Anthropic
+//! `tool_use` blocks, Gemini `functionCall` parts).
 
 use serde::{Deserialize, Serialize};
 
@@ -55,17 +57,14 @@ impl ToolCall {
         (0..times).flat_map(|_| self.calls.iter()).collect()
     }
 
-    pub(crate) fn respond(
+    pub(crate) fn plan(
         &self,
         ctx: &super::ReplyCtx<'_>,
-    ) -> (
-        axum::response::Response,
-        Vec<crate::provider::recording::IssuedToolCall>,
-    ) {
-        use super::{render, render_value, script_body, Step};
+    ) -> (super::Plan, Vec<crate::provider::recording::IssuedToolCall>) {
+        use super::{render, render_value, Beat};
         use crate::provider::recording::IssuedToolCall;
-        use crate::provider::sse::{done, json_response, split_chars, sse_response, Usage};
-        use serde_json::{json, Value};
+        use crate::provider::wire::{split_chars, Event, Usage};
+        use serde_json::Value;
 
         let mut issued = Vec::new();
         let mut wire = Vec::new();
@@ -102,36 +101,26 @@ impl ToolCall {
 
         let answer_chars: usize = wire.iter().map(|c| c.arguments.chars().count()).sum();
         let usage = Usage::estimate(ctx.request_bytes, answer_chars);
-        let meta = &ctx.meta;
-
-        if !ctx.stream {
-            let calls: Vec<Value> = wire
-                .iter()
-                .map(|c| {
-                    json!({
-                        "id": c.id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments},
-                    })
-                })
-                .collect();
-            let message = json!({"role": "assistant", "content": null, "tool_calls": calls});
-            let body = meta.completion(message, "tool_calls", usage);
-            return (json_response(axum::http::StatusCode::OK, &body), issued);
-        }
-
-        let mut steps = vec![Step::Data(meta.role())];
-        for (index, call) in wire.iter().enumerate() {
-            steps.push(Step::Data(
-                meta.tool_call_start(index, &call.id, &call.name, ""),
-            ));
+        let mut beats = vec![Beat::Emit(Event::Start)];
+        for (index, call) in wire.into_iter().enumerate() {
+            beats.push(Beat::Emit(Event::ToolCallStart {
+                index,
+                id: call.id,
+                name: call.name,
+            }));
             for piece in split_chars(&call.arguments, ARG_PIECE_CHARS) {
-                steps.push(Step::Data(meta.tool_call_args(index, piece)));
+                beats.push(Beat::Emit(Event::ToolArgsDelta {
+                    index,
+                    text: piece.to_string(),
+                }));
             }
+            beats.push(Beat::Emit(Event::ToolCallEnd { index }));
         }
-        steps.push(Step::Data(meta.finish("tool_calls", usage)));
-        steps.push(Step::Data(done()));
-        (sse_response(script_body(steps, ctx.cancel.clone())), issued)
+        beats.push(Beat::Emit(Event::Finish {
+            reason: "tool_calls".into(),
+            usage,
+        }));
+        (super::Plan::Beats(beats), issued)
     }
 }
 
@@ -171,7 +160,7 @@ fn with_call(v: &serde_json::Value, call: &str) -> serde_json::Value {
 mod tests {
     use super::*;
     use crate::provider::replies::http_body_util_free::collect;
-    use crate::provider::replies::test_ctx;
+    use crate::provider::replies::{on_chat, test_ctx};
     use crate::provider::ToolMapping;
     use serde_json::json;
 
@@ -190,11 +179,12 @@ mod tests {
                 args: [("cmd".to_string(), "command".to_string())].into(),
             },
         );
-        let ctx = test_ctx(false, &cancel, &tools);
+        let ctx = test_ctx(&tools);
         let t = spec(
             "{calls: [{tool: shell, args: {cmd: 'echo {{nonce}} {{i}}', bg: true}}], repeat: 2}",
         );
-        let (resp, issued) = t.respond(&ctx);
+        let (plan, issued) = t.plan(&ctx);
+        let resp = on_chat(plan, false, &cancel).await;
         let (body, _) = collect(resp.into_body()).await;
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
         let calls = v["choices"][0]["message"]["tool_calls"].as_array().unwrap();
@@ -211,24 +201,23 @@ mod tests {
 
     #[tokio::test]
     async fn call_index_is_substituted_for_unique_tokens() {
-        let cancel = tokio_util::sync::CancellationToken::new();
         let tools = Default::default();
-        let mut ctx = test_ctx(false, &cancel, &tools);
+        let mut ctx = test_ctx(&tools);
         ctx.main_index = 7;
         let t = spec("{calls: [{tool: x, args: {cmd: 'echo SE-{{call}}-{{nonce}}'}}]}");
-        let (_, issued) = t.respond(&ctx);
+        let (_, issued) = t.plan(&ctx);
         assert_eq!(issued[0].args, json!({"cmd": "echo SE-7-NONCE"}));
         let raw = spec("{calls: [{tool: x, args: 'c={{call}}'}]}");
-        assert_eq!(raw.respond(&ctx).1[0].args, json!("c=7"));
+        assert_eq!(raw.plan(&ctx).1[0].args, json!("c=7"));
     }
 
     #[tokio::test]
     async fn raw_string_args_are_verbatim_in_the_stream() {
         let cancel = tokio_util::sync::CancellationToken::new();
         let tools = Default::default();
-        let ctx = test_ctx(true, &cancel, &tools);
         let t = spec("{calls: [{tool: x, args: '{\"a\": \"{{nonce}}'}]}");
-        let (resp, _) = t.respond(&ctx);
+        let (plan, _) = t.plan(&test_ctx(&tools));
+        let resp = on_chat(plan, true, &cancel).await;
         let (body, cut) = collect(resp.into_body()).await;
         assert!(!cut);
         let body = String::from_utf8(body).unwrap();

@@ -1,0 +1,346 @@
+//! Anthropic Messages: `POST /v1/messages` (any query string, any
+//! `anthropic-version`), `GET /v1/models`. Streams `message_start`, `ping`,
+//! `content_block_start` (`thinking`, `text`, `tool_use`),
+//! `content_block_delta` (`thinking_delta`, `text_delta`, `input_json_delta`),
+//! `content_block_stop`, `message_delta` (`stop_reason`), `message_stop`; a
+//! whole `message` otherwise. Errors are
+//! `{"type": "error", "error": {"type", "message"}}` with a `retry-after`
+//! header (`rate_limit_error` 429, `overloaded_error` 529, ...), and an
+//! `error` event mid-stream. Parallel tool calls are several `tool_use` blocks.
+//!
+//! Requests: `system` (string or text blocks) and `messages` whose content is
+//! a string or blocks; a user message's `tool_result` blocks become `tool`
+//! messages answering `tool_use_id`, an assistant's `tool_use` blocks its tool
+//! calls.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use super::request::{content_text, offers_tools, str_field, Msg, Request};
+use super::{args_object, json_error, typed_frame, Answer, ErrorInfo, Event, Meta, Route};
+
+pub(crate) fn route(method: &str, path: &str) -> Route {
+    match (method, path) {
+        ("POST", "/v1/messages") => Route::Generate {
+            stream: None,
+            model: None,
+        },
+        ("GET", "/v1/models") => Route::Models,
+        _ => Route::NotServed,
+    }
+}
+
+/// Anthropic's error `type` for a status.
+pub(crate) fn error_type_for(status: u16) -> &'static str {
+    match status {
+        400 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        503 | 529 => "overloaded_error",
+        _ => "api_error",
+    }
+}
+
+fn error_body(e: &ErrorInfo) -> Value {
+    let kind = e.code.as_deref().unwrap_or(error_type_for(e.status));
+    json!({"type": "error", "error": {"type": kind, "message": e.message}})
+}
+
+pub(crate) fn error_response(e: &ErrorInfo) -> axum::response::Response {
+    json_error(e.status, &error_body(e), e.retry_after)
+}
+
+/// Chat finish reasons in Anthropic terms.
+fn stop_reason(reason: &str) -> &str {
+    match reason {
+        "stop" => "end_turn",
+        "tool_calls" => "tool_use",
+        "length" => "max_tokens",
+        "content_filter" => "refusal",
+        other => other,
+    }
+}
+
+fn message(meta: &Meta, content: Vec<Value>, stop: Option<&str>, output_tokens: u64) -> Value {
+    json!({
+        "id": meta.id,
+        "type": "message",
+        "role": "assistant",
+        "model": meta.model,
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": null,
+        "usage": {
+            "input_tokens": (meta.request_bytes as u64).div_ceil(4),
+            "output_tokens": output_tokens,
+        },
+    })
+}
+
+/// Which block is open in the stream.
+#[derive(PartialEq)]
+enum Open {
+    None,
+    Thinking,
+    Text,
+}
+
+/// One Anthropic reply's streaming state.
+pub(crate) struct Stream {
+    meta: Meta,
+    next_block: usize,
+    open: Open,
+    /// Tool call index → content block index.
+    calls: BTreeMap<usize, usize>,
+}
+
+impl Stream {
+    pub fn new(meta: &Meta) -> Stream {
+        Stream {
+            meta: meta.clone(),
+            next_block: 0,
+            open: Open::None,
+            calls: BTreeMap::new(),
+        }
+    }
+
+    fn emit(out: &mut Vec<u8>, kind: &str, v: Value) {
+        typed_frame(out, kind, &v);
+    }
+
+    fn close(&mut self, out: &mut Vec<u8>) {
+        let index = self.next_block - usize::from(self.open != Open::None);
+        match std::mem::replace(&mut self.open, Open::None) {
+            Open::None => {}
+            Open::Thinking => {
+                Stream::emit(
+                    out,
+                    "content_block_delta",
+                    json!({"index": index, "delta": {"type": "signature_delta", "signature": "chaosrun"}}),
+                );
+                Stream::emit(out, "content_block_stop", json!({"index": index}));
+            }
+            Open::Text => Stream::emit(out, "content_block_stop", json!({"index": index})),
+        }
+    }
+
+    fn open(&mut self, out: &mut Vec<u8>, kind: Open, block: Value) -> usize {
+        if self.open != kind || kind == Open::None {
+            self.close(out);
+            let index = self.next_block;
+            self.next_block += 1;
+            Stream::emit(
+                out,
+                "content_block_start",
+                json!({"index": index, "content_block": block}),
+            );
+            self.open = kind;
+        }
+        self.next_block - 1
+    }
+}
+
+impl super::Encoder for Stream {
+    fn event(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        match ev {
+            Event::Start => {
+                let m = message(&self.meta, Vec::new(), None, 1);
+                Stream::emit(out, "message_start", json!({"message": m}));
+                Stream::emit(out, "ping", json!({}));
+            }
+            Event::ReasoningDelta(t) => {
+                let block = json!({"type": "thinking", "thinking": "", "signature": ""});
+                let index = self.open(out, Open::Thinking, block);
+                Stream::emit(
+                    out,
+                    "content_block_delta",
+                    json!({"index": index, "delta": {"type": "thinking_delta", "thinking": t}}),
+                );
+            }
+            Event::TextDelta(t) => {
+                let block = json!({"type": "text", "text": ""});
+                let index = self.open(out, Open::Text, block);
+                Stream::emit(
+                    out,
+                    "content_block_delta",
+                    json!({"index": index, "delta": {"type": "text_delta", "text": t}}),
+                );
+            }
+            Event::ToolCallStart { index, id, name } => {
+                let block = json!({"type": "tool_use", "id": id, "name": name, "input": {}});
+                let block_index = self.open(out, Open::None, block);
+                // A tool_use block is closed by its ToolCallEnd, not by `close`.
+                self.open = Open::None;
+                self.calls.insert(*index, block_index);
+            }
+            Event::ToolArgsDelta { index, text } => {
+                if let Some(block) = self.calls.get(index) {
+                    Stream::emit(
+                        out,
+                        "content_block_delta",
+                        json!({"index": block, "delta": {"type": "input_json_delta", "partial_json": text}}),
+                    );
+                }
+            }
+            Event::ToolCallEnd { index } => {
+                if let Some(block) = self.calls.remove(index) {
+                    Stream::emit(out, "content_block_stop", json!({"index": block}));
+                }
+            }
+            Event::Finish { reason, usage } => {
+                self.close(out);
+                Stream::emit(
+                    out,
+                    "message_delta",
+                    json!({"delta": {"stop_reason": stop_reason(reason), "stop_sequence": null},
+                           "usage": {"output_tokens": usage.completion_tokens}}),
+                );
+                Stream::emit(out, "message_stop", json!({}));
+            }
+            Event::Error(e) => {
+                let kind = e.code.as_deref().unwrap_or(error_type_for(e.status));
+                let error = json!({"error": {"type": kind, "message": e.message}});
+                typed_frame(out, "error", &error);
+            }
+        }
+    }
+}
+
+/// A whole non-streaming `message`.
+pub(crate) fn whole(meta: &Meta, a: &Answer) -> Value {
+    let (reason, usage) = a.finish_or_default(meta);
+    let mut content = Vec::new();
+    if let Some(r) = &a.reasoning {
+        content.push(json!({"type": "thinking", "thinking": r, "signature": "chaosrun"}));
+    }
+    if !a.text.is_empty() || a.calls.is_empty() {
+        content.push(json!({"type": "text", "text": a.text}));
+    }
+    for c in &a.calls {
+        content.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": args_object(&c.arguments)}));
+    }
+    message(
+        meta,
+        content,
+        Some(stop_reason(&reason)),
+        usage.completion_tokens,
+    )
+}
+
+// ---- request ---------------------------------------------------------------
+
+pub(crate) fn parse_request(v: &Value) -> Result<Request, String> {
+    let mut messages = Vec::new();
+    match v.get("system") {
+        None | Some(Value::Null) => {}
+        Some(s @ (Value::String(_) | Value::Array(_))) => {
+            messages.push(Msg::new("system", content_text(Some(s))))
+        }
+        Some(_) => return Err("`system` must be a string or an array of text blocks".into()),
+    }
+    match v.get("messages") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(list)) => {
+            for m in list {
+                message_in(m, &mut messages)?;
+            }
+        }
+        Some(_) => return Err("`messages` must be an array".into()),
+    }
+    Ok(Request {
+        model: str_field(v, "model"),
+        stream: v.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        has_tools: offers_tools(v),
+        messages,
+        previous_response_id: None,
+    })
+}
+
+fn message_in(m: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
+    let role = m
+        .get("role")
+        .and_then(Value::as_str)
+        .ok_or("every message needs a string `role`")?;
+    let blocks = match m.get("content") {
+        Some(Value::Array(blocks)) => blocks,
+        other => {
+            messages.push(Msg::new(role, content_text(other)));
+            return Ok(());
+        }
+    };
+    let mut text = Vec::new();
+    let mut calls = Vec::new();
+    let mut results = Vec::new();
+    for b in blocks {
+        match b.get("type").and_then(Value::as_str) {
+            Some("text") => text.push(b.get("text").and_then(Value::as_str).unwrap_or("")),
+            Some("tool_use") => calls.push((
+                str_field(b, "id").unwrap_or_default(),
+                str_field(b, "name").unwrap_or_default(),
+                super::request::args_string(b.get("input")),
+            )),
+            Some("tool_result") => results.push(Msg::tool_result(
+                str_field(b, "tool_use_id").unwrap_or_default(),
+                content_text(b.get("content")),
+            )),
+            // thinking, images, documents: no text of the message model.
+            _ => {}
+        }
+    }
+    let has_results = !results.is_empty();
+    messages.extend(results);
+    if !text.is_empty() || !calls.is_empty() || !has_results {
+        messages.push(Msg {
+            role: role.to_string(),
+            text: text.join("\n"),
+            tool_call_id: None,
+            tool_calls: calls,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_map_to_the_message_model() {
+        let body = json!({
+            "model": "claude", "system": [{"type": "text", "text": "sys"}], "stream": true,
+            "tools": [{"name": "shell", "input_schema": {}}],
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "hmm", "signature": "s"},
+                    {"type": "text", "text": "on it"},
+                    {"type": "tool_use", "id": "t1", "name": "shell", "input": {"command": "ls"}},
+                    {"type": "tool_use", "id": "t2", "name": "shell", "input": {}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "a"},
+                    {"type": "tool_result", "tool_use_id": "t2", "content": [{"type": "text", "text": "b"}]},
+                ]},
+            ],
+        });
+        let r = parse_request(&body).unwrap();
+        assert!(r.stream && r.has_tools);
+        let roles: Vec<&str> = r.messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
+        assert_eq!(r.messages[2].tool_calls[0].2, "{\"command\":\"ls\"}");
+        assert_eq!(r.messages[4].text, "b");
+        assert_eq!(r.messages[4].tool_call_id.as_deref(), Some("t2"));
+    }
+
+    #[test]
+    fn errors_are_anthropic_shaped() {
+        let b = error_body(&ErrorInfo::new(529, "busy"));
+        assert_eq!(b["type"], "error");
+        assert_eq!(b["error"]["type"], "overloaded_error");
+        assert_eq!(error_type_for(429), "rate_limit_error");
+    }
+}

@@ -1,0 +1,480 @@
+//! The wires the provider speaks, and the one event model between the reply
+//! kinds and the bytes.
+//!
+//! A reply kind (see [`super::replies`]) decides *what* happens and *when*: a
+//! [`super::replies::Plan`] of abstract [`Event`]s and waits. A wire encoder
+//! (one module per wire) decides the bytes: SSE frames for a streaming request,
+//! one JSON body otherwise, its own error shapes and retry-after convention,
+//! its routes and model listing, and how its request body maps onto the one
+//! message model the oracle reads ([`super::recording::WireMessage`]).
+//!
+//! Adding a reply kind touches no wire; adding a wire is one module here plus
+//! a variant of [`Wire`].
+
+pub mod anthropic;
+pub mod gemini;
+pub mod openai_chat;
+pub mod openai_responses;
+mod render;
+pub(crate) mod request;
+
+pub(crate) use render::render;
+
+use axum::body::Body;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::Response;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// A wire protocol, as named in a profile's `wire:` and `chaosrun serve --wire`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Wire {
+    /// OpenAI Chat Completions (`POST /v1/chat/completions`).
+    #[default]
+    OpenaiChat,
+    /// OpenAI Responses (`POST /v1/responses`).
+    OpenaiResponses,
+    /// Anthropic Messages (`POST /v1/messages`).
+    Anthropic,
+    /// Google Gemini (`POST /v1beta/models/{model}:generateContent`).
+    Gemini,
+}
+
+impl Wire {
+    /// Every wire, in the order of the documentation.
+    pub const ALL: [Wire; 4] = [
+        Wire::OpenaiChat,
+        Wire::OpenaiResponses,
+        Wire::Anthropic,
+        Wire::Gemini,
+    ];
+
+    /// The name as written in a profile.
+    pub fn name(self) -> &'static str {
+        match self {
+            Wire::OpenaiChat => "openai-chat",
+            Wire::OpenaiResponses => "openai-responses",
+            Wire::Anthropic => "anthropic",
+            Wire::Gemini => "gemini",
+        }
+    }
+
+    /// The base URL a client of this wire is given, for a provider at `addr`
+    /// (OpenAI clients take `/v1`; the Anthropic and Gemini SDKs add their own
+    /// version segment).
+    pub fn base_url(self, addr: std::net::SocketAddr) -> String {
+        match self {
+            Wire::OpenaiChat | Wire::OpenaiResponses => format!("http://{addr}/v1"),
+            Wire::Anthropic | Wire::Gemini => format!("http://{addr}"),
+        }
+    }
+
+    /// What a request for `method path` is on this wire.
+    pub(crate) fn route(self, method: &str, path: &str) -> Route {
+        match self {
+            Wire::OpenaiChat => openai_chat::route(method, path),
+            Wire::OpenaiResponses => openai_responses::route(method, path),
+            Wire::Anthropic => anthropic::route(method, path),
+            Wire::Gemini => gemini::route(method, path),
+        }
+    }
+
+    /// This wire's error response (before any body byte), with its
+    /// retry-after convention.
+    pub(crate) fn error_response(self, e: &ErrorInfo) -> Response {
+        match self {
+            Wire::OpenaiChat => openai_chat::error_response(e),
+            Wire::OpenaiResponses => openai_responses::error_response(e),
+            Wire::Anthropic => anthropic::error_response(e),
+            Wire::Gemini => gemini::error_response(e),
+        }
+    }
+
+    /// The model listing body.
+    pub(crate) fn models(self, created: u64) -> Value {
+        match self {
+            Wire::OpenaiChat | Wire::OpenaiResponses => json!({
+                "object": "list",
+                "data": [{"id": "chaosrun", "object": "model", "created": created, "owned_by": "chaosrun"}],
+            }),
+            Wire::Anthropic => json!({
+                "data": [{"type": "model", "id": "chaosrun", "display_name": "chaosrun", "created_at": "2025-01-01T00:00:00Z"}],
+                "has_more": false,
+                "first_id": "chaosrun",
+                "last_id": "chaosrun",
+            }),
+            Wire::Gemini => json!({
+                "models": [{
+                    "name": "models/chaosrun",
+                    "displayName": "chaosrun",
+                    "inputTokenLimit": 1_000_000,
+                    "outputTokenLimit": 65_536,
+                    "supportedGenerationMethods": ["generateContent", "streamGenerateContent"],
+                }],
+            }),
+        }
+    }
+
+    /// The id prefix of one reply.
+    pub(crate) fn id_prefix(self) -> &'static str {
+        match self {
+            Wire::OpenaiChat => "chatcmpl-",
+            Wire::OpenaiResponses => "resp_",
+            Wire::Anthropic => "msg_",
+            Wire::Gemini => "gem_",
+        }
+    }
+
+    /// A fresh streaming encoder for one reply.
+    pub(crate) fn encoder(self, meta: &Meta) -> Box<dyn Encoder> {
+        match self {
+            Wire::OpenaiChat => Box::new(openai_chat::Stream::new(meta)),
+            Wire::OpenaiResponses => Box::new(openai_responses::Stream::new(meta)),
+            Wire::Anthropic => Box::new(anthropic::Stream::new(meta)),
+            Wire::Gemini => Box::new(gemini::Stream::new(meta)),
+        }
+    }
+
+    /// The whole non-streaming body for `events`.
+    pub(crate) fn whole(self, meta: &Meta, events: &[Event]) -> Value {
+        let answer = Answer::collect(events);
+        match self {
+            Wire::OpenaiChat => openai_chat::whole(meta, &answer),
+            Wire::OpenaiResponses => openai_responses::whole(meta, &answer),
+            Wire::Anthropic => anthropic::whole(meta, &answer),
+            Wire::Gemini => gemini::whole(meta, &answer),
+        }
+    }
+}
+
+impl std::fmt::Display for Wire {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Wire {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Wire, String> {
+        Wire::ALL
+            .into_iter()
+            .find(|w| w.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown wire `{s}`: expected one of openai-chat, openai-responses, anthropic, gemini"
+                )
+            })
+    }
+}
+
+/// What a path is on one wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// A model call. `stream` is set when the path decides it (Gemini);
+    /// `model` when the path names it.
+    Generate {
+        stream: Option<bool>,
+        model: Option<String>,
+    },
+    /// The model listing.
+    Models,
+    /// Not served by this wire: 404.
+    NotServed,
+}
+
+/// An error a reply produces, before headers or mid-stream.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ErrorInfo {
+    pub status: u16,
+    pub message: String,
+    /// Seconds, in the wire's own convention (header or body).
+    pub retry_after: Option<u64>,
+    /// A wire-specific error code overriding the one derived from `status`
+    /// (e.g. Responses' `previous_response_not_found`).
+    pub code: Option<String>,
+}
+
+impl ErrorInfo {
+    pub fn new(status: u16, message: impl Into<String>) -> ErrorInfo {
+        ErrorInfo {
+            status,
+            message: message.into(),
+            retry_after: None,
+            code: None,
+        }
+    }
+}
+
+/// One abstract step of an answer.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Event {
+    /// The reply begins (role chunk, `message_start`, `response.created`).
+    Start,
+    ReasoningDelta(String),
+    TextDelta(String),
+    ToolCallStart {
+        index: usize,
+        id: String,
+        name: String,
+    },
+    ToolArgsDelta {
+        index: usize,
+        text: String,
+    },
+    ToolCallEnd {
+        index: usize,
+    },
+    /// The terminal event. `reason` is in OpenAI Chat terms (`stop`,
+    /// `tool_calls`, `length`, ...); each wire maps it.
+    Finish {
+        reason: String,
+        usage: Usage,
+    },
+    /// An error event inside a 200 stream.
+    Error(ErrorInfo),
+}
+
+/// Token counts reported with the finish (rough, chars / 4).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Usage {
+    /// Estimate from a request size in bytes and an answer length in chars.
+    pub fn estimate(request_bytes: usize, answer_chars: usize) -> Usage {
+        Usage {
+            prompt_tokens: (request_bytes as u64).div_ceil(4),
+            completion_tokens: (answer_chars as u64).div_ceil(4).max(1),
+        }
+    }
+
+    pub fn total(self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+/// What every frame of one reply repeats.
+#[derive(Debug, Clone)]
+pub(crate) struct Meta {
+    pub id: String,
+    pub created: u64,
+    pub model: String,
+    /// Request body size (usage estimate of a reply that has no finish yet).
+    pub request_bytes: usize,
+}
+
+/// One tool call of an answer, reassembled from its events.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct AnswerCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// An answer reassembled from its events (for non-streaming bodies and for
+/// the Responses conversation store).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Answer {
+    pub reasoning: Option<String>,
+    pub text: String,
+    pub calls: Vec<AnswerCall>,
+    pub finish: Option<(String, Usage)>,
+    pub error: Option<ErrorInfo>,
+}
+
+impl Answer {
+    pub fn collect(events: &[Event]) -> Answer {
+        let mut a = Answer::default();
+        for ev in events {
+            match ev {
+                Event::Start | Event::ToolCallEnd { .. } => {}
+                Event::ReasoningDelta(t) => a.reasoning.get_or_insert_with(String::new).push_str(t),
+                Event::TextDelta(t) => a.text.push_str(t),
+                Event::ToolCallStart { index, id, name } => {
+                    if a.calls.len() <= *index {
+                        a.calls.resize(index + 1, AnswerCall::default());
+                    }
+                    a.calls[*index].id = id.clone();
+                    a.calls[*index].name = name.clone();
+                }
+                Event::ToolArgsDelta { index, text } => {
+                    if let Some(c) = a.calls.get_mut(*index) {
+                        c.arguments.push_str(text);
+                    }
+                }
+                Event::Finish { reason, usage } => a.finish = Some((reason.clone(), *usage)),
+                Event::Error(e) => a.error = Some(e.clone()),
+            }
+        }
+        a
+    }
+
+    /// Finish reason and usage, defaulting to `stop` and an estimate.
+    pub fn finish_or_default(&self, meta: &Meta) -> (String, Usage) {
+        self.finish.clone().unwrap_or_else(|| {
+            let chars = self.text.chars().count();
+            ("stop".into(), Usage::estimate(meta.request_bytes, chars))
+        })
+    }
+}
+
+/// Turns events into the SSE bytes of one wire, keeping what the wire needs
+/// (open blocks, output indexes, accumulated text).
+pub(crate) trait Encoder: Send {
+    /// Append the frames for `ev` to `out` (possibly none).
+    fn event(&mut self, ev: &Event, out: &mut Vec<u8>);
+}
+
+/// Tool arguments as a JSON object for wires whose calls carry an object
+/// (Anthropic `input`, Gemini `args`): the parsed object when the string is
+/// one, otherwise the string itself, verbatim, so truncated JSON stays
+/// truncated on the wire.
+pub(crate) fn args_object(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(v @ Value::Object(_)) => v,
+        _ if arguments.trim().is_empty() => json!({}),
+        _ => Value::String(arguments.to_string()),
+    }
+}
+
+/// `data: {json}\n\n`.
+pub(crate) fn data_frame(out: &mut Vec<u8>, value: &Value) {
+    out.extend_from_slice(b"data: ");
+    serde_json::to_writer(&mut *out, value).expect("JSON values always serialise");
+    out.extend_from_slice(b"\n\n");
+}
+
+/// `event: KIND\ndata: {"type":"KIND", ...value}\n\n`: `type` first, as the
+/// Anthropic and Responses streams put it (and so a person reads it first).
+/// `value` must be an object without `type`.
+pub(crate) fn typed_frame(out: &mut Vec<u8>, kind: &str, value: &Value) {
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(b"\ndata: {\"type\":");
+    serde_json::to_writer(&mut *out, kind).expect("strings always serialise");
+    let rest = serde_json::to_vec(value).expect("JSON values always serialise");
+    if rest.len() > 2 {
+        out.push(b',');
+        out.extend_from_slice(&rest[1..]);
+    } else {
+        out.push(b'}');
+    }
+    out.extend_from_slice(b"\n\n");
+}
+
+/// Split `s` into pieces of at most `n` chars (at least one char each); an
+/// empty string gives no pieces.
+pub(crate) fn split_chars(s: &str, n: usize) -> Vec<&str> {
+    let n = n.max(1);
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    let mut count = 0;
+    for (pos, _) in s.char_indices() {
+        if count == n {
+            pieces.push(&s[start..pos]);
+            start = pos;
+            count = 0;
+        }
+        count += 1;
+    }
+    if start < s.len() {
+        pieces.push(&s[start..]);
+    }
+    pieces
+}
+
+/// 200 with SSE headers around `body`.
+pub(crate) fn sse_response(body: Body) -> Response {
+    let mut resp = Response::new(body);
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+/// A JSON response with `status`.
+pub(crate) fn json_response(status: StatusCode, value: &Value) -> Response {
+    let body = serde_json::to_vec(value).expect("JSON values always serialise");
+    let mut resp = Response::new(Body::from(body));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// A JSON error response with `status` (500 when it is not a valid status)
+/// and, when given, a `retry-after` header in seconds.
+pub(crate) fn json_error(status: u16, body: &Value, retry_after: Option<u64>) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = json_response(code, body);
+    if let Some(secs) = retry_after {
+        resp.headers_mut().insert(header::RETRY_AFTER, secs.into());
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_the_four() {
+        for w in Wire::ALL {
+            assert_eq!(w.name().parse::<Wire>().unwrap(), w);
+            let y: Wire = serde_yaml::from_str(w.name()).unwrap();
+            assert_eq!(y, w);
+        }
+        let e = "grpc".parse::<Wire>().unwrap_err();
+        for w in Wire::ALL {
+            assert!(e.contains(w.name()), "{e}");
+        }
+    }
+
+    #[test]
+    fn split_chars_respects_char_boundaries() {
+        assert_eq!(split_chars("héllo", 2), vec!["hé", "ll", "o"]);
+        assert_eq!(split_chars("ab", 0), vec!["a", "b"]);
+        assert!(split_chars("", 3).is_empty());
+    }
+
+    #[test]
+    fn args_object_keeps_garbage_verbatim() {
+        assert_eq!(args_object("{\"a\":1}"), json!({"a": 1}));
+        assert_eq!(args_object(""), json!({}));
+        assert_eq!(args_object("{\"a\": \"x"), json!("{\"a\": \"x"));
+        assert_eq!(args_object("[1]"), json!("[1]"));
+    }
+
+    #[test]
+    fn answer_collects_calls_in_index_order() {
+        let a = Answer::collect(&[
+            Event::Start,
+            Event::TextDelta("a".into()),
+            Event::ToolCallStart {
+                index: 0,
+                id: "c0".into(),
+                name: "t".into(),
+            },
+            Event::ToolArgsDelta {
+                index: 0,
+                text: "{\"x\"".into(),
+            },
+            Event::ToolArgsDelta {
+                index: 0,
+                text: ":1}".into(),
+            },
+            Event::ToolCallEnd { index: 0 },
+        ]);
+        assert_eq!(a.text, "a");
+        assert_eq!(a.calls[0].arguments, "{\"x\":1}");
+        assert!(a.finish.is_none());
+    }
+}

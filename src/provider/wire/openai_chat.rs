@@ -1,0 +1,306 @@
+//! OpenAI Chat Completions: `POST /v1/chat/completions` (and without `/v1`),
+//! `GET /v1/models`. Streams `chat.completion.chunk` events as
+//! `data: {json}\n\n` ended by `data: [DONE]`; a whole `chat.completion`
+//! otherwise; errors as `{"error": {"message", "type", "code"}}` with a
+//! `retry-after` header; a mid-stream error as a `data: {"error": ...}` event.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::request::{content_text, Msg, Request};
+use super::{data_frame, json_error, Answer, ErrorInfo, Event, Meta, Route, Usage};
+
+pub(crate) fn route(method: &str, path: &str) -> Route {
+    match (method, path) {
+        ("POST", "/v1/chat/completions" | "/chat/completions") => Route::Generate {
+            stream: None,
+            model: None,
+        },
+        ("GET", "/v1/models" | "/models") => Route::Models,
+        _ => Route::NotServed,
+    }
+}
+
+/// The OpenAI error `type` and `code` conventionally used with a status.
+pub(crate) fn error_type_for(status: u16) -> (&'static str, &'static str) {
+    match status {
+        400 => ("invalid_request_error", "invalid_request"),
+        401 => ("authentication_error", "invalid_api_key"),
+        403 => ("permission_error", "permission_denied"),
+        404 => ("invalid_request_error", "not_found"),
+        408 => ("timeout_error", "timeout"),
+        429 => ("rate_limit_error", "rate_limit_exceeded"),
+        500..=599 => ("server_error", "server_error"),
+        _ => ("api_error", "error"),
+    }
+}
+
+/// `{"error": {"message", "type", "code"}}`.
+pub(crate) fn error_body(e: &ErrorInfo) -> Value {
+    let (kind, code) = error_type_for(e.status);
+    let code = e.code.as_deref().unwrap_or(code);
+    json!({"error": {"message": e.message, "type": kind, "code": code, "param": null}})
+}
+
+pub(crate) fn error_response(e: &ErrorInfo) -> axum::response::Response {
+    json_error(e.status, &error_body(e), e.retry_after)
+}
+
+fn usage_json(u: Usage) -> Value {
+    json!({
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.total(),
+    })
+}
+
+/// One chat reply's streaming state: nothing beyond the meta.
+pub(crate) struct Stream {
+    meta: Meta,
+}
+
+impl Stream {
+    pub fn new(meta: &Meta) -> Stream {
+        Stream { meta: meta.clone() }
+    }
+
+    /// One `chat.completion.chunk` with a single choice.
+    fn chunk(&self, delta: Value, finish_reason: Option<&str>) -> Value {
+        json!({
+            "id": self.meta.id,
+            "object": "chat.completion.chunk",
+            "created": self.meta.created,
+            "model": self.meta.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        })
+    }
+}
+
+impl super::Encoder for Stream {
+    fn event(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        let v = match ev {
+            Event::Start => self.chunk(json!({"role": "assistant", "content": ""}), None),
+            Event::ReasoningDelta(t) => self.chunk(json!({"reasoning_content": t}), None),
+            Event::TextDelta(t) => self.chunk(json!({"content": t}), None),
+            Event::ToolCallStart { index, id, name } => {
+                let call = json!({
+                    "index": index,
+                    "id": id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": ""},
+                });
+                self.chunk(json!({"tool_calls": [call]}), None)
+            }
+            Event::ToolArgsDelta { index, text } => {
+                let call = json!({"index": index, "function": {"arguments": text}});
+                self.chunk(json!({"tool_calls": [call]}), None)
+            }
+            Event::ToolCallEnd { .. } => return,
+            Event::Finish { reason, usage } => {
+                let mut chunk = self.chunk(json!({}), Some(reason));
+                chunk["usage"] = usage_json(*usage);
+                data_frame(out, &chunk);
+                out.extend_from_slice(b"data: [DONE]\n\n");
+                return;
+            }
+            Event::Error(e) => error_body(e),
+        };
+        data_frame(out, &v);
+    }
+}
+
+/// A whole non-streaming `chat.completion`.
+pub(crate) fn whole(meta: &Meta, a: &Answer) -> Value {
+    let (reason, usage) = a.finish_or_default(meta);
+    let mut message = if a.calls.is_empty() {
+        json!({"role": "assistant", "content": a.text})
+    } else {
+        let calls: Vec<Value> = a
+            .calls
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                })
+            })
+            .collect();
+        let content = if a.text.is_empty() {
+            Value::Null
+        } else {
+            a.text.clone().into()
+        };
+        json!({"role": "assistant", "content": content, "tool_calls": calls})
+    };
+    if let Some(r) = &a.reasoning {
+        message["reasoning_content"] = r.clone().into();
+    }
+    json!({
+        "id": meta.id,
+        "object": "chat.completion",
+        "created": meta.created,
+        "model": meta.model,
+        "choices": [{"index": 0, "message": message, "finish_reason": reason}],
+        "usage": usage_json(usage),
+    })
+}
+
+// ---- request ---------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct ChatRequest {
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    messages: Option<Vec<InMessage>>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    tools: Option<Vec<serde::de::IgnoredAny>>,
+}
+
+#[derive(Deserialize)]
+struct InMessage {
+    #[serde(default)]
+    role: Option<String>,
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<InToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct InToolCall {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<InFunction>,
+}
+
+#[derive(Deserialize)]
+struct InFunction {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+/// `messages` as they are: the message model is this wire's own.
+pub(crate) fn parse_request(body: &[u8]) -> Result<Request, String> {
+    let req: ChatRequest = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    let messages = req
+        .messages
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| Msg {
+            role: m.role.unwrap_or_default(),
+            text: content_text(m.content.as_ref()),
+            tool_call_id: m.tool_call_id,
+            tool_calls: m
+                .tool_calls
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| {
+                    let (name, arguments) = match c.function {
+                        Some(f) => (f.name, super::request::args_string(f.arguments.as_ref())),
+                        None => (None, String::new()),
+                    };
+                    (
+                        c.id.unwrap_or_default(),
+                        name.unwrap_or_default(),
+                        arguments,
+                    )
+                })
+                .collect(),
+        })
+        .collect();
+    Ok(Request {
+        model: req.model,
+        stream: req.stream.unwrap_or(false),
+        has_tools: req.tools.is_some_and(|t| !t.is_empty()),
+        messages,
+        previous_response_id: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Encoder;
+    use super::*;
+
+    fn meta() -> Meta {
+        Meta {
+            id: "chatcmpl-x".into(),
+            created: 7,
+            model: "m".into(),
+            request_bytes: 8,
+        }
+    }
+
+    fn frame(ev: Event) -> Value {
+        let mut out = Vec::new();
+        Stream::new(&meta()).event(&ev, &mut out);
+        let s = String::from_utf8(out).unwrap();
+        let payload = s
+            .strip_prefix("data: ")
+            .unwrap()
+            .split("\n\n")
+            .next()
+            .unwrap();
+        serde_json::from_str(payload).unwrap()
+    }
+
+    #[test]
+    fn chunks_have_the_openai_shape() {
+        let c = frame(Event::TextDelta("hé".into()));
+        assert_eq!(c["object"], "chat.completion.chunk");
+        assert_eq!(c["id"], "chatcmpl-x");
+        assert_eq!(c["choices"][0]["delta"]["content"], "hé");
+        assert!(c["choices"][0]["finish_reason"].is_null());
+        let f = frame(Event::Finish {
+            reason: "stop".into(),
+            usage: Usage::estimate(8, 3),
+        });
+        assert_eq!(f["choices"][0]["finish_reason"], "stop");
+        assert_eq!(f["usage"]["total_tokens"], 3);
+        let t = frame(Event::ToolCallStart {
+            index: 2,
+            id: "call_1".into(),
+            name: "shell".into(),
+        });
+        let call = &t["choices"][0]["delta"]["tool_calls"][0];
+        assert_eq!(call["index"], 2);
+        assert_eq!(call["type"], "function");
+        assert_eq!(call["function"]["name"], "shell");
+    }
+
+    #[test]
+    fn error_body_is_openai_shaped() {
+        let b = error_body(&ErrorInfo::new(429, "slow down"));
+        assert_eq!(b["error"]["message"], "slow down");
+        assert_eq!(b["error"]["type"], "rate_limit_error");
+        assert_eq!(b["error"]["code"], "rate_limit_exceeded");
+    }
+
+    #[test]
+    fn parses_parts_and_tool_calls() {
+        let body = json!({
+            "model": "m",
+            "stream": true,
+            "tools": [{"type": "function"}],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url"}, {"type": "text", "text": "b"}]},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "out"},
+            ],
+        });
+        let r = parse_request(body.to_string().as_bytes()).unwrap();
+        assert!(r.stream && r.has_tools);
+        assert_eq!(r.messages[0].text, "a\nb");
+        assert_eq!(r.messages[1].tool_calls[0].0, "c1");
+        assert_eq!(r.messages[2].tool_call_id.as_deref(), Some("c1"));
+    }
+}

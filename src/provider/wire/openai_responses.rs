@@ -1,0 +1,478 @@
+//! OpenAI Responses: `POST /v1/responses` (and without `/v1`), `GET
+//! /v1/models`. Streams `event: TYPE` / `data: {json}` frames
+//! (`response.created`, `response.in_progress`, `response.output_item.added`,
+//! `response.content_part.added`, `response.output_text.delta`,
+//! `response.reasoning_summary_text.delta`,
+//! `response.function_call_arguments.delta/.done`, `response.output_item.done`,
+//! ended by `response.completed` / `response.incomplete`); a whole `response`
+//! object otherwise. Errors are the OpenAI error object with `retry-after`
+//! before headers, and `response.failed` mid-stream. Tool calls are
+//! `function_call` items with `call_id`.
+//!
+//! History arrives as `input` items (`message`, `function_call`,
+//! `function_call_output`); `instructions` is the system message;
+//! `previous_response_id` continues a stored conversation (the server keeps
+//! them, see `server.rs`).
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use super::request::{args_string, content_text, offers_tools, push_call, str_field, Msg, Request};
+use super::{typed_frame, Answer, ErrorInfo, Event, Meta, Route, Usage};
+
+pub(crate) fn route(method: &str, path: &str) -> Route {
+    match (method, path) {
+        ("POST", "/v1/responses" | "/responses") => Route::Generate {
+            stream: None,
+            model: None,
+        },
+        ("GET", "/v1/models" | "/models") => Route::Models,
+        _ => Route::NotServed,
+    }
+}
+
+pub(crate) fn error_response(e: &ErrorInfo) -> axum::response::Response {
+    super::openai_chat::error_response(e)
+}
+
+fn usage_json(u: Usage) -> Value {
+    json!({
+        "input_tokens": u.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": u.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": u.total(),
+    })
+}
+
+/// A `response` object with `status` and `output`.
+fn response(meta: &Meta, status: &str, output: Vec<Value>) -> Value {
+    json!({
+        "id": meta.id,
+        "object": "response",
+        "created_at": meta.created,
+        "status": status,
+        "model": meta.model,
+        "output": output,
+        "error": null,
+        "incomplete_details": null,
+        "parallel_tool_calls": true,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": null,
+    })
+}
+
+/// Status, terminal event name and incomplete details for a finish reason.
+fn terminal(reason: &str) -> (&'static str, &'static str, Value) {
+    match reason {
+        "length" => (
+            "incomplete",
+            "response.incomplete",
+            json!({"reason": "max_output_tokens"}),
+        ),
+        "content_filter" => (
+            "incomplete",
+            "response.incomplete",
+            json!({"reason": "content_filter"}),
+        ),
+        _ => ("completed", "response.completed", Value::Null),
+    }
+}
+
+fn reasoning_item(id: &str, text: &str) -> Value {
+    json!({"type": "reasoning", "id": id, "summary": [{"type": "summary_text", "text": text}]})
+}
+
+fn message_item(id: &str, text: &str, status: &str) -> Value {
+    json!({
+        "type": "message",
+        "id": id,
+        "role": "assistant",
+        "status": status,
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    })
+}
+
+fn call_item(id: &str, call_id: &str, name: &str, arguments: &str, status: &str) -> Value {
+    json!({
+        "type": "function_call",
+        "id": id,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": status,
+    })
+}
+
+/// The item open in the stream.
+enum Open {
+    None,
+    Reasoning { id: String, text: String },
+    Message { id: String, text: String },
+}
+
+/// One Responses reply's streaming state.
+pub(crate) struct Stream {
+    meta: Meta,
+    seq: u64,
+    output: Vec<Value>,
+    open: Open,
+    /// Tool call index → (output index, item id, call id, name, arguments).
+    calls: BTreeMap<usize, (usize, String, String, String, String)>,
+}
+
+impl Stream {
+    pub fn new(meta: &Meta) -> Stream {
+        Stream {
+            meta: meta.clone(),
+            seq: 0,
+            output: Vec::new(),
+            open: Open::None,
+            calls: BTreeMap::new(),
+        }
+    }
+
+    fn emit(&mut self, out: &mut Vec<u8>, kind: &str, mut v: Value) {
+        v["sequence_number"] = self.seq.into();
+        self.seq += 1;
+        typed_frame(out, kind, &v);
+    }
+
+    fn item_id(&self, prefix: &str) -> String {
+        format!("{prefix}_{}_{}", self.meta.id, self.output.len())
+    }
+
+    /// Close the reasoning or message item open, if any.
+    fn close(&mut self, out: &mut Vec<u8>) {
+        let index = self.output.len();
+        match std::mem::replace(&mut self.open, Open::None) {
+            Open::None => {}
+            Open::Reasoning { id, text } => {
+                let base = json!({"item_id": id, "output_index": index, "summary_index": 0});
+                let mut done = base.clone();
+                done["text"] = text.clone().into();
+                self.emit(out, "response.reasoning_summary_text.done", done);
+                let mut part = base;
+                part["part"] = json!({"type": "summary_text", "text": text});
+                self.emit(out, "response.reasoning_summary_part.done", part);
+                let item = reasoning_item(&id, &text);
+                self.emit(
+                    out,
+                    "response.output_item.done",
+                    json!({"output_index": index, "item": item}),
+                );
+                self.output.push(item);
+            }
+            Open::Message { id, text } => {
+                let base = json!({"item_id": id, "output_index": index, "content_index": 0});
+                let mut done = base.clone();
+                done["text"] = text.clone().into();
+                self.emit(out, "response.output_text.done", done);
+                let mut part = base;
+                part["part"] = json!({"type": "output_text", "text": text, "annotations": []});
+                self.emit(out, "response.content_part.done", part);
+                let item = message_item(&id, &text, "completed");
+                self.emit(
+                    out,
+                    "response.output_item.done",
+                    json!({"output_index": index, "item": item}),
+                );
+                self.output.push(item);
+            }
+        }
+    }
+}
+
+impl super::Encoder for Stream {
+    fn event(&mut self, ev: &Event, out: &mut Vec<u8>) {
+        let index = self.output.len();
+        match ev {
+            Event::Start => {
+                let r = response(&self.meta, "in_progress", Vec::new());
+                self.emit(out, "response.created", json!({"response": r.clone()}));
+                self.emit(out, "response.in_progress", json!({"response": r}));
+            }
+            Event::ReasoningDelta(t) => {
+                if !matches!(self.open, Open::Reasoning { .. }) {
+                    self.close(out);
+                    let id = self.item_id("rs");
+                    let index = self.output.len();
+                    let item = json!({"type": "reasoning", "id": id, "summary": []});
+                    self.emit(
+                        out,
+                        "response.output_item.added",
+                        json!({"output_index": index, "item": item}),
+                    );
+                    self.emit(
+                        out,
+                        "response.reasoning_summary_part.added",
+                        json!({"item_id": id, "output_index": index, "summary_index": 0,
+                               "part": {"type": "summary_text", "text": ""}}),
+                    );
+                    self.open = Open::Reasoning {
+                        id,
+                        text: String::new(),
+                    };
+                }
+                let index = self.output.len();
+                if let Open::Reasoning { id, text } = &mut self.open {
+                    text.push_str(t);
+                    let v = json!({"item_id": id, "output_index": index, "summary_index": 0, "delta": t});
+                    self.emit(out, "response.reasoning_summary_text.delta", v);
+                }
+            }
+            Event::TextDelta(t) => {
+                if !matches!(self.open, Open::Message { .. }) {
+                    self.close(out);
+                    let id = self.item_id("msg");
+                    let index = self.output.len();
+                    let mut item = message_item(&id, "", "in_progress");
+                    item["content"] = json!([]);
+                    self.emit(
+                        out,
+                        "response.output_item.added",
+                        json!({"output_index": index, "item": item}),
+                    );
+                    self.emit(
+                        out,
+                        "response.content_part.added",
+                        json!({"item_id": id, "output_index": index, "content_index": 0,
+                               "part": {"type": "output_text", "text": "", "annotations": []}}),
+                    );
+                    self.open = Open::Message {
+                        id,
+                        text: String::new(),
+                    };
+                }
+                let index = self.output.len();
+                if let Open::Message { id, text } = &mut self.open {
+                    text.push_str(t);
+                    let v = json!({"item_id": id, "output_index": index, "content_index": 0,
+                                   "delta": t, "logprobs": []});
+                    self.emit(out, "response.output_text.delta", v);
+                }
+            }
+            Event::ToolCallStart {
+                index: call,
+                id,
+                name,
+            } => {
+                self.close(out);
+                let index = self.output.len() + self.calls.len();
+                let item_id = format!("fc_{}_{index}", self.meta.id);
+                let item = call_item(&item_id, id, name, "", "in_progress");
+                self.emit(
+                    out,
+                    "response.output_item.added",
+                    json!({"output_index": index, "item": item}),
+                );
+                self.calls.insert(
+                    *call,
+                    (index, item_id, id.clone(), name.clone(), String::new()),
+                );
+            }
+            Event::ToolArgsDelta { index: call, text } => {
+                let Some((index, item_id, ..)) = self.calls.get(call) else {
+                    return;
+                };
+                let v = json!({"item_id": item_id, "output_index": index, "delta": text});
+                if let Some(c) = self.calls.get_mut(call) {
+                    c.4.push_str(text);
+                }
+                self.emit(out, "response.function_call_arguments.delta", v);
+            }
+            Event::ToolCallEnd { index: call } => {
+                let Some((index, item_id, call_id, name, args)) = self.calls.remove(call) else {
+                    return;
+                };
+                self.emit(
+                    out,
+                    "response.function_call_arguments.done",
+                    json!({"item_id": item_id, "output_index": index, "arguments": args}),
+                );
+                let item = call_item(&item_id, &call_id, &name, &args, "completed");
+                self.emit(
+                    out,
+                    "response.output_item.done",
+                    json!({"output_index": index, "item": item}),
+                );
+                self.output.push(item);
+            }
+            Event::Finish { reason, usage } => {
+                self.close(out);
+                let (status, kind, details) = terminal(reason);
+                let mut r = response(&self.meta, status, self.output.clone());
+                r["usage"] = usage_json(*usage);
+                r["incomplete_details"] = details;
+                self.emit(out, kind, json!({"response": r}));
+            }
+            Event::Error(e) => {
+                let _ = index;
+                let mut r = response(&self.meta, "failed", self.output.clone());
+                let (_, code) = super::openai_chat::error_type_for(e.status);
+                r["error"] =
+                    json!({"code": e.code.as_deref().unwrap_or(code), "message": e.message});
+                self.emit(out, "response.failed", json!({"response": r}));
+            }
+        }
+    }
+}
+
+/// A whole non-streaming `response`.
+pub(crate) fn whole(meta: &Meta, a: &Answer) -> Value {
+    let (reason, usage) = a.finish_or_default(meta);
+    let mut output = Vec::new();
+    if let Some(r) = &a.reasoning {
+        output.push(reasoning_item(&format!("rs_{}_0", meta.id), r));
+    }
+    if !a.text.is_empty() || a.calls.is_empty() {
+        let id = format!("msg_{}_{}", meta.id, output.len());
+        output.push(message_item(&id, &a.text, "completed"));
+    }
+    for c in &a.calls {
+        let id = format!("fc_{}_{}", meta.id, output.len());
+        output.push(call_item(&id, &c.id, &c.name, &c.arguments, "completed"));
+    }
+    let (status, _, details) = terminal(&reason);
+    let mut r = response(meta, status, output);
+    r["usage"] = usage_json(usage);
+    r["incomplete_details"] = details;
+    r
+}
+
+// ---- request ---------------------------------------------------------------
+
+fn role_of(role: &str) -> &str {
+    match role {
+        "developer" => "system",
+        other => other,
+    }
+}
+
+/// `instructions` as the system message, then `input` (a string, or items).
+pub(crate) fn parse_request(v: &Value) -> Result<Request, String> {
+    let mut messages = Vec::new();
+    if let Some(text) = v.get("instructions").and_then(Value::as_str) {
+        messages.push(Msg::new("system", text));
+    }
+    match v.get("input") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) => messages.push(Msg::new("user", s.clone())),
+        Some(Value::Array(items)) => {
+            for item in items {
+                input_item(item, &mut messages)?;
+            }
+        }
+        Some(_) => return Err("`input` must be a string or an array of items".into()),
+    }
+    Ok(Request {
+        model: str_field(v, "model"),
+        stream: v.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        has_tools: offers_tools(v),
+        messages,
+        previous_response_id: str_field(v, "previous_response_id"),
+    })
+}
+
+fn input_item(item: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
+    if !item.is_object() {
+        return Err("every `input` item must be an object".into());
+    }
+    let kind = item.get("type").and_then(Value::as_str);
+    match kind {
+        Some("function_call") => push_call(
+            messages,
+            (
+                str_field(item, "call_id").unwrap_or_default(),
+                str_field(item, "name").unwrap_or_default(),
+                args_string(item.get("arguments")),
+            ),
+        ),
+        Some("function_call_output") => messages.push(Msg::tool_result(
+            str_field(item, "call_id").unwrap_or_default(),
+            content_text(item.get("output")),
+        )),
+        Some("message") | None if item.get("role").is_some() => {
+            let role = item.get("role").and_then(Value::as_str).unwrap_or_default();
+            messages.push(Msg::new(role_of(role), content_text(item.get("content"))));
+        }
+        // Reasoning and other items carry no message of the model.
+        _ => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Encoder;
+    use super::*;
+
+    #[test]
+    fn input_items_map_to_the_message_model() {
+        let body = json!({
+            "model": "m", "instructions": "be brief", "stream": true,
+            "tools": [{"type": "function", "name": "shell"}],
+            "previous_response_id": "resp_1",
+            "input": [
+                {"role": "user", "content": "hi"},
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "on it"}]},
+                {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"},
+                {"type": "function_call", "call_id": "c2", "name": "shell", "arguments": "{}"},
+                {"type": "reasoning", "summary": []},
+                {"type": "function_call_output", "call_id": "c1", "output": "a"},
+                {"type": "function_call_output", "call_id": "c2", "output": "b"},
+            ],
+        });
+        let r = parse_request(&body).unwrap();
+        assert!(r.stream && r.has_tools);
+        assert_eq!(r.previous_response_id.as_deref(), Some("resp_1"));
+        let roles: Vec<&str> = r.messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
+        assert_eq!(r.messages[2].text, "on it");
+        assert_eq!(r.messages[2].tool_calls.len(), 2);
+        assert_eq!(r.messages[4].tool_call_id.as_deref(), Some("c2"));
+    }
+
+    #[test]
+    fn stream_ends_with_completed_carrying_the_output() {
+        let meta = Meta {
+            id: "resp_x".into(),
+            created: 1,
+            model: "m".into(),
+            request_bytes: 4,
+        };
+        let mut s = Stream::new(&meta);
+        let mut out = Vec::new();
+        for ev in [
+            Event::Start,
+            Event::TextDelta("he".into()),
+            Event::TextDelta("y".into()),
+            Event::ToolCallStart {
+                index: 0,
+                id: "c".into(),
+                name: "t".into(),
+            },
+            Event::ToolArgsDelta {
+                index: 0,
+                text: "{}".into(),
+            },
+            Event::ToolCallEnd { index: 0 },
+            Event::Finish {
+                reason: "tool_calls".into(),
+                usage: Usage::default(),
+            },
+        ] {
+            s.event(&ev, &mut out);
+        }
+        let text = String::from_utf8(out).unwrap();
+        let last = text.trim_end().rsplit("\n\n").next().unwrap();
+        assert!(last.starts_with("event: response.completed\n"), "{last}");
+        let data: Value = serde_json::from_str(last.split_once("data: ").unwrap().1).unwrap();
+        let output = data["response"]["output"].as_array().unwrap();
+        assert_eq!(output[0]["content"][0]["text"], "hey");
+        assert_eq!(output[1]["call_id"], "c");
+        assert_eq!(output[1]["arguments"], "{}");
+    }
+}

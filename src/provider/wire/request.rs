@@ -1,0 +1,262 @@
+//! Request normalisation: every wire's request body, parsed by its own module
+//! into [`Request`] (the one message model: roles `system` / `user` /
+//! `assistant` / `tool`, assistant tool calls with ids, tool results with the
+//! id they answer), then bounded and classified here the same way for all
+//! wires (probe marker in the latest user message, last message a tool
+//! result, "main call" = the request offers tools).
+
+use serde_json::Value;
+
+use super::Wire;
+use crate::provider::recording::{WireMessage, WireToolCall, CONTENT_KEEP_CHARS};
+
+/// One message before bounding.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Msg {
+    pub role: String,
+    pub text: String,
+    pub tool_call_id: Option<String>,
+    /// `(id, name, arguments)`.
+    pub tool_calls: Vec<(String, String, String)>,
+}
+
+impl Msg {
+    pub fn new(role: &str, text: impl Into<String>) -> Msg {
+        Msg {
+            role: role.to_string(),
+            text: text.into(),
+            ..Msg::default()
+        }
+    }
+
+    pub fn tool_result(id: impl Into<String>, text: impl Into<String>) -> Msg {
+        Msg {
+            role: "tool".into(),
+            text: text.into(),
+            tool_call_id: Some(id.into()),
+            tool_calls: Vec::new(),
+        }
+    }
+}
+
+/// A request in the one message model, before bounding.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Request {
+    pub model: Option<String>,
+    pub stream: bool,
+    pub has_tools: bool,
+    pub messages: Vec<Msg>,
+    /// Responses: the stored response this request continues.
+    pub previous_response_id: Option<String>,
+}
+
+/// What classification and recording need from a parsed body.
+#[derive(Debug, Clone)]
+pub(crate) struct Parsed {
+    pub model: Option<String>,
+    pub stream: bool,
+    pub has_tools: bool,
+    pub messages: Vec<WireMessage>,
+    pub truncated: bool,
+    pub last_is_tool: bool,
+    /// The nonce of a `[[probe:NONCE]]` marker in the latest user message.
+    pub probe: Option<String>,
+    pub previous_response_id: Option<String>,
+}
+
+/// Parse `body` as a request of `wire`. `stream` and `model` come from the
+/// path when the wire puts them there (Gemini).
+pub(crate) fn parse(
+    wire: Wire,
+    body: &[u8],
+    stream: Option<bool>,
+    model: Option<String>,
+    nonce: &str,
+) -> Result<Parsed, String> {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return Err("request body must be a JSON object".into());
+    }
+    let mut req = match wire {
+        Wire::OpenaiChat => super::openai_chat::parse_request(body)?,
+        Wire::OpenaiResponses => super::openai_responses::parse_request(&json(body)?)?,
+        Wire::Anthropic => super::anthropic::parse_request(&json(body)?)?,
+        Wire::Gemini => super::gemini::parse_request(&json(body)?)?,
+    };
+    if let Some(s) = stream {
+        req.stream = s;
+    }
+    if model.is_some() {
+        req.model = model;
+    }
+    Ok(bound_request(req, nonce))
+}
+
+fn json(body: &[u8]) -> Result<Value, String> {
+    serde_json::from_slice(body).map_err(|e| e.to_string())
+}
+
+/// Bound every content and argument string, find the probe marker.
+pub(crate) fn bound_request(req: Request, nonce: &str) -> Parsed {
+    let mut truncated = false;
+    let mut probe = None;
+    let last_user = req.messages.iter().rposition(|m| m.role == "user");
+    let last_is_tool = req.messages.last().is_some_and(|m| m.role == "tool");
+    let mut messages = Vec::with_capacity(req.messages.len());
+    for (pos, m) in req.messages.into_iter().enumerate() {
+        if Some(pos) == last_user {
+            probe = probe_marker(&m.text, nonce);
+        }
+        let (content, content_chars) = bound(m.text, &mut truncated);
+        let tool_calls = m
+            .tool_calls
+            .into_iter()
+            .map(|(id, name, arguments)| WireToolCall {
+                id,
+                name,
+                arguments: bound(arguments, &mut truncated).0,
+            })
+            .collect();
+        messages.push(WireMessage {
+            role: m.role,
+            content,
+            content_chars,
+            tool_call_id: m.tool_call_id,
+            tool_calls,
+        });
+    }
+    Parsed {
+        model: req.model,
+        stream: req.stream,
+        has_tools: req.has_tools,
+        messages,
+        truncated,
+        last_is_tool,
+        probe,
+        previous_response_id: req.previous_response_id,
+    }
+}
+
+/// A content value's text: a string, nothing for null, or the text parts
+/// (strings, or objects' `text`) joined by newlines.
+pub(crate) fn content_text(content: Option<&Value>) -> String {
+    match content {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| match p {
+                Value::String(s) => Some(s.as_str()),
+                Value::Object(o) => o.get("text").and_then(Value::as_str),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// Arguments as a string: verbatim when a string, serialised otherwise.
+pub(crate) fn args_string(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// A string field of an object.
+pub(crate) fn str_field(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+/// Whether a `tools` field offers at least one tool.
+pub(crate) fn offers_tools(v: &Value) -> bool {
+    v.get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty())
+}
+
+/// Cut `s` to [`CONTENT_KEEP_CHARS`] chars; returns it and its full length.
+pub(crate) fn bound(s: String, truncated: &mut bool) -> (String, usize) {
+    if s.len() <= CONTENT_KEEP_CHARS {
+        let n = s.chars().count();
+        return (s, n);
+    }
+    let n = s.chars().count();
+    match s.char_indices().nth(CONTENT_KEEP_CHARS) {
+        Some((end, _)) => {
+            *truncated = true;
+            (s[..end].to_string(), n)
+        }
+        None => (s, n),
+    }
+}
+
+/// `[[probe:X]]` in `text`: with a configured nonce only X = nonce counts;
+/// with none, any X does.
+pub(crate) fn probe_marker(text: &str, nonce: &str) -> Option<String> {
+    if !nonce.is_empty() {
+        return text
+            .contains(&format!("[[probe:{nonce}]]"))
+            .then(|| nonce.to_string());
+    }
+    let start = text.find("[[probe:")? + "[[probe:".len();
+    let len = text[start..].find("]]")?;
+    Some(text[start..start + len].to_string())
+}
+
+/// Append an assistant tool call, joining it to the assistant message right
+/// before when there is one (consecutive call items form one turn).
+pub(crate) fn push_call(messages: &mut Vec<Msg>, call: (String, String, String)) {
+    match messages.last_mut() {
+        Some(m) if m.role == "assistant" => m.tool_calls.push(call),
+        _ => messages.push(Msg {
+            role: "assistant".into(),
+            tool_calls: vec![call],
+            ..Msg::default()
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_needs_the_right_nonce_when_one_is_set() {
+        assert_eq!(probe_marker("hi [[probe:A]]", "B"), None);
+        assert_eq!(probe_marker("hi [[probe:A]]", ""), Some("A".into()));
+        assert_eq!(probe_marker("hi [[probe:A]]", "A"), Some("A".into()));
+    }
+
+    #[test]
+    fn malformed_bodies_are_rejected_on_every_wire() {
+        for w in Wire::ALL {
+            assert!(parse(w, b"{not json", None, None, "").is_err(), "{w}");
+            assert!(parse(w, b"[]", None, None, "").is_err(), "{w}");
+            assert!(parse(w, b"{}", None, None, "").is_ok(), "{w}");
+        }
+        assert!(parse(Wire::OpenaiChat, b"{\"messages\": 3}", None, None, "").is_err());
+        assert!(parse(Wire::Anthropic, b"{\"messages\": 3}", None, None, "").is_err());
+        assert!(parse(Wire::Gemini, b"{\"contents\": 3}", None, None, "").is_err());
+        assert!(parse(Wire::OpenaiResponses, b"{\"input\": 3}", None, None, "").is_err());
+    }
+
+    #[test]
+    fn bounds_content_and_finds_probe() {
+        let big = "x".repeat(CONTENT_KEEP_CHARS + 10);
+        let req = Request {
+            messages: vec![
+                Msg::new("user", "a [[probe:N]]"),
+                Msg::tool_result("c1", big),
+            ],
+            ..Request::default()
+        };
+        let p = bound_request(req, "N");
+        assert!(p.truncated && p.last_is_tool);
+        assert_eq!(p.probe.as_deref(), Some("N"));
+        assert_eq!(p.messages[1].content.len(), CONTENT_KEEP_CHARS);
+        assert_eq!(p.messages[1].content_chars, CONTENT_KEEP_CHARS + 10);
+    }
+}
