@@ -168,6 +168,17 @@ impl RunContainment {
         }
     }
 
+    /// Blocking: the live processes in scenario `tag`'s cgroup (its
+    /// sub-cgroups included), or `None` when the run has no cgroups (the
+    /// caller then finds them by tag).
+    pub fn members_of(&self, tag: &str) -> Option<Vec<ProcInfo>> {
+        let parent = self.parent.as_ref().ok()?;
+        let cg = Cgroup {
+            path: parent.path.join(tag),
+        };
+        Some(cg.pids().into_iter().filter_map(scan::live_info).collect())
+    }
+
     /// Blocking: kill whatever is left of the run (its cgroup tree and, in
     /// the fallback, untagged orphans re-parented to chaosrun), and remove
     /// the run's cgroups. Returns how many processes were hit.

@@ -64,7 +64,7 @@ pub async fn run_all(
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     });
-    let sampler = sampler::Sampler::start(Duration::from_millis(500));
+    let sampler = sampler::Sampler::start(Duration::from_millis(500), shared.containment.clone());
     let caps = Capabilities {
         breaker: shared.profile.breaker,
     };

@@ -1,7 +1,10 @@
-//! The process sampler: one /proc scan per tick for every running scenario,
-//! recording how many processes carry each watched tag, for the timeline, and
-//! the distinct command lines seen (bounded), the oracle's evidence that a
-//! tool really ran (the `exercised` check).
+//! The process sampler: per tick, every running scenario's processes (the
+//! members of its cgroup; in the tag fallback, one /proc scan for every
+//! scenario's tag), recording how many there are, for the timeline, and the
+//! distinct command lines seen (bounded), the oracle's evidence that a tool
+//! really ran (the `exercised` check). Membership by cgroup also sees a tool
+//! that cleared its environment, and costs a read of a few `cgroup.procs`
+//! files instead of every process's environment.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -10,7 +13,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::observe::ProcSample;
-use crate::proc_hygiene::{by_value, TAG_VAR};
+use crate::proc_hygiene::{by_value, ProcInfo, RunContainment, TAG_VAR};
 
 /// Distinct command lines kept per tag, and characters kept of each.
 pub const SEEN_KEEP: usize = 64;
@@ -43,8 +46,9 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Start sampling every `every`.
-    pub fn start(every: Duration) -> Sampler {
+    /// Start sampling every `every`, finding each scenario's processes
+    /// through `containment`.
+    pub fn start(every: Duration, containment: Arc<RunContainment>) -> Sampler {
         let tags: Arc<Mutex<HashMap<String, Watched>>> = Default::default();
         let shared = tags.clone();
         let task = tokio::spawn(async move {
@@ -52,7 +56,14 @@ impl Sampler {
                 let any = !shared.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
                 if any {
                     let now = Instant::now();
-                    let counts = tokio::task::spawn_blocking(|| by_value(TAG_VAR))
+                    let tags: Vec<String> = shared
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .keys()
+                        .cloned()
+                        .collect();
+                    let containment = containment.clone();
+                    let counts = tokio::task::spawn_blocking(move || members(&containment, tags))
                         .await
                         .unwrap_or_default();
                     let mut tags = shared.lock().unwrap_or_else(|e| e.into_inner());
@@ -102,4 +113,25 @@ impl Sampler {
     pub fn stop(&self) {
         self.task.abort();
     }
+}
+
+/// Each tag's live processes: from its cgroup, or (in the tag fallback) one
+/// /proc scan for all of them.
+fn members(containment: &RunContainment, tags: Vec<String>) -> HashMap<String, Vec<ProcInfo>> {
+    let mut out = HashMap::new();
+    let mut untracked = false;
+    for tag in tags {
+        match containment.members_of(&tag) {
+            Some(m) => {
+                out.insert(tag, m);
+            }
+            None => untracked = true,
+        }
+    }
+    if untracked {
+        for (tag, procs) in by_value(TAG_VAR) {
+            out.entry(tag).or_insert(procs);
+        }
+    }
+    out
 }
