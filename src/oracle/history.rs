@@ -278,8 +278,28 @@ fn persisted_size(obs: &Observation) -> Check {
     }
 }
 
+/// Why the kept requests are not all the agent sent, if they are not: the
+/// recording's caps dropped whole requests or a request's first messages.
+fn requests_cut(obs: &Observation) -> Option<String> {
+    let dropped = obs.recording.requests_dropped;
+    let cut = obs
+        .recording
+        .requests
+        .iter()
+        .filter(|r| r.messages_dropped > 0)
+        .count();
+    (dropped > 0 || cut > 0).then(|| {
+        format!(
+            "the kept requests hold no unanswered tool call, but {dropped} request(s) were not kept and {cut} kept only their last messages (recording caps)"
+        )
+    })
+}
+
 pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
-    let mut out = vec![wire_results(obs), store_results(obs)];
+    let mut out = vec![
+        super::unless_partial(wire_results(obs), requests_cut(obs)),
+        store_results(obs),
+    ];
     if s.check_echo_tokens {
         out.push(own_outputs(obs));
     }
@@ -337,6 +357,20 @@ mod tests {
         let c = check(&s, &o);
         assert_eq!(named(&c, "wire_tool_results").violations().len(), 1);
         assert!(named(&c, "wire_tool_results").violations()[0].contains("tool call b"));
+    }
+
+    #[test]
+    fn a_clean_pass_on_a_cut_recording_is_not_checked_but_a_violation_stands() {
+        let good = vec![assistant_calls(&["a"]), tool("a", "x")];
+        let (s, mut o) = with_wire(good);
+        o.recording.requests_dropped = 3;
+        let c = check(&s, &o);
+        let reason = named(&c, "wire_tool_results").not_checked_reason().unwrap();
+        assert!(reason.contains("3 request(s) were not kept"), "{reason}");
+        let bad = vec![assistant_calls(&["a"]), msg("user", "next")];
+        let (s, mut o) = with_wire(bad);
+        o.recording.requests_dropped = 3;
+        assert!(named(&check(&s, &o), "wire_tool_results").failed());
     }
 
     #[test]

@@ -153,6 +153,18 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
 
 pub use store::configuration_error;
 
+/// A check made on partial data (a cap cut what chaosrun kept): its
+/// violations stand, but a pass would claim more than was seen, so it is
+/// `not checked` with `why` instead.
+pub(crate) fn unless_partial(check: Check, why: Option<String>) -> Check {
+    match why {
+        Some(reason) if check.status == Status::Pass => {
+            Check::skipped(check.invariant, check.name, reason)
+        }
+        _ => check,
+    }
+}
+
 /// `{{nonce}}` in scenario text, rendered for this run.
 pub(crate) fn with_nonce(text: &str, obs: &Observation) -> String {
     text.replace("{{nonce}}", &obs.nonce)

@@ -124,9 +124,15 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
             }
         }
     }
+    let cut = (obs.capped.journal_read < obs.capped.journal_bytes).then(|| {
+        format!(
+            "chaosrun read {} of the journal's {} bytes (its cap): no repeat in what was read",
+            obs.capped.journal_read, obs.capped.journal_bytes
+        )
+    });
     vec![
-        twice,
-        Check::new(inv, "finished_calls_journalled_once", once),
+        super::unless_partial(twice, cut.clone()),
+        super::unless_partial(Check::new(inv, "finished_calls_journalled_once", once), cut),
     ]
 }
 
@@ -150,6 +156,30 @@ mod tests {
             .extend([assistant_calls(&["c1"]), tool("c1", result)]);
         o.journal = journal.iter().map(|s| s.to_string()).collect();
         o
+    }
+
+    #[test]
+    fn a_journal_read_only_in_part_never_passes() {
+        let mut o = with_call(&["SE-1"], "done-SE-1");
+        let s = scenario("expect: ended");
+        assert!(check(&s, &o)
+            .iter()
+            .all(|c| c.status == crate::oracle::Status::Pass));
+        o.capped.journal_bytes = 10 << 20;
+        o.capped.journal_read = 4 << 20;
+        for c in check(&s, &o) {
+            assert!(
+                c.not_checked_reason()
+                    .is_some_and(|r| r.contains("of the journal's")),
+                "{c:?}"
+            );
+        }
+        o.journal.push("SE-1".into());
+        let c = check(&s, &o);
+        assert!(
+            c.iter().any(|c| c.failed()),
+            "a repeat seen still fails: {c:?}"
+        );
     }
 
     fn s() -> Scenario {
