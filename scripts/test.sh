@@ -51,6 +51,7 @@ echo "== cgroup v2 (containment tests)"
 if [ "$(id -u)" -ne 0 ] || ! grep -q ' - cgroup2 ' /proc/self/mountinfo; then
     missing _fails_hygiene_and_is_killed "needs root and a cgroup2 mount"
     missing an_untagged_agent_is_killed_by_its_handle "needs root and a cgroup2 mount"
+    missing a_child_entered_before_exec_is_listed_frozen_killed_and_removed "needs root and a cgroup2 mount"
 fi
 
 # --- Worker mode: a local PostgreSQL on loopback, and the Postgres workers ------

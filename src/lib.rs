@@ -4,6 +4,16 @@
 //! ([`runner`], which starts a [`provider`] and an agent process through
 //! [`driver`]) → an [`observe::Observation`] → the pure [`oracle`] → [`report`].
 
+/// `eprintln!` that never panics: a closed stderr must not crash a run that
+/// still has processes to clean up and a verdict to return.
+#[macro_export]
+macro_rules! say_err {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod driver;
 pub mod history;
 pub mod observe;

@@ -255,7 +255,9 @@ fn merge(reports: &[PathBuf], out: Option<&std::path::Path>, history: Option<&st
     say(chaosrun::report::merge::render_text(&doc));
     if let Some(store) = &mut store {
         match chaosrun::history::recorder::record_report(store, &doc) {
-            Ok(id) => eprintln!("chaosrun: history: recorded run #{id} in {}", store.shown()),
+            Ok(id) => {
+                chaosrun::say_err!("chaosrun: history: recorded run #{id} in {}", store.shown())
+            }
             Err(e) => return usage(e),
         }
     }
@@ -398,13 +400,13 @@ fn run(args: RunArgs) -> ExitCode {
     };
     let run_id = format!("chaos{}", proc_hygiene::new_id(&mut rand::thread_rng()));
     if let Err(e) = proc_hygiene::become_subreaper() {
-        eprintln!("chaosrun: warning: cannot become a child subreaper ({e}); orphans re-parent to init but are still found by their tag");
+        chaosrun::say_err!("chaosrun: warning: cannot become a child subreaper ({e}); orphans re-parent to init but are still found by their tag");
     }
     let containment = Arc::new(proc_hygiene::RunContainment::new(&run_id));
     let temp: Vec<&std::path::Path> = bundled_dir.iter().map(|d| d.path()).collect();
     let guard = std::env::current_exe()
         .and_then(|exe| Guard::spawn(&exe, &run_id, &temp))
-        .map_err(|e| eprintln!("chaosrun: warning: no cleanup guard ({e}); a SIGKILL of chaosrun may leave processes behind"))
+        .map_err(|e| chaosrun::say_err!("chaosrun: warning: no cleanup guard ({e}); a SIGKILL of chaosrun may leave processes behind"))
         .ok();
     // One wave of the table at a time: repeats queue behind it rather than
     // multiplying the load (which would itself make scenarios flaky).
@@ -517,7 +519,9 @@ fn run(args: RunArgs) -> ExitCode {
         })
         .await
         .unwrap_or(0);
-        eprintln!("\nchaosrun: interrupted; killed {killed} agent process(es); no verdict");
+        chaosrun::say_err!(
+            "\nchaosrun: interrupted; killed {killed} agent process(es); no verdict"
+        );
         stopped_by
     });
     drop(rt);
@@ -534,7 +538,7 @@ fn run(args: RunArgs) -> ExitCode {
     // The verdict is printed; a run that could not be recorded still exits 2.
     let unrecorded = written.and_then(|w| w.take()).filter(|_| code <= 1);
     if let Some(Err(e)) = &unrecorded {
-        eprintln!("chaosrun: error: {e}");
+        chaosrun::say_err!("chaosrun: error: {e}");
     }
     if code <= 1 && output::write_failed() {
         // A report the caller asked for is missing or stale: a gate must not
@@ -569,7 +573,7 @@ fn print_self_stats() {
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    eprintln!(
+    chaosrun::say_err!(
         "chaosrun self: cpu {:.2} s (user {:.2}, sys {:.2}), peak rss {:.1} MB",
         secs(u.ru_utime) + secs(u.ru_stime),
         secs(u.ru_utime),

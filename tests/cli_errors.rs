@@ -599,6 +599,33 @@ fn a_closed_stdout_is_not_a_panic() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+    // And closed stdout and stderr together: a usage error is still exit 2
+    // (not 101 from a panic while saying it), a failing run still exit 1.
+    for (args, code) in [
+        (vec!["no-such-table.yaml"], 2),
+        (
+            vec![
+                "scenarios.yaml",
+                "--only",
+                "provider_500_forever",
+                "--agent-arg=--bug=retry_storm",
+                "--no-progress",
+            ],
+            1,
+        ),
+    ] {
+        let (r1, w1) = nix::unistd::pipe().unwrap();
+        let (r2, w2) = nix::unistd::pipe().unwrap();
+        drop((r1, r2));
+        let status = Command::new(bin())
+            .args(&args)
+            .current_dir(repo())
+            .stdout(Stdio::from(w1))
+            .stderr(Stdio::from(w2))
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(code), "{args:?}");
+    }
 }
 
 #[test]

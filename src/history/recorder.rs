@@ -54,7 +54,9 @@ pub fn open(db: &str, m: RunMeta<'_>) -> Result<(Recorder, Written), String> {
         (m.agent == "bundled").then(|| format!("bundled with chaosrun {}", meta::CHAOSRUN_VERSION))
     } else {
         meta::agent_version(m.version_cmd)
-            .map_err(|e| eprintln!("chaosrun: warning: no agent version for the history: {e}"))
+            .map_err(|e| {
+                crate::say_err!("chaosrun: warning: no agent version for the history: {e}")
+            })
             .ok()
     };
     let html_report = m.html_report;
@@ -89,7 +91,7 @@ impl Recorder {
         let t = Instant::now();
         let r = self.store.record(&self.run);
         if let Ok(id) = &r {
-            eprintln!(
+            crate::say_err!(
                 "chaosrun: history: recorded run #{id} in {} ({} ms)",
                 self.store.shown(),
                 t.elapsed().as_millis()
@@ -98,7 +100,7 @@ impl Recorder {
         if r.is_ok() {
             if let Some(page) = self.html_report.clone() {
                 if let Err(e) = self.add_to_report(&page) {
-                    eprintln!("chaosrun: warning: no history in the HTML report: {e}");
+                    crate::say_err!("chaosrun: warning: no history in the HTML report: {e}");
                 }
             }
         }

@@ -189,7 +189,7 @@ fn log_request(r: &RequestRecord) {
         CallKind::Aux => "aux",
     };
     let index = r.main_index.map_or("-".to_string(), |i| i.to_string());
-    eprintln!("#{} {kind} {index} {}", r.seq, r.reply);
+    crate::say_err!("#{} {kind} {index} {}", r.seq, r.reply);
 }
 
 /// SIGINT or SIGTERM. Both are registered now, before the caller announces

@@ -110,7 +110,7 @@ impl Json {
             .and_then(|bytes| crate::output::write_atomic(&self.path, &bytes));
         if let Err(e) = result {
             if self.error.is_none() {
-                eprintln!("chaosrun: cannot write {}: {e}", self.path.display());
+                crate::say_err!("chaosrun: cannot write {}: {e}", self.path.display());
                 self.error = Some(e.to_string());
             }
         }

@@ -149,7 +149,7 @@ pub fn render(results: &[Arc<ScenarioResult>], seed: u64, wall: Option<f64>) -> 
 /// rename ([`crate::output::write_atomic`]).
 pub(crate) fn write_atomically(path: &std::path::Path, text: &str, _ext: &str) {
     if let Err(e) = crate::output::write_atomic(path, text.as_bytes()) {
-        eprintln!("chaosrun: cannot write {}: {e}", path.display());
+        crate::say_err!("chaosrun: cannot write {}: {e}", path.display());
     }
 }
 

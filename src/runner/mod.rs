@@ -309,7 +309,7 @@ fn write_artifacts(
     let rel = root.strip_prefix(base).unwrap_or(root);
     let write = |name: &str, bytes: Vec<u8>| {
         if let Err(e) = crate::output::write_beneath(base, &rel.join(name), &bytes) {
-            eprintln!("chaosrun: cannot write {}: {e}", root.join(name).display());
+            crate::say_err!("chaosrun: cannot write {}: {e}", root.join(name).display());
         }
     };
     write(
