@@ -16,13 +16,12 @@ mod common;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chaosrun::history::{CheckRecord, RunRecord, ScenarioRecord, Store};
 use serde_json::Value;
 
 const FAST: &str = "provider_400_forever";
-const CHROMIUM: &str = "/usr/bin/chromium";
 
 fn chaosrun(args: &[&str]) -> Output {
     Command::new(common::bin())
@@ -537,81 +536,10 @@ fn the_html_page_is_self_contained_with_a_strip_per_scenario() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
 }
 
-/// Run `cmd` to completion within `limit` (killed past it).
-fn run_bounded(mut cmd: Command, limit: Duration) -> (bool, String, String) {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("command starts");
-    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let (out, err) = (out_reader.join().unwrap(), err_reader.join().unwrap());
-    match status {
-        Some(s) => (s.success(), out, err),
-        None => panic!("{cmd:?} did not finish within {limit:?}\nstderr: {err}"),
-    }
-}
-
-fn chromium(profile: &Path) -> Command {
-    let mut c = Command::new(CHROMIUM);
-    c.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ])
-    .arg(format!("--user-data-dir={}", profile.display()));
-    c
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map(|p| {
-            if p.is_absolute() {
-                p
-            } else {
-                common::repo().join(p)
-            }
-        })
-        .unwrap_or_else(|| common::repo().join("target"))
-}
-
 #[test]
 #[ignore = "needs chromium (scripts/test.sh installs it)"]
 fn history_strip_renders_in_chromium() {
-    common::require(
-        CHROMIUM,
-        Path::new(CHROMIUM).exists(),
-        "install it (apt-get install chromium, as root) or run scripts/test.sh",
-    );
+    common::require_chromium();
     let d = tempfile::tempdir().unwrap();
     let db = d.path().join("h.db");
     let thirty = |s: &str| s.repeat(30 / s.len() + 1)[..30].to_string();
@@ -638,9 +566,9 @@ fn history_strip_renders_in_chromium() {
     let url = format!("file://{}", page.display());
 
     let profile = tempfile::tempdir().unwrap();
-    let mut dump = chromium(profile.path());
+    let mut dump = common::chromium(profile.path());
     dump.arg("--dump-dom").arg(&url);
-    let (ok, dom, err) = run_bounded(dump, Duration::from_secs(120));
+    let (ok, dom, err) = common::run_bounded(dump, Duration::from_secs(120));
     assert!(ok, "chromium --dump-dom failed: {err}");
     assert_eq!(dom.matches("<svg class=\"strip\"").count(), 3, "{dom}");
     assert_eq!(dom.matches("class=\"cell fail\"").count(), 11, "{dom}");
@@ -650,16 +578,16 @@ fn history_strip_renders_in_chromium() {
         "{dom}"
     );
 
-    let shots = target_dir().join("test-artifacts");
+    let shots = common::target_dir().join("test-artifacts");
     std::fs::create_dir_all(&shots).unwrap();
     let png = shots.join("chaosrun-history.png");
     let _ = std::fs::remove_file(&png);
     let profile = tempfile::tempdir().unwrap();
-    let mut shot = chromium(profile.path());
+    let mut shot = common::chromium(profile.path());
     shot.arg(format!("--screenshot={}", png.display()))
         .arg("--window-size=1300,420")
         .arg(&url);
-    let (ok, _, err) = run_bounded(shot, Duration::from_secs(120));
+    let (ok, _, err) = common::run_bounded(shot, Duration::from_secs(120));
     assert!(ok, "chromium --screenshot failed: {err}");
     let bytes = std::fs::read(&png).expect("the screenshot was written");
     assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n"), "not a PNG");

@@ -7,86 +7,14 @@
 //! the rendered DOM with its marks, and a screenshot is kept under
 //! target/test-artifacts/.
 
-use std::io::Read;
+mod common;
+
+use common::{chromium, repo, require_chromium, run_bounded, target_dir};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 const VIOLATION: &str = "the faulted turn made 61 provider calls; the bound is 16";
-const CHROMIUM: &str = "/usr/bin/chromium";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map(|p| if p.is_absolute() { p } else { repo().join(p) })
-        .unwrap_or_else(|| repo().join("target"))
-}
-
-/// Run `cmd` to completion with a time limit, killing it past the limit.
-fn run_bounded(mut cmd: Command, limit: Duration) -> (bool, String, String) {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("command starts");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let (out, err) = (out_reader.join().unwrap(), err_reader.join().unwrap());
-    match status {
-        Some(s) => (s.success(), out, err),
-        None => panic!("{cmd:?} did not finish within {limit:?}\nstderr: {err}"),
-    }
-}
-
-fn require_chromium() {
-    assert!(
-        Path::new(CHROMIUM).exists(),
-        "missing prerequisite: {CHROMIUM}; install it (apt-get install chromium) or run scripts/test.sh"
-    );
-}
-
-fn chromium(profile: &Path) -> Command {
-    let mut c = Command::new(CHROMIUM);
-    c.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ])
-    .arg(format!("--user-data-dir={}", profile.display()));
-    c
-}
 
 /// The `<svg ...>...</svg>` element whose start tag carries `marker`.
 fn svg_with<'a>(page: &'a str, marker: &str) -> Option<&'a str> {

@@ -183,3 +183,82 @@ pub fn require(what: &str, present: bool, how: &str) {
         }
     );
 }
+
+/// Where headless Chromium is (scripts/test.sh installs it from Debian).
+pub const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// Fail, saying what to install, when Chromium is missing (the browser
+/// tests are `#[ignore]`d by default and run by scripts/test.sh).
+pub fn require_chromium() {
+    require(
+        CHROMIUM,
+        Path::new(CHROMIUM).exists(),
+        "install it (apt-get install chromium, as root) or run scripts/test.sh",
+    );
+}
+
+/// Headless Chromium with a throwaway profile and no background traffic.
+pub fn chromium(profile: &Path) -> Command {
+    let mut c = Command::new(CHROMIUM);
+    c.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ])
+    .arg(format!("--user-data-dir={}", profile.display()));
+    c
+}
+
+/// Cargo's target directory (screenshots go to `target/test-artifacts/`).
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|p| if p.is_absolute() { p } else { repo().join(p) })
+        .unwrap_or_else(|| repo().join("target"))
+}
+
+/// Run `cmd` to completion within `limit` (killed past it, and the test
+/// fails): whether it succeeded, its stdout and its stderr.
+pub fn run_bounded(mut cmd: Command, limit: Duration) -> (bool, String, String) {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("command starts");
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (out, err) = (out_reader.join().unwrap(), err_reader.join().unwrap());
+    match status {
+        Some(s) => (s.success(), out, err),
+        None => panic!("{cmd:?} did not finish within {limit:?}\nstderr: {err}"),
+    }
+}
