@@ -41,13 +41,34 @@ pub fn open(path: &Path, create: bool) -> Result<Connection, String> {
     conn.busy_timeout(BUSY)
         .map_err(|e| fail(format!("cannot set a busy timeout: {e}")))?;
     let sqlite_err = |e: rusqlite::Error| fail(message(e));
-    conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0))
-        .map_err(sqlite_err)?;
+    wal_mode(&conn).map_err(sqlite_err)?;
     // In WAL mode NORMAL never corrupts; a power cut may lose the last run.
     conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
         .map_err(sqlite_err)?;
     migrate(&mut conn).map_err(fail)?;
     Ok(conn)
+}
+
+/// Switch to WAL. Several chaosrun runs may open a new history at once, and
+/// the switch needs the file to itself: SQLite answers BUSY at once when two
+/// connections would deadlock, without its busy handler, so retry within
+/// [`BUSY`].
+fn wal_mode(conn: &Connection) -> rusqlite::Result<()> {
+    let deadline = std::time::Instant::now() + BUSY;
+    loop {
+        match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(_) => return Ok(()),
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                ) && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Before SQLite reads it: the file must start with the SQLite header and be
