@@ -91,7 +91,7 @@ pub(crate) async fn drive(
                 Next::Event(at, k, ev) => {
                     let mut done = false;
                     match &ev {
-                        Event::TurnStart { i } if *i == probe => d.snapshot("probe_turn_start"),
+                        Event::TurnStart { i } if *i == probe => d.snapshot("probe_turn_start").await,
                         Event::TurnEnd(t) => {
                             if ended.insert(t.i) {
                                 deadline = Instant::now() + secs(dl.turn);

@@ -46,7 +46,6 @@ pub(crate) struct Launch<'a> {
     pub prepared: &'a Prepared,
     pub env: &'a BTreeMap<String, String>,
     pub gate: Arc<Semaphore>,
-    pub tag: &'a str,
     /// The scenario's containment: every worker is started inside it.
     pub scope: Arc<Scope>,
 }
@@ -96,10 +95,6 @@ impl<'a> Drive<'a> {
 
     fn multi(&self) -> bool {
         self.workers.len() > 1
-    }
-
-    pub(crate) fn tag(&self) -> &str {
-        self.launch.tag
     }
 
     /// Worker `k`'s current process.
@@ -359,9 +354,12 @@ impl<'a> Drive<'a> {
 
     /// Take a snapshot of the scenario's processes (its cgroup's members, or
     /// what the fallback finds).
-    pub(crate) fn snapshot(&mut self, label: &str) {
+    pub(crate) async fn snapshot(&mut self, label: &str) {
         let at = self.at(Instant::now());
-        let procs = self.launch.scope.members();
+        let scope = self.launch.scope.clone();
+        let procs = tokio::task::spawn_blocking(move || scope.members())
+            .await
+            .unwrap_or_default();
         self.snapshots.push(Snapshot {
             at,
             label: label.into(),

@@ -405,7 +405,6 @@ pub async fn observe(
             prepared: &prepared,
             env: &child_env,
             gate: shared.boot_gate.clone(),
-            tag: &ids.tag,
             scope: scope.clone(),
         },
         workers,

@@ -2,13 +2,14 @@
 //! fault (sent to whichever worker runs the turn), and the probe turn, each
 //! through its deadline.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::{sleep_until, Instant};
 
 use super::drive::{secs, Drive, Next, Waited};
 use crate::observe::{Event, Phase};
-use crate::proc_hygiene;
+use crate::proc_hygiene::Scope;
 use crate::provider::Provider;
 use crate::scenarios::{FaultAction, FaultTarget, Scenario, Trigger};
 
@@ -17,7 +18,7 @@ use crate::scenarios::{FaultAction, FaultTarget, Scenario, Trigger};
 async fn trigger_fired(
     trigger: &Option<Trigger>,
     calls: &mut tokio::sync::watch::Receiver<u64>,
-    tag: &str,
+    scope: &Arc<Scope>,
     since: Instant,
 ) {
     match trigger {
@@ -26,8 +27,16 @@ async fn trigger_fired(
         Some(Trigger::AfterCalls(n)) => {
             let _ = calls.wait_for(|c| *c >= *n).await;
         }
+        // The scenario's processes (its cgroup's members, whatever their
+        // environment), read off the async workers.
         Some(Trigger::WhenProcess(needle)) => loop {
-            if proc_hygiene::count_tagged_matching(tag, needle) > 0 {
+            let (scope, needle) = (scope.clone(), needle.clone());
+            let seen = tokio::task::spawn_blocking(move || {
+                scope.members().iter().any(|p| p.cmdline.contains(&needle))
+            })
+            .await
+            .unwrap_or(false);
+            if seen {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -46,20 +55,20 @@ pub(crate) async fn drive(
     if !d.boot_all(dl.boot).await? {
         return Ok(false);
     }
-    let tag = d.tag().to_string();
 
     (d.on_phase)(Phase::FaultedTurn, dl.turn);
     let turn_started = Instant::now();
     let mut deadline = turn_started + secs(dl.turn);
     let (mut phase, mut phase_secs) = (Phase::FaultedTurn, dl.turn);
     let mut calls = provider.main_calls();
-    let trigger = trigger_fired(&s.interrupt, &mut calls, &tag, turn_started);
+    let scope = d.scope().clone();
+    let trigger = trigger_fired(&s.interrupt, &mut calls, &scope, turn_started);
     tokio::pin!(trigger);
     let mut fault_calls = provider.main_calls();
     let fault_at = s.process_fault.as_ref().map(|f| f.at.clone());
     let fault_delay = s.process_fault.as_ref().map_or(0.0, |f| f.delay);
     let fault_trigger = async {
-        trigger_fired(&fault_at, &mut fault_calls, &tag, turn_started).await;
+        trigger_fired(&fault_at, &mut fault_calls, &scope, turn_started).await;
         tokio::time::sleep(secs(fault_delay)).await;
     };
     tokio::pin!(fault_trigger);
@@ -134,7 +143,7 @@ pub(crate) async fn drive(
         .until(deadline, None, |e| matches!(e, Event::TurnStart { i: 1 }))
         .await;
     if matches!(waited, Waited::Found) {
-        d.snapshot("probe_turn_start");
+        d.snapshot("probe_turn_start").await;
         let waited = d
             .until(
                 deadline,
