@@ -208,3 +208,172 @@ fn a_mapping_is_checked_when_the_profile_loads() {
         serde_yaml::from_str::<StoreSpec>("jsonl: a\nrecords: [{role: user, txt: x}]\n").is_err()
     );
 }
+
+// ---- Real runs: the reference agent's store read through the new shapes ----
+
+mod common;
+
+/// The reference agent's profile with its `store:` block replaced.
+fn variant(dir: &Path, name: &str, command: &str, store: &str) -> PathBuf {
+    let repo = common::repo();
+    let text = std::fs::read_to_string(repo.join("examples/reference/agent.yaml")).unwrap();
+    let mut out = String::new();
+    let mut in_store = false;
+    for line in text.lines() {
+        if line.starts_with("store:") {
+            in_store = true;
+            out.push_str(store);
+            continue;
+        }
+        if in_store && line.starts_with("  ") {
+            continue;
+        }
+        in_store = false;
+        if line.starts_with("command:") {
+            out.push_str(command);
+            out.push('\n');
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, out).unwrap();
+    path
+}
+
+/// The reference agent's messages as item rows: each message, then one
+/// `function_call` row per entry of its `tool_calls`.
+const ITEMS_STORE: &str = r#"store:
+  path: .refagent/state.db
+  shape: items
+  messages_sql: >-
+    SELECT kind, content, call_id FROM (
+      SELECT id, -1 AS sub, role AS kind, content, tool_call_id AS call_id
+        FROM messages WHERE session_id = :session_id AND active = 1
+      UNION ALL
+      SELECT m.id, j.key, 'function_call', json_extract(j.value, '$.function.arguments'), json_extract(j.value, '$.id')
+        FROM messages m, json_each(m.tool_calls) j
+        WHERE m.session_id = :session_id AND m.active = 1 AND m.tool_calls IS NOT NULL
+    ) ORDER BY id, sub
+"#;
+
+fn store_check(report: &serde_json::Value, id: &str) -> serde_json::Value {
+    common::scenario(report, id)["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "store_tool_results")
+        .cloned()
+        .expect("a store_tool_results check")
+}
+
+#[test]
+fn a_dangling_call_is_caught_through_the_items_shape_and_a_jsonl_mirror() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = common::repo();
+    let agent = repo.join("examples/reference/agent.py");
+    let mirror = repo.join("tests/fixtures/agents/codex_mirror.py");
+    let items = variant(
+        dir.path(),
+        "items",
+        &format!("command: [\"python3\", \"{}\"]", agent.display()),
+        ITEMS_STORE,
+    );
+    let codex = std::fs::read_to_string(fixture("codex.store.yaml")).unwrap();
+    let jsonl_store = format!(
+        "store:\n{}",
+        codex
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| format!("  {l}\n"))
+            .collect::<String>()
+    );
+    let jsonl = variant(
+        dir.path(),
+        "jsonl",
+        &format!(
+            "command: [\"python3\", \"{}\", \"{}\"]",
+            mirror.display(),
+            agent.display()
+        ),
+        &jsonl_store,
+    );
+    let scenario = "kill_during_tool_side_effect";
+    let runs: Vec<_> = [
+        (&items, false),
+        (&items, true),
+        (&jsonl, false),
+        (&jsonl, true),
+    ]
+    .into_iter()
+    .enumerate()
+    .map(|(i, (profile, bug))| {
+        let json = dir.path().join(format!("r{i}.json"));
+        let mark = common::new_mark(&format!("stores{i}"));
+        let (j, m, p) = (json.clone(), mark.clone(), profile.clone());
+        let h = std::thread::spawn(move || {
+            let mut args = vec![
+                "process_faults.yaml".to_string(),
+                "--only".into(),
+                scenario.into(),
+                "--agent".into(),
+                p.display().to_string(),
+                "--json".into(),
+                j.display().to_string(),
+            ];
+            if bug {
+                args.push("--agent-arg=--bug=lost_result_on_restart".into());
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            common::chaosrun(&m, &args)
+        });
+        (profile.clone(), bug, json, mark, h)
+    })
+    .collect();
+    let mut problems = Vec::new();
+    for (profile, bug, json, mark, h) in runs {
+        let out = h.join().unwrap();
+        common::kill_marked(&mark);
+        let what = format!("{} bug={bug}", profile.display());
+        if !json.exists() {
+            problems.push(format!(
+                "{what}: no report\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+            continue;
+        }
+        let report = common::read_json(&json);
+        let c = store_check(&report, scenario);
+        if bug {
+            let v = c["violations"].to_string();
+            if c["status"] != "fail" || !v.contains("with no result right after it") {
+                problems.push(format!(
+                    "{what}: the dangling call was not caught: {c}\n{}",
+                    String::from_utf8_lossy(&out.stdout)
+                ));
+            }
+        } else if c["status"] != "pass" || out.status.code() != Some(0) {
+            problems.push(format!(
+                "{what}: the store check did not pass: {c}\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            ));
+        }
+        if profile.ends_with("jsonl.yaml") {
+            let integrity = common::scenario(&report, scenario)["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["name"] == "integrity_check")
+                .cloned()
+                .unwrap();
+            let why = integrity["reason"].to_string();
+            if integrity["status"] != "not_checked" || !why.contains("1 malformed line") {
+                problems.push(format!(
+                    "{what}: the torn line was not reported: {integrity}"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n\n"));
+}

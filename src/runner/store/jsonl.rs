@@ -329,10 +329,11 @@ impl Reader<'_> {
                 continue;
             }
             let text = String::from_utf8_lossy(&buf);
+            let text = text.trim_end_matches(['\n', '\r']);
             if text.trim().is_empty() {
                 continue;
             }
-            match serde_json::from_str::<Value>(&text) {
+            match serde_json::from_str::<Value>(text) {
                 Ok(v) => self.record(path, n, &v),
                 Err(e) => self.malformed(path, n, &e.to_string()),
             }
