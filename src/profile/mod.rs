@@ -604,6 +604,8 @@ mod tests {
             "logs: [/etc/shadow]",
             "store: {path: \"{{home}}/../x.db\", messages_sql: \"SELECT 1 FROM m WHERE s = :session_id\"}",
             "home_files: [{path: ../x, template: y}]",
+            "store: {jsonl: \"../*.jsonl\", records: [{role: user, text: t}]}",
+            "store: {jsonl: \"/root/.claude/**/*.jsonl\", records: [{role: user, text: t}]}",
         ]
         .iter()
         .enumerate()
