@@ -238,6 +238,11 @@ pub struct TranscriptRead {
 }
 
 impl TranscriptRead {
+    /// Whether a read cap left part of the transcripts unread.
+    pub fn capped(&self) -> bool {
+        self.unread_files + self.unread_lines > 0 || self.unread_bytes > 0 || self.walk_capped
+    }
+
     /// What the read left out, for a report line (empty when nothing).
     pub fn caveats(&self) -> String {
         let mut out = Vec::new();
@@ -248,7 +253,7 @@ impl TranscriptRead {
                 self.malformed_examples.join("; ")
             ));
         }
-        if self.unread_files + self.unread_lines > 0 || self.unread_bytes > 0 || self.walk_capped {
+        if self.capped() {
             out.push(format!(
                 "read capped: {} file(s), {} line(s), {} byte(s) not read{}",
                 self.unread_files,

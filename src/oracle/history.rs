@@ -204,6 +204,19 @@ fn store_results(obs: &Observation) -> Check {
             ),
         );
     }
+    if let StoreObservation::Jsonl { read, .. } = &obs.store {
+        if !open.is_empty() && read.capped() {
+            return Check::skipped(
+                inv,
+                "store_tool_results",
+                format!(
+                    "the transcript read stopped at its cap ({}), so call(s) {} may be answered past it",
+                    read.caveats(),
+                    open.join(", ")
+                ),
+            );
+        }
+    }
     if open.is_empty() && !ambiguous.is_empty() {
         return Check::skipped(
             inv,
@@ -635,5 +648,34 @@ mod tests {
             stored("user", "run the job", None, &[]),
         ]);
         assert!(!named(&check(&s, &o), "store_no_duplicate_user_turn").failed());
+    }
+
+    #[test]
+    fn a_capped_transcript_read_does_not_fail_an_open_call() {
+        use fixtures::stored;
+        let (s, mut o) = with_store(vec![]);
+        let msgs = vec![
+            stored("assistant", "", None, &["c1"]),
+            stored("user", "u", None, &[]),
+        ];
+        o.store = StoreObservation::Jsonl {
+            glob: "g".into(),
+            read: crate::observe::TranscriptRead {
+                unread_bytes: 10,
+                ..Default::default()
+            },
+            messages: Ok(msgs.clone()),
+        };
+        let why = named(&check(&s, &o), "store_tool_results")
+            .not_checked_reason()
+            .unwrap()
+            .to_string();
+        assert!(why.contains("cap") && why.contains("c1"), "{why}");
+        o.store = StoreObservation::Jsonl {
+            glob: "g".into(),
+            read: Default::default(),
+            messages: Ok(msgs),
+        };
+        assert!(named(&check(&s, &o), "store_tool_results").failed());
     }
 }

@@ -434,3 +434,48 @@ pub fn observe(home: &Path, pattern: &Path, spec: &StoreSpec) -> StoreObservatio
         messages,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn paths_walk_objects_lists_and_stars() {
+        let v = json!({"a": {"b": [{"c": 1}, {"c": 2}, {"d": 3}]}});
+        assert_eq!(at(&v, "a.b.*.c"), [&json!(1), &json!(2)]);
+        assert_eq!(at(&v, "a.b.1.c"), [&json!(2)]);
+        assert_eq!(at(&v, "."), [&v]);
+        assert!(at(&v, "a.x").is_empty());
+    }
+
+    #[test]
+    fn text_joins_text_parts_and_leaves_thoughts_out() {
+        let blocks = json!([
+            {"type": "thinking", "thinking": "t"},
+            {"text": "plan", "thought": true},
+            {"type": "text", "text": "a"},
+            "b",
+            {"type": "tool_use", "id": "x"}
+        ]);
+        assert_eq!(text_of(&blocks), "a\nb");
+        assert_eq!(
+            text_of(&json!({"content": "x", "success": true})),
+            r#"{"content":"x","success":true}"#
+        );
+    }
+
+    #[test]
+    fn lines_past_the_cap_are_counted_not_parsed() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("t.jsonl");
+        std::fs::write(&f, "{}\n".repeat(MAX_LINES + 3)).unwrap();
+        let spec: StoreSpec =
+            serde_yaml::from_str("jsonl: t.jsonl\nrecords: [{when: {type: x}, role: user}]\n")
+                .unwrap();
+        let (_, read) = read_files(&spec, &[f]);
+        assert_eq!(read.records, MAX_LINES);
+        assert_eq!(read.unread_lines, 3);
+        assert!(read.capped());
+    }
+}
