@@ -18,7 +18,7 @@ pub fn configuration_error(obs: &Observation) -> Option<String> {
             integrity,
             messages: Err(e),
         } if integrity == "ok" => Some(format!(
-            "the adapter profile's store query failed on {path}: {e}; fix `store.messages_sql` (columns role, content, tool_call_id, tool_calls; the session bound as :session_id)"
+            "the adapter profile's store query failed on {path}: {e}; fix `store.messages_sql` (columns role, content, tool_call_id, tool_calls; with `shape: items`, kind, content, call_id; the session bound as :session_id)"
         )),
         StoreObservation::Postgres {
             dsn,
@@ -44,6 +44,13 @@ pub fn check(obs: &Observation) -> Vec<Check> {
         StoreObservation::NotConfigured => {
             Check::skipped(inv, name, "the adapter profile names no durable store")
         }
+        StoreObservation::Missing { path } if path.contains(['*', '?']) => Check::new(
+            inv,
+            name,
+            vec![format!(
+                "no transcript matches the profile's store glob {path} after the run"
+            )],
+        ),
         StoreObservation::Missing { path } => Check::new(
             inv,
             name,
