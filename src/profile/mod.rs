@@ -627,6 +627,31 @@ mod tests {
     }
 
     #[test]
+    fn a_jsonl_store_needs_a_mapping_and_takes_no_sql() {
+        let d = tempfile::tempdir().unwrap();
+        for (i, (store, says)) in [
+            ("{jsonl: \"a/*.jsonl\"}", "needs `records`"),
+            ("{jsonl: a.jsonl, messages_sql: x, records: [{role: user}]}", "not `messages_sql`"),
+            ("{jsonl: a.jsonl, records: [{role: user, role_path: r}]}", "one of `role`"),
+            ("{path: a.db, messages_sql: \"select 1 where :session_id\", records: [{role: user}]}", "belong to a `jsonl` store"),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let p = write(d.path(), &format!("j{i}.yaml"), &format!("command: [sh]\nstore: {store}\n"));
+            let e = Profile::resolve(p.to_str().unwrap()).unwrap_err();
+            assert!(e.contains(says), "{store}: {e}");
+        }
+        let ok = write(
+            d.path(),
+            "ok.yaml",
+            "command: [sh]\nstore:\n  jsonl: \"{{home}}/.codex/sessions/**/*.jsonl\"\n  records:\n    - {when: {type: response_item}, role_path: payload.role, text: payload.content}\n",
+        );
+        let p = Profile::resolve(ok.to_str().unwrap()).unwrap();
+        assert_eq!(p.store.unwrap().records.len(), 1);
+    }
+
+    #[test]
     fn a_store_query_must_bind_the_session_id_its_way() {
         let spec = |path: bool, sql: &str| StoreSpec {
             path: path.then(|| "s.db".into()),
