@@ -4,7 +4,8 @@
 //! the first whose `when` matches a record deciding what the record is.
 //!
 //! Reads are bounded ([`MAX_FILES`], [`MAX_BYTES`], [`MAX_LINES`],
-//! [`MAX_LINE_BYTES`]; what lies past a cap is counted, not read); malformed
+//! [`MAX_LINE_BYTES`], [`MAX_DOCUMENT_BYTES`]; what lies past a cap is
+//! counted, not read); malformed
 //! lines are counted and quoted, never fatal. Call it off the async workers.
 
 use std::collections::BTreeMap;
@@ -26,6 +27,8 @@ pub const MAX_BYTES: u64 = 64 * 1024 * 1024;
 pub const MAX_LINES: usize = 200_000;
 /// Longest line parsed; a longer one is malformed.
 pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
+/// Largest single-document transcript parsed (it is parsed whole).
+pub const MAX_DOCUMENT_BYTES: u64 = 16 * 1024 * 1024;
 /// Malformed lines quoted in the observation.
 const EXAMPLES: usize = 3;
 
@@ -289,6 +292,17 @@ impl Reader<'_> {
         };
         let mut r = BufReader::new(f.take(budget));
         if let Some(doc) = &self.spec.document {
+            if size > MAX_DOCUMENT_BYTES.min(budget) {
+                self.read.unread_bytes += size;
+                return self.malformed(
+                    path,
+                    0,
+                    &format!(
+                        "a document larger than {} bytes is not read",
+                        MAX_DOCUMENT_BYTES.min(budget)
+                    ),
+                );
+            }
             let mut buf = Vec::new();
             let n = r.read_to_end(&mut buf).unwrap_or(0) as u64;
             self.bytes += n;
