@@ -8,6 +8,7 @@
 pub mod glob;
 pub mod items;
 pub mod jsonl;
+pub mod mapping;
 
 use std::path::Path;
 
