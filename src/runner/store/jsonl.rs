@@ -4,8 +4,8 @@
 //!
 //! Reads are bounded ([`MAX_FILES`], [`MAX_BYTES`], [`MAX_LINES`],
 //! [`MAX_LINE_BYTES`], [`MAX_DOCUMENT_BYTES`]; what lies past a cap is
-//! counted, not read); malformed
-//! lines are counted and quoted, never fatal. Call it off the async workers.
+//! counted, not read); malformed lines are counted and quoted, never fatal.
+//! Call it off the async workers.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
