@@ -146,6 +146,18 @@ pub struct StoredMessage {
     pub tool_call_ids: Vec<String>,
 }
 
+/// Whether a persisted tool-call id is a placeholder rather than an id
+/// (empty, missing, `__fake_id__` and the like, which many SDKs store):
+/// pairing by it is no evidence.
+pub fn is_placeholder_id(id: &str) -> bool {
+    let t = id.trim().to_ascii_lowercase();
+    t.is_empty()
+        || t == "<missing id>"
+        || t.contains("fake_id")
+        || t.contains("fake-id")
+        || matches!(t.as_str(), "null" | "none" | "undefined")
+}
+
 /// One fault of a chaos schedule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScheduledFault {
@@ -192,6 +204,76 @@ pub enum StoreObservation {
         dsn: String,
         messages: Result<Vec<StoredMessage>, String>,
     },
+    /// JSONL transcripts (the glob under HOME): the profile mapping's
+    /// messages (or why none could be made), and what the bounded read saw.
+    /// No integrity check of SQLite's kind.
+    Jsonl {
+        glob: String,
+        read: TranscriptRead,
+        messages: Result<Vec<StoredMessage>, String>,
+    },
+}
+
+/// What reading a JSONL store saw: files, records, malformed lines (counted
+/// and quoted, never fatal), and what lay past the read caps (counted).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptRead {
+    pub files: Vec<String>,
+    pub records: usize,
+    pub malformed: usize,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub malformed_examples: Vec<String>,
+    /// Matches of the glob that resolve outside HOME (not read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside: Vec<String>,
+    #[serde(default)]
+    pub unread_files: usize,
+    #[serde(default)]
+    pub unread_lines: usize,
+    #[serde(default)]
+    pub unread_bytes: u64,
+    /// The directory walk stopped at its entry cap.
+    #[serde(default)]
+    pub walk_capped: bool,
+}
+
+impl TranscriptRead {
+    /// Whether a read cap left part of the transcripts unread.
+    pub fn capped(&self) -> bool {
+        self.unread_files + self.unread_lines > 0 || self.unread_bytes > 0 || self.walk_capped
+    }
+
+    /// What the read left out, for a report line (empty when nothing).
+    pub fn caveats(&self) -> String {
+        let mut out = Vec::new();
+        if self.malformed > 0 {
+            out.push(format!(
+                "{} malformed line(s) skipped ({})",
+                self.malformed,
+                self.malformed_examples.join("; ")
+            ));
+        }
+        if self.capped() {
+            out.push(format!(
+                "read capped: {} file(s), {} line(s), {} byte(s) not read{}",
+                self.unread_files,
+                self.unread_lines,
+                self.unread_bytes,
+                if self.walk_capped {
+                    ", directory walk capped"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if !self.outside.is_empty() {
+            out.push(format!(
+                "not read, outside HOME: {}",
+                self.outside.join("; ")
+            ));
+        }
+        out.join("; ")
+    }
 }
 
 impl StoreObservation {
@@ -202,6 +284,9 @@ impl StoreObservation {
                 messages: Ok(m), ..
             }
             | StoreObservation::Postgres {
+                messages: Ok(m), ..
+            }
+            | StoreObservation::Jsonl {
                 messages: Ok(m), ..
             } => Some(m),
             _ => None,

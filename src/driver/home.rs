@@ -71,6 +71,8 @@ impl RunDirs {
 pub enum StoreAt {
     Sqlite(PathBuf),
     Postgres(String),
+    /// A glob of JSONL transcripts, rendered and made absolute inside HOME.
+    Jsonl(PathBuf),
 }
 
 /// Everything needed to spawn the agent.
@@ -211,7 +213,12 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
                 within_home(&dirs.home, &render(p)?).map_err(anyhow::Error::msg)?,
             )),
             (None, Some(dsn)) => Some(StoreAt::Postgres(render(dsn)?)),
-            (None, None) => None,
+            (None, None) => match &s.jsonl {
+                Some(g) => Some(StoreAt::Jsonl(
+                    within_home(&dirs.home, &render(g)?).map_err(anyhow::Error::msg)?,
+                )),
+                None => None,
+            },
         },
         None => None,
     };

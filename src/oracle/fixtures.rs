@@ -55,6 +55,8 @@ pub fn msg(role: &str, content: &str) -> WireMessage {
         content_chars: content.chars().count(),
         tool_call_id: None,
         tool_calls: vec![],
+        reasoning: String::new(),
+        reasoning_chars: 0,
     }
 }
 

@@ -3,11 +3,17 @@
 //! each id carries its own output; huge outputs are bounded (≤ 1,000,000 chars
 //! persisted, ≤ 2 MiB per request). Without a readable store, the store's
 //! checks (the persisted size bound included) are not checked, never passed.
+//!
+//! Placeholder ids (`__fake_id__`, empty, missing: many SDKs persist them)
+//! are not evidence of pairing: a store turn whose calls or results carry one
+//! is paired by position only when that is unambiguous (one call, one
+//! result); a turn with fewer results than calls fails whatever the ids; any
+//! other such turn makes the pairing check `not checked`, naming the id.
 
 use std::collections::BTreeSet;
 
 use super::{clip, with_nonce, Check, Invariant};
-use crate::observe::{Observation, StoreObservation, StoredMessage};
+use crate::observe::{is_placeholder_id, Observation, StoreObservation, StoredMessage};
 use crate::provider::recording::WireMessage;
 use crate::provider::CallKind;
 use crate::scenarios::Scenario;
@@ -101,7 +107,68 @@ fn stored(obs: &Observation) -> Result<&[StoredMessage], String> {
         StoreObservation::Postgres {
             messages: Ok(m), ..
         } => Ok(m),
+        StoreObservation::Jsonl {
+            messages: Err(e), ..
+        } => Err(format!("the profile's JSONL mapping made no messages: {e}")),
+        StoreObservation::Jsonl {
+            messages: Ok(m), ..
+        } => Ok(m),
     }
+}
+
+/// The store's pairing: (calls with no result, turns that cannot be paired
+/// because of placeholder ids).
+fn store_pairing<'a>(msgs: &[View<'a>]) -> (Vec<String>, Vec<String>) {
+    let (mut missing, mut ambiguous) = (Vec::new(), Vec::new());
+    for (i, m) in msgs.iter().enumerate() {
+        if m.role != "assistant" || m.call_ids.is_empty() {
+            continue;
+        }
+        let block: Vec<&View> = msgs[i + 1..]
+            .iter()
+            .take_while(|f| f.role == "tool")
+            .collect();
+        let result_ids: Vec<&str> = block.iter().map(|f| f.tool_call_id.unwrap_or("")).collect();
+        let placeholders: BTreeSet<&str> = m
+            .call_ids
+            .iter()
+            .chain(result_ids.iter())
+            .copied()
+            .filter(|id| is_placeholder_id(id))
+            .collect();
+        if placeholders.is_empty() {
+            let answered: BTreeSet<&str> = result_ids.into_iter().collect();
+            missing.extend(
+                m.call_ids
+                    .iter()
+                    .filter(|id| !answered.contains(*id))
+                    .map(|id| id.to_string()),
+            );
+            continue;
+        }
+        let shown = placeholders
+            .iter()
+            .map(|p| format!("{p:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if block.len() < m.call_ids.len() {
+            missing.push(format!(
+                "{} of message #{i}'s {} calls (only {} result(s) follow; ids {shown} are placeholders)",
+                m.call_ids.len() - block.len(),
+                m.call_ids.len(),
+                block.len()
+            ));
+        } else if m.call_ids.len() == 1 && block.len() == 1 {
+            // One call, one result right after it: paired by position.
+        } else {
+            ambiguous.push(format!(
+                "message #{i} has {} calls and {} results with placeholder id(s) {shown}",
+                m.call_ids.len(),
+                block.len()
+            ));
+        }
+    }
+    (missing, ambiguous)
 }
 
 /// Whether chaosrun had to kill the agent (so a call may be legitimately in
@@ -126,7 +193,7 @@ fn store_results(obs: &Observation) -> Check {
         Ok(msgs) => msgs,
     };
     let views: Vec<View> = msgs.iter().map(store_view).collect();
-    let open = unanswered(&views);
+    let (open, ambiguous) = store_pairing(&views);
     if !open.is_empty() && killed_mid_run(obs) {
         return Check::skipped(
             inv,
@@ -137,11 +204,64 @@ fn store_results(obs: &Observation) -> Check {
             ),
         );
     }
+    if let StoreObservation::Jsonl { read, .. } = &obs.store {
+        if !open.is_empty() && read.capped() {
+            return Check::skipped(
+                inv,
+                "store_tool_results",
+                format!(
+                    "the transcript read stopped at its cap ({}), so call(s) {} may be answered past it",
+                    read.caveats(),
+                    open.join(", ")
+                ),
+            );
+        }
+    }
+    if open.is_empty() && !ambiguous.is_empty() {
+        return Check::skipped(
+            inv,
+            "store_tool_results",
+            format!(
+                "pairing by a placeholder id is not evidence: {}",
+                ambiguous.join("; ")
+            ),
+        );
+    }
     let v = open
         .into_iter()
         .map(|id| format!("the store holds tool call {id} with no result right after it"))
         .collect();
     Check::new(inv, "store_tool_results", v)
+}
+
+/// No user turn persisted twice in a row (a resume that re-appends the turn
+/// it was given).
+fn store_user_turns(obs: &Observation) -> Check {
+    let inv = Invariant::HistoryIntegrity;
+    let name = "store_no_duplicate_user_turn";
+    let msgs = match stored(obs) {
+        Err(why) => return Check::skipped(inv, name, why),
+        Ok(msgs) => msgs,
+    };
+    let v = msgs
+        .windows(2)
+        .enumerate()
+        .filter(|(_, w)| {
+            w[0].role == "user"
+                && w[1].role == "user"
+                && !w[0].content.is_empty()
+                && w[0].content == w[1].content
+                && w[0].content_chars == w[1].content_chars
+        })
+        .map(|(i, w)| {
+            format!(
+                "the store holds the user turn {:?} twice in a row (messages #{i} and #{})",
+                clip(&w[0].content, 80),
+                i + 1
+            )
+        })
+        .collect();
+    Check::new(inv, name, v)
 }
 
 /// `echo TOKEN` calls the provider issued: (id, token).
@@ -299,6 +419,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let mut out = vec![
         super::unless_partial(wire_results(obs), requests_cut(obs)),
         store_results(obs),
+        store_user_turns(obs),
     ];
     if s.check_echo_tokens {
         out.push(own_outputs(obs));
@@ -490,5 +611,106 @@ mod tests {
             .messages
             .push(tool("a", &format!("stdin-closed-{NONCE}")));
         assert!(!named(&check(&s, &o), "tool_result_contains").failed());
+    }
+
+    fn with_store(msgs: Vec<StoredMessage>) -> (Scenario, Observation) {
+        let (s, mut o) = with_wire(vec![]);
+        o.store = StoreObservation::Read {
+            path: "p".into(),
+            integrity: "ok".into(),
+            messages: Ok(msgs),
+        };
+        (s, o)
+    }
+
+    #[test]
+    fn placeholder_ids_are_not_paired_unless_positions_are_unambiguous() {
+        use fixtures::stored;
+        // Two calls, two results, every id `__fake_id__`: not evidence.
+        let (s, o) = with_store(vec![
+            stored("assistant", "", None, &["__fake_id__", "__fake_id__"]),
+            stored("tool", "a", Some("__fake_id__"), &[]),
+            stored("tool", "b", Some("__fake_id__"), &[]),
+        ]);
+        let c = check(&s, &o);
+        let why = named(&c, "store_tool_results")
+            .not_checked_reason()
+            .unwrap();
+        assert!(
+            why.contains("__fake_id__") && why.contains("message #0"),
+            "{why}"
+        );
+        // One call, one result right after: paired by position.
+        let (s, o) = with_store(vec![
+            stored("assistant", "", None, &[""]),
+            stored("tool", "a", Some(""), &[]),
+        ]);
+        let c = check(&s, &o);
+        let st = named(&c, "store_tool_results");
+        assert!(!st.failed() && !st.not_checked());
+        // Two placeholder calls, one result: a call is unanswered whatever the ids.
+        let (s, o) = with_store(vec![
+            stored("assistant", "", None, &["__fake_id__", "__fake_id__"]),
+            stored("tool", "a", Some("__fake_id__"), &[]),
+            stored("user", "next", None, &[]),
+        ]);
+        let c = check(&s, &o);
+        assert!(named(&c, "store_tool_results").violations()[0].contains("only 1 result"));
+        // A real id still fails by id beside an ambiguous placeholder turn.
+        let (s, o) = with_store(vec![
+            stored("assistant", "", None, &["c1"]),
+            stored("user", "u", None, &[]),
+            stored("assistant", "", None, &["__fake_id__", "__fake_id__"]),
+            stored("tool", "a", Some("__fake_id__"), &[]),
+            stored("tool", "b", Some("__fake_id__"), &[]),
+        ]);
+        let c = check(&s, &o);
+        assert!(named(&c, "store_tool_results").violations()[0].contains("c1"));
+    }
+
+    #[test]
+    fn a_user_turn_persisted_twice_in_a_row_fails() {
+        use fixtures::stored;
+        let (s, o) = with_store(vec![
+            stored("user", "run the job", None, &[]),
+            stored("user", "run the job", None, &[]),
+        ]);
+        let c = check(&s, &o);
+        assert!(named(&c, "store_no_duplicate_user_turn").violations()[0].contains("run the job"));
+        let (s, o) = with_store(vec![
+            stored("user", "run the job", None, &[]),
+            stored("assistant", "ok", None, &[]),
+            stored("user", "run the job", None, &[]),
+        ]);
+        assert!(!named(&check(&s, &o), "store_no_duplicate_user_turn").failed());
+    }
+
+    #[test]
+    fn a_capped_transcript_read_does_not_fail_an_open_call() {
+        use fixtures::stored;
+        let (s, mut o) = with_store(vec![]);
+        let msgs = vec![
+            stored("assistant", "", None, &["c1"]),
+            stored("user", "u", None, &[]),
+        ];
+        o.store = StoreObservation::Jsonl {
+            glob: "g".into(),
+            read: crate::observe::TranscriptRead {
+                unread_bytes: 10,
+                ..Default::default()
+            },
+            messages: Ok(msgs.clone()),
+        };
+        let why = named(&check(&s, &o), "store_tool_results")
+            .not_checked_reason()
+            .unwrap()
+            .to_string();
+        assert!(why.contains("cap") && why.contains("c1"), "{why}");
+        o.store = StoreObservation::Jsonl {
+            glob: "g".into(),
+            read: Default::default(),
+            messages: Ok(msgs),
+        };
+        assert!(named(&check(&s, &o), "store_tool_results").failed());
     }
 }

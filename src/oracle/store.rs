@@ -1,4 +1,6 @@
-//! Store integrity: the agent's SQLite store passes `PRAGMA integrity_check`.
+//! Store integrity: the agent's SQLite store passes `PRAGMA integrity_check`
+//! (a Postgres or JSONL store has no such check: not checked, with why, and
+//! for JSONL what the read skipped).
 //! And store configuration errors: a healthy store that the profile's query
 //! cannot read (bad SQL, wrong table) or a Postgres store that cannot be
 //! reached is chaosrun's configuration, not the agent's fault: the scenario is
@@ -16,13 +18,20 @@ pub fn configuration_error(obs: &Observation) -> Option<String> {
             integrity,
             messages: Err(e),
         } if integrity == "ok" => Some(format!(
-            "the adapter profile's store query failed on {path}: {e}; fix `store.messages_sql` (columns role, content, tool_call_id, tool_calls; the session bound as :session_id)"
+            "the adapter profile's store query failed on {path}: {e}; fix `store.messages_sql` (columns role, content, tool_call_id, tool_calls; with `shape: items`, kind, content, call_id; the session bound as :session_id)"
         )),
         StoreObservation::Postgres {
             dsn,
             messages: Err(e),
         } => Some(format!(
             "the adapter profile's Postgres store ({dsn}) could not be read: {e}; fix `store.postgres` or `store.messages_sql`"
+        )),
+        StoreObservation::Jsonl {
+            glob,
+            messages: Err(e),
+            ..
+        } => Some(format!(
+            "the adapter profile's JSONL mapping read {glob} but made no messages: {e}; fix `store.records` (each rule's `when` names field values the transcript's records have)"
         )),
         _ => None,
     }
@@ -35,6 +44,13 @@ pub fn check(obs: &Observation) -> Vec<Check> {
         StoreObservation::NotConfigured => {
             Check::skipped(inv, name, "the adapter profile names no durable store")
         }
+        StoreObservation::Missing { path } if path.contains(['*', '?']) => Check::new(
+            inv,
+            name,
+            vec![format!(
+                "no transcript matches the profile's store glob {path} after the run"
+            )],
+        ),
         StoreObservation::Missing { path } => Check::new(
             inv,
             name,
@@ -52,6 +68,18 @@ pub fn check(obs: &Observation) -> Vec<Check> {
             name,
             "PRAGMA integrity_check is SQLite's; a Postgres store's integrity is the server's",
         ),
+        StoreObservation::Jsonl { read, .. } => {
+            let caveats = read.caveats();
+            Check::skipped(
+                inv,
+                name,
+                if caveats.is_empty() {
+                    "a JSONL transcript has no integrity check of SQLite's kind".to_string()
+                } else {
+                    format!("a JSONL transcript has no integrity check of SQLite's kind; {caveats}")
+                },
+            )
+        }
         StoreObservation::Read {
             integrity, path, ..
         } => Check::new(
@@ -117,5 +145,34 @@ mod tests {
         assert!(check(&o)[0].violations()[0].contains("btreeInitPage"));
         o.store = StoreObservation::NotConfigured;
         assert!(check(&o)[0].not_checked());
+    }
+
+    #[test]
+    fn a_jsonl_store_is_not_checked_and_says_what_was_skipped() {
+        let s = scenario("expect: ended");
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        o.store = StoreObservation::Jsonl {
+            glob: "/h/.codex/sessions/**/*.jsonl".into(),
+            read: crate::observe::TranscriptRead {
+                malformed: 2,
+                malformed_examples: vec!["r.jsonl:3: EOF while parsing".into()],
+                ..Default::default()
+            },
+            messages: Ok(vec![]),
+        };
+        let c = &check(&o)[0];
+        assert!(c.not_checked());
+        let why = format!("{c:?}");
+        assert!(
+            why.contains("2 malformed line(s)") && why.contains("r.jsonl:3"),
+            "{why}"
+        );
+        assert_eq!(configuration_error(&o), None);
+        o.store = StoreObservation::Jsonl {
+            glob: "g".into(),
+            read: Default::default(),
+            messages: Err("no record of 5 read matched a rule".into()),
+        };
+        assert!(configuration_error(&o).unwrap().contains("store.records"));
     }
 }

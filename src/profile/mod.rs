@@ -26,7 +26,8 @@ pub struct HomeFile {
     pub template: String,
 }
 
-/// Where the agent keeps its messages: a SQLite file, or a Postgres database.
+/// Where the agent keeps its messages: a SQLite file, a Postgres database,
+/// or JSONL transcripts under HOME (see README "The agent's store").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreSpec {
@@ -36,10 +37,27 @@ pub struct StoreSpec {
     /// Postgres connection string (libpq key=value or URL; templated).
     #[serde(default)]
     pub postgres: Option<String>,
-    /// Returns `role, content, tool_call_id, tool_calls` of a session's active
-    /// messages, oldest first; the session id is bound as `:session_id`
-    /// (SQLite) or `$1` (Postgres).
+    /// SQL stores: with `shape: messages`, returns `role, content,
+    /// tool_call_id, tool_calls` of a session's active messages, oldest
+    /// first; with `shape: items`, `kind, content, call_id[, name]` of its
+    /// items. The session id is bound as `:session_id` (SQLite) or `$1`
+    /// (Postgres). Not used by a JSONL store.
+    #[serde(default)]
     pub messages_sql: String,
+    /// How the SQL rows map onto messages.
+    #[serde(default)]
+    pub shape: crate::runner::store::Shape,
+    /// JSONL transcripts: a glob relative to HOME (templated; `*`, `?`, `**`).
+    #[serde(default)]
+    pub jsonl: Option<String>,
+    /// JSONL transcripts: which records are messages and where their parts
+    /// live (data, not code: see [`crate::runner::store::jsonl::RecordRule`]).
+    #[serde(default)]
+    pub records: Vec<crate::runner::store::jsonl::RecordRule>,
+    /// A transcript that is one JSON document (Gemini CLI's `.json` chats):
+    /// the path of its list of records. Absent: one record per line.
+    #[serde(default)]
+    pub document: Option<String>,
 }
 
 /// Whether `sql` holds the parameter `name` as a whole token (`:session_id`
@@ -98,6 +116,35 @@ fn other_markers(sql: &str, sqlite: bool) -> Vec<String> {
 }
 
 impl StoreSpec {
+    /// Exactly one of `path`, `postgres`, `jsonl`, each with what it needs:
+    /// a SQL store a query binding the session id, a JSONL store a mapping.
+    pub fn check_kind(&self) -> Result<(), String> {
+        let kinds = [
+            self.path.is_some(),
+            self.postgres.is_some(),
+            self.jsonl.is_some(),
+        ];
+        if kinds.iter().filter(|k| **k).count() != 1 {
+            return Err(
+                "`store` takes one of `path` (SQLite), `postgres` (a DSN) or `jsonl` (a glob of transcripts under HOME)"
+                    .into(),
+            );
+        }
+        if self.jsonl.is_some() {
+            if !self.messages_sql.is_empty() || self.shape != Default::default() {
+                return Err(
+                    "a `jsonl` store takes `records` (a mapping), not `messages_sql` or `shape`"
+                        .into(),
+                );
+            }
+            return crate::runner::store::jsonl::check_rules(&self.records);
+        }
+        if !self.records.is_empty() || self.document.is_some() {
+            return Err("`records` and `document` belong to a `jsonl` store".into());
+        }
+        self.check_binding()
+    }
+
     /// The messages query must bind the session id, and nothing else: as
     /// `:session_id` for SQLite, as `$1` for Postgres.
     pub fn check_binding(&self) -> Result<(), String> {
@@ -347,7 +394,7 @@ impl Profile {
             .chain(
                 self.store
                     .iter()
-                    .flat_map(|s| s.path.iter().map(|p| ("store", p))),
+                    .flat_map(|s| s.path.iter().chain(s.jsonl.iter()).map(|p| ("store", p))),
             );
         for (what, p) in paths {
             let rendered = template::render(p, &vars)
@@ -373,7 +420,7 @@ impl Profile {
             .chain(
                 self.store
                     .iter()
-                    .flat_map(|s| s.path.iter().chain(s.postgres.iter())),
+                    .flat_map(|s| s.path.iter().chain(s.postgres.iter()).chain(s.jsonl.iter())),
             )
             .chain(self.logs.iter());
         for t in texts {
@@ -381,13 +428,7 @@ impl Profile {
                 .map_err(|e| format!("adapter profile `{}`: {e}", self.source))?;
         }
         if let Some(s) = &self.store {
-            if s.path.is_some() == s.postgres.is_some() {
-                return Err(format!(
-                    "adapter profile `{}`: `store` takes either `path` (SQLite) or `postgres` (a DSN)",
-                    self.source
-                ));
-            }
-            s.check_binding()
+            s.check_kind()
                 .map_err(|e| format!("adapter profile `{}`: {e}", self.source))?;
         }
         if !(1..=64).contains(&self.workers) {
@@ -538,7 +579,7 @@ mod tests {
         );
         assert!(Profile::resolve(both.to_str().unwrap())
             .unwrap_err()
-            .contains("either `path`"));
+            .contains("one of `path` (SQLite), `postgres`"));
         let pg = write(
             d.path(),
             "b.yaml",
@@ -563,6 +604,8 @@ mod tests {
             "logs: [/etc/shadow]",
             "store: {path: \"{{home}}/../x.db\", messages_sql: \"SELECT 1 FROM m WHERE s = :session_id\"}",
             "home_files: [{path: ../x, template: y}]",
+            "store: {jsonl: \"../*.jsonl\", records: [{role: user, text: t}]}",
+            "store: {jsonl: \"/root/.claude/**/*.jsonl\", records: [{role: user, text: t}]}",
         ]
         .iter()
         .enumerate()
@@ -584,11 +627,36 @@ mod tests {
     }
 
     #[test]
+    fn a_jsonl_store_needs_a_mapping_and_takes_no_sql() {
+        let d = tempfile::tempdir().unwrap();
+        for (i, (store, says)) in [
+            ("{jsonl: \"a/*.jsonl\"}", "needs `records`"),
+            ("{jsonl: a.jsonl, messages_sql: x, records: [{role: user}]}", "not `messages_sql`"),
+            ("{jsonl: a.jsonl, records: [{role: user, role_path: r}]}", "one of `role`"),
+            ("{path: a.db, messages_sql: \"select 1 where :session_id\", records: [{role: user}]}", "belong to a `jsonl` store"),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let p = write(d.path(), &format!("j{i}.yaml"), &format!("command: [sh]\nstore: {store}\n"));
+            let e = Profile::resolve(p.to_str().unwrap()).unwrap_err();
+            assert!(e.contains(says), "{store}: {e}");
+        }
+        let ok = write(
+            d.path(),
+            "ok.yaml",
+            "command: [sh]\nstore:\n  jsonl: \"{{home}}/.codex/sessions/**/*.jsonl\"\n  records:\n    - {when: {type: response_item}, role_path: payload.role, text: payload.content}\n",
+        );
+        let p = Profile::resolve(ok.to_str().unwrap()).unwrap();
+        assert_eq!(p.store.unwrap().records.len(), 1);
+    }
+
+    #[test]
     fn a_store_query_must_bind_the_session_id_its_way() {
         let spec = |path: bool, sql: &str| StoreSpec {
             path: path.then(|| "s.db".into()),
             postgres: (!path).then(|| "host=h".into()),
-            messages_sql: sql.into(),
+            ..crate::runner::store::sql_spec(sql, Default::default())
         };
         let ok = "SELECT role, content, tool_call_id, tool_calls FROM m WHERE session_id = :session_id AND x = 'a?b' ORDER BY id";
         assert_eq!(spec(true, ok).check_binding(), Ok(()));

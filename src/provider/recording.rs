@@ -47,6 +47,15 @@ pub struct WireMessage {
     pub tool_call_id: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<WireToolCall>,
+    /// Reasoning the request carries back for this message (Responses
+    /// `reasoning` items, Anthropic `thinking` blocks, chat
+    /// `reasoning_content` / `reasoning`, Gemini `thought: true` parts),
+    /// bounded like `content`. Kept for the observation; not judged.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reasoning: String,
+    /// Length in characters of the whole reasoning before bounding.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasoning_chars: usize,
 }
 
 /// One request as recorded.
@@ -363,6 +372,8 @@ mod tests {
             content_chars: content.chars().count(),
             tool_call_id: None,
             tool_calls: vec![],
+            reasoning: String::new(),
+            reasoning_chars: 0,
         }
     }
 

@@ -280,10 +280,14 @@ impl Shared {
         }
         let mut truncated = false;
         let (content, content_chars) = request::bound(answer.text, &mut truncated);
+        let (reasoning, reasoning_chars) =
+            request::bound(answer.reasoning.unwrap_or_default(), &mut truncated);
         history.push(WireMessage {
             role: "assistant".into(),
             content,
             content_chars,
+            reasoning,
+            reasoning_chars,
             tool_call_id: None,
             tool_calls: answer
                 .calls

@@ -454,12 +454,12 @@ pub async fn observe(
     obs.store = match (&shared.profile.store, &prepared.store) {
         (Some(s), Some(StoreAt::Sqlite(path))) => {
             let (home, path) = (prepared.dirs.home.clone(), path.clone());
-            let (sql, id) = (s.messages_sql.clone(), session_id.clone());
+            let (spec, id) = (s.clone(), session_id.clone());
             tokio::task::spawn_blocking(move || {
                 match crate::driver::home::resolve_inside(&home, &path) {
-                    Ok(real) => crate::runner::store::observe(Some(&real), &sql, &id),
+                    Ok(real) => crate::runner::store::observe(Some(&real), &spec, &id),
                     Err(_) if !path.exists() && path.symlink_metadata().is_err() => {
-                        crate::runner::store::observe(Some(&path), &sql, &id)
+                        crate::runner::store::observe(Some(&path), &spec, &id)
                     }
                     Err(error) => StoreObservation::Unreadable {
                         path: path.display().to_string(),
@@ -474,7 +474,18 @@ pub async fn observe(
             })
         }
         (Some(s), Some(StoreAt::Postgres(dsn))) => {
-            crate::runner::store::observe_postgres(dsn, &s.messages_sql, &session_id).await
+            crate::runner::store::observe_postgres(dsn, s, &session_id).await
+        }
+        (Some(s), Some(StoreAt::Jsonl(pattern))) => {
+            let (home, pattern, spec) = (prepared.dirs.home.clone(), pattern.clone(), s.clone());
+            tokio::task::spawn_blocking(move || {
+                crate::runner::store::jsonl::observe(&home, &pattern, &spec)
+            })
+            .await
+            .unwrap_or_else(|e| StoreObservation::Unreadable {
+                path: String::new(),
+                error: format!("the transcript read failed: {e}"),
+            })
         }
         _ => StoreObservation::NotConfigured,
     };

@@ -1,13 +1,38 @@
 //! Reading the agent's durable store after it exited: for SQLite (opened
 //! read-only) `PRAGMA integrity_check` and the profile's query for the
-//! session's active messages; for Postgres (worker mode) the query alone.
+//! session's active messages; for Postgres (worker mode) the query alone; for
+//! JSONL transcripts the profile's record mapping ([`jsonl`]). SQL rows come
+//! in one of two shapes ([`Shape`]): one row per message, or one row per item
+//! ([`items`]).
+
+pub mod glob;
+pub mod items;
+pub mod jsonl;
+pub mod mapping;
 
 use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
+use serde::{Deserialize, Serialize};
 
 use crate::observe::{StoreObservation, StoredMessage};
+use crate::profile::StoreSpec;
 use crate::provider::recording::CONTENT_KEEP_CHARS;
+
+/// How a SQL store's rows map onto messages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shape {
+    /// One row per message: `role, content, tool_call_id, tool_calls`, where
+    /// `tool_calls` is a JSON list of `{"id": …}` or `{"call_id": …}` objects
+    /// (OpenAI's `{"id", "type", "function"}` included) and a result is a row
+    /// of role `tool` whose `tool_call_id` names the call it answers.
+    #[default]
+    Messages,
+    /// One row per item: `kind, content, call_id[, name]` (see
+    /// [`items::fold`]).
+    Items,
+}
 
 fn bounded(s: &str) -> (String, usize) {
     let n = s.chars().count();
@@ -15,14 +40,15 @@ fn bounded(s: &str) -> (String, usize) {
 }
 
 /// Tool call ids from a `tool_calls` column: a JSON list of `{id}` or
-/// `{call_id}` objects.
+/// `{call_id}` objects. A missing id is kept as the empty placeholder (the
+/// oracle names it); a column that is not such a list is flagged.
 pub fn call_ids(raw: &str) -> Vec<String> {
     match serde_json::from_str::<serde_json::Value>(raw) {
         Ok(serde_json::Value::Array(calls)) => calls
             .iter()
-            .filter_map(|c| c.as_object())
             .map(|c| {
                 c.get("id")
+                    .filter(|v| v.as_str().is_some_and(|s| !s.is_empty()))
                     .or_else(|| c.get("call_id"))
                     .and_then(|v| v.as_str())
                     .unwrap_or("<missing id>")
@@ -34,28 +60,65 @@ pub fn call_ids(raw: &str) -> Vec<String> {
     }
 }
 
-fn query(conn: &Connection, sql: &str, session_id: &str) -> rusqlite::Result<Vec<StoredMessage>> {
-    let mut stmt = conn.prepare(sql)?;
+/// Messages from the query's text columns, in the profile's shape.
+fn build(shape: Shape, rows: Vec<[Option<String>; 4]>) -> Vec<StoredMessage> {
+    match shape {
+        Shape::Messages => rows
+            .into_iter()
+            .map(|[role, content, id, calls]| {
+                let (content, content_chars) = bounded(content.as_deref().unwrap_or(""));
+                StoredMessage {
+                    role: role.unwrap_or_default(),
+                    content,
+                    content_chars,
+                    tool_call_id: id.filter(|s| !s.is_empty()),
+                    tool_call_ids: calls
+                        .filter(|s| !s.trim().is_empty())
+                        .map(|s| call_ids(&s))
+                        .unwrap_or_default(),
+                }
+            })
+            .collect(),
+        Shape::Items => items::fold(
+            rows.into_iter()
+                .map(|[kind, content, id, _name]| items::ItemRow {
+                    kind: kind.unwrap_or_default(),
+                    content,
+                    call_id: id,
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// A column as text (blobs read as UTF-8, numbers printed; absent: None).
+fn text_col(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
+    use rusqlite::types::ValueRef;
+    if i >= r.as_ref().column_count() {
+        return Ok(None);
+    }
+    Ok(match r.get_ref(i)? {
+        ValueRef::Null => None,
+        ValueRef::Text(b) | ValueRef::Blob(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        ValueRef::Integer(n) => Some(n.to_string()),
+        ValueRef::Real(f) => Some(f.to_string()),
+    })
+}
+
+fn query(
+    conn: &Connection,
+    spec: &StoreSpec,
+    session_id: &str,
+) -> rusqlite::Result<Vec<StoredMessage>> {
+    let mut stmt = conn.prepare(&spec.messages_sql)?;
     let has_param = stmt.parameter_index(":session_id")?.is_some();
     let map = |r: &rusqlite::Row<'_>| {
-        let role: String = r.get(0)?;
-        let content: Option<String> = r.get(1).or_else(|_| {
-            r.get::<_, Option<Vec<u8>>>(1)
-                .map(|b| b.map(|b| String::from_utf8_lossy(&b).into_owned()))
-        })?;
-        let tool_call_id: Option<String> = r.get(2)?;
-        let tool_calls: Option<String> = r.get(3)?;
-        let (content, content_chars) = bounded(content.as_deref().unwrap_or(""));
-        Ok(StoredMessage {
-            role,
-            content,
-            content_chars,
-            tool_call_id: tool_call_id.filter(|s| !s.is_empty()),
-            tool_call_ids: tool_calls
-                .filter(|s| !s.trim().is_empty())
-                .map(|s| call_ids(&s))
-                .unwrap_or_default(),
-        })
+        Ok([
+            text_col(r, 0)?,
+            text_col(r, 1)?,
+            text_col(r, 2)?,
+            text_col(r, 3)?,
+        ])
     };
     let rows = if has_param {
         stmt.query_map(&[(":session_id", session_id)], map)?
@@ -64,11 +127,11 @@ fn query(conn: &Connection, sql: &str, session_id: &str) -> rusqlite::Result<Vec
         stmt.query_map([], map)?
             .collect::<rusqlite::Result<Vec<_>>>()?
     };
-    Ok(rows)
+    Ok(build(spec.shape, rows))
 }
 
 /// Observe the store at `path` (None: the profile has none).
-pub fn observe(path: Option<&Path>, sql: &str, session_id: &str) -> StoreObservation {
+pub fn observe(path: Option<&Path>, spec: &StoreSpec, session_id: &str) -> StoreObservation {
     let Some(path) = path else {
         return StoreObservation::NotConfigured;
     };
@@ -89,7 +152,7 @@ pub fn observe(path: Option<&Path>, sql: &str, session_id: &str) -> StoreObserva
     let integrity = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get::<_, String>(0))
         .unwrap_or_else(|e| format!("integrity_check failed: {e}"));
-    let messages = query(&conn, sql, session_id).map_err(|e| e.to_string());
+    let messages = query(&conn, spec, session_id).map_err(|e| e.to_string());
     StoreObservation::Read {
         path: shown,
         integrity,
@@ -112,15 +175,15 @@ fn redact(dsn: &str) -> String {
 }
 
 /// Observe a Postgres store: the profile's query with the session id as `$1`
-/// (columns role, content, tool_call_id, tool_calls as text).
-pub async fn observe_postgres(dsn: &str, sql: &str, session_id: &str) -> StoreObservation {
+/// (its columns as text, in the profile's shape).
+pub async fn observe_postgres(dsn: &str, spec: &StoreSpec, session_id: &str) -> StoreObservation {
     let messages = async {
         let (client, connection) = tokio_postgres::connect(dsn, tokio_postgres::NoTls)
             .await
             .map_err(|e| format!("cannot connect: {e}"))?;
         let conn = tokio::spawn(connection);
         let rows = client
-            .query(sql, &[&session_id])
+            .query(spec.messages_sql.as_str(), &[&session_id])
             .await
             .map_err(|e| format!("the messages query failed: {e}"));
         drop(client);
@@ -128,27 +191,33 @@ pub async fn observe_postgres(dsn: &str, sql: &str, session_id: &str) -> StoreOb
         let mut out = Vec::new();
         for r in rows? {
             let get = |i: usize| -> Result<Option<String>, String> {
+                if i >= r.len() {
+                    return Ok(None);
+                }
                 r.try_get::<_, Option<String>>(i)
                     .map_err(|e| format!("column {i}: {e}"))
             };
-            let (content, content_chars) = bounded(get(1)?.as_deref().unwrap_or(""));
-            out.push(StoredMessage {
-                role: get(0)?.unwrap_or_default(),
-                content,
-                content_chars,
-                tool_call_id: get(2)?.filter(|s| !s.is_empty()),
-                tool_call_ids: get(3)?
-                    .filter(|s| !s.trim().is_empty())
-                    .map(|s| call_ids(&s))
-                    .unwrap_or_default(),
-            });
+            out.push([get(0)?, get(1)?, get(2)?, get(3)?]);
         }
-        Ok(out)
+        Ok(build(spec.shape, out))
     }
     .await;
     StoreObservation::Postgres {
         dsn: redact(dsn),
         messages,
+    }
+}
+
+/// A SQL store spec for tests and tools: `messages_sql` in `shape`.
+pub fn sql_spec(sql: &str, shape: Shape) -> StoreSpec {
+    StoreSpec {
+        path: None,
+        postgres: None,
+        messages_sql: sql.to_string(),
+        shape,
+        jsonl: None,
+        records: Vec::new(),
+        document: None,
     }
 }
 
@@ -173,7 +242,7 @@ mod tests {
         .unwrap();
         drop(c);
         let sql = "SELECT role, content, tool_call_id, tool_calls FROM messages WHERE session_id = :session_id AND active = 1 ORDER BY id";
-        match observe(Some(&db), sql, "s1") {
+        match observe(Some(&db), &sql_spec(sql, Shape::Messages), "s1") {
             StoreObservation::Read {
                 integrity,
                 messages,
@@ -191,9 +260,10 @@ mod tests {
 
     #[test]
     fn missing_and_unconfigured_stores_are_told_apart() {
-        assert_eq!(observe(None, "", "s"), StoreObservation::NotConfigured);
+        let spec = sql_spec("", Shape::Messages);
+        assert_eq!(observe(None, &spec, "s"), StoreObservation::NotConfigured);
         assert!(matches!(
-            observe(Some(Path::new("/nonexistent/x.db")), "", "s"),
+            observe(Some(Path::new("/nonexistent/x.db")), &spec, "s"),
             StoreObservation::Missing { .. }
         ));
     }
@@ -211,7 +281,7 @@ mod tests {
         // Port 1 on loopback: nothing listens there.
         match observe_postgres(
             "host=127.0.0.1 port=1 user=x connect_timeout=2",
-            "select 1",
+            &sql_spec("select 1", Shape::Messages),
             "s",
         )
         .await
@@ -227,5 +297,37 @@ mod tests {
     fn unparseable_tool_calls_are_flagged() {
         assert_eq!(call_ids("{{nope"), ["<unparseable tool_calls>"]);
         assert!(call_ids("null").is_empty());
+        assert_eq!(
+            call_ids(r#"[{"id":"","call_id":"c9"},{"type":"function"}]"#),
+            ["c9", "<missing id>"]
+        );
+    }
+
+    #[test]
+    fn item_rows_fold_into_turns_with_several_calls() {
+        let d = tempfile::tempdir().unwrap();
+        let db = d.path().join("items.db");
+        let c = Connection::open(&db).unwrap();
+        c.execute_batch(
+            "CREATE TABLE items(seq INTEGER PRIMARY KEY, session TEXT, type TEXT, body TEXT, call_id TEXT, name TEXT);
+             INSERT INTO items(session, type, body, call_id, name) VALUES
+               ('s1','user','list files',NULL,NULL),
+               ('s1','function_call','{\"cmd\":\"ls\"}','call_a','exec'),
+               ('s1','function_call','{\"cmd\":\"pwd\"}','call_b','exec'),
+               ('s1','function_call_output','a.txt','call_a',NULL),
+               ('s1','function_call_output','/w','call_b',NULL),
+               ('s1','assistant','done',NULL,NULL),
+               ('s2','user','other',NULL,NULL);",
+        )
+        .unwrap();
+        drop(c);
+        let sql =
+            "SELECT type, body, call_id, name FROM items WHERE session = :session_id ORDER BY seq";
+        let m = observe(Some(&db), &sql_spec(sql, Shape::Items), "s1");
+        let m = m.messages().unwrap();
+        assert_eq!(m.len(), 5, "{m:?}");
+        assert_eq!(m[1].tool_call_ids, ["call_a", "call_b"]);
+        assert_eq!(m[3].tool_call_id.as_deref(), Some("call_b"));
+        assert_eq!(m[3].content, "/w");
     }
 }

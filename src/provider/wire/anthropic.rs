@@ -275,9 +275,13 @@ fn message_in(m: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
     let mut text = Vec::new();
     let mut calls = Vec::new();
     let mut results = Vec::new();
+    let mut thinking = Vec::new();
     for b in blocks {
         match b.get("type").and_then(Value::as_str) {
             Some("text") => text.push(b.get("text").and_then(Value::as_str).unwrap_or("")),
+            Some("thinking") => {
+                thinking.push(b.get("thinking").and_then(Value::as_str).unwrap_or(""))
+            }
             Some("tool_use") => calls.push((
                 str_field(b, "id").unwrap_or_default(),
                 str_field(b, "name").unwrap_or_default(),
@@ -287,18 +291,19 @@ fn message_in(m: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
                 str_field(b, "tool_use_id").unwrap_or_default(),
                 content_text(b.get("content")),
             )),
-            // thinking, images, documents: no text of the message model.
+            // redacted thinking, images, documents: no text of the message model.
             _ => {}
         }
     }
     let has_results = !results.is_empty();
     messages.extend(results);
-    if !text.is_empty() || !calls.is_empty() || !has_results {
+    if !text.is_empty() || !calls.is_empty() || !thinking.is_empty() || !has_results {
         messages.push(Msg {
             role: role.to_string(),
             text: text.join("\n"),
             tool_call_id: None,
             tool_calls: calls,
+            reasoning: thinking.join("\n"),
         });
     }
     Ok(())
@@ -332,6 +337,7 @@ mod tests {
         let roles: Vec<&str> = r.messages.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
         assert_eq!(r.messages[2].tool_calls[0].2, "{\"command\":\"ls\"}");
+        assert_eq!(r.messages[2].reasoning, "hmm", "thinking kept as reasoning");
         assert_eq!(r.messages[4].text, "b");
         assert_eq!(r.messages[4].tool_call_id.as_deref(), Some("t2"));
     }

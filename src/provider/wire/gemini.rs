@@ -262,14 +262,21 @@ fn content_in(c: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
         }
     }
     let text = parts_text(c);
+    let thoughts = parts
+        .iter()
+        .filter(|p| p.get("thought").and_then(Value::as_bool) == Some(true))
+        .filter_map(|p| p.get("text").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("\n");
     let has_results = !results.is_empty();
     messages.extend(results);
-    if !text.is_empty() || !calls.is_empty() || !has_results {
+    if !text.is_empty() || !calls.is_empty() || !thoughts.is_empty() || !has_results {
         messages.push(Msg {
             role: role.to_string(),
             text,
             tool_call_id: None,
             tool_calls: calls,
+            reasoning: thoughts,
         });
     }
     Ok(())
@@ -319,6 +326,10 @@ mod tests {
         let roles: Vec<&str> = r.messages.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
         assert_eq!(r.messages[2].text, "");
+        assert_eq!(
+            r.messages[2].reasoning, "hmm",
+            "thought parts kept as reasoning"
+        );
         assert_eq!(r.messages[2].tool_calls[1].0, "shell#0");
         assert_eq!(r.messages[3].text, "a");
         assert_eq!(r.messages[4].tool_call_id.as_deref(), Some("shell#0"));

@@ -170,6 +170,11 @@ struct InMessage {
     tool_call_id: Option<String>,
     #[serde(default)]
     tool_calls: Option<Vec<InToolCall>>,
+    /// DeepSeek-style `reasoning_content`, or OpenRouter-style `reasoning`.
+    #[serde(default)]
+    reasoning_content: Option<Value>,
+    #[serde(default)]
+    reasoning: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -215,6 +220,7 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<Request, String> {
                     )
                 })
                 .collect(),
+            reasoning: content_text(m.reasoning_content.as_ref().or(m.reasoning.as_ref())),
         })
         .collect();
     Ok(Request {
@@ -251,6 +257,20 @@ mod tests {
             .next()
             .unwrap();
         serde_json::from_str(payload).unwrap()
+    }
+
+    #[test]
+    fn reasoning_fields_are_kept_beside_the_content() {
+        let body = br#"{"messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "ok", "reasoning_content": "think"},
+            {"role": "assistant", "content": "ok", "reasoning": "other"}
+        ]}"#;
+        let r = parse_request(body).unwrap();
+        assert_eq!(r.messages[0].reasoning, "");
+        assert_eq!(r.messages[1].reasoning, "think");
+        assert_eq!(r.messages[2].reasoning, "other");
+        assert_eq!(r.messages[1].text, "ok");
     }
 
     #[test]

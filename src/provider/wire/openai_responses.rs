@@ -361,8 +361,12 @@ pub(crate) fn parse_request(v: &Value) -> Result<Request, String> {
         None | Some(Value::Null) => {}
         Some(Value::String(s)) => messages.push(Msg::new("user", s.clone())),
         Some(Value::Array(items)) => {
+            let mut pending = String::new();
             for item in items {
-                input_item(item, &mut messages)?;
+                input_item(item, &mut messages, &mut pending)?;
+            }
+            if !pending.is_empty() {
+                attach_reasoning(&mut messages, &mut pending, true);
             }
         }
         Some(_) => return Err("`input` must be a string or an array of items".into()),
@@ -376,11 +380,58 @@ pub(crate) fn parse_request(v: &Value) -> Result<Request, String> {
     })
 }
 
-fn input_item(item: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
+/// The text of a `reasoning` item: its summary parts and content parts.
+fn reasoning_text(item: &Value) -> String {
+    [item.get("summary"), item.get("content")]
+        .into_iter()
+        .map(content_text)
+        .filter(|t| !t.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Give `pending` reasoning to the assistant message it preceded (the last
+/// one), or, at the end of the input or before a non-assistant item, to the
+/// last assistant message or a message of its own.
+fn attach_reasoning(messages: &mut Vec<Msg>, pending: &mut String, own_if_none: bool) {
+    let text = std::mem::take(pending);
+    match messages.last_mut() {
+        Some(m) if m.role == "assistant" => {
+            if !m.reasoning.is_empty() {
+                m.reasoning.push('\n');
+            }
+            m.reasoning.push_str(&text);
+        }
+        _ if own_if_none => messages.push(Msg {
+            role: "assistant".into(),
+            reasoning: text,
+            ..Msg::default()
+        }),
+        _ => *pending = text,
+    }
+}
+
+fn input_item(item: &Value, messages: &mut Vec<Msg>, pending: &mut String) -> Result<(), String> {
     if !item.is_object() {
         return Err("every `input` item must be an object".into());
     }
     let kind = item.get("type").and_then(Value::as_str);
+    let role = item.get("role").and_then(Value::as_str);
+    // Reasoning precedes the output it led to: held until that item comes.
+    if kind == Some("reasoning") {
+        let t = reasoning_text(item);
+        if !t.is_empty() {
+            if !pending.is_empty() {
+                pending.push('\n');
+            }
+            pending.push_str(&t);
+        }
+        return Ok(());
+    }
+    let assistant_item = kind == Some("function_call") || role.map(role_of) == Some("assistant");
+    if !pending.is_empty() && !assistant_item {
+        attach_reasoning(messages, pending, true);
+    }
     match kind {
         Some("function_call") => push_call(
             messages,
@@ -398,8 +449,11 @@ fn input_item(item: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
             let role = item.get("role").and_then(Value::as_str).unwrap_or_default();
             messages.push(Msg::new(role_of(role), content_text(item.get("content"))));
         }
-        // Reasoning and other items carry no message of the model.
+        // Other items carry no message of the model.
         _ => {}
+    }
+    if !pending.is_empty() && assistant_item {
+        attach_reasoning(messages, pending, true);
     }
     Ok(())
 }
@@ -418,6 +472,7 @@ mod tests {
             "input": [
                 {"role": "user", "content": "hi"},
                 {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "on it"}]},
+                {"type": "reasoning", "summary": [{"type": "summary_text", "text": "plan"}]},
                 {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"},
                 {"type": "function_call", "call_id": "c2", "name": "shell", "arguments": "{}"},
                 {"type": "reasoning", "summary": []},
@@ -432,6 +487,10 @@ mod tests {
         assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
         assert_eq!(r.messages[2].text, "on it");
         assert_eq!(r.messages[2].tool_calls.len(), 2);
+        assert_eq!(
+            r.messages[2].reasoning, "plan",
+            "reasoning joins the turn it preceded"
+        );
         assert_eq!(r.messages[4].tool_call_id.as_deref(), Some("c2"));
     }
 

@@ -18,6 +18,8 @@ pub(crate) struct Msg {
     pub tool_call_id: Option<String>,
     /// `(id, name, arguments)`.
     pub tool_calls: Vec<(String, String, String)>,
+    /// Reasoning / thinking text sent back with the message.
+    pub reasoning: String,
 }
 
 impl Msg {
@@ -34,7 +36,7 @@ impl Msg {
             role: "tool".into(),
             text: text.into(),
             tool_call_id: Some(id.into()),
-            tool_calls: Vec::new(),
+            ..Msg::default()
         }
     }
 }
@@ -108,6 +110,7 @@ pub(crate) fn bound_request(req: Request, nonce: &str) -> Parsed {
             probe = probe_marker(&m.text, nonce);
         }
         let (content, content_chars) = bound(m.text, &mut truncated);
+        let (reasoning, reasoning_chars) = bound(m.reasoning, &mut truncated);
         let tool_calls = m
             .tool_calls
             .into_iter()
@@ -123,6 +126,8 @@ pub(crate) fn bound_request(req: Request, nonce: &str) -> Parsed {
             content_chars,
             tool_call_id: m.tool_call_id,
             tool_calls,
+            reasoning,
+            reasoning_chars,
         });
     }
     Parsed {
@@ -228,6 +233,22 @@ mod tests {
         assert_eq!(probe_marker("hi [[probe:A]]", "B"), None);
         assert_eq!(probe_marker("hi [[probe:A]]", ""), Some("A".into()));
         assert_eq!(probe_marker("hi [[probe:A]]", "A"), Some("A".into()));
+    }
+
+    #[test]
+    fn reasoning_is_bounded_like_content() {
+        let mut m = Msg::new("assistant", "ok");
+        m.reasoning = "r".repeat(CONTENT_KEEP_CHARS + 5);
+        let p = bound_request(
+            Request {
+                messages: vec![m],
+                ..Request::default()
+            },
+            "",
+        );
+        assert_eq!(p.messages[0].reasoning.len(), CONTENT_KEEP_CHARS);
+        assert_eq!(p.messages[0].reasoning_chars, CONTENT_KEEP_CHARS + 5);
+        assert!(p.truncated);
     }
 
     #[test]
