@@ -136,7 +136,12 @@ SCHEMA = [
         ended BOOLEAN NOT NULL DEFAULT false,
         command TEXT)""",
     "CREATE INDEX IF NOT EXISTS bg_jobs_session ON bg_jobs(session_id) WHERE NOT ended",
+    """CREATE TABLE IF NOT EXISTS joined(
+        session_id TEXT NOT NULL,
+        worker INTEGER NOT NULL,
+        PRIMARY KEY (session_id, worker))""",
 ]
+JOIN_WAIT = 60.0       # s: a first start waits this long for every worker to join
 
 
 
@@ -228,6 +233,25 @@ class PgStore:
                 " ON CONFLICT (session_id, i) DO NOTHING",
                 (self.session_id, turns))
         self.last_ok = time.monotonic()
+
+    def join_all(self, workers, resume):
+        """A first start: record this worker, then wait (bounded) until all
+        `workers` of the session have, so the conversation starts once the
+        whole cluster is up rather than while the last worker still boots (a
+        fault aimed at the first turn's tool would otherwise miss it). A
+        restarted worker joins a running cluster and does not wait."""
+        self.q("INSERT INTO joined(session_id, worker) VALUES (%s, %s)"
+               " ON CONFLICT DO NOTHING", (self.session_id, self.worker))
+        if resume:
+            return
+        deadline = time.monotonic() + JOIN_WAIT
+        while time.monotonic() < deadline:
+            (n,) = self.q("SELECT count(*) FROM joined WHERE session_id = %s",
+                          (self.session_id,)).fetchone()
+            if n >= workers:
+                return
+            time.sleep(0.05)
+        log(f"only some of {workers} workers joined within {JOIN_WAIT:.0f} s; starting anyway")
 
     # ---------------------------------------------------------- turns
 
@@ -776,6 +800,10 @@ def main(argv):
     # What a previous incarnation (or any dead worker) left running goes first.
     w.fence("startup")
     emit({"ev": "ready"})
+    try:
+        w.store.join_all(w.workers, w.resume)
+    except psycopg.Error as e:
+        log(f"could not join the other workers: {e}")
     try:
         w.report_leftovers()
     except psycopg.Error as e:

@@ -147,8 +147,28 @@ impl<'a> Drive<'a> {
         }
     }
 
+    /// Whether worker `k`'s current incarnation said `closed` (its stdout
+    /// closing next is its exit, not a crash).
+    fn said_closed(&self, k: usize) -> bool {
+        let w = self.multi().then_some(k);
+        self.events
+            .iter()
+            .rev()
+            .filter(|t| t.worker == w)
+            .take_while(|t| !matches!(t.event, Event::Spawned { .. } | Event::Restarted { .. }))
+            .any(|t| matches!(t.event, Event::Closed))
+    }
+
+    /// Whether an event matching `want` was already recorded (in worker mode
+    /// the others keep running while one boots, so what a later wait looks
+    /// for may have come in already).
+    pub(crate) fn seen(&self, want: impl Fn(&Event) -> bool) -> bool {
+        self.events.iter().any(|t| want(&t.event))
+    }
+
     /// Record events until one from worker `from` (any, if None) matches
-    /// `want`, a worker's stdout closes, or `deadline`.
+    /// `want`, a worker's stdout closes, or `deadline`. While waiting on one
+    /// worker, another that said `closed` and exited is not news.
     pub(crate) async fn until(
         &mut self,
         deadline: Instant,
@@ -158,6 +178,7 @@ impl<'a> Drive<'a> {
         loop {
             tokio::select! {
                 next = self.next() => match next {
+                    Next::Eof(k) if from.is_some_and(|f| f != k) && self.said_closed(k) => {}
                     Next::Eof(_) => return Waited::Eof,
                     Next::Event(at, k, ev) => {
                         let hit = from.is_none_or(|f| f == k) && want(&ev);

@@ -139,18 +139,20 @@ pub(crate) async fn drive(
 
     (d.on_phase)(Phase::Probe, dl.probe);
     let deadline = Instant::now() + secs(dl.probe);
-    let waited = d
-        .until(deadline, None, |e| matches!(e, Event::TurnStart { i: 1 }))
-        .await;
+    // Workers revived one after another: the first may have run the probe
+    // turn already while the others booted.
+    let probe_started = |e: &Event| matches!(e, Event::TurnStart { i: 1 });
+    let probe_ended = |e: &Event| matches!(e, Event::TurnEnd(t) if t.i == 1);
+    let waited = match d.seen(probe_started) {
+        true => Waited::Found,
+        false => d.until(deadline, None, probe_started).await,
+    };
     if matches!(waited, Waited::Found) {
         d.snapshot("probe_turn_start").await;
-        let waited = d
-            .until(
-                deadline,
-                None,
-                |e| matches!(e, Event::TurnEnd(t) if t.i == 1),
-            )
-            .await;
+        let waited = match d.seen(probe_ended) {
+            true => Waited::Found,
+            false => d.until(deadline, None, probe_ended).await,
+        };
         if matches!(waited, Waited::Found) {
             return Ok(true);
         }
