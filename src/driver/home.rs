@@ -84,6 +84,17 @@ pub struct Prepared {
     pub store: Option<StoreAt>,
     /// The agent's log files, rendered and made absolute.
     pub log_paths: Vec<PathBuf>,
+    /// Exec mode: the run's template variables, the turns' messages and the
+    /// profile's `exec:` section (see `driver::exec`).
+    pub exec: Option<ExecRun>,
+}
+
+/// What exec mode needs to render each turn's argv.
+#[derive(Debug, Clone)]
+pub struct ExecRun {
+    pub spec: crate::profile::exec::ExecSpec,
+    pub vars: Vars,
+    pub turns: Vec<String>,
 }
 
 /// Inputs of [`prepare`].
@@ -107,13 +118,16 @@ fn num(v: f64) -> String {
 
 /// The template variables of one run.
 pub fn vars(i: &Inputs<'_>, dirs: &RunDirs) -> Vars {
-    let profile_dir = i
-        .profile
-        .command
-        .last()
-        .and_then(|c| Path::new(c).parent())
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
+    let profile_dir = if i.profile.exec.is_some() {
+        i.profile.dir.display().to_string()
+    } else {
+        i.profile
+            .command
+            .last()
+            .and_then(|c| Path::new(c).parent())
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    };
     [
         ("base_url", i.base_url.to_string()),
         ("model", i.knobs.model.clone()),
@@ -224,12 +238,25 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
     let mut argv = i.profile.command.clone();
     argv.extend(i.agent_args.iter().cloned());
     argv.push(dirs.spec.display().to_string());
+    let exec = i.profile.exec.as_ref().map(|spec| {
+        let mut vars = vars.clone();
+        vars.insert(
+            "session_uuid".into(),
+            crate::profile::exec::session_uuid(i.session_id),
+        );
+        ExecRun {
+            spec: spec.clone(),
+            vars,
+            turns: i.turns.to_vec(),
+        }
+    });
     Ok(Prepared {
         dirs,
         argv,
         profile_env,
         store,
         log_paths,
+        exec,
     })
 }
 

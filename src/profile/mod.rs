@@ -8,6 +8,7 @@
 //! with `./hermes.yaml`). Without `--agent`, the bundled reference agent runs.
 
 pub mod bundled;
+pub mod exec;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -160,6 +161,9 @@ struct ProfileDoc {
     /// unknown name is a load error listing the four.
     #[serde(default)]
     wire: crate::provider::Wire,
+    /// Exec mode: a one-shot CLI run once per turn (instead of `command`).
+    #[serde(default)]
+    exec: Option<exec::ExecSpec>,
 }
 
 /// A resolved adapter profile.
@@ -189,6 +193,10 @@ pub struct Profile {
     pub resume: bool,
     /// The model API the agent speaks; the provider serves it.
     pub wire: crate::provider::Wire,
+    /// Exec mode (no driver script): one process per turn.
+    pub exec: Option<exec::ExecSpec>,
+    /// The profile's directory (`{{profile_dir}}` in exec mode).
+    pub dir: PathBuf,
 }
 
 /// The template variables a scenario run provides, with placeholder values
@@ -258,7 +266,22 @@ impl Profile {
                 .parent()
                 .map(Path::to_path_buf)
                 .unwrap_or_default();
-            let doc = parse_doc(path)?;
+            let mut doc = parse_doc(path)?;
+            if let Some(e) = &doc.exec {
+                if !doc.command.is_empty() {
+                    return Err(format!(
+                        "adapter profile `{agent}` has both `command` (a driver-protocol agent) \
+                         and `exec` (a one-shot CLI run per turn); keep one"
+                    ));
+                }
+                if doc.workers.unwrap_or(1) != 1 {
+                    return Err(format!(
+                        "adapter profile `{agent}`: exec mode runs one agent; `workers` must be 1"
+                    ));
+                }
+                // The program each turn runs must exist, like `command`'s.
+                doc.command = vec![e.first[0].clone()];
+            }
             if doc.command.is_empty() {
                 return Err(format!(
                     "adapter profile `{agent}` has no `command`; give the agent's argv, e.g. \
@@ -326,6 +349,8 @@ impl Profile {
             version_cmd,
             resume: doc.resume.unwrap_or(true),
             wire: doc.wire,
+            exec: doc.exec,
+            dir: dir.to_path_buf(),
         };
         profile.validate_templates()?;
         profile.validate_home_paths()?;
