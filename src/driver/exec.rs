@@ -437,9 +437,15 @@ impl Turn {
                 });
             }
             send(Line::Event(Event::TurnStart { i: i as u64 }));
-            let (exit, end) = self.finish(started, i, &mut ctl).await;
+            let (exit, end, after_interrupt) = self.finish(started, i, &mut ctl).await;
             *shared.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
             last = exit;
+            // A SIGKILL chaosrun's interrupt did not send (a kill of the
+            // scenario's whole tree, the OOM killer): the agent died, as a
+            // driver-protocol agent would, with no `turn_end`.
+            if exit.signal == Some(libc::SIGKILL) && !after_interrupt {
+                shared.killed.store(true, Ordering::SeqCst);
+            }
             if shared.killed.load(Ordering::SeqCst) {
                 break;
             }
@@ -456,13 +462,14 @@ impl Turn {
         send(Line::Eof);
     }
 
-    /// Wait for turn `i`'s process, honouring interrupts, and judge it.
+    /// Wait for turn `i`'s process, honouring interrupts, and judge it; also
+    /// whether the turn was interrupted (so a SIGKILL may be the grace's).
     async fn finish(
         &self,
         mut s: Started,
         i: usize,
         ctl: &mut mpsc::UnboundedReceiver<()>,
-    ) -> (Exit, TurnEnd) {
+    ) -> (Exit, TurnEnd, bool) {
         use std::os::unix::process::ExitStatusExt;
         let grace = Duration::from_secs_f64(self.run.spec.interrupt_grace);
         let mut interrupted_at: Option<Instant> = None;
@@ -547,7 +554,7 @@ impl Turn {
             final_text: clip(&final_text, FINAL_KEEP_CHARS),
             exit_reason: clip(&reason, 200),
         };
-        (exit, end)
+        (exit, end, interrupted_at.is_some())
     }
 }
 
