@@ -124,8 +124,11 @@ impl StoreSpec {
     }
 }
 
-/// What in a tool result shows that a background job started.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What in a tool result shows that a background job started: the result of
+/// a `background: true` call naming a job id with `id_prefix` (`proc_ab12`) or
+/// `pid_field` with a number (`"pid": 123`) is evidence, for the `exercised`
+/// check, that the job existed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackgroundSpec {
     pub pid_field: String,
@@ -682,6 +685,39 @@ mod tests {
         for w in Wire::ALL {
             assert!(e.contains(w.name()), "{e}");
         }
+    }
+
+    #[test]
+    fn tool_argument_values_can_be_transformed_and_a_bad_map_is_named() {
+        use crate::provider::{ArgMap, ValueMap};
+        let d = tempfile::tempdir().unwrap();
+        let ok = write(
+            d.path(),
+            "t.yaml",
+            "command: [sh]\ntools:\n  shell: {name: Bash, args: {command: command, timeout: {name: timeout, map: ms}}}\n",
+        );
+        let p = Profile::resolve(ok.to_str().unwrap()).unwrap();
+        let args = &p.tools["shell"].args;
+        assert_eq!(args["command"], ArgMap::Rename("command".into()));
+        assert_eq!(
+            args["timeout"],
+            ArgMap::Map {
+                name: "timeout".into(),
+                map: ValueMap::Ms
+            }
+        );
+        assert_eq!(args["timeout"].apply(&serde_json::json!(3)), 3000);
+        assert_eq!(args["command"].apply(&serde_json::json!(3)), 3);
+        let bad = write(
+            d.path(),
+            "b.yaml",
+            "command: [sh]\ntools:\n  shell: {name: Bash, args: {timeout: {name: t, map: hours}}}\n",
+        );
+        let e = Profile::resolve(bad.to_str().unwrap()).unwrap_err();
+        assert!(
+            e.contains("b.yaml:3:") && e.contains("`hours`") && e.contains("ms"),
+            "{e}"
+        );
     }
 
     #[test]
