@@ -25,14 +25,30 @@ pub enum Stdin {
 
 /// Picks one JSON-lines record of stdout: the LAST line that is a JSON object
 /// whose dotted paths in `where` equal the given values; `field` (a dotted
-/// path) is the value taken from it (a string as is, anything else as JSON).
+/// path, or a list of them: the first present wins, e.g. `[result,
+/// error.message]`) is the value taken from it (a string as is, anything else
+/// as JSON).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JsonlSel {
     #[serde(rename = "where", default)]
     pub where_: BTreeMap<String, serde_json::Value>,
-    #[serde(default)]
-    pub field: Option<String>,
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub field: Option<Vec<String>>,
+}
+
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Field {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match Option::<Field>::deserialize(d)? {
+        None => None,
+        Some(Field::One(s)) => Some(vec![s]),
+        Some(Field::Many(v)) => Some(v),
+    })
 }
 
 /// Where the turn's answer (`final`) is.
@@ -73,7 +89,10 @@ impl TryFrom<FinalDoc> for FinalSel {
             );
         }
         if let Some(j) = d.jsonl {
-            if j.field.as_deref().is_none_or(str::is_empty) {
+            if j.field
+                .as_deref()
+                .is_none_or(|f| f.is_empty() || f.iter().any(String::is_empty))
+            {
                 return Err(
                     "`exec.final.jsonl` needs a `field` (the answer's dotted path, e.g. `result`)"
                         .into(),
@@ -273,7 +292,11 @@ impl JsonlSel {
 
     /// The `field` of a matching record, as text.
     pub fn take(&self, rec: &serde_json::Value) -> Option<String> {
-        let v = at_path(rec, self.field.as_deref()?)?;
+        let v = self
+            .field
+            .as_deref()?
+            .iter()
+            .find_map(|f| at_path(rec, f).filter(|v| !v.is_null()))?;
         Some(match v {
             serde_json::Value::String(s) => s.clone(),
             serde_json::Value::Null => String::new(),
@@ -348,13 +371,17 @@ mod tests {
                 ("meta.is_error".to_string(), serde_json::json!(true)),
             ]
             .into(),
-            field: Some("result".into()),
+            field: Some(vec!["result".into(), "error.message".into()]),
         };
         let hit =
             serde_json::json!({"type": "result", "meta": {"is_error": true}, "result": "boom"});
         let miss = serde_json::json!({"type": "result", "meta": {"is_error": false}});
         assert!(sel.matches(&hit) && !sel.matches(&miss));
         assert_eq!(sel.take(&hit).as_deref(), Some("boom"));
+        let err = serde_json::json!({"type": "result", "error": {"message": "HTTP 400"}});
+        assert_eq!(sel.take(&err).as_deref(), Some("HTTP 400"));
+        let one: JsonlSel = serde_yaml::from_str("{field: result}").unwrap();
+        assert_eq!(one.field, Some(vec!["result".to_string()]));
         assert!(!sel.matches(&serde_json::json!("result")));
     }
 
