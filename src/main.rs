@@ -334,6 +334,14 @@ fn run(args: RunArgs) -> ExitCode {
         }
         Err(e) => return usage(e),
     };
+    if profile.exec.is_some() && !args.agent_args.is_empty() {
+        return usage(format!(
+            "--agent-arg is for a driver-protocol agent; `{}` is an exec-mode profile: put \
+             the arguments in its `exec.first`/`next`/`resume` argv (or read them there with \
+             `{{{{env:NAME}}}}`)",
+            profile.source
+        ));
+    }
     for name in &args.pass_env {
         if let Err(e) = chaosrun::driver::env::check_pass_env(name) {
             return usage(e);

@@ -357,10 +357,14 @@ impl Capped {
 }
 
 /// What the adapter profile lets chaosrun check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Capabilities {
     /// The agent refuses a probe after repeated stale streams.
     pub breaker: bool,
+    /// What in a tool result shows a background job started (the profile's
+    /// `background:`), taken as evidence the job existed.
+    #[serde(default)]
+    pub background: Option<crate::profile::BackgroundSpec>,
 }
 
 /// Everything observed in one scenario run (`Default`: nothing was seen,

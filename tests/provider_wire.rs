@@ -236,7 +236,7 @@ async fn tool_mapping_renames_name_and_argument_keys() {
         "shell".to_string(),
         ToolMapping {
             name: "terminal".into(),
-            args: [("cmd".to_string(), "command".to_string())].into(),
+            args: [("cmd".to_string(), "command".into())].into(),
         },
     );
     let p = start_with(ProviderConfig {

@@ -18,7 +18,7 @@ async fn start(wire: Wire, yaml: &str) -> Provider {
         "shell".to_string(),
         ToolMapping {
             name: "terminal".into(),
-            args: [("cmd".to_string(), "command".to_string())].into(),
+            args: [("cmd".to_string(), "command".into())].into(),
         },
     );
     Provider::start(ProviderConfig {

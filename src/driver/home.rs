@@ -86,6 +86,17 @@ pub struct Prepared {
     pub store: Option<StoreAt>,
     /// The agent's log files, rendered and made absolute.
     pub log_paths: Vec<PathBuf>,
+    /// Exec mode: the run's template variables, the turns' messages and the
+    /// profile's `exec:` section (see `driver::exec`).
+    pub exec: Option<ExecRun>,
+}
+
+/// What exec mode needs to render each turn's argv.
+#[derive(Debug, Clone)]
+pub struct ExecRun {
+    pub spec: crate::profile::exec::ExecSpec,
+    pub vars: Vars,
+    pub turns: Vec<String>,
 }
 
 /// Inputs of [`prepare`].
@@ -109,13 +120,16 @@ fn num(v: f64) -> String {
 
 /// The template variables of one run.
 pub fn vars(i: &Inputs<'_>, dirs: &RunDirs) -> Vars {
-    let profile_dir = i
-        .profile
-        .command
-        .last()
-        .and_then(|c| Path::new(c).parent())
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
+    let profile_dir = if i.profile.exec.is_some() {
+        i.profile.dir.display().to_string()
+    } else {
+        i.profile
+            .command
+            .last()
+            .and_then(|c| Path::new(c).parent())
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    };
     [
         ("base_url", i.base_url.to_string()),
         ("model", i.knobs.model.clone()),
@@ -160,6 +174,68 @@ pub fn within_home(home: &Path, rendered: &str) -> Result<PathBuf, String> {
     } else {
         Err(format!("`{rendered}` is not a path inside HOME"))
     }
+}
+
+/// The files a profile's `logs:` entry names, once rendered: the path itself
+/// if it exists, or, when it holds a glob (`*` within one directory, `**`
+/// across directories, `?`), the regular files under HOME matching it, sorted
+/// (at most 16, found within 4,096 directory entries, 8 levels down). Nothing
+/// is followed through a symlink.
+pub fn expand_log(home: &Path, path: &Path) -> Vec<PathBuf> {
+    let text = path.display().to_string();
+    if !text.contains(['*', '?']) {
+        return if path.symlink_metadata().is_ok() {
+            vec![path.to_path_buf()]
+        } else {
+            Vec::new()
+        };
+    }
+    let mut re = String::from("^");
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' if chars.peek() == Some(&'*') => {
+                chars.next();
+                re.push_str(".*");
+            }
+            '*' => re.push_str("[^/]*"),
+            '?' => re.push_str("[^/]"),
+            c => re.push_str(&regex::escape(&c.to_string())),
+        }
+    }
+    re.push('$');
+    let Ok(re) = regex::Regex::new(&re) else {
+        return Vec::new();
+    };
+    // Walk from the deepest directory before the first glob character.
+    let fixed = &text[..text.find(['*', '?']).unwrap_or(text.len())];
+    let start = Path::new(fixed)
+        .ancestors()
+        .find(|a| a.is_dir() && a.starts_with(home))
+        .unwrap_or(home)
+        .to_path_buf();
+    let (mut found, mut budget) = (Vec::new(), 4096usize);
+    let mut stack = vec![(start, 0usize)];
+    while let Some((dir, depth)) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if budget == 0 || found.len() >= 16 {
+                break;
+            }
+            budget -= 1;
+            let Ok(ft) = e.file_type() else { continue };
+            let p = e.path();
+            if ft.is_dir() && depth < 8 {
+                stack.push((p, depth + 1));
+            } else if ft.is_file() && re.is_match(&p.display().to_string()) {
+                found.push(p);
+            }
+        }
+    }
+    found.sort();
+    found
 }
 
 /// `path` with every symlink resolved, if it is still inside `home` now (call
@@ -231,12 +307,25 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
     let mut argv = i.profile.command.clone();
     argv.extend(i.agent_args.iter().cloned());
     argv.push(dirs.spec.display().to_string());
+    let exec = i.profile.exec.as_ref().map(|spec| {
+        let mut vars = vars.clone();
+        vars.insert(
+            "session_uuid".into(),
+            crate::profile::exec::session_uuid(i.session_id),
+        );
+        ExecRun {
+            spec: spec.clone(),
+            vars,
+            turns: i.turns.to_vec(),
+        }
+    });
     Ok(Prepared {
         dirs,
         argv,
         profile_env,
         store,
         log_paths,
+        exec,
     })
 }
 
@@ -301,6 +390,28 @@ mod tests {
         for bad in ["../../etc/shadow", "/etc/shadow", "a/../../x", "..", ""] {
             assert!(within_home(home, bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn log_globs_match_files_under_home() {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path().join("home");
+        std::fs::create_dir_all(home.join(".a/logs/2026")).unwrap();
+        std::fs::write(home.join(".a/logs/one.log"), "1").unwrap();
+        std::fs::write(home.join(".a/logs/2026/two.log"), "2").unwrap();
+        std::fs::write(home.join(".a/logs/skip.txt"), "x").unwrap();
+        let g = |p: &str| expand_log(&home, &home.join(p));
+        assert_eq!(g(".a/logs/*.log"), [home.join(".a/logs/one.log")]);
+        assert_eq!(
+            g(".a/**.log"),
+            [
+                home.join(".a/logs/2026/two.log"),
+                home.join(".a/logs/one.log")
+            ]
+        );
+        assert_eq!(g(".a/logs/one.log"), [home.join(".a/logs/one.log")]);
+        assert!(g(".a/logs/none-*.log").is_empty());
+        assert!(g(".a/logs/missing.log").is_empty());
     }
 
     #[test]

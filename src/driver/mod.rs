@@ -4,10 +4,12 @@
 //! writes, read within caps ([`output`]).
 
 pub mod env;
+pub mod exec;
 pub mod home;
 pub mod output;
 pub mod process;
 
+pub use exec::Agent;
 pub use home::{Prepared, RunDirs};
 pub use output::Budget;
 pub use process::{AgentProcess, Exit, Line, Sink, Tagged};

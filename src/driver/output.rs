@@ -41,7 +41,7 @@ pub struct LogCount {
 
 impl LogCount {
     /// Count `n` bytes seen; how many of them may still be kept.
-    fn admit(&self, n: usize) -> usize {
+    pub(crate) fn admit(&self, n: usize) -> usize {
         self.seen.fetch_add(n as u64, Ordering::Relaxed);
         let mut kept = self.kept.load(Ordering::Relaxed);
         loop {
@@ -107,7 +107,7 @@ impl Budget {
         }
     }
 
-    fn log(&self, worker: usize, stream: usize) -> &LogCount {
+    pub(crate) fn log(&self, worker: usize, stream: usize) -> &LogCount {
         &self.logs[worker.min(self.logs.len() - 1)][stream]
     }
 
@@ -143,14 +143,14 @@ impl Budget {
         .await;
     }
 
-    fn opened(self: &Arc<Self>) -> OpenGuard {
+    pub(crate) fn opened(self: &Arc<Self>) -> OpenGuard {
         self.open.fetch_add(1, Ordering::SeqCst);
         OpenGuard(self.clone())
     }
 }
 
 /// Counts a running reader; its drop wakes [`Budget::drained`].
-struct OpenGuard(Arc<Budget>);
+pub(crate) struct OpenGuard(Arc<Budget>);
 
 impl Drop for OpenGuard {
     fn drop(&mut self) {

@@ -16,7 +16,18 @@ use crate::observe::{Event, Observation};
 use crate::provider::{CallKind, Reply};
 use crate::scenarios::{ChaosSpec, FaultAction, Scenario, Trigger};
 
-pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
+#[cfg(test)]
+fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
+    check_with(s, obs, None)
+}
+
+/// [`check`], with what the profile's `background:` says marks a started
+/// background job in its tool result (more evidence the job existed).
+pub fn check_with(
+    s: &Scenario,
+    obs: &Observation,
+    background: Option<&crate::profile::BackgroundSpec>,
+) -> Vec<Check> {
     let mut out = Vec::new();
     if let Some(spec) = &s.chaos {
         out.push(chaos(spec, obs));
@@ -32,7 +43,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     }
     out.extend(tools_ran(s, obs));
     if s.responder.iter().all(|r| r.wait_for.is_none()) {
-        out.extend(background_job(s, obs));
+        out.extend(background_job(s, obs, background));
     }
     if out.is_empty() {
         out.push(Check::skipped(
@@ -240,7 +251,11 @@ fn background(args: &serde_json::Value) -> bool {
 
 /// Background jobs the responder asks for existed: a heartbeat (`bg ...`
 /// journal line) or the job's process was seen.
-fn background_job(s: &Scenario, obs: &Observation) -> Option<Check> {
+fn background_job(
+    s: &Scenario,
+    obs: &Observation,
+    marker: Option<&crate::profile::BackgroundSpec>,
+) -> Option<Check> {
     let asked = s.responder.iter().any(|r| match &r.reply {
         Reply::ToolCall(t) => t.calls.iter().any(|c| background(&c.args)),
         _ => false,
@@ -264,7 +279,8 @@ fn background_job(s: &Scenario, obs: &Observation) -> Option<Check> {
                 .iter()
                 .any(|sn| sn.procs.iter().any(|p| p.cmdline.contains(&head)))
     });
-    let v = if heartbeat || seen {
+    let reported = marker.is_some_and(|m| job_reported(obs, m));
+    let v = if heartbeat || seen || reported {
         vec![]
     } else if issued.is_empty() {
         vec![
@@ -283,6 +299,38 @@ fn background_job(s: &Scenario, obs: &Observation) -> Option<Check> {
         "background_job_existed",
         v,
     ))
+}
+
+/// Whether a tool result answering a `background: true` call carries the
+/// profile's marker of a started job: its id prefix (`proc_…`) or its pid
+/// field with a number (`"pid": 123`, `pid=123`).
+fn job_reported(obs: &Observation, m: &crate::profile::BackgroundSpec) -> bool {
+    let ids: Vec<&str> = obs
+        .recording
+        .issued_tool_calls
+        .iter()
+        .filter(|c| background(&c.args))
+        .map(|c| c.id.as_str())
+        .collect();
+    let pid = regex::Regex::new(&format!(
+        r#"\b{}"?\s*[:=]\s*"?\d+"#,
+        regex::escape(&m.pid_field)
+    ))
+    .ok();
+    obs.recording
+        .requests
+        .iter()
+        .flat_map(|r| &r.messages)
+        .filter(|msg| msg.role == "tool")
+        .filter(|msg| {
+            msg.tool_call_id
+                .as_deref()
+                .is_some_and(|id| ids.contains(&id))
+        })
+        .any(|msg| {
+            (!m.id_prefix.is_empty() && msg.content.contains(&m.id_prefix))
+                || pid.as_ref().is_some_and(|re| re.is_match(&msg.content))
+        })
 }
 
 /// What the agent sent back for the tool call that would have run `needle`.
@@ -439,6 +487,28 @@ mod tests {
         o.journal.clear();
         o.processes_seen = vec!["bash -c while true; do echo bg; done".into()];
         assert!(!named(&check(&s, &o), "background_job_existed").failed());
+        // The profile's `background:` marker in the call's result is evidence
+        // too; a refusal carries neither marker.
+        o.processes_seen.clear();
+        let m = crate::profile::BackgroundSpec {
+            pid_field: "pid".into(),
+            id_prefix: "proc_".into(),
+        };
+        let with = |o: &Observation| check_with(&s, o, Some(&m));
+        assert!(named(&with(&o), "background_job_existed").failed());
+        for answer in [
+            r#"{"session_id": "proc_ab12"}"#,
+            r#"{"pid": 4242}"#,
+            "started, pid=77",
+        ] {
+            o.recording.requests[0].messages.pop();
+            o.recording.requests[0].messages.push(tool("c1", answer));
+            assert!(
+                !named(&with(&o), "background_job_existed").failed(),
+                "{answer}"
+            );
+            assert!(named(&check(&s, &o), "background_job_existed").failed());
+        }
     }
 
     #[test]

@@ -142,12 +142,12 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     }
     let mut out = termination::check(s, obs);
     out.extend(calls::check(s, obs));
-    out.extend(reuse::check(s, caps, obs));
+    out.extend(reuse::check(s, caps.clone(), obs));
     out.extend(history::check(s, obs));
     out.extend(hygiene::check(s, obs));
     out.extend(store::check(obs));
     out.extend(side_effects::check(s, obs));
-    out.extend(exercised::check(s, obs));
+    out.extend(exercised::check_with(s, obs, caps.background.as_ref()));
     out
 }
 

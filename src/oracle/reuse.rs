@@ -118,8 +118,14 @@ mod tests {
     use super::*;
     use crate::observe::{Event, TurnEnd};
 
-    const NO_BREAKER: Capabilities = Capabilities { breaker: false };
-    const BREAKER: Capabilities = Capabilities { breaker: true };
+    const NO_BREAKER: Capabilities = Capabilities {
+        breaker: false,
+        background: None,
+    };
+    const BREAKER: Capabilities = Capabilities {
+        breaker: true,
+        background: None,
+    };
 
     fn set_probe_end(o: &mut Observation, e: TurnEnd) {
         for t in &mut o.events {

@@ -609,7 +609,7 @@ mod tests {
     #[test]
     fn chaos_run_with_too_few_faults_is_meaningless() {
         let (s, o) = chaos_run(1, 1);
-        let c = crate::oracle::check(&s, crate::observe::Capabilities { breaker: false }, &o);
+        let c = crate::oracle::check(&s, crate::observe::Capabilities::default(), &o);
         let v = c
             .iter()
             .find(|c| c.name == "enough_faults_landed")

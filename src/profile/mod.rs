@@ -8,6 +8,7 @@
 //! with `./hermes.yaml`). Without `--agent`, the bundled reference agent runs.
 
 pub mod bundled;
+pub mod exec;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -170,8 +171,11 @@ impl StoreSpec {
     }
 }
 
-/// What in a tool result shows that a background job started.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What in a tool result shows that a background job started: the result of
+/// a `background: true` call naming a job id with `id_prefix` (`proc_ab12`) or
+/// `pid_field` with a number (`"pid": 123`) is evidence, for the `exercised`
+/// check, that the job existed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackgroundSpec {
     pub pid_field: String,
@@ -207,6 +211,9 @@ struct ProfileDoc {
     /// unknown name is a load error listing the four.
     #[serde(default)]
     wire: crate::provider::Wire,
+    /// Exec mode: a one-shot CLI run once per turn (instead of `command`).
+    #[serde(default)]
+    exec: Option<exec::ExecSpec>,
 }
 
 /// A resolved adapter profile.
@@ -236,6 +243,10 @@ pub struct Profile {
     pub resume: bool,
     /// The model API the agent speaks; the provider serves it.
     pub wire: crate::provider::Wire,
+    /// Exec mode (no driver script): one process per turn.
+    pub exec: Option<exec::ExecSpec>,
+    /// The profile's directory (`{{profile_dir}}` in exec mode).
+    pub dir: PathBuf,
 }
 
 /// The template variables a scenario run provides, with placeholder values
@@ -305,7 +316,22 @@ impl Profile {
                 .parent()
                 .map(Path::to_path_buf)
                 .unwrap_or_default();
-            let doc = parse_doc(path)?;
+            let mut doc = parse_doc(path)?;
+            if let Some(e) = &doc.exec {
+                if !doc.command.is_empty() {
+                    return Err(format!(
+                        "adapter profile `{agent}` has both `command` (a driver-protocol agent) \
+                         and `exec` (a one-shot CLI run per turn); keep one"
+                    ));
+                }
+                if doc.workers.unwrap_or(1) != 1 {
+                    return Err(format!(
+                        "adapter profile `{agent}`: exec mode runs one agent; `workers` must be 1"
+                    ));
+                }
+                // The program each turn runs must exist, like `command`'s.
+                doc.command = vec![e.first[0].clone()];
+            }
             if doc.command.is_empty() {
                 return Err(format!(
                     "adapter profile `{agent}` has no `command`; give the agent's argv, e.g. \
@@ -373,6 +399,8 @@ impl Profile {
             version_cmd,
             resume: doc.resume.unwrap_or(true),
             wire: doc.wire,
+            exec: doc.exec,
+            dir: dir.to_path_buf(),
         };
         profile.validate_templates()?;
         profile.validate_home_paths()?;
@@ -725,6 +753,39 @@ mod tests {
         for w in Wire::ALL {
             assert!(e.contains(w.name()), "{e}");
         }
+    }
+
+    #[test]
+    fn tool_argument_values_can_be_transformed_and_a_bad_map_is_named() {
+        use crate::provider::{ArgMap, ValueMap};
+        let d = tempfile::tempdir().unwrap();
+        let ok = write(
+            d.path(),
+            "t.yaml",
+            "command: [sh]\ntools:\n  shell: {name: Bash, args: {command: command, timeout: {name: timeout, map: ms}}}\n",
+        );
+        let p = Profile::resolve(ok.to_str().unwrap()).unwrap();
+        let args = &p.tools["shell"].args;
+        assert_eq!(args["command"], ArgMap::Rename("command".into()));
+        assert_eq!(
+            args["timeout"],
+            ArgMap::Map {
+                name: "timeout".into(),
+                map: ValueMap::Ms
+            }
+        );
+        assert_eq!(args["timeout"].apply(&serde_json::json!(3)), 3000);
+        assert_eq!(args["command"].apply(&serde_json::json!(3)), 3);
+        let bad = write(
+            d.path(),
+            "b.yaml",
+            "command: [sh]\ntools:\n  shell: {name: Bash, args: {timeout: {name: t, map: hours}}}\n",
+        );
+        let e = Profile::resolve(bad.to_str().unwrap()).unwrap_err();
+        assert!(
+            e.contains("b.yaml:3:") && e.contains("`hours`") && e.contains("ms"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -38,9 +38,97 @@ use serde::{Deserialize, Serialize};
 pub struct ToolMapping {
     /// The agent's own tool name (e.g. Hermes' `terminal`).
     pub name: String,
-    /// Logical argument name → the agent's argument name.
+    /// Logical argument name → the agent's argument name, or
+    /// `{name: NAME, map: ms}` to transform the value too.
     #[serde(default)]
-    pub args: BTreeMap<String, String>,
+    pub args: BTreeMap<String, ArgMap>,
+}
+
+/// One argument's mapping: a new name, or a new name and a value transform.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged, try_from = "ArgMapDoc")]
+pub enum ArgMap {
+    Rename(String),
+    Map { name: String, map: ValueMap },
+}
+
+/// A transform of an argument's value (numbers only; anything else is kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ValueMap {
+    /// Seconds to whole milliseconds (`timeout: 3` → `3000`).
+    Ms,
+    /// Rounded up to a whole number.
+    Int,
+    /// The number as a string (`"3"`).
+    String,
+}
+
+/// An argument mapping as written (the value map checked by name, so an
+/// unknown one is named in the error).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ArgMapDoc {
+    Rename(String),
+    Map {
+        name: String,
+        map: String,
+    },
+    #[allow(dead_code)] // held only so any other shape is named, not refused by serde
+    Other(serde_yaml::Value),
+}
+
+impl TryFrom<ArgMapDoc> for ArgMap {
+    type Error = String;
+    fn try_from(d: ArgMapDoc) -> Result<ArgMap, String> {
+        let known = "known: ms (seconds to milliseconds), int, string";
+        match d {
+            ArgMapDoc::Rename(n) => Ok(ArgMap::Rename(n)),
+            ArgMapDoc::Map { name, map } => {
+                let map = match map.as_str() {
+                    "ms" => ValueMap::Ms,
+                    "int" => ValueMap::Int,
+                    "string" => ValueMap::String,
+                    other => return Err(format!("unknown value map `{other}`; {known}")),
+                };
+                Ok(ArgMap::Map { name, map })
+            }
+            ArgMapDoc::Other(_) => Err(format!(
+                "a tool argument maps to a name (`timeout: timeout_ms`) or to \
+                 `{{name: NAME, map: MAP}}` ({known})"
+            )),
+        }
+    }
+}
+
+impl From<&str> for ArgMap {
+    fn from(name: &str) -> ArgMap {
+        ArgMap::Rename(name.to_string())
+    }
+}
+
+impl ArgMap {
+    /// The agent's argument name.
+    pub fn name(&self) -> &str {
+        match self {
+            ArgMap::Rename(n) | ArgMap::Map { name: n, .. } => n,
+        }
+    }
+
+    /// The value as the agent takes it.
+    pub fn apply(&self, v: &serde_json::Value) -> serde_json::Value {
+        let (ArgMap::Map { map, .. }, Some(x)) = (self, v.as_f64()) else {
+            return v.clone();
+        };
+        match map {
+            ValueMap::Ms => serde_json::json!((x * 1000.0).round() as i64),
+            ValueMap::Int => serde_json::json!(x.ceil() as i64),
+            ValueMap::String => serde_json::Value::String(match v.as_i64() {
+                Some(i) => i.to_string(),
+                None => x.to_string(),
+            }),
+        }
+    }
 }
 
 /// Counts tagged processes whose command line contains a needle. Supplied by the

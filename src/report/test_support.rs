@@ -17,7 +17,7 @@ pub const VIOLATION: &str = "the faulted turn made 61 provider calls; the bound 
 pub fn sample_results() -> Vec<ScenarioResult> {
     let s = scenario("expect: error");
     let obs = healthy(&s, end(0, false, true, "x"));
-    let checks = check(&s, Capabilities { breaker: false }, &obs);
+    let checks = check(&s, Capabilities::default(), &obs);
     assert!(checks.iter().all(|c| !c.failed()), "{checks:?}");
     let ok = ScenarioResult {
         id: "healthy_one".into(),

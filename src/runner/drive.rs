@@ -13,7 +13,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep_until, Instant};
 
-use crate::driver::{home, AgentProcess, Budget, Exit, Line, Prepared, Sink, Tagged};
+use crate::driver::exec::ExecAgent;
+use crate::driver::{home, Agent, AgentProcess, Budget, Exit, Line, Prepared, Sink, Tagged};
 use crate::observe::{Event, Phase, Snapshot, Timed};
 use crate::proc_hygiene::Scope;
 use crate::scenarios::FaultTarget;
@@ -54,7 +55,7 @@ pub(crate) struct Drive<'a> {
     start: Instant,
     launch: Launch<'a>,
     /// The current incarnation of each worker (None before its first start).
-    workers: Vec<Option<AgentProcess>>,
+    workers: Vec<Option<Agent>>,
     incarnation: Vec<u32>,
     /// Unbounded, but fed at most `output::MAX_EVENTS` events (plus one EOF
     /// per incarnation) by the readers: the budget caps it.
@@ -98,12 +99,12 @@ impl<'a> Drive<'a> {
     }
 
     /// Worker `k`'s current process.
-    pub(crate) fn worker(&mut self, k: usize) -> &mut AgentProcess {
+    pub(crate) fn worker(&mut self, k: usize) -> &mut Agent {
         self.workers[k].as_mut().expect("the worker was started")
     }
 
     /// Every started worker's current process.
-    pub(crate) fn processes(&self) -> impl Iterator<Item = &AgentProcess> {
+    pub(crate) fn processes(&self) -> impl Iterator<Item = &Agent> {
         self.workers.iter().flatten()
     }
 
@@ -201,6 +202,25 @@ impl<'a> Drive<'a> {
         resume: Option<u64>,
     ) -> anyhow::Result<OwnedSemaphorePermit> {
         let permit = self.launch.gate.clone().acquire_owned().await?;
+        if let Some(run) = &self.launch.prepared.exec {
+            // Exec mode: one process per turn, events synthesised.
+            self.incarnation[k] += 1;
+            let sink = Sink {
+                tx: self.sink.clone(),
+                worker: k,
+                incarnation: self.incarnation[k],
+                budget: self.budget.clone(),
+            };
+            let agent = ExecAgent::spawn(
+                self.launch.prepared,
+                run,
+                self.launch.env,
+                sink,
+                self.launch.scope.clone(),
+                resume,
+            )?;
+            return Ok(self.started(k, Agent::Exec(agent), resume, permit));
+        }
         let (argv, spec) = home::worker_spec(self.launch.prepared, k, self.count(), resume)?;
         let mut env = self.launch.env.clone();
         env.insert("CHAOS_SPEC".into(), spec.display().to_string());
@@ -213,8 +233,19 @@ impl<'a> Drive<'a> {
         };
         let procs = self.launch.scope.procs_file()?;
         let agent = AgentProcess::spawn(self.launch.prepared, &argv, &env, sink, procs.as_ref())?;
+        self.launch.scope.started(agent.pid());
+        Ok(self.started(k, Agent::Protocol(agent), resume, permit))
+    }
+
+    /// Record worker `k`'s start (or restart).
+    fn started(
+        &mut self,
+        k: usize,
+        agent: Agent,
+        resume: Option<u64>,
+        permit: OwnedSemaphorePermit,
+    ) -> OwnedSemaphorePermit {
         let pid = agent.pid();
-        self.launch.scope.started(pid);
         self.workers[k] = Some(agent);
         let event = if resume.is_some() {
             Event::Restarted {
@@ -225,7 +256,7 @@ impl<'a> Drive<'a> {
             Event::Spawned { pid }
         };
         self.push_from(Instant::now(), k, event);
-        Ok(permit)
+        permit
     }
 
     /// Wait for worker `k`'s `ready` within `seconds`, then let the next boot.
@@ -370,7 +401,7 @@ impl<'a> Drive<'a> {
 
     /// Lines on stdout that were not events, over every current process.
     pub(crate) fn other_lines(&self) -> u64 {
-        self.processes().map(AgentProcess::other_lines).sum()
+        self.processes().map(Agent::other_lines).sum()
     }
 
     /// Take a snapshot of the scenario's processes (its cgroup's members, or

@@ -67,6 +67,7 @@ pub async fn run_all(
     let sampler = sampler::Sampler::start(Duration::from_millis(500), shared.containment.clone());
     let caps = Capabilities {
         breaker: shared.profile.breaker,
+        background: shared.profile.background.clone(),
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(opts.seed);
     let limit = Arc::new(Semaphore::new(jobs));
@@ -166,7 +167,7 @@ impl Ctx {
                 &root,
                 start,
                 &self.sampler,
-                self.caps,
+                self.caps.clone(),
                 &self.events,
             );
             let outcome = AssertUnwindSafe(run).catch_unwind().await;

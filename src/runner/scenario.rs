@@ -159,16 +159,32 @@ async fn read_leftovers(prepared: &crate::driver::Prepared) -> Leftovers {
                 Ok(m) if m.is_file() => tail(&stderr, 20),
                 _ => "(not read: stderr.log is not a regular file)".into(),
             },
+            // A `logs:` entry may be a glob; one that matched nothing is
+            // kept with that said, so the evidence shows the log never came.
             log_tails: logs
                 .iter()
-                .filter(|p| p.symlink_metadata().is_ok())
-                .map(|p| {
-                    let tail = match crate::driver::home::resolve_inside(&home, p) {
-                        Ok(real) if real.is_file() => tail(&real, 20),
-                        Ok(real) => format!("(not read: {} is not a regular file)", real.display()),
-                        Err(e) => format!("(not read: {e})"),
-                    };
-                    (p.display().to_string(), tail)
+                .flat_map(|pattern| {
+                    let found = crate::driver::home::expand_log(&home, pattern);
+                    if found.is_empty() {
+                        return vec![(
+                            pattern.display().to_string(),
+                            "(declared in the profile's `logs:`, but no such file ever appeared)"
+                                .to_string(),
+                        )];
+                    }
+                    found
+                        .into_iter()
+                        .map(|p| {
+                            let tail = match crate::driver::home::resolve_inside(&home, &p) {
+                                Ok(real) if real.is_file() => tail(&real, 20),
+                                Ok(real) => {
+                                    format!("(not read: {} is not a regular file)", real.display())
+                                }
+                                Err(e) => format!("(not read: {e})"),
+                            };
+                            (p.display().to_string(), tail)
+                        })
+                        .collect()
                 })
                 .collect(),
             journal,

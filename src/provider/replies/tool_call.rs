@@ -128,12 +128,15 @@ impl ToolCall {
 /// anything but an object is returned as is.
 fn map_arg_names(
     args: &serde_json::Value,
-    names: &std::collections::BTreeMap<String, String>,
+    names: &std::collections::BTreeMap<String, crate::provider::ArgMap>,
 ) -> serde_json::Value {
     match args {
         serde_json::Value::Object(map) => serde_json::Value::Object(
             map.iter()
-                .map(|(k, v)| (names.get(k).unwrap_or(k).clone(), v.clone()))
+                .map(|(k, v)| match names.get(k) {
+                    Some(m) => (m.name().to_string(), m.apply(v)),
+                    None => (k.clone(), v.clone()),
+                })
                 .collect(),
         ),
         other => other.clone(),
@@ -176,12 +179,22 @@ mod tests {
             "shell".to_string(),
             ToolMapping {
                 name: "terminal".into(),
-                args: [("cmd".to_string(), "command".to_string())].into(),
+                args: [
+                    ("cmd".to_string(), "command".into()),
+                    (
+                        "timeout".to_string(),
+                        crate::provider::ArgMap::Map {
+                            name: "timeout_ms".into(),
+                            map: crate::provider::ValueMap::Ms,
+                        },
+                    ),
+                ]
+                .into(),
             },
         );
         let ctx = test_ctx(&tools);
         let t = spec(
-            "{calls: [{tool: shell, args: {cmd: 'echo {{nonce}} {{i}}', bg: true}}], repeat: 2}",
+            "{calls: [{tool: shell, args: {cmd: 'echo {{nonce}} {{i}}', bg: true, timeout: 2.5}}], repeat: 2}",
         );
         let (plan, issued) = t.plan(&ctx);
         let resp = on_chat(plan, false, &cancel).await;
@@ -192,9 +205,15 @@ mod tests {
         assert_eq!(calls[1]["function"]["name"], "terminal");
         let args: serde_json::Value =
             serde_json::from_str(calls[1]["function"]["arguments"].as_str().unwrap()).unwrap();
-        assert_eq!(args, json!({"command": "echo NONCE 1", "bg": true}));
+        assert_eq!(
+            args,
+            json!({"command": "echo NONCE 1", "bg": true, "timeout_ms": 2500})
+        );
         assert_eq!(issued[1].tool, "shell");
-        assert_eq!(issued[1].args, json!({"cmd": "echo NONCE 1", "bg": true}));
+        assert_eq!(
+            issued[1].args,
+            json!({"cmd": "echo NONCE 1", "bg": true, "timeout": 2.5})
+        );
         assert_ne!(issued[0].id, issued[1].id);
         assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
     }

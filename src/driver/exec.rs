@@ -1,0 +1,659 @@
+//! Exec mode's runtime: a one-shot CLI agent run as one process per turn,
+//! standing in for a driver-protocol agent. [`ExecAgent`] synthesises the
+//! protocol's events (`ready` when the first process starts, `turn_start` and
+//! `turn_end` per process with `final`/`failed`/`interrupted` read through the
+//! profile's selectors, `closed` and end of output once the last turn's
+//! process exited), sends an interrupt as SIGINT to the turn's process group
+//! (SIGKILL after the grace), and kills a turn's whole process tree on a kill.
+//! Each turn's process starts inside the scenario's containment, like any
+//! agent. [`Agent`] is either kind of agent, as the runner drives it.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::home::{ExecRun, Prepared};
+use super::output::{Budget, MAX_LINE, STDERR, STDOUT};
+use super::process::{AgentProcess, Exit, Line, Sink, Tagged, FINAL_KEEP_CHARS};
+use crate::observe::{Event, TurnEnd};
+use crate::proc_hygiene::Scope;
+use crate::profile::exec::{FinalSel, Stdin};
+
+/// How long a turn's output may stay open after its process exited (a job it
+/// left behind may hold stdout): then the turn is judged on what was read.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
+/// Bytes of a turn's stderr kept for the `failed.stderr` pattern.
+const STDERR_TAIL: usize = 64 * 1024;
+
+/// Either kind of agent the runner drives.
+pub enum Agent {
+    /// A process speaking the driver protocol.
+    Protocol(AgentProcess),
+    /// A one-shot CLI, one process per turn.
+    Exec(ExecAgent),
+}
+
+impl Agent {
+    pub fn pid(&self) -> i32 {
+        match self {
+            Agent::Protocol(p) => p.pid(),
+            Agent::Exec(e) => e.pid,
+        }
+    }
+
+    /// Send `sig` (see [`AgentProcess::signal`]; in exec mode, to the running
+    /// turn: SIGKILL takes its whole process tree and ends the agent).
+    pub fn signal(&self, sig: i32) -> bool {
+        match self {
+            Agent::Protocol(p) => p.signal(sig),
+            Agent::Exec(e) => e.signal(sig),
+        }
+    }
+
+    pub async fn wait_for(&mut self, within: Duration) -> Option<Exit> {
+        tokio::time::timeout(within, self.wait()).await.ok()
+    }
+
+    /// Interrupt the running turn (`interrupt` on stdin, or SIGINT).
+    pub async fn interrupt(&mut self) -> std::io::Result<()> {
+        match self {
+            Agent::Protocol(p) => p.interrupt().await,
+            Agent::Exec(e) => e
+                .ctl
+                .send(())
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe)),
+        }
+    }
+
+    pub async fn wait(&mut self) -> Exit {
+        match self {
+            Agent::Protocol(p) => p.wait().await,
+            Agent::Exec(e) => match e.exit.wait_for(Option::is_some).await {
+                Ok(x) => x.expect("waited for Some"),
+                Err(_) => Exit {
+                    code: None,
+                    signal: None,
+                },
+            },
+        }
+    }
+
+    pub fn exited(&self) -> Option<Exit> {
+        match self {
+            Agent::Protocol(p) => p.exited(),
+            Agent::Exec(e) => *e.exit.borrow(),
+        }
+    }
+
+    pub fn other_lines(&self) -> u64 {
+        match self {
+            Agent::Protocol(p) => p.other_lines(),
+            Agent::Exec(e) => e.other_lines.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The running turn's process.
+struct Running {
+    pid: i32,
+    pidfd: Option<std::os::fd::OwnedFd>,
+}
+
+/// What the runner and the turn loop share.
+#[derive(Default)]
+struct Shared {
+    current: Mutex<Option<Running>>,
+    /// A kill landed: no further turn starts.
+    killed: AtomicBool,
+}
+
+/// A one-shot CLI agent over its turns.
+pub struct ExecAgent {
+    pid: i32,
+    exit: watch::Receiver<Option<Exit>>,
+    ctl: mpsc::UnboundedSender<()>,
+    shared: Arc<Shared>,
+    other_lines: Arc<AtomicU64>,
+}
+
+/// The parent pid from /proc/PID/stat.
+fn ppid_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Every live descendant of `root` (not `root`), from one /proc scan, each
+/// held by a pidfd opened while its parent link still held (so a pid reused
+/// later is never signalled).
+fn descendants(root: i32) -> Vec<std::os::fd::OwnedFd> {
+    let mut parent = BTreeMap::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            if let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() {
+                if let Some(ppid) = ppid_of(pid) {
+                    parent.insert(pid, ppid);
+                }
+            }
+        }
+    }
+    let mut out = vec![];
+    let mut seen = vec![];
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for (&c, &pp) in &parent {
+            if pp == p && !seen.contains(&c) {
+                seen.push(c);
+                frontier.push(c);
+                if let Some(fd) = crate::proc_hygiene::pidfd_open(c) {
+                    if ppid_of(c) == Some(pp) {
+                        out.push(fd);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// SIGKILL each of a turn's descendants (read while it was alive).
+fn kill_all(fds: &[std::os::fd::OwnedFd]) {
+    for fd in fds {
+        crate::proc_hygiene::pidfd_send(fd, libc::SIGKILL);
+    }
+}
+
+impl ExecAgent {
+    /// Start the agent's first turn process: turn `start` (0, or the turn to
+    /// resume at after a kill with the `resume` argv).
+    pub fn spawn(
+        prep: &Prepared,
+        run: &ExecRun,
+        env: &BTreeMap<String, String>,
+        sink: Sink,
+        scope: Arc<Scope>,
+        resume: Option<u64>,
+    ) -> anyhow::Result<ExecAgent> {
+        let start = resume.unwrap_or(0) as usize;
+        let shared = Arc::new(Shared::default());
+        let other_lines = Arc::new(AtomicU64::new(0));
+        let turn = Turn {
+            prep: prep.clone(),
+            run: run.clone(),
+            env: env.clone(),
+            scope,
+            worker: sink.worker,
+            budget: sink.budget.clone(),
+            other_lines: other_lines.clone(),
+        };
+        let first = turn.spawn(start, resume.is_some())?;
+        let pid = first.pid;
+        let (ctl, ctl_rx) = mpsc::unbounded_channel();
+        let (exit_tx, exit) = watch::channel(None);
+        let loop_shared = shared.clone();
+        tokio::spawn(async move {
+            turn.run_all(first, start, loop_shared, sink, ctl_rx, exit_tx)
+                .await
+        });
+        Ok(ExecAgent {
+            pid,
+            exit,
+            ctl,
+            shared,
+            other_lines,
+        })
+    }
+
+    fn signal(&self, sig: i32) -> bool {
+        let cur = self
+            .shared
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if sig == libc::SIGKILL {
+            self.shared.killed.store(true, Ordering::SeqCst);
+        }
+        let Some(r) = cur.as_ref() else { return false };
+        if crate::proc_hygiene::is_zombie(r.pid) {
+            return false;
+        }
+        // The tree is read before the kill: once the turn's process is
+        // dead its children are re-parented and no longer look like its.
+        let tree = if sig == libc::SIGKILL {
+            descendants(r.pid)
+        } else {
+            Vec::new()
+        };
+        let hit = r
+            .pidfd
+            .as_ref()
+            .is_some_and(|fd| crate::proc_hygiene::pidfd_send(fd, sig));
+        if hit {
+            // The rest of the turn's tree: its process group, and any
+            // descendant that left it (a launcher's real agent, a tool).
+            if let Ok(s) = nix::sys::signal::Signal::try_from(sig) {
+                let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(r.pid), s);
+            }
+            kill_all(&tree);
+        }
+        hit
+    }
+}
+
+/// What a turn's stdout showed, through the selectors.
+#[derive(Default)]
+struct Seen {
+    final_text: Option<String>,
+    failed: bool,
+    last_line: String,
+}
+
+/// Everything the turn loop needs.
+struct Turn {
+    prep: Prepared,
+    run: ExecRun,
+    env: BTreeMap<String, String>,
+    scope: Arc<Scope>,
+    worker: usize,
+    budget: Arc<Budget>,
+    other_lines: Arc<AtomicU64>,
+}
+
+/// A started turn process.
+struct Started {
+    pid: i32,
+    child: tokio::process::Child,
+    seen: Arc<Mutex<Seen>>,
+    stdout: tokio::task::JoinHandle<()>,
+    stderr: tokio::task::JoinHandle<String>,
+}
+
+fn clip(s: &str, chars: usize) -> String {
+    s.chars().take(chars).collect()
+}
+
+impl Turn {
+    fn argv(&self, i: usize, resumed: bool) -> anyhow::Result<Vec<String>> {
+        let spec = &self.run.spec;
+        let template = if resumed {
+            &spec.resume
+        } else if i == 0 {
+            &spec.first
+        } else {
+            &spec.next
+        };
+        let mut vars = self.run.vars.clone();
+        vars.insert("message".into(), self.message(i));
+        vars.insert("turn".into(), i.to_string());
+        template
+            .iter()
+            .map(|a| crate::template::render(a, &vars).map_err(anyhow::Error::msg))
+            .collect()
+    }
+
+    fn message(&self, i: usize) -> String {
+        self.run.turns.get(i).cloned().unwrap_or_default()
+    }
+
+    fn append(&self, stream: usize) -> std::io::Result<std::fs::File> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let (out, err) = self.prep.dirs.logs(self.worker);
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(if stream == STDOUT { out } else { err })
+    }
+
+    /// Start turn `i`'s process in the scenario's containment.
+    fn spawn(&self, i: usize, resumed: bool) -> anyhow::Result<Started> {
+        let argv = self.argv(i, resumed)?;
+        let stdout_log = self.append(STDOUT)?;
+        let mut stderr_log = self.append(STDERR)?;
+        let _ = writeln!(stderr_log, "[chaosrun] turn {i}: {argv:?}");
+        let procs = self.scope.procs_file()?;
+        let mut cmd = Command::new(&argv[0]);
+        if let Some(procs) = procs.as_ref() {
+            use std::os::fd::{AsRawFd, BorrowedFd};
+            let fd = procs.as_raw_fd();
+            // SAFETY: as in `AgentProcess::spawn`: only write(2) on an fd
+            // kept open until spawn returns.
+            unsafe {
+                cmd.pre_exec(move || {
+                    nix::unistd::write(BorrowedFd::borrow_raw(fd), b"0")
+                        .map(drop)
+                        .map_err(std::io::Error::from)
+                });
+            }
+        }
+        let stdin = match self.run.spec.stdin {
+            Stdin::Closed => Stdio::null(),
+            Stdin::Message => Stdio::piped(),
+        };
+        let mut child = cmd
+            .args(&argv[1..])
+            .env_clear()
+            .envs(&self.env)
+            .current_dir(&self.prep.dirs.work)
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start exec turn command `{}`", argv[0]))?;
+        let pid = child.id().map(|p| p as i32).unwrap_or(-1);
+        crate::proc_hygiene::own(pid);
+        self.scope.started(pid);
+        if let Some(mut w) = child.stdin.take() {
+            let msg = self.message(i);
+            tokio::spawn(async move {
+                let _ = w.write_all(msg.as_bytes()).await;
+            });
+        }
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let out = child.stdout.take().expect("stdout is piped");
+        let err = child.stderr.take().expect("stderr is piped");
+        let stdout = tokio::spawn(read_stdout(
+            out,
+            stdout_log,
+            self.budget.clone(),
+            self.worker,
+            self.run.spec.clone(),
+            seen.clone(),
+            self.other_lines.clone(),
+        ));
+        let stderr = tokio::spawn(read_stderr(
+            err,
+            stderr_log,
+            self.budget.clone(),
+            self.worker,
+        ));
+        Ok(Started {
+            pid,
+            child,
+            seen,
+            stdout,
+            stderr,
+        })
+    }
+
+    async fn run_all(
+        self,
+        first: Started,
+        start: usize,
+        shared: Arc<Shared>,
+        sink: Sink,
+        mut ctl: mpsc::UnboundedReceiver<()>,
+        exit_tx: watch::Sender<Option<Exit>>,
+    ) {
+        let send = |line: Line| {
+            let _ = sink.tx.send(Tagged {
+                at: Instant::now(),
+                worker: sink.worker,
+                incarnation: sink.incarnation,
+                line,
+            });
+        };
+        let mut next = Some(first);
+        let mut last = Exit {
+            code: Some(0),
+            signal: None,
+        };
+        send(Line::Event(Event::Ready));
+        let turns = self.run.turns.len();
+        let mut i = start;
+        while i < turns {
+            let started = match next.take() {
+                Some(s) => s,
+                None => match self.spawn(i, false) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        if let Ok(mut log) = self.append(STDERR) {
+                            let _ = writeln!(log, "[chaosrun] {e:#}");
+                        }
+                        last = Exit {
+                            code: None,
+                            signal: None,
+                        };
+                        break;
+                    }
+                },
+            };
+            {
+                let mut cur = shared.current.lock().unwrap_or_else(|e| e.into_inner());
+                *cur = Some(Running {
+                    pid: started.pid,
+                    pidfd: crate::proc_hygiene::pidfd_open(started.pid),
+                });
+            }
+            send(Line::Event(Event::TurnStart { i: i as u64 }));
+            let (exit, end, after_interrupt) = self.finish(started, i, &mut ctl).await;
+            *shared.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            last = exit;
+            // A SIGKILL chaosrun's interrupt did not send (a kill of the
+            // scenario's whole tree, the OOM killer): the agent died, as a
+            // driver-protocol agent would, with no `turn_end`.
+            if exit.signal == Some(libc::SIGKILL) && !after_interrupt {
+                shared.killed.store(true, Ordering::SeqCst);
+            }
+            if shared.killed.load(Ordering::SeqCst) {
+                break;
+            }
+            send(Line::Event(Event::TurnEnd(end)));
+            i += 1;
+            if shared.killed.load(Ordering::SeqCst) {
+                break;
+            }
+        }
+        if !shared.killed.load(Ordering::SeqCst) && i >= turns {
+            send(Line::Event(Event::Closed));
+        }
+        let _ = exit_tx.send(Some(last));
+        send(Line::Eof);
+    }
+
+    /// Wait for turn `i`'s process, honouring interrupts, and judge it; also
+    /// whether the turn was interrupted (so a SIGKILL may be the grace's).
+    async fn finish(
+        &self,
+        mut s: Started,
+        i: usize,
+        ctl: &mut mpsc::UnboundedReceiver<()>,
+    ) -> (Exit, TurnEnd, bool) {
+        use std::os::unix::process::ExitStatusExt;
+        let grace = Duration::from_secs_f64(self.run.spec.interrupt_grace);
+        let mut interrupted_at: Option<Instant> = None;
+        let mut escalated = false;
+        let status = loop {
+            let kill_at = interrupted_at.map(|t| t + grace);
+            tokio::select! {
+                st = s.child.wait() => break st,
+                Some(()) = ctl.recv(), if interrupted_at.is_none() => {
+                    interrupted_at = Some(Instant::now());
+                    let _ = nix::sys::signal::killpg(
+                        nix::unistd::Pid::from_raw(s.pid),
+                        nix::sys::signal::Signal::SIGINT,
+                    );
+                }
+                _ = tokio::time::sleep_until(kill_at.unwrap_or_else(Instant::now)), if kill_at.is_some() && !escalated => {
+                    escalated = true;
+                    let tree = descendants(s.pid);
+                    let _ = nix::sys::signal::killpg(
+                        nix::unistd::Pid::from_raw(s.pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                    kill_all(&tree);
+                }
+            }
+        };
+        crate::proc_hygiene::disown(s.pid);
+        let exit = match status {
+            Ok(st) => Exit {
+                code: st.code(),
+                signal: st.signal(),
+            },
+            Err(_) => Exit {
+                code: None,
+                signal: None,
+            },
+        };
+        let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, &mut s.stdout).await;
+        s.stdout.abort();
+        let stderr_tail = match tokio::time::timeout(DRAIN_AFTER_EXIT, &mut s.stderr).await {
+            Ok(Ok(t)) => t,
+            _ => {
+                s.stderr.abort();
+                String::new()
+            }
+        };
+        let seen = std::mem::take(&mut *s.seen.lock().unwrap_or_else(|e| e.into_inner()));
+        let spec = &self.run.spec;
+        let stderr_hit = spec.failed.stderr.as_ref().is_some_and(|r| {
+            regex::Regex::new(r).is_ok_and(|re| stderr_tail.lines().any(|l| re.is_match(l)))
+        });
+        let exit_bad = exit.code != Some(0);
+        let interrupted = interrupted_at.is_some() && !escalated;
+        let failed = !interrupted
+            && (escalated
+                || (spec.failed.exit_code_nonzero && exit_bad)
+                || seen.failed
+                || stderr_hit);
+        let mut reason = match (exit.code, exit.signal) {
+            (Some(c), _) => format!("exit {c}"),
+            (None, Some(sig)) => format!("signal {sig}"),
+            _ => "exit unknown".to_string(),
+        };
+        if escalated {
+            reason = format!(
+                "did not stop within {} s of SIGINT: killed ({reason})",
+                spec.interrupt_grace
+            );
+        } else if interrupted {
+            reason = format!("interrupted by SIGINT ({reason})");
+        }
+        let final_text = match &spec.final_sel {
+            FinalSel::LastLine => Some(seen.last_line),
+            _ => seen.final_text,
+        }
+        .unwrap_or_default();
+        let end = TurnEnd {
+            i: i as u64,
+            failed,
+            interrupted,
+            completed: !failed && !interrupted,
+            final_text: clip(&final_text, FINAL_KEEP_CHARS),
+            exit_reason: clip(&reason, 200),
+        };
+        (exit, end, interrupted_at.is_some())
+    }
+}
+
+/// Read a turn's stdout to EOF: keep it in the log within the worker's cap,
+/// and pass each line (held up to [`MAX_LINE`] bytes) through the selectors.
+async fn read_stdout(
+    mut pipe: impl AsyncRead + Unpin,
+    mut log: std::fs::File,
+    budget: Arc<Budget>,
+    worker: usize,
+    spec: crate::profile::exec::ExecSpec,
+    seen: Arc<Mutex<Seen>>,
+    others: Arc<AtomicU64>,
+) {
+    let _open = budget.opened();
+    let regex = match &spec.final_sel {
+        FinalSel::Regex(r) => regex::Regex::new(r).ok(),
+        _ => None,
+    };
+    let on_line = |line: &[u8]| {
+        others.fetch_add(1, Ordering::Relaxed);
+        let text = String::from_utf8_lossy(line);
+        let text = text.trim_end();
+        if text.is_empty() {
+            return;
+        }
+        let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.last_line = clip(text, FINAL_KEEP_CHARS);
+        if let Some(re) = &regex {
+            if let Some(c) = re.captures(text) {
+                let m = c.get(1).or_else(|| c.get(0)).map_or("", |m| m.as_str());
+                seen.final_text = Some(clip(m, FINAL_KEEP_CHARS));
+            }
+        }
+        let wants_json =
+            matches!(spec.final_sel, FinalSel::Jsonl(_)) || spec.failed.jsonl.is_some();
+        if wants_json && text.starts_with('{') {
+            if let Ok(rec) = serde_json::from_str::<serde_json::Value>(text) {
+                if let FinalSel::Jsonl(sel) = &spec.final_sel {
+                    if sel.matches(&rec) {
+                        seen.final_text = sel.take(&rec).map(|t| clip(&t, FINAL_KEEP_CHARS));
+                    }
+                }
+                if spec.failed.jsonl.as_ref().is_some_and(|f| f.matches(&rec)) {
+                    seen.failed = true;
+                }
+            }
+        }
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut line: Vec<u8> = Vec::new();
+    loop {
+        let n = match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let keep = budget.log(worker, STDOUT).admit(n);
+        if keep > 0 {
+            let _ = log.write_all(&buf[..keep]);
+        }
+        for part in buf[..n].split_inclusive(|&b| b == b'\n') {
+            let body = part.strip_suffix(b"\n").unwrap_or(part);
+            let room = MAX_LINE.saturating_sub(line.len()).min(body.len());
+            line.extend_from_slice(&body[..room]);
+            if part.ends_with(b"\n") {
+                on_line(&line);
+                line.clear();
+            }
+        }
+    }
+    if !line.is_empty() {
+        on_line(&line);
+    }
+}
+
+/// Copy a turn's stderr into the log within the worker's cap; its last
+/// [`STDERR_TAIL`] bytes are returned for the `failed.stderr` pattern.
+async fn read_stderr(
+    mut pipe: impl AsyncRead + Unpin,
+    mut log: std::fs::File,
+    budget: Arc<Budget>,
+    worker: usize,
+) -> String {
+    let _open = budget.opened();
+    let mut tail: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let keep = budget.log(worker, STDERR).admit(n);
+        if keep > 0 {
+            let _ = log.write_all(&buf[..keep]);
+        }
+        tail.extend_from_slice(&buf[..n]);
+        if tail.len() > STDERR_TAIL {
+            tail.drain(..tail.len() - STDERR_TAIL);
+        }
+    }
+    String::from_utf8_lossy(&tail).into_owned()
+}

@@ -1,0 +1,401 @@
+//! The `exec:` section of an adapter profile: a one-shot CLI agent driven
+//! without a driver script. chaosrun runs one process per turn from an argv
+//! template (`first`, `next`, `resume`), feeds stdin as told, and reads the
+//! turn's outcome from its output through the selectors declared here
+//! (`final`, `failed`). Everything is checked at load, so a bad selector is a
+//! `FILE:LINE:COL` error (exit 2) before any agent starts; the runtime is
+//! `driver::exec`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::template::{self, Vars};
+
+/// What the turn's process gets on stdin.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stdin {
+    /// `/dev/null` (the message is in argv).
+    #[default]
+    Closed,
+    /// The turn's message, then end of file.
+    Message,
+}
+
+/// Picks one JSON-lines record of stdout: the LAST line that is a JSON object
+/// whose dotted paths in `where` equal the given values; `field` (a dotted
+/// path, or a list of them: the first present wins, e.g. `[result,
+/// error.message]`) is the value taken from it (a string as is, anything else
+/// as JSON).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonlSel {
+    #[serde(rename = "where", default)]
+    pub where_: BTreeMap<String, serde_json::Value>,
+    #[serde(default, deserialize_with = "one_or_many")]
+    pub field: Option<Vec<String>>,
+}
+
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Field {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match Option::<Field>::deserialize(d)? {
+        None => None,
+        Some(Field::One(s)) => Some(vec![s]),
+        Some(Field::Many(v)) => Some(v),
+    })
+}
+
+/// Where the turn's answer (`final`) is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "FinalDoc", into = "FinalDoc")]
+pub enum FinalSel {
+    /// `{jsonl: {where: {...}, field: PATH}}`
+    Jsonl(JsonlSel),
+    /// `{last_line: true}`: the last non-empty stdout line.
+    LastLine,
+    /// `{regex: "..."}`: the last stdout line matching; its first capture
+    /// group (or the whole match).
+    Regex(String),
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FinalDoc {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    jsonl: Option<JsonlSel>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_line: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    regex: Option<String>,
+}
+
+impl TryFrom<FinalDoc> for FinalSel {
+    type Error = String;
+    fn try_from(d: FinalDoc) -> Result<Self, String> {
+        let n = usize::from(d.jsonl.is_some())
+            + usize::from(d.last_line == Some(true))
+            + usize::from(d.regex.is_some());
+        if n != 1 {
+            return Err(
+                "`exec.final` takes exactly one of `jsonl: {where: {...}, field: PATH}`, \
+                        `last_line: true`, `regex: \"...\"`"
+                    .into(),
+            );
+        }
+        if let Some(j) = d.jsonl {
+            if j.field
+                .as_deref()
+                .is_none_or(|f| f.is_empty() || f.iter().any(String::is_empty))
+            {
+                return Err(
+                    "`exec.final.jsonl` needs a `field` (the answer's dotted path, e.g. `result`)"
+                        .into(),
+                );
+            }
+            return Ok(FinalSel::Jsonl(j));
+        }
+        if let Some(r) = d.regex {
+            check_regex(&r, "exec.final.regex")?;
+            return Ok(FinalSel::Regex(r));
+        }
+        Ok(FinalSel::LastLine)
+    }
+}
+
+impl From<FinalSel> for FinalDoc {
+    fn from(s: FinalSel) -> FinalDoc {
+        match s {
+            FinalSel::Jsonl(j) => FinalDoc {
+                jsonl: Some(j),
+                ..FinalDoc::default()
+            },
+            FinalSel::LastLine => FinalDoc {
+                last_line: Some(true),
+                ..FinalDoc::default()
+            },
+            FinalSel::Regex(r) => FinalDoc {
+                regex: Some(r),
+                ..FinalDoc::default()
+            },
+        }
+    }
+}
+
+/// What marks the turn failed; any one that holds does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailedSel {
+    /// A nonzero exit code (or death by a signal chaosrun did not send).
+    #[serde(default = "yes")]
+    pub exit_code_nonzero: bool,
+    /// A stdout JSON line matching `where` (its `field` is not used).
+    #[serde(default)]
+    pub jsonl: Option<JsonlSel>,
+    /// A regex any stderr line matches.
+    #[serde(default)]
+    pub stderr: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for FailedSel {
+    fn default() -> Self {
+        FailedSel {
+            exit_code_nonzero: true,
+            jsonl: None,
+            stderr: None,
+        }
+    }
+}
+
+fn check_regex(r: &str, what: &str) -> Result<(), String> {
+    regex::Regex::new(r)
+        .map(drop)
+        .map_err(|e| format!("`{what}` is not a valid regex: {e}"))
+}
+
+/// The `exec:` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "ExecDoc", into = "ExecDoc")]
+pub struct ExecSpec {
+    /// argv of the first turn.
+    pub first: Vec<String>,
+    /// argv of every later turn (default: `first`).
+    pub next: Vec<String>,
+    /// argv of the first turn after a kill (default: `next`).
+    pub resume: Vec<String>,
+    pub stdin: Stdin,
+    pub final_sel: FinalSel,
+    pub failed: FailedSel,
+    /// Seconds between SIGINT to the turn's process group and SIGKILL.
+    pub interrupt_grace: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExecDoc {
+    first: Vec<String>,
+    #[serde(default)]
+    next: Option<Vec<String>>,
+    #[serde(default)]
+    resume: Option<Vec<String>>,
+    #[serde(default)]
+    stdin: Stdin,
+    #[serde(rename = "final")]
+    final_sel: FinalSel,
+    #[serde(default)]
+    failed: FailedSel,
+    #[serde(default)]
+    interrupt_grace: Option<f64>,
+}
+
+/// The variables an exec argv may use on top of a run's: the turn's text,
+/// the session id as a UUID, the turn's index.
+pub const EXEC_VARS: [&str; 3] = ["message", "session_uuid", "turn"];
+
+impl TryFrom<ExecDoc> for ExecSpec {
+    type Error = String;
+    fn try_from(d: ExecDoc) -> Result<Self, String> {
+        let next = d.next.unwrap_or_else(|| d.first.clone());
+        let resume = d.resume.unwrap_or_else(|| next.clone());
+        let mut vars: Vars = super::placeholder_vars();
+        for v in EXEC_VARS {
+            vars.insert(v.into(), "1".into());
+        }
+        for (name, argv) in [("first", &d.first), ("next", &next), ("resume", &resume)] {
+            if argv.first().is_none_or(|a| a.trim().is_empty()) {
+                return Err(format!("`exec.{name}` must be a non-empty argv"));
+            }
+            for a in argv {
+                template::render(a, &vars).map_err(|e| format!("`exec.{name}`: {e}"))?;
+            }
+        }
+        if let Some(r) = &d.failed.stderr {
+            check_regex(r, "exec.failed.stderr")?;
+        }
+        let grace = d.interrupt_grace.unwrap_or(5.0);
+        if !(grace.is_finite() && (0.0..=600.0).contains(&grace)) {
+            return Err("`exec.interrupt_grace` is seconds, 0 to 600".into());
+        }
+        Ok(ExecSpec {
+            first: d.first,
+            next,
+            resume,
+            stdin: d.stdin,
+            final_sel: d.final_sel,
+            failed: d.failed,
+            interrupt_grace: grace,
+        })
+    }
+}
+
+impl From<ExecSpec> for ExecDoc {
+    fn from(s: ExecSpec) -> ExecDoc {
+        ExecDoc {
+            first: s.first,
+            next: Some(s.next),
+            resume: Some(s.resume),
+            stdin: s.stdin,
+            final_sel: s.final_sel,
+            failed: s.failed,
+            interrupt_grace: Some(s.interrupt_grace),
+        }
+    }
+}
+
+/// A UUID (RFC 4122 layout, version 4 and variant bits set) derived from the
+/// session id: the same id always gives the same UUID, for CLIs that insist
+/// on one (`--session-id UUID`).
+pub fn session_uuid(session_id: &str) -> String {
+    use sha2::Digest;
+    let h = sha2::Sha256::digest(session_id.as_bytes());
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&h[..16]);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let x: String = b.iter().map(|v| format!("{v:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &x[..8],
+        &x[8..12],
+        &x[12..16],
+        &x[16..20],
+        &x[20..]
+    )
+}
+
+/// The value at dotted `path` in `v`.
+pub fn at_path<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
+    path.split('.').try_fold(v, |v, k| match v {
+        serde_json::Value::Array(a) => k.parse::<usize>().ok().and_then(|i| a.get(i)),
+        _ => v.get(k),
+    })
+}
+
+impl JsonlSel {
+    /// Whether the record matches every `where` pair.
+    pub fn matches(&self, rec: &serde_json::Value) -> bool {
+        rec.is_object()
+            && self
+                .where_
+                .iter()
+                .all(|(k, want)| at_path(rec, k) == Some(want))
+    }
+
+    /// The `field` of a matching record, as text.
+    pub fn take(&self, rec: &serde_json::Value) -> Option<String> {
+        let v = self
+            .field
+            .as_deref()?
+            .iter()
+            .find_map(|f| at_path(rec, f).filter(|v| !v.is_null()))?;
+        Some(match v {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Null => String::new(),
+            other => other.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(y: &str) -> Result<ExecSpec, String> {
+        serde_yaml::from_str::<ExecSpec>(y).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_chain_first_next_resume() {
+        let s = parse("first: [a, \"{{message}}\"]\nfinal: {last_line: true}\n").unwrap();
+        assert_eq!(s.next, s.first);
+        assert_eq!(s.resume, s.first);
+        assert_eq!(s.stdin, Stdin::Closed);
+        assert!(s.failed.exit_code_nonzero);
+        assert_eq!(s.interrupt_grace, 5.0);
+    }
+
+    #[test]
+    fn bad_sections_are_refused_with_a_reason() {
+        for (y, says) in [
+            ("first: []\nfinal: {last_line: true}\n", "non-empty argv"),
+            (
+                "first: [a, \"{{mesage}}\"]\nfinal: {last_line: true}\n",
+                "mesage",
+            ),
+            ("first: [a]\nfinal: {}\n", "exactly one"),
+            (
+                "first: [a]\nfinal: {last_line: true, regex: x}\n",
+                "exactly one",
+            ),
+            (
+                "first: [a]\nfinal: {jsonl: {where: {type: result}}}\n",
+                "needs a `field`",
+            ),
+            ("first: [a]\nfinal: {regex: \"(\"}\n", "not a valid regex"),
+            (
+                "first: [a]\nfinal: {last_line: true}\nfailed: {stderr: \"[\"}\n",
+                "not a valid regex",
+            ),
+            (
+                "first: [a]\nfinal: {last_line: true}\nstdin: pipe\n",
+                "unknown variant",
+            ),
+            (
+                "first: [a]\nfinal: {last_line: true}\ninterrupt_grace: -1\n",
+                "0 to 600",
+            ),
+            (
+                "first: [a]\nfinal: {last_line: true}\nfinale: 1\n",
+                "unknown field",
+            ),
+        ] {
+            let e = parse(y).unwrap_err();
+            assert!(e.contains(says), "{y}: {e}");
+        }
+    }
+
+    #[test]
+    fn selectors_pick_the_record_and_field() {
+        let sel = JsonlSel {
+            where_: [
+                ("type".to_string(), serde_json::json!("result")),
+                ("meta.is_error".to_string(), serde_json::json!(true)),
+            ]
+            .into(),
+            field: Some(vec!["result".into(), "error.message".into()]),
+        };
+        let hit =
+            serde_json::json!({"type": "result", "meta": {"is_error": true}, "result": "boom"});
+        let miss = serde_json::json!({"type": "result", "meta": {"is_error": false}});
+        assert!(sel.matches(&hit) && !sel.matches(&miss));
+        assert_eq!(sel.take(&hit).as_deref(), Some("boom"));
+        let err = serde_json::json!({"type": "result", "error": {"message": "HTTP 400"}});
+        assert_eq!(sel.take(&err).as_deref(), Some("HTTP 400"));
+        let one: JsonlSel = serde_yaml::from_str("{field: result}").unwrap();
+        assert_eq!(one.field, Some(vec!["result".to_string()]));
+        assert!(!sel.matches(&serde_json::json!("result")));
+    }
+
+    #[test]
+    fn the_session_uuid_is_stable_and_shaped() {
+        let a = session_uuid("chaos-x-1");
+        assert_eq!(a, session_uuid("chaos-x-1"));
+        assert_ne!(a, session_uuid("chaos-x-2"));
+        let parts: Vec<&str> = a.split('-').collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [8, 4, 4, 4, 12]
+        );
+        assert!(parts[2].starts_with('4'));
+        assert!(matches!(parts[3].as_bytes()[0], b'8' | b'9' | b'a' | b'b'));
+    }
+}
