@@ -52,6 +52,7 @@ if [ "$(id -u)" -ne 0 ] || ! grep -q ' - cgroup2 ' /proc/self/mountinfo; then
     missing _fails_hygiene_and_is_killed "needs root and a cgroup2 mount"
     missing an_untagged_agent_is_killed_by_its_handle "needs root and a cgroup2 mount"
     missing a_child_entered_before_exec_is_listed_frozen_killed_and_removed "needs root and a cgroup2 mount"
+    missing sigkill_of_chaosrun_kills_an_untagged_agent_through_its_cgroup "needs root and a cgroup2 mount"
 fi
 
 # --- Worker mode: a local PostgreSQL on loopback, and the Postgres workers ------
