@@ -806,10 +806,16 @@ class Agent:
 
     # ------------------------------------------------------------ turns
 
-    def run_turn(self, text):
+    def run_turn(self, text, resumed=False):
         if self.pending_replay:
             self.replay_pending()
-        self._append({"role": "user", "content": text})
+        last = self.history[-1] if self.history else None
+        if resumed and last and last.get("role") == "user" and last.get("content") == text:
+            # The dead incarnation stored this turn's user message and was
+            # killed before anything else: run the turn on it, don't store it twice.
+            log("resume: the turn's user message is already stored; not storing it again")
+        else:
+            self._append({"role": "user", "content": text})
         if self.breaker_open:
             self.breaker_open = False   # half-open: the next turn may try again
             log("breaker open: refusing turn")
@@ -1541,7 +1547,7 @@ def main(argv):
 
         def work():
             try:
-                result.update(agent.run_turn(text))
+                result.update(agent.run_turn(text, resumed=agent.resume and i == start_turn))
             except Exception as e:   # never let a bug of ours wedge the driver
                 traceback.print_exc()
                 result.update(failed=True, interrupted=False, completed=False,
