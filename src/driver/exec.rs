@@ -16,13 +16,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::home::{ExecRun, Prepared};
-use super::output::{Budget, MAX_LINE, STDERR, STDOUT};
+use super::output::{copy_capped_with, Budget, MAX_LINE, STDERR, STDOUT};
 use super::process::{AgentProcess, Exit, Line, Sink, Tagged, FINAL_KEEP_CHARS};
 use crate::observe::{Event, TurnEnd};
 use crate::proc_hygiene::Scope;
@@ -561,14 +561,15 @@ impl Turn {
 /// Read a turn's stdout to EOF: keep it in the log within the worker's cap,
 /// and pass each line (held up to [`MAX_LINE`] bytes) through the selectors.
 async fn read_stdout(
-    mut pipe: impl AsyncRead + Unpin,
-    mut log: std::fs::File,
+    pipe: impl AsyncRead + Unpin,
+    log: std::fs::File,
     budget: Arc<Budget>,
     worker: usize,
     spec: crate::profile::exec::ExecSpec,
     seen: Arc<Mutex<Seen>>,
     others: Arc<AtomicU64>,
 ) {
+    // Held until the last line is judged, after the copy's own handle ends.
     let _open = budget.opened();
     let regex = match &spec.final_sel {
         FinalSel::Regex(r) => regex::Regex::new(r).ok(),
@@ -604,18 +605,9 @@ async fn read_stdout(
             }
         }
     };
-    let mut buf = vec![0u8; 64 * 1024];
     let mut line: Vec<u8> = Vec::new();
-    loop {
-        let n = match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        let keep = budget.log(worker, STDOUT).admit(n);
-        if keep > 0 {
-            let _ = log.write_all(&buf[..keep]);
-        }
-        for part in buf[..n].split_inclusive(|&b| b == b'\n') {
+    copy_capped_with(pipe, log, budget, worker, STDOUT, |chunk| {
+        for part in chunk.split_inclusive(|&b| b == b'\n') {
             let body = part.strip_suffix(b"\n").unwrap_or(part);
             let room = MAX_LINE.saturating_sub(line.len()).min(body.len());
             line.extend_from_slice(&body[..room]);
@@ -624,7 +616,8 @@ async fn read_stdout(
                 line.clear();
             }
         }
-    }
+    })
+    .await;
     if !line.is_empty() {
         on_line(&line);
     }
@@ -633,27 +626,18 @@ async fn read_stdout(
 /// Copy a turn's stderr into the log within the worker's cap; its last
 /// [`STDERR_TAIL`] bytes are returned for the `failed.stderr` pattern.
 async fn read_stderr(
-    mut pipe: impl AsyncRead + Unpin,
-    mut log: std::fs::File,
+    pipe: impl AsyncRead + Unpin,
+    log: std::fs::File,
     budget: Arc<Budget>,
     worker: usize,
 ) -> String {
-    let _open = budget.opened();
     let mut tail: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = match pipe.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        let keep = budget.log(worker, STDERR).admit(n);
-        if keep > 0 {
-            let _ = log.write_all(&buf[..keep]);
-        }
-        tail.extend_from_slice(&buf[..n]);
+    copy_capped_with(pipe, log, budget, worker, STDERR, |chunk| {
+        tail.extend_from_slice(chunk);
         if tail.len() > STDERR_TAIL {
             tail.drain(..tail.len() - STDERR_TAIL);
         }
-    }
+    })
+    .await;
     String::from_utf8_lossy(&tail).into_owned()
 }

@@ -166,11 +166,24 @@ pub const STDERR: usize = 1;
 
 /// Copy `pipe` into `log` up to the worker's cap, draining the rest.
 pub async fn copy_capped(
+    pipe: impl AsyncRead + Unpin,
+    log: std::fs::File,
+    budget: Arc<Budget>,
+    worker: usize,
+    stream: usize,
+) {
+    copy_capped_with(pipe, log, budget, worker, stream, |_| {}).await
+}
+
+/// [`copy_capped`], handing every chunk read (kept in the log or not) to
+/// `on_chunk` as well.
+pub async fn copy_capped_with(
     mut pipe: impl AsyncRead + Unpin,
     mut log: std::fs::File,
     budget: Arc<Budget>,
     worker: usize,
     stream: usize,
+    mut on_chunk: impl FnMut(&[u8]),
 ) {
     let _open = budget.opened();
     let mut buf = vec![0u8; CHUNK];
@@ -183,6 +196,7 @@ pub async fn copy_capped(
         if keep > 0 {
             let _ = log.write_all(&buf[..keep]);
         }
+        on_chunk(&buf[..n]);
     }
 }
 
