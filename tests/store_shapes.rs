@@ -396,3 +396,42 @@ fn the_readme_shows_each_mapping_as_tested() {
         }
     }
 }
+
+/// The store mapping a shipped example profile declares.
+fn profile_store(example: &str) -> StoreSpec {
+    let path = common::repo().join("examples").join(example);
+    let doc: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let spec: StoreSpec = serde_yaml::from_value(doc["store"].clone()).unwrap();
+    spec.check_kind().unwrap();
+    spec
+}
+
+/// A real qwen-code 0.24.4 transcript (parallel_8_terminal_calls, trimmed),
+/// read through the mapping examples/qwen-code/qwen-code.yaml ships: its
+/// telemetry `system` records are not messages, each of the 8 parallel calls
+/// has its own result, and the probe turn follows.
+#[test]
+fn qwen_code_real_transcript_reads_through_the_shipped_profile() {
+    let spec = profile_store("qwen-code/qwen-code.yaml");
+    let (m, read) = jsonl::read_files(&spec, &[fixture("qwen-code.real.jsonl")]);
+    assert_eq!((read.records, read.malformed), (26, 0), "{read:?}");
+    let m = m.unwrap();
+    let roles: Vec<&str> = m.iter().map(|m| m.role.as_str()).collect();
+    let mut want = vec!["user", "assistant"];
+    want.extend(["tool"; 8]);
+    want.extend(["assistant", "user", "assistant"]);
+    assert_eq!(roles, want, "{m:#?}");
+    let calls = &m[1].tool_call_ids;
+    assert_eq!(calls.len(), 8);
+    let answered: Vec<&String> = m[2..10]
+        .iter()
+        .filter_map(|t| t.tool_call_id.as_ref())
+        .collect();
+    assert_eq!(answered, calls.iter().collect::<Vec<_>>());
+    assert!(
+        m[11].content.contains("Are you still there?"),
+        "{:?}",
+        m[11]
+    );
+}
