@@ -6,6 +6,10 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 [ -L "$here/prefix" ] && rm "$here/prefix"
+if HOME="${TMPDIR:-/tmp}" "$here/prefix/bin/codex" --version 2>/dev/null | grep -qx 'codex-cli 0.169.0'; then
+    echo "codex-cli 0.169.0 already installed in $here/prefix"
+    exit 0
+fi
 npm install -g --prefix "$here/prefix" --include=optional @openai/codex@0.169.0
 bin=$(find "$here/prefix/lib/node_modules/@openai/codex" -path '*/vendor/*/bin/codex' -type f 2>/dev/null | head -n1)
 if [ -z "$bin" ] || [ ! -x "$bin" ]; then
