@@ -64,6 +64,15 @@ struct RunArgs {
     /// anthropic, gemini), overriding the profile's `wire:`.
     #[arg(long, value_name = "WIRE")]
     wire: Option<chaosrun::provider::Wire>,
+    /// Proxy mode: forward unmatched model calls and `relay` rules to this
+    /// real server on the agent's wire (its base URL, http://...), overriding
+    /// the profile's `upstream.url`.
+    #[arg(long, value_name = "URL")]
+    upstream: Option<String>,
+    /// The variable holding the upstream's API key (also give --pass-env NAME),
+    /// overriding the profile's `upstream.key_env`.
+    #[arg(long = "upstream-key-env", value_name = "NAME")]
+    upstream_key_env: Option<String>,
     /// Run only this scenario (repeatable).
     #[arg(long, value_name = "ID")]
     only: Vec<String>,
@@ -350,6 +359,17 @@ fn run(args: RunArgs) -> ExitCode {
         profile
             .env
             .insert(name.clone(), format!("{{{{env:{name}}}}}"));
+    }
+    {
+        use chaosrun::provider::upstream::setup;
+        let (url, key) = (args.upstream.clone(), args.upstream_key_env.clone());
+        profile.upstream = match setup::merge(profile.upstream.take(), url, key) {
+            Ok(u) => u,
+            Err(e) => return usage(e),
+        };
+        if let Err(e) = setup::check(profile.upstream.as_ref(), &args.pass_env, &selected) {
+            return usage(e);
+        }
     }
     let mut inputs = chaosrun::profile::input_files(&agent, &profile);
     inputs.push(table_path.clone());

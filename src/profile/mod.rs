@@ -214,6 +214,9 @@ struct ProfileDoc {
     /// Exec mode: a one-shot CLI run once per turn (instead of `command`).
     #[serde(default)]
     exec: Option<exec::ExecSpec>,
+    /// Proxy mode: forward model calls to this real server.
+    #[serde(default)]
+    upstream: Option<crate::provider::upstream::UpstreamSpec>,
 }
 
 /// A resolved adapter profile.
@@ -247,6 +250,9 @@ pub struct Profile {
     pub exec: Option<exec::ExecSpec>,
     /// The profile's directory (`{{profile_dir}}` in exec mode).
     pub dir: PathBuf,
+    /// Proxy mode (`upstream:`, or `--upstream`): unmatched model calls and
+    /// `relay` rules go to this server (see [`crate::provider::upstream`]).
+    pub upstream: Option<crate::provider::upstream::UpstreamSpec>,
 }
 
 /// The template variables a scenario run provides, with placeholder values
@@ -400,6 +406,7 @@ impl Profile {
             resume: doc.resume.unwrap_or(true),
             wire: doc.wire,
             exec: doc.exec,
+            upstream: doc.upstream,
             dir: dir.to_path_buf(),
         };
         profile.validate_templates()?;

@@ -164,6 +164,7 @@ pub async fn serve_until(
         tools: script.tools,
         process_counter,
         record: super::RecordLimits::SERVE,
+        upstream: None,
     };
     let provider = if args.quiet {
         Provider::start(config).await?
