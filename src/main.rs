@@ -150,6 +150,12 @@ enum Command {
         /// The wire to serve: openai-chat, openai-responses, anthropic, gemini.
         #[arg(long, default_value = "openai-chat")]
         wire: chaosrun::provider::Wire,
+        /// Proxy mode: relay unmatched calls and `relay` rules to this server.
+        #[arg(long, value_name = "URL")]
+        upstream: Option<String>,
+        /// The variable in serve's environment holding the upstream's API key.
+        #[arg(long = "upstream-key-env", value_name = "NAME", requires = "upstream")]
+        upstream_key_env: Option<String>,
     },
     /// Merge JSON reports (shards, matrix jobs) into one report and one exit code.
     Merge {
@@ -200,8 +206,15 @@ fn main() -> ExitCode {
             tag,
             quiet,
             wire,
+            upstream,
+            upstream_key_env,
         }) => {
             let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+            let upstream = upstream.map(|url| chaosrun::provider::upstream::UpstreamSpec {
+                url,
+                key_env: upstream_key_env,
+                model: None,
+            });
             let args = chaosrun::provider::serve::ServeArgs {
                 port,
                 script,
@@ -209,6 +222,7 @@ fn main() -> ExitCode {
                 tag,
                 quiet,
                 wire,
+                upstream,
             };
             match rt.block_on(chaosrun::provider::serve::run(args)) {
                 Ok(()) => ExitCode::SUCCESS,

@@ -178,6 +178,8 @@ pub(super) fn relay_body(
             }
             Step::Cut(how) => {
                 pump.rec.outcome = how.into();
+                // Let what was sent reach the socket before the cut.
+                tokio::task::yield_now().await;
                 Some((Err(cut()), None))
             }
             Step::HoldThenCut(hold, how) => {
