@@ -211,10 +211,22 @@ fn relayed_replies_and_each_relay_fault_on_every_wire() {
         let upstream_script = serde_json::json!([{"reply": {
             "kind": "raw", "content_type": "text/event-stream", "body": whole,
         }}]);
-        let up_script = write(dir.path(), &format!("{w}.json"), &upstream_script.to_string());
+        let up_script = write(
+            dir.path(),
+            &format!("{w}.json"),
+            &upstream_script.to_string(),
+        );
         let up = Serve::start(&["--quiet", "--wire", w, "--script", &up_script], &[]);
         let proxy = Serve::start(
-            &["--quiet", "--wire", w, "--script", &proxy_script, "--upstream", &up.url],
+            &[
+                "--quiet",
+                "--wire",
+                w,
+                "--script",
+                &proxy_script,
+                "--upstream",
+                &up.url,
+            ],
             &[],
         );
         let url = format!("{}{}", proxy.url, case.path);
@@ -273,6 +285,46 @@ fn relayed_replies_and_each_relay_fault_on_every_wire() {
             "{w}: upstream saw {summary}"
         );
     }
+}
+
+/// A reply that is not a stream: relayed whole; cut = its last chunk halved
+/// and the body cut; answer_then_hang = the whole body, then no end.
+#[test]
+fn a_non_streaming_reply_is_relayed_and_faulted() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = reqwest::Client::new();
+    let answer = r#"{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}]}"#;
+    let up_script = serde_json::json!([{"reply": {"kind": "raw", "body": answer}}]);
+    let up_script = write(dir.path(), "up.json", &up_script.to_string());
+    let up = Serve::start(&["--quiet", "--script", &up_script], &[]);
+    let script = write(
+        dir.path(),
+        "p.yaml",
+        "- when: {call: 1}\n  reply: {kind: relay, fault: {kind: cut_before_terminal}}\n\
+         - when: {call: 2}\n  reply: {kind: relay, fault: {kind: answer_then_hang}}\n",
+    );
+    let proxy = Serve::start(
+        &["--quiet", "--script", &script, "--upstream", &up.url],
+        &[],
+    );
+    let url = format!("{}/chat/completions", proxy.url);
+    let body = CASES[0].body.replace("\"stream\":true", "\"stream\":false");
+    rt.block_on(async {
+        let long = Duration::from_secs(20);
+        let r = call(&client, &url, &body, long).await;
+        assert_eq!((r.status, r.ended), (200, Some(true)));
+        assert_eq!(String::from_utf8_lossy(&r.data), answer);
+        let r = call(&client, &url, &body, long).await;
+        assert_eq!(r.ended, Some(false), "the body must be cut");
+        assert!(!r.data.is_empty() && r.data.len() < answer.len());
+        assert!(answer.as_bytes().starts_with(&r.data));
+        let r = call(&client, &url, &body, Duration::from_millis(400)).await;
+        assert_eq!(String::from_utf8_lossy(&r.data), answer);
+        assert_eq!(r.ended, None, "answer_then_hang must not end");
+    });
+    drop(proxy);
+    assert!(up.stop().contains("main 3,"));
 }
 
 /// A one-connection-at-a-time HTTP upstream that keeps each request head.
@@ -421,7 +473,10 @@ fn a_proxied_scenario_keeps_the_key_out_of_its_report_and_artifacts() {
     assert!(summary.contains("probe 1"), "{summary}");
     let mut text = String::new();
     all_text(dir.path(), &mut text);
-    assert!(text.contains("\"relays\""), "the observation records the relays");
+    assert!(
+        text.contains("\"relays\""),
+        "the observation records the relays"
+    );
     assert!(!text.contains(SECRET), "the upstream key was recorded");
     assert!(!stdout.contains(SECRET) && !String::from_utf8_lossy(&out.stderr).contains(SECRET));
     kill_marked(&mark);
@@ -530,14 +585,35 @@ fn the_seed_table_through_a_proxy_gives_the_direct_verdicts() {
         "tool_args_garbage",
     ];
     for (name, agent_args, rows) in [("healthy", &[][..], 23), ("wedged", bug, 2)] {
-        let direct = table_run(&mark, &dir.path().join(format!("{name}-direct.json")), agent_args);
+        let direct = table_run(
+            &mark,
+            &dir.path().join(format!("{name}-direct.json")),
+            agent_args,
+        );
         let up = Serve::start(&["--quiet"], &[]);
         let mut proxied_args = agent_args.to_vec();
         proxied_args.extend(["--upstream", up.url.as_str()]);
-        let proxied = table_run(&mark, &dir.path().join(format!("{name}-proxied.json")), &proxied_args);
+        let proxied = table_run(
+            &mark,
+            &dir.path().join(format!("{name}-proxied.json")),
+            &proxied_args,
+        );
         let summary = up.stop();
         let (d, p) = (verdicts(&direct), verdicts(&proxied));
         assert_eq!(d.len(), rows, "{name}");
+        let differ: Vec<String> = d
+            .iter()
+            .filter(|(id, v)| p.get(*id) != Some(v))
+            .map(|(id, v)| {
+                format!(
+                    "{id}: direct {v} {:?}, proxied {:?} {:?}",
+                    violations(&direct, id),
+                    p.get(id),
+                    violations(&proxied, id)
+                )
+            })
+            .collect();
+        assert!(differ.is_empty(), "{name}: direct vs proxied: {differ:#?}");
         assert_eq!(d, p, "{name}: direct vs proxied verdicts");
         if name == "healthy" {
             assert!(d.values().all(|v| v == "pass"), "{d:?}");

@@ -346,11 +346,26 @@ impl Shared {
     }
 }
 
+/// Request headers whose values are credentials (kept out of recordings).
+const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "api-key",
+    "cookie",
+];
+
 fn bounded_headers(headers: &HeaderMap) -> Vec<String> {
     let mut out = Vec::new();
     let mut used = 0;
     for (name, value) in headers {
-        let line = format!("{}: {}", name, String::from_utf8_lossy(value.as_bytes()));
+        // A credential is never recorded, only that one was sent.
+        let line = if CREDENTIAL_HEADERS.contains(&name.as_str()) {
+            format!("{name}: <redacted, {} bytes>", value.len())
+        } else {
+            format!("{}: {}", name, String::from_utf8_lossy(value.as_bytes()))
+        };
         if used + line.len() > HEADERS_KEEP_BYTES {
             break;
         }
@@ -619,4 +634,21 @@ async fn generate(
         shared.remember(&meta.id, history, beats);
     }
     wire::render(planned.plan, wire, parsed.stream, &meta, &shared.cancel).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_headers_are_recorded_redacted() {
+        let mut h = HeaderMap::new();
+        h.insert("authorization", "Bearer sk-secret".parse().unwrap());
+        h.insert("x-goog-api-key", "sk-secret".parse().unwrap());
+        h.insert("content-type", "application/json".parse().unwrap());
+        let lines = bounded_headers(&h);
+        assert!(lines.iter().all(|l| !l.contains("sk-secret")), "{lines:?}");
+        assert!(lines.contains(&"authorization: <redacted, 16 bytes>".to_string()));
+        assert!(lines.contains(&"content-type: application/json".to_string()));
+    }
 }
