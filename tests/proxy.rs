@@ -159,14 +159,14 @@ fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
 
 /// What a response body did: its bytes, whether it ended cleanly, and whether
 /// it was still open (no end, no error) when `quiet` passed without a byte.
-struct Read_ {
+struct Got {
     status: u16,
     retry_after: Option<String>,
     data: Vec<u8>,
     ended: Option<bool>,
 }
 
-async fn call(client: &reqwest::Client, url: &str, body: &str, quiet: Duration) -> Read_ {
+async fn call(client: &reqwest::Client, url: &str, body: &str, quiet: Duration) -> Got {
     use futures_util::StreamExt;
     let resp = client
         .post(url)
@@ -191,7 +191,7 @@ async fn call(client: &reqwest::Client, url: &str, body: &str, quiet: Duration) 
             Ok(Some(Ok(b))) => data.extend_from_slice(&b),
         }
     };
-    Read_ {
+    Got {
         status,
         retry_after,
         data,
@@ -599,21 +599,52 @@ fn the_seed_table_through_a_proxy_gives_the_direct_verdicts() {
             &proxied_args,
         );
         let summary = up.stop();
-        let (d, p) = (verdicts(&direct), verdicts(&proxied));
+        let (d, mut p) = (verdicts(&direct), verdicts(&proxied));
         assert_eq!(d.len(), rows, "{name}");
+        // A row whose verdicts differ is run once more both ways (a timing
+        // row may flake on a loaded machine); they must then agree.
         let differ: Vec<String> = d
             .iter()
             .filter(|(id, v)| p.get(*id) != Some(v))
-            .map(|(id, v)| {
-                format!(
-                    "{id}: direct {v} {:?}, proxied {:?} {:?}",
-                    violations(&direct, id),
-                    p.get(id),
-                    violations(&proxied, id)
-                )
-            })
+            .map(|(id, _)| id.clone())
             .collect();
-        assert!(differ.is_empty(), "{name}: direct vs proxied: {differ:#?}");
+        let mut d = d;
+        if !differ.is_empty() {
+            eprintln!("{name}: re-running {differ:?} (verdicts differed)");
+            let mut only: Vec<&str> = agent_args
+                .iter()
+                .copied()
+                .filter(|a| a.starts_with("--agent-arg"))
+                .collect();
+            for id in &differ {
+                only.extend(["--only", id.as_str()]);
+            }
+            let again = table_run(
+                &mark,
+                &dir.path().join(format!("{name}-direct2.json")),
+                &only,
+            );
+            let up2 = Serve::start(&["--quiet"], &[]);
+            let mut proxied_only = only.clone();
+            proxied_only.extend(["--upstream", up2.url.as_str()]);
+            let again_p = table_run(
+                &mark,
+                &dir.path().join(format!("{name}-proxied2.json")),
+                &proxied_only,
+            );
+            drop(up2);
+            for (id, v) in verdicts(&again) {
+                assert_eq!(
+                    verdicts(&again_p).get(&id),
+                    Some(&v),
+                    "{name}: {id} differs twice: direct {:?}, proxied {:?}",
+                    violations(&again, &id),
+                    violations(&again_p, &id)
+                );
+                d.insert(id.clone(), v.clone());
+                p.insert(id, v);
+            }
+        }
         assert_eq!(d, p, "{name}: direct vs proxied verdicts");
         if name == "healthy" {
             assert!(d.values().all(|v| v == "pass"), "{d:?}");

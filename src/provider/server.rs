@@ -612,19 +612,19 @@ async fn generate(
     if let (Some(fault), Some(up), Some(body)) = (relayed, &shared.upstream, upstream_body) {
         let call = super::upstream::Call {
             seq: head.seq,
+            wire,
             path: &path,
             query: forward.query.as_deref(),
             headers: &forward.headers,
             stream: parsed.stream,
+            ctx: &ctx,
+            meta: &meta,
         };
         return super::upstream::relay(
             up,
-            wire,
             call,
             body,
             fault.as_ref(),
-            &ctx,
-            &meta,
             shared.relays.clone(),
             &shared.cancel,
         )

@@ -263,10 +263,14 @@ impl RelayLog {
 /// The request being relayed.
 pub(crate) struct Call<'a> {
     pub seq: u64,
+    pub wire: Wire,
     pub path: &'a str,
     pub query: Option<&'a str>,
     pub headers: &'a HeaderMap,
     pub stream: bool,
+    /// For a reply rendered locally (a replacing error).
+    pub ctx: &'a ReplyCtx<'a>,
+    pub meta: &'a Meta,
 }
 
 /// Whether an upstream status means chaosrun could not run the scenario (as
@@ -278,15 +282,13 @@ fn failed_status(status: u16) -> bool {
 /// Forward `body` upstream and relay the reply with `fault` applied.
 pub(crate) async fn relay(
     up: &Upstream,
-    wire: Wire,
     call: Call<'_>,
     body: Vec<u8>,
     fault: Option<&RelayFault>,
-    ctx: &ReplyCtx<'_>,
-    meta: &Meta,
     log: std::sync::Arc<RelayLog>,
     cancel: &CancellationToken,
 ) -> Response {
+    let wire = call.wire;
     let fault_name = fault.map(|f| f.kind_name().to_string());
     let mut rec = RelayRecord {
         seq: call.seq,
@@ -314,7 +316,7 @@ pub(crate) async fn relay(
         drop(resp);
         rec.outcome = "replaced_by_error".into();
         log.record(rec);
-        return wire::render(e.plan(ctx), wire, call.stream, meta, cancel).await;
+        return wire::render(e.plan(call.ctx), wire, call.stream, call.meta, cancel).await;
     }
     if failed_status(status) {
         log.error(format!(
