@@ -669,3 +669,82 @@ fn the_seed_table_through_a_proxy_gives_the_direct_verdicts() {
     kill_marked(&mark);
     assert!(survivors.is_empty(), "left behind: {survivors:?}");
 }
+
+/// The relay faults as table rows (`tests/fixtures/proxy_relay_faults.yaml`):
+/// the healthy reference agent passes them on every wire, and the bug
+/// `no_stale_timeout` fails exactly the stalled real stream. The runs go at
+/// once, each with its own `chaosrun serve` upstream.
+#[test]
+fn relay_fault_rows_pass_on_every_wire_and_catch_a_missing_stale_timeout() {
+    let table = "tests/fixtures/proxy_relay_faults.yaml";
+    let runs: Vec<(&str, Vec<&str>)> = vec![
+        ("openai-chat", vec![]),
+        ("openai-responses", vec![]),
+        ("anthropic", vec![]),
+        ("gemini", vec![]),
+        (
+            "openai-chat",
+            vec![
+                "--agent-arg=--bug=no_stale_timeout",
+                "--only",
+                "relay_stall_after_events_forever",
+                "--only",
+                "relay_healthy",
+            ],
+        ),
+    ];
+    let mark = new_mark("proxy-relay-rows");
+    let dir = tempfile::tempdir().unwrap();
+    let reports: Vec<serde_json::Value> = std::thread::scope(|s| {
+        let handles: Vec<_> = runs
+            .iter()
+            .enumerate()
+            .map(|(i, (wire, extra))| {
+                let (mark, dir) = (&mark, dir.path());
+                s.spawn(move || {
+                    let up = Serve::start(&["--quiet", "--wire", wire], &[]);
+                    let json = dir.join(format!("{i}.json"));
+                    let mut args = vec![table, "--wire", wire, "--upstream", up.url.as_str()];
+                    args.extend(["--json", json.to_str().unwrap()]);
+                    args.extend(extra.iter().copied());
+                    let out = chaosrun(mark, &args);
+                    assert!(
+                        matches!(out.status.code(), Some(0 | 1)),
+                        "{wire}: {:?} {}",
+                        out.status,
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                    read_json(&json)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for ((wire, extra), report) in runs.iter().zip(&reports) {
+        let v = verdicts(report);
+        if extra.is_empty() {
+            assert_eq!(v.len(), 6, "{wire}");
+            for (id, verdict) in &v {
+                assert_eq!(verdict, "pass", "{wire} {id}: {:?}", violations(report, id));
+            }
+        } else {
+            assert_eq!(
+                v["relay_healthy"],
+                "pass",
+                "{:?}",
+                violations(report, "relay_healthy")
+            );
+            assert_eq!(v["relay_stall_after_events_forever"], "fail");
+            assert!(
+                failed_invariants(report, "relay_stall_after_events_forever")
+                    .iter()
+                    .any(|i| i == "termination"),
+                "{:?}",
+                violations(report, "relay_stall_after_events_forever")
+            );
+        }
+    }
+    let survivors = wait_unmarked(&mark, Duration::from_secs(5));
+    kill_marked(&mark);
+    assert!(survivors.is_empty(), "left behind: {survivors:?}");
+}
