@@ -511,6 +511,33 @@ fn an_unreachable_upstream_is_an_error_of_the_scenario() {
     let s = scenario(&report, "tool_args_garbage");
     assert_eq!(s["verdict"], "error", "{s}");
     assert!(stdout.contains("unreachable"), "{stdout}");
+
+    // An upstream that answers 503 on its own to a relayed main call is an
+    // ERROR too, with its status.
+    let script = write(
+        dir.path(),
+        "503.yaml",
+        "- reply: {kind: error, status: 503}\n",
+    );
+    let up = Serve::start(&["--quiet", "--script", &script], &[]);
+    let json = dir.path().join("r2.json");
+    let out = chaosrun(
+        &mark,
+        &[
+            "tests/fixtures/proxy_relay_faults.yaml",
+            "--only",
+            "relay_healthy",
+            "--upstream",
+            &up.url,
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let report = read_json(&json);
+    assert_eq!(scenario(&report, "relay_healthy")["verdict"], "error");
+    assert!(stdout.contains("answered 503"), "{stdout}");
     kill_marked(&mark);
 }
 

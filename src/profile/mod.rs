@@ -546,6 +546,27 @@ mod tests {
     }
 
     #[test]
+    fn upstream_is_read_and_checked() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(
+            d.path(),
+            "a.yaml",
+            "command: [sh]\nupstream: {url: \"http://127.0.0.1:4000/v1\", key_env: UP_KEY}\n",
+        );
+        let prof = Profile::resolve(p.to_str().unwrap()).unwrap();
+        let up = prof.upstream.unwrap();
+        assert_eq!(up.url, "http://127.0.0.1:4000/v1");
+        assert_eq!(up.key_env.as_deref(), Some("UP_KEY"));
+        let p = write(
+            d.path(),
+            "b.yaml",
+            "command: [sh]\nupstream: {url: x, key: sk-1}\n",
+        );
+        let e = Profile::resolve(p.to_str().unwrap()).unwrap_err();
+        assert!(e.contains("key"), "{e}");
+    }
+
+    #[test]
     fn version_cmd_is_optional_and_rendered_like_command() {
         let d = tempfile::tempdir().unwrap();
         let p = write(
