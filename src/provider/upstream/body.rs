@@ -13,8 +13,8 @@ use futures_util::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::faults::Shape;
+use super::relay::{RelayLog, RelayRecord};
 use super::sse::{is_terminal, Splitter};
-use super::{RelayLog, RelayRecord};
 use crate::provider::replies::wait_or_cancel;
 use crate::provider::Wire;
 
