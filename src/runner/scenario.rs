@@ -368,6 +368,18 @@ pub async fn observe(
     };
     let counter_tag = ids.tag.clone();
     obs.provider_offset = (Instant::now() - start).as_secs_f64();
+    let upstream = match &shared.profile.upstream {
+        Some(spec) => {
+            match crate::provider::upstream::Upstream::resolve(spec, |n| std::env::var(n).ok()) {
+                Ok(u) => Some(Arc::new(u)),
+                Err(e) => {
+                    obs.setup_error = Some(e);
+                    return obs;
+                }
+            }
+        }
+        None => None,
+    };
     let provider = match Provider::start(ProviderConfig {
         port: 0,
         wire: shared.profile.wire,
@@ -378,6 +390,7 @@ pub async fn observe(
             proc_hygiene::count_tagged_matching(&counter_tag, needle)
         })),
         record: Default::default(),
+        upstream,
     })
     .await
     {
