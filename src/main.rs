@@ -156,6 +156,10 @@ enum Command {
         /// The variable in serve's environment holding the upstream's API key.
         #[arg(long = "upstream-key-env", value_name = "NAME", requires = "upstream")]
         upstream_key_env: Option<String>,
+        /// Serve the scripted MCP server instead (a row's `mcp:` section as
+        /// YAML): stdio through `chaosrun mcp-stdio --socket PATH`, and HTTP.
+        #[arg(long, value_name = "RULES", conflicts_with_all = ["script", "wire", "port", "tag", "upstream"])]
+        mcp: Option<PathBuf>,
     },
     /// Merge JSON reports (shards, matrix jobs) into one report and one exit code.
     Merge {
@@ -172,6 +176,14 @@ enum Command {
     /// Per scenario over the last recorded runs: pass rate, NEW FAIL / FIXED /
     /// FLAKY / FAIL / PASS, where it last changed, and its duration trend.
     History(chaosrun::history::command::Args),
+    /// The stdio MCP server an agent spawns from its config during a run: a
+    /// relay to the scenario's private socket (started by the agent, never by hand).
+    #[command(name = "mcp-stdio")]
+    McpStdio {
+        /// The scenario's MCP socket (from `{{mcp_args_json}}`).
+        #[arg(long, value_name = "PATH")]
+        socket: PathBuf,
+    },
     #[command(name = "__guard", hide = true)]
     Guard {
         run: String,
@@ -196,6 +208,9 @@ fn say(text: impl std::fmt::Display) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Some(Command::McpStdio { socket }) => {
+            ExitCode::from(chaosrun::mcp::shim::run(&socket).clamp(0, 255) as u8)
+        }
         Some(Command::Guard { run, remove }) => {
             ExitCode::from(proc_hygiene::run_guard(&run, &remove) as u8)
         }
@@ -208,8 +223,15 @@ fn main() -> ExitCode {
             wire,
             upstream,
             upstream_key_env,
+            mcp,
         }) => {
             let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+            if let Some(rules) = mcp {
+                return match rt.block_on(chaosrun::mcp::serve::run(&rules, nonce)) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => usage(format!("{e:#}")),
+                };
+            }
             let upstream = upstream.map(|url| chaosrun::provider::upstream::UpstreamSpec {
                 url,
                 key_env: upstream_key_env,
@@ -409,6 +431,9 @@ fn run(args: RunArgs) -> ExitCode {
                 outputs[i].1.display()
             ));
         }
+    }
+    if let Err(e) = chaosrun::profile::check_mcp(&profile, &selected) {
+        return usage(e);
     }
     let artifacts = match &args.keep_artifacts {
         Some(dir) => match output::ArtifactsDir::take(dir) {

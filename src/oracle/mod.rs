@@ -7,6 +7,7 @@ mod calls;
 mod exercised;
 mod history;
 mod hygiene;
+mod mcp;
 mod reuse;
 mod side_effects;
 mod store;
@@ -141,7 +142,9 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
         return out;
     }
     let mut out = termination::check(s, obs);
+    out.extend(mcp::cancellation(s, obs));
     out.extend(calls::check(s, obs));
+    out.extend(mcp::calls(s, obs));
     out.extend(reuse::check(s, caps.clone(), obs));
     out.extend(history::check(s, obs));
     out.extend(hygiene::check(s, obs));

@@ -138,6 +138,17 @@ fn check_counts(
     if let Some(super::schema::Trigger::AfterCalls(n)) = trigger {
         count("after_calls", *n, MAX_COUNT)?;
     }
+    if let Some(super::schema::Trigger::WhenMcpCall(n)) = trigger {
+        count("when_mcp_call", *n, MAX_COUNT)?;
+        if *n == 0 {
+            return Err("`when_mcp_call` counts from 1 (the first `tools/call`)".into());
+        }
+        if s.mcp.is_none() {
+            return Err(
+                "`when_mcp_call` needs an `mcp:` section (the MCP server it counts)".into(),
+            );
+        }
+    }
     if let Some(c) = &s.chaos {
         count("chaos.turns", c.turns, MAX_COUNT)?;
         count("chaos.min_faults", c.min_faults as u64, MAX_COUNT)?;
@@ -293,6 +304,12 @@ fn resolve(
             return Err("`kill_share` is a fraction between 0 and 1".into());
         }
     }
+    if let Some(m) = &s.mcp {
+        m.check()?;
+        if s.chaos.is_some() {
+            return Err("a `chaos` run does not take an `mcp:` section".into());
+        }
+    }
     Ok(Scenario {
         id: s.id.clone(),
         about: s.about.clone(),
@@ -309,6 +326,7 @@ fn resolve(
         tool_result_contains: s.tool_result_contains.clone(),
         process_fault: s.process_fault.clone(),
         chaos: s.chaos.clone(),
+        mcp: s.mcp.clone(),
     })
 }
 

@@ -168,6 +168,9 @@ pub enum Trigger {
     WhenProcess(String),
     /// This many seconds into the faulted turn.
     AfterSeconds(#[serde(deserialize_with = "units::seconds")] f64),
+    /// Once the scenario's MCP server has received this many `tools/call`
+    /// requests (rows with an `mcp:` section).
+    WhenMcpCall(u64),
 }
 
 /// Which signal a process fault sends.
@@ -337,6 +340,9 @@ pub struct ScenarioDoc {
     /// A seeded chaos run instead of one faulted turn.
     #[serde(default)]
     pub chaos: Option<ChaosSpec>,
+    /// The scenario's MCP server and its rules (see `crate::mcp`).
+    #[serde(default)]
+    pub mcp: Option<crate::mcp::McpSpec>,
 }
 
 /// The whole file.
@@ -366,6 +372,7 @@ pub struct Scenario {
     pub tool_result_contains: Option<String>,
     pub process_fault: Option<ProcessFault>,
     pub chaos: Option<ChaosSpec>,
+    pub mcp: Option<crate::mcp::McpSpec>,
 }
 
 /// A loaded, validated table.
