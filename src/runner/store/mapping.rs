@@ -257,7 +257,10 @@ mod tests {
     #[test]
     fn id_after_takes_the_wire_id_out_of_a_prefixed_one() {
         let p: Parts = serde_yaml::from_str("{path: ., id: id, id_after: \"__\"}").unwrap();
-        assert_eq!(id_of(&json!({"id": "run_shell_command__call_1"}), &p), "call_1");
+        assert_eq!(
+            id_of(&json!({"id": "run_shell_command__call_1"}), &p),
+            "call_1"
+        );
         assert_eq!(id_of(&json!({"id": "call_2"}), &p), "call_2");
         assert_eq!(id_of(&json!({}), &p), "");
     }
