@@ -37,6 +37,11 @@ if ! bash .ci/codex_subset.sh; then
     missing codex_subset_verdicts "Codex CLI could not be installed (output above)"
 fi
 
+echo "== real agent: Gemini CLI (bounded subset; the full tables are manual)"
+if ! bash .ci/gemini_subset.sh; then
+    missing gemini_subset_verdicts "Gemini CLI could not be installed (output above)"
+fi
+
 # --- Chromium, for the HTML report's browser check -----------------------------
 echo "== chromium (HTML report browser check)"
 if ! command -v chromium >/dev/null; then

@@ -223,6 +223,10 @@ pub struct TranscriptRead {
     pub malformed: usize,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub malformed_examples: Vec<String>,
+    /// Lines longer than the reader's line cap (`file:line: N bytes`, the
+    /// first few): each holds a record larger than any persisted-size bound.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overlong: Vec<String>,
     /// Matches of the glob that resolve outside HOME (not read).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outside: Vec<String>,

@@ -100,16 +100,42 @@ fn codex_response_items_map_to_messages() {
     assert_eq!(read.records, 22);
 }
 
+/// A real Gemini CLI 0.61.0 transcript (a chaosrun run of
+/// parallel_8_terminal_calls, trimmed to two of its eight calls): the header
+/// and `$set` lines are not messages, the `gemini` record written twice (once
+/// without, once with its calls) folds into one turn, and the `<tool>__`
+/// prefix is taken off the stored call ids.
 #[test]
-fn gemini_cli_document_keeps_calls_and_results_in_one_record() {
-    let (m, read) = jsonl::read_files(&spec("gemini-cli"), &[fixture("gemini-cli.json")]);
+fn gemini_cli_jsonl_records_map_to_the_wire_ids() {
+    let (m, read) = jsonl::read_files(&spec("gemini-cli"), &[fixture("gemini-cli.jsonl")]);
+    let m = summary(&m.unwrap());
+    let (a, b) = (s("call_842492_0_0"), s("call_842492_0_1"));
+    let prompt =
+        "Chaos scenario parallel_8_terminal_calls: please carry out the task for session 247e5f86.";
+    assert_eq!(m[0], (s("user"), s(prompt), s(""), vec![]));
     assert_eq!(
-        summary(&m.unwrap()),
-        expected(
-            "run_shell_command-1764410401000-a",
-            "run_shell_command-1764410401000-b"
+        m[1],
+        (s("assistant"), s(""), s(""), vec![a.clone(), b.clone()])
+    );
+    assert_eq!((m[2].0.as_str(), &m[2].2), ("tool", &a));
+    assert!(m[2].1.contains("TOK0-247e5f86"), "{:?}", m[2]);
+    assert_eq!((m[3].0.as_str(), &m[3].2), ("tool", &b));
+    assert!(m[3].1.contains("TOK1-247e5f86"), "{:?}", m[3]);
+    assert_eq!(
+        m[4],
+        (s("assistant"), s("tools settled 247e5f86"), s(""), vec![])
+    );
+    assert_eq!(
+        m[5],
+        (
+            s("user"),
+            s("Are you still there? Reply with [[probe:247e5f86]]"),
+            s(""),
+            vec![]
         )
     );
+    assert_eq!(m[6], (s("assistant"), s("alive 247e5f86"), s(""), vec![]));
+    assert_eq!(m.len(), 7, "{m:?}");
     assert_eq!(read.malformed, 0);
 }
 

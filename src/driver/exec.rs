@@ -26,7 +26,7 @@ use super::output::{copy_capped_with, Budget, MAX_LINE, STDERR, STDOUT};
 use super::process::{AgentProcess, Exit, Line, Sink, Tagged, FINAL_KEEP_CHARS};
 use crate::observe::{Event, TurnEnd};
 use crate::proc_hygiene::Scope;
-use crate::profile::exec::{FinalSel, Stdin};
+use crate::profile::exec::{pick_final, FinalSel, Stdin};
 
 /// How long a turn's output may stay open after its process exited (a job it
 /// left behind may hold stdout): then the turn is judged on what was read.
@@ -253,6 +253,9 @@ impl ExecAgent {
 #[derive(Default)]
 struct Seen {
     final_text: Option<String>,
+    /// Per `final.jsonl` selector: its text so far, and whether the last JSON
+    /// line matched it (a `join` run goes on).
+    picks: Vec<crate::profile::exec::Pick>,
     failed: bool,
     last_line: String,
 }
@@ -594,10 +597,9 @@ async fn read_stdout(
             matches!(spec.final_sel, FinalSel::Jsonl(_)) || spec.failed.jsonl.is_some();
         if wants_json && text.starts_with('{') {
             if let Ok(rec) = serde_json::from_str::<serde_json::Value>(text) {
-                if let FinalSel::Jsonl(sel) = &spec.final_sel {
-                    if sel.matches(&rec) {
-                        seen.final_text = sel.take(&rec).map(|t| clip(&t, FINAL_KEEP_CHARS));
-                    }
+                if let FinalSel::Jsonl(sels) = &spec.final_sel {
+                    let picked = pick_final(sels, &mut seen.picks, &rec, FINAL_KEEP_CHARS);
+                    seen.final_text = picked;
                 }
                 if spec.failed.jsonl.as_ref().is_some_and(|f| f.matches(&rec)) {
                     seen.failed = true;

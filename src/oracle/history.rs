@@ -380,7 +380,20 @@ fn persisted_size(obs: &Observation) -> Check {
     if matches!(obs.store, StoreObservation::NotConfigured) {
         return Check::skipped(inv, name, "no store declared in the adapter profile");
     }
+    // A transcript line too long to parse is a persisted record past the
+    // bound, whatever it holds: never a silent pass.
+    let overlong: Vec<String> = match &obs.store {
+        StoreObservation::Jsonl { read, .. } => read
+            .overlong
+            .iter()
+            .map(|l| {
+                format!("the store holds a record too long to read ({l}); at most {MAX_PERSISTED_CHARS} chars allowed")
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
     match stored(obs) {
+        Err(_) if !overlong.is_empty() => Check::new(inv, name, overlong),
         Err(why) => Check::skipped(inv, name, why),
         Ok(msgs) => Check::new(
             inv,
@@ -393,6 +406,7 @@ fn persisted_size(obs: &Observation) -> Check {
                         m.role, m.content_chars
                     )
                 })
+                .chain(overlong)
                 .collect(),
         ),
     }
@@ -712,5 +726,31 @@ mod tests {
             messages: Ok(msgs),
         };
         assert!(named(&check(&s, &o), "store_tool_results").failed());
+    }
+
+    #[test]
+    fn a_transcript_line_too_long_to_read_fails_the_persisted_bound() {
+        use fixtures::stored;
+        let (s, mut o) = with_store(vec![]);
+        let read = |overlong: Vec<String>| crate::observe::TranscriptRead {
+            malformed: overlong.len(),
+            overlong,
+            ..Default::default()
+        };
+        o.store = StoreObservation::Jsonl {
+            glob: "g".into(),
+            read: read(vec!["t.jsonl:7: 33000000 bytes".into()]),
+            messages: Ok(vec![stored("user", "u", None, &[])]),
+        };
+        let c = check(&s, &o);
+        let v = named(&c, "persisted_size_bound").violations();
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].contains("t.jsonl:7: 33000000 bytes"), "{v:?}");
+        o.store = StoreObservation::Jsonl {
+            glob: "g".into(),
+            read: read(vec![]),
+            messages: Ok(vec![stored("user", "u", None, &[])]),
+        };
+        assert!(!named(&check(&s, &o), "persisted_size_bound").failed());
     }
 }

@@ -28,7 +28,10 @@ pub enum Stdin {
 /// mapping's `when`: a list is any of its values, `null` is absent); `field` (a dotted
 /// path, or a list of them: the first present wins, e.g. `[result,
 /// error.message]`) is the value taken from it (a string as is, anything else
-/// as JSON).
+/// as JSON). With `join: true` the fields of the last run of consecutive
+/// matching JSON lines are concatenated instead (an answer streamed as
+/// deltas, Gemini CLI's `{"type":"message","delta":true}`); a matching line
+/// after a JSON line that did not match starts a new run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JsonlSel {
@@ -36,6 +39,18 @@ pub struct JsonlSel {
     pub where_: BTreeMap<String, serde_json::Value>,
     #[serde(default, deserialize_with = "one_or_many")]
     pub field: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub join: bool,
+}
+
+/// One selector or a list of them (`final.jsonl`): the first that found a
+/// non-empty text wins.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+enum OneOrManySel {
+    // A list first: a struct would also take a (short) YAML sequence.
+    Many(Vec<JsonlSel>),
+    One(JsonlSel),
 }
 
 fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
@@ -56,8 +71,9 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<Stri
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "FinalDoc", into = "FinalDoc")]
 pub enum FinalSel {
-    /// `{jsonl: {where: {...}, field: PATH}}`
-    Jsonl(JsonlSel),
+    /// `{jsonl: {where: {...}, field: PATH}}`, or a list of such selectors:
+    /// the first that found a non-empty text wins.
+    Jsonl(Vec<JsonlSel>),
     /// `{last_line: true}`: the last non-empty stdout line.
     LastLine,
     /// `{regex: "..."}`: the last stdout line matching; its first capture
@@ -69,7 +85,7 @@ pub enum FinalSel {
 #[serde(deny_unknown_fields)]
 struct FinalDoc {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    jsonl: Option<JsonlSel>,
+    jsonl: Option<OneOrManySel>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     last_line: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -90,16 +106,24 @@ impl TryFrom<FinalDoc> for FinalSel {
             );
         }
         if let Some(j) = d.jsonl {
-            if j.field
-                .as_deref()
-                .is_none_or(|f| f.is_empty() || f.iter().any(String::is_empty))
-            {
+            let sels = match j {
+                OneOrManySel::One(s) => vec![s],
+                OneOrManySel::Many(v) => v,
+            };
+            if sels.is_empty() {
+                return Err("`exec.final.jsonl` is an empty list of selectors".into());
+            }
+            if sels.iter().any(|j| {
+                j.field
+                    .as_deref()
+                    .is_none_or(|f| f.is_empty() || f.iter().any(String::is_empty))
+            }) {
                 return Err(
                     "`exec.final.jsonl` needs a `field` (the answer's dotted path, e.g. `result`)"
                         .into(),
                 );
             }
-            return Ok(FinalSel::Jsonl(j));
+            return Ok(FinalSel::Jsonl(sels));
         }
         if let Some(r) = d.regex {
             check_regex(&r, "exec.final.regex")?;
@@ -113,7 +137,7 @@ impl From<FinalSel> for FinalDoc {
     fn from(s: FinalSel) -> FinalDoc {
         match s {
             FinalSel::Jsonl(j) => FinalDoc {
-                jsonl: Some(j),
+                jsonl: Some(OneOrManySel::Many(j)),
                 ..FinalDoc::default()
             },
             FinalSel::LastLine => FinalDoc {
@@ -311,6 +335,41 @@ impl JsonlSel {
     }
 }
 
+/// One `final.jsonl` selector's state over a turn's stdout: its text so
+/// far, and whether the last JSON line matched it (a `join` run goes on).
+pub type Pick = (Option<String>, bool);
+
+fn clip(s: &str, chars: usize) -> String {
+    s.chars().take(chars).collect()
+}
+
+/// Feed one stdout JSON record to the `final.jsonl` selectors (`picks` holds
+/// their state); the turn's `final` so far: the first selector's non-empty
+/// text, each kept to `keep` characters.
+pub fn pick_final(
+    sels: &[JsonlSel],
+    picks: &mut Vec<Pick>,
+    rec: &serde_json::Value,
+    keep: usize,
+) -> Option<String> {
+    picks.resize(sels.len(), (None, false));
+    for (sel, (text, in_run)) in sels.iter().zip(picks.iter_mut()) {
+        let hit = sel.matches(rec);
+        if hit {
+            let got = sel.take(rec);
+            *text = match (sel.join && *in_run, text.take(), got) {
+                (true, Some(before), Some(t)) => Some(clip(&(before + &t), keep)),
+                (true, before, None) => before,
+                (_, _, got) => got.map(|t| clip(&t, keep)),
+            };
+        }
+        *in_run = hit;
+    }
+    picks
+        .iter()
+        .find_map(|(t, _)| t.clone().filter(|t| !t.trim().is_empty()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,6 +437,7 @@ mod tests {
             ]
             .into(),
             field: Some(vec!["result".into(), "error.message".into()]),
+            join: false,
         };
         let hit =
             serde_json::json!({"type": "result", "meta": {"is_error": true}, "result": "boom"});
@@ -409,6 +469,49 @@ mod tests {
         assert!(!sel.matches(&tool) && !sel.matches(&started));
         assert_eq!(sel.take(&answer).as_deref(), Some("done"));
         assert_eq!(sel.take(&failed).as_deref(), Some("HTTP 400"));
+    }
+
+    #[test]
+    fn join_concatenates_the_last_run_of_deltas_and_a_list_falls_back() {
+        let s = parse(
+            "first: [a]\nfinal: {jsonl: [{where: {type: message, role: assistant}, field: content, join: true},\n  {where: {type: result}, field: error.message}]}\n",
+        )
+        .unwrap();
+        let FinalSel::Jsonl(sels) = &s.final_sel else {
+            panic!("{:?}", s.final_sel)
+        };
+        let lines = [
+            r#"{"type":"message","role":"user","content":"hi"}"#,
+            r#"{"type":"message","role":"assistant","content":"Running ","delta":true}"#,
+            r#"{"type":"message","role":"assistant","content":"ls.","delta":true}"#,
+            r#"{"type":"tool_use","tool_name":"run_shell_command"}"#,
+            r#"{"type":"message","role":"assistant","content":"alive ","delta":true}"#,
+            r#"{"type":"message","role":"assistant","content":"42","delta":true}"#,
+            r#"{"type":"result","status":"success"}"#,
+        ];
+        let mut picks = Vec::new();
+        let mut last = None;
+        for l in lines {
+            last = pick_final(sels, &mut picks, &serde_json::from_str(l).unwrap(), 100);
+        }
+        assert_eq!(last.as_deref(), Some("alive 42"));
+        // No assistant text: the error's message is the answer.
+        let mut picks = Vec::new();
+        let err = serde_json::json!({"type": "result", "status": "error", "error": {"message": "HTTP 400"}});
+        assert_eq!(
+            pick_final(sels, &mut picks, &err, 100).as_deref(),
+            Some("HTTP 400")
+        );
+        // Kept to `keep` characters however many deltas come.
+        let mut picks = Vec::new();
+        let d = serde_json::json!({"type": "message", "role": "assistant", "content": "abcdef"});
+        for _ in 0..10 {
+            last = pick_final(sels, &mut picks, &d, 8);
+        }
+        assert_eq!(last.as_deref(), Some("abcdefab"));
+        assert!(parse("first: [a]\nfinal: {jsonl: []}\n")
+            .unwrap_err()
+            .contains("empty list"));
     }
 
     #[test]

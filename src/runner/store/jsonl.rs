@@ -115,7 +115,15 @@ impl Reader<'_> {
             }
             self.lines += 1;
             if !whole {
+                // Past chaosrun's per-line cap: unread (not the agent's
+                // corruption), but named, since a record that long breaks
+                // the persisted size bound.
                 self.read.unread_lines += 1;
+                if self.read.overlong.len() < EXAMPLES {
+                    self.read
+                        .overlong
+                        .push(format!("{}:{n}: {got} bytes", path.display()));
+                }
                 continue;
             }
             let text = String::from_utf8_lossy(&buf);
@@ -241,5 +249,26 @@ mod tests {
         assert_eq!(read.records, MAX_LINES);
         assert_eq!(read.unread_lines, 3);
         assert!(read.capped());
+    }
+
+    #[test]
+    fn an_overlong_line_is_named_not_only_counted() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("t.jsonl");
+        let big = format!(
+            "{{\"type\":\"x\",\"t\":\"{}\"}}\n",
+            "a".repeat(MAX_LINE_BYTES)
+        );
+        std::fs::write(&f, format!("{{\"type\":\"x\"}}\n{big}")).unwrap();
+        let spec: StoreSpec =
+            serde_yaml::from_str("jsonl: t.jsonl\nrecords: [{when: {type: x}, role: user}]\n")
+                .unwrap();
+        let (_, read) = read_files(&spec, &[f]);
+        assert_eq!((read.malformed, read.unread_lines), (0, 1), "{read:?}");
+        assert_eq!(read.overlong.len(), 1, "{read:?}");
+        assert!(
+            read.overlong[0].ends_with(&format!(":2: {} bytes", big.len())),
+            "{read:?}"
+        );
     }
 }

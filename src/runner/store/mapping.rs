@@ -23,6 +23,11 @@ pub struct Parts {
     /// Path from a part to its id (a call's own id; a result: the call's id
     /// it answers). Absent or empty: the placeholder the oracle names.
     pub id: String,
+    /// The id is what follows the first `id_after` in it (Gemini CLI stores
+    /// the wire's `call_1` as `run_shell_command__call_1`: `id_after: "__"`);
+    /// an id without it is taken whole.
+    #[serde(default)]
+    pub id_after: Option<String>,
     /// Results: path from a part to its output text.
     #[serde(default)]
     pub text: Option<String>,
@@ -159,15 +164,22 @@ fn parts<'a>(rec: &'a Value, p: &Parts) -> Vec<&'a Value> {
         .collect()
 }
 
-fn id_of(part: &Value, path: &str) -> String {
-    at(part, path)
+fn id_of(part: &Value, p: &Parts) -> String {
+    let id = at(part, &p.id)
         .first()
         .map(|v| match v {
             Value::String(s) => s.clone(),
             Value::Null => String::new(),
             other => other.to_string(),
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    match p.id_after.as_deref().filter(|sep| !sep.is_empty()) {
+        Some(sep) => match id.split_once(sep) {
+            Some((_, rest)) => rest.to_string(),
+            None => id,
+        },
+        None => id,
+    }
 }
 
 /// Apply the first matching rule to `rec`. `None`: no rule matched.
@@ -188,7 +200,7 @@ pub(crate) fn apply(rules: &[RecordRule], rec: &Value, out: &mut Vec<Draft>) -> 
         }
     }
     if let Some(c) = &rule.calls {
-        msg.call_ids = parts(rec, c).iter().map(|p| id_of(p, &c.id)).collect();
+        msg.call_ids = parts(rec, c).iter().map(|p| id_of(p, c)).collect();
     }
     let results: Vec<Draft> = rule
         .results
@@ -204,7 +216,7 @@ pub(crate) fn apply(rules: &[RecordRule], rec: &Value, out: &mut Vec<Draft>) -> 
                         return None;
                     }
                     let mut d = Draft::new("tool");
-                    d.tool_call_id = Some(id_of(p, &r.id));
+                    d.tool_call_id = Some(id_of(p, r));
                     for v in out {
                         d.push_text(&text_of(v));
                     }
@@ -240,6 +252,17 @@ mod tests {
         assert_eq!(at(&v, "a.b.1.c"), [&json!(2)]);
         assert_eq!(at(&v, "."), [&v]);
         assert!(at(&v, "a.x").is_empty());
+    }
+
+    #[test]
+    fn id_after_takes_the_wire_id_out_of_a_prefixed_one() {
+        let p: Parts = serde_yaml::from_str("{path: ., id: id, id_after: \"__\"}").unwrap();
+        assert_eq!(
+            id_of(&json!({"id": "run_shell_command__call_1"}), &p),
+            "call_1"
+        );
+        assert_eq!(id_of(&json!({"id": "call_2"}), &p), "call_2");
+        assert_eq!(id_of(&json!({}), &p), "");
     }
 
     #[test]
