@@ -24,8 +24,11 @@ with Popen and does not wait.
 
 History: ``$HOME/.pyagent/sessions/ID.jsonl``, one pydantic-ai ``ModelMessage``
 per line (``to_jsonable_python``), read back with ``ModelMessagesTypeAdapter``.
-Saved after a run ends, as the docs' "messages and chat history" page shows
-(``result.new_messages()``): a run that raises saves nothing.
+Rewritten whole when the run ends, however it ends: the messages come from
+``capture_run_messages()``, which pydantic-ai documents for runs that raise
+(a run cut off mid-stream or mid-tool leaves its partial message marked
+``state='interrupted'``; the next run's history repair answers its dangling
+calls). A SIGKILL saves nothing of the turn it cut.
 
 Config from the environment: PYAGENT_BASE_URL, PYAGENT_MODEL,
 PYAGENT_STALE_TIMEOUT, PYAGENT_MAX_RETRIES, PYAGENT_MAX_TURNS,
@@ -40,7 +43,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, capture_run_messages
 from pydantic_ai.messages import (
     FunctionToolCallEvent,
     FunctionToolResultEvent,
@@ -130,9 +133,12 @@ def load(path):
 
 
 def save(path, messages):
-    with path.open("a") as f:
+    """Rewrite the session's history whole (temp file, then rename)."""
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w") as f:
         for m in messages:
             f.write(json.dumps(to_jsonable_python(m)) + "\n")
+    os.replace(tmp, path)
 
 
 async def on_events(ctx, events):
@@ -162,8 +168,16 @@ async def main(session, message):
     path = history_path(session)
     history = load(path)
     limits = UsageLimits(request_limit=int(env_num("PYAGENT_MAX_TURNS", 50)))
-    result = await agent.run(message, message_history=history, usage_limits=limits, event_stream_handler=on_events)
-    save(path, result.new_messages())
+    # capture_run_messages is pydantic-ai's documented way to get a run's
+    # messages when it raises (history + what the run added, a cut-off part
+    # marked state='interrupted'); the history is saved whatever the outcome.
+    with capture_run_messages() as messages:
+        try:
+            result = await agent.run(
+                message, message_history=history, usage_limits=limits, event_stream_handler=on_events
+            )
+        finally:
+            save(path, messages)
     return result.output
 
 
