@@ -413,7 +413,13 @@ fn a_dangling_call_is_caught_through_the_items_shape_and_a_jsonl_mirror() {
 #[test]
 fn the_readme_shows_each_mapping_as_tested() {
     let readme = std::fs::read_to_string(common::repo().join("README.md")).unwrap();
-    for agent in ["claude-code", "codex", "gemini-cli", "qwen-code", "pydantic-ai"] {
+    for agent in [
+        "claude-code",
+        "codex",
+        "gemini-cli",
+        "qwen-code",
+        "pydantic-ai",
+    ] {
         let text = std::fs::read_to_string(fixture(&format!("{agent}.store.yaml"))).unwrap();
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             assert!(
