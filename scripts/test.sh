@@ -42,6 +42,11 @@ if ! bash .ci/gemini_subset.sh; then
     missing gemini_subset_verdicts "Gemini CLI could not be installed (output above)"
 fi
 
+echo "== real agent: pydantic-ai (bounded subset; the full tables are manual)"
+if ! bash .ci/pydantic_ai_subset.sh; then
+    missing pydantic_ai_subset_verdicts "pydantic-ai could not be installed (output above)"
+fi
+
 # --- Chromium, for the HTML report's browser check -----------------------------
 echo "== chromium (HTML report browser check)"
 if ! command -v chromium >/dev/null; then

@@ -146,6 +146,38 @@ fn qwen_code_parts_map_to_messages_without_thoughts() {
     assert_eq!(read.malformed, 0);
 }
 
+/// A real pydantic-ai 2.62 transcript (examples/pydantic-ai/agent.py under
+/// parallel_8_terminal_calls, trimmed to two of its eight calls): one
+/// serialized `ModelMessage` per line, the calls' results in one request.
+#[test]
+fn pydantic_ai_messages_map_parts_to_turns() {
+    let (m, read) = jsonl::read_files(&spec("pydantic-ai"), &[fixture("pydantic-ai.jsonl")]);
+    let (a, b) = ("call_fe2219_0_0", "call_fe2219_0_1");
+    assert_eq!(
+        summary(&m.unwrap()),
+        vec![
+            (
+                s("user"),
+                s("Chaos scenario parallel_8_terminal_calls: please carry out the task for session f9681a64."),
+                s(""),
+                vec![]
+            ),
+            (s("assistant"), s(""), s(""), vec![s(a), s(b)]),
+            (s("tool"), s("exit code 0\nTOK0-f9681a64\n"), s(a), vec![]),
+            (s("tool"), s("exit code 0\nTOK1-f9681a64\n"), s(b), vec![]),
+            (s("assistant"), s("tools settled f9681a64"), s(""), vec![]),
+            (
+                s("user"),
+                s("Are you still there? Reply with [[probe:f9681a64]]"),
+                s(""),
+                vec![]
+            ),
+            (s("assistant"), s("alive f9681a64"), s(""), vec![]),
+        ]
+    );
+    assert_eq!((read.records, read.malformed), (6, 0), "{read:?}");
+}
+
 fn home_with(rel: &str, text: &str) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join(rel);
@@ -432,7 +464,13 @@ fn a_dangling_call_is_caught_through_the_items_shape_and_a_jsonl_mirror() {
 #[test]
 fn the_readme_shows_each_mapping_as_tested() {
     let readme = std::fs::read_to_string(common::repo().join("README.md")).unwrap();
-    for agent in ["claude-code", "codex", "gemini-cli", "qwen-code"] {
+    for agent in [
+        "claude-code",
+        "codex",
+        "gemini-cli",
+        "qwen-code",
+        "pydantic-ai",
+    ] {
         let text = std::fs::read_to_string(fixture(&format!("{agent}.store.yaml"))).unwrap();
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             assert!(

@@ -33,6 +33,20 @@ pub struct Parts {
     pub text: Option<String>,
 }
 
+/// A rule's `text`: a path, or the parts at a path that match, and where
+/// each keeps its text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum TextSel {
+    Path(String),
+    Parts {
+        path: String,
+        #[serde(default)]
+        when: BTreeMap<String, Value>,
+        field: String,
+    },
+}
+
 /// One rule of a JSONL mapping: which records it takes, and where their
 /// role, text, tool calls and tool results are.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,10 +61,12 @@ pub struct RecordRule {
     /// Or the path of the record's role field.
     #[serde(default)]
     pub role_path: Option<String>,
-    /// Path of the text: a string, or a list of blocks whose text parts
-    /// (strings, objects' `text`, thoughts left out) are joined.
+    /// Where the text is: a path (a string, or a list of blocks whose text
+    /// parts, strings or objects' `text`, thoughts left out, are joined), or
+    /// `{path, when, field}`: the parts at `path` matching `when`, each one's
+    /// `field` (pydantic-ai's `content` of its `text` parts only).
     #[serde(default)]
-    pub text: Option<String>,
+    pub text: Option<TextSel>,
     #[serde(default)]
     pub calls: Option<Parts>,
     #[serde(default)]
@@ -194,10 +210,27 @@ pub(crate) fn apply(rules: &[RecordRule], rec: &Value, out: &mut Vec<Draft>) -> 
         (None, None) => return Some(()),
     };
     let mut msg = Draft::new(&role);
-    if let Some(p) = &rule.text {
-        for v in at(rec, p) {
-            msg.push_text(&text_of(v));
+    match &rule.text {
+        Some(TextSel::Path(p)) => {
+            for v in at(rec, p) {
+                msg.push_text(&text_of(v));
+            }
         }
+        Some(TextSel::Parts { path, when, field }) => {
+            let sel = Parts {
+                path: path.clone(),
+                when: when.clone(),
+                id: String::new(),
+                id_after: None,
+                text: None,
+            };
+            for part in parts(rec, &sel) {
+                for v in at(part, field) {
+                    msg.push_text(&text_of(v));
+                }
+            }
+        }
+        None => {}
     }
     if let Some(c) = &rule.calls {
         msg.call_ids = parts(rec, c).iter().map(|p| id_of(p, c)).collect();
@@ -263,6 +296,33 @@ mod tests {
         );
         assert_eq!(id_of(&json!({"id": "call_2"}), &p), "call_2");
         assert_eq!(id_of(&json!({}), &p), "");
+    }
+
+    #[test]
+    fn a_filtered_text_takes_only_the_matching_parts() {
+        let rules: Vec<RecordRule> = serde_yaml::from_str(
+            "- when: {kind: response}\n  role: assistant\n  text: {path: parts, when: {part_kind: text}, field: content}\n",
+        )
+        .unwrap();
+        let rec = json!({"kind": "response", "parts": [
+            {"part_kind": "thinking", "content": "secret plan"},
+            {"part_kind": "text", "content": "hello"},
+            {"part_kind": "tool-call", "tool_call_id": "c1"},
+            {"part_kind": "text", "content": "world"}
+        ]});
+        let mut out = Vec::new();
+        apply(&rules, &rec, &mut out).unwrap();
+        let m = out.pop().unwrap().finish();
+        assert_eq!(m.content, "hello\nworld");
+        // A plain path still reads every `content`, thoughts included.
+        let rules: Vec<RecordRule> =
+            serde_yaml::from_str("- role: assistant\n  text: parts.*.content\n").unwrap();
+        let mut out = Vec::new();
+        apply(&rules, &rec, &mut out).unwrap();
+        assert_eq!(
+            out.pop().unwrap().finish().content,
+            "secret plan\nhello\nworld"
+        );
     }
 
     #[test]
