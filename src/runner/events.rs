@@ -225,6 +225,9 @@ pub enum RunEvent {
         deadline: f64,
     },
     ScenarioFinished(Arc<ScenarioResult>),
+    /// Something about the whole run a user should fix, decided by the
+    /// runner (e.g. a declared log that never appeared in any scenario).
+    Warning(String),
     /// Every selected scenario run is accounted for in `stats`.
     Finished {
         stats: Stats,
