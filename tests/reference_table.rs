@@ -49,7 +49,10 @@ fn table_passes_on(wire: &str) {
         .collect();
     assert!(scenarios.len() >= 23, "{wire}: {stdout}");
     let n = scenarios.len();
-    assert!(stdout.contains(&format!("{n} passed, 0 failed")), "{wire}: {stdout}");
+    assert!(
+        stdout.contains(&format!("{n} passed, 0 failed")),
+        "{wire}: {stdout}"
+    );
     assert_eq!(stdout.matches("\nPASS  ").count(), n, "{stdout}");
     // Every scenario carries evidence that its fault landed.
     for s in &scenarios {
