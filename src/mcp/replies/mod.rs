@@ -235,7 +235,7 @@ impl Reply {
             Reply::Huge(h) => h.check(),
             Reply::Malformed(m) => m.check(),
             Reply::ListChangedStorm(s) => s.check(),
-            Reply::ProgressForever(p) if !(p.interval > 0.0) => {
+            Reply::ProgressForever(p) if p.interval.is_nan() || p.interval <= 0.0 => {
                 Err("`progress_forever.interval` must be positive".into())
             }
             _ => Ok(()),
