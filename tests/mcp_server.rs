@@ -355,6 +355,34 @@ fn a_relay_exits_on_stdin_eof_unless_it_lingers_and_always_when_the_socket_close
 }
 
 #[test]
+fn a_relay_survives_sigint_so_the_cancel_after_an_interrupt_arrives() {
+    // An exec-mode interrupt is SIGINT to the agent's process group, which
+    // holds the relay the agent spawned: the relay must outlive it, or the
+    // agent's notifications/cancelled has nowhere to go.
+    let server = Server::start("rules: [{when: {call: 0}, reply: {kind: hang}}]\n");
+    let mut r = server.relay();
+    r.handshake();
+    r.call(1, "hung");
+    unsafe { libc::kill(r.child.id() as i32, libc::SIGINT) };
+    r.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1, "reason": "interrupted"}}),
+    );
+    r.call(2, "after");
+    assert_eq!(r.json()["id"], 2, "the relay died of SIGINT");
+    assert!(r.child.try_wait().unwrap().is_none(), "the relay exited");
+    let rec = server.stop();
+    assert!(
+        rec["exchanges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["method"] == "notifications/cancelled" && e["cancels"] == 1),
+        "{rec}"
+    );
+}
+
+#[test]
 fn a_relay_without_a_server_says_so_and_exits_1() {
     let out = Command::new(common::bin())
         .args(["mcp-stdio", "--socket", "/nonexistent/mcp.sock"])

@@ -6,6 +6,10 @@
 //! with the status the runner names (`crash`: 1), and 1 when it cannot
 //! connect. Being the agent's descendant, it lives in the scenario's
 //! containment and is judged by the hygiene check like any other process.
+//! It ignores SIGINT: an exec-mode interrupt is SIGINT to the agent's process
+//! group, which holds the relay too, and a relay dead of it would hide the
+//! `notifications/cancelled` the agent sends next (MCP's stdio shutdown is
+//! stdin EOF, then SIGTERM, then SIGKILL; all three still end it).
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -16,6 +20,9 @@ const MAX_RECORD: usize = 1 << 20;
 
 /// Run the relay; returns the exit status.
 pub fn run(socket: &Path) -> i32 {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: SIG_IGN installs no handler code; nothing else sets SIGINT here.
+    let _ = unsafe { signal(Signal::SIGINT, SigHandler::SigIgn) };
     let stream = match UnixStream::connect(socket) {
         Ok(s) => s,
         Err(e) => {

@@ -240,7 +240,7 @@ impl Reply {
             Reply::Huge(h) => h.check(),
             Reply::Malformed(m) => m.check(),
             Reply::ListChangedStorm(s) => s.check(),
-            Reply::ProgressForever(p) if p.interval < 0.01 => {
+            Reply::ProgressForever(p) if p.interval.is_nan() || p.interval < 0.01 => {
                 Err("`progress_forever.interval` is at least 0.01 s".into())
             }
             _ => Ok(()),

@@ -7,7 +7,10 @@
 //! ended by `response.completed` / `response.incomplete`); a whole `response`
 //! object otherwise. Errors are the OpenAI error object with `retry-after`
 //! before headers, and `response.failed` mid-stream. Tool calls are
-//! `function_call` items with `call_id`.
+//! `function_call` items with `call_id`; a mapped tool name `NS/NAME` is
+//! a namespaced tool (Codex offers each MCP server's tools in a `namespace`
+//! tool, `mcp__SERVER`), sent as `"namespace": NS, "name": NAME` and read
+//! back the same way (`/` is not allowed in a tool name, so it is free).
 //!
 //! History arrives as `input` items (`message`, `function_call`,
 //! `function_call_output`); `instructions` is the system message;
@@ -96,14 +99,28 @@ fn message_item(id: &str, text: &str, status: &str) -> Value {
 }
 
 fn call_item(id: &str, call_id: &str, name: &str, arguments: &str, status: &str) -> Value {
-    json!({
+    let mut item = json!({
         "type": "function_call",
         "id": id,
         "call_id": call_id,
         "name": name,
         "arguments": arguments,
         "status": status,
-    })
+    });
+    if let Some((namespace, name)) = name.split_once('/') {
+        item["namespace"] = json!(namespace);
+        item["name"] = json!(name);
+    }
+    item
+}
+
+/// A history `function_call`'s name, `NS/NAME` when it carries a namespace.
+fn call_name(item: &Value) -> String {
+    let name = str_field(item, "name").unwrap_or_default();
+    match str_field(item, "namespace").filter(|n| !n.is_empty()) {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name,
+    }
 }
 
 /// The item open in the stream.
@@ -437,7 +454,7 @@ fn input_item(item: &Value, messages: &mut Vec<Msg>, pending: &mut String) -> Re
             messages,
             (
                 str_field(item, "call_id").unwrap_or_default(),
-                str_field(item, "name").unwrap_or_default(),
+                call_name(item),
                 args_string(item.get("arguments")),
             ),
         ),
@@ -533,5 +550,23 @@ mod tests {
         assert_eq!(output[0]["content"][0]["text"], "hey");
         assert_eq!(output[1]["call_id"], "c");
         assert_eq!(output[1]["arguments"], "{}");
+    }
+
+    #[test]
+    fn a_namespaced_tool_name_goes_out_and_comes_back_split() {
+        let item = call_item("fc_1", "c1", "mcp__chaos/probe", "{}", "completed");
+        assert_eq!(
+            (&item["namespace"], &item["name"]),
+            (&json!("mcp__chaos"), &json!("probe"))
+        );
+        let plain = call_item("fc_2", "c2", "shell", "{}", "completed");
+        assert!(plain.get("namespace").is_none(), "{plain}");
+        let r = parse_request(&json!({
+            "input": [{"type": "function_call", "call_id": "c1", "namespace": "mcp__chaos",
+                       "name": "probe", "arguments": "{}"}],
+        }))
+        .unwrap();
+        let text = format!("{:?}", r.messages);
+        assert!(text.contains("mcp__chaos/probe"), "{text}");
     }
 }
