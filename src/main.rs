@@ -157,6 +157,9 @@ enum Command {
     /// Per scenario over the last recorded runs: pass rate, NEW FAIL / FIXED /
     /// FLAKY / FAIL / PASS, where it last changed, and its duration trend.
     History(chaosrun::history::command::Args),
+    /// Generate seeded trials (tool-using tasks with fault schedules), judge
+    /// each with the oracle, confirm and shrink a failure to one table row.
+    Explore(chaosrun::explore::Args),
     #[command(name = "__guard", hide = true)]
     Guard {
         run: String,
@@ -215,6 +218,7 @@ fn main() -> ExitCode {
             Ok(code) => ExitCode::from(code),
             Err(e) => usage(e),
         },
+        Some(Command::Explore(args)) => ExitCode::from(chaosrun::explore::main(args)),
         None => run(cli.run),
     }
 }

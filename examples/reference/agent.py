@@ -65,6 +65,10 @@ huge_output_whole, corrupt_store, and the restart bugs:
     store and in the history sent to the model.
   * replay_from_zero: ``start_turn`` is ignored; the resumed agent runs every
     turn again from turn 0 (a protocol violation chaosrun must name).
+
+Combination bugs, each invisible to every row of the seed tables (``chaosrun
+explore`` finds them): sticky_backoff_interrupt, resend_batch_minus_one,
+replay_after_resume_500 (see KNOWN_BUGS).
 """
 
 import ctypes
@@ -98,6 +102,10 @@ KNOWN_BUGS = {
     "orphan_bg_on_restart": "on resume, the previous incarnation's background jobs are left running",
     "lost_result_on_restart": "on resume, an unanswered tool call is left without a result",
     "replay_from_zero": "on resume, start_turn is ignored and the turns replay from turn 0",
+    # Combination bugs (chaosrun explore): each needs two faults together.
+    "sticky_backoff_interrupt": "an interrupt that lands during a retry backoff stays set and kills the next turn",
+    "resend_batch_minus_one": "a 429 right after a parallel batch re-sends the batch with its last result missing",
+    "replay_after_resume_500": "a 5xx on the first call after a resume re-runs the last tool call",
 }
 
 OUTPUT_CAP = 50_000          # chars of tool output kept (bytes read, decoded)
@@ -874,6 +882,7 @@ class Agent:
         while True:
             if self.ctl.interrupted():
                 raise Interrupted()
+            self._attempts_made = getattr(self, "_attempts_made", 0) + 1
             try:
                 return self.model_attempt(body)
             except ProviderError as e:
@@ -890,9 +899,61 @@ class Agent:
                     delay = min(BACKOFF_START * (2 ** attempt), BACKOFF_CAP)
                     if e.retry_after is not None:
                         delay = max(delay, min(e.retry_after, RETRY_AFTER_CAP))
+                pending = self.ctl.interrupted()
                 if delay and self.ctl.event.wait(delay):
+                    if not pending:
+                        self._bug_sticky_backoff_interrupt()
                     raise Interrupted()
+                body = self._bug_combination_retry(e, body)
                 attempt += 1
+
+    # ---------------------------------------------- combination bugs (explore)
+    # Each of these shows only when two faults meet (chaosrun explore finds
+    # them); no row of scenarios.yaml or process_faults.yaml triggers one.
+
+    def _bug_sticky_backoff_interrupt(self):
+        """--bug sticky_backoff_interrupt: an interrupt that arrives during a
+        retry backoff is not cleared at the turn's end (see clear_interrupt)."""
+        if self.bug("sticky_backoff_interrupt"):
+            log("interrupt during backoff: keeping it set (bug sticky_backoff_interrupt)")
+            self._sticky_interrupt = True
+
+    def clear_interrupt(self):
+        """Whether the turn's end clears the interrupt flag."""
+        if self.bug("wedged_after_interrupt"):
+            return False
+        if getattr(self, "_sticky_interrupt", False):
+            self._sticky_interrupt = False
+            return False
+        return True
+
+    def _bug_combination_retry(self, e, body):
+        """The request body of the next attempt after error ``e``: ``body``,
+        except under --bug resend_batch_minus_one (a 429 after a parallel
+        batch drops the batch's last result) and --bug replay_after_resume_500
+        (a 5xx on a resumed incarnation's first call re-runs the last tool call)."""
+        first_after_resume = self.resume and getattr(self, "_attempts_made", 0) == 1
+        if (self.bug("replay_after_resume_500") and first_after_resume
+                and e.msg.startswith("HTTP 5")):
+            calls = [m for m in self.history if m["role"] == "assistant" and m.get("tool_calls")]
+            if calls:
+                tc = calls[-1]["tool_calls"][-1]
+                log(f"re-running {tc.get('id')} after a 5xx on resume (bug replay_after_resume_500)")
+                self.execute_tool(tc)
+        if not (self.bug("resend_batch_minus_one") and e.msg.startswith("HTTP 429")):
+            return body
+        h = self.history
+        n = 0
+        while n < len(h) and h[-1 - n]["role"] == "tool":
+            n += 1
+        if n < 2 or len(h) <= n or len(h[-1 - n].get("tool_calls") or []) < 2:
+            return body
+        hist = h[:-1]
+        _suffix, req = wire_request(self.wire, self.model, hist)
+        if self.wire == "openai-chat":
+            req["messages"] = [{"role": "system", "content": SYSTEM_PROMPT}] + hist
+        log("429 after a parallel batch: re-sending it without its last result (bug resend_batch_minus_one)")
+        return json.dumps(req).encode()
 
     def _connection(self):
         cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
@@ -1561,7 +1622,7 @@ def main(argv):
             if time.monotonic() - last_reap > 0.5:
                 agent.reap_orphans()
                 last_reap = time.monotonic()
-        agent.ctl.end(clear=not agent.bug("wedged_after_interrupt"))
+        agent.ctl.end(clear=agent.clear_interrupt())
         log(f"turn {i} ended after {time.monotonic() - started:.2f}s: {result.get('exit_reason')}")
         emit({"ev": "turn_end", "i": i, **result})
     if agent.pending_replay:
