@@ -68,7 +68,7 @@ huge_output_whole, corrupt_store, and the restart bugs:
 
 Combination bugs, each invisible to every row of the seed tables (``chaosrun
 explore`` finds them): sticky_backoff_interrupt, resend_batch_minus_one,
-replay_after_resume_500 (see KNOWN_BUGS).
+replay_after_5xx (see KNOWN_BUGS).
 """
 
 import ctypes
@@ -103,9 +103,9 @@ KNOWN_BUGS = {
     "lost_result_on_restart": "on resume, an unanswered tool call is left without a result",
     "replay_from_zero": "on resume, start_turn is ignored and the turns replay from turn 0",
     # Combination bugs (chaosrun explore): each needs two faults together.
-    "sticky_backoff_interrupt": "an interrupt that lands during a retry backoff stays set and kills the next turn",
+    "sticky_backoff_interrupt": "an interrupt that lands while a retryable error is handled (read, backoff) stays set and kills the next turn",
     "resend_batch_minus_one": "a 429 right after a parallel batch re-sends the batch with its last result missing",
-    "replay_after_resume_500": "a 5xx on the first call after a resume re-runs the last tool call",
+    "replay_after_5xx": "a 5xx on the call right after a single tool call's result re-runs that tool call",
 }
 
 OUTPUT_CAP = 50_000          # chars of tool output kept (bytes read, decoded)
@@ -882,7 +882,6 @@ class Agent:
         while True:
             if self.ctl.interrupted():
                 raise Interrupted()
-            self._attempts_made = getattr(self, "_attempts_made", 0) + 1
             try:
                 return self.model_attempt(body)
             except ProviderError as e:
@@ -899,12 +898,10 @@ class Agent:
                     delay = min(BACKOFF_START * (2 ** attempt), BACKOFF_CAP)
                     if e.retry_after is not None:
                         delay = max(delay, min(e.retry_after, RETRY_AFTER_CAP))
-                pending = self.ctl.interrupted()
                 if delay and self.ctl.event.wait(delay):
-                    if not pending:
-                        self._bug_sticky_backoff_interrupt()
+                    self._bug_sticky_backoff_interrupt()
                     raise Interrupted()
-                body = self._bug_combination_retry(e, body)
+                body = self._bug_combination_retry(e, body, attempt)
                 attempt += 1
 
     # ---------------------------------------------- combination bugs (explore)
@@ -912,8 +909,9 @@ class Agent:
     # them); no row of scenarios.yaml or process_faults.yaml triggers one.
 
     def _bug_sticky_backoff_interrupt(self):
-        """--bug sticky_backoff_interrupt: an interrupt that arrives during a
-        retry backoff is not cleared at the turn's end (see clear_interrupt)."""
+        """--bug sticky_backoff_interrupt: an interrupt that arrives while a
+        retryable error is handled (its response read, its backoff) is not
+        cleared at the turn's end (see clear_interrupt)."""
         if self.bug("sticky_backoff_interrupt"):
             log("interrupt during backoff: keeping it set (bug sticky_backoff_interrupt)")
             self._sticky_interrupt = True
@@ -927,22 +925,20 @@ class Agent:
             return False
         return True
 
-    def _bug_combination_retry(self, e, body):
+    def _bug_combination_retry(self, e, body, attempt):
         """The request body of the next attempt after error ``e``: ``body``,
         except under --bug resend_batch_minus_one (a 429 after a parallel
-        batch drops the batch's last result) and --bug replay_after_resume_500
-        (a 5xx on a resumed incarnation's first call re-runs the last tool call)."""
-        first_after_resume = self.resume and getattr(self, "_attempts_made", 0) == 1
-        if (self.bug("replay_after_resume_500") and first_after_resume
-                and e.msg.startswith("HTTP 5")):
-            calls = [m for m in self.history if m["role"] == "assistant" and m.get("tool_calls")]
-            if calls:
-                tc = calls[-1]["tool_calls"][-1]
-                log(f"re-running {tc.get('id')} after a 5xx on resume (bug replay_after_resume_500)")
-                self.execute_tool(tc)
+        batch drops the batch's last result); under --bug replay_after_5xx a
+        first 5xx right after a single tool call's result re-runs that call."""
+        h = self.history
+        if (self.bug("replay_after_5xx") and attempt == 0 and e.msg.startswith("HTTP 5")
+                and len(h) >= 2 and h[-1]["role"] == "tool"
+                and len(h[-2].get("tool_calls") or []) == 1):
+            tc = h[-2]["tool_calls"][0]
+            log(f"re-running {tc.get('id')} after a 5xx (bug replay_after_5xx)")
+            self.execute_tool(tc)
         if not (self.bug("resend_batch_minus_one") and e.msg.startswith("HTTP 429")):
             return body
-        h = self.history
         n = 0
         while n < len(h) and h[-1 - n]["role"] == "tool":
             n += 1
@@ -965,8 +961,10 @@ class Agent:
             return self._attempt(conn, body)
         except Interrupted:
             raise
-        except ProviderError:
+        except ProviderError as e:
             if self.ctl.interrupted():
+                if e.transient:
+                    self._bug_sticky_backoff_interrupt()
                 raise Interrupted()
             raise
         except (OSError, http.client.HTTPException) as e:
