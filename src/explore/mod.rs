@@ -33,6 +33,9 @@ pub struct Args {
     /// An extra argument for the agent command (repeatable), e.g. --agent-arg=--bug=NAME.
     #[arg(long = "agent-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub agent_args: Vec<String>,
+    /// Hand the caller's variable NAME to the agent (repeatable; must be set).
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
     /// The model API wire (openai-chat, openai-responses, anthropic, gemini).
     #[arg(long, value_name = "WIRE")]
     pub wire: Option<crate::provider::Wire>,
@@ -170,6 +173,14 @@ pub fn main(args: Args) -> u8 {
     }
     if profile.exec.is_some() && !args.agent_args.is_empty() {
         return usage("--agent-arg is for a driver-protocol agent, not an exec-mode profile");
+    }
+    for name in &args.pass_env {
+        if let Err(e) = crate::driver::env::check_pass_env(name) {
+            return usage(e);
+        }
+        profile
+            .env
+            .insert(name.clone(), format!("{{{{env:{name}}}}}"));
     }
     if let Some(out) = &args.out {
         if std::fs::symlink_metadata(out).is_ok() {
