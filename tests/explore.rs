@@ -15,7 +15,11 @@ use std::time::Duration;
 /// first wave of trials holds the bug's combination (see the README for
 /// budgets-to-find).
 const BUGS: [(&str, &str, &str); 3] = [
-    ("sticky_backoff_interrupt", "9", "reusability / probe_answered"),
+    (
+        "sticky_backoff_interrupt",
+        "9",
+        "reusability / probe_answered",
+    ),
     ("resend_batch_minus_one", "29", "history integrity / "),
     ("replay_after_5xx", "25", "exactly-once side effects / "),
 ];
@@ -62,11 +66,20 @@ fn finds(bug: &str, seed: &str, check: &str) {
         stdout.contains(&format!("breaks {check}")),
         "{bug}: wrong check:\n{stdout}"
     );
-    assert!(stdout.contains(&format!("chaosrun explore --seed {seed}")), "{stdout}");
+    assert!(
+        stdout.contains(&format!("chaosrun explore --seed {seed}")),
+        "{stdout}"
+    );
     assert!(stderr.contains("confirmed 3/3"), "{stderr}");
-    assert!(stderr.contains("trial 0 seed "), "each trial's seed is printed: {stderr}");
+    assert!(
+        stderr.contains("trial 0 seed "),
+        "each trial's seed is printed: {stderr}"
+    );
     let faults = shrunk_faults(&stdout);
-    assert!((1..=2).contains(&faults), "{bug}: {faults} faults:\n{stdout}");
+    assert!(
+        (1..=2).contains(&faults),
+        "{bug}: {faults} faults:\n{stdout}"
+    );
     no_survivors(&mark);
 
     // The emitted file is a table: the row fails the bug build on the same
@@ -74,11 +87,22 @@ fn finds(bug: &str, seed: &str, check: &str) {
     let table = out.to_str().unwrap();
     let with_bug = chaosrun(&mark, &[table, &bug_arg, "--no-progress"]);
     let text = String::from_utf8_lossy(&with_bug.stdout);
-    assert_eq!(with_bug.status.code(), Some(1), "{bug}: row with the bug:\n{text}");
-    assert!(text.contains(check.trim_end_matches(" / ")), "{bug}:\n{text}");
+    assert_eq!(
+        with_bug.status.code(),
+        Some(1),
+        "{bug}: row with the bug:\n{text}"
+    );
+    assert!(
+        text.contains(check.trim_end_matches(" / ")),
+        "{bug}:\n{text}"
+    );
     let healthy = chaosrun(&mark, &[table, "--no-progress"]);
     let text = String::from_utf8_lossy(&healthy.stdout);
-    assert_eq!(healthy.status.code(), Some(0), "{bug}: row, healthy:\n{text}");
+    assert_eq!(
+        healthy.status.code(),
+        Some(0),
+        "{bug}: row, healthy:\n{text}"
+    );
     no_survivors(&mark);
 }
 
@@ -158,8 +182,14 @@ fn bad_input_exits_2() {
 
 #[test]
 fn dry_run_prints_the_same_trials_for_the_same_seed() {
-    let a = chaosrun("dry", &["explore", "--dry-run", "--seed", "7", "--trials", "3"]);
-    let b = chaosrun("dry", &["explore", "--dry-run", "--seed", "7", "--trials", "3"]);
+    let a = chaosrun(
+        "dry",
+        &["explore", "--dry-run", "--seed", "7", "--trials", "3"],
+    );
+    let b = chaosrun(
+        "dry",
+        &["explore", "--dry-run", "--seed", "7", "--trials", "3"],
+    );
     assert_eq!(a.status.code(), Some(0));
     assert_eq!(a.stdout, b.stdout);
     let text = String::from_utf8_lossy(&a.stdout);
@@ -169,5 +199,10 @@ fn dry_run_prints_the_same_trials_for_the_same_seed() {
     let f = dir.path().join("t.yaml");
     std::fs::write(&f, &a.stdout).unwrap();
     let list = chaosrun("dry", &[f.to_str().unwrap(), "--list"]);
-    assert_eq!(list.status.code(), Some(0), "{}", String::from_utf8_lossy(&list.stderr));
+    assert_eq!(
+        list.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&list.stderr)
+    );
 }

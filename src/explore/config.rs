@@ -182,7 +182,15 @@ mod tests {
         assert_eq!(parse_budget("10m").unwrap().as_secs(), 600);
         assert_eq!(parse_budget("1h").unwrap().as_secs(), 3600);
         assert_eq!(parse_budget("5").unwrap().as_secs(), 5);
-        for bad in ["", "0s", "25h", "-1m", "1.5m", "10x", "99999999999999999999h"] {
+        for bad in [
+            "",
+            "0s",
+            "25h",
+            "-1m",
+            "1.5m",
+            "10x",
+            "99999999999999999999h",
+        ] {
             assert!(parse_budget(bad).is_err(), "{bad}");
         }
     }

@@ -67,7 +67,9 @@ impl Finding {
 
 /// Every finding as one scenarios file.
 pub fn table(findings: &[Finding]) -> String {
-    let mut header = String::from("Found by chaosrun explore. Each row breaks the check named in its comment.\n");
+    let mut header = String::from(
+        "Found by chaosrun explore. Each row breaks the check named in its comment.\n",
+    );
     for f in findings {
         header.push_str(&format!(
             "{}: breaks {}; seed {} (trial {}, trial seed {})\n",
@@ -107,8 +109,14 @@ mod tests {
         assert_eq!(t.scenarios[0].id, "found_probe_answered_4");
         assert!(text.starts_with("# Found by chaosrun explore"));
         let shown = all[0].render();
-        assert!(shown.contains("breaks reusability / probe_answered"), "{shown}");
+        assert!(
+            shown.contains("breaks reusability / probe_answered"),
+            "{shown}"
+        );
         // The shown row is the same YAML the file holds.
-        assert!(shown.contains("    - id: found_probe_answered_4"), "{shown}");
+        assert!(
+            shown.contains("    - id: found_probe_answered_4"),
+            "{shown}"
+        );
     }
 }

@@ -216,14 +216,30 @@ mod tests {
         let c = Config::default();
         for s in 0..500 {
             let t = generate(s, &c, true);
-            assert!(matches!(t.steps.last().unwrap().action, Action::Final { .. }));
+            assert!(matches!(
+                t.steps.last().unwrap().action,
+                Action::Final { .. }
+            ));
             assert!(t.steps.len() as u32 <= c.steps[1] + 1);
-            assert!(t.steps.iter().all(|s| s.faults.len() <= MAX_FAULTS_PER_STEP));
+            assert!(t
+                .steps
+                .iter()
+                .all(|s| s.faults.len() <= MAX_FAULTS_PER_STEP));
             assert!(!t.steps[0].kill_before);
             let kills = t.steps.iter().filter(|s| s.kill_before).count();
-            let ints = t.steps.iter().flat_map(|s| &s.faults).filter(|f| f.interrupt).count();
+            let ints = t
+                .steps
+                .iter()
+                .flat_map(|s| &s.faults)
+                .filter(|f| f.interrupt)
+                .count();
             assert!(kills + ints <= 1);
-            for f in t.steps.iter().flat_map(|s| &s.faults).filter(|f| f.interrupt) {
+            for f in t
+                .steps
+                .iter()
+                .flat_map(|s| &s.faults)
+                .filter(|f| f.interrupt)
+            {
                 assert!(f.kind.is_error());
             }
             for st in &t.steps {
@@ -246,10 +262,16 @@ mod tests {
             int_err += st.iter().flat_map(|s| &s.faults).any(|f| f.interrupt) as u32;
             batch_429 += st.windows(2).any(|w| {
                 matches!(&w[0].action, Action::Tools { secs } if secs.len() >= 2)
-                    && w[1].faults.first().is_some_and(|f| f.kind == FaultKind::Error429)
+                    && w[1]
+                        .faults
+                        .first()
+                        .is_some_and(|f| f.kind == FaultKind::Error429)
             }) as u32;
             kill_5xx += st.iter().any(|s| {
-                s.kill_before && s.faults.first().is_some_and(|f| f.kind == FaultKind::Error500)
+                s.kill_before
+                    && s.faults
+                        .first()
+                        .is_some_and(|f| f.kind == FaultKind::Error500)
             }) as u32;
         }
         assert!(int_err > 50, "{int_err}");

@@ -20,8 +20,8 @@ pub mod shrink;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::profile::{bundled, Profile};
 use crate::proc_hygiene::{self, Guard};
+use crate::profile::{bundled, Profile};
 use crate::runner::Shared;
 
 /// The flags of `chaosrun explore`.
@@ -144,7 +144,10 @@ pub fn main(args: Args) -> u8 {
                 schedule::row(&t, &format!("trial_{i}_{}", t.seed))
             })
             .collect();
-        let text = schedule::table_text(&format!("chaosrun explore --seed {seed}: first {n} trials"), &rows);
+        let text = schedule::table_text(
+            &format!("chaosrun explore --seed {seed}: first {n} trials"),
+            &rows,
+        );
         let mut out = std::io::stdout().lock();
         let _ = std::io::Write::write_all(&mut out, text.as_bytes());
         return 0;
@@ -257,7 +260,11 @@ pub fn main(args: Args) -> u8 {
         if let Err(e) = crate::output::write_atomic(out, emit::table(&findings).as_bytes()) {
             return usage(format!("cannot write {}: {e}", out.display()));
         }
-        crate::say_err!("explore: wrote {} row(s) to {}", findings.len(), out.display());
+        crate::say_err!(
+            "explore: wrote {} row(s) to {}",
+            findings.len(),
+            out.display()
+        );
     }
     code
 }

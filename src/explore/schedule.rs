@@ -139,7 +139,10 @@ pub fn row(t: &Trial, id: &str) -> Value {
         }
         match &s.action {
             Action::Tools { secs } => {
-                rules.push(at_call(c, tool_call(secs.iter().map(|d| side_effect(*d)).collect())));
+                rules.push(at_call(
+                    c,
+                    tool_call(secs.iter().map(|d| side_effect(*d)).collect()),
+                ));
                 c += 1;
             }
             Action::Background => {
@@ -166,20 +169,14 @@ pub fn row(t: &Trial, id: &str) -> Value {
             "about",
             format!("explore trial seed {}: {}", t.seed, describe(t)).into(),
         ),
-        (
-            "knobs",
-            map(vec![("api_max_retries", RETRIES.into())]),
-        ),
+        ("knobs", map(vec![("api_max_retries", RETRIES.into())])),
         ("responder", Value::Sequence(rules)),
     ];
     row.push((
         "expect",
         if kill.is_some() { "killed" } else { "ended" }.into(),
     ));
-    row.push((
-        "calls",
-        map(vec![("max", (c + 4).min(8 * RETRIES).into())]),
-    ));
+    row.push(("calls", map(vec![("max", (c + 4).min(8 * RETRIES).into())])));
     if let Some(n) = interrupt {
         row.push(("interrupt", map(vec![("after_calls", n.into())])));
     }
@@ -238,17 +235,24 @@ mod tests {
                 Step {
                     kill_before: false,
                     faults: vec![],
-                    action: Action::Tools { secs: vec![0.1, 0.2] },
+                    action: Action::Tools {
+                        secs: vec![0.1, 0.2],
+                    },
                 },
                 Step {
                     kill_before: true,
-                    faults: vec![Fault { kind: FaultKind::Error429, interrupt: false }],
+                    faults: vec![Fault {
+                        kind: FaultKind::Error429,
+                        interrupt: false,
+                    }],
                     action: Action::Final { gap: 0.0 },
                 },
             ],
         };
         let text = table_text("", &[row(&t, "r")]);
-        let s = &crate::scenarios::load_str(&text, "r.yaml").unwrap().scenarios[0];
+        let s = &crate::scenarios::load_str(&text, "r.yaml")
+            .unwrap()
+            .scenarios[0];
         let kinds: Vec<_> = s.responder.iter().map(|r| r.reply.kind_name()).collect();
         assert_eq!(kinds, ["tool_call", "hang", "error", "text"], "{text}");
         assert!(text.contains("after_calls: 2"), "{text}");

@@ -109,8 +109,9 @@ impl Runner<'_> {
         self.rt.block_on(async move {
             let (tx, rx) = mpsc::unbounded_channel();
             drop(rx);
-            let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-                .expect("signal");
+            let mut sigint =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+                    .expect("signal");
             let mut sigterm =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
                     .expect("signal");
@@ -147,7 +148,12 @@ pub fn run(rt: &tokio::runtime::Runtime, shared: Arc<Shared>, plan: &Plan) -> Ou
             .max_trials
             .map_or(plan.jobs as u64, |m| (m - n).min(plan.jobs as u64));
         let trials: Vec<(u64, Trial)> = (n..n + wave)
-            .map(|i| (i, generate(trial_seed(plan.seed, i), &plan.cfg, plan.resume)))
+            .map(|i| {
+                (
+                    i,
+                    generate(trial_seed(plan.seed, i), &plan.cfg, plan.resume),
+                )
+            })
             .collect();
         n += wave;
         let batch: Vec<Trial> = trials.iter().map(|(_, t)| t.clone()).collect();
@@ -163,18 +169,32 @@ pub fn run(rt: &tokio::runtime::Runtime, shared: Arc<Shared>, plan: &Plan) -> Ou
                     continue;
                 }
                 Judged::Error(e) => {
-                    p.trial(no, trial.seed, &format!("ERROR (not a finding): {e}"), res.seconds);
+                    p.trial(
+                        no,
+                        trial.seed,
+                        &format!("ERROR (not a finding): {e}"),
+                        res.seconds,
+                    );
                     continue;
                 }
                 Judged::NotExercised(v) => {
                     p.inconclusive += 1;
-                    p.trial(no, trial.seed, &format!("fault not exercised (not a finding): {v}"), res.seconds);
+                    p.trial(
+                        no,
+                        trial.seed,
+                        &format!("fault not exercised (not a finding): {v}"),
+                        res.seconds,
+                    );
                     continue;
                 }
                 Judged::Fail(check, v) => (check, v),
             };
             p.failures += 1;
             p.trial(no, trial.seed, &format!("FAIL {check}"), res.seconds);
+            p.line(&format!(
+                "failure found {:.1} s into the search, in trial {no} ({n} trials started)",
+                started.elapsed().as_secs_f64()
+            ));
             p.confirming(no, &check, plan.confirm);
             let again = match r.run(std::slice::from_ref(&trial), plan.confirm) {
                 Ok(x) => x,
@@ -193,7 +213,10 @@ pub fn run(rt: &tokio::runtime::Runtime, shared: Arc<Shared>, plan: &Plan) -> Ou
                 continue;
             }
             p.confirmed += 1;
-            p.line(&format!("trial {no}: confirmed {}/{}; shrinking", failed, plan.confirm));
+            p.line(&format!(
+                "trial {no}: confirmed {}/{}; shrinking",
+                failed, plan.confirm
+            ));
             let mut interrupted = None;
             let mut shrink_runs = 0u64;
             let shrunk = shrink::shrink(

@@ -135,7 +135,10 @@ mod tests {
     fn batch_then_429(t: &Trial) -> bool {
         t.steps.windows(2).any(|w| {
             matches!(&w[0].action, Action::Tools { secs } if secs.len() >= 2)
-                && w[1].faults.first().is_some_and(|f| f.kind == FaultKind::Error429)
+                && w[1]
+                    .faults
+                    .first()
+                    .is_some_and(|f| f.kind == FaultKind::Error429)
         })
     }
 
@@ -196,5 +199,4 @@ mod tests {
         assert_eq!(s.trial.steps.len(), 1);
         assert_eq!(s.trial.fault_count(), 0);
     }
-
 }
