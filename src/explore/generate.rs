@@ -175,8 +175,15 @@ pub fn generate(seed: u64, c: &Config, resume: bool) -> Trial {
     // A kill (before any step after the first, so a side effect is behind
     // it) or an interrupt (after one retryable error); never both.
     if resume && steps.len() > 1 && rng.gen_bool(c.kill_share) {
+        // The restarted agent goes on with the probe turn: nothing of the
+        // faulted turn after the kill would run, so the script ends there.
         let at = rng.gen_range(1..steps.len());
-        steps[at].kill_before = true;
+        steps.truncate(at);
+        steps.push(Step {
+            kill_before: true,
+            faults: Vec::new(),
+            action: Action::Final { gap: 0.0 },
+        });
     } else if rng.gen_bool(c.interrupt_share) {
         let errors: Vec<(usize, usize)> = steps
             .iter()
@@ -255,7 +262,7 @@ mod tests {
     fn the_space_holds_each_combination_often() {
         // Each combination bug of the reference agent needs one of these.
         let c = Config::default();
-        let (mut int_err, mut batch_429, mut kill_5xx) = (0, 0, 0);
+        let (mut int_err, mut batch_429, mut tool_5xx, mut kills) = (0, 0, 0, 0);
         for s in 0..1000 {
             let t = generate(trial_seed(1, s), &c, true);
             let st = &t.steps;
@@ -267,15 +274,18 @@ mod tests {
                         .first()
                         .is_some_and(|f| f.kind == FaultKind::Error429)
             }) as u32;
-            kill_5xx += st.iter().any(|s| {
-                s.kill_before
-                    && s.faults
+            tool_5xx += st.windows(2).any(|w| {
+                matches!(&w[0].action, Action::Tools { secs } if secs.len() == 1)
+                    && w[1]
+                        .faults
                         .first()
                         .is_some_and(|f| f.kind == FaultKind::Error500)
             }) as u32;
+            kills += st.iter().any(|s| s.kill_before) as u32;
         }
         assert!(int_err > 50, "{int_err}");
         assert!(batch_429 > 30, "{batch_429}");
-        assert!(kill_5xx > 10, "{kill_5xx}");
+        assert!(tool_5xx > 30, "{tool_5xx}");
+        assert!(kills > 100, "{kills}");
     }
 }

@@ -1,10 +1,11 @@
-//! The explore loop: trials in waves of `jobs` until the budget (or
-//! `--trials`) is spent; a failed trial re-run `confirm` times (every run
-//! failing the same check confirms it, else it is reported as a flake with
-//! its rate and not shrunk); a confirmed one shrunk with candidate rows run in
-//! parallel, then printed. Each wave is an ordinary `runner::run_all` over
-//! rows loaded through the table loader, so a trial is judged exactly as a
-//! table row is. SIGINT/SIGTERM stop it (130/143) with the findings so far.
+//! The explore loop: trials in waves (of `jobs`, growing to 3 × `jobs`)
+//! until the budget (or `--trials`) is spent; a failed trial re-run
+//! `confirm` times (every run failing the same check confirms it, else it is
+//! reported as a flake with its rate and not shrunk); a confirmed one shrunk
+//! with candidate rows run in parallel, then printed. Each wave is an
+//! ordinary `runner::run_all` over rows loaded through the table loader, so a
+//! trial is judged exactly as a table row is. SIGINT/SIGTERM stop it
+//! (130/143) with the findings so far.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -138,15 +139,18 @@ pub fn run(rt: &tokio::runtime::Runtime, shared: Arc<Shared>, plan: &Plan) -> Ou
     let started = Instant::now();
     let mut findings = Vec::new();
     let mut n: u64 = 0;
+    let mut waves: u64 = 0;
     let stop = |code, p: &Progress, f| {
         p.line("interrupted; stopping");
         p.finish();
         Outcome::Interrupted(code, f)
     };
     'search: while started.elapsed() < plan.budget && plan.max_trials.is_none_or(|m| n < m) {
-        let wave = plan
-            .max_trials
-            .map_or(plan.jobs as u64, |m| (m - n).min(plan.jobs as u64));
+        // Waves grow from `jobs` trials to 3 × `jobs` (run_all keeps `jobs`
+        // busy within a wave, so a slow trial holds back less of the next).
+        waves += 1;
+        let size = plan.jobs as u64 * waves.min(3);
+        let wave = plan.max_trials.map_or(size, |m| (m - n).min(size));
         let trials: Vec<(u64, Trial)> = (n..n + wave)
             .map(|i| {
                 (
