@@ -79,6 +79,9 @@ pub struct Config {
     /// Share of trials with a process fault (a kill, then resume), when the
     /// profile resumes.
     pub kill_share: f64,
+    /// Share of the other trials with a stop: the agent's tree frozen
+    /// (SIGSTOP) for 0.5–4 s as a step's call arrives, then continued.
+    pub stop_share: f64,
     /// Scripted tool steps per trial, drawn uniformly from [min, max].
     pub steps: [u32; 2],
     /// Share of tool steps that are parallel batches (2..=`max_parallel` calls).
@@ -95,6 +98,7 @@ impl Default for Config {
             delay: Delay::default(),
             interrupt_share: 0.2,
             kill_share: 0.2,
+            stop_share: 0.1,
             steps: [1, 4],
             parallel_share: 0.4,
             max_parallel: 4,
@@ -126,6 +130,7 @@ impl Config {
         for (name, v) in [
             ("interrupt_share", self.interrupt_share),
             ("kill_share", self.kill_share),
+            ("stop_share", self.stop_share),
             ("parallel_share", self.parallel_share),
             ("background_share", self.background_share),
         ] {

@@ -61,6 +61,9 @@ pub enum Action {
 pub struct Step {
     /// The agent is killed (then resumed) while waiting on this step's call.
     pub kill_before: bool,
+    /// The agent's whole tree is frozen (SIGSTOP) for this many seconds as
+    /// this step's scripted call arrives, then continued.
+    pub stop_for: Option<f64>,
     pub faults: Vec<Fault>,
     pub action: Action,
 }
@@ -79,6 +82,7 @@ impl Trial {
             .iter()
             .map(|s| {
                 s.kill_before as usize
+                    + s.stop_for.is_some() as usize
                     + s.faults.len()
                     + s.faults.iter().filter(|f| f.interrupt).count()
             })
@@ -159,6 +163,7 @@ pub fn generate(seed: u64, c: &Config, resume: bool) -> Trial {
         let faults = draw_faults(&mut rng, c);
         steps.push(Step {
             kill_before: false,
+            stop_for: None,
             faults,
             action,
         });
@@ -167,6 +172,7 @@ pub fn generate(seed: u64, c: &Config, resume: bool) -> Trial {
     let faults = draw_faults(&mut rng, c);
     steps.push(Step {
         kill_before: false,
+        stop_for: None,
         faults,
         action: Action::Final {
             gap: (gap * 1000.0).round() / 1000.0,
@@ -181,6 +187,7 @@ pub fn generate(seed: u64, c: &Config, resume: bool) -> Trial {
         steps.truncate(at);
         steps.push(Step {
             kill_before: true,
+            stop_for: None,
             faults: Vec::new(),
             action: Action::Final { gap: 0.0 },
         });
@@ -200,6 +207,15 @@ pub fn generate(seed: u64, c: &Config, resume: bool) -> Trial {
             let (i, j) = errors[rng.gen_range(0..errors.len())];
             steps[i].faults[j].interrupt = true;
         }
+    }
+    // Drawn last, so adding it left every earlier draw of a seed as it was.
+    let placed = steps
+        .iter()
+        .any(|s| s.kill_before || s.faults.iter().any(|f| f.interrupt));
+    if !placed && rng.gen_bool(c.stop_share) {
+        // Frozen past (or within) the stale timeout, then continued.
+        let at = rng.gen_range(0..steps.len());
+        steps[at].stop_for = Some(f64::from(rng.gen_range(5u32..=40)) / 10.0);
     }
     Trial { seed, steps }
 }
@@ -233,7 +249,11 @@ mod tests {
                 .iter()
                 .all(|s| s.faults.len() <= MAX_FAULTS_PER_STEP));
             assert!(!t.steps[0].kill_before);
-            let kills = t.steps.iter().filter(|s| s.kill_before).count();
+            let kills = t
+                .steps
+                .iter()
+                .filter(|s| s.kill_before || s.stop_for.is_some())
+                .count();
             let ints = t
                 .steps
                 .iter()

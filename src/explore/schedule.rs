@@ -85,6 +85,9 @@ pub fn describe(t: &Trial) -> String {
         if s.kill_before {
             parts.push(format!("kill before step {i}"));
         }
+        if let Some(secs) = s.stop_for {
+            parts.push(format!("stop {secs} s at step {i}"));
+        }
         for f in &s.faults {
             let k = match f.kind {
                 FaultKind::Error500 => "500",
@@ -122,7 +125,7 @@ pub fn describe(t: &Trial) -> String {
 pub fn row(t: &Trial, id: &str) -> Value {
     let mut rules = Vec::new();
     let mut c: u64 = 0;
-    let (mut kill, mut interrupt) = (None, None);
+    let (mut kill, mut interrupt, mut stop) = (None, None, None);
     'steps: for s in &t.steps {
         if s.kill_before && kill.is_none() && interrupt.is_none() {
             // Killed while waiting on this call; the restarted agent goes on
@@ -135,9 +138,14 @@ pub fn row(t: &Trial, id: &str) -> Value {
         for f in &s.faults {
             rules.push(at_call(c, fault_reply(f.kind)));
             c += 1;
-            if f.interrupt && kill.is_none() {
+            if f.interrupt && kill.is_none() && stop.is_none() {
                 interrupt = Some(c);
                 break 'steps;
+            }
+        }
+        if let (Some(secs), None) = (s.stop_for, &interrupt) {
+            if stop.is_none() && kill.is_none() {
+                stop = Some((c + 1, secs));
             }
         }
         match &s.action {
@@ -192,6 +200,17 @@ pub fn row(t: &Trial, id: &str) -> Value {
             ]),
         ));
     }
+    if let Some((n, secs)) = stop {
+        row.push((
+            "process_fault",
+            map(vec![
+                ("action", "stop".into()),
+                ("target", "tree".into()),
+                ("at", map(vec![("after_calls", n.into())])),
+                ("stop_for", secs.into()),
+            ]),
+        ));
+    }
     map(row)
 }
 
@@ -237,6 +256,7 @@ mod tests {
             steps: vec![
                 Step {
                     kill_before: false,
+                    stop_for: None,
                     faults: vec![],
                     action: Action::Tools {
                         secs: vec![0.1, 0.2],
@@ -244,6 +264,7 @@ mod tests {
                 },
                 Step {
                     kill_before: true,
+                    stop_for: None,
                     faults: vec![Fault {
                         kind: FaultKind::Error429,
                         interrupt: false,

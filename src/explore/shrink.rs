@@ -43,6 +43,11 @@ pub fn candidates(t: &Trial) -> Vec<Trial> {
             c.steps[i].kill_before = false;
             out.push(c);
         }
+        if s.stop_for.is_some() {
+            let mut c = t.clone();
+            c.steps[i].stop_for = None;
+            out.push(c);
+        }
         for (j, f) in s.faults.iter().enumerate() {
             let mut c = t.clone();
             c.steps[i].faults.remove(j);
