@@ -206,3 +206,39 @@ fn dry_run_prints_the_same_trials_for_the_same_seed() {
         String::from_utf8_lossy(&list.stderr)
     );
 }
+
+#[test]
+fn sigint_stops_the_search_with_nothing_left_behind() {
+    use std::process::Stdio;
+    let mark = new_mark("explore-sigint");
+    let mut child = command(
+        &mark,
+        &["explore", "--seed", "1", "--budget", "10m", "--jobs", "2"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // Wait (bounded) until a trial's agent is running.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !marked(&mark).iter().any(|p| p.contains("agent.py")) {
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            kill_marked(&mark);
+            panic!("no trial agent ever ran");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ok = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted; stopping"), "{err}");
+    no_survivors(&mark);
+}

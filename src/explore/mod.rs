@@ -236,7 +236,12 @@ pub fn main(args: Args) -> u8 {
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     let outcome = search::run(&rt, shared, &plan);
     drop(rt);
-    let killed = containment.end();
+    let killed = containment.end()
+        + proc_hygiene::sweep_marked(
+            proc_hygiene::RUN_VAR,
+            &run_id,
+            std::time::Duration::from_secs(10),
+        );
     if killed > 0 {
         crate::say_err!("explore: killed {killed} leftover agent process(es)");
     }
