@@ -15,6 +15,7 @@ macro_rules! say_err {
 }
 
 pub mod driver;
+pub mod explore;
 pub mod history;
 pub mod mcp;
 pub mod observe;

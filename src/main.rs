@@ -184,6 +184,9 @@ enum Command {
         #[arg(long, value_name = "PATH")]
         socket: PathBuf,
     },
+    /// Generate seeded trials (tool-using tasks with fault schedules), judge
+    /// each with the oracle, confirm and shrink a failure to one table row.
+    Explore(chaosrun::explore::Args),
     #[command(name = "__guard", hide = true)]
     Guard {
         run: String,
@@ -260,6 +263,7 @@ fn main() -> ExitCode {
             Ok(code) => ExitCode::from(code),
             Err(e) => usage(e),
         },
+        Some(Command::Explore(args)) => ExitCode::from(chaosrun::explore::main(args)),
         None => run(cli.run),
     }
 }

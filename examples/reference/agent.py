@@ -65,6 +65,10 @@ huge_output_whole, corrupt_store, and the restart bugs:
     store and in the history sent to the model.
   * replay_from_zero: ``start_turn`` is ignored; the resumed agent runs every
     turn again from turn 0 (a protocol violation chaosrun must name).
+
+Combination bugs, each invisible to every row of the seed tables (``chaosrun
+explore`` finds them): sticky_backoff_interrupt, resend_batch_minus_one,
+replay_after_5xx (see KNOWN_BUGS).
 """
 
 import ctypes
@@ -98,6 +102,10 @@ KNOWN_BUGS = {
     "orphan_bg_on_restart": "on resume, the previous incarnation's background jobs are left running",
     "lost_result_on_restart": "on resume, an unanswered tool call is left without a result",
     "replay_from_zero": "on resume, start_turn is ignored and the turns replay from turn 0",
+    # Combination bugs (chaosrun explore): each needs two faults together.
+    "sticky_backoff_interrupt": "an interrupt that lands while a retryable error is handled (read, backoff) stays set and kills the next turn",
+    "resend_batch_minus_one": "a 429 right after a parallel batch re-sends the batch with its last result missing",
+    "replay_after_5xx": "a 5xx on the call right after a single tool call's result re-runs that tool call",
 }
 
 OUTPUT_CAP = 50_000          # chars of tool output kept (bytes read, decoded)
@@ -891,8 +899,57 @@ class Agent:
                     if e.retry_after is not None:
                         delay = max(delay, min(e.retry_after, RETRY_AFTER_CAP))
                 if delay and self.ctl.event.wait(delay):
+                    self._bug_sticky_backoff_interrupt()
                     raise Interrupted()
+                body = self._bug_combination_retry(e, body, attempt)
                 attempt += 1
+
+    # ---------------------------------------------- combination bugs (explore)
+    # Each of these shows only when two faults meet (chaosrun explore finds
+    # them); no row of scenarios.yaml or process_faults.yaml triggers one.
+
+    def _bug_sticky_backoff_interrupt(self):
+        """--bug sticky_backoff_interrupt: an interrupt that arrives while a
+        retryable error is handled (its response read, its backoff) is not
+        cleared at the turn's end (see clear_interrupt)."""
+        if self.bug("sticky_backoff_interrupt"):
+            log("interrupt during backoff: keeping it set (bug sticky_backoff_interrupt)")
+            self._sticky_interrupt = True
+
+    def clear_interrupt(self):
+        """Whether the turn's end clears the interrupt flag."""
+        if self.bug("wedged_after_interrupt"):
+            return False
+        if getattr(self, "_sticky_interrupt", False):
+            self._sticky_interrupt = False
+            return False
+        return True
+
+    def _bug_combination_retry(self, e, body, attempt):
+        """The request body of the next attempt after error ``e``: ``body``,
+        except under --bug resend_batch_minus_one (a 429 after a parallel
+        batch drops the batch's last result); under --bug replay_after_5xx a
+        first 5xx right after a single tool call's result re-runs that call."""
+        h = self.history
+        if (self.bug("replay_after_5xx") and attempt == 0 and e.msg.startswith("HTTP 5")
+                and len(h) >= 2 and h[-1]["role"] == "tool"
+                and len(h[-2].get("tool_calls") or []) == 1):
+            tc = h[-2]["tool_calls"][0]
+            log(f"re-running {tc.get('id')} after a 5xx (bug replay_after_5xx)")
+            self.execute_tool(tc)
+        if not (self.bug("resend_batch_minus_one") and e.msg.startswith("HTTP 429")):
+            return body
+        n = 0
+        while n < len(h) and h[-1 - n]["role"] == "tool":
+            n += 1
+        if n < 2 or len(h) <= n or len(h[-1 - n].get("tool_calls") or []) < 2:
+            return body
+        hist = h[:-1]
+        _suffix, req = wire_request(self.wire, self.model, hist)
+        if self.wire == "openai-chat":
+            req["messages"] = [{"role": "system", "content": SYSTEM_PROMPT}] + hist
+        log("429 after a parallel batch: re-sending it without its last result (bug resend_batch_minus_one)")
+        return json.dumps(req).encode()
 
     def _connection(self):
         cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
@@ -904,8 +961,10 @@ class Agent:
             return self._attempt(conn, body)
         except Interrupted:
             raise
-        except ProviderError:
+        except ProviderError as e:
             if self.ctl.interrupted():
+                if e.transient:
+                    self._bug_sticky_backoff_interrupt()
                 raise Interrupted()
             raise
         except (OSError, http.client.HTTPException) as e:
@@ -1561,7 +1620,7 @@ def main(argv):
             if time.monotonic() - last_reap > 0.5:
                 agent.reap_orphans()
                 last_reap = time.monotonic()
-        agent.ctl.end(clear=not agent.bug("wedged_after_interrupt"))
+        agent.ctl.end(clear=agent.clear_interrupt())
         log(f"turn {i} ended after {time.monotonic() - started:.2f}s: {result.get('exit_reason')}")
         emit({"ev": "turn_end", "i": i, **result})
     if agent.pending_replay:

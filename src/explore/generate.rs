@@ -1,0 +1,311 @@
+//! A trial drawn from a seed: a scripted task (tool steps, sequential or
+//! parallel shell calls, a background job, then a final answer) and its fault
+//! schedule (faults before a step's call, an interrupt after one retryable
+//! error, a kill before a step). Pure: the same seed and config give the same
+//! trial. [`super::schedule`] turns a trial into a table row.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use super::config::Config;
+
+/// A fault served on one main call instead of the scripted reply. Every kind
+/// is retryable, so a healthy agent retries and gets the scripted reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    Error500,
+    Error429,
+    DropMidStream,
+    StallMidStream,
+    Hang,
+}
+
+impl FaultKind {
+    /// In [`super::config::Weights::list`] order after `ok`.
+    pub const ALL: [FaultKind; 5] = [
+        FaultKind::Error500,
+        FaultKind::Error429,
+        FaultKind::DropMidStream,
+        FaultKind::StallMidStream,
+        FaultKind::Hang,
+    ];
+
+    /// Whether the agent backs off after it (an interrupt can land in the wait).
+    pub fn is_error(self) -> bool {
+        matches!(self, FaultKind::Error500 | FaultKind::Error429)
+    }
+}
+
+/// One fault before a step's call; `interrupt` sends `interrupt` as soon as
+/// the call it answers arrives (the agent is then in its retry backoff).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fault {
+    pub kind: FaultKind,
+    pub interrupt: bool,
+}
+
+/// What a step's main call answers, once its faults are served.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Shell calls in one assistant message (1 = sequential step, more =
+    /// a parallel batch), each a side effect that runs for `secs`.
+    Tools { secs: Vec<f64> },
+    /// One background job writing heartbeats.
+    Background,
+    /// The final answer, streamed with this many seconds between chunks.
+    Final { gap: f64 },
+}
+
+/// One step of the script with the faults scheduled before it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// The agent is killed (then resumed) while waiting on this step's call.
+    pub kill_before: bool,
+    /// The agent's whole tree is frozen (SIGSTOP) for this many seconds as
+    /// this step's scripted call arrives, then continued.
+    pub stop_for: Option<f64>,
+    pub faults: Vec<Fault>,
+    pub action: Action,
+}
+
+/// A generated trial. The last step is always `Final`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trial {
+    pub seed: u64,
+    pub steps: Vec<Step>,
+}
+
+impl Trial {
+    /// Faults in the schedule: each provider fault, each interrupt, each kill.
+    pub fn fault_count(&self) -> usize {
+        self.steps
+            .iter()
+            .map(|s| {
+                s.kill_before as usize
+                    + s.stop_for.is_some() as usize
+                    + s.faults.len()
+                    + s.faults.iter().filter(|f| f.interrupt).count()
+            })
+            .sum()
+    }
+}
+
+/// Most faults before one step: the agent's retries (`api_max_retries`, 2 in
+/// every generated row) must outlast them.
+pub const MAX_FAULTS_PER_STEP: usize = 2;
+
+/// The seed of trial `n` of an explore run seeded `seed` (SplitMix64).
+pub fn trial_seed(seed: u64, n: u64) -> u64 {
+    let mut z = seed.wrapping_add((n + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A log-normal draw with median `p50` and 99th percentile `p99`, capped at
+/// `p99 × 2` so a trial stays short; rounded to milliseconds.
+fn lognormal(rng: &mut StdRng, p50: f64, p99: f64) -> f64 {
+    let sigma = (p99 / p50).ln() / 2.326_348;
+    let (u1, u2): (f64, f64) = (rng.gen_range(f64::EPSILON..1.0), rng.gen());
+    let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+    let v = (p50.ln() + sigma * z).exp().min(p99 * 2.0);
+    (v * 1000.0).round() / 1000.0
+}
+
+fn pick_weighted(rng: &mut StdRng, w: &[f64]) -> usize {
+    let total: f64 = w.iter().sum();
+    let mut x = rng.gen_range(0.0..total);
+    for (i, v) in w.iter().enumerate() {
+        if x < *v {
+            return i;
+        }
+        x -= v;
+    }
+    w.len() - 1
+}
+
+/// The faults before one call: draw a reply kind; a fault is kept and the
+/// next attempt drawn again, up to [`MAX_FAULTS_PER_STEP`].
+fn draw_faults(rng: &mut StdRng, c: &Config) -> Vec<Fault> {
+    let w = c.weights.list();
+    let mut out = Vec::new();
+    while out.len() < MAX_FAULTS_PER_STEP {
+        match pick_weighted(rng, &w) {
+            0 => break,
+            k => out.push(Fault {
+                kind: FaultKind::ALL[k - 1],
+                interrupt: false,
+            }),
+        }
+    }
+    out
+}
+
+/// The trial of `seed` under `c`; `resume` says whether kills are allowed.
+pub fn generate(seed: u64, c: &Config, resume: bool) -> Trial {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let n = rng.gen_range(c.steps[0]..=c.steps[1]) as usize;
+    let mut steps = Vec::with_capacity(n + 1);
+    for _ in 0..n {
+        let action = if rng.gen_bool(c.background_share) {
+            Action::Background
+        } else {
+            let width = if rng.gen_bool(c.parallel_share) {
+                rng.gen_range(2..=c.max_parallel) as usize
+            } else {
+                1
+            };
+            let secs = (0..width)
+                .map(|_| lognormal(&mut rng, c.delay.p50, c.delay.p99))
+                .collect();
+            Action::Tools { secs }
+        };
+        let faults = draw_faults(&mut rng, c);
+        steps.push(Step {
+            kill_before: false,
+            stop_for: None,
+            faults,
+            action,
+        });
+    }
+    let gap = lognormal(&mut rng, c.delay.p50, c.delay.p99).min(0.5) / 4.0;
+    let faults = draw_faults(&mut rng, c);
+    steps.push(Step {
+        kill_before: false,
+        stop_for: None,
+        faults,
+        action: Action::Final {
+            gap: (gap * 1000.0).round() / 1000.0,
+        },
+    });
+    // A kill (before any step after the first, so a side effect is behind
+    // it) or an interrupt (after one retryable error); never both.
+    if resume && steps.len() > 1 && rng.gen_bool(c.kill_share) {
+        // The restarted agent goes on with the probe turn: nothing of the
+        // faulted turn after the kill would run, so the script ends there.
+        let at = rng.gen_range(1..steps.len());
+        steps.truncate(at);
+        steps.push(Step {
+            kill_before: true,
+            stop_for: None,
+            faults: Vec::new(),
+            action: Action::Final { gap: 0.0 },
+        });
+    } else if rng.gen_bool(c.interrupt_share) {
+        let errors: Vec<(usize, usize)> = steps
+            .iter()
+            .enumerate()
+            .flat_map(|(i, s)| {
+                s.faults
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, f)| f.kind.is_error())
+                    .map(move |(j, _)| (i, j))
+            })
+            .collect();
+        if !errors.is_empty() {
+            let (i, j) = errors[rng.gen_range(0..errors.len())];
+            steps[i].faults[j].interrupt = true;
+        }
+    }
+    // Drawn last, so adding it left every earlier draw of a seed as it was.
+    let placed = steps
+        .iter()
+        .any(|s| s.kill_before || s.faults.iter().any(|f| f.interrupt));
+    if !placed && rng.gen_bool(c.stop_share) {
+        // Frozen past (or within) the stale timeout, then continued.
+        let at = rng.gen_range(0..steps.len());
+        steps[at].stop_for = Some(f64::from(rng.gen_range(5u32..=40)) / 10.0);
+    }
+    Trial { seed, steps }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_seed_gives_the_same_trial() {
+        let c = Config::default();
+        for s in 0..50 {
+            assert_eq!(generate(s, &c, true), generate(s, &c, true));
+        }
+        assert_ne!(trial_seed(7, 0), trial_seed(7, 1));
+        assert_eq!(trial_seed(7, 3), trial_seed(7, 3));
+    }
+
+    #[test]
+    fn trials_respect_the_bounds_and_end_with_an_answer() {
+        let c = Config::default();
+        for s in 0..500 {
+            let t = generate(s, &c, true);
+            assert!(matches!(
+                t.steps.last().unwrap().action,
+                Action::Final { .. }
+            ));
+            assert!(t.steps.len() as u32 <= c.steps[1] + 1);
+            assert!(t
+                .steps
+                .iter()
+                .all(|s| s.faults.len() <= MAX_FAULTS_PER_STEP));
+            assert!(!t.steps[0].kill_before);
+            let kills = t
+                .steps
+                .iter()
+                .filter(|s| s.kill_before || s.stop_for.is_some())
+                .count();
+            let ints = t
+                .steps
+                .iter()
+                .flat_map(|s| &s.faults)
+                .filter(|f| f.interrupt)
+                .count();
+            assert!(kills + ints <= 1);
+            for f in t
+                .steps
+                .iter()
+                .flat_map(|s| &s.faults)
+                .filter(|f| f.interrupt)
+            {
+                assert!(f.kind.is_error());
+            }
+            for st in &t.steps {
+                if let Action::Tools { secs } = &st.action {
+                    assert!(secs.iter().all(|d| *d > 0.0 && *d <= 1.0));
+                }
+            }
+        }
+        assert!(generate(1, &c, false).steps.iter().all(|s| !s.kill_before));
+    }
+
+    #[test]
+    fn the_space_holds_each_combination_often() {
+        // Each combination bug of the reference agent needs one of these.
+        let c = Config::default();
+        let (mut int_err, mut batch_429, mut tool_5xx, mut kills) = (0, 0, 0, 0);
+        for s in 0..1000 {
+            let t = generate(trial_seed(1, s), &c, true);
+            let st = &t.steps;
+            int_err += st.iter().flat_map(|s| &s.faults).any(|f| f.interrupt) as u32;
+            batch_429 += st.windows(2).any(|w| {
+                matches!(&w[0].action, Action::Tools { secs } if secs.len() >= 2)
+                    && w[1]
+                        .faults
+                        .first()
+                        .is_some_and(|f| f.kind == FaultKind::Error429)
+            }) as u32;
+            tool_5xx += st.windows(2).any(|w| {
+                matches!(&w[0].action, Action::Tools { secs } if secs.len() == 1)
+                    && w[1]
+                        .faults
+                        .first()
+                        .is_some_and(|f| f.kind == FaultKind::Error500)
+            }) as u32;
+            kills += st.iter().any(|s| s.kill_before) as u32;
+        }
+        assert!(int_err > 50, "{int_err}");
+        assert!(batch_429 > 30, "{batch_429}");
+        assert!(tool_5xx > 30, "{tool_5xx}");
+        assert!(kills > 100, "{kills}");
+    }
+}

@@ -1,0 +1,275 @@
+//! `chaosrun explore`: generated trials instead of a table. Each trial is a
+//! row of the ordinary schema ([`generate`] draws it from a seed,
+//! [`schedule`] lays it out), run and judged by the usual runner and oracle.
+//! A failure is re-run to confirm it (k of k, else a flake), then shrunk
+//! ([`shrink`]) while the same check fails, and printed as a pasteable row
+//! ([`emit`]). This module owns the flags and the run's setup and teardown
+//! (agent, containment, guard, signals); [`search`] owns the loop.
+//!
+//! Exit codes: 0 nothing confirmed within the budget, 1 a confirmed failure,
+//! 2 bad input, 130/143 interrupted.
+
+pub mod config;
+pub mod emit;
+pub mod generate;
+pub mod progress;
+pub mod schedule;
+pub mod search;
+pub mod shrink;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::proc_hygiene::{self, Guard};
+use crate::profile::{bundled, Profile};
+use crate::runner::Shared;
+
+/// The flags of `chaosrun explore`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// An adapter profile or driver executable (default: the bundled reference agent).
+    #[arg(long, value_name = "PATH")]
+    pub agent: Option<String>,
+    /// An extra argument for the agent command (repeatable), e.g. --agent-arg=--bug=NAME.
+    #[arg(long = "agent-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub agent_args: Vec<String>,
+    /// Hand the caller's variable NAME to the agent (repeatable; must be set).
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
+    /// The model API wire (openai-chat, openai-responses, anthropic, gemini).
+    #[arg(long, value_name = "WIRE")]
+    pub wire: Option<crate::provider::Wire>,
+    /// How long to search: 90s, 10m, 1h (at most 24h). Confirming and
+    /// shrinking a failure found in time may run past it.
+    #[arg(long, default_value = "10m", value_name = "DURATION")]
+    pub budget: String,
+    /// Trials (and shrinking candidates) run at once.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub jobs: u64,
+    /// Seed of the whole search; each trial's own seed is derived from it and printed.
+    #[arg(long, value_name = "S")]
+    pub seed: Option<u64>,
+    /// Stop after this many trials even if budget is left.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub trials: Option<u64>,
+    /// Runs that must all fail the same check to confirm a failure (else it is a flake).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub confirm: u32,
+    /// Keep searching after the first confirmed failure.
+    #[arg(long)]
+    pub keep_going: bool,
+    /// Write the found rows as a scenarios file (must not exist yet).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Weights, delays and shares (explore.yaml); see the README.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Override one reply-kind weight: KIND=W (ok, error_500, error_429,
+    /// drop_mid_stream, stall_mid_stream, hang). Repeatable.
+    #[arg(long = "weight", value_name = "KIND=W")]
+    pub weights: Vec<String>,
+    /// Print the first trials as a table (--trials of them, default 5) and run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// Apply `--weight KIND=W` overrides.
+fn apply_weights(c: &mut config::Config, flags: &[String]) -> Result<(), String> {
+    for f in flags {
+        let (k, v) = f
+            .split_once('=')
+            .ok_or_else(|| format!("--weight {f:?}: expected KIND=W, e.g. error_429=0.3"))?;
+        let v: f64 = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("--weight {f:?}: {v:?} is not a number"))?;
+        let w = &mut c.weights;
+        let slot = match k.trim() {
+            "ok" => &mut w.ok,
+            "error_500" => &mut w.error_500,
+            "error_429" => &mut w.error_429,
+            "drop_mid_stream" => &mut w.drop_mid_stream,
+            "stall_mid_stream" => &mut w.stall_mid_stream,
+            "hang" => &mut w.hang,
+            other => {
+                return Err(format!(
+                "--weight {other:?}: unknown kind; use ok, error_500, error_429, drop_mid_stream, stall_mid_stream or hang"
+            ))
+            }
+        };
+        *slot = v;
+    }
+    c.validate().map_err(|e| format!("--weight: {e}"))
+}
+
+/// Load the config file (if any) and the flag overrides.
+fn load_config(args: &Args) -> Result<config::Config, String> {
+    let mut c = match &args.config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| format!("{}: cannot read: {e}", p.display()))?;
+            if text.trim().is_empty() {
+                config::Config::default()
+            } else {
+                config::Config::parse(&text, &p.display().to_string())?
+            }
+        }
+        None => config::Config::default(),
+    };
+    apply_weights(&mut c, &args.weights)?;
+    Ok(c)
+}
+
+fn usage(msg: impl std::fmt::Display) -> u8 {
+    crate::say_err!("chaosrun: error: {msg}");
+    2
+}
+
+/// Run `chaosrun explore`; returns the exit code.
+pub fn main(args: Args) -> u8 {
+    let budget = match config::parse_budget(&args.budget) {
+        Ok(b) => b,
+        Err(e) => return usage(e),
+    };
+    let cfg = match load_config(&args) {
+        Ok(c) => c,
+        Err(e) => return usage(e),
+    };
+    let seed = args.seed.unwrap_or_else(rand::random);
+    if args.dry_run {
+        let n = args.trials.unwrap_or(5).min(1000);
+        let rows: Vec<_> = (0..n)
+            .map(|i| {
+                let t = generate::generate(generate::trial_seed(seed, i), &cfg, true);
+                schedule::row(&t, &format!("trial_{i}_{}", t.seed))
+            })
+            .collect();
+        let text = schedule::table_text(
+            &format!("chaosrun explore --seed {seed}: first {n} trials"),
+            &rows,
+        );
+        let mut out = std::io::stdout().lock();
+        let _ = std::io::Write::write_all(&mut out, text.as_bytes());
+        return 0;
+    }
+    let bundled_dir = match args.agent {
+        Some(_) => None,
+        None => match tempfile::Builder::new().prefix("chaosrun-agent-").tempdir() {
+            Ok(d) => Some(d),
+            Err(e) => return usage(format!("cannot write the bundled agent: {e}")),
+        },
+    };
+    let agent = match (&args.agent, &bundled_dir) {
+        (Some(a), _) => a.clone(),
+        (None, Some(d)) => match bundled::materialize(d.path()) {
+            Ok(p) => p.display().to_string(),
+            Err(e) => return usage(format!("cannot write the bundled agent: {e}")),
+        },
+        (None, None) => return usage("no agent"),
+    };
+    let mut profile = match Profile::resolve(&agent) {
+        Ok(p) => p,
+        Err(e) => return usage(e),
+    };
+    if let Some(w) = args.wire {
+        profile.wire = w;
+    }
+    if profile.exec.is_some() && !args.agent_args.is_empty() {
+        return usage("--agent-arg is for a driver-protocol agent, not an exec-mode profile");
+    }
+    for name in &args.pass_env {
+        if let Err(e) = crate::driver::env::check_pass_env(name) {
+            return usage(e);
+        }
+        profile
+            .env
+            .insert(name.clone(), format!("{{{{env:{name}}}}}"));
+    }
+    if let Some(out) = &args.out {
+        if std::fs::symlink_metadata(out).is_ok() {
+            return usage(format!(
+                "--out {}: the file exists; explore never overwrites one: pick a new path",
+                out.display()
+            ));
+        }
+        let mut inputs = crate::profile::input_files(&agent, &profile);
+        inputs.extend(args.config.clone());
+        inputs.extend(std::env::current_exe().ok());
+        if let Err(e) = crate::output::check_outputs(&[("--out", out.as_path())], &inputs) {
+            return usage(e);
+        }
+    }
+    let run_id = format!("chaos{}", proc_hygiene::new_id(&mut rand::thread_rng()));
+    if let Err(e) = proc_hygiene::become_subreaper() {
+        crate::say_err!("chaosrun: warning: cannot become a child subreaper ({e})");
+    }
+    let containment = Arc::new(proc_hygiene::RunContainment::new(&run_id));
+    let temp: Vec<&std::path::Path> = bundled_dir.iter().map(|d| d.path()).collect();
+    let guard = std::env::current_exe()
+        .and_then(|exe| Guard::spawn(&exe, &run_id, &temp))
+        .map_err(|e| crate::say_err!("chaosrun: warning: no cleanup guard ({e})"))
+        .ok();
+    let shown_agent = if args.agent.is_some() {
+        profile.source.clone()
+    } else {
+        "bundled reference agent".into()
+    };
+    let resume = profile.resume;
+    let shared = Arc::new(Shared {
+        profile,
+        agent_args: args.agent_args.clone(),
+        run_id: run_id.clone(),
+        containment: containment.clone(),
+        boot_gate: Shared::boot_gate(),
+    });
+    let plan = search::Plan {
+        seed,
+        budget,
+        jobs: args.jobs as usize,
+        max_trials: args.trials,
+        confirm: args.confirm,
+        keep_going: args.keep_going,
+        resume,
+        cfg,
+        agent: shown_agent,
+    };
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let outcome = search::run(&rt, shared, &plan);
+    drop(rt);
+    let killed = containment.end()
+        + proc_hygiene::sweep_marked(
+            proc_hygiene::RUN_VAR,
+            &run_id,
+            std::time::Duration::from_secs(10),
+        );
+    if killed > 0 {
+        crate::say_err!("explore: killed {killed} leftover agent process(es)");
+    }
+    let prefix = format!("chaosrun-{run_id}-");
+    if let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) {
+        for e in dir.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    drop(bundled_dir);
+    if let Some(g) = guard {
+        g.finish();
+    }
+    let (code, findings) = match outcome {
+        search::Outcome::Done(f) => (u8::from(!f.is_empty()), f),
+        search::Outcome::Interrupted(code, f) => (code, f),
+    };
+    if let (Some(out), false) = (&args.out, findings.is_empty()) {
+        if let Err(e) = crate::output::write_atomic(out, emit::table(&findings).as_bytes()) {
+            return usage(format!("cannot write {}: {e}", out.display()));
+        }
+        crate::say_err!(
+            "explore: wrote {} row(s) to {}",
+            findings.len(),
+            out.display()
+        );
+    }
+    code
+}

@@ -1,0 +1,288 @@
+//! A trial as a row of the ordinary table schema: its steps and faults laid out
+//! on main-call indices (`when: {call: N}`), the final answer as the catch-all
+//! rule, an interrupt as `interrupt: {after_calls: N}`, a kill as a hung call
+//! plus `process_fault: {action: kill, at: {after_calls: N}}`. The row is
+//! YAML (insertion-ordered), so a found trial is a pasteable row.
+
+use serde_yaml::{Mapping, Value};
+
+use super::generate::{Action, FaultKind, Trial};
+
+/// The retry budget every generated row gives the agent (knob
+/// `api_max_retries`): more than the faults before any one step.
+pub const RETRIES: u64 = 2;
+
+fn map(pairs: Vec<(&str, Value)>) -> Value {
+    let mut m = Mapping::new();
+    for (k, v) in pairs {
+        m.insert(Value::from(k), v);
+    }
+    Value::Mapping(m)
+}
+
+fn at_call(c: u64, reply: Value) -> Value {
+    map(vec![
+        ("when", map(vec![("call", Value::from(c))])),
+        ("reply", reply),
+    ])
+}
+
+fn fault_reply(k: FaultKind) -> Value {
+    match k {
+        FaultKind::Error500 => map(vec![
+            ("kind", "error".into()),
+            ("status", 500.into()),
+            ("message", "internal server error".into()),
+        ]),
+        FaultKind::Error429 => map(vec![
+            ("kind", "error".into()),
+            ("status", 429.into()),
+            ("message", "rate limit exceeded".into()),
+            ("retry_after", 1.into()),
+        ]),
+        FaultKind::DropMidStream => map(vec![("kind", "drop_mid_stream".into())]),
+        FaultKind::StallMidStream => map(vec![("kind", "stall_mid_stream".into())]),
+        FaultKind::Hang => map(vec![("kind", "hang".into())]),
+    }
+}
+
+/// A shell call that leaves a side effect (`SE-…` in the journal), works for
+/// `secs`, then says it finished.
+fn side_effect(secs: f64) -> Value {
+    let token = "SE-{{nonce}}-c{{call}}-{{i}}";
+    let cmd = format!(
+        "echo {token} >> \"$CHAOS_JOURNAL\" && sleep {} && echo done-{token}",
+        crate::units::short(secs)
+    );
+    map(vec![
+        ("tool", "shell".into()),
+        ("args", map(vec![("command", cmd.into())])),
+    ])
+}
+
+fn background() -> Value {
+    let cmd = "while true; do echo \"bg $(date +%s.%N) {{nonce}}\" >> \"$CHAOS_JOURNAL\"; sleep 0.2; done";
+    map(vec![
+        ("tool", "shell".into()),
+        (
+            "args",
+            map(vec![("command", cmd.into()), ("background", true.into())]),
+        ),
+    ])
+}
+
+fn tool_call(calls: Vec<Value>) -> Value {
+    map(vec![
+        ("kind", "tool_call".into()),
+        ("calls", Value::Sequence(calls)),
+    ])
+}
+
+/// One line saying what the schedule is, for `about:`.
+pub fn describe(t: &Trial) -> String {
+    let mut parts = Vec::new();
+    for (i, s) in t.steps.iter().enumerate() {
+        if s.kill_before {
+            parts.push(format!("kill before step {i}"));
+        }
+        if let Some(secs) = s.stop_for {
+            parts.push(format!("stop {secs} s at step {i}"));
+        }
+        for f in &s.faults {
+            let k = match f.kind {
+                FaultKind::Error500 => "500",
+                FaultKind::Error429 => "429",
+                FaultKind::DropMidStream => "drop",
+                FaultKind::StallMidStream => "stall",
+                FaultKind::Hang => "hang",
+            };
+            parts.push(if f.interrupt {
+                format!("{k} then interrupt before step {i}")
+            } else {
+                format!("{k} before step {i}")
+            });
+        }
+    }
+    let script: Vec<String> = t
+        .steps
+        .iter()
+        .map(|s| match &s.action {
+            Action::Tools { secs } if secs.len() == 1 => "tool".to_string(),
+            Action::Tools { secs } => format!("{} parallel", secs.len()),
+            Action::Background => "background".into(),
+            Action::Final { .. } => "answer".into(),
+        })
+        .collect();
+    let faults = if parts.is_empty() {
+        "no fault".to_string()
+    } else {
+        parts.join(", ")
+    };
+    format!("script [{}]; {faults}", script.join(", "))
+}
+
+/// The row of `t`, with id `id`.
+pub fn row(t: &Trial, id: &str) -> Value {
+    let mut rules = Vec::new();
+    let mut c: u64 = 0;
+    let (mut kill, mut interrupt, mut stop) = (None, None, None);
+    'steps: for s in &t.steps {
+        if s.kill_before && kill.is_none() && interrupt.is_none() {
+            // Killed while waiting on this call; the restarted agent goes on
+            // with the probe turn, so nothing after it is laid out.
+            rules.push(at_call(c, map(vec![("kind", "hang".into())])));
+            c += 1;
+            kill = Some(c);
+            break 'steps;
+        }
+        for f in &s.faults {
+            rules.push(at_call(c, fault_reply(f.kind)));
+            c += 1;
+            if f.interrupt && kill.is_none() && stop.is_none() {
+                interrupt = Some(c);
+                break 'steps;
+            }
+        }
+        if let (Some(secs), None) = (s.stop_for, &interrupt) {
+            if stop.is_none() && kill.is_none() {
+                stop = Some((c + 1, secs));
+            }
+        }
+        match &s.action {
+            Action::Tools { secs } => {
+                rules.push(at_call(
+                    c,
+                    tool_call(secs.iter().map(|d| side_effect(*d)).collect()),
+                ));
+                c += 1;
+            }
+            Action::Background => {
+                rules.push(at_call(c, tool_call(vec![background()])));
+                c += 1;
+            }
+            Action::Final { gap } => {
+                let mut text = vec![
+                    ("kind", "text".into()),
+                    ("text", "all steps done {{nonce}}".into()),
+                ];
+                if *gap > 0.0 {
+                    text.push(("chunk_chars", 8.into()));
+                    text.push(("delay_per_chunk", (*gap).into()));
+                }
+                rules.push(map(vec![("reply", map(text))]));
+                c += 1;
+            }
+        }
+    }
+    let mut row = vec![
+        ("id", Value::from(id)),
+        (
+            "about",
+            format!("explore trial seed {}: {}", t.seed, describe(t)).into(),
+        ),
+        ("knobs", map(vec![("api_max_retries", RETRIES.into())])),
+        ("responder", Value::Sequence(rules)),
+    ];
+    row.push((
+        "expect",
+        if kill.is_some() { "killed" } else { "ended" }.into(),
+    ));
+    row.push(("calls", map(vec![("max", (c + 4).min(8 * RETRIES).into())])));
+    if let Some(n) = interrupt {
+        row.push(("interrupt", map(vec![("after_calls", n.into())])));
+    }
+    if let Some(n) = kill {
+        row.push((
+            "process_fault",
+            map(vec![
+                ("action", "kill".into()),
+                ("at", map(vec![("after_calls", n.into())])),
+            ]),
+        ));
+    }
+    if let Some((n, secs)) = stop {
+        row.push((
+            "process_fault",
+            map(vec![
+                ("action", "stop".into()),
+                ("target", "tree".into()),
+                ("at", map(vec![("after_calls", n.into())])),
+                ("stop_for", secs.into()),
+            ]),
+        ));
+    }
+    map(row)
+}
+
+/// A scenarios file holding `rows`, with a header naming how it was found.
+pub fn table_text(header: &str, rows: &[Value]) -> String {
+    let doc = map(vec![("scenarios", Value::Sequence(rows.to_vec()))]);
+    let body = serde_yaml::to_string(&doc).unwrap_or_default();
+    let mut out = String::new();
+    for line in header.lines() {
+        out.push_str("# ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push_str(&body);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::Config;
+    use super::super::generate::{generate, trial_seed};
+    use super::*;
+
+    #[test]
+    fn every_generated_row_loads_as_a_table() {
+        let c = Config::default();
+        for n in 0..300 {
+            let t = generate(trial_seed(3, n), &c, true);
+            let text = table_text("x", &[row(&t, "t")]);
+            let table = crate::scenarios::load_str(&text, "gen.yaml")
+                .unwrap_or_else(|e| panic!("{e}\n{text}"));
+            let s = &table.scenarios[0];
+            assert!(s.calls.limit() <= 16);
+            assert!(s.interrupt.is_none() || s.process_fault.is_none());
+        }
+    }
+
+    #[test]
+    fn faults_take_call_indices_before_their_step() {
+        use super::super::generate::{Fault, Step};
+        let t = Trial {
+            seed: 9,
+            steps: vec![
+                Step {
+                    kill_before: false,
+                    stop_for: None,
+                    faults: vec![],
+                    action: Action::Tools {
+                        secs: vec![0.1, 0.2],
+                    },
+                },
+                Step {
+                    kill_before: true,
+                    stop_for: None,
+                    faults: vec![Fault {
+                        kind: FaultKind::Error429,
+                        interrupt: false,
+                    }],
+                    action: Action::Final { gap: 0.0 },
+                },
+            ],
+        };
+        let text = table_text("", &[row(&t, "r")]);
+        let s = &crate::scenarios::load_str(&text, "r.yaml")
+            .unwrap()
+            .scenarios[0];
+        let kinds: Vec<_> = s.responder.iter().map(|r| r.reply.kind_name()).collect();
+        // The faults after the kill would never run: not laid out.
+        assert_eq!(kinds, ["tool_call", "hang"], "{text}");
+        assert!(text.contains("after_calls: 2"), "{text}");
+        assert!(matches!(s.expect, crate::scenarios::Expect::Killed));
+        assert_eq!(t.fault_count(), 2);
+        assert!(!text.contains("status: 429"), "{text}");
+    }
+}

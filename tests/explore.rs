@@ -1,0 +1,244 @@
+//! `chaosrun explore` against the real reference agent: each combination bug
+//! (`--bug`) is found from a fixed seed within a short budget, confirmed,
+//! shrunk to at most two faults, and the emitted `--out` row — run as an
+//! ordinary table — fails the bug build and passes the healthy one. The
+//! healthy agent explored for a fixed budget yields nothing. Bad input exits 2.
+//! No process outlives a run (looked for by the marker in /proc).
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::time::Duration;
+
+/// `(bug, seed, the check its row must break)`: the seeds are ones whose
+/// first wave of trials holds the bug's combination (see the README for
+/// budgets-to-find).
+const BUGS: [(&str, &str, &str); 3] = [
+    (
+        "sticky_backoff_interrupt",
+        "9",
+        "reusability / probe_answered",
+    ),
+    ("resend_batch_minus_one", "29", "history integrity / "),
+    ("replay_after_5xx", "25", "exactly-once side effects / "),
+];
+
+fn no_survivors(mark: &str) {
+    let left = wait_unmarked(mark, Duration::from_secs(5));
+    kill_marked(mark);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// The number N in the finding's `shrunk: N fault(s)` line.
+fn shrunk_faults(stdout: &str) -> usize {
+    let line = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("shrunk: "))
+        .unwrap_or_else(|| panic!("no shrunk line:\n{stdout}"));
+    line.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+fn finds(bug: &str, seed: &str, check: &str) {
+    let mark = new_mark(bug);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("found.yaml");
+    let bug_arg = format!("--agent-arg=--bug={bug}");
+    let run = chaosrun(
+        &mark,
+        &[
+            "explore",
+            "--seed",
+            seed,
+            "--budget",
+            "60s",
+            "--jobs",
+            "2",
+            &bug_arg,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "{bug}:\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(&format!("breaks {check}")),
+        "{bug}: wrong check:\n{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("chaosrun explore --seed {seed}")),
+        "{stdout}"
+    );
+    assert!(stderr.contains("confirmed 3/3"), "{stderr}");
+    assert!(
+        stderr.contains("trial 0 seed "),
+        "each trial's seed is printed: {stderr}"
+    );
+    let faults = shrunk_faults(&stdout);
+    assert!(
+        (1..=2).contains(&faults),
+        "{bug}: {faults} faults:\n{stdout}"
+    );
+    no_survivors(&mark);
+
+    // The emitted file is a table: the row fails the bug build on the same
+    // invariant, and passes the healthy agent.
+    let table = out.to_str().unwrap();
+    let with_bug = chaosrun(&mark, &[table, &bug_arg, "--no-progress"]);
+    let text = String::from_utf8_lossy(&with_bug.stdout);
+    assert_eq!(
+        with_bug.status.code(),
+        Some(1),
+        "{bug}: row with the bug:\n{text}"
+    );
+    assert!(
+        text.contains(check.trim_end_matches(" / ")),
+        "{bug}:\n{text}"
+    );
+    let healthy = chaosrun(&mark, &[table, "--no-progress"]);
+    let text = String::from_utf8_lossy(&healthy.stdout);
+    assert_eq!(
+        healthy.status.code(),
+        Some(0),
+        "{bug}: row, healthy:\n{text}"
+    );
+    no_survivors(&mark);
+}
+
+#[test]
+fn finds_sticky_backoff_interrupt() {
+    let (b, s, c) = BUGS[0];
+    finds(b, s, c);
+}
+
+#[test]
+fn finds_resend_batch_minus_one() {
+    let (b, s, c) = BUGS[1];
+    finds(b, s, c);
+}
+
+#[test]
+fn finds_replay_after_5xx() {
+    let (b, s, c) = BUGS[2];
+    finds(b, s, c);
+}
+
+#[test]
+fn the_healthy_agent_yields_nothing() {
+    let mark = new_mark("healthy");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("found.yaml");
+    let run = chaosrun(
+        &mark,
+        &[
+            "explore",
+            "--seed",
+            "1",
+            "--budget",
+            "45s",
+            "--jobs",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("FOUND"), "{stdout}");
+    assert!(stderr.contains(" 0 failure(s)"), "{stderr}");
+    assert!(!out.exists(), "nothing found, nothing written");
+    // It ran several trials, each judged pass.
+    assert!(stderr.matches(": pass (").count() >= 4, "{stderr}");
+    no_survivors(&mark);
+}
+
+fn exit2(args: &[&str], needle: &str) {
+    let run = chaosrun("explore-bad", args);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(stderr.contains(needle), "{args:?}: {stderr}");
+}
+
+#[test]
+fn bad_input_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let existing = dir.path().join("exists.yaml");
+    std::fs::write(&existing, "keep me").unwrap();
+    let bad = dir.path().join("explore.yaml");
+    std::fs::write(&bad, "weights:\n  error_500: 0.1\n  nope: 1\n").unwrap();
+    let p = |p: &Path| p.to_str().unwrap().to_string();
+    exit2(&["explore", "--budget", "0s"], "--budget");
+    exit2(&["explore", "--budget", "25h"], "--budget");
+    exit2(&["explore", "--budget", "ten"], "--budget");
+    exit2(&["explore", "--weight", "typo=1"], "unknown kind");
+    exit2(&["explore", "--weight", "hang=-1"], "weights");
+    exit2(&["explore", "--config", &p(&bad)], "explore.yaml:3:");
+    exit2(&["explore", "--out", &p(&existing)], "exists");
+    assert_eq!(std::fs::read_to_string(&existing).unwrap(), "keep me");
+    exit2(&["explore", "--agent", "/no/such/agent"], "");
+}
+
+#[test]
+fn dry_run_prints_the_same_trials_for_the_same_seed() {
+    let a = chaosrun(
+        "dry",
+        &["explore", "--dry-run", "--seed", "7", "--trials", "3"],
+    );
+    let b = chaosrun(
+        "dry",
+        &["explore", "--dry-run", "--seed", "7", "--trials", "3"],
+    );
+    assert_eq!(a.status.code(), Some(0));
+    assert_eq!(a.stdout, b.stdout);
+    let text = String::from_utf8_lossy(&a.stdout);
+    assert_eq!(text.matches("\n- id: trial_").count(), 3, "{text}");
+    // What it prints is a table the ordinary loader takes.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("t.yaml");
+    std::fs::write(&f, &a.stdout).unwrap();
+    let list = chaosrun("dry", &[f.to_str().unwrap(), "--list"]);
+    assert_eq!(
+        list.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&list.stderr)
+    );
+}
+
+#[test]
+fn sigint_stops_the_search_with_nothing_left_behind() {
+    use std::process::Stdio;
+    let mark = new_mark("explore-sigint");
+    let mut child = command(
+        &mark,
+        &["explore", "--seed", "1", "--budget", "10m", "--jobs", "2"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // Wait (bounded) until a trial's agent is running.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !marked(&mark).iter().any(|p| p.contains("agent.py")) {
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            kill_marked(&mark);
+            panic!("no trial agent ever ran");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ok = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted; stopping"), "{err}");
+    no_survivors(&mark);
+}
