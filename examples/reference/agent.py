@@ -25,6 +25,14 @@ What it does
   * Offers one tool, ``shell`` (``bash -c`` in its own process group, stdin from
     /dev/null, output capped at 50,000 chars, timeout kills the group;
     ``background: true`` starts a registered job).
+  * Speaks MCP (``mcp_client.py``, a sibling module): every server of the
+    config's ``mcp_servers`` (``{NAME: {"command", "args"} | {"url"}}``) is
+    started before ``ready`` within a boot timeout (``mcp_boot_timeout``,
+    default max(mcp_timeout, 10s); a hang leaves the agent without its tools),
+    and its tools are offered as ``mcp_<server>_<tool>`` next to ``shell`` on
+    every wire. A call is bounded by ``mcp_timeout`` (default ``tool_timeout``),
+    cancelled (``notifications/cancelled``) on timeout or interrupt; a crashed
+    server is reconnected at the next call; servers are shut down at close.
   * Keeps a cross-turn breaker: a turn that failed only on stale streams makes
     the next turn be refused without calling the provider (then half-opens).
   * Persists every message to SQLite (``$HOME/.refagent/state.db``, WAL).
@@ -54,7 +62,10 @@ Process faults (restart on the same HOME)
 
 Bugs (``--bug NAME``): retry_storm, retry_400, no_stale_timeout,
 leaked_background, lost_parallel_result, wedged_after_interrupt, stdin_open,
-huge_output_whole, corrupt_store, and the restart bugs:
+huge_output_whole, corrupt_store; the MCP bugs mcp_no_timeout, mcp_no_cancel,
+mcp_leak_server (close leaves stdio servers running; the descendant sweep
+spares them), mcp_drop_error_result (an ``isError`` result never enters the
+history); and the restart bugs:
   * replay_side_effect: an unanswered call is re-run (its command executed
     again, its real output persisted as the result). The re-run happens in the
     worker of the first resumed turn, before that turn's user message (so it is
