@@ -500,6 +500,8 @@ class McpServer:
             init = self._request("initialize", {
                 "protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO},
                 deadline, cancelled)
+            if init is None:
+                raise McpError("interrupted while connecting")
             if isinstance(self.conn, HttpConnection):
                 pv = (init.get("result") or {}).get("protocolVersion")
                 self.conn.protocol = pv if isinstance(pv, str) else PROTOCOL_VERSION
@@ -507,7 +509,10 @@ class McpServer:
             tools, cursor = [], None
             for _page in range(20):
                 params = {"cursor": cursor} if cursor else {}
-                res = self._request("tools/list", params, deadline, cancelled).get("result") or {}
+                res = self._request("tools/list", params, deadline, cancelled, on_abort=self._cancel)
+                if res is None:
+                    raise McpError("interrupted while connecting")
+                res = res.get("result") or {}
                 tools += [t for t in res.get("tools") or [] if isinstance(t, dict) and t.get("name")]
                 cursor = res.get("nextCursor")
                 if not cursor:
