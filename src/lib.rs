@@ -16,6 +16,7 @@ macro_rules! say_err {
 
 pub mod driver;
 pub mod history;
+pub mod mcp;
 pub mod observe;
 pub mod oracle;
 pub mod output;

@@ -141,6 +141,10 @@ enum Command {
         /// The wire to serve: openai-chat, openai-responses, anthropic, gemini.
         #[arg(long, default_value = "openai-chat")]
         wire: chaosrun::provider::Wire,
+        /// Serve the scripted MCP server instead (a row's `mcp:` section as
+        /// YAML): stdio through `chaosrun mcp-stdio --socket PATH`, and HTTP.
+        #[arg(long, value_name = "RULES", conflicts_with_all = ["script", "wire", "port", "tag"])]
+        mcp: Option<PathBuf>,
     },
     /// Merge JSON reports (shards, matrix jobs) into one report and one exit code.
     Merge {
@@ -157,6 +161,14 @@ enum Command {
     /// Per scenario over the last recorded runs: pass rate, NEW FAIL / FIXED /
     /// FLAKY / FAIL / PASS, where it last changed, and its duration trend.
     History(chaosrun::history::command::Args),
+    /// The stdio MCP server an agent spawns from its config during a run: a
+    /// relay to the scenario's private socket (started by the agent, never by hand).
+    #[command(name = "mcp-stdio")]
+    McpStdio {
+        /// The scenario's MCP socket (from `{{mcp_args_json}}`).
+        #[arg(long, value_name = "PATH")]
+        socket: PathBuf,
+    },
     #[command(name = "__guard", hide = true)]
     Guard {
         run: String,
@@ -181,6 +193,9 @@ fn say(text: impl std::fmt::Display) {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Some(Command::McpStdio { socket }) => {
+            ExitCode::from(chaosrun::mcp::shim::run(&socket).clamp(0, 255) as u8)
+        }
         Some(Command::Guard { run, remove }) => {
             ExitCode::from(proc_hygiene::run_guard(&run, &remove) as u8)
         }
@@ -191,8 +206,15 @@ fn main() -> ExitCode {
             tag,
             quiet,
             wire,
+            mcp,
         }) => {
             let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+            if let Some(rules) = mcp {
+                return match rt.block_on(chaosrun::mcp::serve::run(&rules, nonce)) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => usage(format!("{e:#}")),
+                };
+            }
             let args = chaosrun::provider::serve::ServeArgs {
                 port,
                 script,
@@ -334,6 +356,9 @@ fn run(args: RunArgs) -> ExitCode {
         }
         Err(e) => return usage(e),
     };
+    if let Err(e) = chaosrun::profile::check_mcp(&profile, &selected) {
+        return usage(e);
+    }
     if profile.exec.is_some() && !args.agent_args.is_empty() {
         return usage(format!(
             "--agent-arg is for a driver-protocol agent; `{}` is an exec-mode profile: put \

@@ -427,6 +427,9 @@ pub struct Observation {
     /// What was dropped past chaosrun's caps.
     #[serde(default)]
     pub capped: Capped,
+    /// What the scenario's MCP server saw (rows with an `mcp:` section).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<crate::mcp::McpRecording>,
 }
 
 fn one_worker() -> usize {

@@ -108,6 +108,8 @@ pub struct Inputs<'a> {
     pub session_id: &'a str,
     pub turns: &'a [String],
     pub agent_args: &'a [String],
+    /// The MCP template variables (`crate::mcp::vars`).
+    pub mcp: &'a [(String, String)],
 }
 
 fn num(v: f64) -> String {
@@ -147,6 +149,8 @@ pub fn vars(i: &Inputs<'_>, dirs: &RunDirs) -> Vars {
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
+    .chain(crate::mcp::vars(None, None, None))
+    .chain(i.mcp.iter().cloned())
     .collect()
 }
 

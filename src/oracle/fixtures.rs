@@ -201,6 +201,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
         journal: vec![],
         probe_turn: 1,
         chaos: None,
+        mcp: None,
         workers: 1,
         capped: Default::default(),
     }

@@ -270,6 +270,9 @@ fn not_applicable(profile: &crate::profile::Profile, s: &Scenario) -> Option<Str
         || s.process_fault
             .as_ref()
             .is_some_and(|f| f.action == crate::scenarios::FaultAction::Kill);
+    if s.mcp.is_some() && profile.mcp == crate::mcp::McpSupport::None {
+        return Some("profile declares no MCP".to_string());
+    }
     (kills && !profile.resume).then(|| {
         "the adapter profile declares `resume: false`; this scenario kills the agent and needs it to resume".to_string()
     })

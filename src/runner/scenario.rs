@@ -301,6 +301,47 @@ async fn close(d: &mut Drive<'_>, clean: bool, exit_secs: f64) -> bool {
     killed_any
 }
 
+/// The scenario's MCP server, when its row has an `mcp:` section, on the
+/// transport the row pins or the profile's first.
+async fn start_mcp(
+    shared: &Shared,
+    scenario: &Scenario,
+    ids: &Ids,
+    root: &Path,
+    start: Instant,
+) -> Result<Option<crate::mcp::McpServer>, String> {
+    let Some(spec) = &scenario.mcp else {
+        return Ok(None);
+    };
+    let registered = match &shared.profile.mcp {
+        crate::mcp::McpSupport::Transports(t) => t.as_slice(),
+        _ => &[],
+    };
+    let Some(transport) = spec.transport_for(registered) else {
+        return Err(format!(
+            "the adapter profile `{}` registers no MCP transport this row can use",
+            shared.profile.source
+        ));
+    };
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(root)
+            .and_then(|()| std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700)))
+            .map_err(|e| format!("cannot make {}: {e}", root.display()))?;
+    }
+    crate::mcp::McpServer::start(crate::mcp::McpConfig {
+        rules: spec.rules.clone(),
+        nonce: ids.nonce.clone(),
+        linger: spec.linger && transport == crate::mcp::Transport::Stdio,
+        transport,
+        dir: root.to_path_buf(),
+        start,
+    })
+    .await
+    .map(Some)
+    .map_err(|e| format!("cannot start the MCP server: {e:#}"))
+}
+
 /// Run one scenario with its run directory at `root`. `start` is the moment
 /// the run began (the sampler's clock too).
 pub async fn observe(
@@ -355,6 +396,7 @@ pub async fn observe(
         chaos: chaos.clone(),
         workers,
         capped: Default::default(),
+        mcp: None,
     };
     let counter_tag = ids.tag.clone();
     obs.provider_offset = (Instant::now() - start).as_secs_f64();
@@ -378,6 +420,15 @@ pub async fn observe(
         }
     };
     let base_url = provider.base_url();
+    let mcp = match start_mcp(shared, scenario, ids, root, start).await {
+        Ok(m) => m,
+        Err(e) => {
+            obs.setup_error = Some(e);
+            obs.recording = provider.shutdown().await;
+            return obs;
+        }
+    };
+    let mcp_vars = mcp.as_ref().map(|m| m.vars()).unwrap_or_default();
     let mut turns = vec![fault_message];
     turns.extend((1..probe_turn).map(|k| format!("Chaos turn {k}: carry on with the task.")));
     turns.push(probe_message);
@@ -391,6 +442,7 @@ pub async fn observe(
             session_id: &session_id,
             turns: &turns,
             agent_args: &shared.agent_args,
+            mcp: &mcp_vars,
         },
     );
     let prepared = match prepared {
@@ -398,6 +450,9 @@ pub async fn observe(
         Err(e) => {
             obs.setup_error = Some(format!("cannot prepare the agent's home: {e:#}"));
             obs.recording = provider.shutdown().await;
+            if let Some(m) = mcp {
+                obs.mcp = Some(m.shutdown().await);
+            }
             return obs;
         }
     };
@@ -435,6 +490,9 @@ pub async fn observe(
         Err(e) if d.events.is_empty() => {
             obs.setup_error = Some(e);
             obs.recording = provider.shutdown().await;
+            if let Some(m) = mcp {
+                obs.mcp = Some(m.shutdown().await);
+            }
             return obs;
         }
         Err(e) => {
@@ -506,6 +564,11 @@ pub async fn observe(
         _ => StoreObservation::NotConfigured,
     };
     obs.recording = provider.shutdown().await;
+    // After the reap and the sweep: a lingering stdio relay was judged as a
+    // survivor first; closing the socket now ends any that is left.
+    if let Some(m) = mcp {
+        obs.mcp = Some(m.shutdown().await);
+    }
     obs.stdout_other_lines = d.other_lines();
     // The pipe readers finish when the last holder of stdout/stderr is gone.
     d.budget.drained(Duration::from_secs(1)).await;

@@ -293,6 +293,12 @@ fn resolve(
             return Err("`kill_share` is a fraction between 0 and 1".into());
         }
     }
+    if let Some(m) = &s.mcp {
+        m.check()?;
+        if s.chaos.is_some() {
+            return Err("a `chaos` run does not take an `mcp:` section".into());
+        }
+    }
     Ok(Scenario {
         id: s.id.clone(),
         about: s.about.clone(),
@@ -309,6 +315,7 @@ fn resolve(
         tool_result_contains: s.tool_result_contains.clone(),
         process_fault: s.process_fault.clone(),
         chaos: s.chaos.clone(),
+        mcp: s.mcp.clone(),
     })
 }
 

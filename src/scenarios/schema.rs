@@ -337,6 +337,9 @@ pub struct ScenarioDoc {
     /// A seeded chaos run instead of one faulted turn.
     #[serde(default)]
     pub chaos: Option<ChaosSpec>,
+    /// The scenario's MCP server and its rules (see `crate::mcp`).
+    #[serde(default)]
+    pub mcp: Option<crate::mcp::McpSpec>,
 }
 
 /// The whole file.
@@ -366,6 +369,7 @@ pub struct Scenario {
     pub tool_result_contains: Option<String>,
     pub process_fault: Option<ProcessFault>,
     pub chaos: Option<ChaosSpec>,
+    pub mcp: Option<crate::mcp::McpSpec>,
 }
 
 /// A loaded, validated table.

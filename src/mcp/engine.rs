@@ -1,0 +1,276 @@
+//! The transport-neutral dispatcher: a message from a connection is parsed,
+//! recorded, matched against the rules, and (for a request) turned into a
+//! [`Job`] the transport plays into its own sink. Every request is played on
+//! its own task, so a hung call never blocks a later request or a
+//! cancellation on the same connection.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use serde_json::{json, Value};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::record::{prefix, McpExchange, McpRecording, Recorder};
+use super::replies::{Ctx, Frame, Out, Reply, Tx};
+use super::rules::{self, Rule};
+
+/// One request to answer.
+pub struct Job {
+    pub ctx: Ctx,
+    /// `None`: the healthy answer.
+    pub reply: Option<Reply>,
+    /// Where its exchange was recorded (None past the cap).
+    slot: Option<usize>,
+}
+
+impl Job {
+    /// Whether the transport may answer it as one JSON body.
+    pub fn single_frame(&self) -> bool {
+        self.reply.as_ref().is_none_or(Reply::single_frame)
+    }
+}
+
+/// What one incoming message asks of the transport.
+pub enum Incoming {
+    /// A notification or a response: nothing to send.
+    Nothing,
+    /// A request to answer.
+    Request(Job),
+    /// Not a JSON-RPC message: answer this error frame.
+    Invalid(Frame),
+}
+
+/// The shared state of one scenario's MCP server.
+pub struct Engine {
+    rules: Vec<Rule>,
+    nonce: String,
+    start: Instant,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) linger: bool,
+    calls: AtomicU64,
+    hits: Vec<AtomicU64>,
+    rec: Mutex<Recorder>,
+}
+
+impl Engine {
+    pub fn new(rules: Vec<Rule>, nonce: String, start: Instant, linger: bool) -> Engine {
+        let hits = rules.iter().map(|_| AtomicU64::new(0)).collect();
+        Engine {
+            rules,
+            nonce,
+            start,
+            cancel: CancellationToken::new(),
+            linger,
+            calls: AtomicU64::new(0),
+            hits,
+            rec: Mutex::new(Recorder::default()),
+        }
+    }
+
+    fn now(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    /// Record and count (a stdio connection, an HTTP session, a DELETE).
+    pub(crate) fn note(&self, conn: &str, what: &str) {
+        let mut r = self.rec.lock().unwrap();
+        match what {
+            "stdio" => r.rec.stdio_connections += 1,
+            "http" => r.rec.http_sessions += 1,
+            _ => {
+                let e = McpExchange {
+                    at: self.now(),
+                    conn: conn.into(),
+                    method: what.into(),
+                    ..Default::default()
+                };
+                r.push(e);
+            }
+        }
+    }
+
+    /// Parse, record and classify one message from `conn`.
+    pub fn receive(&self, conn: &str, bytes: &[u8]) -> Incoming {
+        let at = self.now();
+        let base = McpExchange {
+            at,
+            conn: conn.to_string(),
+            ..Default::default()
+        };
+        let msg: Value = match serde_json::from_slice(bytes) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) | Err(_) => {
+                let batch = bytes.trim_ascii_start().first() == Some(&b'[');
+                self.rec.lock().unwrap().push(McpExchange {
+                    method: if batch { "<batch>" } else { "<unparseable>" }.into(),
+                    params: prefix(&String::from_utf8_lossy(bytes)),
+                    ..base
+                });
+                let (code, msg) = if batch {
+                    (-32600, "batches are not supported (protocol 2025-06-18)")
+                } else {
+                    (-32700, "parse error: not a JSON-RPC object")
+                };
+                return Incoming::Invalid(Frame::json(&json!({
+                    "jsonrpc": "2.0", "id": null, "error": {"code": code, "message": msg}
+                })));
+            }
+        };
+        let params = msg.get("params").cloned().unwrap_or(Value::Null);
+        let id = msg.get("id").filter(|v| !v.is_null()).cloned();
+        let Some(method) = msg.get("method").and_then(Value::as_str) else {
+            self.rec.lock().unwrap().push(McpExchange {
+                method: "<response>".into(),
+                id,
+                params: prefix(&msg.to_string()),
+                ..base
+            });
+            return Incoming::Nothing;
+        };
+        let params_text = if params.is_null() {
+            String::new()
+        } else {
+            prefix(&params.to_string())
+        };
+        let Some(id) = id else {
+            let cancels = (method == "notifications/cancelled")
+                .then(|| params.get("requestId").cloned())
+                .flatten();
+            self.rec.lock().unwrap().push(McpExchange {
+                method: method.into(),
+                params: params_text,
+                cancels,
+                ..base
+            });
+            return Incoming::Nothing;
+        };
+        let call_index =
+            (method == "tools/call").then(|| self.calls.fetch_add(1, Ordering::SeqCst));
+        let tool = (method == "tools/call")
+            .then(|| {
+                params
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .flatten();
+        let picked = rules::pick(&self.rules, method, call_index, tool.as_deref());
+        let kind = picked.map_or("healthy", |(_, r)| r.reply.kind_name());
+        if let Some((n, _)) = picked {
+            self.hits[n].fetch_add(1, Ordering::SeqCst);
+        }
+        let slot = {
+            let mut r = self.rec.lock().unwrap();
+            if method == "tools/call" {
+                r.rec.tool_calls += 1;
+            }
+            r.push(McpExchange {
+                method: method.into(),
+                id: Some(id.clone()),
+                tool,
+                call_index,
+                params: params_text,
+                rule: picked.map(|(n, _)| n),
+                kind: Some(kind.into()),
+                ..base
+            })
+        };
+        Incoming::Request(Job {
+            ctx: Ctx {
+                id,
+                method: method.into(),
+                params,
+                nonce: self.nonce.clone(),
+                cancel: self.cancel.clone(),
+            },
+            reply: picked.map(|(_, r)| r.reply.clone()),
+            slot,
+        })
+    }
+
+    /// Play `job` into `tx`; when it sent its final answer, record when.
+    pub async fn play(&self, job: Job, tx: Tx) {
+        let answered = match &job.reply {
+            Some(r) => r.play(&job.ctx, &tx).await,
+            None => super::replies::send(&tx, Out::Frame(job.ctx.healthy())).await,
+        };
+        if answered {
+            if let Some(i) = job.slot {
+                let at = self.now();
+                if let Some(e) = self.rec.lock().unwrap().rec.exchanges.get_mut(i) {
+                    e.answered = Some(at);
+                }
+            }
+        }
+    }
+
+    /// `tools/call` requests so far.
+    pub fn tool_calls(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// What was recorded so far.
+    pub fn recording(&self) -> McpRecording {
+        let mut rec = self.rec.lock().unwrap().rec.clone();
+        rec.rule_hits = self.hits.iter().map(|h| h.load(Ordering::SeqCst)).collect();
+        rec
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine(rules: &str) -> Engine {
+        Engine::new(
+            serde_yaml::from_str(rules).unwrap(),
+            "N".into(),
+            Instant::now(),
+            false,
+        )
+    }
+
+    #[tokio::test]
+    async fn requests_notifications_and_garbage_are_recorded_and_classified() {
+        let e = engine("- {when: {call: 1}, reply: {kind: hang}}\n");
+        let call = |id: u64| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"probe","arguments":{{"text":"t"}}}}}}"#
+            )
+        };
+        let Incoming::Request(j0) = e.receive("stdio#1", call(1).as_bytes()) else {
+            panic!()
+        };
+        assert!(j0.reply.is_none() && j0.single_frame());
+        let Incoming::Request(j1) = e.receive("stdio#1", call(2).as_bytes()) else {
+            panic!()
+        };
+        assert_eq!(j1.reply.as_ref().unwrap().kind_name(), "hang");
+        let cancel = br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"x"}}"#;
+        assert!(matches!(e.receive("stdio#1", cancel), Incoming::Nothing));
+        assert!(matches!(
+            e.receive("stdio#1", b"{oops"),
+            Incoming::Invalid(_)
+        ));
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        e.play(j0, tx).await;
+        assert!(matches!(rx.recv().await, Some(Out::Frame(_))));
+        let rec = e.recording();
+        let methods: Vec<&str> = rec.exchanges.iter().map(|x| x.method.as_str()).collect();
+        assert_eq!(
+            methods,
+            [
+                "tools/call",
+                "tools/call",
+                "notifications/cancelled",
+                "<unparseable>"
+            ]
+        );
+        assert_eq!(rec.exchanges[0].call_index, Some(0));
+        assert!(rec.exchanges[0].answered.is_some() && rec.exchanges[1].answered.is_none());
+        assert_eq!(rec.exchanges[1].kind.as_deref(), Some("hang"));
+        assert_eq!(rec.exchanges[2].cancels, Some(json!(2)));
+        assert_eq!((rec.tool_calls, rec.rule_hits.clone()), (2, vec![1]));
+    }
+}

@@ -1,0 +1,202 @@
+//! Streamable HTTP on loopback: one endpoint, `/mcp`. `POST` carries one
+//! JSON-RPC message: a notification or response gets 202; a request gets
+//! one JSON body (`result`, `jsonrpc_error`, `malformed`, the healthy
+//! answer) or an SSE stream (`event: message`, one frame per event) for
+//! kinds that take time or send notifications first; `crash` cuts the
+//! stream's connection. `initialize` issues an `Mcp-Session-Id`; every later
+//! request must carry a live one (missing: 400, unknown or ended: 404).
+//! `DELETE` ends a session. `GET` (a server-initiated SSE stream) is 405:
+//! this server sends notifications on the request's own stream.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::engine::{Engine, Incoming};
+use super::replies::{Frame, Out};
+
+/// Largest request body accepted.
+const BODY_LIMIT: usize = 8 << 20;
+/// Bytes per body chunk of a huge frame.
+const CHUNK: usize = 64 * 1024;
+/// Sessions kept open at once.
+const MAX_SESSIONS: usize = 256;
+const SESSION: &str = "mcp-session-id";
+
+struct Http {
+    engine: Arc<Engine>,
+    sessions: Mutex<HashSet<String>>,
+}
+
+/// Serve `/mcp` on 127.0.0.1 (a free port) until the engine is cancelled.
+pub async fn start(engine: Arc<Engine>) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+    let addr = listener.local_addr()?;
+    let cancel = engine.cancel.clone();
+    let state = Arc::new(Http {
+        engine,
+        sessions: Mutex::new(HashSet::new()),
+    });
+    let app = Router::new()
+        .route("/mcp", post(on_post).get(on_get).delete(on_delete))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .with_state(state);
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { cancel.cancelled().await })
+            .await;
+    });
+    Ok((addr, task))
+}
+
+fn status(code: StatusCode, text: &str) -> Response {
+    let mut r = Response::new(Body::from(text.to_string()));
+    *r.status_mut() = code;
+    r
+}
+
+fn session_of(h: &HeaderMap) -> Option<String> {
+    h.get(SESSION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+fn frame_bytes(f: &Frame) -> impl Iterator<Item = Bytes> + '_ {
+    f.chunks(CHUNK).map(Bytes::from)
+}
+
+async fn on_get() -> Response {
+    let mut r = status(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this server sends notifications on each request's SSE stream\n",
+    );
+    r.headers_mut()
+        .insert("allow", HeaderValue::from_static("POST, DELETE"));
+    r
+}
+
+async fn on_delete(State(s): State<Arc<Http>>, h: HeaderMap) -> Response {
+    let Some(sid) = session_of(&h) else {
+        return status(StatusCode::BAD_REQUEST, "missing Mcp-Session-Id\n");
+    };
+    if !s.sessions.lock().unwrap().remove(&sid) {
+        return status(StatusCode::NOT_FOUND, "unknown session\n");
+    }
+    s.engine.note(&format!("http:{sid}"), "<delete>");
+    status(StatusCode::OK, "")
+}
+
+async fn on_post(State(s): State<Arc<Http>>, h: HeaderMap, body: Bytes) -> Response {
+    let is_init = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .is_some_and(|v| v.get("method").and_then(|m| m.as_str()) == Some("initialize"));
+    let sid = if is_init {
+        let mut sessions = s.sessions.lock().unwrap();
+        if sessions.len() >= MAX_SESSIONS {
+            return status(StatusCode::SERVICE_UNAVAILABLE, "too many sessions\n");
+        }
+        let sid = format!("{:032x}", rand::random::<u128>());
+        sessions.insert(sid.clone());
+        s.engine.note("", "http");
+        sid
+    } else {
+        match session_of(&h) {
+            None => {
+                return status(
+                    StatusCode::BAD_REQUEST,
+                    "missing Mcp-Session-Id (send initialize first)\n",
+                )
+            }
+            Some(sid) if !s.sessions.lock().unwrap().contains(&sid) => {
+                return status(StatusCode::NOT_FOUND, "unknown or ended session\n")
+            }
+            Some(sid) => sid,
+        }
+    };
+    let conn = format!("http:{sid}");
+    let mut resp = match s.engine.receive(&conn, &body) {
+        Incoming::Nothing => status(StatusCode::ACCEPTED, ""),
+        Incoming::Invalid(f) => json_response(StatusCode::BAD_REQUEST, &f),
+        Incoming::Request(job) => {
+            let single = job.single_frame();
+            let (tx, mut rx) = mpsc::channel::<Out>(64);
+            let engine = s.engine.clone();
+            tokio::spawn(async move { engine.play(job, tx).await });
+            if single {
+                match rx.recv().await {
+                    Some(Out::Frame(f)) => json_response(StatusCode::OK, &f),
+                    _ => status(StatusCode::INTERNAL_SERVER_ERROR, ""),
+                }
+            } else {
+                sse_response(rx)
+            }
+        }
+    };
+    if let Ok(v) = HeaderValue::from_str(&sid) {
+        resp.headers_mut().insert(SESSION, v);
+    }
+    resp
+}
+
+fn json_response(code: StatusCode, f: &Frame) -> Response {
+    let chunks: Vec<Result<Bytes, std::io::Error>> = frame_bytes(f).map(Ok).collect();
+    let mut r = Response::new(Body::from_stream(futures_util::stream::iter(chunks)));
+    *r.status_mut() = code;
+    r.headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/json"));
+    r
+}
+
+fn cut() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::ConnectionReset,
+        "chaosrun: MCP server crash",
+    )
+}
+
+/// An SSE body: each frame one `message` event, written chunk by chunk (a
+/// huge frame is made piece by piece as the client reads); a crash cuts the
+/// connection.
+fn sse_response(rx: mpsc::Receiver<Out>) -> Response {
+    struct St {
+        rx: mpsc::Receiver<Out>,
+        /// The frame being written and how far.
+        cur: Option<(Frame, usize)>,
+    }
+    let stream = futures_util::stream::unfold(Some(St { rx, cur: None }), |state| async move {
+        let mut st = state?;
+        if let Some((f, at)) = st.cur.take() {
+            if at >= f.len() {
+                return Some((Ok(Bytes::from_static(b"\n\n")), Some(st)));
+            }
+            let b = Bytes::from(f.piece(at, CHUNK));
+            st.cur = Some((f, at + CHUNK));
+            return Some((Ok(b), Some(st)));
+        }
+        match st.rx.recv().await {
+            None => None,
+            Some(Out::Crash) => Some((Err(cut()), None)),
+            Some(Out::Frame(f)) => {
+                st.cur = Some((f, 0));
+                Some((Ok(Bytes::from_static(b"event: message\ndata: ")), Some(st)))
+            }
+        }
+    });
+    let mut r = Response::new(Body::from_stream(stream));
+    let h = r.headers_mut();
+    h.insert(
+        "content-type",
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert("cache-control", HeaderValue::from_static("no-cache"));
+    r
+}

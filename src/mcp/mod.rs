@@ -1,0 +1,229 @@
+//! The scripted MCP tool server of a scenario: a row's `mcp:` section
+//! ([`McpSpec`]: transport, linger, [`rules`]), the reply kinds
+//! ([`replies`]), the healthy server ([`jsonrpc`]), the transport-neutral
+//! dispatcher and its bounded recording ([`engine`], [`record`]), the two
+//! transports ([`stdio`]: a private Unix socket the `chaosrun mcp-stdio`
+//! relay ([`shim`]) connects back to; [`http`]: Streamable HTTP on loopback),
+//! and [`server`], which runs both for one scenario. Frames are raw
+//! newline-delimited JSON-RPC written here, not through an SDK: faults need
+//! byte-level control (a malformed frame, a crash mid-call, a 30 MB result
+//! streamed), and the healthy path is a few fixed answers.
+
+pub mod engine;
+pub mod http;
+pub mod jsonrpc;
+pub mod record;
+pub mod replies;
+pub mod rules;
+pub mod serve;
+pub mod server;
+pub mod shim;
+pub mod stdio;
+
+use serde::{Deserialize, Serialize};
+
+pub use record::{McpExchange, McpRecording};
+pub use replies::Reply;
+pub use rules::{Rule, When};
+pub use server::{McpConfig, McpServer};
+
+/// How the agent reaches the MCP server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    /// The agent spawns `chaosrun mcp-stdio --socket PATH` from its config.
+    Stdio,
+    /// Streamable HTTP at `http://127.0.0.1:PORT/mcp`.
+    Http,
+}
+
+impl Transport {
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::Http => "http",
+        }
+    }
+}
+
+/// A scenario row's `mcp:` section.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpSpec {
+    /// Pin a transport; default: the profile's first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<Transport>,
+    /// stdio only: the server ignores stdin EOF and keeps running until it
+    /// is signalled (or the scenario ends).
+    #[serde(default)]
+    pub linger: bool,
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+}
+
+impl McpSpec {
+    /// Every rule valid, and `linger` only where it means something.
+    pub fn check(&self) -> Result<(), String> {
+        for (n, r) in self.rules.iter().enumerate() {
+            rules::check(r).map_err(|e| format!("mcp rule {}: {e}", n + 1))?;
+        }
+        if self.linger && self.transport == Some(Transport::Http) {
+            return Err(
+                "`mcp.linger` is for the stdio transport (an HTTP server has no stdin)".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The transport this row runs on, given what the profile registers.
+    pub fn transport_for(&self, registered: &[Transport]) -> Option<Transport> {
+        match self.transport {
+            Some(t) => registered.contains(&t).then_some(t),
+            None => registered.first().copied(),
+        }
+    }
+}
+
+/// What an adapter profile declares about MCP.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub enum McpSupport {
+    /// No `mcp` key: an MCP row is a configuration error.
+    #[default]
+    Undeclared,
+    /// `mcp: false`: the agent has no MCP client; MCP rows are N/A.
+    None,
+    /// `mcp: {transports: [...]}`: what the agent's config registers.
+    Transports(Vec<Transport>),
+}
+
+impl<'de> Deserialize<'de> for McpSupport {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Decl {
+            transports: Vec<Transport>,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Form {
+            Flag(bool),
+            Decl(Decl),
+        }
+        use serde::de::Error;
+        match Form::deserialize(d).map_err(|_| {
+            D::Error::custom(
+                "`mcp` is `false` (no MCP client) or `{transports: [stdio, http]}` (one or both, \
+                 what the agent's config registers)",
+            )
+        })? {
+            Form::Flag(false) => Ok(McpSupport::None),
+            Form::Flag(true) => Err(D::Error::custom(
+                "`mcp: true` does not say how the agent reaches the server; write \
+                 `mcp: {transports: [stdio]}` (stdio, http or both)",
+            )),
+            Form::Decl(d) if d.transports.is_empty() => Err(D::Error::custom(
+                "`mcp.transports` needs at least one transport (stdio, http)",
+            )),
+            Form::Decl(d) => Ok(McpSupport::Transports(d.transports)),
+        }
+    }
+}
+
+/// The template variables a scenario provides about its MCP server. Rows
+/// without `mcp:` (and the transport a row does not use) render empty: `""`,
+/// `[]`, so an agent registers no server then.
+pub fn vars(
+    transport: Option<Transport>,
+    socket: Option<&std::path::Path>,
+    url: Option<&str>,
+) -> Vec<(String, String)> {
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    let stdio = transport == Some(Transport::Stdio);
+    let http = transport == Some(Transport::Http);
+    let args = match (stdio, socket) {
+        (true, Some(s)) => serde_json::json!(["mcp-stdio", "--socket", s.display().to_string()]),
+        _ => serde_json::json!([]),
+    };
+    [
+        ("mcp_command", if stdio { exe } else { String::new() }),
+        ("mcp_args_json", args.to_string()),
+        (
+            "mcp_url",
+            if http {
+                url.unwrap_or("").to_string()
+            } else {
+                String::new()
+            },
+        ),
+        (
+            "mcp_transport",
+            transport.map_or("", Transport::name).to_string(),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// Template variable names provided by [`vars`].
+pub const VAR_NAMES: &[&str] = &["mcp_command", "mcp_args_json", "mcp_url", "mcp_transport"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn support_parses_false_or_transports_and_refuses_the_rest() {
+        let p = |y: &str| serde_yaml::from_str::<McpSupport>(y);
+        assert_eq!(p("false").unwrap(), McpSupport::None);
+        assert_eq!(
+            p("{transports: [stdio, http]}").unwrap(),
+            McpSupport::Transports(vec![Transport::Stdio, Transport::Http])
+        );
+        assert!(p("true").unwrap_err().to_string().contains("does not say"));
+        assert!(p("{transports: []}")
+            .unwrap_err()
+            .to_string()
+            .contains("at least one"));
+        assert!(p("{transports: [grpc]}")
+            .unwrap_err()
+            .to_string()
+            .contains("transports"));
+    }
+
+    #[test]
+    fn the_row_runs_on_its_pin_or_the_profiles_first() {
+        let s = McpSpec::default();
+        assert_eq!(
+            s.transport_for(&[Transport::Http, Transport::Stdio]),
+            Some(Transport::Http)
+        );
+        let pinned = McpSpec {
+            transport: Some(Transport::Stdio),
+            ..Default::default()
+        };
+        assert_eq!(pinned.transport_for(&[Transport::Http]), None);
+    }
+
+    #[test]
+    fn vars_render_the_unused_transport_empty() {
+        let v = vars(
+            Some(Transport::Stdio),
+            Some(std::path::Path::new("/t/mcp.sock")),
+            Some("http://x"),
+        );
+        let get = |k: &str| v.iter().find(|(n, _)| n == k).unwrap().1.clone();
+        assert_eq!(
+            get("mcp_args_json"),
+            r#"["mcp-stdio","--socket","/t/mcp.sock"]"#
+        );
+        assert_eq!(get("mcp_url"), "");
+        assert!(!get("mcp_command").is_empty());
+        let none = vars(None, None, None);
+        assert!(none
+            .iter()
+            .all(|(k, v)| v.is_empty() || (k == "mcp_args_json" && v == "[]")));
+    }
+}

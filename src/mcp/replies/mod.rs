@@ -1,0 +1,307 @@
+//! MCP reply kinds: one small type per file, registered by name in [`Reply`].
+//! A reply decides *what* the server sends for one request and *when*
+//! (frames, waits, a crash); the transport ([`super::stdio`], [`super::http`])
+//! decides the bytes around each frame (a newline on stdio, an SSE event or a
+//! JSON body over HTTP). Each kind's file says its behaviour in its doc comment
+//! and carries its own test.
+//!
+//! The YAML form is internally tagged: `{kind: hang}`. An unknown kind is
+//! rejected by serde with the list of known kinds.
+
+pub mod crash;
+pub mod hang;
+pub mod huge;
+pub mod jsonrpc_error;
+pub mod list_changed_storm;
+pub mod list_hang;
+pub mod malformed;
+pub mod progress_forever;
+pub mod result;
+pub mod slow;
+
+pub use crash::Crash;
+pub use hang::Hang;
+pub use huge::Huge;
+pub use jsonrpc_error::JsonrpcError;
+pub use list_changed_storm::ListChangedStorm;
+pub use list_hang::ListHang;
+pub use malformed::Malformed;
+pub use progress_forever::ProgressForever;
+pub use result::ResultReply;
+pub use slow::Slow;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// A reply to one MCP request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reply {
+    Result(ResultReply),
+    JsonrpcError(JsonrpcError),
+    Hang(Hang),
+    Slow(Slow),
+    ProgressForever(ProgressForever),
+    Crash(Crash),
+    Malformed(Malformed),
+    Huge(Huge),
+    ListHang(ListHang),
+    ListChangedStorm(ListChangedStorm),
+}
+
+/// One frame the server sends: a whole message, or a huge one produced in
+/// chunks as it is written (never held whole in memory).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Frame {
+    Bytes(Vec<u8>),
+    /// `head`, then `fill` bytes of `x`, then `tail`.
+    Huge {
+        head: Vec<u8>,
+        fill: usize,
+        tail: Vec<u8>,
+    },
+}
+
+impl Frame {
+    pub fn json(v: &Value) -> Frame {
+        Frame::Bytes(serde_json::to_vec(v).unwrap_or_default())
+    }
+
+    /// The frame's length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Frame::Bytes(b) => b.len(),
+            Frame::Huge { head, fill, tail } => head.len() + fill + tail.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes `[at, at + max)` of the frame (a huge frame's fill is made
+    /// here, piece by piece).
+    pub fn piece(&self, at: usize, max: usize) -> Vec<u8> {
+        let end = (at + max).min(self.len());
+        let (head, fill, tail): (&[u8], usize, &[u8]) = match self {
+            Frame::Bytes(b) => (b, 0, &[]),
+            Frame::Huge { head, fill, tail } => (head, *fill, tail),
+        };
+        let mut out = Vec::with_capacity(end.saturating_sub(at));
+        for i in at..end {
+            out.push(if i < head.len() {
+                head[i]
+            } else if i < head.len() + fill {
+                b'x'
+            } else {
+                tail[i - head.len() - fill]
+            });
+        }
+        out
+    }
+
+    /// The frame's bytes in chunks of at most `chunk` bytes, made lazily.
+    pub fn chunks(&self, chunk: usize) -> impl Iterator<Item = Vec<u8>> + '_ {
+        let chunk = chunk.max(1);
+        (0..self.len().div_ceil(chunk)).map(move |i| self.piece(i * chunk, chunk))
+    }
+}
+
+/// What a reply hands its transport.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Out {
+    /// Send this frame (a notification, or the request's answer).
+    Frame(Frame),
+    /// The server dies: the stdio shim exits(1); HTTP resets the connection.
+    Crash,
+}
+
+/// What a reply knows about the request it answers.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    /// The request's JSON-RPC id.
+    pub id: Value,
+    pub method: String,
+    /// The request's params (`null` when none).
+    pub params: Value,
+    /// Substituted for `{{nonce}}`.
+    pub nonce: String,
+    /// Fires when the server shuts down (every wait ends then).
+    pub cancel: CancellationToken,
+}
+
+impl Ctx {
+    /// The probe tool's `text` argument (empty when absent).
+    pub fn text(&self) -> String {
+        self.params
+            .pointer("/arguments/text")
+            .map(|t| match t {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .unwrap_or_default()
+    }
+
+    /// `params._meta.progressToken`, if the client sent one.
+    pub fn progress_token(&self) -> Option<Value> {
+        self.params.pointer("/_meta/progressToken").cloned()
+    }
+
+    /// `{{nonce}}` and `{{text}}` rendered in a scripted text.
+    pub fn render(&self, s: &str) -> String {
+        s.replace("{{nonce}}", &self.nonce)
+            .replace("{{text}}", &self.text())
+    }
+
+    /// `{"jsonrpc":"2.0","id":…,"result":…}`.
+    pub fn answer(&self, result: Value) -> Frame {
+        Frame::json(&serde_json::json!({"jsonrpc": "2.0", "id": self.id, "result": result}))
+    }
+
+    /// The healthy answer to this request (see [`super::jsonrpc::healthy`]).
+    pub fn healthy(&self) -> Frame {
+        super::jsonrpc::healthy(self)
+    }
+}
+
+/// Where a reply sends; a closed transport makes every send a no-op.
+pub type Tx = mpsc::Sender<Out>;
+
+/// Send, ignoring a transport that went away (the client disconnected).
+pub(crate) async fn send(tx: &Tx, out: Out) -> bool {
+    tx.send(out).await.is_ok()
+}
+
+/// Wait `secs` seconds, or less when the server shuts down. True when the
+/// full time passed.
+pub(crate) async fn wait(secs: f64, cancel: &CancellationToken) -> bool {
+    let d = std::time::Duration::from_secs_f64(secs.clamp(0.0, crate::units::MAX_SECONDS));
+    tokio::select! {
+        _ = tokio::time::sleep(d) => true,
+        _ = cancel.cancelled() => false,
+    }
+}
+
+impl Reply {
+    /// All kind names.
+    pub const KINDS: &'static [&'static str] = &[
+        "result",
+        "jsonrpc_error",
+        "hang",
+        "slow",
+        "progress_forever",
+        "crash",
+        "malformed",
+        "huge",
+        "list_hang",
+        "list_changed_storm",
+    ];
+
+    /// The kind's name as written in YAML.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Reply::Result(_) => "result",
+            Reply::JsonrpcError(_) => "jsonrpc_error",
+            Reply::Hang(_) => "hang",
+            Reply::Slow(_) => "slow",
+            Reply::ProgressForever(_) => "progress_forever",
+            Reply::Crash(_) => "crash",
+            Reply::Malformed(_) => "malformed",
+            Reply::Huge(_) => "huge",
+            Reply::ListHang(_) => "list_hang",
+            Reply::ListChangedStorm(_) => "list_changed_storm",
+        }
+    }
+
+    /// Whether the reply is one frame sent at once (HTTP answers it as a JSON
+    /// body; every other kind as an SSE stream).
+    pub fn single_frame(&self) -> bool {
+        matches!(
+            self,
+            Reply::Result(_) | Reply::JsonrpcError(_) | Reply::Malformed(_)
+        )
+    }
+
+    /// What is wrong with this reply for requests of `method`, if anything
+    /// (checked at load).
+    pub fn check(&self, method: &str) -> Result<(), String> {
+        match self {
+            Reply::ListHang(_) if method == "tools/call" => Err(
+                "`list_hang` answers `initialize` or `tools/list`; for `tools/call` use `hang`"
+                    .into(),
+            ),
+            Reply::Huge(h) => h.check(),
+            Reply::Malformed(m) => m.check(),
+            Reply::ListChangedStorm(s) => s.check(),
+            Reply::ProgressForever(p) if !(p.interval > 0.0) => {
+                Err("`progress_forever.interval` must be positive".into())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Play the reply: send its frames to `tx`. Returns whether the request
+    /// got its final answer (a result or an error frame).
+    pub async fn play(&self, ctx: &Ctx, tx: &Tx) -> bool {
+        match self {
+            Reply::Result(r) => send(tx, Out::Frame(r.frame(ctx))).await,
+            Reply::JsonrpcError(e) => send(tx, Out::Frame(e.frame(ctx))).await,
+            Reply::Hang(h) => h.play(ctx).await,
+            Reply::Slow(s) => s.play(ctx, tx).await,
+            Reply::ProgressForever(p) => p.play(ctx, tx).await,
+            Reply::Crash(c) => c.play(ctx, tx).await,
+            Reply::Malformed(m) => {
+                send(tx, Out::Frame(m.frame(ctx))).await;
+                false
+            }
+            Reply::Huge(h) => send(tx, Out::Frame(h.frame(ctx))).await,
+            Reply::ListHang(h) => h.play(ctx).await,
+            Reply::ListChangedStorm(s) => s.play(ctx, tx).await,
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::*;
+
+    pub fn ctx(method: &str, params: Value) -> Ctx {
+        Ctx {
+            id: serde_json::json!(7),
+            method: method.into(),
+            params,
+            nonce: "N0NCE".into(),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    pub fn call(text: &str) -> Ctx {
+        ctx(
+            "tools/call",
+            serde_json::json!({"name": "probe", "arguments": {"text": text}, "_meta": {"progressToken": "tok"}}),
+        )
+    }
+
+    /// Play `r` to the end (or for `ms` milliseconds), collecting what it sent.
+    pub async fn collect(r: &Reply, ctx: &Ctx, ms: u64) -> (Vec<Out>, Option<bool>) {
+        let (tx, mut rx) = mpsc::channel(1 << 16);
+        let done = tokio::time::timeout(std::time::Duration::from_millis(ms), r.play(ctx, &tx))
+            .await
+            .ok();
+        drop(tx);
+        let mut outs = Vec::new();
+        while let Some(o) = rx.recv().await {
+            outs.push(o);
+        }
+        (outs, done)
+    }
+
+    pub fn json(o: &Out) -> Value {
+        match o {
+            Out::Frame(Frame::Bytes(b)) => serde_json::from_slice(b).unwrap(),
+            other => panic!("not a small frame: {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! One scenario's MCP server: the [`super::engine::Engine`] behind both
+//! transports at once (the stdio socket and Streamable HTTP on loopback); the
+//! row's transport decides which one the agent is told about. `shutdown`
+//! cuts every wait, closes the socket (every relay then exits) and the HTTP
+//! listener, and hands back the recording.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::engine::Engine;
+use super::{McpRecording, Rule, Transport};
+
+/// What one MCP server needs.
+pub struct McpConfig {
+    pub rules: Vec<Rule>,
+    pub nonce: String,
+    pub linger: bool,
+    pub transport: Transport,
+    /// Directory for the socket (the scenario's own, 0700).
+    pub dir: PathBuf,
+    /// The run's clock: exchange times are seconds since this.
+    pub start: Instant,
+}
+
+/// A running MCP server.
+pub struct McpServer {
+    engine: Arc<Engine>,
+    socket: PathBuf,
+    /// A short directory for the socket when `dir` is too deep for one.
+    _short: Option<tempfile::TempDir>,
+    url: String,
+    transport: Transport,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// The longest socket path (sun_path holds 108 bytes with its NUL).
+const MAX_SOCKET_PATH: usize = 100;
+
+impl McpServer {
+    pub async fn start(c: McpConfig) -> anyhow::Result<McpServer> {
+        let engine = Arc::new(Engine::new(c.rules, c.nonce, c.start, c.linger));
+        let mut socket = c.dir.join("mcp.sock");
+        let mut short = None;
+        if socket.as_os_str().len() > MAX_SOCKET_PATH {
+            let d = tempfile::Builder::new()
+                .prefix("chaosrun-mcp-")
+                .tempdir_in("/tmp")?;
+            socket = d.path().join("mcp.sock");
+            short = Some(d);
+        }
+        let listener = super::stdio::bind(&socket)?;
+        let mut tasks = vec![tokio::spawn(super::stdio::serve(listener, engine.clone()))];
+        let (addr, task) = super::http::start(engine.clone()).await?;
+        tasks.push(task);
+        Ok(McpServer {
+            engine,
+            socket,
+            _short: short,
+            url: format!("http://{addr}/mcp"),
+            transport: c.transport,
+            tasks,
+        })
+    }
+
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The template variables telling the agent how to reach this server.
+    pub fn vars(&self) -> Vec<(String, String)> {
+        super::vars(Some(self.transport), Some(&self.socket), Some(&self.url))
+    }
+
+    /// `tools/call` requests so far.
+    pub fn tool_calls(&self) -> u64 {
+        self.engine.tool_calls()
+    }
+
+    /// What was recorded so far.
+    pub fn recording(&self) -> McpRecording {
+        let mut r = self.engine.recording();
+        r.transport = self.transport.name().into();
+        r
+    }
+
+    /// Stop both transports and return the recording.
+    pub async fn shutdown(mut self) -> McpRecording {
+        self.engine.cancel.cancel();
+        for t in self.tasks.drain(..) {
+            t.abort();
+            let _ = t.await;
+        }
+        let _ = std::fs::remove_file(&self.socket);
+        self.recording()
+    }
+}
