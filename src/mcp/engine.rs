@@ -49,6 +49,7 @@ pub struct Engine {
     pub(crate) cancel: CancellationToken,
     pub(crate) linger: bool,
     calls: AtomicU64,
+    calls_tx: tokio::sync::watch::Sender<u64>,
     hits: Vec<AtomicU64>,
     rec: Mutex<Recorder>,
 }
@@ -63,6 +64,7 @@ impl Engine {
             cancel: CancellationToken::new(),
             linger,
             calls: AtomicU64::new(0),
+            calls_tx: tokio::sync::watch::channel(0).0,
             hits,
             rec: Mutex::new(Recorder::default()),
         }
@@ -176,6 +178,9 @@ impl Engine {
                 ..base
             })
         };
+        if let Some(i) = call_index {
+            self.calls_tx.send_replace(i + 1);
+        }
         Incoming::Request(Job {
             ctx: Ctx {
                 id,
@@ -203,6 +208,11 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Watches the count of `tools/call` requests.
+    pub fn calls_watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.calls_tx.subscribe()
     }
 
     /// `tools/call` requests so far.

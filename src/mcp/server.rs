@@ -78,6 +78,11 @@ impl McpServer {
         super::vars(Some(self.transport), Some(&self.socket), Some(&self.url))
     }
 
+    /// Watches the count of `tools/call` requests.
+    pub fn calls_watch(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.engine.calls_watch()
+    }
+
     /// `tools/call` requests so far.
     pub fn tool_calls(&self) -> u64 {
         self.engine.tool_calls()

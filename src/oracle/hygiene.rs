@@ -151,7 +151,15 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
             "no_survivors",
             obs.survivors
                 .iter()
-                .map(|p| format!("survived the agent by {:.0} s: {p}", s.deadlines.reap))
+                .map(|p| {
+                    // The stdio MCP relay chaosrun hands the agent, by its argv.
+                    let what = if p.cmdline.contains("mcp-stdio") {
+                        "MCP stdio server left running: "
+                    } else {
+                        ""
+                    };
+                    format!("{what}survived the agent by {:.0} s: {p}", s.deadlines.reap)
+                })
                 .collect(),
         ));
     }

@@ -7,6 +7,7 @@ mod calls;
 mod exercised;
 mod history;
 mod hygiene;
+mod mcp;
 mod reuse;
 mod side_effects;
 mod store;
@@ -141,13 +142,16 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
         return out;
     }
     let mut out = termination::check(s, obs);
+    out.extend(mcp::cancellation(s, obs));
     out.extend(calls::check(s, obs));
+    out.extend(mcp::calls(s, obs));
     out.extend(reuse::check(s, caps.clone(), obs));
     out.extend(history::check(s, obs));
     out.extend(hygiene::check(s, obs));
     out.extend(store::check(obs));
     out.extend(side_effects::check(s, obs));
     out.extend(exercised::check_with(s, obs, caps.background.as_ref()));
+    out.extend(mcp::exercised(s, obs));
     out
 }
 

@@ -483,7 +483,7 @@ pub async fn observe(
     );
     let driven = match &chaos {
         Some(c) => super::chaos::drive(&mut d, scenario, &c.schedule, &provider).await,
-        None => super::turns::drive(&mut d, scenario, &provider).await,
+        None => super::turns::drive(&mut d, scenario, &provider, mcp.as_ref()).await,
     };
     let clean = match driven {
         Ok(clean) => clean,

@@ -18,11 +18,18 @@ use crate::scenarios::{FaultAction, FaultTarget, Scenario, Trigger};
 async fn trigger_fired(
     trigger: &Option<Trigger>,
     calls: &mut tokio::sync::watch::Receiver<u64>,
+    mcp_calls: &mut Option<tokio::sync::watch::Receiver<u64>>,
     scope: &Arc<Scope>,
     since: Instant,
 ) {
     match trigger {
         None => std::future::pending().await,
+        Some(Trigger::WhenMcpCall(n)) => match mcp_calls {
+            Some(w) => {
+                let _ = w.wait_for(|c| *c >= *n).await;
+            }
+            None => std::future::pending().await,
+        },
         Some(Trigger::AfterSeconds(s)) => sleep_until(since + secs(*s)).await,
         Some(Trigger::AfterCalls(n)) => {
             let _ = calls.wait_for(|c| *c >= *n).await;
@@ -50,6 +57,7 @@ pub(crate) async fn drive(
     d: &mut Drive<'_>,
     s: &Scenario,
     provider: &Provider,
+    mcp: Option<&crate::mcp::McpServer>,
 ) -> Result<bool, String> {
     let dl = &s.deadlines;
     if !d.boot_all(dl.boot).await? {
@@ -62,13 +70,28 @@ pub(crate) async fn drive(
     let (mut phase, mut phase_secs) = (Phase::FaultedTurn, dl.turn);
     let mut calls = provider.main_calls();
     let scope = d.scope().clone();
-    let trigger = trigger_fired(&s.interrupt, &mut calls, &scope, turn_started);
+    let mut mcp_calls = mcp.map(|m| m.calls_watch());
+    let mut fault_mcp_calls = mcp.map(|m| m.calls_watch());
+    let trigger = trigger_fired(
+        &s.interrupt,
+        &mut calls,
+        &mut mcp_calls,
+        &scope,
+        turn_started,
+    );
     tokio::pin!(trigger);
     let mut fault_calls = provider.main_calls();
     let fault_at = s.process_fault.as_ref().map(|f| f.at.clone());
     let fault_delay = s.process_fault.as_ref().map_or(0.0, |f| f.delay);
     let fault_trigger = async {
-        trigger_fired(&fault_at, &mut fault_calls, &scope, turn_started).await;
+        trigger_fired(
+            &fault_at,
+            &mut fault_calls,
+            &mut fault_mcp_calls,
+            &scope,
+            turn_started,
+        )
+        .await;
         tokio::time::sleep(secs(fault_delay)).await;
     };
     tokio::pin!(fault_trigger);

@@ -138,6 +138,17 @@ fn check_counts(
     if let Some(super::schema::Trigger::AfterCalls(n)) = trigger {
         count("after_calls", *n, MAX_COUNT)?;
     }
+    if let Some(super::schema::Trigger::WhenMcpCall(n)) = trigger {
+        count("when_mcp_call", *n, MAX_COUNT)?;
+        if *n == 0 {
+            return Err("`when_mcp_call` counts from 1 (the first `tools/call`)".into());
+        }
+        if s.mcp.is_none() {
+            return Err(
+                "`when_mcp_call` needs an `mcp:` section (the MCP server it counts)".into(),
+            );
+        }
+    }
     if let Some(c) = &s.chaos {
         count("chaos.turns", c.turns, MAX_COUNT)?;
         count("chaos.min_faults", c.min_faults as u64, MAX_COUNT)?;

@@ -168,6 +168,9 @@ pub enum Trigger {
     WhenProcess(String),
     /// This many seconds into the faulted turn.
     AfterSeconds(#[serde(deserialize_with = "units::seconds")] f64),
+    /// Once the scenario's MCP server has received this many `tools/call`
+    /// requests (rows with an `mcp:` section).
+    WhenMcpCall(u64),
 }
 
 /// Which signal a process fault sends.

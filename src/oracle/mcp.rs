@@ -1,0 +1,237 @@
+//! The MCP parts of the invariants, for rows with an `mcp:` section:
+//! - exercised: the row's targeted rule (its first; with no rule, any
+//!   `tools/call`) matched a real request: "the MCP call arrived";
+//! - bounded calls: `tools/call` requests within the row's call bound;
+//! - cancellation: after an interrupt sent while a `tools/call` was in
+//!   flight, a `notifications/cancelled` naming that request arrived (not
+//!   checked when no call was in flight at the interrupt).
+//!
+//! Every check is `not checked` when the recording is missing or capped in a
+//! way that hides the evidence.
+
+use super::{Check, Invariant};
+use crate::mcp::McpRecording;
+use crate::observe::Observation;
+use crate::scenarios::Scenario;
+
+fn recording(obs: &Observation) -> Option<&McpRecording> {
+    obs.mcp.as_ref()
+}
+
+/// The targeted rule matched a request.
+pub fn exercised(s: &Scenario, obs: &Observation) -> Option<Check> {
+    let spec = s.mcp.as_ref()?;
+    let inv = Invariant::Exercised;
+    let Some(rec) = recording(obs) else {
+        return Some(Check::skipped(
+            inv,
+            "mcp_call_arrived",
+            "no MCP recording (the server never ran)",
+        ));
+    };
+    let v = match spec.rules.first() {
+        Some(rule) => {
+            if rec.rule_hits.first().copied().unwrap_or(0) > 0 {
+                vec![]
+            } else {
+                let m = rule.when.method();
+                vec![format!(
+                    "the MCP fault never landed: no `{m}` request matched its rule ({}); the server saw {}",
+                    rule.reply.kind_name(),
+                    seen(rec)
+                )]
+            }
+        }
+        None if rec.tool_calls > 0 => vec![],
+        None => vec![format!(
+            "the MCP call never arrived: no `tools/call` reached the server; it saw {}",
+            seen(rec)
+        )],
+    };
+    Some(Check::new(inv, "mcp_call_arrived", v))
+}
+
+/// What the server saw, in a few words.
+fn seen(rec: &McpRecording) -> String {
+    let mut methods: Vec<&str> = rec.exchanges.iter().map(|e| e.method.as_str()).collect();
+    methods.dedup();
+    if methods.is_empty() {
+        format!(
+            "nothing ({} stdio connection(s), {} HTTP session(s)) over {}",
+            rec.stdio_connections, rec.http_sessions, rec.transport
+        )
+    } else {
+        super::clip(&methods.join(", "), 200)
+    }
+}
+
+/// `tools/call` requests within the row's bound.
+pub fn calls(s: &Scenario, obs: &Observation) -> Option<Check> {
+    s.mcp.as_ref()?;
+    let inv = Invariant::ProviderCalls;
+    let rec = recording(obs)?;
+    let limit = s.calls.limit();
+    let v = if rec.tool_calls > limit {
+        vec![format!(
+            "the agent made {} MCP tools/call requests; the bound is {limit}",
+            rec.tool_calls
+        )]
+    } else {
+        vec![]
+    };
+    Some(Check::new(inv, "mcp_call_bound", v))
+}
+
+/// A call in flight at the interrupt was cancelled.
+pub fn cancellation(s: &Scenario, obs: &Observation) -> Option<Check> {
+    s.mcp.as_ref()?;
+    s.interrupt.as_ref()?;
+    let inv = Invariant::Termination;
+    let Some(rec) = recording(obs) else {
+        return Some(Check::skipped(inv, "cancellation", "no MCP recording"));
+    };
+    let Some((at, _)) = obs.interrupt_sent() else {
+        return Some(Check::skipped(
+            inv,
+            "cancellation",
+            "the interrupt was never sent",
+        ));
+    };
+    let in_flight = rec.in_flight_at(at);
+    if in_flight.is_empty() {
+        return Some(Check::skipped(
+            inv,
+            "cancellation",
+            "no MCP tools/call was in flight when the interrupt was sent",
+        ));
+    }
+    if rec.dropped > 0 {
+        return Some(Check::skipped(
+            inv,
+            "cancellation",
+            format!(
+                "{} MCP messages past the recording cap were not kept",
+                rec.dropped
+            ),
+        ));
+    }
+    let v = in_flight
+        .iter()
+        .filter_map(|e| {
+            let id = e.id.as_ref()?;
+            (!rec.cancelled(id, e.at)).then(|| {
+                format!(
+                    "the interrupt at {at:.1} s left MCP tools/call {id} (sent at {:.1} s) in flight, and no \
+                     notifications/cancelled named it",
+                    e.at
+                )
+            })
+        })
+        .collect();
+    Some(Check::new(inv, "cancellation", v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::McpExchange;
+    use crate::observe::{Event, Timed};
+    use crate::oracle::fixtures::scenario;
+
+    fn mcp_row(extra: &str) -> Scenario {
+        let mut s = scenario(extra);
+        s.mcp = Some(
+            serde_yaml::from_str("{rules: [{when: {call: 0}, reply: {kind: hang}}]}").unwrap(),
+        );
+        s
+    }
+
+    fn call(at: f64, id: i64, answered: Option<f64>) -> McpExchange {
+        McpExchange {
+            at,
+            method: "tools/call".into(),
+            id: Some(id.into()),
+            kind: Some("hang".into()),
+            answered,
+            ..Default::default()
+        }
+    }
+
+    fn obs(ex: Vec<McpExchange>, hits: u64, interrupt_at: Option<f64>) -> Observation {
+        let tool_calls = ex.iter().filter(|e| e.method == "tools/call").count() as u64;
+        Observation {
+            mcp: Some(McpRecording {
+                exchanges: ex,
+                rule_hits: vec![hits],
+                tool_calls,
+                ..Default::default()
+            }),
+            events: interrupt_at
+                .map(|at| Timed {
+                    at,
+                    worker: None,
+                    event: Event::InterruptSent { main_calls: 1 },
+                })
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn exercised_needs_the_targeted_rule_to_match() {
+        let s = mcp_row("expect: ended");
+        assert!(!exercised(&s, &obs(vec![call(1.0, 1, None)], 1, None))
+            .unwrap()
+            .failed());
+        let c = exercised(&s, &obs(vec![], 0, None)).unwrap();
+        assert!(
+            c.failed() && c.violations()[0].contains("never landed"),
+            "{c:?}"
+        );
+        assert!(exercised(&s, &Observation::default())
+            .unwrap()
+            .not_checked());
+        assert!(exercised(&scenario("expect: ended"), &Observation::default()).is_none());
+    }
+
+    #[test]
+    fn mcp_calls_are_bounded_by_the_row() {
+        let s = mcp_row("expect: ended\ncalls: {max: 2}");
+        let three = obs(
+            (1..=3).map(|i| call(i as f64, i, Some(i as f64))).collect(),
+            1,
+            None,
+        );
+        assert!(calls(&s, &three).unwrap().violations()[0].contains("3 MCP tools/call"));
+        let two = obs(
+            (1..=2).map(|i| call(i as f64, i, Some(i as f64))).collect(),
+            1,
+            None,
+        );
+        assert!(!calls(&s, &two).unwrap().failed());
+    }
+
+    #[test]
+    fn an_in_flight_call_must_be_cancelled_after_the_interrupt() {
+        let s = mcp_row("interrupt: {after_calls: 1}\nexpect: interrupted");
+        let hung = obs(vec![call(1.0, 5, None)], 1, Some(2.0));
+        let c = cancellation(&s, &hung).unwrap();
+        assert!(
+            c.failed() && c.violations()[0].contains("tools/call 5"),
+            "{c:?}"
+        );
+        let mut ok = hung.clone();
+        ok.mcp.as_mut().unwrap().exchanges.push(McpExchange {
+            at: 2.1,
+            method: "notifications/cancelled".into(),
+            cancels: Some(5.into()),
+            ..Default::default()
+        });
+        assert!(!cancellation(&s, &ok).unwrap().failed());
+        // Answered before the interrupt: nothing was in flight.
+        let done = obs(vec![call(1.0, 5, Some(1.5))], 1, Some(2.0));
+        assert!(cancellation(&s, &done).unwrap().not_checked());
+        assert!(cancellation(&mcp_row("expect: ended"), &hung).is_none());
+    }
+}
