@@ -153,7 +153,9 @@ async fn connection(stream: UnixStream, conn: String, engine: Arc<Engine>) {
         engine.note(&conn, "<stdin closed>");
     }
     if engine.linger {
-        // Keep the relay running: hold the writer until the scenario ends.
+        // Keep the relay running: hold the socket open (answers in flight
+        // still go out) until the scenario ends.
+        engine.cancel.cancelled().await;
         drop(tx);
         let _ = writing.await;
         return;
