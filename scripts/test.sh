@@ -75,10 +75,12 @@ fi
 # --- The official model SDKs, for the wire conformance suite ---------------------
 # tests/sdk_conformance.rs drives `chaosrun serve --wire W` with the pinned
 # openai, anthropic and google-genai SDKs (tests/sdk/conformance.py) from a venv
-# under target/.
+# under target/; tests/mcp_sdk_wire.rs drives `chaosrun serve --mcp` and
+# `chaosrun mcp-stdio` with the pinned Python `mcp` SDK from the same venv.
 echo "== official model SDKs (wire conformance venv)"
 if ! bash scripts/sdk_venv.sh; then
     missing every_reply_kind_on_every_wire_with_the_official_sdks "the SDK venv could not be made (scripts/sdk_venv.sh, output above)"
+    missing every_mcp_reply_kind_on_both_transports_with_the_python_sdk "the SDK venv (with the mcp SDK) could not be made (scripts/sdk_venv.sh, output above)"
 fi
 # -------------------------------------------------------------------------------
 

@@ -356,9 +356,6 @@ fn run(args: RunArgs) -> ExitCode {
         }
         Err(e) => return usage(e),
     };
-    if let Err(e) = chaosrun::profile::check_mcp(&profile, &selected) {
-        return usage(e);
-    }
     if profile.exec.is_some() && !args.agent_args.is_empty() {
         return usage(format!(
             "--agent-arg is for a driver-protocol agent; `{}` is an exec-mode profile: put \
@@ -400,6 +397,9 @@ fn run(args: RunArgs) -> ExitCode {
                 outputs[i].1.display()
             ));
         }
+    }
+    if let Err(e) = chaosrun::profile::check_mcp(&profile, &selected) {
+        return usage(e);
     }
     let artifacts = match &args.keep_artifacts {
         Some(dir) => match output::ArtifactsDir::take(dir) {

@@ -29,7 +29,7 @@ fn ids(out: &std::process::Output) -> Vec<String> {
 fn shards_partition_the_full_table() {
     let mark = new_mark("shardlist");
     let all = ids(&chaosrun(&mark, &["scenarios.yaml", "--list"]));
-    assert_eq!(all.len(), 23);
+    assert_eq!(all.len(), 32);
     let mut union = Vec::new();
     for k in 1..=3 {
         let part = ids(&chaosrun(

@@ -98,34 +98,42 @@ pub enum McpSupport {
 
 impl<'de> Deserialize<'de> for McpSupport {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Decl {
-            transports: Vec<Transport>,
+        use serde::de::{Error, MapAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = McpSupport;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "`false` (no MCP client) or `{transports: [stdio, http]}` (one or both, \
+                     what the agent's config registers)",
+                )
+            }
+            fn visit_bool<E: Error>(self, v: bool) -> Result<McpSupport, E> {
+                if v {
+                    return Err(E::custom(
+                        "`mcp: true` does not say how the agent reaches the server; write \
+                         `mcp: {transports: [stdio]}` (stdio, http or both)",
+                    ));
+                }
+                Ok(McpSupport::None)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<McpSupport, A::Error> {
+                let mut transports: Option<Vec<Transport>> = None;
+                while let Some(k) = m.next_key::<String>()? {
+                    if k != "transports" {
+                        return Err(A::Error::unknown_field(&k, &["transports"]));
+                    }
+                    transports = Some(m.next_value()?);
+                }
+                match transports {
+                    Some(t) if !t.is_empty() => Ok(McpSupport::Transports(t)),
+                    _ => Err(A::Error::custom(
+                        "`mcp.transports` needs at least one transport (stdio, http)",
+                    )),
+                }
+            }
         }
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Form {
-            Flag(bool),
-            Decl(Decl),
-        }
-        use serde::de::Error;
-        match Form::deserialize(d).map_err(|_| {
-            D::Error::custom(
-                "`mcp` is `false` (no MCP client) or `{transports: [stdio, http]}` (one or both, \
-                 what the agent's config registers)",
-            )
-        })? {
-            Form::Flag(false) => Ok(McpSupport::None),
-            Form::Flag(true) => Err(D::Error::custom(
-                "`mcp: true` does not say how the agent reaches the server; write \
-                 `mcp: {transports: [stdio]}` (stdio, http or both)",
-            )),
-            Form::Decl(d) if d.transports.is_empty() => Err(D::Error::custom(
-                "`mcp.transports` needs at least one transport (stdio, http)",
-            )),
-            Form::Decl(d) => Ok(McpSupport::Transports(d.transports)),
-        }
+        d.deserialize_any(V)
     }
 }
 

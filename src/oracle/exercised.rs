@@ -9,7 +9,8 @@
 //!   is in the journal, or its process was seen);
 //! - an interrupt: sent while the faulted turn was running;
 //! - a process fault: the kill or stop hit at least one process;
-//! - a chaos run: at least `min_faults` kills and stops landed.
+//! - a chaos run: at least `min_faults` kills and stops landed;
+//! - an MCP row: its targeted rule matched a real request ([`super::mcp`]).
 
 use super::{clip, Check, Invariant};
 use crate::observe::{Event, Observation};
@@ -45,6 +46,7 @@ pub fn check_with(
     if s.responder.iter().all(|r| r.wait_for.is_none()) {
         out.extend(background_job(s, obs, background));
     }
+    out.extend(super::mcp::exercised(s, obs));
     if out.is_empty() {
         out.push(Check::skipped(
             Invariant::Exercised,

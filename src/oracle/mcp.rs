@@ -234,4 +234,39 @@ mod tests {
         assert!(cancellation(&s, &done).unwrap().not_checked());
         assert!(cancellation(&mcp_row("expect: ended"), &hung).is_none());
     }
+
+    #[test]
+    fn history_integrity_covers_mcp_probe_calls_like_any_tool() {
+        use crate::oracle::fixtures::{assistant_calls, end, healthy, msg, request, tool};
+        use crate::provider::recording::IssuedToolCall;
+        use crate::provider::CallKind;
+        let s = mcp_row("expect: ended");
+        let judge = |msgs| {
+            let mut o = healthy(&s, end(0, true, false, "done"));
+            o.recording.issued_tool_calls.push(IssuedToolCall {
+                id: "m1".into(),
+                tool: "mcp_probe".into(),
+                args: serde_json::json!({"text": "n"}),
+                main_index: 0,
+            });
+            o.recording.requests.push(request(2, CallKind::Main, msgs));
+            let checks = crate::oracle::history::check(&s, &o);
+            checks
+                .into_iter()
+                .find(|c| c.name == "wire_tool_results")
+                .unwrap()
+        };
+        let answered = judge(vec![
+            msg("user", "u"),
+            assistant_calls(&["m1"]),
+            tool("m1", "probe:n"),
+        ]);
+        assert!(!answered.failed(), "{answered:?}");
+        let dropped = judge(vec![
+            msg("user", "u"),
+            assistant_calls(&["m1"]),
+            msg("user", "next"),
+        ]);
+        assert!(dropped.violations()[0].contains("m1"), "{dropped:?}");
+    }
 }

@@ -151,7 +151,6 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(store::check(obs));
     out.extend(side_effects::check(s, obs));
     out.extend(exercised::check_with(s, obs, caps.background.as_ref()));
-    out.extend(mcp::exercised(s, obs));
     out
 }
 

@@ -499,7 +499,10 @@ pub fn check_mcp(
             McpSupport::None => {}
             McpSupport::Undeclared => {
                 return Err(format!(
-                    "scenario `{}` needs an MCP server, but the adapter profile `{}` has no `mcp` key:                      add `mcp: {{transports: [stdio]}}` (or http, or both) and register the server in the                      agent's config with {{{{mcp_command}}}}/{{{{mcp_args_json}}}} or {{{{mcp_url}}}},                      or `mcp: false` if the agent has no MCP client (its MCP rows are then N/A)",
+                    "scenario `{}` needs an MCP server, but the adapter profile `{}` has no `mcp` key: \
+                     add `mcp: {{transports: [stdio]}}` (or http, or both) and register the server in the \
+                     agent's config with {{{{mcp_command}}}}/{{{{mcp_args_json}}}} or {{{{mcp_url}}}}, \
+                     or `mcp: false` if the agent has no MCP client (its MCP rows are then N/A)",
                     s.id, profile.source
                 ))
             }
@@ -507,7 +510,9 @@ pub fn check_mcp(
                 if m.transport_for(t).is_none() {
                     let pinned = m.transport.map_or("?", crate::mcp::Transport::name);
                     return Err(format!(
-                        "scenario `{}` pins MCP transport `{pinned}`, but the adapter profile `{}`                          registers only {}: add `{pinned}` to its `mcp.transports` (and to the agent's config),                          or skip the row",
+                        "scenario `{}` pins MCP transport `{pinned}`, but the adapter profile `{}` \
+                         registers only {}: add `{pinned}` to its `mcp.transports` (and to the agent's config), \
+                         or skip the row",
                         s.id,
                         profile.source,
                         t.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")

@@ -84,20 +84,25 @@ impl Frame {
     /// Bytes `[at, at + max)` of the frame (a huge frame's fill is made
     /// here, piece by piece).
     pub fn piece(&self, at: usize, max: usize) -> Vec<u8> {
-        let end = (at + max).min(self.len());
+        let end = at.saturating_add(max).min(self.len());
         let (head, fill, tail): (&[u8], usize, &[u8]) = match self {
             Frame::Bytes(b) => (b, 0, &[]),
             Frame::Huge { head, fill, tail } => (head, *fill, tail),
         };
         let mut out = Vec::with_capacity(end.saturating_sub(at));
-        for i in at..end {
-            out.push(if i < head.len() {
-                head[i]
-            } else if i < head.len() + fill {
-                b'x'
-            } else {
-                tail[i - head.len() - fill]
-            });
+        // The three parts as ranges of the frame, each copied where it overlaps.
+        let h = head.len();
+        let parts: [(usize, usize); 3] = [(0, h), (h, h + fill), (h + fill, h + fill + tail.len())];
+        for (n, (from, to)) in parts.into_iter().enumerate() {
+            let (lo, hi) = (at.max(from), end.min(to));
+            if lo >= hi {
+                continue;
+            }
+            match n {
+                0 => out.extend_from_slice(&head[lo..hi]),
+                1 => out.resize(out.len() + (hi - lo), b'x'),
+                _ => out.extend_from_slice(&tail[lo - from..hi - from]),
+            }
         }
         out
     }
@@ -235,8 +240,8 @@ impl Reply {
             Reply::Huge(h) => h.check(),
             Reply::Malformed(m) => m.check(),
             Reply::ListChangedStorm(s) => s.check(),
-            Reply::ProgressForever(p) if !(p.interval > 0.0) => {
-                Err("`progress_forever.interval` must be positive".into())
+            Reply::ProgressForever(p) if p.interval < 0.01 => {
+                Err("`progress_forever.interval` is at least 0.01 s".into())
             }
             _ => Ok(()),
         }
