@@ -133,7 +133,11 @@ fn mcp_rows_pass_over_http(wire: &str, profile: &std::path::Path, dir: &std::pat
     // The rows really ran over HTTP (the pinned stdio row over stdio).
     for id in MCP_ROWS {
         let obs = read_json(&artifacts.join(id).join("observation.json"));
-        let want = if *id == "mcp_stdio_server_outlives_agent" { "stdio" } else { "http" };
+        let want = if *id == "mcp_stdio_server_outlives_agent" {
+            "stdio"
+        } else {
+            "http"
+        };
         assert_eq!(obs["mcp"]["transport"], want, "{wire}: {id}");
     }
     let survivors = wait_unmarked(&mark, Duration::from_secs(5));
