@@ -95,7 +95,9 @@ import time
 import traceback
 import urllib.parse
 
-import mcp_client
+# The MCP client sits beside this file (also when run by runpy or imported).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mcp_client  # noqa: E402
 
 KNOWN_BUGS = {
     "retry_storm": "transient errors retried 60 times with no backoff",
