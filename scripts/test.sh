@@ -32,6 +32,11 @@ if ! bash .ci/hermes_subset.sh; then
     missing hermes_subset_verdicts "Hermes Agent could not be installed (output above)"
 fi
 
+echo "== real agent: Codex CLI (bounded subset; the full tables are manual)"
+if ! bash .ci/codex_subset.sh; then
+    missing codex_subset_verdicts "Codex CLI could not be installed (output above)"
+fi
+
 # --- Chromium, for the HTML report's browser check -----------------------------
 echo "== chromium (HTML report browser check)"
 if ! command -v chromium >/dev/null; then

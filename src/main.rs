@@ -64,6 +64,15 @@ struct RunArgs {
     /// anthropic, gemini), overriding the profile's `wire:`.
     #[arg(long, value_name = "WIRE")]
     wire: Option<chaosrun::provider::Wire>,
+    /// Proxy mode: forward unmatched model calls and `relay` rules to this
+    /// real server on the agent's wire (its base URL, http://...), overriding
+    /// the profile's `upstream.url`.
+    #[arg(long, value_name = "URL")]
+    upstream: Option<String>,
+    /// The variable holding the upstream's API key (also give --pass-env NAME),
+    /// overriding the profile's `upstream.key_env`.
+    #[arg(long = "upstream-key-env", value_name = "NAME")]
+    upstream_key_env: Option<String>,
     /// Run only this scenario (repeatable).
     #[arg(long, value_name = "ID")]
     only: Vec<String>,
@@ -141,9 +150,15 @@ enum Command {
         /// The wire to serve: openai-chat, openai-responses, anthropic, gemini.
         #[arg(long, default_value = "openai-chat")]
         wire: chaosrun::provider::Wire,
+        /// Proxy mode: relay unmatched calls and `relay` rules to this server.
+        #[arg(long, value_name = "URL")]
+        upstream: Option<String>,
+        /// The variable in serve's environment holding the upstream's API key.
+        #[arg(long = "upstream-key-env", value_name = "NAME", requires = "upstream")]
+        upstream_key_env: Option<String>,
         /// Serve the scripted MCP server instead (a row's `mcp:` section as
         /// YAML): stdio through `chaosrun mcp-stdio --socket PATH`, and HTTP.
-        #[arg(long, value_name = "RULES", conflicts_with_all = ["script", "wire", "port", "tag"])]
+        #[arg(long, value_name = "RULES", conflicts_with_all = ["script", "wire", "port", "tag", "upstream"])]
         mcp: Option<PathBuf>,
     },
     /// Merge JSON reports (shards, matrix jobs) into one report and one exit code.
@@ -206,6 +221,8 @@ fn main() -> ExitCode {
             tag,
             quiet,
             wire,
+            upstream,
+            upstream_key_env,
             mcp,
         }) => {
             let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
@@ -215,6 +232,11 @@ fn main() -> ExitCode {
                     Err(e) => usage(format!("{e:#}")),
                 };
             }
+            let upstream = upstream.map(|url| chaosrun::provider::upstream::UpstreamSpec {
+                url,
+                key_env: upstream_key_env,
+                model: None,
+            });
             let args = chaosrun::provider::serve::ServeArgs {
                 port,
                 script,
@@ -222,6 +244,7 @@ fn main() -> ExitCode {
                 tag,
                 quiet,
                 wire,
+                upstream,
             };
             match rt.block_on(chaosrun::provider::serve::run(args)) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -372,6 +395,17 @@ fn run(args: RunArgs) -> ExitCode {
         profile
             .env
             .insert(name.clone(), format!("{{{{env:{name}}}}}"));
+    }
+    {
+        use chaosrun::provider::upstream::setup;
+        let (url, key) = (args.upstream.clone(), args.upstream_key_env.clone());
+        profile.upstream = match setup::merge(profile.upstream.take(), url, key) {
+            Ok(u) => u,
+            Err(e) => return usage(e),
+        };
+        if let Err(e) = setup::check(profile.upstream.as_ref(), &args.pass_env, &selected) {
+            return usage(e);
+        }
     }
     let mut inputs = chaosrun::profile::input_files(&agent, &profile);
     inputs.push(table_path.clone());

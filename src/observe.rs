@@ -403,6 +403,10 @@ pub struct Observation {
     /// Last lines of each log file the profile names: (path, tail).
     #[serde(default)]
     pub log_tails: Vec<(String, String)>,
+    /// The profile's `logs:` entries (relative to HOME) that matched no file by
+    /// the end of the run.
+    #[serde(default)]
+    pub logs_missing: Vec<String>,
     /// Lines on stdout that were not `CHAOS ` events (kept as an artifact).
     pub stdout_other_lines: u64,
     /// Why the run could not be driven (spawn failure, setup error), if so.

@@ -270,3 +270,48 @@ fn kill_scenarios_are_not_applicable_without_resume() {
         .unwrap();
     assert!(case.children().any(|n| n.has_tag_name("skipped")), "{xml}");
 }
+
+/// A `logs:` entry that matches no file in any scenario run is a run-wide
+/// warning (text and JSON), naming that entry and not the logs that exist;
+/// it does not change a verdict.
+#[test]
+fn a_declared_log_that_never_appears_is_a_run_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = repo().join("examples/reference");
+    std::fs::copy(reference.join("agent.py"), dir.path().join("agent.py")).unwrap();
+    let yaml = std::fs::read_to_string(reference.join("agent.yaml")).unwrap();
+    let p = dir.path().join("agent.yaml");
+    std::fs::write(
+        &p,
+        format!("{yaml}logs: [.refagent/never-*.log, .refagent/state.db]\n"),
+    )
+    .unwrap();
+    let json = dir.path().join("r.json");
+    let out = chaosrun(
+        &new_mark("logwarn"),
+        &[
+            "--agent",
+            p.to_str().unwrap(),
+            "scenarios.yaml",
+            "--only",
+            "provider_400_forever",
+            "--only",
+            "tool_args_garbage",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let warnings: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("warning: "))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stdout}");
+    assert!(warnings[0].contains("never-*.log"), "{stdout}");
+    assert!(warnings[0].contains("2 scenario runs"), "{stdout}");
+    let report = read_json(&json);
+    let w = report["warnings"].as_array().unwrap();
+    assert_eq!(w.len(), 1, "{report}");
+    assert!(w[0].as_str().unwrap().contains("never-*.log"));
+}

@@ -194,6 +194,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
         survivors: vec![],
         stderr_tail: String::new(),
         log_tails: vec![],
+        logs_missing: vec![],
         stdout_other_lines: 0,
         setup_error: None,
         wall: 4.0,

@@ -1,6 +1,8 @@
-//! Store integrity: the agent's SQLite store passes `PRAGMA integrity_check`
-//! (a Postgres or JSONL store has no such check: not checked, with why, and
-//! for JSONL what the read skipped).
+//! Store integrity: the agent's SQLite store passes `PRAGMA integrity_check`;
+//! a JSONL transcript has every line a JSON object (a torn or garbled record
+//! is corruption an agent reads back on resume); a Postgres store has no
+//! such check (not checked, with why), nor has a transcript whose read was
+//! capped or that resolved outside HOME (not checked, saying what was skipped).
 //! And store configuration errors: a healthy store that the profile's query
 //! cannot read (bad SQL, wrong table) or a Postgres store that cannot be
 //! reached is chaosrun's configuration, not the agent's fault: the scenario is
@@ -68,18 +70,26 @@ pub fn check(obs: &Observation) -> Vec<Check> {
             name,
             "PRAGMA integrity_check is SQLite's; a Postgres store's integrity is the server's",
         ),
-        StoreObservation::Jsonl { read, .. } => {
-            let caveats = read.caveats();
+        StoreObservation::Jsonl { read, .. } if read.malformed > 0 => Check::new(
+            inv,
+            name,
+            vec![format!(
+                "{} line(s) of the agent's transcript are not JSON records: {}",
+                read.malformed,
+                read.malformed_examples.join("; ")
+            )],
+        ),
+        StoreObservation::Jsonl { read, .. } if read.capped() || !read.outside.is_empty() => {
             Check::skipped(
                 inv,
                 name,
-                if caveats.is_empty() {
-                    "a JSONL transcript has no integrity check of SQLite's kind".to_string()
-                } else {
-                    format!("a JSONL transcript has no integrity check of SQLite's kind; {caveats}")
-                },
+                format!(
+                    "every line read is a JSON record, but not all of the transcript was read: {}",
+                    read.caveats()
+                ),
             )
         }
+        StoreObservation::Jsonl { .. } => Check::new(inv, name, vec![]),
         StoreObservation::Read {
             integrity, path, ..
         } => Check::new(
@@ -148,26 +158,40 @@ mod tests {
     }
 
     #[test]
-    fn a_jsonl_store_is_not_checked_and_says_what_was_skipped() {
+    fn a_jsonl_store_passes_when_every_line_parses_fails_on_a_torn_line() {
         let s = scenario("expect: ended");
         let mut o = healthy(&s, end(0, true, false, "x"));
-        o.store = StoreObservation::Jsonl {
+        let read = |malformed, unread_lines| crate::observe::TranscriptRead {
+            malformed,
+            malformed_examples: vec!["r.jsonl:3: EOF while parsing".into(); malformed.min(1)],
+            unread_lines,
+            ..Default::default()
+        };
+        let jsonl = |read| StoreObservation::Jsonl {
             glob: "/h/.codex/sessions/**/*.jsonl".into(),
-            read: crate::observe::TranscriptRead {
-                malformed: 2,
-                malformed_examples: vec!["r.jsonl:3: EOF while parsing".into()],
-                ..Default::default()
-            },
+            read,
             messages: Ok(vec![]),
         };
+        o.store = jsonl(read(0, 0));
         let c = &check(&o)[0];
-        assert!(c.not_checked());
-        let why = format!("{c:?}");
+        assert!(!c.failed() && !c.not_checked(), "{c:?}");
+        o.store = jsonl(read(2, 0));
+        let c = &check(&o)[0];
+        assert!(c.failed());
+        let why = c.violations()[0].clone();
         assert!(
-            why.contains("2 malformed line(s)") && why.contains("r.jsonl:3"),
+            why.contains("2 line(s)") && why.contains("r.jsonl:3"),
             "{why}"
         );
-        assert_eq!(configuration_error(&o), None);
+        assert_eq!(
+            configuration_error(&o),
+            None,
+            "a torn transcript is the agent's"
+        );
+        o.store = jsonl(read(0, 1));
+        let c = &check(&o)[0];
+        assert!(c.not_checked(), "a capped read cannot vouch for the rest");
+        assert!(format!("{c:?}").contains("read capped"), "{c:?}");
         o.store = StoreObservation::Jsonl {
             glob: "g".into(),
             read: Default::default(),

@@ -24,7 +24,8 @@ pub enum Stdin {
 }
 
 /// Picks one JSON-lines record of stdout: the LAST line that is a JSON object
-/// whose dotted paths in `where` equal the given values; `field` (a dotted
+/// whose dotted paths in `where` equal the given values (as in a store
+/// mapping's `when`: a list is any of its values, `null` is absent); `field` (a dotted
 /// path, or a list of them: the first present wins, e.g. `[result,
 /// error.message]`) is the value taken from it (a string as is, anything else
 /// as JSON).
@@ -281,13 +282,18 @@ pub fn at_path<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_jso
 }
 
 impl JsonlSel {
-    /// Whether the record matches every `where` pair.
+    /// Whether the record matches every `where` pair: a list is any of its
+    /// values (Codex ends a turn with `item.completed` or `turn.failed`), and
+    /// `null` is a path that is absent (or null).
     pub fn matches(&self, rec: &serde_json::Value) -> bool {
         rec.is_object()
-            && self
-                .where_
-                .iter()
-                .all(|(k, want)| at_path(rec, k) == Some(want))
+            && self.where_.iter().all(|(k, want)| {
+                let got = at_path(rec, k).unwrap_or(&serde_json::Value::Null);
+                match want {
+                    serde_json::Value::Array(any) => any.contains(got),
+                    one => one == got,
+                }
+            })
     }
 
     /// The `field` of a matching record, as text.
@@ -383,6 +389,26 @@ mod tests {
         let one: JsonlSel = serde_yaml::from_str("{field: result}").unwrap();
         assert_eq!(one.field, Some(vec!["result".to_string()]));
         assert!(!sel.matches(&serde_json::json!("result")));
+    }
+
+    #[test]
+    fn a_where_list_is_any_of_and_null_is_absent() {
+        // Codex CLI's turn ends with its answer item or with `turn.failed`.
+        let sel: JsonlSel = serde_yaml::from_str(
+            "{where: {type: [item.completed, turn.failed], item.type: [agent_message, null]}, \
+              field: [item.text, error.message]}",
+        )
+        .unwrap();
+        let answer = serde_json::json!({"type": "item.completed",
+            "item": {"type": "agent_message", "text": "done"}});
+        let failed = serde_json::json!({"type": "turn.failed", "error": {"message": "HTTP 400"}});
+        let tool = serde_json::json!({"type": "item.completed",
+            "item": {"type": "command_execution", "command": "ls"}});
+        let started = serde_json::json!({"type": "turn.started"});
+        assert!(sel.matches(&answer) && sel.matches(&failed));
+        assert!(!sel.matches(&tool) && !sel.matches(&started));
+        assert_eq!(sel.take(&answer).as_deref(), Some("done"));
+        assert_eq!(sel.take(&failed).as_deref(), Some("HTTP 400"));
     }
 
     #[test]

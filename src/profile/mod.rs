@@ -214,6 +214,9 @@ struct ProfileDoc {
     /// Exec mode: a one-shot CLI run once per turn (instead of `command`).
     #[serde(default)]
     exec: Option<exec::ExecSpec>,
+    /// Proxy mode: forward model calls to this real server.
+    #[serde(default)]
+    upstream: Option<crate::provider::upstream::UpstreamSpec>,
     /// `false`, or the MCP transports the agent's config registers.
     #[serde(default)]
     mcp: crate::mcp::McpSupport,
@@ -250,6 +253,9 @@ pub struct Profile {
     pub exec: Option<exec::ExecSpec>,
     /// The profile's directory (`{{profile_dir}}` in exec mode).
     pub dir: PathBuf,
+    /// Proxy mode (`upstream:`, or `--upstream`): unmatched model calls and
+    /// `relay` rules go to this server (see [`crate::provider::upstream`]).
+    pub upstream: Option<crate::provider::upstream::UpstreamSpec>,
     /// Whether (and how) the agent's config registers an MCP server.
     pub mcp: crate::mcp::McpSupport,
 }
@@ -406,6 +412,7 @@ impl Profile {
             resume: doc.resume.unwrap_or(true),
             wire: doc.wire,
             exec: doc.exec,
+            upstream: doc.upstream,
             dir: dir.to_path_buf(),
             mcp: doc.mcp,
         };
@@ -583,6 +590,27 @@ mod tests {
             format!("{}/x.sh", absolute(d.path()).display())
         );
         assert!(prof.breaker && prof.store.is_none());
+    }
+
+    #[test]
+    fn upstream_is_read_and_checked() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(
+            d.path(),
+            "a.yaml",
+            "command: [sh]\nupstream: {url: \"http://127.0.0.1:4000/v1\", key_env: UP_KEY}\n",
+        );
+        let prof = Profile::resolve(p.to_str().unwrap()).unwrap();
+        let up = prof.upstream.unwrap();
+        assert_eq!(up.url, "http://127.0.0.1:4000/v1");
+        assert_eq!(up.key_env.as_deref(), Some("UP_KEY"));
+        let p = write(
+            d.path(),
+            "b.yaml",
+            "command: [sh]\nupstream: {url: x, key: sk-1}\n",
+        );
+        let e = Profile::resolve(p.to_str().unwrap()).unwrap_err();
+        assert!(e.contains("key"), "{e}");
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod replies;
 pub mod rules;
 pub mod serve;
 mod server;
+pub mod upstream;
 pub mod wire;
 
 pub use recording::{CallKind, RecordLimits, Recording, RequestRecord, WireMessage, WireToolCall};
@@ -159,6 +160,8 @@ pub struct ProviderConfig {
     /// How much of the requests is remembered (a scenario run's bounds by
     /// default; `serve` keeps a ring).
     pub record: RecordLimits,
+    /// Proxy mode: unmatched calls and `relay` rules go to this server.
+    pub upstream: Option<Arc<upstream::Upstream>>,
 }
 
 /// A running provider. Dropping it without `shutdown` also stops the server.

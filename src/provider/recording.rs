@@ -145,6 +145,13 @@ pub struct Recording {
     /// the middle of a long run, or the oldest for `serve`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub requests_dropped: u64,
+    /// Proxy mode: each relayed call (the first 256; no header, no body).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relays: Vec<super::upstream::RelayRecord>,
+    /// Proxy mode: why the upstream could not serve (the scenario is then
+    /// an ERROR, not a verdict on the agent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstream_errors: Vec<String>,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {

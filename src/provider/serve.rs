@@ -38,6 +38,9 @@ pub struct ServeArgs {
     pub tag: Option<String>,
     /// No per-request line on stderr.
     pub quiet: bool,
+    /// Proxy mode: unmatched calls and `relay` rules go here (the key is read
+    /// from serve's own environment).
+    pub upstream: Option<super::upstream::UpstreamSpec>,
 }
 
 /// A loaded script.
@@ -156,6 +159,13 @@ pub async fn serve_until(
         Arc::new(move |needle: &str| crate::proc_hygiene::count_tagged_matching(&tag, needle))
             as super::ProcessCounter
     });
+    let upstream = match &args.upstream {
+        Some(spec) => Some(Arc::new(
+            super::upstream::Upstream::resolve(spec, |n| std::env::var(n).ok())
+                .map_err(anyhow::Error::msg)?,
+        )),
+        None => None,
+    };
     let config = ProviderConfig {
         port: args.port,
         wire: args.wire,
@@ -164,6 +174,7 @@ pub async fn serve_until(
         tools: script.tools,
         process_counter,
         record: super::RecordLimits::SERVE,
+        upstream,
     };
     let provider = if args.quiet {
         Provider::start(config).await?

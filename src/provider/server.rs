@@ -73,6 +73,10 @@ struct Shared {
     rule_hits: Vec<AtomicU64>,
     /// Responses: response id → the conversation up to and with its answer.
     conversations: Mutex<VecDeque<(String, Vec<WireMessage>)>>,
+    /// Proxy mode: where unmatched calls and `relay` rules go, and what the
+    /// relays left.
+    upstream: Option<Arc<super::upstream::Upstream>>,
+    relays: Arc<super::upstream::RelayLog>,
     cancel: CancellationToken,
 }
 
@@ -116,6 +120,8 @@ impl Running {
             rule_hits,
             issued: Mutex::new(Vec::new()),
             conversations: Mutex::new(VecDeque::new()),
+            upstream: config.upstream,
+            relays: Default::default(),
             cancel: CancellationToken::new(),
         });
         let app = router(shared.clone());
@@ -163,6 +169,8 @@ impl Running {
             main_calls: self.shared.main.load(Ordering::SeqCst),
             probe_calls: self.shared.probe.load(Ordering::SeqCst),
             aux_calls: self.shared.aux.load(Ordering::SeqCst),
+            relays: self.shared.relays.relays.lock().unwrap().clone(),
+            upstream_errors: self.shared.relays.errors.lock().unwrap().clone(),
         }
     }
 
@@ -338,11 +346,26 @@ impl Shared {
     }
 }
 
+/// Request headers whose values are credentials (kept out of recordings).
+const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "api-key",
+    "cookie",
+];
+
 fn bounded_headers(headers: &HeaderMap) -> Vec<String> {
     let mut out = Vec::new();
     let mut used = 0;
     for (name, value) in headers {
-        let line = format!("{}: {}", name, String::from_utf8_lossy(value.as_bytes()));
+        // A credential is never recorded, only that one was sent.
+        let line = if CREDENTIAL_HEADERS.contains(&name.as_str()) {
+            format!("{name}: <redacted, {} bytes>", value.len())
+        } else {
+            format!("{}: {}", name, String::from_utf8_lossy(value.as_bytes()))
+        };
         if used + line.len() > HEADERS_KEEP_BYTES {
             break;
         }
@@ -417,7 +440,13 @@ async fn dispatch(
             shared.push_other(head, "models", None);
             json_response(StatusCode::OK, &wire.models(unix_now()))
         }
-        Route::Generate { stream, model } => generate(shared, head, body, stream, model).await,
+        Route::Generate { stream, model } => {
+            let call = Forward {
+                query: uri.query().map(String::from),
+                headers,
+            };
+            generate(shared, head, body, stream, model, call).await
+        }
     }
 }
 
@@ -430,12 +459,19 @@ fn unix_now() -> u64 {
 
 // ---- the model call --------------------------------------------------------
 
+/// What proxy mode forwards besides the body.
+struct Forward {
+    query: Option<String>,
+    headers: HeaderMap,
+}
+
 async fn generate(
     shared: Arc<Shared>,
     head: RequestHead,
     body: ReadBody,
     stream: Option<bool>,
     model: Option<String>,
+    forward: Forward,
 ) -> Response {
     let wire = shared.wire;
     let Some(bytes) = body.bytes else {
@@ -447,8 +483,8 @@ async fn generate(
         return wire.error_response(&ErrorInfo::new(413, message));
     };
     let parsed = request::parse(wire, &bytes, stream, model, &shared.nonce);
-    // Never keep the raw body after parsing.
-    drop(bytes);
+    // Never keep the raw body after parsing, unless it goes upstream.
+    let upstream_body = shared.upstream.is_some().then_some(bytes);
     let mut parsed = match parsed {
         Ok(p) => p,
         Err(e) => {
@@ -463,6 +499,8 @@ async fn generate(
                 earlier.append(&mut parsed.messages);
                 parsed.messages = earlier;
             }
+            // Proxy mode: the upstream may know it (it answered that call).
+            None if shared.upstream.is_some() => {}
             None => {
                 shared.push_other(head, "bad_request", Some(previous.clone()));
                 let mut e = ErrorInfo::new(
@@ -507,8 +545,15 @@ async fn generate(
         }
     };
 
+    // Proxy mode: unmatched calls and `relay` rules go upstream.
+    let relayed = match (&shared.upstream, reply) {
+        (Some(_), Reply::Relay(r)) => Some(r.fault.clone()),
+        (Some(_), _) if rule.is_none() => Some(None),
+        _ => None,
+    };
     // Responses: what this reply's conversation is, to continue it later.
     let history = (wire == Wire::OpenaiResponses).then(|| parsed.messages.clone());
+    let path = head.path.clone();
     shared.push(RequestRecord {
         seq: head.seq,
         at: head.at,
@@ -524,7 +569,10 @@ async fn generate(
         messages: parsed.messages,
         messages_dropped: 0,
         truncated: parsed.truncated,
-        reply: reply.kind_name().to_string(),
+        reply: match &relayed {
+            Some(_) => "relay".to_string(),
+            None => reply.kind_name().to_string(),
+        },
         rule: picked.map(|(i, _)| i),
         previous_response_id: parsed.previous_response_id,
     });
@@ -561,8 +609,46 @@ async fn generate(
         model: parsed.model.unwrap_or_else(|| "chaosrun".into()),
         request_bytes: head.size,
     };
+    if let (Some(fault), Some(up), Some(body)) = (relayed, &shared.upstream, upstream_body) {
+        let call = super::upstream::Call {
+            seq: head.seq,
+            wire,
+            path: &path,
+            query: forward.query.as_deref(),
+            headers: &forward.headers,
+            stream: parsed.stream,
+            ctx: &ctx,
+            meta: &meta,
+        };
+        return super::upstream::relay(
+            up,
+            call,
+            body,
+            fault.as_ref(),
+            shared.relays.clone(),
+            &shared.cancel,
+        )
+        .await;
+    }
     if let (Some(history), Plan::Beats(beats)) = (history, &planned.plan) {
         shared.remember(&meta.id, history, beats);
     }
     wire::render(planned.plan, wire, parsed.stream, &meta, &shared.cancel).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_headers_are_recorded_redacted() {
+        let mut h = HeaderMap::new();
+        h.insert("authorization", "Bearer sk-secret".parse().unwrap());
+        h.insert("x-goog-api-key", "sk-secret".parse().unwrap());
+        h.insert("content-type", "application/json".parse().unwrap());
+        let lines = bounded_headers(&h);
+        assert!(lines.iter().all(|l| !l.contains("sk-secret")), "{lines:?}");
+        assert!(lines.contains(&"authorization: <redacted, 16 bytes>".to_string()));
+        assert!(lines.contains(&"content-type: application/json".to_string()));
+    }
 }

@@ -27,6 +27,8 @@ pub struct Html {
     results: Vec<Arc<ScenarioResult>>,
     /// Per scenario id: the deadlines (seconds) the runner announced per phase.
     deadlines: HashMap<String, Vec<(Phase, f64)>>,
+    /// Run-wide warnings, shown above the summary table.
+    warnings: Vec<String>,
 }
 
 impl Html {
@@ -34,6 +36,7 @@ impl Html {
         Html {
             path,
             seed,
+            warnings: Vec::new(),
             results: Vec::new(),
             deadlines: HashMap::new(),
         }
@@ -54,14 +57,25 @@ impl Reporter for Html {
                 }
             }
             RunEvent::ScenarioFinished(r) => self.results.push(r.clone()),
+            RunEvent::Warning(w) => self.warnings.push(w.clone()),
             RunEvent::Finished { stats, wall } => {
-                let page = render(
+                let mut page = render(
                     &self.results,
                     &self.deadlines,
                     self.seed,
                     Some(*wall),
                     Some(*stats),
                 );
+                if !self.warnings.is_empty() {
+                    let banner: String = self
+                        .warnings
+                        .iter()
+                        .map(|w| format!("<p class=\"warning\">warning: {}</p>\n", esc(w)))
+                        .collect();
+                    if let Some(at) = page.find("<table class=\"summary\">") {
+                        page.insert_str(at, &banner);
+                    }
+                }
                 write_atomically(&self.path, &page, "html.tmp");
             }
             _ => {}
@@ -142,6 +156,7 @@ ul.checks li{margin:2px 0}
 svg.timeline{width:100%;height:auto;max-width:1200px;display:block;margin:8px 0;background:#fff}
 pre{background:#263238;color:#eceff1;padding:8px;overflow:auto;max-height:20em;white-space:pre-wrap}
 dl.facts{display:grid;grid-template-columns:max-content auto;gap:2px 12px;margin:8px 0}
+p.warning{background:#fff4ce;border:1px solid #e0b000;padding:.4em .6em}
 dl.facts dt{color:#555}dl.facts dd{margin:0;white-space:pre-wrap;word-break:break-word}
 "#;
 

@@ -47,6 +47,8 @@ pub struct Json {
     stats: Stats,
     /// The first write error, reported once.
     error: Option<String>,
+    /// Run-wide warnings from the runner.
+    warnings: Vec<String>,
 }
 
 /// One scenario's JSON object.
@@ -81,6 +83,7 @@ impl Json {
         Json {
             path,
             seed,
+            warnings: Vec::new(),
             agent,
             selection,
             scenarios: Vec::new(),
@@ -103,6 +106,7 @@ impl Json {
             "errors": self.stats.errors,
             "not_applicable": self.stats.not_applicable,
             "wall_seconds": wall,
+            "warnings": self.warnings,
             "scenarios": self.scenarios,
         });
         let result = serde_json::to_vec_pretty(&doc)
@@ -126,6 +130,7 @@ impl Reporter for Json {
                 self.stats.add(&r.verdict);
                 self.write(false, None);
             }
+            RunEvent::Warning(w) => self.warnings.push(w.clone()),
             RunEvent::Finished { stats, wall } => {
                 self.stats = *stats;
                 self.write(true, Some(*wall));

@@ -75,6 +75,8 @@ pub fn merge(paths: &[PathBuf]) -> Result<Value, String> {
     let mut seeds = Vec::new();
     let mut agents = Vec::new();
     let mut wall: f64 = 0.0;
+    // Run-wide warnings of every shard, once each.
+    let mut warnings: Vec<Value> = Vec::new();
     // (N, selected, repeat) of the first sharded report, and each K seen.
     let mut sharding: Option<(u64, Value, Value, PathBuf)> = None;
     let mut shards: BTreeSet<u64> = BTreeSet::new();
@@ -149,6 +151,11 @@ pub fn merge(paths: &[PathBuf]) -> Result<Value, String> {
             agents.push(doc["agent"].clone());
         }
         wall = wall.max(doc["wall_seconds"].as_f64().unwrap_or(0.0));
+        for w in doc["warnings"].as_array().into_iter().flatten() {
+            if !warnings.contains(w) {
+                warnings.push(w.clone());
+            }
+        }
         let mut here = HashSet::new();
         for s in doc["scenarios"].as_array().into_iter().flatten() {
             let key = (
@@ -216,6 +223,7 @@ pub fn merge(paths: &[PathBuf]) -> Result<Value, String> {
         "errors": errors,
         "not_applicable": na,
         "wall_seconds": wall,
+        "warnings": warnings,
         "scenarios": scenarios,
     }))
 }

@@ -105,6 +105,7 @@ impl Reporter for Progress {
             RunEvent::Finished { .. } => {
                 self.overall.finish_and_clear();
             }
+            RunEvent::Warning(_) => {}
         }
     }
 }

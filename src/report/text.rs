@@ -14,12 +14,15 @@ pub struct Text<W: Write + Send> {
     out: W,
     results: Vec<Arc<ScenarioResult>>,
     width: usize,
+    /// Run-wide warnings, printed before the closing lines.
+    warnings: Vec<String>,
 }
 
 impl<W: Write + Send> Text<W> {
     pub fn new(out: W) -> Self {
         Text {
             out,
+            warnings: Vec::new(),
             results: Vec::new(),
             width: 44,
         }
@@ -177,10 +180,14 @@ impl<W: Write + Send> Reporter for Text<W> {
                         let _ = writeln!(self.out, "  {id:<44} {passed}/{runs}{flag}");
                     }
                 }
+                for w in &self.warnings {
+                    let _ = writeln!(self.out, "\nwarning: {w}");
+                }
                 let _ = writeln!(self.out, "\nwall time {wall:.1} s");
                 let _ = writeln!(self.out, "{}", stats.summary());
                 let _ = self.out.flush();
             }
+            RunEvent::Warning(w) => self.warnings.push(w.clone()),
             RunEvent::ScenarioStarted { .. } | RunEvent::Phase { .. } => {}
         }
     }

@@ -47,6 +47,13 @@ impl Verdict {
                 cause: format!("the scenario could not be run: {err}"),
             };
         }
+        // Proxy mode: an upstream that failed on its own is chaosrun's
+        // failure to run the scenario, not the agent's.
+        if let Some(e) = obs.recording.upstream_errors.first() {
+            return Verdict::Error {
+                cause: format!("the upstream could not serve the scenario: {e}"),
+            };
+        }
         match crate::oracle::configuration_error(obs) {
             Some(cause) => Verdict::Error { cause },
             None => Verdict::from_checks(checks),
@@ -225,6 +232,9 @@ pub enum RunEvent {
         deadline: f64,
     },
     ScenarioFinished(Arc<ScenarioResult>),
+    /// Something about the whole run a user should fix, decided by the
+    /// runner (e.g. a declared log that never appeared in any scenario).
+    Warning(String),
     /// Every selected scenario run is accounted for in `stats`.
     Finished {
         stats: Stats,

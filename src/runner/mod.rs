@@ -124,11 +124,39 @@ pub async fn run_all(
     }
     reaper.abort();
     sampler.stop();
+    for w in warnings(&results) {
+        let _ = events.send(RunEvent::Warning(w));
+    }
     let _ = events.send(RunEvent::Finished {
         stats: Stats::tally(results.iter().map(|r| &r.verdict), expected),
         wall: started.elapsed().as_secs_f64(),
     });
     results
+}
+
+/// Run-wide warnings: a `logs:` entry that matched no file in any scenario
+/// that started the agent (the profile likely names the wrong path, so the
+/// evidence a failure would quote is missing).
+fn warnings(results: &[Arc<ScenarioResult>]) -> Vec<String> {
+    let ran: Vec<&crate::observe::Observation> = results
+        .iter()
+        .map(|r| &r.observation)
+        .filter(|o| o.setup_error.is_none() && !o.events.is_empty())
+        .collect();
+    let Some(first) = ran.first() else {
+        return Vec::new();
+    };
+    first
+        .logs_missing
+        .iter()
+        .filter(|p| ran.iter().all(|o| o.logs_missing.contains(p)))
+        .map(|p| {
+            format!(
+                "the profile's log {p} never appeared in any of the {} scenario runs: check its `logs:` path",
+                ran.len()
+            )
+        })
+        .collect()
 }
 
 /// What every scenario task shares.

@@ -140,6 +140,7 @@ fn tail(path: &Path, max_lines: usize) -> String {
 struct Leftovers {
     stderr_tail: String,
     log_tails: Vec<(String, String)>,
+    logs_missing: Vec<String>,
     journal: Vec<String>,
     journal_bytes: u64,
     journal_read: u64,
@@ -153,7 +154,14 @@ async fn read_leftovers(prepared: &crate::driver::Prepared) -> Leftovers {
     let home = prepared.dirs.home.clone();
     let read = move || {
         let (journal, journal_bytes, journal_read) = read_journal(&journal);
+        let logs_missing = logs
+            .iter()
+            .filter(|p| crate::driver::home::expand_log(&home, p).is_empty())
+            // Relative to HOME (which differs per scenario), as the profile wrote it.
+            .map(|p| p.strip_prefix(&home).unwrap_or(p).display().to_string())
+            .collect();
         Leftovers {
+            logs_missing,
             // Not through a symlink the agent planted in its run folder.
             stderr_tail: match stderr.symlink_metadata() {
                 Ok(m) if m.is_file() => tail(&stderr, 20),
@@ -197,6 +205,7 @@ async fn read_leftovers(prepared: &crate::driver::Prepared) -> Leftovers {
         .unwrap_or_else(|_| Leftovers {
             stderr_tail: String::new(),
             log_tails: Vec::new(),
+            logs_missing: Vec::new(),
             journal: Vec::new(),
             journal_bytes: 0,
             journal_read: 0,
@@ -387,6 +396,7 @@ pub async fn observe(
         containment: Default::default(),
         stderr_tail: String::new(),
         log_tails: Vec::new(),
+        logs_missing: Vec::new(),
         stdout_other_lines: 0,
         setup_error: None,
         wall: 0.0,
@@ -400,6 +410,18 @@ pub async fn observe(
     };
     let counter_tag = ids.tag.clone();
     obs.provider_offset = (Instant::now() - start).as_secs_f64();
+    let upstream = match &shared.profile.upstream {
+        Some(spec) => {
+            match crate::provider::upstream::Upstream::resolve(spec, |n| std::env::var(n).ok()) {
+                Ok(u) => Some(Arc::new(u)),
+                Err(e) => {
+                    obs.setup_error = Some(e);
+                    return obs;
+                }
+            }
+        }
+        None => None,
+    };
     let provider = match Provider::start(ProviderConfig {
         port: 0,
         wire: shared.profile.wire,
@@ -410,6 +432,7 @@ pub async fn observe(
             proc_hygiene::count_tagged_matching(&counter_tag, needle)
         })),
         record: Default::default(),
+        upstream,
     })
     .await
     {
@@ -575,6 +598,7 @@ pub async fn observe(
     let left = read_leftovers(&prepared).await;
     obs.stderr_tail = left.stderr_tail;
     obs.log_tails = left.log_tails;
+    obs.logs_missing = left.logs_missing;
     obs.journal = left.journal;
     obs.capped = Capped {
         journal_bytes: left.journal_bytes,

@@ -8,6 +8,7 @@ pub mod drop_mid_stream;
 pub mod error;
 pub mod hang;
 pub mod raw;
+pub mod relay;
 pub mod silent_after_headers;
 pub mod stall_mid_stream;
 pub mod text;
@@ -17,6 +18,7 @@ pub use drop_mid_stream::DropMidStream;
 pub use error::ErrorReply;
 pub use hang::Hang;
 pub use raw::Raw;
+pub use relay::Relay;
 pub use silent_after_headers::SilentAfterHeaders;
 pub use stall_mid_stream::StallMidStream;
 pub use text::Text;
@@ -54,6 +56,7 @@ pub enum Reply {
     DropMidStream(DropMidStream),
     SilentAfterHeaders(SilentAfterHeaders),
     Raw(Raw),
+    Relay(Relay),
 }
 
 impl Reply {
@@ -67,6 +70,7 @@ impl Reply {
         "drop_mid_stream",
         "silent_after_headers",
         "raw",
+        "relay",
     ];
 
     /// The kind's name as written in YAML.
@@ -80,6 +84,7 @@ impl Reply {
             Reply::DropMidStream(_) => "drop_mid_stream",
             Reply::SilentAfterHeaders(_) => "silent_after_headers",
             Reply::Raw(_) => "raw",
+            Reply::Relay(_) => "relay",
         }
     }
 }
@@ -150,6 +155,7 @@ impl Reply {
             Reply::DropMidStream(r) => r.plan(ctx),
             Reply::SilentAfterHeaders(r) => r.plan(),
             Reply::Raw(r) => r.plan(ctx),
+            Reply::Relay(r) => r.plan(),
         };
         Planned {
             plan,

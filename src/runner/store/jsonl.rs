@@ -24,7 +24,8 @@ pub const MAX_FILES: usize = 64;
 pub const MAX_BYTES: u64 = 64 * 1024 * 1024;
 /// Most lines parsed over all files.
 pub const MAX_LINES: usize = 200_000;
-/// Longest line parsed; a longer one is malformed.
+/// Longest line parsed; a longer one is counted as unread (a cap of
+/// chaosrun's, not the agent's corruption).
 pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
 /// Largest single-document transcript parsed (it is parsed whole).
 pub const MAX_DOCUMENT_BYTES: u64 = 16 * 1024 * 1024;
@@ -75,14 +76,8 @@ impl Reader<'_> {
         if let Some(doc) = &self.spec.document {
             if size > MAX_DOCUMENT_BYTES.min(budget) {
                 self.read.unread_bytes += size;
-                return self.malformed(
-                    path,
-                    0,
-                    &format!(
-                        "a document larger than {} bytes is not read",
-                        MAX_DOCUMENT_BYTES.min(budget)
-                    ),
-                );
+                self.read.unread_files += 1;
+                return;
             }
             let mut buf = Vec::new();
             let n = r.read_to_end(&mut buf).unwrap_or(0) as u64;
@@ -120,7 +115,7 @@ impl Reader<'_> {
             }
             self.lines += 1;
             if !whole {
-                self.malformed(path, n, &format!("line longer than {MAX_LINE_BYTES} bytes"));
+                self.read.unread_lines += 1;
                 continue;
             }
             let text = String::from_utf8_lossy(&buf);

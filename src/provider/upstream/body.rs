@@ -1,0 +1,194 @@
+//! The relaying body: the upstream's reply passed on event by event (SSE) or
+//! chunk by chunk, never held whole, with the fault's shape applied; records
+//! how the relay ended when the body is dropped.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use tokio_util::sync::CancellationToken;
+
+use super::faults::Shape;
+use super::relay::{RelayLog, RelayRecord};
+use super::sse::{is_terminal, Splitter};
+use crate::provider::replies::wait_or_cancel;
+use crate::provider::Wire;
+
+/// What the body does.
+pub(super) struct Plan {
+    pub wire: Wire,
+    /// The reply is an event stream (split at event boundaries).
+    pub sse: bool,
+    pub shape: Shape,
+    /// The upstream's status is already a failure (recorded by the caller).
+    pub failed: bool,
+    /// For messages.
+    pub upstream: String,
+}
+
+type Upstream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
+
+struct Pump {
+    upstream: Upstream,
+    upstream_done: bool,
+    plan: Plan,
+    splitter: Splitter,
+    /// Events (or chunks) ready to send.
+    ready: VecDeque<Bytes>,
+    /// Not a stream and cutting: the last chunk is held back one step.
+    held: Option<Bytes>,
+    /// Relayed so far / how it ended.
+    rec: RelayRecord,
+    log: Arc<RelayLog>,
+    cancel: CancellationToken,
+}
+
+impl Drop for Pump {
+    fn drop(&mut self) {
+        if self.rec.outcome.is_empty() {
+            self.rec.outcome = "client_gone".into();
+        }
+        self.log.record(std::mem::take(&mut self.rec));
+    }
+}
+
+fn cut() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::ConnectionAborted,
+        "chaosrun: relayed body cut on purpose",
+    )
+}
+
+enum Step {
+    Send(Bytes),
+    /// Hold silent for this long (or until shutdown), then cut.
+    HoldThenCut(Duration, &'static str),
+    Cut(&'static str),
+    End,
+}
+
+impl Pump {
+    fn sent(&mut self, b: &Bytes) {
+        self.rec.bytes += b.len() as u64;
+        self.rec.events += 1;
+    }
+
+    /// The next thing to do, reading upstream as needed.
+    async fn step(&mut self) -> Step {
+        loop {
+            let shape = self.plan.shape;
+            if let Some((k, hold)) = shape.stall_after {
+                if self.rec.events as usize >= k {
+                    return Step::HoldThenCut(hold, "stalled");
+                }
+            }
+            if let Some(ev) = self.ready.pop_front() {
+                if shape.cut_before_terminal && self.plan.sse && is_terminal(self.plan.wire, &ev) {
+                    return Step::Cut("cut_before_terminal");
+                }
+                return Step::Send(ev);
+            }
+            if self.upstream_done {
+                if let Some(last) = self.held.take() {
+                    // Not a stream: half of the last chunk, then the cut.
+                    self.rec.outcome = "cut_before_terminal".into();
+                    let half = last.slice(..last.len() / 2);
+                    if !half.is_empty() {
+                        self.ready.push_back(half);
+                        continue;
+                    }
+                }
+                if shape.cut_before_terminal {
+                    return Step::Cut("cut_before_terminal");
+                }
+                if let Some((_, hold)) = shape.stall_after {
+                    return Step::HoldThenCut(hold, "stalled");
+                }
+                if let Some(hold) = shape.hold_at_end {
+                    return Step::HoldThenCut(hold, "held_after_answer");
+                }
+                return Step::End;
+            }
+            let next = tokio::select! {
+                n = self.upstream.next() => n,
+                _ = self.cancel.cancelled() => return Step::Cut("client_gone"),
+            };
+            match next {
+                Some(Ok(chunk)) => {
+                    if self.plan.sse {
+                        self.ready.extend(self.splitter.push(&chunk));
+                    } else if self.plan.shape.cut_before_terminal {
+                        self.ready.extend(self.held.replace(chunk));
+                    } else {
+                        self.ready.push_back(chunk);
+                    }
+                }
+                Some(Err(e)) => {
+                    if !self.plan.failed {
+                        self.log.error(format!(
+                            "upstream {} broke off its reply: {}",
+                            self.plan.upstream,
+                            super::error_chain(&e)
+                        ));
+                    }
+                    return Step::Cut("upstream_failed");
+                }
+                None => {
+                    self.upstream_done = true;
+                    self.ready.extend(self.splitter.finish());
+                }
+            }
+        }
+    }
+}
+
+/// The body relaying `resp` under `plan`.
+pub(super) fn relay_body(
+    resp: reqwest::Response,
+    plan: Plan,
+    rec: RelayRecord,
+    log: Arc<RelayLog>,
+    cancel: CancellationToken,
+) -> Body {
+    let pump = Pump {
+        upstream: Box::pin(resp.bytes_stream()),
+        upstream_done: false,
+        plan,
+        splitter: Splitter::default(),
+        ready: VecDeque::new(),
+        held: None,
+        rec,
+        log,
+        cancel,
+    };
+    let stream = futures_util::stream::unfold(Some(pump), |state| async move {
+        let mut pump = state?;
+        match pump.step().await {
+            Step::Send(b) => {
+                pump.sent(&b);
+                Some((Ok(b), Some(pump)))
+            }
+            Step::End => {
+                pump.rec.outcome = "relayed".into();
+                None
+            }
+            Step::Cut(how) => {
+                pump.rec.outcome = how.into();
+                // Let what was sent reach the socket before the cut.
+                tokio::task::yield_now().await;
+                Some((Err(cut()), None))
+            }
+            Step::HoldThenCut(hold, how) => {
+                pump.rec.outcome = how.into();
+                let cancel = pump.cancel.clone();
+                wait_or_cancel(hold, &cancel).await;
+                Some((Err(cut()), None))
+            }
+        }
+    });
+    Body::from_stream(stream)
+}

@@ -1,0 +1,168 @@
+//! One relayed call: forward it, then answer the agent with the upstream's
+//! reply under the rule's fault (or the replacing error), and record how it
+//! went (never a header or a body byte).
+
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::Response;
+use serde::{Deserialize, Serialize};
+use std::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use super::faults::RelayFault;
+use super::{body, Upstream};
+use crate::provider::replies::{wait_or_cancel, ReplyCtx};
+use crate::provider::wire::{self, ErrorInfo, Meta, Wire};
+
+/// Relayed calls recorded per provider (the first ones).
+const RELAYS_KEEP: usize = 256;
+/// Upstream failures recorded per provider (the first ones).
+const ERRORS_KEEP: usize = 16;
+
+/// One relayed call, as recorded (never a header or a body byte).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RelayRecord {
+    /// The request's sequence number (see `RequestRecord::seq`).
+    pub seq: u64,
+    /// The upstream's status (0: never answered).
+    pub status: u16,
+    /// The fault applied, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
+    /// Bytes relayed to the agent.
+    pub bytes: u64,
+    /// Events (SSE) or chunks relayed to the agent.
+    pub events: u64,
+    /// How the relay ended: `relayed`, `stalled`, `cut_before_terminal`,
+    /// `held_after_answer`, `replaced_by_error`, `upstream_failed`,
+    /// `client_gone`.
+    pub outcome: String,
+}
+
+/// What the relays of one provider left: per-call records and failures.
+#[derive(Debug, Default)]
+pub(crate) struct RelayLog {
+    pub relays: Mutex<Vec<RelayRecord>>,
+    pub errors: Mutex<Vec<String>>,
+}
+
+impl RelayLog {
+    pub(super) fn record(&self, r: RelayRecord) {
+        let mut v = self.relays.lock().unwrap();
+        if v.len() < RELAYS_KEEP {
+            v.push(r);
+        }
+    }
+
+    pub(super) fn error(&self, e: String) {
+        let mut v = self.errors.lock().unwrap();
+        if v.len() < ERRORS_KEEP {
+            v.push(e);
+        }
+    }
+}
+
+/// The request being relayed.
+pub(crate) struct Call<'a> {
+    pub seq: u64,
+    pub wire: Wire,
+    pub path: &'a str,
+    pub query: Option<&'a str>,
+    pub headers: &'a HeaderMap,
+    pub stream: bool,
+    /// For a reply rendered locally (a replacing error).
+    pub ctx: &'a ReplyCtx<'a>,
+    pub meta: &'a Meta,
+}
+
+/// Whether an upstream status means chaosrun could not run the scenario (as
+/// opposed to a real answer the agent must cope with).
+fn failed_status(status: u16) -> bool {
+    status >= 500 || matches!(status, 401 | 403 | 404)
+}
+
+/// Forward `body` upstream and relay the reply with `fault` applied.
+pub(crate) async fn relay(
+    up: &Upstream,
+    call: Call<'_>,
+    body: Vec<u8>,
+    fault: Option<&RelayFault>,
+    log: std::sync::Arc<RelayLog>,
+    cancel: &CancellationToken,
+) -> Response {
+    let wire = call.wire;
+    let fault_name = fault.map(|f| f.kind_name().to_string());
+    let mut rec = RelayRecord {
+        seq: call.seq,
+        fault: fault_name,
+        ..RelayRecord::default()
+    };
+    let sent = tokio::select! {
+        r = up.send(wire, &call, body) => r,
+        _ = cancel.cancelled() => Err("the provider shut down before the upstream answered".into()),
+    };
+    let resp = match sent {
+        Ok(r) => r,
+        Err(e) => {
+            rec.outcome = "upstream_failed".into();
+            log.record(rec);
+            if !matches!(fault, Some(RelayFault::Error(_))) {
+                log.error(e.clone());
+            }
+            return wire.error_response(&ErrorInfo::new(502, format!("chaosrun: {e}")));
+        }
+    };
+    let status = resp.status().as_u16();
+    rec.status = status;
+    if let Some(RelayFault::Error(e)) = fault {
+        drop(resp);
+        rec.outcome = "replaced_by_error".into();
+        log.record(rec);
+        return wire::render(e.plan(call.ctx), wire, call.stream, call.meta, cancel).await;
+    }
+    if failed_status(status) {
+        log.error(format!(
+            "upstream {} answered {status} to POST {}",
+            up.base, call.path
+        ));
+    }
+    let shape = fault.map(|f| f.shape()).unwrap_or_default();
+    if !shape.first_byte_delay.is_zero() && !wait_or_cancel(shape.first_byte_delay, cancel).await {
+        rec.outcome = "client_gone".into();
+        log.record(rec);
+        return Response::new(crate::provider::replies::abort_body());
+    }
+    let sse = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let mut out =
+        Response::builder().status(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY));
+    for name in [
+        header::CONTENT_TYPE,
+        header::RETRY_AFTER,
+        header::CACHE_CONTROL,
+    ] {
+        if let Some(v) = resp.headers().get(&name) {
+            if let Ok(v) = HeaderValue::from_bytes(v.as_bytes()) {
+                out = out.header(name, v);
+            }
+        }
+    }
+    let body = body::relay_body(
+        resp,
+        body::Plan {
+            wire,
+            sse,
+            shape,
+            failed: failed_status(status),
+            upstream: up.base.clone(),
+        },
+        rec,
+        log,
+        cancel.clone(),
+    );
+    out.body(body).unwrap_or_else(|_| {
+        wire.error_response(&ErrorInfo::new(502, "chaosrun: bad upstream head"))
+    })
+}
