@@ -83,6 +83,34 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "integrity_check",
     },
+    Case {
+        bug: "mcp_no_timeout",
+        scenario: "mcp_call_hangs",
+        invariant: "termination",
+        scale: "0.25",
+        says: "deadline",
+    },
+    Case {
+        bug: "mcp_no_cancel",
+        scenario: "interrupt_mcp_call",
+        invariant: "termination",
+        scale: "1",
+        says: "notifications/cancelled",
+    },
+    Case {
+        bug: "mcp_leak_server",
+        scenario: "mcp_stdio_server_outlives_agent",
+        invariant: "process_hygiene",
+        scale: "1",
+        says: "mcp-stdio",
+    },
+    Case {
+        bug: "mcp_drop_error_result",
+        scenario: "mcp_error_result",
+        invariant: "history_integrity",
+        scale: "1",
+        says: "no result",
+    },
 ];
 
 /// Every wire the provider and the reference agent speak.

@@ -1,7 +1,9 @@
 //! The whole seed table against the bundled reference agent, on every wire it
 //! speaks (`--wire`, one wire at a time): every scenario passes, every check that the reference profile supports is actually made
 //! (none reported "not checked" except where a scenario has nothing to check),
-//! and no process outlives the run.
+//! and no process outlives the run. Its MCP rows run on the profile's first
+//! transport (stdio); they run again over streamable HTTP with the profile's
+//! transports reversed.
 
 mod common;
 
@@ -36,26 +38,16 @@ fn table_passes_on(wire: &str) {
         "{wire}: exit {:?}\n{stdout}\n{stderr}",
         out.status
     );
+    assert!(stdout.contains("32 passed, 0 failed"), "{wire}: {stdout}");
+    assert_eq!(stdout.matches("\nPASS  ").count(), 32, "{stdout}");
+
     let report = read_json(&json);
     assert_eq!(report["schema"], "chaosrun-report/2");
     assert_eq!(report["complete"], true);
-    // Rows the profile declares N/A (MCP rows while it says `mcp: false`)
-    // are shown apart; every other row passes.
-    let scenarios: Vec<&serde_json::Value> = report["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|s| s["verdict"] != "not_applicable")
-        .collect();
-    assert!(scenarios.len() >= 23, "{wire}: {stdout}");
-    let n = scenarios.len();
-    assert!(
-        stdout.contains(&format!("{n} passed, 0 failed")),
-        "{wire}: {stdout}"
-    );
-    assert_eq!(stdout.matches("\nPASS  ").count(), n, "{stdout}");
+    let scenarios = report["scenarios"].as_array().unwrap();
+    assert_eq!(scenarios.len(), 32);
     // Every scenario carries evidence that its fault landed.
-    for s in &scenarios {
+    for s in scenarios {
         assert!(
             s["checks"]
                 .as_array()
@@ -69,6 +61,85 @@ fn table_passes_on(wire: &str) {
     // that a scenario has is made.
     let skipped = skipped_checks(&report, &[]);
     assert!(skipped.is_empty(), "{wire}: skipped: {skipped:#?}");
+    let survivors = wait_unmarked(&mark, Duration::from_secs(5));
+    kill_marked(&mark);
+    assert!(survivors.is_empty(), "{wire}: left behind: {survivors:?}");
+}
+
+/// The table's MCP rows.
+const MCP_ROWS: &[&str] = &[
+    "mcp_call_hangs",
+    "mcp_server_crashes_mid_call",
+    "mcp_error_result",
+    "mcp_malformed_frame",
+    "mcp_huge_result",
+    "mcp_list_hangs_at_boot",
+    "mcp_progress_forever",
+    "interrupt_mcp_call",
+    "mcp_stdio_server_outlives_agent",
+];
+
+#[test]
+fn reference_agent_passes_the_mcp_rows_over_http_on_every_wire() {
+    // The reference profile with `http` first: rows that pin no transport
+    // run over streamable HTTP (mcp_stdio_server_outlives_agent pins stdio).
+    let dir = tempfile::tempdir().unwrap();
+    let agent = repo().join("examples/reference/agent.py");
+    let yaml = std::fs::read_to_string(repo().join("examples/reference/agent.yaml")).unwrap();
+    let http_first = yaml
+        .replace("{{profile_dir}}/agent.py", agent.to_str().unwrap())
+        .replace("transports: [stdio, http]", "transports: [http, stdio]");
+    assert!(http_first.contains("transports: [http, stdio]"), "{yaml}");
+    let profile = dir.path().join("agent-http.yaml");
+    std::fs::write(&profile, http_first).unwrap();
+    for wire in ["openai-chat", "openai-responses", "anthropic", "gemini"] {
+        mcp_rows_pass_over_http(wire, &profile, dir.path());
+    }
+}
+
+fn mcp_rows_pass_over_http(wire: &str, profile: &std::path::Path, dir: &std::path::Path) {
+    let mark = new_mark("mcp-http");
+    let json = dir.join(format!("{wire}.json"));
+    let artifacts = dir.join(format!("{wire}-artifacts"));
+    let mut args = vec![
+        "scenarios.yaml".to_string(),
+        "--agent".into(),
+        profile.to_str().unwrap().into(),
+        "--wire".into(),
+        wire.into(),
+        "--json".into(),
+        json.to_str().unwrap().into(),
+        "--artifacts".into(),
+        artifacts.to_str().unwrap().into(),
+        "--keep-all".into(),
+    ];
+    for id in MCP_ROWS {
+        args.push("--only".into());
+        args.push((*id).into());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = chaosrun(&mark, &args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.code() == Some(0),
+        "{wire}: exit {:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("9 passed, 0 failed"), "{wire}: {stdout}");
+    let report = read_json(&json);
+    let skipped = skipped_checks(&report, &[]);
+    assert!(skipped.is_empty(), "{wire}: skipped: {skipped:#?}");
+    // The rows really ran over HTTP (the pinned stdio row over stdio).
+    for id in MCP_ROWS {
+        let obs = read_json(&artifacts.join(id).join("observation.json"));
+        let want = if *id == "mcp_stdio_server_outlives_agent" {
+            "stdio"
+        } else {
+            "http"
+        };
+        assert_eq!(obs["mcp"]["transport"], want, "{wire}: {id}");
+    }
     let survivors = wait_unmarked(&mark, Duration::from_secs(5));
     kill_marked(&mark);
     assert!(survivors.is_empty(), "{wire}: left behind: {survivors:?}");

@@ -84,6 +84,67 @@ def _clarify(question: str, choices=None) -> str:
             "yourself and continue.")
 
 
+def prune_mcp_config() -> None:
+    """Drop the MCP keys chaosrun rendered empty from config.yaml.
+
+    The profile registers the scenario's server with every transport's keys
+    (``command``/``args`` and ``url``) and chaosrun renders the unused ones
+    empty; Hermes picks HTTP whenever a ``url`` key exists
+    (tools/mcp_tool.py ``MCPServerTask._is_http``), so empty keys go, and a
+    server with neither (a row without ``mcp:``) goes entirely."""
+    from hermes_constants import get_hermes_home
+    import yaml
+
+    path = get_hermes_home() / "config.yaml"
+    try:
+        cfg = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        log(f"config.yaml not pruned: {exc}")
+        return
+    servers = cfg.get("mcp_servers")
+    if not isinstance(servers, dict):
+        return
+    for name in list(servers):
+        conf = servers[name]
+        if not isinstance(conf, dict):
+            continue
+        for key in ("command", "url"):
+            if conf.get(key) == "":
+                conf.pop(key)
+        if conf.get("args") == [] and "command" not in conf:
+            conf.pop("args")
+        if "command" not in conf and "url" not in conf:
+            servers.pop(name)
+    if not servers:
+        cfg.pop("mcp_servers")
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    log(f"MCP servers: {json.dumps(servers)}")
+
+
+def start_mcp() -> None:
+    """Start MCP discovery and wait for it as ``hermes chat`` does:
+    hermes_cli/main.py starts ``start_background_mcp_discovery`` at CLI startup
+    and cli.py ``get_tool_definitions`` waits ``wait_for_mcp_discovery``
+    (bounded by ``mcp_discovery_timeout``) before the tool list is built."""
+    import logging
+
+    from hermes_cli.mcp_startup import start_background_mcp_discovery, wait_for_mcp_discovery
+
+    start_background_mcp_discovery(logger=logging.getLogger("chaos-driver"),
+                                   thread_name="cli-mcp-discovery")
+    wait_for_mcp_discovery()
+
+
+def shutdown_mcp() -> None:
+    """Stop MCP servers as the CLI's exit does (cli.py ``_run_cleanup``)."""
+    try:
+        from tools.mcp_tool import shutdown_mcp_servers
+
+        shutdown_mcp_servers()
+    except BaseException:
+        log("shutdown_mcp_servers() raised:\n" + traceback.format_exc())
+
+
 def build_agent(spec: dict):
     """Build AIAgent + SessionDB as ``hermes chat`` would, minus the TUI."""
     from hermes_cli.config import apply_terminal_config_to_env, load_config
@@ -92,7 +153,9 @@ def build_agent(spec: dict):
     from hermes_state import SessionDB
     from run_agent import AIAgent
 
+    prune_mcp_config()
     cfg = load_config() or {}
+    start_mcp()
 
     # terminal.* (timeout, backend, ...) -> TERMINAL_* env, as cli.py does at import.
     apply_terminal_config_to_env()
@@ -327,6 +390,7 @@ def install_signal_handlers(agent) -> None:
             if grace > 0:
                 time.sleep(grace)
             agent.close()
+            shutdown_mcp()
         except Exception:
             log("signal cleanup raised:\n" + traceback.format_exc())
         finally:
@@ -385,6 +449,7 @@ def main() -> int:
         agent.close()
     except Exception:
         log("agent.close() raised:\n" + traceback.format_exc())
+    shutdown_mcp()
     log("after close: " + background_summary())
     try:
         db.close()

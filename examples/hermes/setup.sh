@@ -25,7 +25,7 @@ PYEOF
 
 if [ -x "$VENV/bin/python" ]; then
     have="$(installed_version)"
-    if [ "$have" = "$HERMES_VERSION" ]; then
+    if [ "$have" = "$HERMES_VERSION" ] && "$VENV/bin/python" -c "import mcp" 2>/dev/null; then
         echo "setup.sh: $VENV already has hermes-agent==$HERMES_VERSION; nothing to do"
         exit 0
     fi
@@ -38,8 +38,9 @@ else
     fi
 fi
 
-echo "setup.sh: pip install hermes-agent==$HERMES_VERSION"
-if ! "$VENV/bin/python" -m pip install --disable-pip-version-check "hermes-agent==$HERMES_VERSION"; then
+# The `mcp` extra brings Hermes' MCP client (the pinned `mcp` SDK) for the MCP rows.
+echo "setup.sh: pip install hermes-agent[mcp]==$HERMES_VERSION"
+if ! "$VENV/bin/python" -m pip install --disable-pip-version-check "hermes-agent[mcp]==$HERMES_VERSION"; then
     echo "setup.sh: pip could not install hermes-agent==$HERMES_VERSION (see pip's output above);" \
          "fix the index/network and re-run $0" >&2
     exit 1

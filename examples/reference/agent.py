@@ -25,6 +25,14 @@ What it does
   * Offers one tool, ``shell`` (``bash -c`` in its own process group, stdin from
     /dev/null, output capped at 50,000 chars, timeout kills the group;
     ``background: true`` starts a registered job).
+  * Speaks MCP (``mcp_client.py``, a sibling module): every server of the
+    config's ``mcp_servers`` (``{NAME: {"command", "args"} | {"url"}}``) is
+    started before ``ready`` within a boot timeout (``mcp_boot_timeout``,
+    default max(mcp_timeout, 10s); a hang leaves the agent without its tools),
+    and its tools are offered as ``mcp_<server>_<tool>`` next to ``shell`` on
+    every wire. A call is bounded by ``mcp_timeout`` (default ``tool_timeout``),
+    cancelled (``notifications/cancelled``) on timeout or interrupt; a crashed
+    server is reconnected at the next call; servers are shut down at close.
   * Keeps a cross-turn breaker: a turn that failed only on stale streams makes
     the next turn be refused without calling the provider (then half-opens).
   * Persists every message to SQLite (``$HOME/.refagent/state.db``, WAL).
@@ -54,7 +62,10 @@ Process faults (restart on the same HOME)
 
 Bugs (``--bug NAME``): retry_storm, retry_400, no_stale_timeout,
 leaked_background, lost_parallel_result, wedged_after_interrupt, stdin_open,
-huge_output_whole, corrupt_store, and the restart bugs:
+huge_output_whole, corrupt_store; the MCP bugs mcp_no_timeout, mcp_no_cancel,
+mcp_leak_server (close leaves stdio servers running; the descendant sweep
+spares them), mcp_drop_error_result (an ``isError`` result never enters the
+history); and the restart bugs:
   * replay_side_effect: an unanswered call is re-run (its command executed
     again, its real output persisted as the result). The re-run happens in the
     worker of the first resumed turn, before that turn's user message (so it is
@@ -88,6 +99,10 @@ import time
 import traceback
 import urllib.parse
 
+# The MCP client sits beside this file (also when run by runpy or imported).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mcp_client  # noqa: E402
+
 KNOWN_BUGS = {
     "retry_storm": "transient errors retried 60 times with no backoff",
     "retry_400": "HTTP 400 treated as transient",
@@ -102,6 +117,10 @@ KNOWN_BUGS = {
     "orphan_bg_on_restart": "on resume, the previous incarnation's background jobs are left running",
     "lost_result_on_restart": "on resume, an unanswered tool call is left without a result",
     "replay_from_zero": "on resume, start_turn is ignored and the turns replay from turn 0",
+    "mcp_no_timeout": "an MCP tool call has no timeout (waits until interrupted)",
+    "mcp_no_cancel": "an abandoned MCP call is never cancelled (no notifications/cancelled)",
+    "mcp_leak_server": "close never stops the stdio MCP servers",
+    "mcp_drop_error_result": "an MCP result marked isError is dropped from the history",
     # Combination bugs (chaosrun explore): each needs two faults together.
     "sticky_backoff_interrupt": "an interrupt that lands while a retryable error is handled (read, backoff) stays set and kills the next turn",
     "resend_batch_minus_one": "a 429 right after a parallel batch re-sends the batch with its last result missing",
@@ -181,13 +200,14 @@ def merge_same_role(msgs):
     return out
 
 
-def wire_request(wire, model, history):
-    """(path suffix, body) of one streaming request on `wire`."""
-    params = SHELL_TOOL["function"]["parameters"]
-    desc = SHELL_TOOL["function"]["description"]
+def wire_request(wire, model, history, tools=None):
+    """(path suffix, body) of one streaming request on `wire`, offering `tools`
+    (chat-style function specs; default: the shell tool alone)."""
+    tools = tools or [SHELL_TOOL]
+    fns = [t["function"] for t in tools]
     if wire == "openai-chat":
         return "/chat/completions", {
-            "model": model, "stream": True, "tools": [SHELL_TOOL],
+            "model": model, "stream": True, "tools": tools,
             "messages": [{"role": "system", "content": SYSTEM_PROMPT}] + history}
     if wire == "openai-responses":
         items = []
@@ -208,7 +228,8 @@ def wire_request(wire, model, history):
         return "/responses", {
             "model": model, "stream": True, "store": False, "instructions": SYSTEM_PROMPT,
             "input": items,
-            "tools": [{"type": "function", "name": "shell", "description": desc, "parameters": params}]}
+            "tools": [{"type": "function", "name": f["name"], "description": f["description"],
+                       "parameters": f["parameters"]} for f in fns]}
     if wire == "anthropic":
         msgs = []
         for m in history:
@@ -228,7 +249,8 @@ def wire_request(wire, model, history):
         return "/v1/messages", {
             "model": model, "max_tokens": 4096, "stream": True, "system": SYSTEM_PROMPT,
             "messages": merge_same_role(msgs),
-            "tools": [{"name": "shell", "description": desc, "input_schema": params}]}
+            "tools": [{"name": f["name"], "description": f["description"], "input_schema": f["parameters"]}
+                      for f in fns]}
     if wire == "gemini":
         names = call_names(history)
         contents = []
@@ -250,7 +272,8 @@ def wire_request(wire, model, history):
         return path, {
             "systemInstruction": {"parts": [{"text": SYSTEM_PROMPT}]},
             "contents": merge_same_role(contents),
-            "tools": [{"functionDeclarations": [{"name": "shell", "description": desc, "parameters": params}]}]}
+            "tools": [{"functionDeclarations": [{"name": f["name"], "description": f["description"],
+                                                 "parameters": f["parameters"]} for f in fns]}]}
     raise ValueError(f"unknown wire {wire!r}")
 
 
@@ -732,9 +755,11 @@ class TurnControl:
 
 class Agent:
     # Defaults for subclasses with their own __init__ (examples/pgworker): the
-    # chat wire, on the `self.path` they set.
+    # chat wire, on the `self.path` they set, no MCP server.
     wire = "openai-chat"
     base_path = None
+    mcp = None
+    last_mcp_error = False
 
     def __init__(self, cfg, spec, bugs, home, wire=None):
         self.bugs = bugs
@@ -773,6 +798,7 @@ class Agent:
         self.kill_stale_jobs()
         self.history = self.store.load(self.session_id)
         self._repair_history()
+        self.start_mcp(cfg)
 
     def bug(self, name):
         return name in self.bugs
@@ -869,7 +895,7 @@ class Agent:
     # ------------------------------------------------------------ model calls
 
     def call_model(self):
-        suffix, req = wire_request(self.wire, self.model, self.history)
+        suffix, req = wire_request(self.wire, self.model, self.history, self.tool_specs())
         if self.wire == "openai-chat":
             req["messages"] = self.request_messages()
         if self.base_path is not None:
@@ -1152,12 +1178,16 @@ class Agent:
                 if self.ctl.interrupted():
                     interrupted = True
                     break
+                self.last_mcp_error = False
                 out, intr = self.execute_tool(tc)
                 if i == 0:
                     first_output = out
                 elif self.bug("lost_parallel_result") and len(tool_calls) >= 2:
                     out = first_output
-                self._append({"role": "tool", "tool_call_id": tc["id"], "content": out})
+                if self.last_mcp_error and self.bug("mcp_drop_error_result"):
+                    log(f"dropping the isError result of {tc['id']} (bug mcp_drop_error_result)")
+                else:
+                    self._append({"role": "tool", "tool_call_id": tc["id"], "content": out})
                 answered += 1
                 if intr:
                     interrupted = True
@@ -1170,6 +1200,9 @@ class Agent:
     def execute_tool(self, tc):
         name = tc["function"].get("name") or ""
         raw = tc["function"].get("arguments") or ""
+        server = self.mcp.owner(name) if self.mcp else None
+        if server is not None:
+            return self.execute_mcp(server, name, raw)
         if name != "shell":
             return f"error: unknown tool {name}", False
         try:
@@ -1194,6 +1227,49 @@ class Agent:
             return self.run_foreground(command, float(timeout))
         except OSError as e:
             return f"error: could not run command: {e}", False
+
+    # ------------------------------------------------------------ MCP
+    # The client lives in mcp_client.py; here: config, the tool list offered to
+    # the model, dispatch of `mcp_<server>_<tool>` calls, and shutdown at close.
+
+    def start_mcp(self, cfg):
+        """Connect every server of `mcp_servers` (before `ready`; a server that does
+        not come up within the boot timeout leaves the agent without its tools)."""
+        servers = cfg.get("mcp_servers")
+        if not isinstance(servers, dict) or not servers:
+            return
+        call_timeout = float(cfg.get("mcp_timeout") or self.tool_timeout)
+        boot_timeout = float(cfg.get("mcp_boot_timeout") or max(call_timeout, 10.0))
+        self.mcp = mcp_client.McpClient(
+            servers, call_timeout=call_timeout, boot_timeout=boot_timeout, cwd=self.workdir,
+            env=dict(os.environ), log=log, bugs=self.bugs)
+        self.mcp.start()
+        for s in self.mcp.servers.values():
+            if s.unavailable:
+                log(f"starting without the tools of MCP server {s.name}: {s.unavailable}")
+
+    def tool_specs(self):
+        """Every tool offered to the model: shell, then the MCP servers' tools."""
+        return [SHELL_TOOL] + (self.mcp.tool_specs() if self.mcp else [])
+
+    def execute_mcp(self, server, name, raw):
+        """Run one MCP tool call: (result text, interrupted). Sets last_mcp_error
+        when the server marked the result isError."""
+        try:
+            args = json.loads(raw) if raw.strip() else {}
+        except ValueError as e:
+            return f"error: invalid JSON arguments: {e}", False
+        if not isinstance(args, dict):
+            return "error: invalid JSON arguments: expected a JSON object", False
+        log(f"tool {name}: {raw[:120]!r}")
+        text, is_error, interrupted = server.call(name, args, self.ctl.interrupted)
+        self.last_mcp_error = is_error
+        log(f"tool {name}: {'interrupted' if interrupted else 'isError' if is_error else 'done'}: {text[:120]!r}")
+        return text, interrupted
+
+    def close_mcp(self):
+        if self.mcp is not None:
+            self.mcp.close()
 
     def _stdin(self):
         return None if self.bug("stdin_open") else subprocess.DEVNULL
@@ -1448,9 +1524,14 @@ class Agent:
     def kill_descendants(self, budget=5.0):
         me = os.getpid()
         end = time.monotonic() + budget
+        spared = self.mcp.leaked_pids() if self.mcp else set()
         while True:
             reap_all()
-            left = descendants_of(me, proc_table())
+            table = proc_table()
+            keep = set(spared)
+            for pid in spared:
+                keep.update(descendants_of(pid, table))
+            left = [pid for pid in descendants_of(me, table) if pid not in keep]
             if not left:
                 return True
             if time.monotonic() > end:
@@ -1464,6 +1545,7 @@ class Agent:
             time.sleep(0.02)
 
     def close(self):
+        self.close_mcp()
         if self.bug("leaked_background"):
             log("close: leaving background jobs running (bug leaked_background)")
             reap_all()

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 const AGENT_PY: &str = include_str!("../../examples/reference/agent.py");
 const AGENT_YAML: &str = include_str!("../../examples/reference/agent.yaml");
+const MCP_CLIENT_PY: &str = include_str!("../../examples/reference/mcp_client.py");
 
 /// Write the reference agent into `dir` and return its profile's path.
 pub fn materialize(dir: &Path) -> std::io::Result<PathBuf> {
@@ -12,6 +13,7 @@ pub fn materialize(dir: &Path) -> std::io::Result<PathBuf> {
     let py = dir.join("agent.py");
     std::fs::write(&py, AGENT_PY)?;
     std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755))?;
+    std::fs::write(dir.join("mcp_client.py"), MCP_CLIENT_PY)?;
     let yaml = dir.join("agent.yaml");
     std::fs::write(&yaml, AGENT_YAML)?;
     Ok(yaml)
