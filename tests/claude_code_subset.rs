@@ -1,8 +1,10 @@
-//! A bounded real-agent lane: five fast seed scenarios against Claude Code
+//! A bounded real-agent lane: six fast seed scenarios against Claude Code
 //! 2.1.328 in exec mode (`examples/claude-code/claude-code.yaml`), with the
 //! verdicts the full-table runs recorded in examples/claude-code/README.md.
-//! Four pass (each also makes the JSONL store checks on Claude Code's own
-//! transcript); one fails on a real Claude Code behaviour:
+//! Five pass (each also makes the JSONL store checks on Claude Code's own
+//! transcript; `tool_loop_hits_turn_budget` proves the profile's
+//! `--max-turns` and its `errors.0` final); one fails on a real Claude Code
+//! behaviour:
 //!
 //! * `provider_400_forever`: a permanent 400 is sent again with experimental
 //!   `anthropic-beta` headers dropped one by one and with tool search off
@@ -22,6 +24,7 @@ const PASSING: &[&str] = &[
     "provider_500_forever",
     "tool_name_unknown",
     "parallel_8_terminal_calls",
+    "tool_loop_hits_turn_budget",
 ];
 
 /// (scenario, the invariants it fails, a phrase of the violation)
