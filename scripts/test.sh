@@ -47,6 +47,11 @@ if ! bash .ci/pydantic_ai_subset.sh; then
     missing pydantic_ai_subset_verdicts "pydantic-ai could not be installed (output above)"
 fi
 
+echo "== real agent: Claude Code (bounded subset; the full tables are manual)"
+if ! bash .ci/claude_code_subset.sh; then
+    missing claude_code_subset_verdicts "Claude Code could not be installed (output above)"
+fi
+
 # --- Chromium, for the HTML report's browser check -----------------------------
 echo "== chromium (HTML report browser check)"
 if ! command -v chromium >/dev/null; then

@@ -56,13 +56,24 @@ fn expected(a: &str, b: &str) -> Vec<(String, String, String, Vec<String>)> {
     ]
 }
 
+/// A real Claude Code 2.1.328 transcript (`claude -p "list the files"`
+/// against `chaosrun serve --wire anthropic`; paths rewritten to `/w`, long
+/// metadata strings trimmed), with a torn copy of its last line appended as a
+/// kill mid-write leaves it. Its 25 metadata records (attachments, queue
+/// operations, api-request shapes, cost state) match no rule and are no
+/// messages; each tool call is its own assistant record, each result its own
+/// user record.
 #[test]
 fn claude_code_blocks_fold_into_one_turn_and_the_torn_line_is_counted() {
     let (m, read) = jsonl::read_files(&spec("claude-code"), &[fixture("claude-code.jsonl")]);
-    assert_eq!(summary(&m.unwrap()), expected("toolu_01A", "toolu_01B"));
+    let mut want = expected("call_049d1c_0_0", "call_049d1c_0_1");
+    want[1].1 = String::new(); // The fake provider's tool call carries no text.
+    want[3].1 = s("/w");
+    assert_eq!(summary(&m.unwrap()), want);
+    assert_eq!(read.records, 31, "{read:?}");
     assert_eq!(read.malformed, 1, "{read:?}");
     assert!(
-        read.malformed_examples[0].contains("claude-code.jsonl:12"),
+        read.malformed_examples[0].contains("claude-code.jsonl:32"),
         "{read:?}"
     );
 }

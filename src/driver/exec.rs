@@ -317,6 +317,19 @@ impl Turn {
             .open(if stream == STDOUT { out } else { err })
     }
 
+    /// [`Self::spawn`] for a later turn, off the runtime's worker: fork and
+    /// exec block until the child execs, and a child that joins a cgroup
+    /// frozen by a chaos stop does not exec until the thaw. Run on the worker
+    /// itself, that wait starved the runtime's timers, so the thaw (and every
+    /// deadline) never came and the run hung (Claude Code's chaos_soak).
+    fn spawn_off_worker(&self, i: usize) -> anyhow::Result<Started> {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        match Handle::try_current().map(|h| h.runtime_flavor()) {
+            Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(|| self.spawn(i, false)),
+            _ => self.spawn(i, false),
+        }
+    }
+
     /// Start turn `i`'s process in the scenario's containment.
     fn spawn(&self, i: usize, resumed: bool) -> anyhow::Result<Started> {
         let argv = self.argv(i, resumed)?;
@@ -418,7 +431,7 @@ impl Turn {
         while i < turns {
             let started = match next.take() {
                 Some(s) => s,
-                None => match self.spawn(i, false) {
+                None => match self.spawn_off_worker(i) {
                     Ok(s) => s,
                     Err(e) => {
                         if let Ok(mut log) = self.append(STDERR) {

@@ -14,7 +14,7 @@ pub struct ProcInfo {
     pub ppid: i32,
     /// Single-letter state from /proc/PID/stat (`R`, `S`, `Z`, ...).
     pub state: char,
-    /// argv joined by spaces, bounded to 300 chars.
+    /// argv joined by spaces, bounded to [`CMDLINE_KEEP`] bytes.
     pub cmdline: String,
 }
 
@@ -35,13 +35,23 @@ fn read_stat(pid: i32) -> Option<(i32, char)> {
     Some((ppid, state))
 }
 
+/// Bytes of a command line kept. Agents wrap a tool's command in a long
+/// prefix (Claude Code: `/bin/bash -c source <shell snapshot> && … eval
+/// '<command>'`, about 400 bytes before the command), so a needle such as
+/// `trap` must be looked for well past the first few hundred bytes.
+pub const CMDLINE_KEEP: usize = 4096;
+
 fn read_cmdline(pid: i32) -> String {
-    let raw = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    use std::io::Read;
+    let mut raw = Vec::new();
+    if let Ok(f) = fs::File::open(format!("/proc/{pid}/cmdline")) {
+        let _ = f.take(CMDLINE_KEEP as u64 + 4).read_to_end(&mut raw);
+    }
     let mut s: String = String::from_utf8_lossy(&raw)
         .trim_end_matches('\0')
         .replace('\0', " ");
-    if s.len() > 300 {
-        let cut = (0..=300)
+    if s.len() > CMDLINE_KEEP {
+        let cut = (0..=CMDLINE_KEEP)
             .rev()
             .find(|&i| s.is_char_boundary(i))
             .unwrap_or(0);
@@ -198,6 +208,34 @@ mod tests {
         plain.kill().unwrap();
         plain.wait().unwrap();
         assert!(tagged(&tag).is_empty(), "a reaped child is gone");
+    }
+
+    #[test]
+    fn a_needle_past_a_long_wrapper_prefix_is_seen() {
+        let tag = format!("long-cmdline-test-{}", std::process::id());
+        let pad = "x".repeat(600);
+        let mut child = Command::new("python3")
+            .args([
+                "-c",
+                "import time; time.sleep(30)",
+                &pad,
+                "needle-after-pad",
+            ])
+            .env(TAG_VAR, &tag)
+            .spawn()
+            .unwrap();
+        crate::proc_hygiene::own(child.id() as i32);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while count_tagged_matching(&tag, "needle-after-pad") == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the needle 600 bytes into argv was never seen: {:?}",
+                tagged(&tag)
+            );
+            std::thread::yield_now();
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::proc_hygiene::{by_value, ProcInfo, RunContainment, TAG_VAR};
 
 /// Distinct command lines kept per tag, and characters kept of each.
 pub const SEEN_KEEP: usize = 64;
-pub const SEEN_KEEP_CHARS: usize = 256;
+pub const SEEN_KEEP_CHARS: usize = 4096; // as much as the /proc scan keeps (a tool command sits past a long wrapper prefix)
 
 #[derive(Default)]
 struct Watched {
