@@ -101,7 +101,7 @@ fn a_panicking_scenario_is_an_error_never_dropped() {
 /// `sql`, in `dir`.
 fn profile_with_sql(dir: &std::path::Path, sql: &str) -> std::path::PathBuf {
     let reference = repo().join("examples/reference");
-    std::fs::copy(reference.join("agent.py"), dir.join("agent.py")).unwrap();
+    copy_reference_agent(&reference, dir);
     let yaml = std::fs::read_to_string(reference.join("agent.yaml")).unwrap();
     let line = yaml
         .lines()
@@ -220,7 +220,7 @@ fn a_hung_tool_that_never_ran_fails_the_exercised_check() {
 fn kill_scenarios_are_not_applicable_without_resume() {
     let dir = tempfile::tempdir().unwrap();
     let reference = repo().join("examples/reference");
-    std::fs::copy(reference.join("agent.py"), dir.path().join("agent.py")).unwrap();
+    copy_reference_agent(&reference, dir.path());
     let yaml = std::fs::read_to_string(reference.join("agent.yaml")).unwrap();
     let p = dir.path().join("agent.yaml");
     std::fs::write(&p, format!("{yaml}resume: false\n")).unwrap();
@@ -278,7 +278,7 @@ fn kill_scenarios_are_not_applicable_without_resume() {
 fn a_declared_log_that_never_appears_is_a_run_warning() {
     let dir = tempfile::tempdir().unwrap();
     let reference = repo().join("examples/reference");
-    std::fs::copy(reference.join("agent.py"), dir.path().join("agent.py")).unwrap();
+    copy_reference_agent(&reference, dir.path());
     let yaml = std::fs::read_to_string(reference.join("agent.yaml")).unwrap();
     let p = dir.path().join("agent.yaml");
     std::fs::write(
@@ -314,4 +314,11 @@ fn a_declared_log_that_never_appears_is_a_run_warning() {
     let w = report["warnings"].as_array().unwrap();
     assert_eq!(w.len(), 1, "{report}");
     assert!(w[0].as_str().unwrap().contains("never-*.log"));
+}
+
+/// The reference agent's code (agent.py and the MCP client it imports) in `dir`.
+fn copy_reference_agent(reference: &std::path::Path, dir: &std::path::Path) {
+    for f in ["agent.py", "mcp_client.py"] {
+        std::fs::copy(reference.join(f), dir.join(f)).unwrap();
+    }
 }
