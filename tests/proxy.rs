@@ -775,3 +775,44 @@ fn relay_fault_rows_pass_on_every_wire_and_catch_a_missing_stale_timeout() {
     kill_marked(&mark);
     assert!(survivors.is_empty(), "left behind: {survivors:?}");
 }
+
+/// `explore` in proxy mode: the trials' scripted calls are served locally, the
+/// probe turns (which no trial scripts) go to the upstream, and a healthy
+/// agent still yields nothing.
+#[test]
+fn explore_runs_in_proxy_mode() {
+    let upstream = Serve::start(&[], &[]);
+    let mark = new_mark("explore-proxy");
+    let run = chaosrun(
+        &mark,
+        &[
+            "explore",
+            "--upstream",
+            &upstream.url,
+            "--seed",
+            "1",
+            "--trials",
+            "3",
+            "--budget",
+            "3m",
+            "--jobs",
+            "1",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stderr.contains(" 0 failure(s)"), "{stderr}");
+    let summary = upstream.stop();
+    let probes: u64 = summary
+        .split("probe ")
+        .nth(1)
+        .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no probe count in {summary:?}"));
+    assert!(probes >= 3, "each trial's probe went upstream: {summary}");
+    assert!(
+        summary.contains("main 0"),
+        "trials' own calls stay local: {summary}"
+    );
+}

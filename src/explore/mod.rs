@@ -39,6 +39,13 @@ pub struct Args {
     /// The model API wire (openai-chat, openai-responses, anthropic, gemini).
     #[arg(long, value_name = "WIRE")]
     pub wire: Option<crate::provider::Wire>,
+    /// Proxy mode: relay the calls a trial does not script (the probe) to this
+    /// real server, overriding the profile's `upstream.url`.
+    #[arg(long, value_name = "URL")]
+    pub upstream: Option<String>,
+    /// The variable holding the upstream's API key (also give --pass-env NAME).
+    #[arg(long = "upstream-key-env", value_name = "NAME")]
+    pub upstream_key_env: Option<String>,
     /// How long to search: 90s, 10m, 1h (at most 24h). Confirming and
     /// shrinking a failure found in time may run past it.
     #[arg(long, default_value = "10m", value_name = "DURATION")]
@@ -184,6 +191,17 @@ pub fn main(args: Args) -> u8 {
         profile
             .env
             .insert(name.clone(), format!("{{{{env:{name}}}}}"));
+    }
+    {
+        use crate::provider::upstream::setup;
+        let (url, key) = (args.upstream.clone(), args.upstream_key_env.clone());
+        profile.upstream = match setup::merge(profile.upstream.take(), url, key) {
+            Ok(u) => u,
+            Err(e) => return usage(e),
+        };
+        if let Err(e) = setup::check(profile.upstream.as_ref(), &args.pass_env, &[]) {
+            return usage(e);
+        }
     }
     if let Some(out) = &args.out {
         if std::fs::symlink_metadata(out).is_ok() {
