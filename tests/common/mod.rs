@@ -262,3 +262,130 @@ pub fn run_bounded(mut cmd: Command, limit: Duration) -> (bool, String, String) 
         None => panic!("{cmd:?} did not finish within {limit:?}\nstderr: {err}"),
     }
 }
+
+/// One real agent's bounded CI lane: a few rows of `scenarios.yaml` whose
+/// verdicts the agent's full-table runs recorded (its README).
+pub struct Subset<'a> {
+    /// The agent and version, for messages ("Codex CLI 0.169.0").
+    pub agent: &'a str,
+    /// A file that exists once the agent is installed (its binary or venv python).
+    pub installed: &'a str,
+    /// The script that installs it (`.ci/codex_subset.sh`).
+    pub install: &'a str,
+    /// The `--agent` value.
+    pub profile: &'a str,
+    /// Rows that must pass with no failed invariant.
+    pub passing: &'a [&'a str],
+    /// (row, the invariants it fails, a phrase of one violation).
+    pub failing: &'a [(&'a str, &'a [&'a str], &'a str)],
+    /// Store checks that must be made (status `pass`, not `not checked`) on
+    /// every passing row of `store_rows`.
+    pub store_checks: &'a [&'a str],
+    pub store_rows: &'a [&'a str],
+    /// The run's seed.
+    pub seed: &'a str,
+}
+
+/// Run `s`'s rows (two at a time) and check each verdict, the failing rows'
+/// invariants and violations, the store checks, and that nothing carrying the
+/// run's marker is left once chaosrun exited (a failing row's survivors are
+/// swept by chaosrun after its check). Returns the JSON report.
+pub fn run_subset(s: &Subset) -> serde_json::Value {
+    let installed = repo().join(s.installed);
+    require(
+        s.agent,
+        installed.exists(),
+        &format!("{} does not exist; run {}", installed.display(), s.install),
+    );
+    let mark = new_mark(&format!("subset-{}", s.agent.replace(' ', "-")));
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let json_arg = json.to_string_lossy().to_string();
+    let mut args: Vec<&str> = vec!["--agent", s.profile, "scenarios.yaml"];
+    for id in s
+        .passing
+        .iter()
+        .chain(s.failing.iter().map(|(id, _, _)| id))
+    {
+        args.extend(["--only", id]);
+    }
+    // Two at a time: an agent's own client-side work per request counts
+    // against its 3 s stale timeout, and more agents at once on two cores
+    // would push a tool-call reply past it.
+    args.extend([
+        "--jobs",
+        "2",
+        "--seed",
+        s.seed,
+        "--no-progress",
+        "--json",
+        &json_arg,
+    ]);
+    let started = std::time::Instant::now();
+    let out = chaosrun(&mark, &args);
+    let took = started.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let left = wait_unmarked(&mark, Duration::from_secs(10));
+    if !left.is_empty() {
+        kill_marked(&mark);
+    }
+    println!("chaosrun took {:.1} s\n{stdout}", took.as_secs_f64());
+    let want = if s.failing.is_empty() { 0 } else { 1 };
+    assert_eq!(
+        out.status.code(),
+        Some(want),
+        "{} failing row(s), so chaosrun exits {want}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        s.failing.len()
+    );
+    let report = read_json(&json);
+    assert_eq!(report["passed"], s.passing.len() as u64, "{stdout}");
+    assert_eq!(report["failed"], s.failing.len() as u64, "{stdout}");
+    for id in s.passing {
+        assert_eq!(
+            scenario(&report, id)["passed"],
+            true,
+            "{id} should pass on {}\n{stdout}",
+            s.agent
+        );
+        assert!(failed_invariants(&report, id).is_empty(), "{id}\n{stdout}");
+    }
+    for id in s.store_rows {
+        for name in s.store_checks {
+            let status = scenario(&report, id)["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["name"] == *name)
+                .map(|c| c["status"].clone());
+            assert_eq!(
+                status,
+                Some("pass".into()),
+                "{id}: {name} must be made on the agent's store\n{stdout}"
+            );
+        }
+    }
+    for (id, invariants, says) in s.failing {
+        assert_eq!(
+            scenario(&report, id)["passed"],
+            false,
+            "{id} should fail on {}\n{stdout}",
+            s.agent
+        );
+        assert_eq!(
+            failed_invariants(&report, id),
+            invariants.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            "{id}: failed invariants\n{stdout}"
+        );
+        let v = violations(&report, id);
+        assert!(
+            v.iter().any(|v| v.contains(says)),
+            "{id}: no violation says {says:?}: {v:?}"
+        );
+    }
+    assert!(
+        left.is_empty(),
+        "processes left behind after chaosrun exited: {left:?}"
+    );
+    report
+}
