@@ -391,25 +391,14 @@ fn run(args: RunArgs) -> ExitCode {
             profile.source
         ));
     }
-    for name in &args.pass_env {
-        if let Err(e) = chaosrun::driver::env::check_pass_env(name) {
-            return usage(e);
-        }
-        // Rendered from chaosrun's own environment for each scenario.
-        profile
-            .env
-            .insert(name.clone(), format!("{{{{env:{name}}}}}"));
-    }
-    {
-        use chaosrun::provider::upstream::setup;
-        let (url, key) = (args.upstream.clone(), args.upstream_key_env.clone());
-        profile.upstream = match setup::merge(profile.upstream.take(), url, key) {
-            Ok(u) => u,
-            Err(e) => return usage(e),
-        };
-        if let Err(e) = setup::check(profile.upstream.as_ref(), &args.pass_env, &selected) {
-            return usage(e);
-        }
+    if let Err(e) = chaosrun::profile::apply_cli(
+        &mut profile,
+        &args.pass_env,
+        args.upstream.clone(),
+        args.upstream_key_env.clone(),
+        &selected,
+    ) {
+        return usage(e);
     }
     let mut inputs = chaosrun::profile::input_files(&agent, &profile);
     inputs.push(table_path.clone());

@@ -184,24 +184,14 @@ pub fn main(args: Args) -> u8 {
     if profile.exec.is_some() && !args.agent_args.is_empty() {
         return usage("--agent-arg is for a driver-protocol agent, not an exec-mode profile");
     }
-    for name in &args.pass_env {
-        if let Err(e) = crate::driver::env::check_pass_env(name) {
-            return usage(e);
-        }
-        profile
-            .env
-            .insert(name.clone(), format!("{{{{env:{name}}}}}"));
-    }
-    {
-        use crate::provider::upstream::setup;
-        let (url, key) = (args.upstream.clone(), args.upstream_key_env.clone());
-        profile.upstream = match setup::merge(profile.upstream.take(), url, key) {
-            Ok(u) => u,
-            Err(e) => return usage(e),
-        };
-        if let Err(e) = setup::check(profile.upstream.as_ref(), &args.pass_env, &[]) {
-            return usage(e);
-        }
+    if let Err(e) = crate::profile::apply_cli(
+        &mut profile,
+        &args.pass_env,
+        args.upstream.clone(),
+        args.upstream_key_env.clone(),
+        &[],
+    ) {
+        return usage(e);
     }
     if let Some(out) = &args.out {
         if std::fs::symlink_metadata(out).is_ok() {

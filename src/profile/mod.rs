@@ -61,6 +61,28 @@ pub struct StoreSpec {
     pub document: Option<String>,
 }
 
+/// Apply the command line's `--pass-env` and `--upstream`/`--upstream-key-env`
+/// to `profile` (shared by table runs and `explore`): each passed name is
+/// rendered from chaosrun's own environment for every scenario, and the
+/// upstream is merged over the profile's and checked against `scenarios`.
+pub fn apply_cli(
+    profile: &mut Profile,
+    pass_env: &[String],
+    upstream: Option<String>,
+    upstream_key_env: Option<String>,
+    scenarios: &[crate::scenarios::Scenario],
+) -> Result<(), String> {
+    use crate::provider::upstream::setup;
+    for name in pass_env {
+        crate::driver::env::check_pass_env(name)?;
+        profile
+            .env
+            .insert(name.clone(), format!("{{{{env:{name}}}}}"));
+    }
+    profile.upstream = setup::merge(profile.upstream.take(), upstream, upstream_key_env)?;
+    setup::check(profile.upstream.as_ref(), pass_env, scenarios)
+}
+
 /// Whether `sql` holds the parameter `name` as a whole token (`:session_id`
 /// but not `:session_idx`; `$1` but not `$12`).
 fn binds(sql: &str, name: &str) -> bool {
