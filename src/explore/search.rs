@@ -17,7 +17,7 @@ use super::emit::Finding;
 use super::generate::{generate, trial_seed, Trial};
 use super::progress::Progress;
 use super::{schedule, shrink};
-use crate::oracle::Invariant;
+use crate::oracle::{Check, Invariant};
 use crate::runner::{self, ScenarioResult, Shared, Verdict};
 
 /// What the search does.
@@ -58,7 +58,8 @@ fn judge(r: &ScenarioResult) -> Judged {
         Verdict::Fail => {}
     }
     let id = |c: &crate::oracle::Check| format!("{} / {}", c.invariant.label(), c.name);
-    match r.failures().find(|c| c.invariant != Invariant::Exercised) {
+    let failed: Vec<&Check> = r.failures().collect();
+    match finding(&failed) {
         Some(c) => Judged::Fail(id(c), c.violations().to_vec()),
         None => Judged::NotExercised(
             r.failures()
@@ -67,6 +68,22 @@ fn judge(r: &ScenarioResult) -> Judged {
                 .unwrap_or_default(),
         ),
     }
+}
+
+/// The failed check a finding is about: the first that is not `exercised`.
+/// A kill that never landed fails both `exercised / process_fault_landed` and
+/// `termination / kill_landed_mid_turn`; the latter then says only that the
+/// fault did not land (the turn ended first, e.g. on retries the profile did
+/// not give it), so it is not a finding either.
+fn finding<'c>(failed: &[&'c Check]) -> Option<&'c Check> {
+    let kill_missed = failed
+        .iter()
+        .any(|c| c.invariant == Invariant::Exercised && c.name == "process_fault_landed");
+    failed
+        .iter()
+        .copied()
+        .filter(|c| c.invariant != Invariant::Exercised)
+        .find(|c| !(kill_missed && c.name == "kill_landed_mid_turn"))
 }
 
 /// Whether `r` failed the check `check`.
@@ -287,4 +304,29 @@ pub fn run(rt: &tokio::runtime::Runtime, shared: Arc<Shared>, plan: &Plan) -> Ou
     }
     p.finish();
     Outcome::Done(findings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fail(inv: Invariant, name: &'static str) -> Check {
+        Check::new(inv, name, vec!["x".into()])
+    }
+
+    #[test]
+    fn a_kill_that_never_landed_is_not_a_finding() {
+        let landed = fail(Invariant::Exercised, "process_fault_landed");
+        let mid = fail(Invariant::Termination, "kill_landed_mid_turn");
+        assert!(finding(&[&mid, &landed]).is_none());
+        // Another failure beside it still is one.
+        let hyg = fail(Invariant::ProcessHygiene, "no_survivors");
+        assert_eq!(
+            finding(&[&mid, &landed, &hyg]).unwrap().name,
+            "no_survivors"
+        );
+        // A kill that landed but after the turn returned, with the fault counted
+        // as landed, stays a finding.
+        assert_eq!(finding(&[&mid]).unwrap().name, "kill_landed_mid_turn");
+    }
 }
