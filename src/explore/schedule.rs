@@ -61,7 +61,9 @@ fn side_effect(secs: f64) -> Value {
 }
 
 fn background() -> Value {
-    let cmd = "while true; do echo \"bg $(date +%s.%N) {{nonce}}\" >> \"$CHAOS_JOURNAL\"; sleep 0.2; done";
+    // `date +FORMAT`, not `echo "bg $(date …)"`: Gemini CLI refuses any
+    // command with `$(…)` (its command-injection guard), so the job never ran.
+    let cmd = "while true; do date +\"bg %s.%N {{nonce}}\" >> \"$CHAOS_JOURNAL\"; sleep 0.2; done";
     map(vec![
         ("tool", "shell".into()),
         (
@@ -233,6 +235,38 @@ mod tests {
     use super::super::config::Config;
     use super::super::generate::{generate, trial_seed};
     use super::*;
+
+    #[test]
+    fn the_background_heartbeat_writes_bg_lines_without_command_substitution() {
+        let v = background();
+        let cmd = v["args"]["command"].as_str().unwrap();
+        assert!(!cmd.contains("$(") && !cmd.contains('`'), "{cmd}");
+        let journal = std::env::temp_dir().join(format!("chaos-bg-{}", std::process::id()));
+        let _ = std::fs::remove_file(&journal);
+        let mut child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd.replace("{{nonce}}", "n0nce"))
+            .env("CHAOS_JOURNAL", &journal)
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        let line = loop {
+            let text = std::fs::read_to_string(&journal).unwrap_or_default();
+            if let Some(l) = text.lines().next() {
+                break l.to_string();
+            }
+            assert!(t0.elapsed().as_secs() < 10, "no heartbeat in 10 s");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let _ = std::fs::remove_file(&journal);
+        let mut it = line.split_whitespace();
+        assert_eq!(it.next(), Some("bg"), "{line}");
+        let at: f64 = it.next().unwrap().parse().unwrap();
+        assert!(at > 1.0e9, "{line}");
+        assert_eq!(it.next(), Some("n0nce"), "{line}");
+    }
 
     #[test]
     fn every_generated_row_loads_as_a_table() {

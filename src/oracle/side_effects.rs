@@ -86,7 +86,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
         if !table_journals(s) {
             return Vec::new();
         }
-        let why = "the scenario journals side effects, but no such tool call was issued and the journal is empty";
+        let why = "the scenario journals side effects, but no such tool call was issued and the journal holds no side-effect token (heartbeat lines aside)";
         return vec![
             Check::skipped(inv, "no_side_effect_twice", why),
             Check::skipped(inv, "finished_calls_journalled_once", why),

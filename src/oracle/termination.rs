@@ -249,7 +249,15 @@ fn killed(s: &Scenario, obs: &Observation) -> Vec<Check> {
             "the kill never fired: the faulted turn returned first (final={:?})",
             clip(&end.final_text, 120)
         )],
-        (None, None) => vec!["the kill never fired".to_string()],
+        // The turn was still waiting when its deadline fired: the calls the
+        // kill waited for never came (e.g. one call hung past the deadline).
+        (None, None) => vec![match obs.deadline_missed(Phase::FaultedTurn) {
+            Some(secs) => format!(
+                "the kill never fired: the faulted turn was still running at its {secs:.0} s deadline, after {} main call(s)",
+                obs.recording.main_calls
+            ),
+            None => "the kill never fired".to_string(),
+        }],
         (Some((k, _)), Some((e, _))) if e < k => {
             vec!["the faulted turn returned before the kill landed".to_string()]
         }
@@ -529,6 +537,27 @@ mod tests {
             .find(|c| c.name == "kill_landed_mid_turn")
             .unwrap()
             .failed());
+    }
+
+    #[test]
+    fn kill_behind_a_turn_stuck_past_its_deadline_says_so() {
+        let s = scenario("expect: killed\nprocess_fault: {action: kill, at: {after_calls: 3}}");
+        let mut obs = healthy(&s, end(0, true, false, "x"));
+        obs.events.retain(|t| !matches!(t.event, Event::TurnEnd(_)));
+        obs.events.push(at(
+            90.0,
+            Event::DeadlineMissed {
+                phase: Phase::FaultedTurn,
+                seconds: 90.0,
+            },
+        ));
+        obs.recording.main_calls = 1;
+        let c = check(&s, &obs);
+        let k = c.iter().find(|c| c.name == "kill_landed_mid_turn").unwrap();
+        assert!(
+            k.violations()[0].contains("still running at its 90 s deadline, after 1 main call(s)"),
+            "{k:?}"
+        );
     }
 
     #[test]
