@@ -359,20 +359,9 @@ fn run(args: RunArgs) -> ExitCode {
         };
     }
     // The bundled agent lives in a temp dir for the run's duration.
-    let bundled_dir = match args.agent {
-        Some(_) => None,
-        None => match tempfile::Builder::new().prefix("chaosrun-agent-").tempdir() {
-            Ok(d) => Some(d),
-            Err(e) => return usage(format!("cannot write the bundled agent: {e}")),
-        },
-    };
-    let agent = match (&args.agent, &bundled_dir) {
-        (Some(a), _) => a.clone(),
-        (None, Some(d)) => match bundled::materialize(d.path()) {
-            Ok(p) => p.display().to_string(),
-            Err(e) => return usage(format!("cannot write the bundled agent: {e}")),
-        },
-        (None, None) => unreachable!("bundled dir exists when --agent is absent"),
+    let (agent, bundled_dir) = match bundled::agent_or_bundled(args.agent.as_deref()) {
+        Ok(a) => a,
+        Err(e) => return usage(e),
     };
     let mut profile = match Profile::resolve(&agent) {
         Ok(mut p) => {

@@ -159,20 +159,9 @@ pub fn main(args: Args) -> u8 {
         let _ = std::io::Write::write_all(&mut out, text.as_bytes());
         return 0;
     }
-    let bundled_dir = match args.agent {
-        Some(_) => None,
-        None => match tempfile::Builder::new().prefix("chaosrun-agent-").tempdir() {
-            Ok(d) => Some(d),
-            Err(e) => return usage(format!("cannot write the bundled agent: {e}")),
-        },
-    };
-    let agent = match (&args.agent, &bundled_dir) {
-        (Some(a), _) => a.clone(),
-        (None, Some(d)) => match bundled::materialize(d.path()) {
-            Ok(p) => p.display().to_string(),
-            Err(e) => return usage(format!("cannot write the bundled agent: {e}")),
-        },
-        (None, None) => return usage("no agent"),
+    let (agent, bundled_dir) = match bundled::agent_or_bundled(args.agent.as_deref()) {
+        Ok(a) => a,
+        Err(e) => return usage(e),
     };
     let mut profile = match Profile::resolve(&agent) {
         Ok(p) => p,

@@ -18,3 +18,22 @@ pub fn materialize(dir: &Path) -> std::io::Result<PathBuf> {
     std::fs::write(&yaml, AGENT_YAML)?;
     Ok(yaml)
 }
+
+/// The agent a run uses: `--agent PATH` as given, or the bundled reference
+/// agent written into a fresh temp dir, returned with it so it lives as long
+/// as the run.
+pub fn agent_or_bundled(
+    agent: Option<&str>,
+) -> Result<(String, Option<tempfile::TempDir>), String> {
+    if let Some(a) = agent {
+        return Ok((a.to_string(), None));
+    }
+    let written = tempfile::Builder::new()
+        .prefix("chaosrun-agent-")
+        .tempdir()
+        .and_then(|d| materialize(d.path()).map(|p| (p.display().to_string(), d)));
+    match written {
+        Ok((path, dir)) => Ok((path, Some(dir))),
+        Err(e) => Err(format!("cannot write the bundled agent: {e}")),
+    }
+}
