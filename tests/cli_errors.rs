@@ -706,3 +706,39 @@ fn a_report_that_cannot_be_written_at_the_end_is_exit_2() {
     assert!(report.is_dir(), "the directory was not replaced");
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn a_bad_context_window_is_exit_2_with_its_place() {
+    let d = tempfile::tempdir().unwrap();
+    for (i, bad) in ["-1", "0", "2.5", "'lots'", "1e12", "{}"]
+        .into_iter()
+        .enumerate()
+    {
+        let row = format!("    context_window: {{max_request_bytes: {bad}}}\n");
+        let p = write(d.path(), &format!("cw{i}.yaml"), &with(&row));
+        let (_, stderr) = run("context-window", &[&p, "--list"], 2);
+        // The row is the table's sixth line; the value is at its column.
+        assert!(stderr.contains(&format!("{p}:6:")), "{bad}: {stderr}");
+        assert!(
+            stderr
+                .contains("`max_request_bytes` must be a whole number of bytes from 1 to 67108864"),
+            "{bad}: {stderr}"
+        );
+    }
+    let p = write(
+        d.path(),
+        "typo.yaml",
+        &with("    context_window: {max_bytes: 5}\n"),
+    );
+    let (_, stderr) = run("context-window", &[&p, "--list"], 2);
+    assert!(
+        stderr.contains(&format!("{p}:6:")) && stderr.contains("max_bytes"),
+        "{stderr}"
+    );
+    let p = write(
+        d.path(),
+        "ok.yaml",
+        &with("    context_window: {max_request_bytes: 4096}\n"),
+    );
+    run("context-window", &[&p, "--list"], 0);
+}
