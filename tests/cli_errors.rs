@@ -710,35 +710,43 @@ fn a_report_that_cannot_be_written_at_the_end_is_exit_2() {
 #[test]
 fn a_bad_context_window_is_exit_2_with_its_place() {
     let d = tempfile::tempdir().unwrap();
-    for (i, bad) in ["-1", "0", "2.5", "'lots'", "1e12", "{}"]
+    let says = "a context window's size must be a whole number of bytes from 1 to 67108864";
+    for (i, bad) in ["-1", "0", "2.5", "'lots'", "1e12", "{a: 1}"]
         .into_iter()
         .enumerate()
     {
         let row = format!("    context_window: {{max_request_bytes: {bad}}}\n");
         let p = write(d.path(), &format!("cw{i}.yaml"), &with(&row));
         let (_, stderr) = run("context-window", &[&p, "--list"], 2);
-        // The row is the table's sixth line; the value is at its column.
+        // The row is the table's sixth line.
         assert!(stderr.contains(&format!("{p}:6:")), "{bad}: {stderr}");
-        assert!(
-            stderr
-                .contains("`max_request_bytes` must be a whole number of bytes from 1 to 67108864"),
-            "{bad}: {stderr}"
-        );
+        assert!(stderr.contains(says), "{bad}: {stderr}");
     }
-    let p = write(
-        d.path(),
-        "typo.yaml",
-        &with("    context_window: {max_bytes: 5}\n"),
-    );
-    let (_, stderr) = run("context-window", &[&p, "--list"], 2);
-    assert!(
-        stderr.contains(&format!("{p}:6:")) && stderr.contains("max_bytes"),
-        "{stderr}"
-    );
-    let p = write(
-        d.path(),
-        "ok.yaml",
-        &with("    context_window: {max_request_bytes: 4096}\n"),
-    );
-    run("context-window", &[&p, "--list"], 0);
+    for (name, row, said) in [
+        ("typo", "{max_bytes: 5}", "max_bytes"),
+        (
+            "both",
+            "{max_request_bytes: 5, headroom_bytes: 5}",
+            "exactly one",
+        ),
+        ("none", "{}", "exactly one"),
+        ("neg", "{headroom_bytes: -5}", says),
+    ] {
+        let p = write(
+            d.path(),
+            &format!("{name}.yaml"),
+            &with(&format!("    context_window: {row}\n")),
+        );
+        let (_, stderr) = run("context-window", &[&p, "--list"], 2);
+        assert!(stderr.contains(&format!("{p}:6:")), "{row}: {stderr}");
+        assert!(stderr.contains(said), "{row}: {stderr}");
+    }
+    for ok in ["{max_request_bytes: 4096}", "{headroom_bytes: 8000}"] {
+        let p = write(
+            d.path(),
+            "ok.yaml",
+            &with(&format!("    context_window: {ok}\n")),
+        );
+        run("context-window", &[&p, "--list"], 0);
+    }
 }

@@ -831,7 +831,7 @@ async fn context_window_refuses_big_main_calls_in_the_wire_shape() {
     let p = start_with(ProviderConfig {
         rules: rules("- reply: {kind: text, text: fits}\n"),
         nonce: NONCE.into(),
-        context_window: Some(2_000),
+        context_window: Some(chaosrun::provider::ContextWindow::MaxRequestBytes(2_000)),
         ..ProviderConfig::default()
     })
     .await;

@@ -124,8 +124,8 @@ fn context_window(s: &Scenario, obs: &Observation) -> Option<Check> {
         vec![]
     } else {
         vec![format!(
-            "no main call went over the {}-byte context window: the faulted turn made {} main call(s)",
-            window.max_request_bytes, obs.recording.main_calls
+            "no main call went over the {window} context window: the faulted turn made {} main call(s)",
+            obs.recording.main_calls
         )]
     };
     Some(Check::new(Invariant::Exercised, "context_overflowed", v))

@@ -166,9 +166,9 @@ pub struct ProviderConfig {
     pub record: RecordLimits,
     /// Proxy mode: unmatched calls and `relay` rules go to this server.
     pub upstream: Option<Arc<upstream::Upstream>>,
-    /// A context window: a faulted-turn main call whose body is over this
-    /// many bytes gets the wire's context-length error instead of its rule.
-    pub context_window: Option<usize>,
+    /// A context window: a faulted-turn main call whose body is over it
+    /// gets the wire's context-length error instead of its rule.
+    pub context_window: Option<ContextWindow>,
 }
 
 /// A running provider. Dropping it without `shutdown` also stops the server.

@@ -50,7 +50,7 @@ pub struct Script {
     pub tools: BTreeMap<String, ToolMapping>,
     pub rules: Vec<Rule>,
     /// Main calls over this many bytes get the context-length error.
-    pub context_window: Option<usize>,
+    pub context_window: Option<super::ContextWindow>,
 }
 
 #[derive(Deserialize)]
@@ -111,7 +111,7 @@ pub fn parse_script(text: &str, label: &str) -> anyhow::Result<Script> {
                 nonce: m.nonce,
                 tools: m.tools,
                 rules: m.responder,
-                context_window: m.context_window.map(|c| c.max_request_bytes),
+                context_window: m.context_window,
             })
         }
         _ => Err(anyhow::anyhow!(

@@ -79,7 +79,9 @@ struct Shared {
     relays: Arc<super::upstream::RelayLog>,
     cancel: CancellationToken,
     /// Main calls over this many bytes get the context-length error.
-    context_window: Option<usize>,
+    context_window: Option<super::ContextWindow>,
+    /// The size of the first main call (a relative window counts from it).
+    first_main_bytes: std::sync::OnceLock<usize>,
     /// When the first main call arrived (`within` rules count from it).
     first_main: std::sync::OnceLock<Instant>,
 }
@@ -128,6 +130,7 @@ impl Running {
             relays: Default::default(),
             cancel: CancellationToken::new(),
             context_window: config.context_window,
+            first_main_bytes: std::sync::OnceLock::new(),
             first_main: std::sync::OnceLock::new(),
         });
         let app = router(shared.clone());
@@ -698,7 +701,9 @@ impl Shared {
         self.main_tx.send_modify(|v| *v = (*v).max(index + 1));
         out.kind = CallKind::Main;
         out.main_index = Some(index);
-        if let Some(max) = self.context_window.filter(|max| size > *max) {
+        let first = *self.first_main_bytes.get_or_init(|| size);
+        let window = self.context_window.map(|w| w.limit(first));
+        if let Some(max) = window.filter(|max| size > *max) {
             let class = wire::ErrorClass::ContextLength {
                 tokens: (size as u64).div_ceil(4),
                 max_tokens: (max as u64) / 4,

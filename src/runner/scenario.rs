@@ -433,7 +433,7 @@ pub async fn observe(
         })),
         record: Default::default(),
         upstream,
-        context_window: scenario.context_window.map(|c| c.max_request_bytes),
+        context_window: scenario.context_window,
     })
     .await
     {
