@@ -545,18 +545,12 @@ async fn generate(
     let class = shared.classify(&parsed, head.size);
     let (kind, main_index, picked) = (class.kind, class.main_index, class.picked);
     let rule = picked.map(|(_, r)| r);
-    let probe_reply;
-    let aux_reply;
-    let reply: &Reply = match (kind, rule) {
-        (_, Some(rule)) => &rule.reply,
-        (CallKind::Probe, _) => {
-            let nonce = parsed.probe.as_deref().unwrap_or_default();
-            probe_reply = Reply::Text(Text::plain(format!("alive {nonce}")));
-            &probe_reply
-        }
-        _ => {
-            aux_reply = Reply::Text(Text::plain("ok"));
-            &aux_reply
+    let default_reply;
+    let reply: &Reply = match rule {
+        Some(rule) => &rule.reply,
+        None => {
+            default_reply = unscripted(kind, parsed.probe.as_deref());
+            &default_reply
         }
     };
     if let Some(overflow) = class.overflow {
@@ -588,18 +582,7 @@ async fn generate(
         served,
     ));
 
-    if let Some((i, w)) = picked.and_then(|(i, r)| Some((i, r.wait_for.as_ref()?))) {
-        let (satisfied, seen) = shared.wait_for(w).await;
-        let mut waits = shared.waits.lock().unwrap();
-        if waits.len() < WAITS_KEEP {
-            waits.push(WaitOutcome {
-                rule: i,
-                main_index: main_index.unwrap_or(0),
-                satisfied,
-                seen,
-            });
-        }
-    }
+    shared.hold(picked, main_index).await;
 
     let reply_seq = shared.reply_seq.fetch_add(1, Ordering::SeqCst);
     let call_id_prefix = format!("call_{}_{reply_seq}", shared.prefix);
@@ -645,6 +628,34 @@ async fn generate(
         shared.remember(&meta.id, history, beats);
     }
     wire::render(planned.plan, wire, stream, &meta, &shared.cancel).await
+}
+
+/// The answer to a call no rule scripts: `alive NONCE` to a probe, `ok`
+/// otherwise.
+fn unscripted(kind: CallKind, probe: Option<&str>) -> Reply {
+    match kind {
+        CallKind::Probe => Reply::Text(Text::plain(format!("alive {}", probe.unwrap_or_default()))),
+        _ => Reply::Text(Text::plain("ok")),
+    }
+}
+
+impl Shared {
+    /// Hold a call whose rule has `wait_for`, and keep how the wait ended.
+    async fn hold(&self, picked: Option<(usize, &Rule)>, main_index: Option<u64>) {
+        let Some((i, w)) = picked.and_then(|(i, r)| Some((i, r.wait_for.as_ref()?))) else {
+            return;
+        };
+        let (satisfied, seen) = self.wait_for(w).await;
+        let mut waits = self.waits.lock().unwrap();
+        if waits.len() < WAITS_KEEP {
+            waits.push(WaitOutcome {
+                rule: i,
+                main_index: main_index.unwrap_or(0),
+                satisfied,
+                seen,
+            });
+        }
+    }
 }
 
 /// What one model call is: its kind, main index and rule, or, for a main
