@@ -1174,9 +1174,6 @@ class Agent:
                 if st.finished:
                     break
                 raise ProviderError("dropped", True, "stream ended before it finished")
-            if (time.monotonic() - progress > read_timeout and not st.finished
-                    and not self.bug("keepalive_resets_idle")):
-                raise ProviderError("stale", True, f"stale stream: only keepalives for {fmt_num(read_timeout)}s")
             buf += data
             if len(buf) > 16_000_000:
                 raise ProviderError("garbage", True, "garbage stream: line too long")
@@ -1211,6 +1208,11 @@ class Agent:
                 st.chars += sum(len(t) for t in st.text[pieces:])
                 if st.chars > MAX_REPLY_CHARS:
                     raise ProviderError("runaway", False, f"runaway reply: over {MAX_REPLY_CHARS} chars of text")
+            # Judged after the chunk is parsed: data that waited in the socket
+            # (the agent was frozen) still counts when it carries content.
+            if (time.monotonic() - progress > read_timeout and not st.finished and not st.done
+                    and not self.bug("keepalive_resets_idle")):
+                raise ProviderError("stale", True, f"stale stream: only keepalives for {fmt_num(read_timeout)}s")
         return "".join(st.text), self._tool_call_list(st.calls)
 
     @staticmethod
