@@ -903,3 +903,22 @@ async fn endless_text_streams_megabytes_and_the_recording_stays_small() {
     drop(body);
     p.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_mid_stream_error_records_no_retry_after_where_the_event_cannot_carry_one() {
+    let p = start("- reply: {kind: error, status: 429, retry_after: 3, mid_stream: true}\n").await;
+    let streamed = post(&p, &chat(true, true, "hi", false)).await;
+    assert_eq!(streamed.status(), 200);
+    let body = streamed.text().await.unwrap();
+    assert!(!body.contains("retry"), "{body}");
+    // Not streaming, the error is the plain response with its header.
+    let plain = post(&p, &chat(true, false, "hi", false)).await;
+    assert_eq!(plain.headers()["retry-after"], "3");
+    let rec = p.shutdown().await;
+    let said: Vec<_> = rec
+        .requests
+        .iter()
+        .map(|r| r.error.unwrap().retry_after)
+        .collect();
+    assert_eq!(said, vec![None, Some(3)]);
+}

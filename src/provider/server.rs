@@ -569,7 +569,7 @@ async fn generate(
     let path = head.path.clone();
     let served = match &relayed {
         Some(_) => Served::named("relay"),
-        None => Served::reply(reply),
+        None => Served::reply(reply, wire, parsed.stream),
     };
     let (stream, model) = (parsed.stream, parsed.model.clone());
     let (seq, size) = (head.seq, head.size);
@@ -681,10 +681,24 @@ impl Served {
         }
     }
 
-    fn reply(reply: &Reply) -> Served {
+    /// The reply's error hint as this wire delivers it: the status the wire
+    /// gives a classed error, and no retry-after where the wire's mid-stream
+    /// error event cannot carry one (only Gemini's error frame has
+    /// `RetryInfo`).
+    fn reply(reply: &Reply, wire: Wire, stream: bool) -> Served {
+        let mut error = reply.error_hint();
+        if let (Some(hint), Reply::QuotaExhausted(_)) = (error.as_mut(), reply) {
+            let class = wire::ErrorClass::Quota;
+            hint.status = wire.shape_error(&ErrorInfo::of_class(class)).status;
+        }
+        if let (Some(hint), Reply::Error(e)) = (error.as_mut(), reply) {
+            if e.mid_stream && stream && wire != Wire::Gemini {
+                hint.retry_after = None;
+            }
+        }
         Served {
             reply: reply.kind_name().to_string(),
-            error: reply.error_hint(),
+            error,
         }
     }
 }
@@ -712,6 +726,7 @@ impl Shared {
         self.main_tx.send_modify(|v| *v = (*v).max(index + 1));
         out.kind = CallKind::Main;
         out.main_index = Some(index);
+        let elapsed = self.first_main.get_or_init(Instant::now).elapsed();
         let first = *self.first_main_bytes.get_or_init(|| size);
         let window = self.context_window.map(|w| w.limit(first));
         if let Some(max) = window.filter(|max| size > *max) {
@@ -731,7 +746,6 @@ impl Shared {
             out.overflow = Some((served, e));
             return out;
         }
-        let elapsed = self.first_main.get_or_init(Instant::now).elapsed();
         out.picked = rules::pick_at(
             &self.rules,
             index,
