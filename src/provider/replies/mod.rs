@@ -39,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::recording::IssuedToolCall;
+pub use super::recording::ReplyError;
 use super::wire::{ErrorInfo, Event};
 use super::ToolMapping;
 
@@ -105,6 +106,8 @@ impl Reply {
 
     /// What an error reply tells the client about retrying, recorded with the
     /// request for the backoff check; `None` for a reply that is no error.
+    /// Wire-neutral: the server records the status the wire gives a classed
+    /// error and drops a retry-after its mid-stream event cannot carry.
     pub fn error_hint(&self) -> Option<ReplyError> {
         match self {
             Reply::Error(e) => Some(ReplyError {
@@ -127,9 +130,6 @@ impl Reply {
 pub fn retryable_status(status: u16) -> bool {
     matches!(status, 408 | 409 | 429) || (500..=599).contains(&status)
 }
-
-/// What an error reply said about retrying it (see [`Reply::error_hint`]).
-pub use super::recording::ReplyError;
 
 /// What a reply needs to know about the request it answers and the server.
 /// Nothing here is about a wire: a reply decides what happens and when.
