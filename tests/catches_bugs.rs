@@ -111,6 +111,27 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "no result",
     },
+    Case {
+        bug: "ignore_retry_after",
+        scenario: "provider_429_retry_after_honoured",
+        invariant: "provider_calls",
+        scale: "1",
+        says: "with retry-after 2 s",
+    },
+    Case {
+        bug: "keepalive_resets_idle",
+        scenario: "provider_keepalive_forever",
+        invariant: "termination",
+        scale: "0.5",
+        says: "deadline",
+    },
+    Case {
+        bug: "compaction_loop",
+        scenario: "context_window_below_system_prompt",
+        invariant: "provider_calls",
+        scale: "1",
+        says: "the bound is 3",
+    },
 ];
 
 /// Every wire the provider and the reference agent speak.

@@ -706,3 +706,47 @@ fn a_report_that_cannot_be_written_at_the_end_is_exit_2() {
     assert!(report.is_dir(), "the directory was not replaced");
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn a_bad_context_window_is_exit_2_with_its_place() {
+    let d = tempfile::tempdir().unwrap();
+    let says = "a context window's size must be a whole number of bytes from 1 to 67108864";
+    for (i, bad) in ["-1", "0", "2.5", "'lots'", "1e12", "{a: 1}"]
+        .into_iter()
+        .enumerate()
+    {
+        let row = format!("    context_window: {{max_request_bytes: {bad}}}\n");
+        let p = write(d.path(), &format!("cw{i}.yaml"), &with(&row));
+        let (_, stderr) = run("context-window", &[&p, "--list"], 2);
+        // The row is the table's sixth line.
+        assert!(stderr.contains(&format!("{p}:6:")), "{bad}: {stderr}");
+        assert!(stderr.contains(says), "{bad}: {stderr}");
+    }
+    for (name, row, said) in [
+        ("typo", "{max_bytes: 5}", "max_bytes"),
+        (
+            "both",
+            "{max_request_bytes: 5, headroom_bytes: 5}",
+            "exactly one",
+        ),
+        ("none", "{}", "exactly one"),
+        ("neg", "{headroom_bytes: -5}", says),
+    ] {
+        let p = write(
+            d.path(),
+            &format!("{name}.yaml"),
+            &with(&format!("    context_window: {row}\n")),
+        );
+        let (_, stderr) = run("context-window", &[&p, "--list"], 2);
+        assert!(stderr.contains(&format!("{p}:6:")), "{row}: {stderr}");
+        assert!(stderr.contains(said), "{row}: {stderr}");
+    }
+    for ok in ["{max_request_bytes: 4096}", "{headroom_bytes: 8000}"] {
+        let p = write(
+            d.path(),
+            "ok.yaml",
+            &with(&format!("    context_window: {ok}\n")),
+        );
+        run("context-window", &[&p, "--list"], 0);
+    }
+}

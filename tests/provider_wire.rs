@@ -764,3 +764,161 @@ async fn counts_stay_exact_under_concurrency() {
     idx.sort();
     assert_eq!(idx, (0..400).collect::<Vec<_>>());
 }
+
+// ---- provider failure classes: backoff hints, streams that look alive,
+// ---- context overflow
+
+#[tokio::test]
+async fn error_records_what_it_said_about_retrying() {
+    let p = start(
+        "- {when: {call: 0}, reply: {kind: error, status: 429, retry_after: 2}}\n\
+         - {when: {call: 1}, reply: {kind: quota_exhausted}}\n\
+         - {reply: {kind: error, status: 400}}\n",
+    )
+    .await;
+    let first = post(&p, &chat(true, false, "hi", false)).await;
+    assert_eq!(first.headers()["retry-after"], "2");
+    let quota = post(&p, &chat(true, false, "hi", false)).await;
+    assert_eq!(quota.status(), 429);
+    let v: Value = quota.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "insufficient_quota");
+    post(&p, &chat(true, false, "hi", false)).await;
+    post(&p, &chat(false, false, "title please", false)).await;
+    let rec = p.shutdown().await;
+    let hints: Vec<_> = rec
+        .requests
+        .iter()
+        .map(|r| r.error.map(|e| (e.status, e.retry_after, e.retryable)))
+        .collect();
+    assert_eq!(
+        hints,
+        vec![
+            Some((429, Some(2), true)),
+            Some((429, None, false)),
+            Some((400, None, false)),
+            None
+        ]
+    );
+}
+
+#[tokio::test]
+async fn within_rule_is_an_episode_that_clears() {
+    let p = start(
+        "- {when: {within: 0.3}, reply: {kind: error, status: 503}}\n\
+         - {reply: {kind: text, text: healthy}}\n",
+    )
+    .await;
+    let started = Instant::now();
+    let mut statuses = Vec::new();
+    loop {
+        let s = post(&p, &chat(true, false, "hi", false)).await.status();
+        statuses.push(s.as_u16());
+        if s == 200 || started.elapsed() > Duration::from_secs(10) {
+            break;
+        }
+        // The episode is a span of time: poll it, a little apart.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(statuses.last(), Some(&200), "{statuses:?}");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(statuses.len() >= 2 && statuses[..statuses.len() - 1].iter().all(|s| *s == 503));
+    let rec = p.shutdown().await;
+    assert_eq!(rec.rule_hits[1], 1);
+}
+
+#[tokio::test]
+async fn context_window_refuses_big_main_calls_in_the_wire_shape() {
+    let p = start_with(ProviderConfig {
+        rules: rules("- reply: {kind: text, text: fits}\n"),
+        nonce: NONCE.into(),
+        context_window: Some(chaosrun::provider::ContextWindow::MaxRequestBytes(2_000)),
+        ..ProviderConfig::default()
+    })
+    .await;
+    let big = "x".repeat(3_000);
+    let over = post(&p, &chat(true, false, &big, false)).await;
+    assert_eq!(over.status(), 400);
+    let v: Value = over.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "context_length_exceeded");
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("maximum context length is 500 tokens"));
+    assert_eq!(
+        text_answer(post(&p, &chat(true, false, "small", false)).await).await,
+        "fits"
+    );
+    // The probe turn is exempt, so reusability can still be judged.
+    let probe = format!("{big} [[probe:{NONCE}]]");
+    assert_eq!(
+        text_answer(post(&p, &chat(true, false, &probe, false)).await).await,
+        format!("alive {NONCE}")
+    );
+    let rec = p.shutdown().await;
+    assert_eq!(rec.main_calls, 2);
+    assert_eq!(rec.requests[0].reply, "context_length_exceeded");
+    assert_eq!(rec.requests[0].rule, None);
+    assert!(!rec.requests[0].error.unwrap().retryable);
+    assert_eq!(rec.rule_hits, vec![1], "an overflow consumes no rule");
+}
+
+#[tokio::test]
+async fn keepalive_forever_sends_only_comments_until_the_client_leaves() {
+    let p = start("- reply: {kind: keepalive_forever, interval: 0.01}\n").await;
+    let resp = post(&p, &chat(true, true, "hi", false)).await;
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.bytes_stream();
+    let mut text = String::new();
+    while text.matches(": keepalive\n\n").count() < 20 {
+        let chunk = body.next().await.unwrap().unwrap();
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    assert!(!text.contains("data:"), "{text}");
+    drop(body);
+    let rec = tokio::time::timeout(Duration::from_secs(5), p.shutdown())
+        .await
+        .expect("shutdown does not wait for an endless stream");
+    assert_eq!(rec.requests[0].reply, "keepalive_forever");
+}
+
+#[tokio::test]
+async fn endless_text_streams_megabytes_and_the_recording_stays_small() {
+    let p = start("- reply: {kind: endless_text, interval: 0}\n").await;
+    let resp = post(&p, &chat(true, true, "hi", false)).await;
+    let mut body = resp.bytes_stream();
+    let mut read = 0usize;
+    let mut tail = String::new();
+    while read < 2 << 20 {
+        let chunk = body.next().await.unwrap().unwrap();
+        read += chunk.len();
+        tail = String::from_utf8_lossy(&chunk).into_owned();
+    }
+    assert!(tail.contains("All work and no play"), "{tail}");
+    assert!(!tail.contains("[DONE]"));
+    let recorded = serde_json::to_vec(&p.recording()).unwrap().len();
+    assert!(
+        recorded < 16 * 1024,
+        "recording is {recorded} bytes after 2 MiB of reply"
+    );
+    drop(body);
+    p.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_mid_stream_error_records_no_retry_after_where_the_event_cannot_carry_one() {
+    let p = start("- reply: {kind: error, status: 429, retry_after: 3, mid_stream: true}\n").await;
+    let streamed = post(&p, &chat(true, true, "hi", false)).await;
+    assert_eq!(streamed.status(), 200);
+    let body = streamed.text().await.unwrap();
+    assert!(!body.contains("retry"), "{body}");
+    // Not streaming, the error is the plain response with its header.
+    let plain = post(&p, &chat(true, false, "hi", false)).await;
+    assert_eq!(plain.headers()["retry-after"], "3");
+    let rec = p.shutdown().await;
+    let said: Vec<_> = rec
+        .requests
+        .iter()
+        .map(|r| r.error.unwrap().retry_after)
+        .collect();
+    assert_eq!(said, vec![None, Some(3)]);
+}

@@ -22,6 +22,14 @@ What it does
     request. The request timeout bounds connect+headers,
     the stale timeout bounds the gap between body bytes; 429/5xx/garbage/stale/
     dropped streams are retried with capped exponential backoff, other 4xx never.
+    A retry-after (header, or Gemini's RetryInfo) is waited in full, and one past
+    RETRY_AFTER_BUDGET fails the turn at once; a used-up quota (OpenAI
+    ``insufficient_quota``, Gemini per-day ``QuotaFailure``, Anthropic's 400)
+    is never retried. Keepalives (SSE comments, ``ping``, ``response.in_progress``)
+    do not count as progress: a stream that sends only them for the stale timeout
+    is cut. A reply over MAX_REPLY_CHARS of text is a runaway: the turn fails.
+    A context-length error makes the agent cut its tool results and retry (at
+    most MAX_COMPACTIONS times); if nothing can be cut, the error is surfaced.
   * Offers one tool, ``shell`` (``bash -c`` in its own process group, stdin from
     /dev/null, output capped at 50,000 chars, timeout kills the group;
     ``background: true`` starts a registered job).
@@ -80,6 +88,10 @@ history); and the restart bugs:
 Combination bugs, each invisible to every row of the seed tables (``chaosrun
 explore`` finds them): sticky_backoff_interrupt, resend_batch_minus_one,
 replay_after_5xx (see KNOWN_BUGS).
+
+Provider failure-class bugs, one per class: ignore_retry_after (backoff),
+keepalive_resets_idle (streams that look alive), compaction_loop (context
+overflow); see KNOWN_BUGS.
 """
 
 import ctypes
@@ -125,6 +137,10 @@ KNOWN_BUGS = {
     "sticky_backoff_interrupt": "an interrupt that lands while a retryable error is handled (read, backoff) stays set and kills the next turn",
     "resend_batch_minus_one": "a 429 right after a parallel batch re-sends the batch with its last result missing",
     "replay_after_5xx": "a 5xx on the call right after a single tool call's result re-runs that tool call",
+    # Provider failure classes (issue 19): backoff, streams that look alive, context overflow.
+    "ignore_retry_after": "a retry-after from the provider is ignored; only the agent's own short backoff applies",
+    "keepalive_resets_idle": "keepalives (SSE comments, pings, in-progress events) reset the stall timer, so a content-less stream is never cut",
+    "compaction_loop": "a context-length error triggers a compaction that cannot shrink the request, retried again and again",
 }
 
 OUTPUT_CAP = 50_000          # chars of tool output kept (bytes read, decoded)
@@ -133,7 +149,10 @@ OUTPUT_CAP = 50_000          # chars of tool output kept (bytes read, decoded)
 # died before recording the process) means the command never runs.
 GATE = 'IFS= read -r go <&{fd}; exec {fd}<&-; [ "$go" = go ] || exit 125; exec bash -c "$1"'
 PERSIST_CAP = 1_000_000      # hard cap on one persisted content
-RETRY_AFTER_CAP = 5.0
+RETRY_AFTER_BUDGET = 30.0   # a retry-after longer than this fails the turn at once, surfaced
+MAX_REPLY_CHARS = 200_000   # a reply longer than this is a runaway model: the turn fails, not retried
+COMPACT_TOOL_CHARS = 1_000  # on a context-length error, tool results are cut to this many chars
+MAX_COMPACTIONS = 2         # compactions per model call before the overflow is surfaced
 BACKOFF_START = 0.2
 BACKOFF_CAP = 2.0
 PR_SET_CHILD_SUBREAPER = 36
@@ -162,6 +181,9 @@ SHELL_TOOL = {
 }
 
 WIRES = ("openai-chat", "openai-responses", "anthropic", "gemini")
+# Stream events that only say "still here" (SSE comment lines never reach the
+# parser): they must not reset the stall timer.
+KEEPALIVE_EVENTS = ("ping", "response.created", "response.in_progress")
 
 
 # ---------------------------------------------------------------- wires
@@ -289,22 +311,38 @@ def wire_headers(wire, api_key):
 
 
 def error_detail(body):
-    """(message, retry-after seconds from the body) of an error body, any wire."""
+    """(message, retry-after seconds from the body, final) of an error body, any
+    wire. ``final`` marks a quota that is used up (OpenAI ``insufficient_quota``,
+    a Gemini ``QuotaFailure`` on a per-day quota): retrying cannot help."""
     try:
         err = json.loads(body).get("error")
     except Exception:
-        return None, None
+        return None, None, False
     if not isinstance(err, dict):
-        return None, None
+        return None, None, False
     retry = None
-    for d in err.get("details") or []:   # Gemini: google.rpc.RetryInfo
-        delay = isinstance(d, dict) and d.get("retryDelay")
+    final = "insufficient_quota" in (err.get("code"), err.get("type"))
+    for d in err.get("details") or []:
+        if not isinstance(d, dict):
+            continue
+        delay = d.get("retryDelay")   # Gemini: google.rpc.RetryInfo
         if isinstance(delay, str) and delay.endswith("s"):
             try:
                 retry = max(0.0, float(delay[:-1]))
             except ValueError:
                 pass
-    return err.get("message"), retry
+        if str(d.get("@type", "")).endswith("google.rpc.QuotaFailure"):
+            for v in d.get("violations") or []:
+                if isinstance(v, dict) and "PerDay" in str(v.get("quotaId", "")):
+                    final = True
+    return err.get("message"), retry, final
+
+
+def is_context_error(status, message):
+    """A context-length error, as each wire words it."""
+    m = (message or "").lower()
+    return status == 400 and ("context length" in m or "context_length_exceeded" in m
+                              or "prompt is too long" in m or "input token count" in m)
 
 
 class StreamState:
@@ -315,6 +353,7 @@ class StreamState:
         self.calls = {}
         self.finished = False   # the reply said it is complete
         self.done = False       # nothing more will come
+        self.chars = 0          # text chars so far (the runaway cap)
 
 
 def stream_error(obj):
@@ -474,12 +513,13 @@ class Interrupted(Exception):
 class ProviderError(Exception):
     """One failed model-call attempt. kind: stale, dropped, garbage, timeout, connect, http."""
 
-    def __init__(self, kind, transient, msg, retry_after=None):
+    def __init__(self, kind, transient, msg, retry_after=None, context=False):
         super().__init__(msg)
         self.kind = kind
         self.transient = transient
         self.msg = msg
         self.retry_after = retry_after
+        self.context = context   # the request is over the model's context window
 
 
 class TurnFailed(Exception):
@@ -894,17 +934,21 @@ class Agent:
 
     # ------------------------------------------------------------ model calls
 
-    def call_model(self):
+    def request_body(self):
         suffix, req = wire_request(self.wire, self.model, self.history, self.tool_specs())
         if self.wire == "openai-chat":
             req["messages"] = self.request_messages()
         if self.base_path is not None:
             self.path = self.base_path + suffix
-        body = json.dumps(req).encode()
+        return json.dumps(req).encode()
+
+    def call_model(self):
+        body = self.request_body()
         storm = self.bug("retry_storm")
         max_retries = 60 if storm else self.api_max_retries
         kinds = []
         attempt = 0
+        compactions = 0
         while True:
             if self.ctl.interrupted():
                 raise Interrupted()
@@ -913,22 +957,63 @@ class Agent:
             except ProviderError as e:
                 kinds.append(e.kind)
                 log(f"model call attempt {attempt + 1} failed: {e.msg}")
+                if e.context:
+                    compactions += 1
+                    body = self.after_overflow(e, compactions)
+                    continue
                 if not e.transient:
                     raise TurnFailed(f"provider error: {e.msg} (not retried)", all_stale=False)
                 if attempt >= max_retries:
                     raise TurnFailed(f"provider error: {e.msg} after {attempt + 1} attempts",
                                      all_stale=all(k == "stale" for k in kinds))
-                if storm:
-                    delay = 0.0
-                else:
-                    delay = min(BACKOFF_START * (2 ** attempt), BACKOFF_CAP)
-                    if e.retry_after is not None:
-                        delay = max(delay, min(e.retry_after, RETRY_AFTER_CAP))
+                delay = self.backoff(e, attempt, storm)
                 if delay and self.ctl.event.wait(delay):
                     self._bug_sticky_backoff_interrupt()
                     raise Interrupted()
                 body = self._bug_combination_retry(e, body, attempt)
                 attempt += 1
+
+    def backoff(self, e, attempt, storm):
+        """Seconds to wait before retrying after ``e``: capped exponential
+        backoff, never less than the provider's retry-after; a retry-after past
+        the budget fails the turn now (surfaced) instead of sleeping past it."""
+        if storm:
+            return 0.0
+        delay = min(BACKOFF_START * (2 ** attempt), BACKOFF_CAP)
+        if e.retry_after is None or self.bug("ignore_retry_after"):
+            return delay
+        if e.retry_after > RETRY_AFTER_BUDGET:
+            raise TurnFailed(f"provider error: {e.msg}; it asks to retry after {fmt_num(e.retry_after)}s, "
+                             f"past this agent's retry budget of {fmt_num(RETRY_AFTER_BUDGET)}s (not retried)",
+                             all_stale=False)
+        return max(delay, e.retry_after)
+
+    def after_overflow(self, e, compactions):
+        """The request body to send after a context-length error: the history
+        with its tool results cut to COMPACT_TOOL_CHARS. When nothing is left to
+        cut (the window is smaller than what the agent always sends), or after
+        MAX_COMPACTIONS, the overflow is surfaced instead of retried."""
+        if self.bug("compaction_loop"):
+            if compactions > 50:
+                raise TurnFailed(f"provider error: {e.msg} after {compactions} compactions", all_stale=False)
+            log("compacting (bug compaction_loop: the summary is as long as what it replaces)")
+            return self.request_body()
+        if compactions > MAX_COMPACTIONS or not self.compact():
+            raise TurnFailed(f"provider error: {e.msg}; the conversation does not fit the model's "
+                             "context window even compacted (not retried)", all_stale=False)
+        return self.request_body()
+
+    def compact(self):
+        """Cut every tool result over COMPACT_TOOL_CHARS (in memory: the store
+        keeps what the tool said). True when anything got shorter."""
+        changed = False
+        for m in self.history:
+            c = m.get("content")
+            if m["role"] == "tool" and isinstance(c, str) and len(c) > COMPACT_TOOL_CHARS:
+                m["content"] = c[:COMPACT_TOOL_CHARS] + f"\n[... {len(c) - COMPACT_TOOL_CHARS} chars cut to fit the context window]"
+                changed = True
+        log(f"context window exceeded: compacted tool results ({'some cut' if changed else 'nothing to cut'})")
+        return changed
 
     # ---------------------------------------------- combination bugs (explore)
     # Each of these shows only when two faults meet (chaosrun explore finds
@@ -1035,7 +1120,7 @@ class Agent:
             except Exception:
                 detail = ""
             msg = f"HTTP {status}"
-            message, body_retry = error_detail(detail)
+            message, body_retry, final = error_detail(detail)
             if message:
                 msg += f": {message}"
             elif detail.strip():
@@ -1043,9 +1128,13 @@ class Agent:
             if retry_after is None:
                 retry_after = body_retry
             transient = status == 429 or status >= 500 or not (400 <= status < 500)
+            if final:
+                transient = False
+                msg += " (quota used up)"
             if status == 400 and self.bug("retry_400"):
                 transient = True
-            raise ProviderError("http", transient, msg, retry_after)
+            raise ProviderError("http", transient, msg, retry_after,
+                                context=is_context_error(status, message or detail))
         # Streaming: every gap between body bytes is bounded by the stale timeout.
         read_timeout = self.request_timeout if self.bug("no_stale_timeout") else self.stale_timeout
         sock.settimeout(read_timeout)
@@ -1078,6 +1167,7 @@ class Agent:
         st = StreamState()
         event = ""
         buf = b""
+        progress = time.monotonic()   # the last event that was more than a keepalive
         while not st.done:
             data = self._read_chunk(resp, read_timeout, st.finished)
             if data is None:
@@ -1108,10 +1198,21 @@ class Agent:
                     raise ProviderError("garbage", True, f"garbage stream: {payload[:80]!r}")
                 if not isinstance(obj, dict):
                     raise ProviderError("garbage", True, f"garbage stream: {payload[:80]!r}")
+                if (obj.get("type") or event) not in KEEPALIVE_EVENTS:
+                    progress = time.monotonic()
+                pieces = len(st.text)
                 try:
                     handle_event(self.wire, st, event, obj, self._merge_tool_call)
                 except ValueError as e:
                     raise ProviderError("http", True, str(e))
+                st.chars += sum(len(t) for t in st.text[pieces:])
+                if st.chars > MAX_REPLY_CHARS:
+                    raise ProviderError("runaway", False, f"runaway reply: over {MAX_REPLY_CHARS} chars of text")
+            # Judged after the chunk is parsed: data that waited in the socket
+            # (the agent was frozen) still counts when it carries content.
+            if (time.monotonic() - progress > read_timeout and not st.finished and not st.done
+                    and not self.bug("keepalive_resets_idle")):
+                raise ProviderError("stale", True, f"stale stream: only keepalives for {fmt_num(read_timeout)}s")
         return "".join(st.text), self._tool_call_list(st.calls)
 
     @staticmethod

@@ -10,7 +10,8 @@
 //! - an interrupt: sent while the faulted turn was running;
 //! - a process fault: the kill or stop hit at least one process;
 //! - a chaos run: at least `min_faults` kills and stops landed;
-//! - an MCP row: its targeted rule matched a real request ([`super::mcp`]).
+//! - an MCP row: its targeted rule matched a real request ([`super::mcp`]);
+//! - a context window: at least one main call overflowed it.
 
 use super::{clip, Check, Invariant};
 use crate::observe::{Event, Observation};
@@ -42,6 +43,7 @@ pub fn check_with(
     if s.interrupt.is_some() {
         out.push(interrupt(obs));
     }
+    out.extend(context_window(s, obs));
     out.extend(tools_ran(s, obs));
     if s.responder.iter().all(|r| r.wait_for.is_none()) {
         out.extend(background_job(s, obs, background));
@@ -108,6 +110,25 @@ fn is_fault(reply: &Reply) -> bool {
         Reply::Text(t) => t.delay_per_chunk > 0.0,
         _ => true,
     }
+}
+
+/// A `context_window` row: some main call was refused for its size.
+fn context_window(s: &Scenario, obs: &Observation) -> Option<Check> {
+    let window = s.context_window?;
+    let overflowed = obs
+        .recording
+        .requests
+        .iter()
+        .any(|r| r.kind == CallKind::Main && r.reply == "context_length_exceeded");
+    let v = if overflowed {
+        vec![]
+    } else {
+        vec![format!(
+            "no main call went over the {window} context window: the faulted turn made {} main call(s)",
+            obs.recording.main_calls
+        )]
+    };
+    Some(Check::new(Invariant::Exercised, "context_overflowed", v))
 }
 
 /// Every faulting responder rule answered at least one main call.

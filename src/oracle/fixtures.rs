@@ -100,6 +100,7 @@ pub fn request(seq: u64, kind: CallKind, messages: Vec<WireMessage>) -> RequestR
         reply: "text".into(),
         rule: (kind == CallKind::Main).then_some(0),
         previous_response_id: None,
+        error: None,
     }
 }
 

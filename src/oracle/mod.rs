@@ -3,6 +3,7 @@
 //! scenario, the adapter's capabilities and an [`Observation`] to checks. A
 //! check that could not be made is `NotChecked` with its reason, never a pass.
 
+mod backoff;
 mod calls;
 mod exercised;
 mod history;
@@ -144,6 +145,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     let mut out = termination::check(s, obs);
     out.extend(mcp::cancellation(s, obs));
     out.extend(calls::check(s, obs));
+    out.extend(backoff::check(obs));
     out.extend(mcp::calls(s, obs));
     out.extend(reuse::check(s, caps.clone(), obs));
     out.extend(history::check(s, obs));
@@ -154,6 +156,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out
 }
 
+pub use backoff::{violations as backoff_violations, EPISODE_FLOOR, RETRY_AFTER_TOLERANCE};
 pub use store::configuration_error;
 
 /// A check made on partial data (a cap cut what chaosrun kept): its

@@ -14,6 +14,7 @@
 //!   so far (the runner awaits it to trigger an interrupt).
 //! * [`Provider::recording`] snapshots what was recorded.
 
+pub mod context_window;
 pub mod recording;
 pub mod replies;
 pub mod rules;
@@ -22,7 +23,10 @@ mod server;
 pub mod upstream;
 pub mod wire;
 
-pub use recording::{CallKind, RecordLimits, Recording, RequestRecord, WireMessage, WireToolCall};
+pub use context_window::ContextWindow;
+pub use recording::{
+    CallKind, RecordLimits, Recording, ReplyError, RequestRecord, WireMessage, WireToolCall,
+};
 pub use replies::{Reply, ToolCallSpec};
 pub use rules::{CallMatch, Rule, WaitFor, When};
 pub use wire::Wire;
@@ -162,6 +166,9 @@ pub struct ProviderConfig {
     pub record: RecordLimits,
     /// Proxy mode: unmatched calls and `relay` rules go to this server.
     pub upstream: Option<Arc<upstream::Upstream>>,
+    /// A context window: a faulted-turn main call whose body is over it
+    /// gets the wire's context-length error instead of its rule.
+    pub context_window: Option<ContextWindow>,
 }
 
 /// A running provider. Dropping it without `shutdown` also stops the server.

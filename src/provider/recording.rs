@@ -98,6 +98,24 @@ pub struct RequestRecord {
     /// conversation is prepended to `messages`), or named and was refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_response_id: Option<String>,
+    /// The error this request was answered with, and what it said about
+    /// retrying (for the backoff check); absent for any other reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ReplyError>,
+}
+
+/// What an error reply told the client about retrying it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplyError {
+    /// The HTTP status (or the status of the error event, mid-stream).
+    pub status: u16,
+    /// Seconds the reply asked the client to wait (header or body, in the
+    /// wire's own convention).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<u64>,
+    /// Whether the provider means it as "try again" (429, 408, 409, 5xx) and
+    /// not as final (quota used up, context too long, any other 4xx).
+    pub retryable: bool,
 }
 
 /// How a rule's `wait_for` ended for one main call: evidence that the
@@ -369,6 +387,7 @@ mod tests {
             reply: "text".into(),
             rule: None,
             previous_response_id: None,
+            error: None,
         }
     }
 

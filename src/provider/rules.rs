@@ -39,12 +39,27 @@ pub struct When {
     /// Whether the request's last message has role `tool`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_tool: Option<bool>,
+    /// A time-based episode: the call arrives less than this many seconds
+    /// after the faulted turn's first main call (which is at 0).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::units::opt_seconds"
+    )]
+    pub within: Option<f64>,
 }
 
 impl When {
     pub fn matches(&self, index: u64, last_is_tool: bool) -> bool {
+        self.matches_at(index, last_is_tool, 0.0)
+    }
+
+    /// [`When::matches`] for a call `elapsed` seconds after the turn's first
+    /// main call.
+    pub fn matches_at(&self, index: u64, last_is_tool: bool, elapsed: f64) -> bool {
         self.call.as_ref().is_none_or(|c| c.matches(index))
             && self.after_tool.is_none_or(|t| t == last_is_tool)
+            && self.within.is_none_or(|w| elapsed < w)
     }
 }
 
@@ -85,10 +100,21 @@ pub fn pick(rules: &[Rule], index: u64, last_is_tool: bool) -> Option<&Rule> {
 
 /// First rule whose `when` matches, with its index.
 pub fn pick_indexed(rules: &[Rule], index: u64, last_is_tool: bool) -> Option<(usize, &Rule)> {
+    pick_at(rules, index, last_is_tool, 0.0)
+}
+
+/// [`pick_indexed`] for a call `elapsed` seconds after the turn's first main
+/// call (for `within` rules).
+pub fn pick_at(
+    rules: &[Rule],
+    index: u64,
+    last_is_tool: bool,
+    elapsed: f64,
+) -> Option<(usize, &Rule)> {
     rules
         .iter()
         .enumerate()
-        .find(|(_, r)| r.when.matches(index, last_is_tool))
+        .find(|(_, r)| r.when.matches_at(index, last_is_tool, elapsed))
 }
 
 #[cfg(test)]
@@ -118,6 +144,19 @@ mod tests {
         assert!(!m.matches(0) && m.matches(1) && m.matches(2) && !m.matches(3));
         let open: CallMatch = serde_yaml::from_str("{from: 3}").unwrap();
         assert!(!open.matches(2) && open.matches(300));
+    }
+
+    #[test]
+    fn within_is_a_time_based_episode() {
+        let r = rules(
+            "- {when: {within: 8}, reply: {kind: error, status: 503}}\n\
+             - {reply: {kind: text, text: ok}}\n",
+        );
+        assert_eq!(pick_at(&r, 0, false, 0.0).unwrap().0, 0);
+        assert_eq!(pick_at(&r, 5, false, 7.9).unwrap().0, 0);
+        assert_eq!(pick_at(&r, 6, false, 8.0).unwrap().0, 1);
+        let bad = serde_yaml::from_str::<Vec<Rule>>("- {when: {within: -1}, reply: {kind: hang}}");
+        assert!(bad.unwrap_err().to_string().contains("negative"));
     }
 
     #[test]

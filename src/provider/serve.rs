@@ -2,7 +2,7 @@
 //! reproduce a fault by hand or to benchmark it.
 //!
 //! The script is YAML: either a bare list of responder rules, or a map
-//! `{nonce?, tools?, responder: [rules]}`. `--wire` picks the wire served.
+//! `{nonce?, tools?, context_window?, responder: [rules]}`. `--wire` picks the wire served.
 //! Prints `chaosrun provider listening on BASE_URL (WIRE)` once bound (the
 //! base URL a client of that wire takes), one
 //! stderr line per request (`#seq kind main_index reply`) unless quiet, and on
@@ -49,6 +49,8 @@ pub struct Script {
     pub nonce: Option<String>,
     pub tools: BTreeMap<String, ToolMapping>,
     pub rules: Vec<Rule>,
+    /// Main calls over this many bytes get the context-length error.
+    pub context_window: Option<super::ContextWindow>,
 }
 
 #[derive(Deserialize)]
@@ -60,6 +62,8 @@ struct ScriptMap {
     tools: BTreeMap<String, ToolMapping>,
     #[serde(default)]
     responder: Vec<Rule>,
+    #[serde(default)]
+    context_window: Option<super::ContextWindow>,
 }
 
 /// What the server counted, printed as the summary line.
@@ -107,6 +111,7 @@ pub fn parse_script(text: &str, label: &str) -> anyhow::Result<Script> {
                 nonce: m.nonce,
                 tools: m.tools,
                 rules: m.responder,
+                context_window: m.context_window,
             })
         }
         _ => Err(anyhow::anyhow!(
@@ -175,6 +180,7 @@ pub async fn serve_until(
         process_counter,
         record: super::RecordLimits::SERVE,
         upstream,
+        context_window: script.context_window,
     };
     let provider = if args.quiet {
         Provider::start(config).await?

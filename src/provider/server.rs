@@ -78,6 +78,12 @@ struct Shared {
     upstream: Option<Arc<super::upstream::Upstream>>,
     relays: Arc<super::upstream::RelayLog>,
     cancel: CancellationToken,
+    /// Main calls over this many bytes get the context-length error.
+    context_window: Option<super::ContextWindow>,
+    /// The size of the first main call (a relative window counts from it).
+    first_main_bytes: std::sync::OnceLock<usize>,
+    /// When the first main call arrived (`within` rules count from it).
+    first_main: std::sync::OnceLock<Instant>,
 }
 
 impl Running {
@@ -123,6 +129,9 @@ impl Running {
             upstream: config.upstream,
             relays: Default::default(),
             cancel: CancellationToken::new(),
+            context_window: config.context_window,
+            first_main_bytes: std::sync::OnceLock::new(),
+            first_main: std::sync::OnceLock::new(),
         });
         let app = router(shared.clone());
         let listener = listener.tap_io(|tcp| {
@@ -263,6 +272,7 @@ impl Shared {
             reply: reply.to_string(),
             rule: None,
             previous_response_id,
+            error: None,
         });
     }
 
@@ -465,14 +475,17 @@ struct Forward {
     headers: HeaderMap,
 }
 
-async fn generate(
-    shared: Arc<Shared>,
+/// The request parsed (and, on Responses, its stored conversation
+/// prepended), with the raw body kept only for an upstream; or the error
+/// response that refuses it (too large, malformed, unknown previous id).
+#[allow(clippy::result_large_err)]
+fn parse_call(
+    shared: &Shared,
     head: RequestHead,
     body: ReadBody,
     stream: Option<bool>,
     model: Option<String>,
-    forward: Forward,
-) -> Response {
+) -> Result<(RequestHead, request::Parsed, Option<Vec<u8>>), Response> {
     let wire = shared.wire;
     let Some(bytes) = body.bytes else {
         let message = format!(
@@ -480,7 +493,7 @@ async fn generate(
             head.size
         );
         shared.push_other(head, "too_large", None);
-        return wire.error_response(&ErrorInfo::new(413, message));
+        return Err(wire.error_response(&ErrorInfo::new(413, message)));
     };
     let parsed = request::parse(wire, &bytes, stream, model, &shared.nonce);
     // Never keep the raw body after parsing, unless it goes upstream.
@@ -490,7 +503,7 @@ async fn generate(
         Err(e) => {
             shared.push_other(head, "bad_request", None);
             let message = format!("chaosrun: malformed request body: {e}");
-            return wire.error_response(&ErrorInfo::new(400, message));
+            return Err(wire.error_response(&ErrorInfo::new(400, message)));
         }
     };
     if let Some(previous) = parsed.previous_response_id.clone() {
@@ -508,42 +521,42 @@ async fn generate(
                     format!("Previous response with id '{previous}' not found."),
                 );
                 e.code = Some("previous_response_not_found".into());
-                return wire.error_response(&e);
+                return Err(wire.error_response(&e));
             }
         }
     }
 
-    let probe_reply;
-    let aux_reply;
-    let (kind, main_index, picked): (CallKind, Option<u64>, Option<(usize, &Rule)>) =
-        if parsed.probe.is_some() {
-            shared.probe.fetch_add(1, Ordering::SeqCst);
-            (CallKind::Probe, None, None)
-        } else if parsed.has_tools {
-            let index = shared.main.fetch_add(1, Ordering::SeqCst);
-            shared.main_tx.send_modify(|v| *v = (*v).max(index + 1));
-            let picked = rules::pick_indexed(&shared.rules, index, parsed.last_is_tool);
-            (CallKind::Main, Some(index), picked)
-        } else {
-            shared.aux.fetch_add(1, Ordering::SeqCst);
-            (CallKind::Aux, None, None)
-        };
+    Ok((head, parsed, upstream_body))
+}
+
+async fn generate(
+    shared: Arc<Shared>,
+    head: RequestHead,
+    body: ReadBody,
+    stream: Option<bool>,
+    model: Option<String>,
+    forward: Forward,
+) -> Response {
+    let wire = shared.wire;
+    let (head, parsed, upstream_body) = match parse_call(&shared, head, body, stream, model) {
+        Ok(call) => call,
+        Err(resp) => return resp,
+    };
+    let class = shared.classify(&parsed, head.size);
+    let (kind, main_index, picked) = (class.kind, class.main_index, class.picked);
     let rule = picked.map(|(_, r)| r);
-    if let Some((i, _)) = picked {
-        shared.rule_hits[i].fetch_add(1, Ordering::SeqCst);
-    }
-    let reply: &Reply = match (kind, rule) {
-        (_, Some(rule)) => &rule.reply,
-        (CallKind::Probe, _) => {
-            let nonce = parsed.probe.as_deref().unwrap_or_default();
-            probe_reply = Reply::Text(Text::plain(format!("alive {nonce}")));
-            &probe_reply
-        }
-        _ => {
-            aux_reply = Reply::Text(Text::plain("ok"));
-            &aux_reply
+    let default_reply;
+    let reply: &Reply = match rule {
+        Some(rule) => &rule.reply,
+        None => {
+            default_reply = unscripted(kind, parsed.probe.as_deref());
+            &default_reply
         }
     };
+    if let Some(overflow) = class.overflow {
+        shared.push(record(head, parsed, kind, main_index, None, overflow.0));
+        return wire.error_response(&overflow.1);
+    }
 
     // Proxy mode: unmatched calls and `relay` rules go upstream.
     let relayed = match (&shared.upstream, reply) {
@@ -554,47 +567,28 @@ async fn generate(
     // Responses: what this reply's conversation is, to continue it later.
     let history = (wire == Wire::OpenaiResponses).then(|| parsed.messages.clone());
     let path = head.path.clone();
-    shared.push(RequestRecord {
-        seq: head.seq,
-        at: head.at,
+    let served = match &relayed {
+        Some(_) => Served::named("relay"),
+        None => Served::reply(reply, wire, parsed.stream),
+    };
+    let (stream, model) = (parsed.stream, parsed.model.clone());
+    let (seq, size) = (head.seq, head.size);
+    shared.push(record(
+        head,
+        parsed,
         kind,
         main_index,
-        method: head.method,
-        path: head.path,
-        headers: head.headers,
-        size: head.size,
-        body_sha256: head.body_sha256,
-        stream: parsed.stream,
-        model: parsed.model.clone(),
-        messages: parsed.messages,
-        messages_dropped: 0,
-        truncated: parsed.truncated,
-        reply: match &relayed {
-            Some(_) => "relay".to_string(),
-            None => reply.kind_name().to_string(),
-        },
-        rule: picked.map(|(i, _)| i),
-        previous_response_id: parsed.previous_response_id,
-    });
+        picked.map(|(i, _)| i),
+        served,
+    ));
 
-    if let Some((i, w)) = picked.and_then(|(i, r)| Some((i, r.wait_for.as_ref()?))) {
-        let (satisfied, seen) = shared.wait_for(w).await;
-        let mut waits = shared.waits.lock().unwrap();
-        if waits.len() < WAITS_KEEP {
-            waits.push(WaitOutcome {
-                rule: i,
-                main_index: main_index.unwrap_or(0),
-                satisfied,
-                seen,
-            });
-        }
-    }
+    shared.hold(picked, main_index).await;
 
     let reply_seq = shared.reply_seq.fetch_add(1, Ordering::SeqCst);
     let call_id_prefix = format!("call_{}_{reply_seq}", shared.prefix);
     let ctx = ReplyCtx {
         nonce: &shared.nonce,
-        request_bytes: head.size,
+        request_bytes: size,
         main_index: main_index.unwrap_or(0),
         tools: &shared.tools,
         call_id_prefix: &call_id_prefix,
@@ -606,17 +600,17 @@ async fn generate(
     let meta = Meta {
         id: format!("{}{}{reply_seq}", wire.id_prefix(), shared.prefix),
         created: unix_now(),
-        model: parsed.model.unwrap_or_else(|| "chaosrun".into()),
-        request_bytes: head.size,
+        model: model.unwrap_or_else(|| "chaosrun".into()),
+        request_bytes: size,
     };
     if let (Some(fault), Some(up), Some(body)) = (relayed, &shared.upstream, upstream_body) {
         let call = super::upstream::Call {
-            seq: head.seq,
+            seq,
             wire,
             path: &path,
             query: forward.query.as_deref(),
             headers: &forward.headers,
-            stream: parsed.stream,
+            stream,
             ctx: &ctx,
             meta: &meta,
         };
@@ -633,7 +627,167 @@ async fn generate(
     if let (Some(history), Plan::Beats(beats)) = (history, &planned.plan) {
         shared.remember(&meta.id, history, beats);
     }
-    wire::render(planned.plan, wire, parsed.stream, &meta, &shared.cancel).await
+    wire::render(planned.plan, wire, stream, &meta, &shared.cancel).await
+}
+
+/// The answer to a call no rule scripts: `alive NONCE` to a probe, `ok`
+/// otherwise.
+fn unscripted(kind: CallKind, probe: Option<&str>) -> Reply {
+    match kind {
+        CallKind::Probe => Reply::Text(Text::plain(format!("alive {}", probe.unwrap_or_default()))),
+        _ => Reply::Text(Text::plain("ok")),
+    }
+}
+
+impl Shared {
+    /// Hold a call whose rule has `wait_for`, and keep how the wait ended.
+    async fn hold(&self, picked: Option<(usize, &Rule)>, main_index: Option<u64>) {
+        let Some((i, w)) = picked.and_then(|(i, r)| Some((i, r.wait_for.as_ref()?))) else {
+            return;
+        };
+        let (satisfied, seen) = self.wait_for(w).await;
+        let mut waits = self.waits.lock().unwrap();
+        if waits.len() < WAITS_KEEP {
+            waits.push(WaitOutcome {
+                rule: i,
+                main_index: main_index.unwrap_or(0),
+                satisfied,
+                seen,
+            });
+        }
+    }
+}
+
+/// What one model call is: its kind, main index and rule, or, for a main
+/// call over the context window, the record and error that answer it.
+struct Classified<'a> {
+    kind: CallKind,
+    main_index: Option<u64>,
+    picked: Option<(usize, &'a Rule)>,
+    overflow: Option<(Served, ErrorInfo)>,
+}
+
+/// What a record says was served.
+struct Served {
+    reply: String,
+    error: Option<super::recording::ReplyError>,
+}
+
+impl Served {
+    fn named(reply: &str) -> Served {
+        Served {
+            reply: reply.to_string(),
+            error: None,
+        }
+    }
+
+    /// The reply's error hint as this wire delivers it: the status the wire
+    /// gives a classed error, and no retry-after where the wire's mid-stream
+    /// error event cannot carry one (only Gemini's error frame has
+    /// `RetryInfo`).
+    fn reply(reply: &Reply, wire: Wire, stream: bool) -> Served {
+        let mut error = reply.error_hint();
+        if let (Some(hint), Reply::QuotaExhausted(_)) = (error.as_mut(), reply) {
+            let class = wire::ErrorClass::Quota;
+            hint.status = wire.shape_error(&ErrorInfo::of_class(class)).status;
+        }
+        if let (Some(hint), Reply::Error(e)) = (error.as_mut(), reply) {
+            if e.mid_stream && stream && wire != Wire::Gemini {
+                hint.retry_after = None;
+            }
+        }
+        Served {
+            reply: reply.kind_name().to_string(),
+            error,
+        }
+    }
+}
+
+impl Shared {
+    /// Probe, main (with its rule, or over the context window) or auxiliary,
+    /// counted.
+    fn classify(&self, parsed: &request::Parsed, size: usize) -> Classified<'_> {
+        let mut out = Classified {
+            kind: CallKind::Aux,
+            main_index: None,
+            picked: None,
+            overflow: None,
+        };
+        if parsed.probe.is_some() {
+            self.probe.fetch_add(1, Ordering::SeqCst);
+            out.kind = CallKind::Probe;
+            return out;
+        }
+        if !parsed.has_tools {
+            self.aux.fetch_add(1, Ordering::SeqCst);
+            return out;
+        }
+        let index = self.main.fetch_add(1, Ordering::SeqCst);
+        self.main_tx.send_modify(|v| *v = (*v).max(index + 1));
+        out.kind = CallKind::Main;
+        out.main_index = Some(index);
+        let elapsed = self.first_main.get_or_init(Instant::now).elapsed();
+        let first = *self.first_main_bytes.get_or_init(|| size);
+        let window = self.context_window.map(|w| w.limit(first));
+        if let Some(max) = window.filter(|max| size > *max) {
+            let class = wire::ErrorClass::ContextLength {
+                tokens: (size as u64).div_ceil(4),
+                max_tokens: (max as u64) / 4,
+            };
+            let e = self.wire.shape_error(&ErrorInfo::of_class(class));
+            let served = Served {
+                reply: "context_length_exceeded".into(),
+                error: Some(super::recording::ReplyError {
+                    status: e.status,
+                    retry_after: None,
+                    retryable: false,
+                }),
+            };
+            out.overflow = Some((served, e));
+            return out;
+        }
+        out.picked = rules::pick_at(
+            &self.rules,
+            index,
+            parsed.last_is_tool,
+            elapsed.as_secs_f64(),
+        );
+        if let Some((i, _)) = out.picked {
+            self.rule_hits[i].fetch_add(1, Ordering::SeqCst);
+        }
+        out
+    }
+}
+
+/// The record of a model call.
+fn record(
+    head: RequestHead,
+    parsed: request::Parsed,
+    kind: CallKind,
+    main_index: Option<u64>,
+    rule: Option<usize>,
+    served: Served,
+) -> RequestRecord {
+    RequestRecord {
+        seq: head.seq,
+        at: head.at,
+        kind,
+        main_index,
+        method: head.method,
+        path: head.path,
+        headers: head.headers,
+        size: head.size,
+        body_sha256: head.body_sha256,
+        stream: parsed.stream,
+        model: parsed.model,
+        messages: parsed.messages,
+        messages_dropped: 0,
+        truncated: parsed.truncated,
+        reply: served.reply,
+        rule,
+        previous_response_id: parsed.previous_response_id,
+        error: served.error,
+    }
 }
 
 #[cfg(test)]

@@ -433,6 +433,7 @@ pub async fn observe(
         })),
         record: Default::default(),
         upstream,
+        context_window: scenario.context_window,
     })
     .await
     {

@@ -327,6 +327,7 @@ fn resolve(
         process_fault: s.process_fault.clone(),
         chaos: s.chaos.clone(),
         mcp: s.mcp.clone(),
+        context_window: s.context_window,
     })
 }
 

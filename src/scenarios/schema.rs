@@ -343,6 +343,9 @@ pub struct ScenarioDoc {
     /// The scenario's MCP server and its rules (see `crate::mcp`).
     #[serde(default)]
     pub mcp: Option<crate::mcp::McpSpec>,
+    /// A model context window (see `crate::provider::context_window`).
+    #[serde(default)]
+    pub context_window: Option<crate::provider::ContextWindow>,
 }
 
 /// The whole file.
@@ -373,6 +376,7 @@ pub struct Scenario {
     pub process_fault: Option<ProcessFault>,
     pub chaos: Option<ChaosSpec>,
     pub mcp: Option<crate::mcp::McpSpec>,
+    pub context_window: Option<crate::provider::ContextWindow>,
 }
 
 /// A loaded, validated table.

@@ -32,6 +32,7 @@ impl ErrorReply {
             message: super::render(&self.message, ctx.nonce, None),
             retry_after: self.retry_after,
             code: None,
+            class: Default::default(),
         };
         if self.mid_stream {
             Plan::Beats(vec![

@@ -5,8 +5,11 @@
 //! kind is rejected by serde with the list of known kinds.
 
 pub mod drop_mid_stream;
+pub mod endless_text;
 pub mod error;
 pub mod hang;
+pub mod keepalive_forever;
+pub mod quota_exhausted;
 pub mod raw;
 pub mod relay;
 pub mod silent_after_headers;
@@ -15,8 +18,11 @@ pub mod text;
 pub mod tool_call;
 
 pub use drop_mid_stream::DropMidStream;
+pub use endless_text::EndlessText;
 pub use error::ErrorReply;
 pub use hang::Hang;
+pub use keepalive_forever::KeepaliveForever;
+pub use quota_exhausted::QuotaExhausted;
 pub use raw::Raw;
 pub use relay::Relay;
 pub use silent_after_headers::SilentAfterHeaders;
@@ -33,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::recording::IssuedToolCall;
+pub use super::recording::ReplyError;
 use super::wire::{ErrorInfo, Event};
 use super::ToolMapping;
 
@@ -57,6 +64,9 @@ pub enum Reply {
     SilentAfterHeaders(SilentAfterHeaders),
     Raw(Raw),
     Relay(Relay),
+    QuotaExhausted(QuotaExhausted),
+    KeepaliveForever(KeepaliveForever),
+    EndlessText(EndlessText),
 }
 
 impl Reply {
@@ -71,6 +81,9 @@ impl Reply {
         "silent_after_headers",
         "raw",
         "relay",
+        "quota_exhausted",
+        "keepalive_forever",
+        "endless_text",
     ];
 
     /// The kind's name as written in YAML.
@@ -85,8 +98,37 @@ impl Reply {
             Reply::SilentAfterHeaders(_) => "silent_after_headers",
             Reply::Raw(_) => "raw",
             Reply::Relay(_) => "relay",
+            Reply::QuotaExhausted(_) => "quota_exhausted",
+            Reply::KeepaliveForever(_) => "keepalive_forever",
+            Reply::EndlessText(_) => "endless_text",
         }
     }
+
+    /// What an error reply tells the client about retrying, recorded with the
+    /// request for the backoff check; `None` for a reply that is no error.
+    /// Wire-neutral: the server records the status the wire gives a classed
+    /// error and drops a retry-after its mid-stream event cannot carry.
+    pub fn error_hint(&self) -> Option<ReplyError> {
+        match self {
+            Reply::Error(e) => Some(ReplyError {
+                status: e.status,
+                retry_after: e.retry_after,
+                retryable: retryable_status(e.status),
+            }),
+            Reply::QuotaExhausted(_) => Some(ReplyError {
+                status: 429,
+                retry_after: None,
+                retryable: false,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Whether providers mean `status` as "try again later": 408, 409, 429 and
+/// every 5xx (Anthropic's 529 included).
+pub fn retryable_status(status: u16) -> bool {
+    matches!(status, 408 | 409 | 429) || (500..=599).contains(&status)
 }
 
 /// What a reply needs to know about the request it answers and the server.
@@ -115,6 +157,10 @@ pub(crate) enum Beat {
     Flush,
     /// Close the connection before the body's end.
     Cut,
+    /// Play these beats again and again until shutdown or the client goes
+    /// (nothing after it is played). The wire encodes each round as it is
+    /// sent, so memory stays the size of one round.
+    Forever(Vec<Beat>),
 }
 
 /// What a reply does, independent of the wire.
@@ -156,6 +202,9 @@ impl Reply {
             Reply::SilentAfterHeaders(r) => r.plan(),
             Reply::Raw(r) => r.plan(ctx),
             Reply::Relay(r) => r.plan(),
+            Reply::QuotaExhausted(r) => r.plan(),
+            Reply::KeepaliveForever(r) => r.plan(),
+            Reply::EndlessText(r) => r.plan(ctx),
         };
         Planned {
             plan,
@@ -212,7 +261,6 @@ pub(crate) async fn wait_or_cancel(d: Duration, cancel: &CancellationToken) -> b
 }
 
 /// One step of a scripted response body (bytes, after a wire encoded them).
-#[derive(Debug)]
 pub(crate) enum Step {
     /// Send these bytes.
     Data(Bytes),
@@ -223,6 +271,21 @@ pub(crate) enum Step {
     /// End the body abnormally: hyper aborts the chunked encoding and closes
     /// the connection (no terminating chunk reaches the client).
     Cut,
+    /// Steps made one round at a time, forever (a round must wait, or the
+    /// body would spin): see [`Beat::Forever`].
+    Forever(Box<dyn FnMut() -> Vec<Step> + Send>),
+}
+
+impl std::fmt::Debug for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Step::Data(b) => f.debug_tuple("Data").field(b).finish(),
+            Step::Wait(d) => f.debug_tuple("Wait").field(d).finish(),
+            Step::Flush => f.write_str("Flush"),
+            Step::Cut => f.write_str("Cut"),
+            Step::Forever(_) => f.write_str("Forever(..)"),
+        }
+    }
 }
 
 fn cut_error() -> std::io::Error {
@@ -248,6 +311,16 @@ pub(crate) fn script_body(steps: Vec<Step>, cancel: CancellationToken) -> Body {
                 }
                 Step::Flush => tokio::task::yield_now().await,
                 Step::Cut => return Some((Err(cut_error()), None)),
+                Step::Forever(mut round) => {
+                    let next = round();
+                    if next.is_empty() {
+                        return None;
+                    }
+                    steps.push_front(Step::Forever(round));
+                    for step in next.into_iter().rev() {
+                        steps.push_front(step);
+                    }
+                }
             }
         }
     });
@@ -358,6 +431,23 @@ pub(crate) fn test_ctx(tools: &BTreeMap<String, ToolMapping>) -> ReplyCtx<'_> {
         tools,
         call_id_prefix: "call_t_0",
     }
+}
+
+/// Test helper: play `plan` on `wire`.
+#[cfg(test)]
+pub(crate) async fn on_wire(
+    plan: Plan,
+    wire: super::wire::Wire,
+    stream: bool,
+    cancel: &CancellationToken,
+) -> axum::response::Response {
+    let meta = super::wire::Meta {
+        id: "test".into(),
+        created: 0,
+        model: "m".into(),
+        request_bytes: 100,
+    };
+    super::wire::render(plan, wire, stream, &meta, cancel).await
 }
 
 /// Test helper: play `plan` on the OpenAI chat wire.

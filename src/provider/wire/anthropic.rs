@@ -96,6 +96,8 @@ pub(crate) struct Stream {
     open: Open,
     /// Tool call index → content block index.
     calls: BTreeMap<usize, usize>,
+    /// `message_start` was sent.
+    started: bool,
 }
 
 impl Stream {
@@ -105,6 +107,7 @@ impl Stream {
             next_block: 0,
             open: Open::None,
             calls: BTreeMap::new(),
+            started: false,
         }
     }
 
@@ -151,7 +154,10 @@ impl super::Encoder for Stream {
                 let m = message(&self.meta, Vec::new(), None, 1);
                 Stream::emit(out, "message_start", json!({"message": m}));
                 Stream::emit(out, "ping", json!({}));
+                self.started = true;
             }
+            Event::Keepalive if !self.started => self.event(&Event::Start, out),
+            Event::Keepalive => Stream::emit(out, "ping", json!({})),
             Event::ReasoningDelta(t) => {
                 let block = json!({"type": "thinking", "thinking": "", "signature": ""});
                 let index = self.open(out, Open::Thinking, block);

@@ -61,11 +61,32 @@ pub(crate) fn status_name(status: u16) -> &'static str {
 fn error_body(e: &ErrorInfo) -> Value {
     let status = e.code.as_deref().unwrap_or(status_name(e.status));
     let mut err = json!({"code": e.status, "message": e.message, "status": status});
+    let mut details = Vec::new();
+    if e.class == super::ErrorClass::Quota {
+        // A per-day quota, as the Gemini API reports a free tier used up.
+        details.push(json!({
+            "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+            "violations": [{
+                "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                "quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+                "quotaDimensions": {"location": "global", "model": "chaosrun"},
+                "quotaValue": "250",
+            }],
+        }));
+        details.push(json!({
+            "@type": "type.googleapis.com/google.rpc.Help",
+            "links": [{"description": "Learn more about Gemini API quotas",
+                       "url": "https://ai.google.dev/gemini-api/docs/rate-limits"}],
+        }));
+    }
     if let Some(secs) = e.retry_after {
-        err["details"] = json!([{
+        details.push(json!({
             "@type": "type.googleapis.com/google.rpc.RetryInfo",
             "retryDelay": format!("{secs}s"),
-        }]);
+        }));
+    }
+    if !details.is_empty() {
+        err["details"] = Value::Array(details);
     }
     json!({ "error": err })
 }
@@ -151,6 +172,10 @@ impl super::Encoder for Stream {
                 c
             }
             Event::Error(e) => error_body(e),
+            Event::Keepalive => {
+                out.extend_from_slice(b": keepalive\n\n");
+                return;
+            }
         };
         data_frame(out, &v);
     }

@@ -83,11 +83,59 @@ impl Wire {
     /// This wire's error response (before any body byte), with its
     /// retry-after convention.
     pub(crate) fn error_response(self, e: &ErrorInfo) -> Response {
+        let e = &self.shape_error(e);
         match self {
             Wire::OpenaiChat => openai_chat::error_response(e),
             Wire::OpenaiResponses => openai_responses::error_response(e),
             Wire::Anthropic => anthropic::error_response(e),
             Wire::Gemini => gemini::error_response(e),
+        }
+    }
+
+    /// `e` with its class's status, message and code as this wire documents
+    /// them (a plain error is returned as it is).
+    pub(crate) fn shape_error(self, e: &ErrorInfo) -> ErrorInfo {
+        let (status, message, code) = match (e.class, self) {
+            (ErrorClass::Plain, _) => return e.clone(),
+            (ErrorClass::Quota, Wire::OpenaiChat | Wire::OpenaiResponses) => (
+                429,
+                "You exceeded your current quota, please check your plan and billing details."
+                    .to_string(),
+                Some("insufficient_quota"),
+            ),
+            (ErrorClass::Quota, Wire::Anthropic) => (
+                400,
+                "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.".to_string(),
+                None,
+            ),
+            (ErrorClass::Quota, Wire::Gemini) => (
+                429,
+                "You exceeded your current quota, please check your plan and billing details."
+                    .to_string(),
+                None,
+            ),
+            (ErrorClass::ContextLength { tokens, max_tokens }, Wire::OpenaiChat | Wire::OpenaiResponses) => (
+                400,
+                format!("This model's maximum context length is {max_tokens} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."),
+                Some("context_length_exceeded"),
+            ),
+            (ErrorClass::ContextLength { tokens, max_tokens }, Wire::Anthropic) => (
+                400,
+                format!("prompt is too long: {tokens} tokens > {max_tokens} maximum"),
+                None,
+            ),
+            (ErrorClass::ContextLength { tokens, max_tokens }, Wire::Gemini) => (
+                400,
+                format!("The input token count ({tokens}) exceeds the maximum number of tokens allowed ({max_tokens})."),
+                None,
+            ),
+        };
+        ErrorInfo {
+            status,
+            message,
+            retry_after: e.retry_after,
+            code: code.map(String::from).or_else(|| e.code.clone()),
+            class: e.class,
         }
     }
 
@@ -193,6 +241,28 @@ pub(crate) struct ErrorInfo {
     /// A wire-specific error code overriding the one derived from `status`
     /// (e.g. Responses' `previous_response_not_found`).
     pub code: Option<String>,
+    /// A documented failure whose status, message and body each wire shapes
+    /// its own way ([`ErrorClass::Plain`] uses `status` and `message` as given).
+    pub class: ErrorClass,
+}
+
+/// Provider failures each wire documents in its own shape. The wire decides
+/// the status, message and body details of a non-plain class (see
+/// [`Wire::shape_error`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum ErrorClass {
+    /// `status` and `message` as given.
+    #[default]
+    Plain,
+    /// The account's quota or credit is used up: not retryable (OpenAI 429
+    /// `insufficient_quota`, Anthropic 400 "credit balance is too low",
+    /// Gemini 429 `RESOURCE_EXHAUSTED` with a per-day `QuotaFailure`).
+    Quota,
+    /// The request is over the model's context window (OpenAI 400
+    /// `context_length_exceeded`, Anthropic 400 "prompt is too long",
+    /// Gemini 400 `INVALID_ARGUMENT` input token count). `tokens` and
+    /// `max_tokens` are estimates (bytes / 4).
+    ContextLength { tokens: u64, max_tokens: u64 },
 }
 
 impl ErrorInfo {
@@ -202,6 +272,15 @@ impl ErrorInfo {
             message: message.into(),
             retry_after: None,
             code: None,
+            class: ErrorClass::Plain,
+        }
+    }
+
+    /// An error of a documented class; the wire fills in status and message.
+    pub fn of_class(class: ErrorClass) -> ErrorInfo {
+        ErrorInfo {
+            class,
+            ..ErrorInfo::new(400, String::new())
         }
     }
 }
@@ -233,6 +312,9 @@ pub(crate) enum Event {
     },
     /// An error event inside a 200 stream.
     Error(ErrorInfo),
+    /// A keepalive with no content: an SSE comment (chat, Gemini), a `ping`
+    /// (Anthropic), a `response.in_progress` (Responses).
+    Keepalive,
 }
 
 /// Token counts reported with the finish (rough, chars / 4).
@@ -290,7 +372,7 @@ impl Answer {
         let mut a = Answer::default();
         for ev in events {
             match ev {
-                Event::Start | Event::ToolCallEnd { .. } => {}
+                Event::Start | Event::ToolCallEnd { .. } | Event::Keepalive => {}
                 Event::ReasoningDelta(t) => a.reasoning.get_or_insert_with(String::new).push_str(t),
                 Event::TextDelta(t) => a.text.push_str(t),
                 Event::ToolCallStart { index, id, name } => {

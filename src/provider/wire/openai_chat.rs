@@ -37,9 +37,15 @@ pub(crate) fn error_type_for(status: u16) -> (&'static str, &'static str) {
 
 /// `{"error": {"message", "type", "code"}}`.
 pub(crate) fn error_body(e: &ErrorInfo) -> Value {
+    use super::ErrorClass;
     let (kind, code) = error_type_for(e.status);
     let code = e.code.as_deref().unwrap_or(code);
-    json!({"error": {"message": e.message, "type": kind, "code": code, "param": null}})
+    let (kind, param) = match e.class {
+        ErrorClass::Quota => ("insufficient_quota", Value::Null),
+        ErrorClass::ContextLength { .. } => ("invalid_request_error", json!("messages")),
+        ErrorClass::Plain => (kind, Value::Null),
+    };
+    json!({"error": {"message": e.message, "type": kind, "code": code, "param": param}})
 }
 
 pub(crate) fn error_response(e: &ErrorInfo) -> axum::response::Response {
@@ -96,6 +102,10 @@ impl super::Encoder for Stream {
                 self.chunk(json!({"tool_calls": [call]}), None)
             }
             Event::ToolCallEnd { .. } => return,
+            Event::Keepalive => {
+                out.extend_from_slice(b": keepalive\n\n");
+                return;
+            }
             Event::Finish { reason, usage } => {
                 let mut chunk = self.chunk(json!({}), Some(reason));
                 chunk["usage"] = usage_json(*usage);

@@ -123,6 +123,18 @@ fn call_name(item: &Value) -> String {
     }
 }
 
+/// How much of an open item's text the stream keeps for its closing
+/// `*.done` events: an endless reply (`endless_text`) must not grow the
+/// server's memory; past this the `done` text is the first 1 MiB.
+const KEPT_TEXT_BYTES: usize = 1 << 20;
+
+/// Append `t` to `text` while it stays within [`KEPT_TEXT_BYTES`].
+fn push_bounded(text: &mut String, t: &str) {
+    if text.len() + t.len() <= KEPT_TEXT_BYTES {
+        text.push_str(t);
+    }
+}
+
 /// The item open in the stream.
 enum Open {
     None,
@@ -138,6 +150,8 @@ pub(crate) struct Stream {
     open: Open,
     /// Tool call index → (output index, item id, call id, name, arguments).
     calls: BTreeMap<usize, (usize, String, String, String, String)>,
+    /// `response.created` was sent.
+    started: bool,
 }
 
 impl Stream {
@@ -148,6 +162,7 @@ impl Stream {
             output: Vec::new(),
             open: Open::None,
             calls: BTreeMap::new(),
+            started: false,
         }
     }
 
@@ -210,6 +225,12 @@ impl super::Encoder for Stream {
                 let r = response(&self.meta, "in_progress", Vec::new());
                 self.emit(out, "response.created", json!({"response": r.clone()}));
                 self.emit(out, "response.in_progress", json!({"response": r}));
+                self.started = true;
+            }
+            Event::Keepalive if !self.started => self.event(&Event::Start, out),
+            Event::Keepalive => {
+                let r = response(&self.meta, "in_progress", self.output.clone());
+                self.emit(out, "response.in_progress", json!({"response": r}));
             }
             Event::ReasoningDelta(t) => {
                 if !matches!(self.open, Open::Reasoning { .. }) {
@@ -235,7 +256,7 @@ impl super::Encoder for Stream {
                 }
                 let index = self.output.len();
                 if let Open::Reasoning { id, text } = &mut self.open {
-                    text.push_str(t);
+                    push_bounded(text, t);
                     let v = json!({"item_id": id, "output_index": index, "summary_index": 0, "delta": t});
                     self.emit(out, "response.reasoning_summary_text.delta", v);
                 }
@@ -265,7 +286,7 @@ impl super::Encoder for Stream {
                 }
                 let index = self.output.len();
                 if let Open::Message { id, text } = &mut self.open {
-                    text.push_str(t);
+                    push_bounded(text, t);
                     let v = json!({"item_id": id, "output_index": index, "content_index": 0,
                                    "delta": t, "logprobs": []});
                     self.emit(out, "response.output_text.delta", v);

@@ -48,6 +48,17 @@ pub(crate) async fn render(
 /// between them go out as one body chunk (the same bytes, fewer writes).
 pub(crate) fn streamed(wire: Wire, meta: &Meta, beats: Vec<Beat>) -> Vec<Step> {
     let mut enc = wire.encoder(meta);
+    let mut steps = encode(&mut *enc, beats.clone());
+    if let Some(Beat::Forever(round)) = beats.into_iter().find(|b| matches!(b, Beat::Forever(_))) {
+        steps.push(Step::Forever(Box::new(move || {
+            encode(&mut *enc, round.clone())
+        })));
+    }
+    steps
+}
+
+/// The steps of `beats` through `enc`, up to the first [`Beat::Forever`].
+fn encode(enc: &mut dyn super::Encoder, beats: Vec<Beat>) -> Vec<Step> {
     let mut steps = Vec::with_capacity(4);
     let mut out = Vec::with_capacity(1024);
     let flush = |out: &mut Vec<u8>, steps: &mut Vec<Step>| {
@@ -70,6 +81,7 @@ pub(crate) fn streamed(wire: Wire, meta: &Meta, beats: Vec<Beat>) -> Vec<Step> {
                 flush(&mut out, &mut steps);
                 steps.push(Step::Cut);
             }
+            Beat::Forever(_) => break,
         }
     }
     flush(&mut out, &mut steps);
@@ -80,6 +92,9 @@ pub(crate) fn streamed(wire: Wire, meta: &Meta, beats: Vec<Beat>) -> Vec<Step> {
 /// wire's error response; a reply that is cut sends the start of its body,
 /// then waits what the plan waits after its last event, then cuts.
 fn whole(wire: Wire, meta: &Meta, beats: Vec<Beat>, cancel: &CancellationToken) -> Response {
+    if beats.iter().any(|b| matches!(b, Beat::Forever(_))) {
+        return whole_forever(wire, meta, beats, cancel);
+    }
     let cut = beats.iter().any(|b| matches!(b, Beat::Cut));
     let last_emit = beats.iter().rposition(|b| matches!(b, Beat::Emit(_)));
     let mut events = Vec::new();
@@ -105,6 +120,67 @@ fn whole(wire: Wire, meta: &Meta, beats: Vec<Beat>, cancel: &CancellationToken) 
     }
     steps.extend(tail);
     steps.push(Step::Cut);
+    let mut resp = Response::new(script_body(steps, cancel.clone()));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// A non-streaming reply that never ends: the start of the whole body (up to
+/// the open text, as [`partial_body`] cuts it), then each round's text
+/// deltas, JSON-escaped, inside that still-open string; a round with no text
+/// (a keepalive) sends one space, which JSON allows before a value, so the
+/// body stays valid JSON as far as it goes.
+fn whole_forever(
+    wire: Wire,
+    meta: &Meta,
+    beats: Vec<Beat>,
+    cancel: &CancellationToken,
+) -> Response {
+    let mut events = Vec::new();
+    let mut round = Vec::new();
+    for beat in beats {
+        match beat {
+            Beat::Emit(ev) => events.push(ev),
+            Beat::Forever(r) => {
+                round = r;
+                break;
+            }
+            _ => {}
+        }
+    }
+    let mut steps = Vec::new();
+    let has_text = round
+        .iter()
+        .any(|b| matches!(b, Beat::Emit(Event::TextDelta(_))));
+    if has_text {
+        // The prefix needs a non-empty text to cut at: the round's first delta.
+        let first = round.iter().find_map(|b| match b {
+            Beat::Emit(Event::TextDelta(t)) => Some(t.clone()),
+            _ => None,
+        });
+        events.extend(first.map(Event::TextDelta));
+        steps.push(Step::Data(Bytes::from(partial_body(wire, meta, &events))));
+    }
+    steps.push(Step::Forever(Box::new(move || {
+        let mut out = Vec::new();
+        for beat in &round {
+            match beat {
+                Beat::Emit(Event::TextDelta(t)) => {
+                    let quoted = serde_json::Value::String(t.clone()).to_string();
+                    out.push(Step::Data(Bytes::from(
+                        quoted[1..quoted.len() - 1].to_string(),
+                    )));
+                }
+                Beat::Emit(_) if !has_text => out.push(Step::Data(Bytes::from_static(b" "))),
+                Beat::Wait(d) => out.push(Step::Wait(*d)),
+                _ => {}
+            }
+        }
+        out
+    })));
     let mut resp = Response::new(script_body(steps, cancel.clone()));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
