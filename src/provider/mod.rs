@@ -45,6 +45,12 @@ pub struct ToolMapping {
     pub args: BTreeMap<String, ArgMap>,
 }
 
+/// Logical tool arguments a call may lose without changing what a row tests
+/// (the agent's own default applies): a mapping with an `args` map that does
+/// not name one drops it from the call (the run warns; see
+/// `profile::needs`). Any other unmapped argument makes the row N/A.
+pub const OPTIONAL_ARGS: &[&str] = &["timeout"];
+
 /// One argument's mapping: a new name, or a new name and a value transform.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged, try_from = "ArgMapDoc")]

@@ -124,15 +124,23 @@ impl ToolCall {
     }
 }
 
-/// Rename an object's keys through `names` (keys not in it pass unchanged);
-/// anything but an object is returned as is.
+/// Rename an object's keys through `names` (keys not in it pass unchanged,
+/// except an optional argument a non-empty map leaves out, which is dropped:
+/// see [`crate::provider::OPTIONAL_ARGS`]); anything but an object is
+/// returned as is.
 fn map_arg_names(
     args: &serde_json::Value,
     names: &std::collections::BTreeMap<String, crate::provider::ArgMap>,
 ) -> serde_json::Value {
+    let dropped = |k: &String| {
+        !names.is_empty()
+            && !names.contains_key(k)
+            && crate::provider::OPTIONAL_ARGS.contains(&k.as_str())
+    };
     match args {
         serde_json::Value::Object(map) => serde_json::Value::Object(
             map.iter()
+                .filter(|(k, _)| !dropped(k))
                 .map(|(k, v)| match names.get(k) {
                     Some(m) => (m.name().to_string(), m.apply(v)),
                     None => (k.clone(), v.clone()),
@@ -216,6 +224,19 @@ mod tests {
         );
         assert_ne!(issued[0].id, issued[1].id);
         assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+    }
+
+    #[test]
+    fn an_optional_argument_the_map_leaves_out_is_dropped_not_sent() {
+        let names: std::collections::BTreeMap<String, crate::provider::ArgMap> =
+            [("command".to_string(), "cmd".into())].into();
+        let args = json!({"command": "x", "timeout": 3, "other": 1});
+        assert_eq!(
+            map_arg_names(&args, &names),
+            json!({"cmd": "x", "other": 1})
+        );
+        // An empty map is the identity: nothing dropped.
+        assert_eq!(map_arg_names(&args, &Default::default()), args);
     }
 
     #[tokio::test]
