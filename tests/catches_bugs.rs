@@ -111,6 +111,28 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "no result",
     },
+    // Tools that hold the pipe.
+    Case {
+        bug: "wait_for_pipe_eof",
+        scenario: "tool_fg_child_holds_stdout",
+        invariant: "termination",
+        scale: "0.25",
+        says: "deadline",
+    },
+    Case {
+        bug: "wait_for_pipe_eof",
+        scenario: "tool_child_ignores_term_in_new_session",
+        invariant: "termination",
+        scale: "0.25",
+        says: "deadline",
+    },
+    Case {
+        bug: "stdin_open",
+        scenario: "tool_background_reads_stdin",
+        invariant: "history_integrity",
+        scale: "1",
+        says: "eof-",
+    },
 ];
 
 /// Every wire the provider and the reference agent speak.
@@ -135,7 +157,7 @@ fn bugs_on(wire: &'static str) -> Vec<String> {
     let runs: Vec<_> = CASES
         .iter()
         .map(|c| {
-            let json = dir.path().join(format!("{}.json", c.bug));
+            let json = dir.path().join(format!("{}-{}.json", c.bug, c.scenario));
             let mark = new_mark(c.bug);
             let handle = {
                 let (json, mark) = (json.clone(), mark.clone());

@@ -65,7 +65,8 @@ leaked_background, lost_parallel_result, wedged_after_interrupt, stdin_open,
 huge_output_whole, corrupt_store; the MCP bugs mcp_no_timeout, mcp_no_cancel,
 mcp_leak_server (close leaves stdio servers running; the descendant sweep
 spares them), mcp_drop_error_result (an ``isError`` result never enters the
-history); and the restart bugs:
+history); wait_for_pipe_eof (a foreground call waits for its stdout to close,
+past its timeout, so a child that keeps the pipe holds the turn); and the restart bugs:
   * replay_side_effect: an unanswered call is re-run (its command executed
     again, its real output persisted as the result). The re-run happens in the
     worker of the first resumed turn, before that turn's user message (so it is
@@ -121,6 +122,8 @@ KNOWN_BUGS = {
     "mcp_no_cancel": "an abandoned MCP call is never cancelled (no notifications/cancelled)",
     "mcp_leak_server": "close never stops the stdio MCP servers",
     "mcp_drop_error_result": "an MCP result marked isError is dropped from the history",
+    # Tools that hold the pipe.
+    "wait_for_pipe_eof": "a foreground call returns only at stdout EOF (no grace, no timeout once the command exited)",
     # Combination bugs (chaosrun explore): each needs two faults together.
     "sticky_backoff_interrupt": "an interrupt that lands while a retryable error is handled (read, backoff) stays set and kills the next turn",
     "resend_batch_minus_one": "a 429 right after a parallel batch re-sends the batch with its last result missing",
@@ -1378,7 +1381,7 @@ class Agent:
                     now = time.monotonic()
                     if exited_at is None:
                         exited_at = now
-                    elif now - exited_at > 0.5:
+                    elif now - exited_at > 0.5 and not self.bug("wait_for_pipe_eof"):
                         break   # leftovers of the group still hold the pipe; they are killed below
                 if self.ctl.interrupted():
                     outcome = "interrupted"
@@ -1387,7 +1390,8 @@ class Agent:
                     while proc.poll() is None and time.monotonic() < end:
                         time.sleep(0.02)
                     break
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline and not (
+                        self.bug("wait_for_pipe_eof") and proc.poll() is not None):
                     outcome = "timeout"
                     break
         finally:
