@@ -111,6 +111,21 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "no result",
     },
+    // MCP servers that start slowly or refuse.
+    Case {
+        bug: "mcp_boot_drop",
+        scenario: "mcp_slow_initialize",
+        invariant: "reusability",
+        scale: "1",
+        says: "a silent drop",
+    },
+    Case {
+        bug: "mcp_retry_unauthorized",
+        scenario: "mcp_http_unauthorized",
+        invariant: "provider_calls",
+        scale: "1",
+        says: "refused as unauthorized (401)",
+    },
     // Tools that hold the pipe.
     Case {
         bug: "wait_for_pipe_eof",

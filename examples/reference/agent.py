@@ -65,7 +65,9 @@ leaked_background, lost_parallel_result, wedged_after_interrupt, stdin_open,
 huge_output_whole, corrupt_store; the MCP bugs mcp_no_timeout, mcp_no_cancel,
 mcp_leak_server (close leaves stdio servers running; the descendant sweep
 spares them), mcp_drop_error_result (an ``isError`` result never enters the
-history); wait_for_pipe_eof (a foreground call waits for its stdout to close,
+history), mcp_boot_drop (a server slower than 1.5 s at boot is dropped without
+a word), mcp_retry_unauthorized (a 401 at initialize is retried in a loop);
+wait_for_pipe_eof (a foreground call waits for its stdout to close,
 past its timeout, so a child that keeps the pipe holds the turn); and the restart bugs:
   * replay_side_effect: an unanswered call is re-run (its command executed
     again, its real output persisted as the result). The re-run happens in the
@@ -122,6 +124,8 @@ KNOWN_BUGS = {
     "mcp_no_cancel": "an abandoned MCP call is never cancelled (no notifications/cancelled)",
     "mcp_leak_server": "close never stops the stdio MCP servers",
     "mcp_drop_error_result": "an MCP result marked isError is dropped from the history",
+    "mcp_boot_drop": "an MCP server not ready within 1.5 s is dropped silently (no tools, nothing said)",
+    "mcp_retry_unauthorized": "an MCP server's HTTP 401 at initialize is retried until the boot timeout",
     # Tools that hold the pipe.
     "wait_for_pipe_eof": "a foreground call returns only at stdout EOF (no grace, no timeout once the command exited)",
     # Combination bugs (chaosrun explore): each needs two faults together.
@@ -203,7 +207,7 @@ def merge_same_role(msgs):
     return out
 
 
-def wire_request(wire, model, history, tools=None):
+def wire_request(wire, model, history, tools=None, system=SYSTEM_PROMPT):
     """(path suffix, body) of one streaming request on `wire`, offering `tools`
     (chat-style function specs; default: the shell tool alone)."""
     tools = tools or [SHELL_TOOL]
@@ -211,7 +215,7 @@ def wire_request(wire, model, history, tools=None):
     if wire == "openai-chat":
         return "/chat/completions", {
             "model": model, "stream": True, "tools": tools,
-            "messages": [{"role": "system", "content": SYSTEM_PROMPT}] + history}
+            "messages": [{"role": "system", "content": system}] + history}
     if wire == "openai-responses":
         items = []
         for m in history:
@@ -229,7 +233,7 @@ def wire_request(wire, model, history, tools=None):
             else:
                 items.append({"role": m["role"], "content": m.get("content") or ""})
         return "/responses", {
-            "model": model, "stream": True, "store": False, "instructions": SYSTEM_PROMPT,
+            "model": model, "stream": True, "store": False, "instructions": system,
             "input": items,
             "tools": [{"type": "function", "name": f["name"], "description": f["description"],
                        "parameters": f["parameters"]} for f in fns]}
@@ -250,7 +254,7 @@ def wire_request(wire, model, history, tools=None):
             else:
                 msgs.append({"role": "user", "content": [{"type": "text", "text": m.get("content") or ""}]})
         return "/v1/messages", {
-            "model": model, "max_tokens": 4096, "stream": True, "system": SYSTEM_PROMPT,
+            "model": model, "max_tokens": 4096, "stream": True, "system": system,
             "messages": merge_same_role(msgs),
             "tools": [{"name": f["name"], "description": f["description"], "input_schema": f["parameters"]}
                       for f in fns]}
@@ -273,7 +277,7 @@ def wire_request(wire, model, history, tools=None):
                 contents.append({"role": "user", "parts": [{"text": m.get("content") or ""}]})
         path = "/v1beta/models/" + urllib.parse.quote(model, safe="") + ":streamGenerateContent?alt=sse"
         return path, {
-            "systemInstruction": {"parts": [{"text": SYSTEM_PROMPT}]},
+            "systemInstruction": {"parts": [{"text": system}]},
             "contents": merge_same_role(contents),
             "tools": [{"functionDeclarations": [{"name": f["name"], "description": f["description"],
                                                  "parameters": f["parameters"]} for f in fns]}]}
@@ -892,13 +896,22 @@ class Agent:
             return dict(failed=False, interrupted=True, completed=False,
                         final=INTERRUPTED_FINAL, exit_reason="interrupted")
 
+    def system_prompt(self):
+        """The system prompt, naming every MCP server that is unavailable (so
+        the model, and the user through it, learn the tools are missing rather
+        than meeting a silent gap)."""
+        notes = [f"MCP server `{s.name}` is unavailable: {s.unavailable}; its tools are not offered."
+                 for s in (self.mcp.servers.values() if self.mcp else []) if s.unavailable]
+        return "\n".join([SYSTEM_PROMPT] + notes)
+
     def request_messages(self):
-        return [{"role": "system", "content": SYSTEM_PROMPT}] + self.history
+        return [{"role": "system", "content": self.system_prompt()}] + self.history
 
     # ------------------------------------------------------------ model calls
 
     def call_model(self):
-        suffix, req = wire_request(self.wire, self.model, self.history, self.tool_specs())
+        suffix, req = wire_request(self.wire, self.model, self.history, self.tool_specs(),
+                                   system=self.system_prompt())
         if self.wire == "openai-chat":
             req["messages"] = self.request_messages()
         if self.base_path is not None:

@@ -497,9 +497,7 @@ class McpServer:
         deadline = time.monotonic() + self.boot_timeout
         try:
             self.conn = self._open()
-            init = self._request("initialize", {
-                "protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO},
-                deadline, cancelled)
+            init = self._initialize(deadline, cancelled)
             if init is None:
                 raise McpError("interrupted while connecting")
             if isinstance(self.conn, HttpConnection):
@@ -526,6 +524,20 @@ class McpServer:
         self.unavailable = None
         self.log(f"mcp {self.name}: ready with tools {', '.join(sorted(self.tools)) or '(none)'}")
         return True
+
+    def _initialize(self, deadline, cancelled):
+        """Send `initialize`; a refusal (HTTP 401) is final, except under bug
+        mcp_retry_unauthorized, which retries it until the boot deadline."""
+        params = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO}
+        while True:
+            try:
+                return self._request("initialize", params, deadline, cancelled)
+            except McpError as e:
+                if ("mcp_retry_unauthorized" not in self.bugs or "HTTP 401" not in e.msg
+                        or time.monotonic() > deadline or cancelled()):
+                    raise
+                self.log(f"mcp {self.name}: {e.msg}; retrying (bug mcp_retry_unauthorized)")
+                time.sleep(0.05)
 
     def shutdown_conn(self):
         conn, self.conn = self.conn, None
@@ -641,7 +653,13 @@ class McpClient:
 
     def start(self):
         for s in self.servers.values():
+            if "mcp_boot_drop" in s.bugs:
+                s.boot_timeout = 1.5
             s.connect()
+        if any("mcp_boot_drop" in s.bugs for s in self.servers.values()):
+            for name in [n for n, s in self.servers.items() if s.unavailable]:
+                self.log(f"mcp {name}: not ready in 1.5s; dropped (bug mcp_boot_drop)")
+                del self.servers[name]
 
     def tool_specs(self):
         """The servers' tools as chat-style function specs."""

@@ -81,6 +81,10 @@ pub struct RequestRecord {
     pub stream: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The tools the request offered the model, `name(arg,arg)` (see
+    /// `wire::request::offered_tools`; bounded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
     /// Parsed messages (empty if the body was not JSON); the last
     /// [`RecordLimits::messages`] of them.
     pub messages: Vec<WireMessage>,
@@ -363,6 +367,7 @@ mod tests {
             body_sha256: String::new(),
             stream: false,
             model: None,
+            tools: vec![],
             messages,
             messages_dropped: 0,
             truncated: false,

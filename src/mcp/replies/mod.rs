@@ -18,6 +18,7 @@ pub mod malformed;
 pub mod progress_forever;
 pub mod result;
 pub mod slow;
+pub mod unauthorized;
 
 pub use crash::Crash;
 pub use hang::Hang;
@@ -29,6 +30,7 @@ pub use malformed::Malformed;
 pub use progress_forever::ProgressForever;
 pub use result::ResultReply;
 pub use slow::Slow;
+pub use unauthorized::Unauthorized;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -49,6 +51,7 @@ pub enum Reply {
     Huge(Huge),
     ListHang(ListHang),
     ListChangedStorm(ListChangedStorm),
+    Unauthorized(Unauthorized),
 }
 
 /// One frame the server sends: a whole message, or a huge one produced in
@@ -202,6 +205,7 @@ impl Reply {
         "huge",
         "list_hang",
         "list_changed_storm",
+        "unauthorized",
     ];
 
     /// The kind's name as written in YAML.
@@ -217,6 +221,7 @@ impl Reply {
             Reply::Huge(_) => "huge",
             Reply::ListHang(_) => "list_hang",
             Reply::ListChangedStorm(_) => "list_changed_storm",
+            Reply::Unauthorized(_) => "unauthorized",
         }
     }
 
@@ -225,7 +230,7 @@ impl Reply {
     pub fn single_frame(&self) -> bool {
         matches!(
             self,
-            Reply::Result(_) | Reply::JsonrpcError(_) | Reply::Malformed(_)
+            Reply::Result(_) | Reply::JsonrpcError(_) | Reply::Malformed(_) | Reply::Unauthorized(_)
         )
     }
 
@@ -264,6 +269,7 @@ impl Reply {
             Reply::Huge(h) => send(tx, Out::Frame(h.frame(ctx))).await,
             Reply::ListHang(h) => h.play(ctx).await,
             Reply::ListChangedStorm(s) => s.play(ctx, tx).await,
+            Reply::Unauthorized(u) => send(tx, Out::Frame(u.frame(ctx))).await,
         }
     }
 }
