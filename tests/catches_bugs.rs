@@ -126,6 +126,13 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "refused as unauthorized (401)",
     },
+    Case {
+        bug: "mcp_stale_schema",
+        scenario: "mcp_tool_schema_changes",
+        invariant: "reusability",
+        scale: "1",
+        says: "kept the stale schema",
+    },
     // Tools that hold the pipe.
     Case {
         bug: "wait_for_pipe_eof",

@@ -66,7 +66,8 @@ huge_output_whole, corrupt_store; the MCP bugs mcp_no_timeout, mcp_no_cancel,
 mcp_leak_server (close leaves stdio servers running; the descendant sweep
 spares them), mcp_drop_error_result (an ``isError`` result never enters the
 history), mcp_boot_drop (a server slower than 1.5 s at boot is dropped without
-a word), mcp_retry_unauthorized (a 401 at initialize is retried in a loop);
+a word), mcp_retry_unauthorized (a 401 at initialize is retried in a loop),
+mcp_stale_schema (``tools/list_changed`` ignored: the old schemas stay offered);
 wait_for_pipe_eof (a foreground call waits for its stdout to close,
 past its timeout, so a child that keeps the pipe holds the turn); and the restart bugs:
   * replay_side_effect: an unanswered call is re-run (its command executed
@@ -126,6 +127,7 @@ KNOWN_BUGS = {
     "mcp_drop_error_result": "an MCP result marked isError is dropped from the history",
     "mcp_boot_drop": "an MCP server not ready within 1.5 s is dropped silently (no tools, nothing said)",
     "mcp_retry_unauthorized": "an MCP server's HTTP 401 at initialize is retried until the boot timeout",
+    "mcp_stale_schema": "notifications/tools/list_changed is ignored: the model keeps the old tool schemas",
     # Tools that hold the pipe.
     "wait_for_pipe_eof": "a foreground call returns only at stdout EOF (no grace, no timeout once the command exited)",
     # Combination bugs (chaosrun explore): each needs two faults together.

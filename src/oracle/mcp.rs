@@ -6,6 +6,8 @@
 //! - cancellation: after an interrupt sent while a `tools/call` was in
 //!   flight, a `notifications/cancelled` naming that request arrived (not
 //!   checked when no call was in flight at the interrupt);
+//! - reusability, rows with a `schema_swap` rule that landed: a later main
+//!   call offered the probe tool with its new argument (the agent re-listed);
 //! - reusability, rows with `mcp.offered`: the probe tool reached the model
 //!   (in the tools a main call offered), or the agent surfaced that the
 //!   server is missing: never a silent drop.
@@ -67,6 +69,50 @@ fn seen(rec: &McpRecording) -> String {
     } else {
         super::clip(&methods.join(", "), 200)
     }
+}
+
+/// After a `schema_swap` landed, some main call offered the probe tool with
+/// its new argument: the agent listed the tools again on
+/// `notifications/tools/list_changed` (rows with a `schema_swap` rule).
+pub fn schema_relisted(s: &Scenario, mapped: Option<&str>, obs: &Observation) -> Option<Check> {
+    use crate::mcp::replies::schema_swap::NEW_ARG;
+    let spec = s.mcp.as_ref()?;
+    let i = spec
+        .rules
+        .iter()
+        .position(|r| matches!(r.reply, crate::mcp::Reply::SchemaSwap(_)))?;
+    let rec = recording(obs)?;
+    if rec.rule_hits.get(i).copied().unwrap_or(0) == 0 {
+        return None; // never landed: the `exercised` check says so
+    }
+    let inv = Invariant::Reusability;
+    let name = mapped.unwrap_or("mcp_probe");
+    let main: Vec<_> = obs
+        .recording
+        .requests
+        .iter()
+        .filter(|r| r.kind == crate::provider::CallKind::Main)
+        .collect();
+    let fresh = |t: &String| {
+        t.split_once('(').is_some_and(|(n, args)| {
+            n == name && args.trim_end_matches(')').split(',').any(|a| a == NEW_ARG)
+        })
+    };
+    if main.iter().any(|r| r.tools.iter().any(fresh)) {
+        return Some(Check::new(inv, "mcp_schema_relisted", vec![]));
+    }
+    let last = main.last().map_or(&[][..], |r| &r.tools[..]);
+    Some(Check::new(
+        inv,
+        "mcp_schema_relisted",
+        vec![format!(
+            "the server announced tools/list_changed and `probe` now takes `{NEW_ARG}`, but none of the \
+             {} main call(s) offered `{name}` with it: the agent kept the stale schema (the last call \
+             offered: {})",
+            main.len(),
+            super::clip(&last.join(", "), 300)
+        )],
+    ))
 }
 
 /// Requests refused as `unauthorized` within the row's call bound: a 401 is
@@ -406,5 +452,31 @@ mod tests {
         let storm = judge(200);
         assert!(storm.violations()[0].contains("200 MCP requests"), "{storm:?}");
         assert!(unauthorized_retries(&mcp_row("expect: ended"), &obs(vec![], 9, None)).is_none());
+    }
+
+    #[test]
+    fn a_swapped_schema_must_be_offered_again() {
+        use crate::oracle::fixtures::{end, healthy, msg, request};
+        use crate::provider::CallKind;
+        let mut s = mcp_row("expect: ended");
+        s.mcp = Some(serde_yaml::from_str("{rules: [{when: {call: 0}, reply: {kind: schema_swap}}]}").unwrap());
+        let judge = |hits, offered: &[&str]| {
+            let mut o = healthy(&s, end(0, true, false, "done"));
+            o.mcp = obs(vec![], hits, None).mcp;
+            let mut r = request(3, CallKind::Main, vec![msg("user", "u")]);
+            r.tools = offered.iter().map(|t| t.to_string()).collect();
+            o.recording.requests.push(r);
+            schema_relisted(&s, Some("mcp_chaos_probe"), &o)
+        };
+        let fresh = judge(1, &["shell(command)", "mcp_chaos_probe(query)"]).unwrap();
+        assert!(!fresh.failed(), "{fresh:?}");
+        let stale = judge(1, &["shell(command)", "mcp_chaos_probe(text)"]).unwrap();
+        assert!(
+            stale.violations()[0].contains("kept the stale schema")
+                && stale.violations()[0].contains("mcp_chaos_probe(text)"),
+            "{stale:?}"
+        );
+        // A swap that never landed is the `exercised` check's to report.
+        assert!(judge(0, &["mcp_chaos_probe(text)"]).is_none());
     }
 }
