@@ -133,6 +133,14 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "kept the stale schema",
     },
+    // Subagents.
+    Case {
+        bug: "subagent_no_deadline",
+        scenario: "subagent_provider_hangs",
+        invariant: "termination",
+        scale: "0.25",
+        says: "deadline",
+    },
     // Tools that hold the pipe.
     Case {
         bug: "wait_for_pipe_eof",

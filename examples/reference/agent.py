@@ -22,9 +22,11 @@ What it does
     request. The request timeout bounds connect+headers,
     the stale timeout bounds the gap between body bytes; 429/5xx/garbage/stale/
     dropped streams are retried with capped exponential backoff, other 4xx never.
-  * Offers one tool, ``shell`` (``bash -c`` in its own process group, stdin from
+  * Offers the tool ``shell`` (``bash -c`` in its own process group, stdin from
     /dev/null, output capped at 50,000 chars, timeout kills the group;
-    ``background: true`` starts a registered job).
+    ``background: true`` starts a registered job), and ``task`` (``prompt``): a
+    subagent, a nested tool loop in a thread with its own history and the shell
+    tool only, stopped at the tool timeout or the parent's interrupt.
   * Speaks MCP (``mcp_client.py``, a sibling module): every server of the
     config's ``mcp_servers`` (``{NAME: {"command", "args"} | {"url"}}``) is
     started before ``ready`` within a boot timeout (``mcp_boot_timeout``,
@@ -68,6 +70,7 @@ spares them), mcp_drop_error_result (an ``isError`` result never enters the
 history), mcp_boot_drop (a server slower than 1.5 s at boot is dropped without
 a word), mcp_retry_unauthorized (a 401 at initialize is retried in a loop),
 mcp_stale_schema (``tools/list_changed`` ignored: the old schemas stay offered);
+subagent_no_deadline (the ``task`` tool waits for its subagent for ever);
 wait_for_pipe_eof (a foreground call waits for its stdout to close,
 past its timeout, so a child that keeps the pipe holds the turn); and the restart bugs:
   * replay_side_effect: an unanswered call is re-run (its command executed
@@ -86,6 +89,7 @@ explore`` finds them): sticky_backoff_interrupt, resend_batch_minus_one,
 replay_after_5xx (see KNOWN_BUGS).
 """
 
+import copy
 import ctypes
 import http.client
 import json
@@ -128,6 +132,7 @@ KNOWN_BUGS = {
     "mcp_boot_drop": "an MCP server not ready within 1.5 s is dropped silently (no tools, nothing said)",
     "mcp_retry_unauthorized": "an MCP server's HTTP 401 at initialize is retried until the boot timeout",
     "mcp_stale_schema": "notifications/tools/list_changed is ignored: the model keeps the old tool schemas",
+    "subagent_no_deadline": "the task tool waits for its subagent with no deadline",
     # Tools that hold the pipe.
     "wait_for_pipe_eof": "a foreground call returns only at stdout EOF (no grace, no timeout once the command exited)",
     # Combination bugs (chaosrun explore): each needs two faults together.
@@ -166,6 +171,20 @@ SHELL_TOOL = {
                                "description": "Start the command as a background job and return at once."},
             },
             "required": ["command"],
+        },
+    },
+}
+
+SUBAGENT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "task",
+        "description": ("Hand a self-contained task to a subagent (its own tool loop with the shell "
+                        "tool, bounded by the tool timeout) and return its final answer."),
+        "parameters": {
+            "type": "object",
+            "properties": {"prompt": {"type": "string", "description": "The task for the subagent."}},
+            "required": ["prompt"],
         },
     },
 }
@@ -768,6 +787,7 @@ class Agent:
     wire = "openai-chat"
     base_path = None
     mcp = None
+    is_subagent = False      # a nested loop run by the `task` tool (see run_subagent)
     last_mcp_error = False
 
     def __init__(self, cfg, spec, bugs, home, wire=None):
@@ -1221,7 +1241,7 @@ class Agent:
         server = self.mcp.owner(name) if self.mcp else None
         if server is not None:
             return self.execute_mcp(server, name, raw)
-        if name != "shell":
+        if name not in ("shell", "task") or (name == "task" and self.is_subagent):
             return f"error: unknown tool {name}", False
         try:
             args = json.loads(raw) if raw.strip() else {}
@@ -1229,6 +1249,11 @@ class Agent:
             return f"error: invalid JSON arguments: {e}", False
         if not isinstance(args, dict):
             return "error: invalid JSON arguments: expected a JSON object", False
+        if name == "task":
+            prompt = args.get("prompt")
+            if not isinstance(prompt, str) or not prompt.strip():
+                return "error: missing required argument 'prompt'", False
+            return self.run_subagent(prompt)
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
             return "error: missing required argument 'command'", False
@@ -1267,8 +1292,64 @@ class Agent:
                 log(f"starting without the tools of MCP server {s.name}: {s.unavailable}")
 
     def tool_specs(self):
-        """Every tool offered to the model: shell, then the MCP servers' tools."""
-        return [SHELL_TOOL] + (self.mcp.tool_specs() if self.mcp else [])
+        """Every tool offered to the model: shell, task (not to a subagent),
+        then the MCP servers' tools."""
+        if self.is_subagent:
+            return [SHELL_TOOL]
+        return [SHELL_TOOL, SUBAGENT_TOOL] + (self.mcp.tool_specs() if self.mcp else [])
+
+    # ------------------------------------------------------------ subagent
+
+    def run_subagent(self, prompt):
+        """The `task` tool: a nested agent loop on `prompt`, in a thread, with
+        its own history (not stored), its own interrupt control and the shell
+        tool only, at most max_turns rounds. It is bounded by the tool timeout
+        (unless bug subagent_no_deadline) and by the parent's interrupt: either
+        stops it (its in-flight model call is cut, its foreground tool killed)
+        and is waited for. Returns (result text, interrupted)."""
+        sub = copy.copy(self)
+        sub.is_subagent = True
+        sub.history = []
+        sub.ctl = TurnControl()
+        sub._append = sub.history.append
+        sub.pending_replay = []
+        sub.breaker_open = False
+        result = {}
+
+        def work():
+            sub.ctl.begin()
+            try:
+                result.update(sub.run_turn(prompt))
+            except Exception as e:  # noqa: BLE001 (a subagent's crash is its result)
+                result.update(failed=True, final=f"subagent crashed: {e}")
+            finally:
+                sub.ctl.end(clear=True)
+
+        worker = threading.Thread(target=work, name="subagent", daemon=True)
+        log(f"subagent: started on {prompt[:80]!r}")
+        worker.start()
+        budget = None if self.bug("subagent_no_deadline") else self.tool_timeout
+        end = None if budget is None else time.monotonic() + budget
+        stopped = None
+        while worker.is_alive():
+            worker.join(0.05)
+            if self.ctl.interrupted():
+                stopped = "interrupted"
+            elif end is not None and time.monotonic() > end:
+                stopped = "timeout"
+            if stopped and worker.is_alive():
+                sub.ctl.interrupt()
+                worker.join(5)
+                if worker.is_alive():
+                    log("subagent: still running 5s after it was stopped")
+                break
+        log(f"subagent: {stopped or result.get('exit_reason', 'ended')}")
+        if stopped == "interrupted":
+            return "interrupted", True
+        if stopped == "timeout":
+            return f"error: the subagent did not finish within {fmt_num(budget)}s and was stopped", False
+        final = result.get("final", "")
+        return (f"subagent failed: {final}" if result.get("failed") else final), False
 
     def execute_mcp(self, server, name, raw):
         """Run one MCP tool call: (result text, interrupted). Sets last_mcp_error

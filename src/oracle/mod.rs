@@ -144,6 +144,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     let mut out = termination::check(s, obs);
     out.extend(mcp::cancellation(s, obs));
     out.extend(calls::check(s, obs));
+    out.extend(calls::subagent(s, obs));
     out.extend(mcp::calls(s, obs));
     out.extend(mcp::unauthorized_retries(s, obs));
     out.extend(mcp::offered(s, caps.mcp_tool.as_deref(), obs));

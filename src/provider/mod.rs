@@ -221,6 +221,11 @@ impl Provider {
         self.inner.main_calls()
     }
 
+    /// A watch on the number of subagent calls received so far.
+    pub fn subagent_calls(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.subagent_calls()
+    }
+
     /// A snapshot of everything recorded so far.
     pub fn recording(&self) -> Recording {
         self.inner.recording()

@@ -1,6 +1,7 @@
 //! Responder rules: which reply a faulted-turn main call gets, chosen by what the
 //! request shows (its main-call index, whether the last message is a tool
-//! result), optionally held until tagged processes exist.
+//! result, whether it is a subagent's), optionally held until tagged
+//! processes exist.
 
 use serde::{Deserialize, Serialize};
 
@@ -39,11 +40,19 @@ pub struct When {
     /// Whether the request's last message has role `tool`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_tool: Option<bool>,
+    /// `true`: the rule answers the subagent's calls (requests whose first
+    /// user message carries the row's `[[subagent:NONCE]]` marker; `call`
+    /// then counts them apart). Absent or `false`: the parent's main calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<bool>,
 }
 
 impl When {
-    pub fn matches(&self, index: u64, last_is_tool: bool) -> bool {
-        self.call.as_ref().is_none_or(|c| c.matches(index))
+    /// `index` counts the parent's main calls, or the subagent's calls when
+    /// `subagent` is true.
+    pub fn matches(&self, index: u64, last_is_tool: bool, subagent: bool) -> bool {
+        self.subagent.unwrap_or(false) == subagent
+            && self.call.as_ref().is_none_or(|c| c.matches(index))
             && self.after_tool.is_none_or(|t| t == last_is_tool)
     }
 }
@@ -78,17 +87,22 @@ pub struct Rule {
     pub reply: Reply,
 }
 
-/// First rule whose `when` matches, if any.
+/// First rule for the parent's main calls whose `when` matches, if any.
 pub fn pick(rules: &[Rule], index: u64, last_is_tool: bool) -> Option<&Rule> {
-    pick_indexed(rules, index, last_is_tool).map(|(_, r)| r)
+    pick_indexed(rules, index, last_is_tool, false).map(|(_, r)| r)
 }
 
 /// First rule whose `when` matches, with its index.
-pub fn pick_indexed(rules: &[Rule], index: u64, last_is_tool: bool) -> Option<(usize, &Rule)> {
+pub fn pick_indexed(
+    rules: &[Rule],
+    index: u64,
+    last_is_tool: bool,
+    subagent: bool,
+) -> Option<(usize, &Rule)> {
     rules
         .iter()
         .enumerate()
-        .find(|(_, r)| r.when.matches(index, last_is_tool))
+        .find(|(_, r)| r.when.matches(index, last_is_tool, subagent))
 }
 
 #[cfg(test)]
@@ -118,6 +132,20 @@ mod tests {
         assert!(!m.matches(0) && m.matches(1) && m.matches(2) && !m.matches(3));
         let open: CallMatch = serde_yaml::from_str("{from: 3}").unwrap();
         assert!(!open.matches(2) && open.matches(300));
+    }
+
+    #[test]
+    fn subagent_rules_answer_only_the_subagents_calls() {
+        let r = rules(
+            "- {when: {subagent: true, call: 0}, reply: {kind: hang}}\n\
+             - {when: {subagent: true}, reply: {kind: text, text: sub}}\n\
+             - {reply: {kind: text, text: parent}}\n",
+        );
+        let kind = |i, sub| pick_indexed(&r, i, false, sub).map(|(n, _)| n);
+        assert_eq!(kind(0, true), Some(0));
+        assert_eq!(kind(1, true), Some(1));
+        assert_eq!(kind(0, false), Some(2));
+        assert_eq!(pick(&r, 0, false).unwrap().reply.kind_name(), "text");
     }
 
     #[test]

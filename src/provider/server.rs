@@ -66,6 +66,9 @@ struct Shared {
     probe: AtomicU64,
     aux: AtomicU64,
     main_tx: watch::Sender<u64>,
+    /// Subagent calls (see [`CallKind::Subagent`]), and a watch on them.
+    subagent: AtomicU64,
+    subagent_tx: watch::Sender<u64>,
     records: Mutex<Recorder>,
     issued: Mutex<Vec<IssuedToolCall>>,
     waits: Mutex<Vec<WaitOutcome>>,
@@ -115,6 +118,8 @@ impl Running {
             probe: AtomicU64::new(0),
             aux: AtomicU64::new(0),
             main_tx,
+            subagent: AtomicU64::new(0),
+            subagent_tx: watch::channel(0u64).0,
             records: Mutex::new(Recorder::new(config.record)),
             waits: Mutex::new(Vec::new()),
             rule_hits,
@@ -153,6 +158,10 @@ impl Running {
         self.shared.main_tx.subscribe()
     }
 
+    pub(crate) fn subagent_calls(&self) -> watch::Receiver<u64> {
+        self.shared.subagent_tx.subscribe()
+    }
+
     pub(crate) fn recording(&self) -> Recording {
         let (requests, requests_dropped) = self.shared.records.lock().unwrap().snapshot();
         Recording {
@@ -169,6 +178,7 @@ impl Running {
             main_calls: self.shared.main.load(Ordering::SeqCst),
             probe_calls: self.shared.probe.load(Ordering::SeqCst),
             aux_calls: self.shared.aux.load(Ordering::SeqCst),
+            subagent_calls: self.shared.subagent.load(Ordering::SeqCst),
             relays: self.shared.relays.relays.lock().unwrap().clone(),
             upstream_errors: self.shared.relays.errors.lock().unwrap().clone(),
         }
@@ -520,10 +530,15 @@ async fn generate(
         if parsed.probe.is_some() {
             shared.probe.fetch_add(1, Ordering::SeqCst);
             (CallKind::Probe, None, None)
+        } else if parsed.subagent {
+            let index = shared.subagent.fetch_add(1, Ordering::SeqCst);
+            shared.subagent_tx.send_modify(|v| *v = (*v).max(index + 1));
+            let picked = rules::pick_indexed(&shared.rules, index, parsed.last_is_tool, true);
+            (CallKind::Subagent, Some(index), picked)
         } else if parsed.has_tools {
             let index = shared.main.fetch_add(1, Ordering::SeqCst);
             shared.main_tx.send_modify(|v| *v = (*v).max(index + 1));
-            let picked = rules::pick_indexed(&shared.rules, index, parsed.last_is_tool);
+            let picked = rules::pick_indexed(&shared.rules, index, parsed.last_is_tool, false);
             (CallKind::Main, Some(index), picked)
         } else {
             shared.aux.fetch_add(1, Ordering::SeqCst);
@@ -538,6 +553,10 @@ async fn generate(
         (CallKind::Probe, _) => {
             let nonce = parsed.probe.as_deref().unwrap_or_default();
             probe_reply = Reply::Text(Text::plain(format!("alive {nonce}")));
+            &probe_reply
+        }
+        (CallKind::Subagent, _) => {
+            probe_reply = Reply::Text(Text::plain(format!("subagent done {}", shared.nonce)));
             &probe_reply
         }
         _ => {

@@ -78,6 +78,7 @@ impl ToolCall {
                 }
                 other => with_call(&render_value(other, ctx.nonce, Some(i)), &call),
             };
+            let args = with_subagent_marker(&spec.tool, args, ctx.nonce);
             let (name, wire_args) = match ctx.tools.get(&spec.tool) {
                 Some(mapping) => (mapping.name.clone(), map_arg_names(&args, &mapping.args)),
                 None => (spec.tool.clone(), args.clone()),
@@ -149,6 +150,22 @@ fn map_arg_names(
         ),
         other => other.clone(),
     }
+}
+
+/// A call of the logical `subagent` tool: its `prompt` ends with the row's
+/// `[[subagent:NONCE]]` marker, so the requests of the subagent it starts
+/// (their first user message) are told apart from the parent's.
+fn with_subagent_marker(tool: &str, mut args: serde_json::Value, nonce: &str) -> serde_json::Value {
+    if tool != "subagent" {
+        return args;
+    }
+    if let Some(serde_json::Value::String(p)) = args.get_mut("prompt") {
+        let marker = crate::provider::wire::request::subagent_marker_text(nonce);
+        if !p.contains(&marker) {
+            p.push_str(&format!(" {marker}"));
+        }
+    }
+    args
 }
 
 /// `{{call}}` (the main-call index, unique per call on this server) in every
@@ -224,6 +241,14 @@ mod tests {
         );
         assert_ne!(issued[0].id, issued[1].id);
         assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+    }
+
+    #[test]
+    fn a_subagent_prompt_carries_the_marker_once() {
+        let args = with_subagent_marker("subagent", json!({"prompt": "look"}), "N");
+        assert_eq!(args, json!({"prompt": "look [[subagent:N]]"}));
+        assert_eq!(with_subagent_marker("subagent", args.clone(), "N"), args);
+        assert_eq!(with_subagent_marker("shell", json!({"prompt": "x"}), "N"), json!({"prompt": "x"}));
     }
 
     #[test]

@@ -66,6 +66,8 @@ pub(crate) struct Parsed {
     pub last_is_tool: bool,
     /// The nonce of a `[[probe:NONCE]]` marker in the latest user message.
     pub probe: Option<String>,
+    /// The first user message carries `[[subagent:NONCE]]`.
+    pub subagent: bool,
     pub previous_response_id: Option<String>,
 }
 
@@ -106,6 +108,11 @@ pub(crate) fn bound_request(req: Request, nonce: &str) -> Parsed {
     let mut truncated = false;
     let mut probe = None;
     let last_user = req.messages.iter().rposition(|m| m.role == "user");
+    let subagent = req
+        .messages
+        .iter()
+        .find(|m| m.role == "user")
+        .is_some_and(|m| subagent_marker(&m.text, nonce));
     let last_is_tool = req.messages.last().is_some_and(|m| m.role == "tool");
     let mut messages = Vec::with_capacity(req.messages.len());
     for (pos, m) in req.messages.into_iter().enumerate() {
@@ -142,8 +149,22 @@ pub(crate) fn bound_request(req: Request, nonce: &str) -> Parsed {
         truncated,
         last_is_tool,
         probe,
+        subagent,
         previous_response_id: req.previous_response_id,
     }
+}
+
+/// The marker chaosrun appends to a `subagent` tool call's prompt.
+pub fn subagent_marker_text(nonce: &str) -> String {
+    format!("[[subagent:{nonce}]]")
+}
+
+/// `text` carries the subagent marker (of `nonce`; any, when it is empty).
+pub(crate) fn subagent_marker(text: &str, nonce: &str) -> bool {
+    if nonce.is_empty() {
+        return text.contains("[[subagent:");
+    }
+    text.contains(&subagent_marker_text(nonce))
 }
 
 /// A content value's text: a string, nothing for null, or the text parts
@@ -313,6 +334,15 @@ mod tests {
         assert_eq!(offered_tools(&many).len(), OFFERED_KEEP);
         let long = [serde_json::json!({"name": "x".repeat(1000)})];
         assert_eq!(offered_tools(&long)[0].chars().count(), OFFERED_KEEP_CHARS);
+    }
+
+    #[test]
+    fn a_subagents_request_is_known_by_its_first_user_message() {
+        let sub = |msgs: Vec<Msg>| bound_request(Request { messages: msgs, ..Request::default() }, "N").subagent;
+        assert!(sub(vec![Msg::new("system", "s"), Msg::new("user", "look [[subagent:N]]")]));
+        // The parent's later requests carry the marker only in a tool call's arguments.
+        assert!(!sub(vec![Msg::new("user", "task"), Msg::new("tool", "[[subagent:N]] done")]));
+        assert!(!sub(vec![Msg::new("user", "look [[subagent:OTHER]]")]));
     }
 
     #[test]
