@@ -735,9 +735,10 @@ fn a_subagent_call_without_a_prompt_or_a_zero_trigger_is_named_with_its_place() 
     .into_iter()
     .enumerate()
     {
-        let t = ONE
-            .replace("{kind: error, status: 500}", reply)
-            .replace("    expect: error\n", &format!("    expect: error\n{extra}"));
+        let t = ONE.replace("{kind: error, status: 500}", reply).replace(
+            "    expect: error\n",
+            &format!("    expect: error\n{extra}"),
+        );
         let p = write(d.path(), &format!("s{i}.yaml"), &t);
         let (_, stderr) = run("subagent", &[&p, "--list"], 2);
         assert!(
@@ -752,5 +753,8 @@ fn a_subagent_call_without_a_prompt_or_a_zero_trigger_is_named_with_its_place() 
     );
     let p = write(d.path(), "w.yaml", &t);
     let (_, stderr) = run("subagent", &[&p, "--list"], 2);
-    assert!(stderr.contains(&format!("{p}:4:")) && stderr.contains("subagent"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{p}:4:")) && stderr.contains("subagent"),
+        "{stderr}"
+    );
 }

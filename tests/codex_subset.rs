@@ -33,13 +33,11 @@ const PASSING: &[&str] = &[
 ];
 
 /// (scenario, the invariants it fails, a phrase of the violation)
-const FAILING: &[(&str, &[&str], &str)] = &[
-    (
-        "provider_500_forever",
-        &["provider_calls"],
-        "made 30 provider calls",
-    ),
-];
+const FAILING: &[(&str, &[&str], &str)] = &[(
+    "provider_500_forever",
+    &["provider_calls"],
+    "made 30 provider calls",
+)];
 
 #[test]
 #[ignore = "needs Codex CLI 0.169.0: .ci/codex_subset.sh"]

@@ -120,7 +120,10 @@ fn an_mcp_row_against_a_profile_without_an_mcp_key_is_na_with_a_hint() {
             && line.contains("`mcp: false`"),
         "{out}"
     );
-    assert!(out.contains("0 passed, 0 failed, 1 not applicable"), "{out}");
+    assert!(
+        out.contains("0 passed, 0 failed, 1 not applicable"),
+        "{out}"
+    );
 }
 
 #[test]

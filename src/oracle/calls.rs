@@ -21,7 +21,11 @@ pub fn subagent(s: &Scenario, obs: &Observation) -> Option<Check> {
     } else {
         vec![]
     };
-    Some(Check::new(Invariant::ProviderCalls, "subagent_call_bound", v))
+    Some(Check::new(
+        Invariant::ProviderCalls,
+        "subagent_call_bound",
+        v,
+    ))
 }
 
 pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
@@ -187,9 +191,13 @@ mod tests {
             subagent(s, &o)
         };
         assert!(judge(&s, 99).is_none(), "a row without subagent rules");
-        s.responder = serde_yaml::from_str("[{when: {subagent: true}, reply: {kind: hang}}]").unwrap();
+        s.responder =
+            serde_yaml::from_str("[{when: {subagent: true}, reply: {kind: hang}}]").unwrap();
         assert!(!judge(&s, 6).unwrap().failed());
         let looped = judge(&s, 40).unwrap();
-        assert!(looped.violations()[0].contains("the subagent made 40 provider calls"), "{looped:?}");
+        assert!(
+            looped.violations()[0].contains("the subagent made 40 provider calls"),
+            "{looped:?}"
+        );
     }
 }

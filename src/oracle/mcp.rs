@@ -236,14 +236,20 @@ pub fn offered(s: &Scenario, mapped: Option<&str>, obs: &Observation) -> Option<
         .filter(|r| r.kind == CallKind::Main)
         .collect();
     if main.is_empty() {
-        return Some(Check::skipped(inv, "mcp_tool_offered", "no main call was made"));
+        return Some(Check::skipped(
+            inv,
+            "mcp_tool_offered",
+            "no main call was made",
+        ));
     }
     let is_probe = |t: &String| t.split('(').next() == Some(name);
     if main.iter().any(|r| r.tools.iter().any(is_probe)) {
         return Some(Check::new(inv, "mcp_tool_offered", vec![]));
     }
     let end = obs.turn_end(0).map(|(_, e)| e);
-    let said = end.as_ref().is_some_and(|e| e.failed || e.final_text.contains(SERVER_NAME))
+    let said = end
+        .as_ref()
+        .is_some_and(|e| e.failed || e.final_text.contains(SERVER_NAME))
         || main.iter().any(|r| {
             r.messages
                 .iter()
@@ -423,7 +429,11 @@ mod tests {
             o.recording.requests.push(r);
             offered(&s, Some("mcp_chaos_probe"), &o).unwrap()
         };
-        let ok = judge(&["shell(command)", "mcp_chaos_probe(text)"], "sys", end(0, true, false, "done"));
+        let ok = judge(
+            &["shell(command)", "mcp_chaos_probe(text)"],
+            "sys",
+            end(0, true, false, "done"),
+        );
         assert_eq!(ok.status, crate::oracle::Status::Pass, "{ok:?}");
         let dropped = judge(&["shell(command)"], "sys", end(0, true, false, "done"));
         assert!(
@@ -431,7 +441,11 @@ mod tests {
                 && dropped.violations()[0].contains("shell(command)"),
             "{dropped:?}"
         );
-        let said = judge(&["shell(command)"], "MCP server `chaos` is unavailable: HTTP 401", end(0, true, false, "done"));
+        let said = judge(
+            &["shell(command)"],
+            "MCP server `chaos` is unavailable: HTTP 401",
+            end(0, true, false, "done"),
+        );
         assert_eq!(said.status, crate::oracle::Status::Pass, "{said:?}");
         let failed = judge(&["shell(command)"], "sys", end(0, false, true, "error"));
         assert_eq!(failed.status, crate::oracle::Status::Pass, "{failed:?}");
@@ -444,13 +458,18 @@ mod tests {
     fn unauthorized_refusals_are_bounded_by_the_row() {
         let mut s = scenario("expect: ended\ncalls: {max: 4}");
         s.mcp = Some(
-            serde_yaml::from_str("{rules: [{when: {method: initialize}, reply: {kind: unauthorized}}]}")
-                .unwrap(),
+            serde_yaml::from_str(
+                "{rules: [{when: {method: initialize}, reply: {kind: unauthorized}}]}",
+            )
+            .unwrap(),
         );
         let judge = |hits| unauthorized_retries(&s, &obs(vec![], hits, None)).unwrap();
         assert!(!judge(4).failed());
         let storm = judge(200);
-        assert!(storm.violations()[0].contains("200 MCP requests"), "{storm:?}");
+        assert!(
+            storm.violations()[0].contains("200 MCP requests"),
+            "{storm:?}"
+        );
         assert!(unauthorized_retries(&mcp_row("expect: ended"), &obs(vec![], 9, None)).is_none());
     }
 
@@ -459,7 +478,10 @@ mod tests {
         use crate::oracle::fixtures::{end, healthy, msg, request};
         use crate::provider::CallKind;
         let mut s = mcp_row("expect: ended");
-        s.mcp = Some(serde_yaml::from_str("{rules: [{when: {call: 0}, reply: {kind: schema_swap}}]}").unwrap());
+        s.mcp = Some(
+            serde_yaml::from_str("{rules: [{when: {call: 0}, reply: {kind: schema_swap}}]}")
+                .unwrap(),
+        );
         let judge = |hits, offered: &[&str]| {
             let mut o = healthy(&s, end(0, true, false, "done"));
             o.mcp = obs(vec![], hits, None).mcp;

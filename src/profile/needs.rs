@@ -24,7 +24,12 @@ use crate::provider::OPTIONAL_ARGS;
 /// Why `s` does not apply to `profile` (N/A, not run), with a hint, if so.
 pub fn not_applicable(profile: &Profile, s: &Scenario) -> Option<String> {
     mcp_gap(profile, s)
-        .or_else(|| tool_gaps(profile, s).into_iter().find(|g| !g.optional).map(|g| g.reason))
+        .or_else(|| {
+            tool_gaps(profile, s)
+                .into_iter()
+                .find(|g| !g.optional)
+                .map(|g| g.reason)
+        })
         .or_else(|| resume_gap(profile, s))
 }
 
@@ -139,7 +144,10 @@ mod tests {
             .remove(0)
     }
 
-    fn profile(tools: &[(&str, &str, &[(&str, &str)])], mcp: McpSupport) -> Profile {
+    /// (logical tool, the agent's name, (logical arg, the agent's arg)...)
+    type Tools<'a> = &'a [(&'a str, &'a str, &'a [(&'a str, &'a str)])];
+
+    fn profile(tools: Tools<'_>, mcp: McpSupport) -> Profile {
         let mut p = Profile {
             source: "p.yaml".into(),
             command: vec!["agent".into()],
@@ -166,7 +174,12 @@ mod tests {
                     name: name.to_string(),
                     args: args
                         .iter()
-                        .map(|(k, v)| (k.to_string(), crate::provider::ArgMap::Rename(v.to_string())))
+                        .map(|(k, v)| {
+                            (
+                                k.to_string(),
+                                crate::provider::ArgMap::Rename(v.to_string()),
+                            )
+                        })
                         .collect(),
                 },
             );
@@ -180,12 +193,19 @@ mod tests {
 
     #[test]
     fn an_unmapped_required_argument_makes_the_row_na_with_a_hint() {
-        let p = profile(&[("shell", "exec_command", &[("command", "cmd")])], McpSupport::None);
+        let p = profile(
+            &[("shell", "exec_command", &[("command", "cmd")])],
+            McpSupport::None,
+        );
         let why = not_applicable(&p, &row(BG_ROW)).unwrap();
         assert!(why.contains("maps no `background` argument"), "{why}");
         assert!(why.contains("add `background: "), "{why}");
         let mapped = profile(
-            &[("shell", "Bash", &[("command", "command"), ("background", "run_in_background")])],
+            &[(
+                "shell",
+                "Bash",
+                &[("command", "command"), ("background", "run_in_background")],
+            )],
             McpSupport::None,
         );
         assert_eq!(not_applicable(&mapped, &row(BG_ROW)), None);
@@ -206,21 +226,33 @@ mod tests {
     fn mcp_rows_are_na_for_every_missing_declaration() {
         let r = row(MCP_ROW);
         let undeclared = not_applicable(&profile(&[], McpSupport::Undeclared), &r).unwrap();
-        assert!(undeclared.contains("no `mcp:` key; add `mcp: {transports: [stdio]}`"), "{undeclared}");
+        assert!(
+            undeclared.contains("no `mcp:` key; add `mcp: {transports: [stdio]}`"),
+            "{undeclared}"
+        );
         let none = not_applicable(&profile(&[], McpSupport::None), &r).unwrap();
         assert!(none.contains("mcp: false"), "{none}");
         let stdio = McpSupport::Transports(vec![crate::mcp::Transport::Stdio]);
         let pinned = not_applicable(&profile(&[], stdio), &r).unwrap();
         assert!(pinned.contains("pins MCP transport `http`"), "{pinned}");
-        let both = McpSupport::Transports(vec![crate::mcp::Transport::Stdio, crate::mcp::Transport::Http]);
+        let both = McpSupport::Transports(vec![
+            crate::mcp::Transport::Stdio,
+            crate::mcp::Transport::Http,
+        ]);
         assert_eq!(not_applicable(&profile(&[], both), &r), None);
     }
 
     #[test]
     fn a_subagent_row_needs_a_mapped_subagent_tool() {
         let why = not_applicable(&profile(&[], McpSupport::None), &row(SUB_ROW)).unwrap();
-        assert!(why.contains("maps no `subagent` tool; add `tools: {subagent:"), "{why}");
-        let p = profile(&[("subagent", "Task", &[("prompt", "prompt")])], McpSupport::None);
+        assert!(
+            why.contains("maps no `subagent` tool; add `tools: {subagent:"),
+            "{why}"
+        );
+        let p = profile(
+            &[("subagent", "Task", &[("prompt", "prompt")])],
+            McpSupport::None,
+        );
         assert_eq!(not_applicable(&p, &row(SUB_ROW)), None);
     }
 }

@@ -476,6 +476,43 @@ struct Forward {
     headers: HeaderMap,
 }
 
+/// Which role a request plays (counted at once), its index among its kind's
+/// calls, and the responder rule that answers it.
+fn classify<'a>(
+    shared: &'a Shared,
+    parsed: &request::Parsed,
+) -> (CallKind, Option<u64>, Option<(usize, &'a Rule)>) {
+    let rules = &shared.rules;
+    if parsed.probe.is_some() {
+        shared.probe.fetch_add(1, Ordering::SeqCst);
+        (CallKind::Probe, None, None)
+    } else if parsed.subagent {
+        let index = shared.subagent.fetch_add(1, Ordering::SeqCst);
+        shared.subagent_tx.send_modify(|v| *v = (*v).max(index + 1));
+        let picked = rules::pick_indexed(rules, index, parsed.last_is_tool, true);
+        (CallKind::Subagent, Some(index), picked)
+    } else if parsed.has_tools {
+        let index = shared.main.fetch_add(1, Ordering::SeqCst);
+        shared.main_tx.send_modify(|v| *v = (*v).max(index + 1));
+        let picked = rules::pick_indexed(rules, index, parsed.last_is_tool, false);
+        (CallKind::Main, Some(index), picked)
+    } else {
+        shared.aux.fetch_add(1, Ordering::SeqCst);
+        (CallKind::Aux, None, None)
+    }
+}
+
+/// The answer to a request no rule matched: the probe's `alive NONCE`, a
+/// subagent's `subagent done NONCE`, anything else `ok`.
+fn unscripted_reply(kind: CallKind, parsed: &request::Parsed, nonce: &str) -> Reply {
+    let text = match kind {
+        CallKind::Probe => format!("alive {}", parsed.probe.as_deref().unwrap_or_default()),
+        CallKind::Subagent => format!("subagent done {nonce}"),
+        _ => "ok".to_string(),
+    };
+    Reply::Text(Text::plain(text))
+}
+
 async fn generate(
     shared: Arc<Shared>,
     head: RequestHead,
@@ -524,44 +561,17 @@ async fn generate(
         }
     }
 
-    let probe_reply;
-    let aux_reply;
-    let (kind, main_index, picked): (CallKind, Option<u64>, Option<(usize, &Rule)>) =
-        if parsed.probe.is_some() {
-            shared.probe.fetch_add(1, Ordering::SeqCst);
-            (CallKind::Probe, None, None)
-        } else if parsed.subagent {
-            let index = shared.subagent.fetch_add(1, Ordering::SeqCst);
-            shared.subagent_tx.send_modify(|v| *v = (*v).max(index + 1));
-            let picked = rules::pick_indexed(&shared.rules, index, parsed.last_is_tool, true);
-            (CallKind::Subagent, Some(index), picked)
-        } else if parsed.has_tools {
-            let index = shared.main.fetch_add(1, Ordering::SeqCst);
-            shared.main_tx.send_modify(|v| *v = (*v).max(index + 1));
-            let picked = rules::pick_indexed(&shared.rules, index, parsed.last_is_tool, false);
-            (CallKind::Main, Some(index), picked)
-        } else {
-            shared.aux.fetch_add(1, Ordering::SeqCst);
-            (CallKind::Aux, None, None)
-        };
+    let (kind, main_index, picked) = classify(&shared, &parsed);
     let rule = picked.map(|(_, r)| r);
     if let Some((i, _)) = picked {
         shared.rule_hits[i].fetch_add(1, Ordering::SeqCst);
     }
-    let reply: &Reply = match (kind, rule) {
-        (_, Some(rule)) => &rule.reply,
-        (CallKind::Probe, _) => {
-            let nonce = parsed.probe.as_deref().unwrap_or_default();
-            probe_reply = Reply::Text(Text::plain(format!("alive {nonce}")));
-            &probe_reply
-        }
-        (CallKind::Subagent, _) => {
-            probe_reply = Reply::Text(Text::plain(format!("subagent done {}", shared.nonce)));
-            &probe_reply
-        }
-        _ => {
-            aux_reply = Reply::Text(Text::plain("ok"));
-            &aux_reply
+    let fallback;
+    let reply: &Reply = match rule {
+        Some(rule) => &rule.reply,
+        None => {
+            fallback = unscripted_reply(kind, &parsed, &shared.nonce);
+            &fallback
         }
     };
 

@@ -68,7 +68,11 @@ pub async fn run_all(
     let caps = Capabilities {
         breaker: shared.profile.breaker,
         background: shared.profile.background.clone(),
-        mcp_tool: shared.profile.tools.get("mcp_probe").map(|t| t.name.clone()),
+        mcp_tool: shared
+            .profile
+            .tools
+            .get("mcp_probe")
+            .map(|t| t.name.clone()),
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(opts.seed);
     let limit = Arc::new(Semaphore::new(jobs));

@@ -55,10 +55,7 @@ async fn trigger_fired(
 
 /// The call count a trigger waits on: the subagent's calls for
 /// `when_subagent_call`, else the parent's main calls.
-fn calls_for(
-    trigger: Option<&Trigger>,
-    provider: &Provider,
-) -> tokio::sync::watch::Receiver<u64> {
+fn calls_for(trigger: Option<&Trigger>, provider: &Provider) -> tokio::sync::watch::Receiver<u64> {
     match trigger {
         Some(Trigger::WhenSubagentCall(_)) => provider.subagent_calls(),
         _ => provider.main_calls(),
@@ -130,8 +127,11 @@ pub(crate) async fn drive(
             _ = &mut trigger, if !sent => {
                 sent = true;
                 let main_calls = *provider.main_calls().borrow();
+                // Stamped before the write: a fast agent's `turn_end` (read
+                // by another task) must never look earlier than the interrupt.
+                let at = Instant::now();
                 let _ = d.worker(runner).interrupt().await;
-                d.push(Instant::now(), Event::InterruptSent { main_calls });
+                d.push(at, Event::InterruptSent { main_calls });
                 (d.on_phase)(Phase::Interrupt, dl.interrupt);
                 let by = Instant::now() + secs(dl.interrupt);
                 if by < deadline {

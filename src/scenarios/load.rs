@@ -176,7 +176,10 @@ fn check_counts(
                 )
                 .map_err(at)?;
                 let prompted = |c: &crate::provider::ToolCallSpec| {
-                    c.args.get("prompt").and_then(|p| p.as_str()).is_some_and(|p| !p.trim().is_empty())
+                    c.args
+                        .get("prompt")
+                        .and_then(|p| p.as_str())
+                        .is_some_and(|p| !p.trim().is_empty())
                 };
                 if t.calls.iter().any(|c| c.tool == SUBAGENT && !prompted(c)) {
                     return Err(at(

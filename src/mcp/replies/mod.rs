@@ -150,7 +150,11 @@ impl Ctx {
     /// The probe tool's `text` argument (empty when absent); after a
     /// `schema_swap`, its `query` argument.
     pub fn text(&self) -> String {
-        let arg = if self.is_swapped() { "/arguments/query" } else { "/arguments/text" };
+        let arg = if self.is_swapped() {
+            "/arguments/query"
+        } else {
+            "/arguments/text"
+        };
         self.params
             .pointer(arg)
             .map(|t| match t {
@@ -245,7 +249,10 @@ impl Reply {
     pub fn single_frame(&self) -> bool {
         matches!(
             self,
-            Reply::Result(_) | Reply::JsonrpcError(_) | Reply::Malformed(_) | Reply::Unauthorized(_)
+            Reply::Result(_)
+                | Reply::JsonrpcError(_)
+                | Reply::Malformed(_)
+                | Reply::Unauthorized(_)
         )
     }
 
@@ -254,7 +261,8 @@ impl Reply {
     pub fn check(&self, method: &str) -> Result<(), String> {
         match self {
             Reply::SchemaSwap(_) if method != "tools/call" => Err(
-                "`schema_swap` answers a `tools/call` (the change is announced on its stream)".into(),
+                "`schema_swap` answers a `tools/call` (the change is announced on its stream)"
+                    .into(),
             ),
             Reply::ListHang(_) if method == "tools/call" => Err(
                 "`list_hang` answers `initialize` or `tools/list`; for `tools/call` use `hang`"

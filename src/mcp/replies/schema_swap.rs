@@ -21,8 +21,7 @@ pub const NEW_ARG: &str = "query";
 impl SchemaSwap {
     pub(crate) async fn play(&self, ctx: &Ctx, tx: &Tx) -> bool {
         let answer = ctx.healthy();
-        ctx.swapped
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        ctx.swapped.store(true, std::sync::atomic::Ordering::SeqCst);
         let note =
             Frame::json(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
         send(tx, Out::Frame(note)).await && send(tx, Out::Frame(answer)).await
@@ -54,7 +53,10 @@ mod tests {
         stale.swapped = c.swapped.clone();
         let v = json(&Out(stale.healthy()));
         assert_eq!(v["result"]["isError"], true);
-        assert!(v["result"]["content"][0]["text"].as_str().unwrap().contains("`query`"));
+        assert!(v["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("`query`"));
         let mut fresh = ctx(
             "tools/call",
             serde_json::json!({"name": "probe", "arguments": {"query": "q1"}}),

@@ -30,7 +30,8 @@ pub const CHALLENGE: &str =
 impl Unauthorized {
     /// The HTTP 401 body.
     pub fn http_body(&self, ctx: &Ctx) -> String {
-        json!({"error": "invalid_token", "error_description": ctx.render(&self.message)}).to_string()
+        json!({"error": "invalid_token", "error_description": ctx.render(&self.message)})
+            .to_string()
     }
 
     /// The stdio answer: a JSON-RPC error.
@@ -50,7 +51,8 @@ mod tests {
 
     #[tokio::test]
     async fn stdio_gets_a_jsonrpc_error_and_http_a_401_body() {
-        let r: Reply = serde_yaml::from_str("{kind: unauthorized, message: 'gone {{nonce}}'}").unwrap();
+        let r: Reply =
+            serde_yaml::from_str("{kind: unauthorized, message: 'gone {{nonce}}'}").unwrap();
         let c = ctx("initialize", serde_json::Value::Null);
         let (outs, done) = collect(&r, &c, 1000).await;
         assert_eq!(done, Some(true));

@@ -248,7 +248,10 @@ mod tests {
         let args = with_subagent_marker("subagent", json!({"prompt": "look"}), "N");
         assert_eq!(args, json!({"prompt": "look [[subagent:N]]"}));
         assert_eq!(with_subagent_marker("subagent", args.clone(), "N"), args);
-        assert_eq!(with_subagent_marker("shell", json!({"prompt": "x"}), "N"), json!({"prompt": "x"}));
+        assert_eq!(
+            with_subagent_marker("shell", json!({"prompt": "x"}), "N"),
+            json!({"prompt": "x"})
+        );
     }
 
     #[test]

@@ -231,9 +231,14 @@ pub(crate) fn offered_tools(tools: &[Value]) -> Vec<String> {
             members.iter().for_each(|m| one(m, Some(name), out));
             return;
         }
-        let schema = ["parameters", "input_schema", "inputSchema", "parametersJsonSchema"]
-            .iter()
-            .find_map(|k| f.get(*k));
+        let schema = [
+            "parameters",
+            "input_schema",
+            "inputSchema",
+            "parametersJsonSchema",
+        ]
+        .iter()
+        .find_map(|k| f.get(*k));
         let mut args: Vec<&str> = schema
             .and_then(|s| s.get("properties"))
             .and_then(Value::as_object)
@@ -328,9 +333,16 @@ mod tests {
         .unwrap();
         assert_eq!(
             offered_in(&v),
-            ["shell(background,command)", "mcp_chaos_probe(text)", "g(query)", "mcp__chaos/probe(text)"]
+            [
+                "shell(background,command)",
+                "mcp_chaos_probe(text)",
+                "g(query)",
+                "mcp__chaos/probe(text)"
+            ]
         );
-        let many: Vec<Value> = (0..100).map(|i| serde_json::json!({"name": format!("t{i}")})).collect();
+        let many: Vec<Value> = (0..100)
+            .map(|i| serde_json::json!({"name": format!("t{i}")}))
+            .collect();
         assert_eq!(offered_tools(&many).len(), OFFERED_KEEP);
         let long = [serde_json::json!({"name": "x".repeat(1000)})];
         assert_eq!(offered_tools(&long)[0].chars().count(), OFFERED_KEEP_CHARS);
@@ -338,10 +350,25 @@ mod tests {
 
     #[test]
     fn a_subagents_request_is_known_by_its_first_user_message() {
-        let sub = |msgs: Vec<Msg>| bound_request(Request { messages: msgs, ..Request::default() }, "N").subagent;
-        assert!(sub(vec![Msg::new("system", "s"), Msg::new("user", "look [[subagent:N]]")]));
+        let sub = |msgs: Vec<Msg>| {
+            bound_request(
+                Request {
+                    messages: msgs,
+                    ..Request::default()
+                },
+                "N",
+            )
+            .subagent
+        };
+        assert!(sub(vec![
+            Msg::new("system", "s"),
+            Msg::new("user", "look [[subagent:N]]")
+        ]));
         // The parent's later requests carry the marker only in a tool call's arguments.
-        assert!(!sub(vec![Msg::new("user", "task"), Msg::new("tool", "[[subagent:N]] done")]));
+        assert!(!sub(vec![
+            Msg::new("user", "task"),
+            Msg::new("tool", "[[subagent:N]] done")
+        ]));
         assert!(!sub(vec![Msg::new("user", "look [[subagent:OTHER]]")]));
     }
 
