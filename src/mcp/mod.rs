@@ -92,7 +92,7 @@ impl McpSpec {
 /// What an adapter profile declares about MCP.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub enum McpSupport {
-    /// No `mcp` key: an MCP row is a configuration error.
+    /// No `mcp` key: MCP rows are N/A, with a hint to declare it.
     #[default]
     Undeclared,
     /// `mcp: false`: the agent has no MCP client; MCP rows are N/A.

@@ -45,13 +45,13 @@ mod tests {
         // Later requests of the same server see the new schema.
         let mut list = ctx("tools/list", serde_json::Value::Null);
         list.swapped = c.swapped.clone();
-        let v = json(&Out(list.healthy()));
+        let v = json(&sent(list.healthy()));
         let schema = &v["result"]["tools"][0]["inputSchema"];
         assert_eq!(schema["required"][0], "query");
         assert!(schema["properties"].get("text").is_none());
         let mut stale = call("x");
         stale.swapped = c.swapped.clone();
-        let v = json(&Out(stale.healthy()));
+        let v = json(&sent(stale.healthy()));
         assert_eq!(v["result"]["isError"], true);
         assert!(v["result"]["content"][0]["text"]
             .as_str()
@@ -62,12 +62,11 @@ mod tests {
             serde_json::json!({"name": "probe", "arguments": {"query": "q1"}}),
         );
         fresh.swapped = c.swapped.clone();
-        let v = json(&Out(fresh.healthy()));
+        let v = json(&sent(fresh.healthy()));
         assert_eq!(v["result"]["content"][0]["text"], "probe:q1");
     }
 
-    #[allow(non_snake_case)]
-    fn Out(f: super::Frame) -> super::Out {
+    fn sent(f: super::Frame) -> super::Out {
         super::Out::Frame(f)
     }
 }
