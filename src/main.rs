@@ -414,8 +414,8 @@ fn run(args: RunArgs) -> ExitCode {
             ));
         }
     }
-    if let Err(e) = chaosrun::profile::check_mcp(&profile, &selected) {
-        return usage(e);
+    for w in chaosrun::profile::needs::warnings(&profile, &selected) {
+        chaosrun::say_err!("chaosrun: warning: {w}");
     }
     let artifacts = match &args.keep_artifacts {
         Some(dir) => match output::ArtifactsDir::take(dir) {

@@ -369,6 +369,10 @@ pub struct Capabilities {
     /// `background:`), taken as evidence the job existed.
     #[serde(default)]
     pub background: Option<crate::profile::BackgroundSpec>,
+    /// The name the agent gives the MCP server's probe tool (the profile's
+    /// `tools.mcp_probe`), looked for in the tools each request offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_tool: Option<String>,
 }
 
 /// Everything observed in one scenario run (`Default`: nothing was seen,

@@ -750,3 +750,55 @@ fn a_bad_context_window_is_exit_2_with_its_place() {
         run("context-window", &[&p, "--list"], 0);
     }
 }
+
+#[test]
+fn a_subagent_call_without_a_prompt_or_a_zero_trigger_is_named_with_its_place() {
+    let d = tempfile::tempdir().unwrap();
+    for (i, (reply, extra, said)) in [
+        (
+            "{kind: tool_call, calls: [{tool: subagent, args: {task: x}}]}",
+            "",
+            "a `subagent` call needs `args: {prompt: TEXT}`",
+        ),
+        (
+            "{kind: tool_call, calls: [{tool: subagent, args: {prompt: '  '}}]}",
+            "",
+            "a `subagent` call needs `args: {prompt: TEXT}`",
+        ),
+        (
+            "{kind: hang}",
+            "    interrupt: {when_subagent_call: 0}\n",
+            "`when_subagent_call` counts from 1",
+        ),
+        (
+            "{kind: hang}",
+            "    responder_extra: 1\n",
+            "unknown field `responder_extra`",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let t = ONE.replace("{kind: error, status: 500}", reply).replace(
+            "    expect: error\n",
+            &format!("    expect: error\n{extra}"),
+        );
+        let p = write(d.path(), &format!("s{i}.yaml"), &t);
+        let (_, stderr) = run("subagent", &[&p, "--list"], 2);
+        assert!(
+            stderr.contains(&format!("{p}:")) && stderr.contains(said),
+            "{reply} {extra}: {stderr}"
+        );
+    }
+    // `subagent` in a rule's `when` must be a boolean.
+    let t = ONE.replace(
+        "      - reply: {kind: error, status: 500}",
+        "      - when: {subagent: sometimes}\n        reply: {kind: hang}",
+    );
+    let p = write(d.path(), "w.yaml", &t);
+    let (_, stderr) = run("subagent", &[&p, "--list"], 2);
+    assert!(
+        stderr.contains(&format!("{p}:4:")) && stderr.contains("subagent"),
+        "{stderr}"
+    );
+}

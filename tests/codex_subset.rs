@@ -1,15 +1,17 @@
 //! A bounded real-agent lane: fast seed scenarios against Codex CLI 0.169.0
 //! through `examples/codex/codex.yaml` (exec mode), with the verdicts the
-//! full-table runs recorded in examples/codex/README.md. Some pass; two fail
+//! full-table runs recorded in examples/codex/README.md. Some pass; one fails
 //! on real Codex behaviour:
 //!
 //! * `provider_500_forever`: two retry layers multiply. The HTTP layer
 //!   retries a 5xx `request_max_retries` = 4 times, and the turn loop retries
 //!   the failed stream `stream_max_retries` = 5 times: 5 × 6 = 30 requests for
 //!   one turn, past the scenario's bound of 16.
-//! * `tool_background_swarm`: `codex exec` exits after its turn and leaves the
-//!   `setsid` escapee of its `exec_command` job running; chaosrun reports the
-//!   survivor and then sweeps it itself.
+//!
+//! `tool_background_swarm` (README: the `setsid` escapee outlives `codex exec`)
+//! is no longer in the lane: `exec_command` has no `background` argument, so
+//! the profile maps none and the row is N/A for Codex (a row's unmapped tool
+//! argument is never sent silently).
 //!
 //! Ignored by a plain `cargo test` (it needs Codex installed);
 //! `.ci/codex_subset.sh` installs it. Run by hand without Codex, it fails
@@ -31,14 +33,11 @@ const PASSING: &[&str] = &[
 ];
 
 /// (scenario, the invariants it fails, a phrase of the violation)
-const FAILING: &[(&str, &[&str], &str)] = &[
-    (
-        "provider_500_forever",
-        &["provider_calls"],
-        "made 30 provider calls",
-    ),
-    ("tool_background_swarm", &["process_hygiene"], "sleep 3600"),
-];
+const FAILING: &[(&str, &[&str], &str)] = &[(
+    "provider_500_forever",
+    &["provider_calls"],
+    "made 30 provider calls",
+)];
 
 #[test]
 #[ignore = "needs Codex CLI 0.169.0: .ci/codex_subset.sh"]

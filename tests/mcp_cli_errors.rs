@@ -1,8 +1,9 @@
 //! Bad MCP input: each is a configuration error at load (exit 2) with a
 //! message naming what is missing, before any agent starts: a rule on a tool
-//! the server does not list, an MCP row against a profile that does not
-//! register the server, a row pinning a transport the profile lacks, a
-//! profile `mcp` with no or an unknown transport, a bad `serve --mcp` file.
+//! the server does not list, a profile `mcp` with no or an unknown
+//! transport, a bad `serve --mcp` file. A profile that lacks what an MCP row
+//! needs (no `mcp` key, or not the transport the row pins) is no error: that
+//! row is N/A with the reason and a one-line hint, the others still run.
 
 mod common;
 
@@ -81,30 +82,94 @@ fn an_unknown_reply_kind_or_method_is_named_with_its_place() {
     );
 }
 
+/// Run the table against the profile: exit 0 (nothing applicable failed),
+/// and stdout.
+fn ran(args: &[&str]) -> String {
+    let out = Command::new(common::bin())
+        .args(args)
+        .current_dir(common::repo())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    stdout
+}
+
+/// The row's N/A line of the text report.
+fn na_line<'a>(stdout: &'a str, id: &str) -> &'a str {
+    let tail = stdout
+        .split("not applicable (not counted as passed):")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no N/A section: {stdout}"));
+    tail.lines()
+        .find(|l| l.trim_start().starts_with(id))
+        .unwrap_or_else(|| panic!("no N/A line for {id}: {stdout}"))
+}
+
 #[test]
-fn an_mcp_row_against_a_profile_without_an_mcp_key() {
+fn an_mcp_row_against_a_profile_without_an_mcp_key_is_na_with_a_hint() {
     let d = tempfile::tempdir().unwrap();
     let t = table(d.path(), "{}");
     let p = profile(d.path(), "");
-    let e = refused(&[&t, "--agent", &p]);
+    let out = ran(&[&t, "--agent", &p]);
+    let line = na_line(&out, "m");
     assert!(
-        e.contains("scenario `m` needs an MCP server")
-            && e.contains("p.yaml")
-            && e.contains("mcp: {transports: [stdio]}")
-            && e.contains("mcp: false"),
-        "{e}"
+        line.contains("profile has no `mcp:` key")
+            && line.contains("add `mcp: {transports: [stdio]}`")
+            && line.contains("`mcp: false`"),
+        "{out}"
+    );
+    assert!(
+        out.contains("0 passed, 0 failed, 1 not applicable"),
+        "{out}"
     );
 }
 
 #[test]
-fn a_row_pinning_a_transport_the_profile_does_not_register() {
+fn a_row_pinning_a_transport_the_profile_does_not_register_is_na() {
     let d = tempfile::tempdir().unwrap();
     let t = table(d.path(), "{transport: stdio}");
     let p = profile(d.path(), "mcp: {transports: [http]}");
-    let e = refused(&[&t, "--agent", &p]);
+    let out = ran(&[&t, "--agent", &p]);
+    let line = na_line(&out, "m");
     assert!(
-        e.contains("pins MCP transport `stdio`") && e.contains("registers only http"),
-        "{e}"
+        line.contains("pins MCP transport `stdio`") && line.contains("registers only http"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_row_with_a_tool_argument_the_profile_does_not_map_is_na_not_sent() {
+    let d = tempfile::tempdir().unwrap();
+    let t = write(
+        d.path(),
+        "t.yaml",
+        "scenarios:
+  - id: bg
+    responder: [{reply: {kind: tool_call, calls: [{tool: shell, args: {command: x, background: true}}]}}]
+    expect: ended
+  - id: sub
+    responder: [{reply: {kind: tool_call, calls: [{tool: subagent, args: {prompt: go}}]}}]
+    expect: ended
+",
+    );
+    let p = write(
+        d.path(),
+        "p.yaml",
+        "command: [sh]\nmcp: false\ntools:\n  shell: {name: exec, args: {command: cmd}}\n",
+    );
+    let out = ran(&[&t, "--agent", &p]);
+    let bg = na_line(&out, "bg");
+    assert!(
+        bg.contains("maps no `background` argument")
+            && bg.contains("add `background: <the agent's argument>` to `tools.shell.args`"),
+        "{out}"
+    );
+    let sub = na_line(&out, "sub");
+    assert!(
+        sub.contains("maps no `subagent` tool") && sub.contains("tools: {subagent:"),
+        "{out}"
     );
 }
 

@@ -30,9 +30,11 @@ What it does
     is cut. A reply over MAX_REPLY_CHARS of text is a runaway: the turn fails.
     A context-length error makes the agent cut its tool results and retry (at
     most MAX_COMPACTIONS times); if nothing can be cut, the error is surfaced.
-  * Offers one tool, ``shell`` (``bash -c`` in its own process group, stdin from
+  * Offers the tool ``shell`` (``bash -c`` in its own process group, stdin from
     /dev/null, output capped at 50,000 chars, timeout kills the group;
-    ``background: true`` starts a registered job).
+    ``background: true`` starts a registered job), and ``task`` (``prompt``): a
+    subagent, a nested tool loop in a thread with its own history and the shell
+    tool only, stopped at the tool timeout or the parent's interrupt.
   * Speaks MCP (``mcp_client.py``, a sibling module): every server of the
     config's ``mcp_servers`` (``{NAME: {"command", "args"} | {"url"}}``) is
     started before ``ready`` within a boot timeout (``mcp_boot_timeout``,
@@ -73,7 +75,12 @@ leaked_background, lost_parallel_result, wedged_after_interrupt, stdin_open,
 huge_output_whole, corrupt_store; the MCP bugs mcp_no_timeout, mcp_no_cancel,
 mcp_leak_server (close leaves stdio servers running; the descendant sweep
 spares them), mcp_drop_error_result (an ``isError`` result never enters the
-history); and the restart bugs:
+history), mcp_boot_drop (a server slower than 1.5 s at boot is dropped without
+a word), mcp_retry_unauthorized (a 401 at initialize is retried in a loop),
+mcp_stale_schema (``tools/list_changed`` ignored: the old schemas stay offered);
+subagent_no_deadline (the ``task`` tool waits for its subagent for ever);
+wait_for_pipe_eof (a foreground call waits for its stdout to close,
+past its timeout, so a child that keeps the pipe holds the turn); and the restart bugs:
   * replay_side_effect: an unanswered call is re-run (its command executed
     again, its real output persisted as the result). The re-run happens in the
     worker of the first resumed turn, before that turn's user message (so it is
@@ -94,6 +101,7 @@ keepalive_resets_idle (streams that look alive), compaction_loop (context
 overflow); see KNOWN_BUGS.
 """
 
+import copy
 import ctypes
 import http.client
 import json
@@ -133,6 +141,12 @@ KNOWN_BUGS = {
     "mcp_no_cancel": "an abandoned MCP call is never cancelled (no notifications/cancelled)",
     "mcp_leak_server": "close never stops the stdio MCP servers",
     "mcp_drop_error_result": "an MCP result marked isError is dropped from the history",
+    "mcp_boot_drop": "an MCP server not ready within 1.5 s is dropped silently (no tools, nothing said)",
+    "mcp_retry_unauthorized": "an MCP server's HTTP 401 at initialize is retried until the boot timeout",
+    "mcp_stale_schema": "notifications/tools/list_changed is ignored: the model keeps the old tool schemas",
+    "subagent_no_deadline": "the task tool waits for its subagent with no deadline",
+    # Tools that hold the pipe.
+    "wait_for_pipe_eof": "a foreground call returns only at stdout EOF (no grace, no timeout once the command exited)",
     # Combination bugs (chaosrun explore): each needs two faults together.
     "sticky_backoff_interrupt": "an interrupt that lands while a retryable error is handled (read, backoff) stays set and kills the next turn",
     "resend_batch_minus_one": "a 429 right after a parallel batch re-sends the batch with its last result missing",
@@ -180,6 +194,20 @@ SHELL_TOOL = {
     },
 }
 
+SUBAGENT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "task",
+        "description": ("Hand a self-contained task to a subagent (its own tool loop with the shell "
+                        "tool, bounded by the tool timeout) and return its final answer."),
+        "parameters": {
+            "type": "object",
+            "properties": {"prompt": {"type": "string", "description": "The task for the subagent."}},
+            "required": ["prompt"],
+        },
+    },
+}
+
 WIRES = ("openai-chat", "openai-responses", "anthropic", "gemini")
 # Stream events that only say "still here" (SSE comment lines never reach the
 # parser): they must not reset the stall timer.
@@ -222,7 +250,7 @@ def merge_same_role(msgs):
     return out
 
 
-def wire_request(wire, model, history, tools=None):
+def wire_request(wire, model, history, tools=None, system=SYSTEM_PROMPT):
     """(path suffix, body) of one streaming request on `wire`, offering `tools`
     (chat-style function specs; default: the shell tool alone)."""
     tools = tools or [SHELL_TOOL]
@@ -230,7 +258,7 @@ def wire_request(wire, model, history, tools=None):
     if wire == "openai-chat":
         return "/chat/completions", {
             "model": model, "stream": True, "tools": tools,
-            "messages": [{"role": "system", "content": SYSTEM_PROMPT}] + history}
+            "messages": [{"role": "system", "content": system}] + history}
     if wire == "openai-responses":
         items = []
         for m in history:
@@ -248,7 +276,7 @@ def wire_request(wire, model, history, tools=None):
             else:
                 items.append({"role": m["role"], "content": m.get("content") or ""})
         return "/responses", {
-            "model": model, "stream": True, "store": False, "instructions": SYSTEM_PROMPT,
+            "model": model, "stream": True, "store": False, "instructions": system,
             "input": items,
             "tools": [{"type": "function", "name": f["name"], "description": f["description"],
                        "parameters": f["parameters"]} for f in fns]}
@@ -269,7 +297,7 @@ def wire_request(wire, model, history, tools=None):
             else:
                 msgs.append({"role": "user", "content": [{"type": "text", "text": m.get("content") or ""}]})
         return "/v1/messages", {
-            "model": model, "max_tokens": 4096, "stream": True, "system": SYSTEM_PROMPT,
+            "model": model, "max_tokens": 4096, "stream": True, "system": system,
             "messages": merge_same_role(msgs),
             "tools": [{"name": f["name"], "description": f["description"], "input_schema": f["parameters"]}
                       for f in fns]}
@@ -292,7 +320,7 @@ def wire_request(wire, model, history, tools=None):
                 contents.append({"role": "user", "parts": [{"text": m.get("content") or ""}]})
         path = "/v1beta/models/" + urllib.parse.quote(model, safe="") + ":streamGenerateContent?alt=sse"
         return path, {
-            "systemInstruction": {"parts": [{"text": SYSTEM_PROMPT}]},
+            "systemInstruction": {"parts": [{"text": system}]},
             "contents": merge_same_role(contents),
             "tools": [{"functionDeclarations": [{"name": f["name"], "description": f["description"],
                                                  "parameters": f["parameters"]} for f in fns]}]}
@@ -799,6 +827,7 @@ class Agent:
     wire = "openai-chat"
     base_path = None
     mcp = None
+    is_subagent = False      # a nested loop run by the `task` tool (see run_subagent)
     last_mcp_error = False
 
     def __init__(self, cfg, spec, bugs, home, wire=None):
@@ -929,13 +958,22 @@ class Agent:
             return dict(failed=False, interrupted=True, completed=False,
                         final=INTERRUPTED_FINAL, exit_reason="interrupted")
 
+    def system_prompt(self):
+        """The system prompt, naming every MCP server that is unavailable (so
+        the model, and the user through it, learn the tools are missing rather
+        than meeting a silent gap)."""
+        notes = [f"MCP server `{s.name}` is unavailable: {s.unavailable}; its tools are not offered."
+                 for s in (self.mcp.servers.values() if self.mcp else []) if s.unavailable]
+        return "\n".join([SYSTEM_PROMPT] + notes)
+
     def request_messages(self):
-        return [{"role": "system", "content": SYSTEM_PROMPT}] + self.history
+        return [{"role": "system", "content": self.system_prompt()}] + self.history
 
     # ------------------------------------------------------------ model calls
 
     def request_body(self):
-        suffix, req = wire_request(self.wire, self.model, self.history, self.tool_specs())
+        suffix, req = wire_request(self.wire, self.model, self.history, self.tool_specs(),
+                                   system=self.system_prompt())
         if self.wire == "openai-chat":
             req["messages"] = self.request_messages()
         if self.base_path is not None:
@@ -1304,7 +1342,7 @@ class Agent:
         server = self.mcp.owner(name) if self.mcp else None
         if server is not None:
             return self.execute_mcp(server, name, raw)
-        if name != "shell":
+        if name not in ("shell", "task") or (name == "task" and self.is_subagent):
             return f"error: unknown tool {name}", False
         try:
             args = json.loads(raw) if raw.strip() else {}
@@ -1312,6 +1350,11 @@ class Agent:
             return f"error: invalid JSON arguments: {e}", False
         if not isinstance(args, dict):
             return "error: invalid JSON arguments: expected a JSON object", False
+        if name == "task":
+            prompt = args.get("prompt")
+            if not isinstance(prompt, str) or not prompt.strip():
+                return "error: missing required argument 'prompt'", False
+            return self.run_subagent(prompt)
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
             return "error: missing required argument 'command'", False
@@ -1350,8 +1393,64 @@ class Agent:
                 log(f"starting without the tools of MCP server {s.name}: {s.unavailable}")
 
     def tool_specs(self):
-        """Every tool offered to the model: shell, then the MCP servers' tools."""
-        return [SHELL_TOOL] + (self.mcp.tool_specs() if self.mcp else [])
+        """Every tool offered to the model: shell, task (not to a subagent),
+        then the MCP servers' tools."""
+        if self.is_subagent:
+            return [SHELL_TOOL]
+        return [SHELL_TOOL, SUBAGENT_TOOL] + (self.mcp.tool_specs() if self.mcp else [])
+
+    # ------------------------------------------------------------ subagent
+
+    def run_subagent(self, prompt):
+        """The `task` tool: a nested agent loop on `prompt`, in a thread, with
+        its own history (not stored), its own interrupt control and the shell
+        tool only, at most max_turns rounds. It is bounded by the tool timeout
+        (unless bug subagent_no_deadline) and by the parent's interrupt: either
+        stops it (its in-flight model call is cut, its foreground tool killed)
+        and is waited for. Returns (result text, interrupted)."""
+        sub = copy.copy(self)
+        sub.is_subagent = True
+        sub.history = []
+        sub.ctl = TurnControl()
+        sub._append = sub.history.append
+        sub.pending_replay = []
+        sub.breaker_open = False
+        result = {}
+
+        def work():
+            sub.ctl.begin()
+            try:
+                result.update(sub.run_turn(prompt))
+            except Exception as e:  # noqa: BLE001 (a subagent's crash is its result)
+                result.update(failed=True, final=f"subagent crashed: {e}")
+            finally:
+                sub.ctl.end(clear=True)
+
+        worker = threading.Thread(target=work, name="subagent", daemon=True)
+        log(f"subagent: started on {prompt[:80]!r}")
+        worker.start()
+        budget = None if self.bug("subagent_no_deadline") else self.tool_timeout
+        end = None if budget is None else time.monotonic() + budget
+        stopped = None
+        while worker.is_alive():
+            worker.join(0.05)
+            if self.ctl.interrupted():
+                stopped = "interrupted"
+            elif end is not None and time.monotonic() > end:
+                stopped = "timeout"
+            if stopped and worker.is_alive():
+                sub.ctl.interrupt()
+                worker.join(5)
+                if worker.is_alive():
+                    log("subagent: still running 5s after it was stopped")
+                break
+        log(f"subagent: {stopped or result.get('exit_reason', 'ended')}")
+        if stopped == "interrupted":
+            return "interrupted", True
+        if stopped == "timeout":
+            return f"error: the subagent did not finish within {fmt_num(budget)}s and was stopped", False
+        final = result.get("final", "")
+        return (f"subagent failed: {final}" if result.get("failed") else final), False
 
     def execute_mcp(self, server, name, raw):
         """Run one MCP tool call: (result text, interrupted). Sets last_mcp_error
@@ -1479,7 +1578,7 @@ class Agent:
                     now = time.monotonic()
                     if exited_at is None:
                         exited_at = now
-                    elif now - exited_at > 0.5:
+                    elif now - exited_at > 0.5 and not self.bug("wait_for_pipe_eof"):
                         break   # leftovers of the group still hold the pipe; they are killed below
                 if self.ctl.interrupted():
                     outcome = "interrupted"
@@ -1488,7 +1587,8 @@ class Agent:
                     while proc.poll() is None and time.monotonic() < end:
                         time.sleep(0.02)
                     break
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline and not (
+                        self.bug("wait_for_pipe_eof") and proc.poll() is not None):
                     outcome = "timeout"
                     break
         finally:

@@ -22,12 +22,15 @@ extend it); on timeout or interrupt the client sends ``notifications/cancelled``
 with the request id and a reason. A server that dies, resets the connection or
 sends a frame that is not JSON-RPC fails the call with an error result; the
 next call reconnects once (respawn / new session) or reports the tool
-unavailable. Results are capped before they reach the model. Shutdown follows
+unavailable. After ``notifications/tools/list_changed`` the tools are listed
+again once the current call returns, so the next model call offers the new
+schemas. Results are capped before they reach the model. Shutdown follows
 the spec: stdio closes stdin, waits, SIGTERM, waits, SIGKILL; HTTP sends DELETE.
 
 Bug switches (``bugs``): ``mcp_no_timeout`` (a call waits forever unless
 interrupted), ``mcp_no_cancel`` (no ``notifications/cancelled``),
-``mcp_leak_server`` (close leaves stdio servers running). ``mcp_drop_error_result``
+``mcp_leak_server`` (close leaves stdio servers running), ``mcp_boot_drop``,
+``mcp_retry_unauthorized``, ``mcp_stale_schema``. ``mcp_drop_error_result``
 lives in the agent (it drops the result from the history).
 """
 
@@ -112,6 +115,7 @@ class Connection:
         self.pending = {}
         self.dead = None          # why the connection is unusable, once it is
         self.notes = {}           # notification method -> count (logged sparsely)
+        self.list_changed = False # the server announced notifications/tools/list_changed
 
     def new_id(self):
         with self.lock:
@@ -143,6 +147,8 @@ class Connection:
                 m = str(msg.get("method"))
                 with self.lock:
                     n = self.notes[m] = self.notes.get(m, 0) + 1
+                    if m == "notifications/tools/list_changed":
+                        self.list_changed = True
                 if n & (n - 1) == 0:      # 1, 2, 4, 8, ...: progress and storms stay quiet
                     self.log(f"mcp {self.name}: notification {m} (#{n}) ignored")
             return
@@ -497,9 +503,7 @@ class McpServer:
         deadline = time.monotonic() + self.boot_timeout
         try:
             self.conn = self._open()
-            init = self._request("initialize", {
-                "protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO},
-                deadline, cancelled)
+            init = self._initialize(deadline, cancelled)
             if init is None:
                 raise McpError("interrupted while connecting")
             if isinstance(self.conn, HttpConnection):
@@ -526,6 +530,20 @@ class McpServer:
         self.unavailable = None
         self.log(f"mcp {self.name}: ready with tools {', '.join(sorted(self.tools)) or '(none)'}")
         return True
+
+    def _initialize(self, deadline, cancelled):
+        """Send `initialize`; a refusal (HTTP 401) is final, except under bug
+        mcp_retry_unauthorized, which retries it until the boot deadline."""
+        params = {"protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO}
+        while True:
+            try:
+                return self._request("initialize", params, deadline, cancelled)
+            except McpError as e:
+                if ("mcp_retry_unauthorized" not in self.bugs or "HTTP 401" not in e.msg
+                        or time.monotonic() > deadline or cancelled()):
+                    raise
+                self.log(f"mcp {self.name}: {e.msg}; retrying (bug mcp_retry_unauthorized)")
+                time.sleep(0.05)
 
     def shutdown_conn(self):
         conn, self.conn = self.conn, None
@@ -622,7 +640,31 @@ class McpServer:
             if resp is None:
                 return "interrupted", False, True
             text, is_error = result_text(resp.get("result"))
+            self._relist_if_changed(cancelled)
             return text, is_error, False
+
+    def _relist_if_changed(self, cancelled):
+        """After `notifications/tools/list_changed`, list the tools again (once,
+        however many notifications came), so the next model call offers the new
+        schemas. Ignored under bug mcp_stale_schema."""
+        conn = self.conn
+        if conn is None or not conn.list_changed:
+            return
+        if "mcp_stale_schema" in self.bugs:
+            self.log(f"mcp {self.name}: tools/list_changed ignored (bug mcp_stale_schema)")
+            conn.list_changed = False
+            return
+        conn.list_changed = False
+        try:
+            res = self._request("tools/list", {}, time.monotonic() + self.call_timeout, cancelled,
+                                on_abort=self._cancel)
+        except McpError as e:
+            self.log(f"mcp {self.name}: re-listing tools failed: {e.msg}; keeping the old list")
+            return
+        tools = ((res or {}).get("result") or {}).get("tools") or []
+        self.tools = {tool_name(self.name, t["name"]): t for t in tools
+                      if isinstance(t, dict) and t.get("name")}
+        self.log(f"mcp {self.name}: tools re-listed: {', '.join(sorted(self.tools)) or '(none)'}")
 
 
 class McpClient:
@@ -641,7 +683,13 @@ class McpClient:
 
     def start(self):
         for s in self.servers.values():
+            if "mcp_boot_drop" in s.bugs:
+                s.boot_timeout = 1.5
             s.connect()
+        if any("mcp_boot_drop" in s.bugs for s in self.servers.values()):
+            for name in [n for n, s in self.servers.items() if s.unavailable]:
+                self.log(f"mcp {name}: not ready in 1.5s; dropped (bug mcp_boot_drop)")
+                del self.servers[name]
 
     def tool_specs(self):
         """The servers' tools as chat-style function specs."""

@@ -52,6 +52,8 @@ pub struct Engine {
     calls_tx: tokio::sync::watch::Sender<u64>,
     hits: Vec<AtomicU64>,
     rec: Mutex<Recorder>,
+    /// A `schema_swap` changed the probe tool (see its file).
+    swapped: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Engine {
@@ -67,6 +69,7 @@ impl Engine {
             calls_tx: tokio::sync::watch::channel(0).0,
             hits,
             rec: Mutex::new(Recorder::default()),
+            swapped: Default::default(),
         }
     }
 
@@ -188,6 +191,7 @@ impl Engine {
                 params,
                 nonce: self.nonce.clone(),
                 cancel: self.cancel.clone(),
+                swapped: self.swapped.clone(),
             },
             reply: picked.map(|(_, r)| r.reply.clone()),
             slot,

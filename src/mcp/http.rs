@@ -5,7 +5,8 @@
 //! kinds that take time or send notifications first; `crash` cuts the
 //! stream's connection. `initialize` issues an `Mcp-Session-Id`; every later
 //! request must carry a live one (missing: 400, unknown or ended: 404).
-//! `DELETE` ends a session. `GET` (a server-initiated SSE stream) is 405:
+//! `unauthorized` is a `401` with a `WWW-Authenticate` challenge and no
+//! session. `DELETE` ends a session. `GET` (a server-initiated SSE stream) is 405:
 //! this server sends notifications on the request's own stream.
 
 use std::collections::HashSet;
@@ -127,6 +128,18 @@ async fn on_post(State(s): State<Arc<Http>>, h: HeaderMap, body: Bytes) -> Respo
         Incoming::Nothing => status(StatusCode::ACCEPTED, ""),
         Incoming::Invalid(f) => json_response(StatusCode::BAD_REQUEST, &f),
         Incoming::Request(job) => {
+            if let Some(super::Reply::Unauthorized(u)) = &job.reply {
+                // No session for a refused client.
+                s.sessions.lock().unwrap().remove(&sid);
+                let mut r = status(StatusCode::UNAUTHORIZED, &u.http_body(&job.ctx));
+                let h = r.headers_mut();
+                h.insert("content-type", HeaderValue::from_static("application/json"));
+                h.insert(
+                    "www-authenticate",
+                    HeaderValue::from_static(super::replies::unauthorized::CHALLENGE),
+                );
+                return r;
+            }
             let single = job.single_frame();
             let (tx, mut rx) = mpsc::channel::<Out>(64);
             let engine = s.engine.clone();

@@ -14,15 +14,20 @@ pub const VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
 /// The methods a rule may name.
 pub const METHODS: &[&str] = &["initialize", "tools/list", "tools/call"];
 
-/// The `tools/list` result.
-pub fn tools() -> Value {
+/// The `tools/list` result (after a `schema_swap`, `probe` takes `query`).
+pub fn tools(swapped: bool) -> Value {
+    let arg = if swapped {
+        super::replies::schema_swap::NEW_ARG
+    } else {
+        "text"
+    };
     json!({"tools": [{
         "name": PROBE_TOOL,
-        "description": "chaosrun's probe tool: echoes its text argument as `probe:<text>`.",
+        "description": format!("chaosrun's probe tool: echoes its {arg} argument as `probe:<{arg}>`."),
         "inputSchema": {
             "type": "object",
-            "properties": {"text": {"type": "string", "description": "any text"}},
-            "required": ["text"],
+            "properties": {arg: {"type": "string", "description": "any text"}},
+            "required": [arg],
         },
     }]})
 }
@@ -47,7 +52,7 @@ pub fn healthy(ctx: &Ctx) -> Frame {
                 "serverInfo": {"name": "chaosrun-mcp", "version": env!("CARGO_PKG_VERSION")},
             }))
         }
-        "tools/list" => ctx.answer(tools()),
+        "tools/list" => ctx.answer(tools(ctx.is_swapped())),
         "tools/call" => {
             let name = ctx.params.get("name").and_then(Value::as_str).unwrap_or("");
             if name != PROBE_TOOL {
@@ -56,6 +61,14 @@ pub fn healthy(ctx: &Ctx) -> Frame {
                     -32602,
                     &format!("unknown tool `{name}`; this server lists only `{PROBE_TOOL}`"),
                 );
+            }
+            let new = super::replies::schema_swap::NEW_ARG;
+            if ctx.is_swapped() && ctx.params.pointer(&format!("/arguments/{new}")).is_none() {
+                return ctx.answer(json!({
+                    "content": [{"type": "text", "text": format!(
+                        "probe's schema changed (tools/list_changed): it now takes `{new}`, not `text`; list the tools again")}],
+                    "isError": true,
+                }));
             }
             ctx.answer(json!({
                 "content": [{"type": "text", "text": format!("probe:{}", ctx.text())}],

@@ -57,6 +57,11 @@ pub struct McpSpec {
     /// is signalled (or the scenario ends).
     #[serde(default)]
     pub linger: bool,
+    /// The probe tool must reach the model (offered in a main call of the
+    /// faulted turn), or the agent must surface that the server is missing:
+    /// never a silent drop (the `mcp_tool_offered` check).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub offered: bool,
     #[serde(default)]
     pub rules: Vec<Rule>,
 }
@@ -87,7 +92,7 @@ impl McpSpec {
 /// What an adapter profile declares about MCP.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub enum McpSupport {
-    /// No `mcp` key: an MCP row is a configuration error.
+    /// No `mcp` key: MCP rows are N/A, with a hint to declare it.
     #[default]
     Undeclared,
     /// `mcp: false`: the agent has no MCP client; MCP rows are N/A.

@@ -6,6 +6,28 @@ use super::{Check, Invariant};
 use crate::observe::Observation;
 use crate::scenarios::{CallBound, Scenario};
 
+/// Rows with `subagent: true` rules: the subagent's calls (counted apart from
+/// the parent's) within the row's call bound: a subagent that loops is cut.
+pub fn subagent(s: &Scenario, obs: &Observation) -> Option<Check> {
+    if !s.responder.iter().any(|r| r.when.subagent == Some(true)) {
+        return None;
+    }
+    let n = obs.recording.subagent_calls;
+    let limit = s.calls.limit();
+    let v = if n > limit {
+        vec![format!(
+            "the subagent made {n} provider calls; the bound is {limit}: its loop was never cut"
+        )]
+    } else {
+        vec![]
+    };
+    Some(Check::new(
+        Invariant::ProviderCalls,
+        "subagent_call_bound",
+        v,
+    ))
+}
+
 pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let inv = Invariant::ProviderCalls;
     let n = obs.recording.main_calls;
@@ -157,5 +179,25 @@ mod tests {
         assert!(!check(&s, &o)[1].failed(), "2 after is allowed");
         o.recording.main_calls = 4;
         assert!(check(&s, &o)[1].violations()[0].contains("3 provider calls after `interrupt`"));
+    }
+
+    #[test]
+    fn the_subagents_calls_are_bounded_apart() {
+        use crate::oracle::fixtures::{end, healthy, scenario};
+        let mut s = scenario("expect: ended\ncalls: {max: 6}");
+        let judge = |s: &Scenario, n| {
+            let mut o = healthy(s, end(0, true, false, "done"));
+            o.recording.subagent_calls = n;
+            subagent(s, &o)
+        };
+        assert!(judge(&s, 99).is_none(), "a row without subagent rules");
+        s.responder =
+            serde_yaml::from_str("[{when: {subagent: true}, reply: {kind: hang}}]").unwrap();
+        assert!(!judge(&s, 6).unwrap().failed());
+        let looped = judge(&s, 40).unwrap();
+        assert!(
+            looped.violations()[0].contains("the subagent made 40 provider calls"),
+            "{looped:?}"
+        );
     }
 }

@@ -94,6 +94,7 @@ pub fn request(seq: u64, kind: CallKind, messages: Vec<WireMessage>) -> RequestR
         body_sha256: String::new(),
         stream: true,
         model: Some("fake-model".into()),
+        tools: vec![],
         messages,
         messages_dropped: 0,
         truncated: false,

@@ -1,10 +1,16 @@
 //! The MCP parts of the invariants, for rows with an `mcp:` section:
 //! - exercised: the row's targeted rule (its first; with no rule, any
 //!   `tools/call`) matched a real request: "the MCP call arrived";
-//! - bounded calls: `tools/call` requests within the row's call bound;
+//! - bounded calls: `tools/call` requests within the row's call bound, and
+//!   requests refused as `unauthorized` too;
 //! - cancellation: after an interrupt sent while a `tools/call` was in
 //!   flight, a `notifications/cancelled` naming that request arrived (not
-//!   checked when no call was in flight at the interrupt).
+//!   checked when no call was in flight at the interrupt);
+//! - reusability, rows with a `schema_swap` rule that landed: a later main
+//!   call offered the probe tool with its new argument (the agent re-listed);
+//! - reusability, rows with `mcp.offered`: the probe tool reached the model
+//!   (in the tools a main call offered), or the agent surfaced that the
+//!   server is missing: never a silent drop.
 //!
 //! Every check is `not checked` when the recording is missing or capped in a
 //! way that hides the evidence.
@@ -63,6 +69,82 @@ fn seen(rec: &McpRecording) -> String {
     } else {
         super::clip(&methods.join(", "), 200)
     }
+}
+
+/// After a `schema_swap` landed, some main call offered the probe tool with
+/// its new argument: the agent listed the tools again on
+/// `notifications/tools/list_changed` (rows with a `schema_swap` rule).
+pub fn schema_relisted(s: &Scenario, mapped: Option<&str>, obs: &Observation) -> Option<Check> {
+    use crate::mcp::replies::schema_swap::NEW_ARG;
+    let spec = s.mcp.as_ref()?;
+    let i = spec
+        .rules
+        .iter()
+        .position(|r| matches!(r.reply, crate::mcp::Reply::SchemaSwap(_)))?;
+    let rec = recording(obs)?;
+    if rec.rule_hits.get(i).copied().unwrap_or(0) == 0 {
+        return None; // never landed: the `exercised` check says so
+    }
+    let inv = Invariant::Reusability;
+    let name = mapped.unwrap_or("mcp_probe");
+    let main: Vec<_> = obs
+        .recording
+        .requests
+        .iter()
+        .filter(|r| r.kind == crate::provider::CallKind::Main)
+        .collect();
+    let fresh = |t: &String| {
+        t.split_once('(').is_some_and(|(n, args)| {
+            n == name && args.trim_end_matches(')').split(',').any(|a| a == NEW_ARG)
+        })
+    };
+    if main.iter().any(|r| r.tools.iter().any(fresh)) {
+        return Some(Check::new(inv, "mcp_schema_relisted", vec![]));
+    }
+    let last = main.last().map_or(&[][..], |r| &r.tools[..]);
+    Some(Check::new(
+        inv,
+        "mcp_schema_relisted",
+        vec![format!(
+            "the server announced tools/list_changed and `probe` now takes `{NEW_ARG}`, but none of the \
+             {} main call(s) offered `{name}` with it: the agent kept the stale schema (the last call \
+             offered: {})",
+            main.len(),
+            super::clip(&last.join(", "), 300)
+        )],
+    ))
+}
+
+/// Requests refused as `unauthorized` within the row's call bound: a 401 is
+/// surfaced, not retried for ever (rows with an `unauthorized` rule).
+pub fn unauthorized_retries(s: &Scenario, obs: &Observation) -> Option<Check> {
+    let spec = s.mcp.as_ref()?;
+    let refusing: Vec<usize> = spec
+        .rules
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| matches!(r.reply, crate::mcp::Reply::Unauthorized(_)))
+        .map(|(i, _)| i)
+        .collect();
+    if refusing.is_empty() {
+        return None;
+    }
+    let inv = Invariant::ProviderCalls;
+    let rec = recording(obs)?;
+    let refused: u64 = refusing
+        .iter()
+        .map(|i| rec.rule_hits.get(*i).copied().unwrap_or(0))
+        .sum();
+    let limit = s.calls.limit();
+    let v = if refused > limit {
+        vec![format!(
+            "the agent sent {refused} MCP requests the server refused as unauthorized (401); \
+             the bound is {limit}: a 401 is retried for ever instead of surfaced"
+        )]
+    } else {
+        vec![]
+    };
+    Some(Check::new(inv, "mcp_unauthorized_retries", v))
 }
 
 /// `tools/call` requests within the row's bound.
@@ -129,6 +211,65 @@ pub fn cancellation(s: &Scenario, obs: &Observation) -> Option<Check> {
         })
         .collect();
     Some(Check::new(inv, "cancellation", v))
+}
+
+/// The MCP server's name in every profile's config (`mcp_servers.chaos`),
+/// which an agent names when it says the server is missing.
+const SERVER_NAME: &str = "chaos";
+
+/// Rows with `mcp.offered`: some main call of the faulted turn offered the
+/// probe tool (as the profile maps it), or the agent surfaced that the
+/// server is missing: the faulted turn ended `failed`, or its final answer or
+/// a system message it sent the model names the server `chaos` (a tool
+/// result does not count: it echoes the tool's name, `mcp_chaos_probe`).
+pub fn offered(s: &Scenario, mapped: Option<&str>, obs: &Observation) -> Option<Check> {
+    use crate::provider::CallKind;
+    if !s.mcp.as_ref()?.offered {
+        return None;
+    }
+    let inv = Invariant::Reusability;
+    let name = mapped.unwrap_or("mcp_probe");
+    let main: Vec<_> = obs
+        .recording
+        .requests
+        .iter()
+        .filter(|r| r.kind == CallKind::Main)
+        .collect();
+    if main.is_empty() {
+        return Some(Check::skipped(
+            inv,
+            "mcp_tool_offered",
+            "no main call was made",
+        ));
+    }
+    let is_probe = |t: &String| t.split('(').next() == Some(name);
+    if main.iter().any(|r| r.tools.iter().any(is_probe)) {
+        return Some(Check::new(inv, "mcp_tool_offered", vec![]));
+    }
+    let end = obs.turn_end(0).map(|(_, e)| e);
+    let said = end
+        .as_ref()
+        .is_some_and(|e| e.failed || e.final_text.contains(SERVER_NAME))
+        || main.iter().any(|r| {
+            r.messages
+                .iter()
+                .any(|m| m.role == "system" && m.content.contains(SERVER_NAME))
+        });
+    if said {
+        return Some(Check::new(inv, "mcp_tool_offered", vec![]));
+    }
+    let last = main.last().map_or(&[][..], |r| &r.tools[..]);
+    let offered: Vec<&str> = last.iter().map(String::as_str).collect();
+    Some(Check::new(
+        inv,
+        "mcp_tool_offered",
+        vec![format!(
+            "the MCP tool `{name}` was offered in none of the {} main call(s), and the agent never said \
+             the server `{SERVER_NAME}` is missing: a silent drop (the last call offered: {})",
+            main.len(),
+            super::clip(&offered.join(", "), 300)
+        )],
+    ))
 }
 
 #[cfg(test)]
@@ -268,5 +409,96 @@ mod tests {
             msg("user", "next"),
         ]);
         assert!(dropped.violations()[0].contains("m1"), "{dropped:?}");
+    }
+
+    #[test]
+    fn the_mcp_tool_must_be_offered_or_its_absence_surfaced() {
+        use crate::oracle::fixtures::{end, healthy, msg, request, tool};
+        use crate::provider::CallKind;
+        let mut s = mcp_row("expect: ended");
+        s.mcp.as_mut().unwrap().offered = true;
+        let judge = |tools: &[&str], system: &str, e| {
+            let mut o = healthy(&s, e);
+            let msgs = vec![
+                msg("system", system),
+                msg("user", "u"),
+                tool("c1", "error: unknown tool mcp_chaos_probe"),
+            ];
+            let mut r = request(2, CallKind::Main, msgs);
+            r.tools = tools.iter().map(|t| t.to_string()).collect();
+            o.recording.requests.push(r);
+            offered(&s, Some("mcp_chaos_probe"), &o).unwrap()
+        };
+        let ok = judge(
+            &["shell(command)", "mcp_chaos_probe(text)"],
+            "sys",
+            end(0, true, false, "done"),
+        );
+        assert_eq!(ok.status, crate::oracle::Status::Pass, "{ok:?}");
+        let dropped = judge(&["shell(command)"], "sys", end(0, true, false, "done"));
+        assert!(
+            dropped.violations()[0].contains("offered in none of the 2 main call(s)")
+                && dropped.violations()[0].contains("shell(command)"),
+            "{dropped:?}"
+        );
+        let said = judge(
+            &["shell(command)"],
+            "MCP server `chaos` is unavailable: HTTP 401",
+            end(0, true, false, "done"),
+        );
+        assert_eq!(said.status, crate::oracle::Status::Pass, "{said:?}");
+        let failed = judge(&["shell(command)"], "sys", end(0, false, true, "error"));
+        assert_eq!(failed.status, crate::oracle::Status::Pass, "{failed:?}");
+        // Rows without `mcp.offered` are not judged on it.
+        s.mcp.as_mut().unwrap().offered = false;
+        assert!(offered(&s, None, &healthy(&s, end(0, true, false, "x"))).is_none());
+    }
+
+    #[test]
+    fn unauthorized_refusals_are_bounded_by_the_row() {
+        let mut s = scenario("expect: ended\ncalls: {max: 4}");
+        s.mcp = Some(
+            serde_yaml::from_str(
+                "{rules: [{when: {method: initialize}, reply: {kind: unauthorized}}]}",
+            )
+            .unwrap(),
+        );
+        let judge = |hits| unauthorized_retries(&s, &obs(vec![], hits, None)).unwrap();
+        assert!(!judge(4).failed());
+        let storm = judge(200);
+        assert!(
+            storm.violations()[0].contains("200 MCP requests"),
+            "{storm:?}"
+        );
+        assert!(unauthorized_retries(&mcp_row("expect: ended"), &obs(vec![], 9, None)).is_none());
+    }
+
+    #[test]
+    fn a_swapped_schema_must_be_offered_again() {
+        use crate::oracle::fixtures::{end, healthy, msg, request};
+        use crate::provider::CallKind;
+        let mut s = mcp_row("expect: ended");
+        s.mcp = Some(
+            serde_yaml::from_str("{rules: [{when: {call: 0}, reply: {kind: schema_swap}}]}")
+                .unwrap(),
+        );
+        let judge = |hits, offered: &[&str]| {
+            let mut o = healthy(&s, end(0, true, false, "done"));
+            o.mcp = obs(vec![], hits, None).mcp;
+            let mut r = request(3, CallKind::Main, vec![msg("user", "u")]);
+            r.tools = offered.iter().map(|t| t.to_string()).collect();
+            o.recording.requests.push(r);
+            schema_relisted(&s, Some("mcp_chaos_probe"), &o)
+        };
+        let fresh = judge(1, &["shell(command)", "mcp_chaos_probe(query)"]).unwrap();
+        assert!(!fresh.failed(), "{fresh:?}");
+        let stale = judge(1, &["shell(command)", "mcp_chaos_probe(text)"]).unwrap();
+        assert!(
+            stale.violations()[0].contains("kept the stale schema")
+                && stale.violations()[0].contains("mcp_chaos_probe(text)"),
+            "{stale:?}"
+        );
+        // A swap that never landed is the `exercised` check's to report.
+        assert!(judge(0, &["mcp_chaos_probe(text)"]).is_none());
     }
 }

@@ -146,7 +146,11 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(mcp::cancellation(s, obs));
     out.extend(calls::check(s, obs));
     out.extend(backoff::check(obs));
+    out.extend(calls::subagent(s, obs));
     out.extend(mcp::calls(s, obs));
+    out.extend(mcp::unauthorized_retries(s, obs));
+    out.extend(mcp::offered(s, caps.mcp_tool.as_deref(), obs));
+    out.extend(mcp::schema_relisted(s, caps.mcp_tool.as_deref(), obs));
     out.extend(reuse::check(s, caps.clone(), obs));
     out.extend(history::check(s, obs));
     out.extend(hygiene::check(s, obs));

@@ -121,10 +121,12 @@ mod tests {
     const NO_BREAKER: Capabilities = Capabilities {
         breaker: false,
         background: None,
+        mcp_tool: None,
     };
     const BREAKER: Capabilities = Capabilities {
         breaker: true,
         background: None,
+        mcp_tool: None,
     };
 
     fn set_probe_end(o: &mut Observation, e: TurnEnd) {

@@ -9,6 +9,7 @@
 
 pub mod bundled;
 pub mod exec;
+pub mod needs;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -511,46 +512,6 @@ impl Profile {
         }
         Ok(())
     }
-}
-
-/// Whether the profile can run the selected scenarios' MCP rows: a row
-/// with `mcp:` against a profile with no `mcp` key, or pinning a transport the
-/// profile does not register, is a configuration error (exit 2). A profile
-/// with `mcp: false` is fine (those rows are N/A).
-pub fn check_mcp(
-    profile: &Profile,
-    scenarios: &[crate::scenarios::Scenario],
-) -> Result<(), String> {
-    use crate::mcp::McpSupport;
-    for s in scenarios {
-        let Some(m) = &s.mcp else { continue };
-        match &profile.mcp {
-            McpSupport::None => {}
-            McpSupport::Undeclared => {
-                return Err(format!(
-                    "scenario `{}` needs an MCP server, but the adapter profile `{}` has no `mcp` key: \
-                     add `mcp: {{transports: [stdio]}}` (or http, or both) and register the server in the \
-                     agent's config with {{{{mcp_command}}}}/{{{{mcp_args_json}}}} or {{{{mcp_url}}}}, \
-                     or `mcp: false` if the agent has no MCP client (its MCP rows are then N/A)",
-                    s.id, profile.source
-                ))
-            }
-            McpSupport::Transports(t) => {
-                if m.transport_for(t).is_none() {
-                    let pinned = m.transport.map_or("?", crate::mcp::Transport::name);
-                    return Err(format!(
-                        "scenario `{}` pins MCP transport `{pinned}`, but the adapter profile `{}` \
-                         registers only {}: add `{pinned}` to its `mcp.transports` (and to the agent's config), \
-                         or skip the row",
-                        s.id,
-                        profile.source,
-                        t.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
-                    ));
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Every file `--agent agent` reads to start the agent: the profile (or the

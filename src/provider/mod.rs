@@ -49,6 +49,12 @@ pub struct ToolMapping {
     pub args: BTreeMap<String, ArgMap>,
 }
 
+/// Logical tool arguments a call may lose without changing what a row tests
+/// (the agent's own default applies): a mapping with an `args` map that does
+/// not name one drops it from the call (the run warns; see
+/// `profile::needs`). Any other unmapped argument makes the row N/A.
+pub const OPTIONAL_ARGS: &[&str] = &["timeout"];
+
 /// One argument's mapping: a new name, or a new name and a value transform.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged, try_from = "ArgMapDoc")]
@@ -220,6 +226,11 @@ impl Provider {
     /// (probe and auxiliary requests are not counted).
     pub fn main_calls(&self) -> tokio::sync::watch::Receiver<u64> {
         self.inner.main_calls()
+    }
+
+    /// A watch on the number of subagent calls received so far.
+    pub fn subagent_calls(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.subagent_calls()
     }
 
     /// A snapshot of everything recorded so far.

@@ -23,6 +23,10 @@ pub enum CallKind {
     Probe,
     /// No `tools` (titles, summaries): a plain short answer.
     Aux,
+    /// The first user message carries the row's `[[subagent:NONCE]]`: a
+    /// subagent's call, counted apart; rules with `subagent: true` answer it
+    /// (unmatched: `subagent done NONCE`).
+    Subagent,
 }
 
 /// One tool call inside a message, as sent on the wire.
@@ -66,7 +70,8 @@ pub struct RequestRecord {
     /// Seconds since the provider started.
     pub at: f64,
     pub kind: CallKind,
-    /// For `Main`: index of this main call in the faulted turn, from 0.
+    /// For `Main`: index of this main call in the faulted turn, from 0; for
+    /// `Subagent`, of this call among the subagent's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub main_index: Option<u64>,
     pub method: String,
@@ -81,6 +86,10 @@ pub struct RequestRecord {
     pub stream: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The tools the request offered the model, `name(arg,arg)` (see
+    /// `wire::request::offered_tools`; bounded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
     /// Parsed messages (empty if the body was not JSON); the last
     /// [`RecordLimits::messages`] of them.
     pub messages: Vec<WireMessage>,
@@ -159,6 +168,8 @@ pub struct Recording {
     pub main_calls: u64,
     pub probe_calls: u64,
     pub aux_calls: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub subagent_calls: u64,
     /// Requests received but not kept in `requests` (past [`RecordLimits`]:
     /// the middle of a long run, or the oldest for `serve`).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -381,6 +392,7 @@ mod tests {
             body_sha256: String::new(),
             stream: false,
             model: None,
+            tools: vec![],
             messages,
             messages_dropped: 0,
             truncated: false,

@@ -1,6 +1,7 @@
 //! Responder rules: which reply a faulted-turn main call gets, chosen by what the
 //! request shows (its main-call index, whether the last message is a tool
-//! result), optionally held until tagged processes exist.
+//! result, whether it is a subagent's), optionally held until tagged
+//! processes exist.
 
 use serde::{Deserialize, Serialize};
 
@@ -47,17 +48,25 @@ pub struct When {
         deserialize_with = "crate::units::opt_seconds"
     )]
     pub within: Option<f64>,
+    /// `true`: the rule answers the subagent's calls (requests whose first
+    /// user message carries the row's `[[subagent:NONCE]]` marker; `call`
+    /// then counts them apart). Absent or `false`: the parent's main calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<bool>,
 }
 
 impl When {
-    pub fn matches(&self, index: u64, last_is_tool: bool) -> bool {
-        self.matches_at(index, last_is_tool, 0.0)
+    /// `index` counts the parent's main calls, or the subagent's calls when
+    /// `subagent` is true.
+    pub fn matches(&self, index: u64, last_is_tool: bool, subagent: bool) -> bool {
+        self.matches_at(index, last_is_tool, subagent, 0.0)
     }
 
     /// [`When::matches`] for a call `elapsed` seconds after the turn's first
     /// main call.
-    pub fn matches_at(&self, index: u64, last_is_tool: bool, elapsed: f64) -> bool {
-        self.call.as_ref().is_none_or(|c| c.matches(index))
+    pub fn matches_at(&self, index: u64, last_is_tool: bool, subagent: bool, elapsed: f64) -> bool {
+        self.subagent.unwrap_or(false) == subagent
+            && self.call.as_ref().is_none_or(|c| c.matches(index))
             && self.after_tool.is_none_or(|t| t == last_is_tool)
             && self.within.is_none_or(|w| elapsed < w)
     }
@@ -93,14 +102,19 @@ pub struct Rule {
     pub reply: Reply,
 }
 
-/// First rule whose `when` matches, if any.
+/// First rule for the parent's main calls whose `when` matches, if any.
 pub fn pick(rules: &[Rule], index: u64, last_is_tool: bool) -> Option<&Rule> {
-    pick_indexed(rules, index, last_is_tool).map(|(_, r)| r)
+    pick_indexed(rules, index, last_is_tool, false).map(|(_, r)| r)
 }
 
 /// First rule whose `when` matches, with its index.
-pub fn pick_indexed(rules: &[Rule], index: u64, last_is_tool: bool) -> Option<(usize, &Rule)> {
-    pick_at(rules, index, last_is_tool, 0.0)
+pub fn pick_indexed(
+    rules: &[Rule],
+    index: u64,
+    last_is_tool: bool,
+    subagent: bool,
+) -> Option<(usize, &Rule)> {
+    pick_at(rules, index, last_is_tool, subagent, 0.0)
 }
 
 /// [`pick_indexed`] for a call `elapsed` seconds after the turn's first main
@@ -109,12 +123,13 @@ pub fn pick_at(
     rules: &[Rule],
     index: u64,
     last_is_tool: bool,
+    subagent: bool,
     elapsed: f64,
 ) -> Option<(usize, &Rule)> {
     rules
         .iter()
         .enumerate()
-        .find(|(_, r)| r.when.matches_at(index, last_is_tool, elapsed))
+        .find(|(_, r)| r.when.matches_at(index, last_is_tool, subagent, elapsed))
 }
 
 #[cfg(test)]
@@ -152,11 +167,25 @@ mod tests {
             "- {when: {within: 8}, reply: {kind: error, status: 503}}\n\
              - {reply: {kind: text, text: ok}}\n",
         );
-        assert_eq!(pick_at(&r, 0, false, 0.0).unwrap().0, 0);
-        assert_eq!(pick_at(&r, 5, false, 7.9).unwrap().0, 0);
-        assert_eq!(pick_at(&r, 6, false, 8.0).unwrap().0, 1);
+        assert_eq!(pick_at(&r, 0, false, false, 0.0).unwrap().0, 0);
+        assert_eq!(pick_at(&r, 5, false, false, 7.9).unwrap().0, 0);
+        assert_eq!(pick_at(&r, 6, false, false, 8.0).unwrap().0, 1);
         let bad = serde_yaml::from_str::<Vec<Rule>>("- {when: {within: -1}, reply: {kind: hang}}");
         assert!(bad.unwrap_err().to_string().contains("negative"));
+    }
+
+    #[test]
+    fn subagent_rules_answer_only_the_subagents_calls() {
+        let r = rules(
+            "- {when: {subagent: true, call: 0}, reply: {kind: hang}}\n\
+             - {when: {subagent: true}, reply: {kind: text, text: sub}}\n\
+             - {reply: {kind: text, text: parent}}\n",
+        );
+        let kind = |i, sub| pick_indexed(&r, i, false, sub).map(|(n, _)| n);
+        assert_eq!(kind(0, true), Some(0));
+        assert_eq!(kind(1, true), Some(1));
+        assert_eq!(kind(0, false), Some(2));
+        assert_eq!(pick(&r, 0, false).unwrap().reply.kind_name(), "text");
     }
 
     #[test]

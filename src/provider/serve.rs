@@ -204,6 +204,7 @@ fn log_request(r: &RequestRecord) {
         CallKind::Main => "main",
         CallKind::Probe => "probe",
         CallKind::Aux => "aux",
+        CallKind::Subagent => "subagent",
     };
     let index = r.main_index.map_or("-".to_string(), |i| i.to_string());
     crate::say_err!("#{} {kind} {index} {}", r.seq, r.reply);

@@ -66,6 +66,9 @@ struct Shared {
     probe: AtomicU64,
     aux: AtomicU64,
     main_tx: watch::Sender<u64>,
+    /// Subagent calls (see [`CallKind::Subagent`]), and a watch on them.
+    subagent: AtomicU64,
+    subagent_tx: watch::Sender<u64>,
     records: Mutex<Recorder>,
     issued: Mutex<Vec<IssuedToolCall>>,
     waits: Mutex<Vec<WaitOutcome>>,
@@ -121,6 +124,8 @@ impl Running {
             probe: AtomicU64::new(0),
             aux: AtomicU64::new(0),
             main_tx,
+            subagent: AtomicU64::new(0),
+            subagent_tx: watch::channel(0u64).0,
             records: Mutex::new(Recorder::new(config.record)),
             waits: Mutex::new(Vec::new()),
             rule_hits,
@@ -162,6 +167,10 @@ impl Running {
         self.shared.main_tx.subscribe()
     }
 
+    pub(crate) fn subagent_calls(&self) -> watch::Receiver<u64> {
+        self.shared.subagent_tx.subscribe()
+    }
+
     pub(crate) fn recording(&self) -> Recording {
         let (requests, requests_dropped) = self.shared.records.lock().unwrap().snapshot();
         Recording {
@@ -178,6 +187,7 @@ impl Running {
             main_calls: self.shared.main.load(Ordering::SeqCst),
             probe_calls: self.shared.probe.load(Ordering::SeqCst),
             aux_calls: self.shared.aux.load(Ordering::SeqCst),
+            subagent_calls: self.shared.subagent.load(Ordering::SeqCst),
             relays: self.shared.relays.relays.lock().unwrap().clone(),
             upstream_errors: self.shared.relays.errors.lock().unwrap().clone(),
         }
@@ -266,6 +276,7 @@ impl Shared {
             body_sha256: head.body_sha256,
             stream: false,
             model: None,
+            tools: Vec::new(),
             messages: Vec::new(),
             messages_dropped: 0,
             truncated: false,
@@ -549,7 +560,7 @@ async fn generate(
     let reply: &Reply = match rule {
         Some(rule) => &rule.reply,
         None => {
-            default_reply = unscripted(kind, parsed.probe.as_deref());
+            default_reply = unscripted(kind, parsed.probe.as_deref(), &shared.nonce);
             &default_reply
         }
     };
@@ -630,13 +641,15 @@ async fn generate(
     wire::render(planned.plan, wire, stream, &meta, &shared.cancel).await
 }
 
-/// The answer to a call no rule scripts: `alive NONCE` to a probe, `ok`
-/// otherwise.
-fn unscripted(kind: CallKind, probe: Option<&str>) -> Reply {
-    match kind {
-        CallKind::Probe => Reply::Text(Text::plain(format!("alive {}", probe.unwrap_or_default()))),
-        _ => Reply::Text(Text::plain("ok")),
-    }
+/// The answer to a call no rule scripts: `alive NONCE` to a probe,
+/// `subagent done NONCE` to a subagent's call, `ok` otherwise.
+fn unscripted(kind: CallKind, probe: Option<&str>, nonce: &str) -> Reply {
+    let text = match kind {
+        CallKind::Probe => format!("alive {}", probe.unwrap_or_default()),
+        CallKind::Subagent => format!("subagent done {nonce}"),
+        _ => "ok".to_string(),
+    };
+    Reply::Text(Text::plain(text))
 }
 
 impl Shared {
@@ -718,6 +731,17 @@ impl Shared {
             out.kind = CallKind::Probe;
             return out;
         }
+        if parsed.subagent {
+            let index = self.subagent.fetch_add(1, Ordering::SeqCst);
+            self.subagent_tx.send_modify(|v| *v = (*v).max(index + 1));
+            out.kind = CallKind::Subagent;
+            out.main_index = Some(index);
+            out.picked = rules::pick_at(&self.rules, index, parsed.last_is_tool, true, 0.0);
+            if let Some((i, _)) = out.picked {
+                self.rule_hits[i].fetch_add(1, Ordering::SeqCst);
+            }
+            return out;
+        }
         if !parsed.has_tools {
             self.aux.fetch_add(1, Ordering::SeqCst);
             return out;
@@ -750,6 +774,7 @@ impl Shared {
             &self.rules,
             index,
             parsed.last_is_tool,
+            false,
             elapsed.as_secs_f64(),
         );
         if let Some((i, _)) = out.picked {
@@ -780,6 +805,7 @@ fn record(
         body_sha256: head.body_sha256,
         stream: parsed.stream,
         model: parsed.model,
+        tools: parsed.tools,
         messages: parsed.messages,
         messages_dropped: 0,
         truncated: parsed.truncated,

@@ -713,6 +713,8 @@ pub fn timeline(r: &ScenarioResult, deadlines: &[(Phase, f64)]) -> String {
             (CallKind::Main, None) => "main call".to_string(),
             (CallKind::Probe, _) => "probe call".to_string(),
             (CallKind::Aux, _) => "aux call".to_string(),
+            (CallKind::Subagent, Some(i)) => format!("subagent call #{i}"),
+            (CallKind::Subagent, None) => "subagent call".to_string(),
         };
         let _ = writeln!(
             body,

@@ -70,6 +70,9 @@ pub fn scenario_value(r: &ScenarioResult) -> Value {
             json!({"seed": c.seed, "schedule": c.schedule, "kills": kills, "stops": stops})
         }),
     });
+    if rec.subagent_calls > 0 {
+        v["calls"]["subagent"] = rec.subagent_calls.into();
+    }
     match &r.verdict {
         Verdict::Error { cause } => v["cause"] = cause.as_str().into(),
         Verdict::NotApplicable { reason } => v["reason"] = reason.as_str().into(),

@@ -68,6 +68,11 @@ pub async fn run_all(
     let caps = Capabilities {
         breaker: shared.profile.breaker,
         background: shared.profile.background.clone(),
+        mcp_tool: shared
+            .profile
+            .tools
+            .get("mcp_probe")
+            .map(|t| t.name.clone()),
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(opts.seed);
     let limit = Arc::new(Semaphore::new(jobs));
@@ -291,19 +296,10 @@ async fn run_one(
     (obs, checks)
 }
 
-/// Why `s` cannot apply to this profile (N/A, not run), if so: a kill needs
-/// an agent that resumes.
+/// Why `s` cannot apply to this profile (N/A, not run), if so (see
+/// [`crate::profile::needs`]).
 fn not_applicable(profile: &crate::profile::Profile, s: &Scenario) -> Option<String> {
-    let kills = s.chaos.as_ref().is_some_and(|c| c.kill_share > 0.0)
-        || s.process_fault
-            .as_ref()
-            .is_some_and(|f| f.action == crate::scenarios::FaultAction::Kill);
-    if s.mcp.is_some() && profile.mcp == crate::mcp::McpSupport::None {
-        return Some("profile declares no MCP".to_string());
-    }
-    (kills && !profile.resume).then(|| {
-        "the adapter profile declares `resume: false`; this scenario kills the agent and needs it to resume".to_string()
-    })
+    crate::profile::needs::not_applicable(profile, s)
 }
 
 /// Debug builds only: `CHAOSRUN_TEST_PANIC=<scenario id>` makes that

@@ -31,7 +31,9 @@ async fn trigger_fired(
             None => std::future::pending().await,
         },
         Some(Trigger::AfterSeconds(s)) => sleep_until(since + secs(*s)).await,
-        Some(Trigger::AfterCalls(n)) => {
+        // `calls` watches the subagent's calls for `when_subagent_call`
+        // (see [`calls_for`]).
+        Some(Trigger::AfterCalls(n) | Trigger::WhenSubagentCall(n)) => {
             let _ = calls.wait_for(|c| *c >= *n).await;
         }
         // The scenario's processes (its cgroup's members, whatever their
@@ -48,6 +50,15 @@ async fn trigger_fired(
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         },
+    }
+}
+
+/// The call count a trigger waits on: the subagent's calls for
+/// `when_subagent_call`, else the parent's main calls.
+fn calls_for(trigger: Option<&Trigger>, provider: &Provider) -> tokio::sync::watch::Receiver<u64> {
+    match trigger {
+        Some(Trigger::WhenSubagentCall(_)) => provider.subagent_calls(),
+        _ => provider.main_calls(),
     }
 }
 
@@ -68,7 +79,7 @@ pub(crate) async fn drive(
     let turn_started = Instant::now();
     let mut deadline = turn_started + secs(dl.turn);
     let (mut phase, mut phase_secs) = (Phase::FaultedTurn, dl.turn);
-    let mut calls = provider.main_calls();
+    let mut calls = calls_for(s.interrupt.as_ref(), provider);
     let scope = d.scope().clone();
     let mut mcp_calls = mcp.map(|m| m.calls_watch());
     let mut fault_mcp_calls = mcp.map(|m| m.calls_watch());
@@ -80,7 +91,7 @@ pub(crate) async fn drive(
         turn_started,
     );
     tokio::pin!(trigger);
-    let mut fault_calls = provider.main_calls();
+    let mut fault_calls = calls_for(s.process_fault.as_ref().map(|f| &f.at), provider);
     let fault_at = s.process_fault.as_ref().map(|f| f.at.clone());
     let fault_delay = s.process_fault.as_ref().map_or(0.0, |f| f.delay);
     let fault_trigger = async {
@@ -116,8 +127,11 @@ pub(crate) async fn drive(
             _ = &mut trigger, if !sent => {
                 sent = true;
                 let main_calls = *provider.main_calls().borrow();
+                // Stamped before the write: a fast agent's `turn_end` (read
+                // by another task) must never look earlier than the interrupt.
+                let at = Instant::now();
                 let _ = d.worker(runner).interrupt().await;
-                d.push(Instant::now(), Event::InterruptSent { main_calls });
+                d.push(at, Event::InterruptSent { main_calls });
                 (d.on_phase)(Phase::Interrupt, dl.interrupt);
                 let by = Instant::now() + secs(dl.interrupt);
                 if by < deadline {

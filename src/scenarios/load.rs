@@ -149,6 +149,12 @@ fn check_counts(
             );
         }
     }
+    if let Some(super::schema::Trigger::WhenSubagentCall(n)) = trigger {
+        count("when_subagent_call", *n, MAX_COUNT)?;
+        if *n == 0 {
+            return Err("`when_subagent_call` counts from 1 (the subagent's first call)".into());
+        }
+    }
     if let Some(c) = &s.chaos {
         count("chaos.turns", c.turns, MAX_COUNT)?;
         count("chaos.min_faults", c.min_faults as u64, MAX_COUNT)?;
@@ -169,6 +175,19 @@ fn check_counts(
                     MAX_COUNT,
                 )
                 .map_err(at)?;
+                let prompted = |c: &crate::provider::ToolCallSpec| {
+                    c.args
+                        .get("prompt")
+                        .and_then(|p| p.as_str())
+                        .is_some_and(|p| !p.trim().is_empty())
+                };
+                if t.calls.iter().any(|c| c.tool == SUBAGENT && !prompted(c)) {
+                    return Err(at(
+                        "a `subagent` call needs `args: {prompt: TEXT}` (the task the parent hands its \
+                         subagent; chaosrun appends the marker that tells the subagent's calls apart)"
+                            .into(),
+                    ));
+                }
             }
             Reply::Error(e) => {
                 if let Some(r) = e.retry_after {
@@ -184,6 +203,9 @@ fn check_counts(
     }
     Ok(())
 }
+
+/// The logical subagent tool (the profile's `tools.subagent`).
+const SUBAGENT: &str = "subagent";
 
 /// serde_yaml's message, minus its own location suffix (we print ours first).
 fn explain(msg: &str) -> String {

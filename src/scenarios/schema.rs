@@ -171,6 +171,9 @@ pub enum Trigger {
     /// Once the scenario's MCP server has received this many `tools/call`
     /// requests (rows with an `mcp:` section).
     WhenMcpCall(u64),
+    /// Once the provider has received this many subagent calls (requests
+    /// carrying the row's `[[subagent:NONCE]]` marker).
+    WhenSubagentCall(u64),
 }
 
 /// Which signal a process fault sends.

@@ -17,7 +17,9 @@ pub mod list_hang;
 pub mod malformed;
 pub mod progress_forever;
 pub mod result;
+pub mod schema_swap;
 pub mod slow;
+pub mod unauthorized;
 
 pub use crash::Crash;
 pub use hang::Hang;
@@ -28,7 +30,9 @@ pub use list_hang::ListHang;
 pub use malformed::Malformed;
 pub use progress_forever::ProgressForever;
 pub use result::ResultReply;
+pub use schema_swap::SchemaSwap;
 pub use slow::Slow;
+pub use unauthorized::Unauthorized;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -49,6 +53,8 @@ pub enum Reply {
     Huge(Huge),
     ListHang(ListHang),
     ListChangedStorm(ListChangedStorm),
+    Unauthorized(Unauthorized),
+    SchemaSwap(SchemaSwap),
 }
 
 /// One frame the server sends: a whole message, or a huge one produced in
@@ -135,18 +141,32 @@ pub struct Ctx {
     pub nonce: String,
     /// Fires when the server shuts down (every wait ends then).
     pub cancel: CancellationToken,
+    /// Whether a `schema_swap` changed the probe tool's schema (shared by
+    /// every request of the scenario's server).
+    pub swapped: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Ctx {
-    /// The probe tool's `text` argument (empty when absent).
+    /// The probe tool's `text` argument (empty when absent); after a
+    /// `schema_swap`, its `query` argument.
     pub fn text(&self) -> String {
+        let arg = if self.is_swapped() {
+            "/arguments/query"
+        } else {
+            "/arguments/text"
+        };
         self.params
-            .pointer("/arguments/text")
+            .pointer(arg)
             .map(|t| match t {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             })
             .unwrap_or_default()
+    }
+
+    /// Whether the probe tool's schema was swapped.
+    pub fn is_swapped(&self) -> bool {
+        self.swapped.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// `params._meta.progressToken`, if the client sent one.
@@ -202,6 +222,8 @@ impl Reply {
         "huge",
         "list_hang",
         "list_changed_storm",
+        "unauthorized",
+        "schema_swap",
     ];
 
     /// The kind's name as written in YAML.
@@ -217,6 +239,8 @@ impl Reply {
             Reply::Huge(_) => "huge",
             Reply::ListHang(_) => "list_hang",
             Reply::ListChangedStorm(_) => "list_changed_storm",
+            Reply::Unauthorized(_) => "unauthorized",
+            Reply::SchemaSwap(_) => "schema_swap",
         }
     }
 
@@ -225,7 +249,10 @@ impl Reply {
     pub fn single_frame(&self) -> bool {
         matches!(
             self,
-            Reply::Result(_) | Reply::JsonrpcError(_) | Reply::Malformed(_)
+            Reply::Result(_)
+                | Reply::JsonrpcError(_)
+                | Reply::Malformed(_)
+                | Reply::Unauthorized(_)
         )
     }
 
@@ -233,6 +260,10 @@ impl Reply {
     /// (checked at load).
     pub fn check(&self, method: &str) -> Result<(), String> {
         match self {
+            Reply::SchemaSwap(_) if method != "tools/call" => Err(
+                "`schema_swap` answers a `tools/call` (the change is announced on its stream)"
+                    .into(),
+            ),
             Reply::ListHang(_) if method == "tools/call" => Err(
                 "`list_hang` answers `initialize` or `tools/list`; for `tools/call` use `hang`"
                     .into(),
@@ -264,6 +295,8 @@ impl Reply {
             Reply::Huge(h) => send(tx, Out::Frame(h.frame(ctx))).await,
             Reply::ListHang(h) => h.play(ctx).await,
             Reply::ListChangedStorm(s) => s.play(ctx, tx).await,
+            Reply::Unauthorized(u) => send(tx, Out::Frame(u.frame(ctx))).await,
+            Reply::SchemaSwap(s) => s.play(ctx, tx).await,
         }
     }
 }
@@ -279,6 +312,7 @@ pub(crate) mod test_support {
             params,
             nonce: "N0NCE".into(),
             cancel: CancellationToken::new(),
+            swapped: Default::default(),
         }
     }
 

@@ -78,6 +78,7 @@ impl ToolCall {
                 }
                 other => with_call(&render_value(other, ctx.nonce, Some(i)), &call),
             };
+            let args = with_subagent_marker(&spec.tool, args, ctx.nonce);
             let (name, wire_args) = match ctx.tools.get(&spec.tool) {
                 Some(mapping) => (mapping.name.clone(), map_arg_names(&args, &mapping.args)),
                 None => (spec.tool.clone(), args.clone()),
@@ -124,15 +125,23 @@ impl ToolCall {
     }
 }
 
-/// Rename an object's keys through `names` (keys not in it pass unchanged);
-/// anything but an object is returned as is.
+/// Rename an object's keys through `names` (keys not in it pass unchanged,
+/// except an optional argument a non-empty map leaves out, which is dropped:
+/// see [`crate::provider::OPTIONAL_ARGS`]); anything but an object is
+/// returned as is.
 fn map_arg_names(
     args: &serde_json::Value,
     names: &std::collections::BTreeMap<String, crate::provider::ArgMap>,
 ) -> serde_json::Value {
+    let dropped = |k: &String| {
+        !names.is_empty()
+            && !names.contains_key(k)
+            && crate::provider::OPTIONAL_ARGS.contains(&k.as_str())
+    };
     match args {
         serde_json::Value::Object(map) => serde_json::Value::Object(
             map.iter()
+                .filter(|(k, _)| !dropped(k))
                 .map(|(k, v)| match names.get(k) {
                     Some(m) => (m.name().to_string(), m.apply(v)),
                     None => (k.clone(), v.clone()),
@@ -141,6 +150,22 @@ fn map_arg_names(
         ),
         other => other.clone(),
     }
+}
+
+/// A call of the logical `subagent` tool: its `prompt` ends with the row's
+/// `[[subagent:NONCE]]` marker, so the requests of the subagent it starts
+/// (their first user message) are told apart from the parent's.
+fn with_subagent_marker(tool: &str, mut args: serde_json::Value, nonce: &str) -> serde_json::Value {
+    if tool != "subagent" {
+        return args;
+    }
+    if let Some(serde_json::Value::String(p)) = args.get_mut("prompt") {
+        let marker = crate::provider::wire::request::subagent_marker_text(nonce);
+        if !p.contains(&marker) {
+            p.push_str(&format!(" {marker}"));
+        }
+    }
+    args
 }
 
 /// `{{call}}` (the main-call index, unique per call on this server) in every
@@ -216,6 +241,30 @@ mod tests {
         );
         assert_ne!(issued[0].id, issued[1].id);
         assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+    }
+
+    #[test]
+    fn a_subagent_prompt_carries_the_marker_once() {
+        let args = with_subagent_marker("subagent", json!({"prompt": "look"}), "N");
+        assert_eq!(args, json!({"prompt": "look [[subagent:N]]"}));
+        assert_eq!(with_subagent_marker("subagent", args.clone(), "N"), args);
+        assert_eq!(
+            with_subagent_marker("shell", json!({"prompt": "x"}), "N"),
+            json!({"prompt": "x"})
+        );
+    }
+
+    #[test]
+    fn an_optional_argument_the_map_leaves_out_is_dropped_not_sent() {
+        let names: std::collections::BTreeMap<String, crate::provider::ArgMap> =
+            [("command".to_string(), "cmd".into())].into();
+        let args = json!({"command": "x", "timeout": 3, "other": 1});
+        assert_eq!(
+            map_arg_names(&args, &names),
+            json!({"cmd": "x", "other": 1})
+        );
+        // An empty map is the identity: nothing dropped.
+        assert_eq!(map_arg_names(&args, &Default::default()), args);
     }
 
     #[tokio::test]

@@ -261,6 +261,7 @@ pub(crate) fn parse_request(v: &Value) -> Result<Request, String> {
         model: str_field(v, "model"),
         stream: v.get("stream").and_then(Value::as_bool).unwrap_or(false),
         has_tools: offers_tools(v),
+        tools: super::request::offered_in(v),
         messages,
         previous_response_id: None,
     })

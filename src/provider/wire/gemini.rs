@@ -226,6 +226,7 @@ pub(crate) fn parse_request(v: &Value) -> Result<Request, String> {
         model: None,
         stream: false,
         has_tools: offers_tools(v),
+        tools: super::request::offered_in(v),
         messages,
         previous_response_id: None,
     })

@@ -167,7 +167,7 @@ struct ChatRequest {
     #[serde(default)]
     stream: Option<bool>,
     #[serde(default)]
-    tools: Option<Vec<serde::de::IgnoredAny>>,
+    tools: Option<Vec<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -236,7 +236,11 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<Request, String> {
     Ok(Request {
         model: req.model,
         stream: req.stream.unwrap_or(false),
-        has_tools: req.tools.is_some_and(|t| !t.is_empty()),
+        has_tools: req.tools.as_ref().is_some_and(|t| !t.is_empty()),
+        tools: req
+            .tools
+            .as_deref()
+            .map_or_else(Vec::new, super::request::offered_tools),
         messages,
         previous_response_id: None,
     })

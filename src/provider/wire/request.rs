@@ -47,6 +47,8 @@ pub(crate) struct Request {
     pub model: Option<String>,
     pub stream: bool,
     pub has_tools: bool,
+    /// The tools the request offered, as [`offered_tools`] writes them.
+    pub tools: Vec<String>,
     pub messages: Vec<Msg>,
     /// Responses: the stored response this request continues.
     pub previous_response_id: Option<String>,
@@ -58,11 +60,14 @@ pub(crate) struct Parsed {
     pub model: Option<String>,
     pub stream: bool,
     pub has_tools: bool,
+    pub tools: Vec<String>,
     pub messages: Vec<WireMessage>,
     pub truncated: bool,
     pub last_is_tool: bool,
     /// The nonce of a `[[probe:NONCE]]` marker in the latest user message.
     pub probe: Option<String>,
+    /// The first user message carries `[[subagent:NONCE]]`.
+    pub subagent: bool,
     pub previous_response_id: Option<String>,
 }
 
@@ -103,6 +108,11 @@ pub(crate) fn bound_request(req: Request, nonce: &str) -> Parsed {
     let mut truncated = false;
     let mut probe = None;
     let last_user = req.messages.iter().rposition(|m| m.role == "user");
+    let subagent = req
+        .messages
+        .iter()
+        .find(|m| m.role == "user")
+        .is_some_and(|m| subagent_marker(&m.text, nonce));
     let last_is_tool = req.messages.last().is_some_and(|m| m.role == "tool");
     let mut messages = Vec::with_capacity(req.messages.len());
     for (pos, m) in req.messages.into_iter().enumerate() {
@@ -134,12 +144,27 @@ pub(crate) fn bound_request(req: Request, nonce: &str) -> Parsed {
         model: req.model,
         stream: req.stream,
         has_tools: req.has_tools,
+        tools: req.tools,
         messages,
         truncated,
         last_is_tool,
         probe,
+        subagent,
         previous_response_id: req.previous_response_id,
     }
+}
+
+/// The marker chaosrun appends to a `subagent` tool call's prompt.
+pub fn subagent_marker_text(nonce: &str) -> String {
+    format!("[[subagent:{nonce}]]")
+}
+
+/// `text` carries the subagent marker (of `nonce`; any, when it is empty).
+pub(crate) fn subagent_marker(text: &str, nonce: &str) -> bool {
+    if nonce.is_empty() {
+        return text.contains("[[subagent:");
+    }
+    text.contains(&subagent_marker_text(nonce))
 }
 
 /// A content value's text: a string, nothing for null, or the text parts
@@ -180,6 +205,65 @@ pub(crate) fn offers_tools(v: &Value) -> bool {
     v.get("tools")
         .and_then(Value::as_array)
         .is_some_and(|t| !t.is_empty())
+}
+
+/// How many offered tools a request record keeps, and how many chars of each.
+pub const OFFERED_KEEP: usize = 64;
+pub const OFFERED_KEEP_CHARS: usize = 200;
+
+/// The tools a request's `tools` array offers, each as `name(arg,arg)` (its
+/// parameters' property names, sorted), on every wire's shape: Chat
+/// `{function: {name, parameters}}`, Responses and Anthropic `{name,
+/// parameters | input_schema}`, Gemini `{functionDeclarations: [...]}`, and a
+/// Responses `namespace` tool's members as `NS/name`. Bounded to
+/// [`OFFERED_KEEP`] entries of [`OFFERED_KEEP_CHARS`] chars.
+pub(crate) fn offered_tools(tools: &[Value]) -> Vec<String> {
+    fn one(t: &Value, ns: Option<&str>, out: &mut Vec<String>) {
+        if let Some(decls) = t.get("functionDeclarations").and_then(Value::as_array) {
+            decls.iter().for_each(|d| one(d, ns, out));
+            return;
+        }
+        let f = t.get("function").unwrap_or(t);
+        let Some(name) = f.get("name").and_then(Value::as_str) else {
+            return;
+        };
+        if let Some(members) = t.get("tools").and_then(Value::as_array) {
+            members.iter().for_each(|m| one(m, Some(name), out));
+            return;
+        }
+        let schema = [
+            "parameters",
+            "input_schema",
+            "inputSchema",
+            "parametersJsonSchema",
+        ]
+        .iter()
+        .find_map(|k| f.get(*k));
+        let mut args: Vec<&str> = schema
+            .and_then(|s| s.get("properties"))
+            .and_then(Value::as_object)
+            .map(|p| p.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        args.sort_unstable();
+        let full = match ns {
+            Some(ns) => format!("{ns}/{name}({})", args.join(",")),
+            None => format!("{name}({})", args.join(",")),
+        };
+        out.push(full.chars().take(OFFERED_KEEP_CHARS).collect());
+    }
+    let mut out = Vec::new();
+    for t in tools {
+        one(t, None, &mut out);
+    }
+    out.truncate(OFFERED_KEEP);
+    out
+}
+
+/// `offered_tools` of a body's `tools` array (none when it has none).
+pub(crate) fn offered_in(v: &Value) -> Vec<String> {
+    v.get("tools")
+        .and_then(Value::as_array)
+        .map_or_else(Vec::new, |t| offered_tools(t))
 }
 
 /// Cut `s` to [`CONTENT_KEEP_CHARS`] chars; returns it and its full length.
@@ -233,6 +317,59 @@ mod tests {
         assert_eq!(probe_marker("hi [[probe:A]]", "B"), None);
         assert_eq!(probe_marker("hi [[probe:A]]", ""), Some("A".into()));
         assert_eq!(probe_marker("hi [[probe:A]]", "A"), Some("A".into()));
+    }
+
+    #[test]
+    fn offered_tools_are_named_with_their_arguments_on_every_shape() {
+        let v: Value = serde_json::from_str(
+            r#"{"tools": [
+                {"type": "function", "function": {"name": "shell", "parameters": {"properties": {"command": {}, "background": {}}}}},
+                {"name": "mcp_chaos_probe", "input_schema": {"properties": {"text": {}}}},
+                {"functionDeclarations": [{"name": "g", "parametersJsonSchema": {"properties": {"query": {}}}}]},
+                {"type": "namespace", "name": "mcp__chaos", "tools": [{"name": "probe", "parameters": {"properties": {"text": {}}}}]},
+                {"type": "web_search"}
+            ]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            offered_in(&v),
+            [
+                "shell(background,command)",
+                "mcp_chaos_probe(text)",
+                "g(query)",
+                "mcp__chaos/probe(text)"
+            ]
+        );
+        let many: Vec<Value> = (0..100)
+            .map(|i| serde_json::json!({"name": format!("t{i}")}))
+            .collect();
+        assert_eq!(offered_tools(&many).len(), OFFERED_KEEP);
+        let long = [serde_json::json!({"name": "x".repeat(1000)})];
+        assert_eq!(offered_tools(&long)[0].chars().count(), OFFERED_KEEP_CHARS);
+    }
+
+    #[test]
+    fn a_subagents_request_is_known_by_its_first_user_message() {
+        let sub = |msgs: Vec<Msg>| {
+            bound_request(
+                Request {
+                    messages: msgs,
+                    ..Request::default()
+                },
+                "N",
+            )
+            .subagent
+        };
+        assert!(sub(vec![
+            Msg::new("system", "s"),
+            Msg::new("user", "look [[subagent:N]]")
+        ]));
+        // The parent's later requests carry the marker only in a tool call's arguments.
+        assert!(!sub(vec![
+            Msg::new("user", "task"),
+            Msg::new("tool", "[[subagent:N]] done")
+        ]));
+        assert!(!sub(vec![Msg::new("user", "look [[subagent:OTHER]]")]));
     }
 
     #[test]

@@ -1,0 +1,258 @@
+//! What a scenario row needs from the adapter profile (an MCP client on the
+//! row's transport, a mapped subagent tool, mapped tool arguments, an agent
+//! that resumes after a kill), and the one rule for a profile that lacks it:
+//! the row is `N/A` for that agent, with the reason and a one-line hint,
+//! never an exit 2 for the whole table and never a silent pass. An optional
+//! argument the profile does not map (`timeout`) is dropped from the call
+//! with a run warning instead.
+
+use crate::mcp::McpSupport;
+use crate::profile::Profile;
+use crate::provider::{Reply, ToolCallSpec};
+use crate::scenarios::{FaultAction, Scenario};
+
+/// Logical tools whose meaning depends on the profile's mapping: a row that
+/// calls one the profile does not map is N/A. (Any other name, `shell`
+/// included, is sent as written when unmapped: a literal tool name.)
+pub const MAPPED_TOOLS: &[(&str, &str)] = &[(
+    "subagent",
+    "add `tools: {subagent: {name: Task, args: {prompt: prompt}}}` naming the agent's own subagent tool, or leave it out if the agent has none",
+)];
+
+use crate::provider::OPTIONAL_ARGS;
+
+/// Why `s` does not apply to `profile` (N/A, not run), with a hint, if so.
+pub fn not_applicable(profile: &Profile, s: &Scenario) -> Option<String> {
+    mcp_gap(profile, s)
+        .or_else(|| {
+            tool_gaps(profile, s)
+                .into_iter()
+                .find(|g| !g.optional)
+                .map(|g| g.reason)
+        })
+        .or_else(|| resume_gap(profile, s))
+}
+
+/// Run-wide warnings about the selected rows (an optional argument dropped
+/// because the profile does not map it), each once.
+pub fn warnings(profile: &Profile, scenarios: &[Scenario]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for s in scenarios {
+        if not_applicable(profile, s).is_some() {
+            continue;
+        }
+        for g in tool_gaps(profile, s).into_iter().filter(|g| g.optional) {
+            if !out.contains(&g.reason) {
+                out.push(g.reason);
+            }
+        }
+    }
+    out
+}
+
+fn mcp_gap(profile: &Profile, s: &Scenario) -> Option<String> {
+    let m = s.mcp.as_ref()?;
+    match &profile.mcp {
+        McpSupport::None => Some("profile declares no MCP (`mcp: false`)".to_string()),
+        McpSupport::Undeclared => Some(
+            "profile has no `mcp:` key; add `mcp: {transports: [stdio]}` (or http) and register \
+             the server with {{mcp_command}}/{{mcp_args_json}} or {{mcp_url}}, or `mcp: false`"
+                .to_string(),
+        ),
+        McpSupport::Transports(t) if m.transport_for(t).is_none() => {
+            let pinned = m.transport.map_or("?", crate::mcp::Transport::name);
+            Some(format!(
+                "row pins MCP transport `{pinned}`, profile registers only {}; add `{pinned}` to \
+                 `mcp.transports` and the agent's config",
+                t.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
+            ))
+        }
+        McpSupport::Transports(_) => None,
+    }
+}
+
+fn resume_gap(profile: &Profile, s: &Scenario) -> Option<String> {
+    let kills = s.chaos.as_ref().is_some_and(|c| c.kill_share > 0.0)
+        || s.process_fault
+            .as_ref()
+            .is_some_and(|f| f.action == FaultAction::Kill);
+    (kills && !profile.resume).then(|| {
+        "the adapter profile declares `resume: false`; this scenario kills the agent and needs it to resume".to_string()
+    })
+}
+
+/// One thing a row's tool calls need that the profile does not map.
+struct Gap {
+    reason: String,
+    /// An optional argument (dropped with a warning), not a reason for N/A.
+    optional: bool,
+}
+
+/// Every tool call the row's responder can issue.
+fn tool_calls(s: &Scenario) -> impl Iterator<Item = &ToolCallSpec> {
+    s.responder.iter().flat_map(|r| match &r.reply {
+        Reply::ToolCall(t) => t.calls.iter().collect::<Vec<_>>(),
+        _ => Vec::new(),
+    })
+}
+
+fn tool_gaps(profile: &Profile, s: &Scenario) -> Vec<Gap> {
+    let mut gaps = Vec::new();
+    for call in tool_calls(s) {
+        let Some(mapping) = profile.tools.get(&call.tool) else {
+            if let Some((_, hint)) = MAPPED_TOOLS.iter().find(|(t, _)| *t == call.tool) {
+                gaps.push(Gap {
+                    reason: format!("profile maps no `{}` tool; {hint}", call.tool),
+                    optional: false,
+                });
+            }
+            continue;
+        };
+        // An empty `args` map passes every argument under its logical name.
+        let Some(args) = call.args.as_object().filter(|_| !mapping.args.is_empty()) else {
+            continue;
+        };
+        for key in args.keys().filter(|k| !mapping.args.contains_key(*k)) {
+            let optional = OPTIONAL_ARGS.contains(&key.as_str());
+            let what = format!(
+                "profile's `tools.{}` (the agent's `{}`) maps no `{key}` argument",
+                call.tool, mapping.name
+            );
+            gaps.push(Gap {
+                reason: if optional {
+                    format!("{what}; rows that pass it send the call without it (the agent's default applies)")
+                } else {
+                    format!("{what}; add `{key}: <the agent's argument>` to `tools.{}.args` if the tool has one", call.tool)
+                },
+                optional,
+            });
+        }
+    }
+    gaps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::provider::ToolMapping;
+
+    fn row(yaml: &str) -> Scenario {
+        let table = format!("scenarios:\n{yaml}");
+        crate::scenarios::load_str(&table, "t.yaml")
+            .unwrap()
+            .scenarios
+            .remove(0)
+    }
+
+    /// (logical tool, the agent's name, (logical arg, the agent's arg)...)
+    type Tools<'a> = &'a [(&'a str, &'a str, &'a [(&'a str, &'a str)])];
+
+    fn profile(tools: Tools<'_>, mcp: McpSupport) -> Profile {
+        let mut p = Profile {
+            source: "p.yaml".into(),
+            command: vec!["agent".into()],
+            env: Default::default(),
+            home_files: vec![],
+            store: None,
+            tools: Default::default(),
+            background: None,
+            breaker: false,
+            logs: vec![],
+            workers: 1,
+            version_cmd: vec![],
+            resume: true,
+            wire: Default::default(),
+            exec: None,
+            dir: Default::default(),
+            upstream: None,
+            mcp,
+        };
+        for (logical, name, args) in tools {
+            p.tools.insert(
+                logical.to_string(),
+                ToolMapping {
+                    name: name.to_string(),
+                    args: args
+                        .iter()
+                        .map(|(k, v)| {
+                            (
+                                k.to_string(),
+                                crate::provider::ArgMap::Rename(v.to_string()),
+                            )
+                        })
+                        .collect(),
+                },
+            );
+        }
+        p
+    }
+
+    const BG_ROW: &str = "  - id: bg\n    responder:\n      - reply: {kind: tool_call, calls: [{tool: shell, args: {command: x, background: true, timeout: 3}}]}\n    expect: ended\n";
+    const MCP_ROW: &str = "  - id: m\n    mcp: {transport: http}\n    responder:\n      - reply: {kind: text, text: hi}\n    expect: ended\n";
+    const SUB_ROW: &str = "  - id: s\n    responder:\n      - reply: {kind: tool_call, calls: [{tool: subagent, args: {prompt: go}}]}\n    expect: ended\n";
+
+    #[test]
+    fn an_unmapped_required_argument_makes_the_row_na_with_a_hint() {
+        let p = profile(
+            &[("shell", "exec_command", &[("command", "cmd")])],
+            McpSupport::None,
+        );
+        let why = not_applicable(&p, &row(BG_ROW)).unwrap();
+        assert!(why.contains("maps no `background` argument"), "{why}");
+        assert!(why.contains("add `background: "), "{why}");
+        let mapped = profile(
+            &[(
+                "shell",
+                "Bash",
+                &[("command", "command"), ("background", "run_in_background")],
+            )],
+            McpSupport::None,
+        );
+        assert_eq!(not_applicable(&mapped, &row(BG_ROW)), None);
+        // The optional `timeout` is a warning, not N/A.
+        let w = warnings(&mapped, &[row(BG_ROW)]);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("maps no `timeout` argument"), "{w:?}");
+    }
+
+    #[test]
+    fn an_identity_mapping_passes_every_argument() {
+        let p = profile(&[("shell", "shell", &[])], McpSupport::None);
+        assert_eq!(not_applicable(&p, &row(BG_ROW)), None);
+        assert!(warnings(&p, &[row(BG_ROW)]).is_empty());
+    }
+
+    #[test]
+    fn mcp_rows_are_na_for_every_missing_declaration() {
+        let r = row(MCP_ROW);
+        let undeclared = not_applicable(&profile(&[], McpSupport::Undeclared), &r).unwrap();
+        assert!(
+            undeclared.contains("no `mcp:` key; add `mcp: {transports: [stdio]}`"),
+            "{undeclared}"
+        );
+        let none = not_applicable(&profile(&[], McpSupport::None), &r).unwrap();
+        assert!(none.contains("mcp: false"), "{none}");
+        let stdio = McpSupport::Transports(vec![crate::mcp::Transport::Stdio]);
+        let pinned = not_applicable(&profile(&[], stdio), &r).unwrap();
+        assert!(pinned.contains("pins MCP transport `http`"), "{pinned}");
+        let both = McpSupport::Transports(vec![
+            crate::mcp::Transport::Stdio,
+            crate::mcp::Transport::Http,
+        ]);
+        assert_eq!(not_applicable(&profile(&[], both), &r), None);
+    }
+
+    #[test]
+    fn a_subagent_row_needs_a_mapped_subagent_tool() {
+        let why = not_applicable(&profile(&[], McpSupport::None), &row(SUB_ROW)).unwrap();
+        assert!(
+            why.contains("maps no `subagent` tool; add `tools: {subagent:"),
+            "{why}"
+        );
+        let p = profile(
+            &[("subagent", "Task", &[("prompt", "prompt")])],
+            McpSupport::None,
+        );
+        assert_eq!(not_applicable(&p, &row(SUB_ROW)), None);
+    }
+}
