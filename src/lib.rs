@@ -17,6 +17,7 @@ macro_rules! say_err {
 pub mod driver;
 pub mod explore;
 pub mod history;
+pub mod input;
 pub mod mcp;
 pub mod observe;
 pub mod oracle;

@@ -573,7 +573,8 @@ fn run(args: RunArgs) -> ExitCode {
         );
         stopped_by
     });
-    drop(rt);
+    // Never waits long for a blocking read that has not returned.
+    runner::end_runtime(rt);
     containment.end();
     remove_run_folders(&run_id_for_cleanup);
     drop(artifacts);

@@ -23,11 +23,13 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::fcntl::{openat, renameat, OFlag};
+
+use crate::input::kind;
 use nix::sys::stat::Mode;
 
 static FAILED: AtomicBool = AtomicBool::new(false);
@@ -57,24 +59,6 @@ pub fn absolute(p: &Path) -> io::Result<PathBuf> {
 /// The identity of an existing file (device, inode), following symlinks.
 fn identity(p: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
-}
-
-/// What kind of thing `m` is, for messages.
-fn kind(m: &std::fs::Metadata) -> &'static str {
-    let t = m.file_type();
-    if t.is_symlink() {
-        "a symbolic link"
-    } else if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a fifo"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    }
 }
 
 /// Check one output target; returns it with its directory resolved.
@@ -285,6 +269,27 @@ pub fn read_beneath(base: &Path, rel: &Path, limit: u64) -> io::Result<Vec<u8>> 
     let mut out = Vec::new();
     file.take(limit).read_to_end(&mut out)?;
     Ok(out)
+}
+
+/// Open a log in a run folder the agent can write to, for appending: a
+/// symlink there is refused (`O_NOFOLLOW`), the open never blocks
+/// (`O_NONBLOCK`: a FIFO with no reader is an error, not a wait) and anything
+/// but a regular file is refused.
+pub fn append_log(path: &Path) -> io::Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let m = file.metadata()?;
+    if !m.file_type().is_file() {
+        return Err(io::Error::other(format!(
+            "{} is {}, not a regular file; not written",
+            path.display(),
+            kind(&m)
+        )));
+    }
+    Ok(file)
 }
 
 /// The `--artifacts` directory of one run: absolute (the agent is handed

