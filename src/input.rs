@@ -86,7 +86,8 @@ pub fn open_regular(path: &Path, follow: Follow) -> Result<(File, Metadata), Ope
     Ok((file, meta))
 }
 
-/// An input's size cap: what it is (for messages) and its most bytes.
+/// An input's size cap: what it is (a noun for messages: "the {what}") and
+/// its most bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cap {
     pub what: &'static str,
@@ -97,42 +98,47 @@ const MIB: u64 = 1024 * 1024;
 
 /// The scenario table (also `--only`'s row source and the history's hash).
 pub const TABLE: Cap = Cap {
-    what: "a scenario table",
+    what: "scenario table",
     bytes: 8 * MIB,
 };
 /// An adapter profile.
 pub const PROFILE: Cap = Cap {
-    what: "an adapter profile",
+    what: "adapter profile",
     bytes: MIB,
 };
 /// `chaosrun explore --config`.
 pub const EXPLORE_CONFIG: Cap = Cap {
-    what: "an explore config",
+    what: "explore config",
     bytes: MIB,
 };
 /// One `chaosrun merge` input (a `--json` report).
 pub const REPORT: Cap = Cap {
-    what: "a JSON report",
+    what: "JSON report",
     bytes: 64 * MIB,
 };
-/// `chaosrun serve --script` and `serve --mcp` rules.
-pub const SERVE_RULES: Cap = Cap {
-    what: "a serve script",
+/// `chaosrun serve --script`.
+pub const SERVE_SCRIPT: Cap = Cap {
+    what: "serve script",
+    bytes: 8 * MIB,
+};
+/// `chaosrun serve --mcp` rules.
+pub const MCP_RULES: Cap = Cap {
+    what: "MCP rules",
     bytes: 8 * MIB,
 };
 /// A `--known` file (table failures explore does not re-report).
 pub const KNOWN: Cap = Cap {
-    what: "a known-failures file",
+    what: "known-failures file",
     bytes: 8 * MIB,
 };
 /// A recorded session (cassette).
 pub const CASSETTE: Cap = Cap {
-    what: "a cassette",
+    what: "cassette",
     bytes: 64 * MIB,
 };
 /// An HTML page chaosrun adds a section to (its own earlier output).
 pub const HTML_PAGE: Cap = Cap {
-    what: "an HTML report",
+    what: "HTML report",
     bytes: 256 * MIB,
 };
 
@@ -147,23 +153,46 @@ pub fn size(n: u64) -> String {
     }
 }
 
+/// Why an input was not read: its path and what is wrong (shown as
+/// `PATH: PROBLEM`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputError {
+    pub path: String,
+    pub problem: String,
+}
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.problem)
+    }
+}
+
+impl From<InputError> for String {
+    fn from(e: InputError) -> String {
+        e.to_string()
+    }
+}
+
 /// Read the input at `path` whole, at most `cap.bytes`: it must be a regular
 /// file within its cap, else an error naming the path and the cap.
-pub fn read_input(path: &Path, cap: Cap) -> Result<Vec<u8>, String> {
-    let shown = path.display();
+pub fn read_input(path: &Path, cap: Cap) -> Result<Vec<u8>, InputError> {
     let limit = size(cap.bytes);
+    let fail = |problem: String| InputError {
+        path: path.display().to_string(),
+        problem,
+    };
     let (file, meta) = open_regular(path, Follow::Yes).map_err(|e| match e {
-        OpenError::NotRegular { what } => format!(
-            "{shown} is {what}; {} must be a regular file (at most {limit})",
+        OpenError::NotRegular { what } => fail(format!(
+            "is {what}; the {} must be a regular file (at most {limit})",
             cap.what
-        ),
-        OpenError::Io(e) => format!("cannot read {shown}: {e}"),
+        )),
+        OpenError::Io(e) => fail(format!("cannot read the {}: {e}", cap.what)),
     })?;
     let too_big = || {
-        format!(
-            "{shown} is larger than {limit}, the cap for {}; nothing was read",
+        fail(format!(
+            "larger than {limit}, the cap for the {}; nothing was read",
             cap.what
-        )
+        ))
     };
     if meta.len() > cap.bytes {
         return Err(too_big());
@@ -171,7 +200,7 @@ pub fn read_input(path: &Path, cap: Cap) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(meta.len() as usize);
     file.take(cap.bytes + 1)
         .read_to_end(&mut out)
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+        .map_err(|e| fail(format!("cannot read the {}: {e}", cap.what)))?;
     if out.len() as u64 > cap.bytes {
         // It grew while being read.
         return Err(too_big());
@@ -180,14 +209,14 @@ pub fn read_input(path: &Path, cap: Cap) -> Result<Vec<u8>, String> {
 }
 
 /// [`read_input`] as UTF-8 text.
-pub fn read_input_text(path: &Path, cap: Cap) -> Result<String, String> {
+pub fn read_input_text(path: &Path, cap: Cap) -> Result<String, InputError> {
     let bytes = read_input(path, cap)?;
-    String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "{}: not UTF-8 text (invalid byte at offset {})",
-            path.display(),
+    String::from_utf8(bytes).map_err(|e| InputError {
+        path: path.display().to_string(),
+        problem: format!(
+            "not UTF-8 text (invalid byte at offset {})",
             e.utf8_error().valid_up_to()
-        )
+        ),
     })
 }
 
@@ -220,8 +249,8 @@ mod tests {
         ));
         // An open that blocked would never have returned at all.
         assert!(t.elapsed() < Duration::from_secs(5));
-        let e = read_input(&p, TABLE).unwrap_err();
-        assert!(e.contains("is a fifo") && e.contains("8 MiB"), "{e}");
+        let e = read_input(&p, TABLE).unwrap_err().to_string();
+        assert!(e.contains(": is a fifo") && e.contains("8 MiB"), "{e}");
     }
 
     #[test]
@@ -231,7 +260,7 @@ mod tests {
             (Path::new("/dev/zero"), "is a device"),
             (d.path(), "is a directory"),
         ] {
-            let e = read_input(p, PROFILE).unwrap_err();
+            let e = read_input(p, PROFILE).unwrap_err().to_string();
             assert!(
                 e.contains(why) && e.contains(&p.display().to_string()) && e.contains("1 MiB"),
                 "{e}"
@@ -242,15 +271,15 @@ mod tests {
         f.set_len(MIB + 1).unwrap();
         let e = read_input(&big, PROFILE).unwrap_err();
         assert!(
-            e.contains("larger than 1 MiB, the cap for an adapter profile"),
+            e.contains("larger than 1 MiB, the cap for the adapter profile"),
             "{e}"
         );
         f.set_len(MIB).unwrap();
         assert_eq!(read_input(&big, PROFILE).unwrap().len() as u64, MIB);
         let e = read_input(&d.path().join("none"), PROFILE).unwrap_err();
-        assert!(e.starts_with("cannot read"), "{e}");
+        assert!(e.problem.starts_with("cannot read"), "{e}");
         std::fs::write(&big, b"ok\xff").unwrap();
-        let e = read_input_text(&big, PROFILE).unwrap_err();
+        let e = read_input_text(&big, PROFILE).unwrap_err().to_string();
         assert!(e.contains("not UTF-8") && e.contains("offset 2"), "{e}");
     }
 }

@@ -168,3 +168,84 @@ fn sigterm_with_the_agents_fifos_in_place_exits_143_promptly() {
     assert!(stderr.contains("interrupted"), "{stderr}");
     assert!(left.is_empty(), "processes outlived chaosrun: {left:?}");
 }
+
+/// `chaosrun ARGS` run to its end within 30 s (a hang fails the test).
+fn chaosrun_within(args: &[&str]) -> Output {
+    let child = Command::new(bin())
+        .args(args)
+        .current_dir(repo())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    output_within(child, Duration::from_secs(30), &format!("{args:?}"))
+}
+
+#[test]
+fn every_input_must_be_a_regular_file_within_its_cap() {
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("input.yaml");
+    mkfifo(&fifo);
+    let table = d.path().join("t.yaml");
+    std::fs::write(&table, ONE_ROW).unwrap();
+    // Over each cap, sparse: a reader that read whole before checking would
+    // allocate it all.
+    let over = |name: &str, mib: u64| {
+        let p = d.path().join(name);
+        std::fs::File::create(&p)
+            .unwrap()
+            .set_len(mib * 1024 * 1024 + 1)
+            .unwrap();
+        p
+    };
+    let (big_table, big_profile, big_report) = (
+        over("big.yaml", 8),
+        over("bigp.yaml", 1),
+        over("big.json", 64),
+    );
+    let t = table.to_str().unwrap();
+    // (the input's argv with the path as PATH, its cap as printed)
+    let inputs: &[(&[&str], &str, &Path)] = &[
+        (&["PATH", "--list"], "8 MiB", &big_table),
+        (
+            &[t, "--agent", "PATH", "--only", "fifo"],
+            "1 MiB",
+            &big_profile,
+        ),
+        (&["merge", "PATH"], "64 MiB", &big_report),
+        (
+            &["explore", "--config", "PATH", "--dry-run"],
+            "1 MiB",
+            &big_profile,
+        ),
+        (&["serve", "--script", "PATH"], "8 MiB", &big_table),
+        (&["serve", "--mcp", "PATH"], "8 MiB", &big_table),
+    ];
+    for (argv, cap, big) in inputs {
+        let dir = d.path().join("a-directory.yaml");
+        std::fs::create_dir_all(&dir).unwrap();
+        for (path, what) in [
+            (fifo.as_path(), "is a fifo"),
+            (Path::new("/dev/zero"), "is a device"),
+            (dir.as_path(), "is a directory"),
+            (*big, "larger than"),
+        ] {
+            if argv.contains(&"--agent") && !path.to_string_lossy().ends_with(".yaml") {
+                continue; // not a profile path (it would be an agent command)
+            }
+            let shown = path.to_str().unwrap();
+            let args: Vec<&str> = argv
+                .iter()
+                .map(|a| if *a == "PATH" { shown } else { a })
+                .collect();
+            let out = chaosrun_within(&args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+            assert!(
+                err.contains(&format!("{shown}: {what}")) && err.contains(cap),
+                "{args:?}: {err}"
+            );
+        }
+    }
+}

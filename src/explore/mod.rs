@@ -113,8 +113,8 @@ fn apply_weights(c: &mut config::Config, flags: &[String]) -> Result<(), String>
 fn load_config(args: &Args) -> Result<config::Config, String> {
     let mut c = match &args.config {
         Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| format!("{}: cannot read: {e}", p.display()))?;
+            let text = crate::input::read_input_text(p, crate::input::EXPLORE_CONFIG)
+                .map_err(String::from)?;
             if text.trim().is_empty() {
                 config::Config::default()
             } else {
