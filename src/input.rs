@@ -269,7 +269,7 @@ mod tests {
         let big = d.path().join("big.yaml");
         let f = File::create(&big).unwrap();
         f.set_len(MIB + 1).unwrap();
-        let e = read_input(&big, PROFILE).unwrap_err();
+        let e = read_input(&big, PROFILE).unwrap_err().to_string();
         assert!(
             e.contains("larger than 1 MiB, the cap for the adapter profile"),
             "{e}"

@@ -197,15 +197,16 @@ enum Command {
 
 /// A usage or configuration error: printed, exit 2.
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    let _ = writeln!(std::io::stderr(), "chaosrun: error: {msg}");
+    chaosrun::say_err!("chaosrun: error: {msg}");
     ExitCode::from(2)
 }
 
 /// Print to stdout; a closed stdout (`| head -0`) is not an error: the text is
 /// dropped and the exit code still comes from the run.
 fn say(text: impl std::fmt::Display) {
+    let text = text.to_string();
     let mut out = std::io::stdout().lock();
-    let _ = write!(out, "{text}").and_then(|()| out.flush());
+    let _ = write!(out, "{}", chaosrun::term::escape(&text)).and_then(|()| out.flush());
 }
 
 fn main() -> ExitCode {

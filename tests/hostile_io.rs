@@ -249,3 +249,88 @@ fn every_input_must_be_a_regular_file_within_its_cap() {
         }
     }
 }
+
+/// Raw terminal controls (ESC, BEL) in printed bytes.
+fn raw_controls(bytes: &[u8]) -> bool {
+    bytes.iter().any(|b| *b == 0x1b || *b == 0x07)
+}
+
+#[test]
+fn terminal_escapes_in_ids_answers_and_version_output_are_printed_escaped() {
+    let d = tempfile::tempdir().unwrap();
+    // The reference agent, whose version_cmd prints OSC (retitle) and CSI
+    // (clear screen) sequences.
+    let profile = std::fs::read_to_string(repo().join("examples/reference/agent.yaml"))
+        .unwrap()
+        .replace(
+            "{{profile_dir}}/agent.py",
+            repo().join("examples/reference/agent.py").to_str().unwrap(),
+        )
+        + "version_cmd: [\"printf\", \"v1\\\\033]0;pwn\\\\007\\\\033[2J\"]\n";
+    let p = d.path().join("p.yaml");
+    std::fs::write(&p, profile).unwrap();
+    let table = d.path().join("e.yaml");
+    std::fs::write(
+        &table,
+        "scenarios:\n  - id: esc\n    responder:\n      - reply: {kind: text, text: \"\\e]0;pwn\\a answer \\e[2J\"}\n    expect: error\n",
+    )
+    .unwrap();
+    let (db, json) = (d.path().join("h.db"), d.path().join("e.json"));
+    let (db_s, json_s) = (db.to_str().unwrap(), json.to_str().unwrap());
+    let mark = new_mark("escapes");
+    let run = chaosrun(
+        &mark,
+        &[
+            table.to_str().unwrap(),
+            "--agent",
+            p.to_str().unwrap(),
+            "--history",
+            db_s,
+            "--json",
+            json_s,
+            "--no-progress",
+        ],
+    );
+    assert_eq!(run.status.code(), Some(1), "{run:?}");
+    assert!(
+        !raw_controls(&run.stdout) && !raw_controls(&run.stderr),
+        "{run:?}"
+    );
+    // `history` shows the latest run's agent version.
+    let text = chaosrun_within(&["history", db_s]);
+    let shown = String::from_utf8_lossy(&text.stdout);
+    assert_eq!(text.status.code(), Some(0), "{text:?}");
+    assert!(!raw_controls(&text.stdout), "{shown}");
+    assert!(
+        shown.contains("v1\\u001b]0;pwn\\u0007\\u001b[2J"),
+        "{shown}"
+    );
+    // A report whose scenario id was crafted after the run.
+    let crafted = std::fs::read_to_string(&json)
+        .unwrap()
+        .replace("\"esc\"", "\"esc\\u001b]0;pwn\\u0007\\u001b[2J\"");
+    let crafted_path = d.path().join("crafted.json");
+    std::fs::write(&crafted_path, crafted).unwrap();
+    let merged = chaosrun_within(&["merge", crafted_path.to_str().unwrap(), "--history", db_s]);
+    assert_eq!(merged.status.code(), Some(1), "{merged:?}");
+    let out = String::from_utf8_lossy(&merged.stdout);
+    assert!(
+        !raw_controls(&merged.stdout) && !raw_controls(&merged.stderr),
+        "{out}"
+    );
+    assert!(out.contains("esc\\u001b]0;pwn\\u0007\\u001b[2J"), "{out}");
+    // `history` prints the crafted id.
+    let text = chaosrun_within(&["history", db_s]);
+    let shown = String::from_utf8_lossy(&text.stdout);
+    assert!(!raw_controls(&text.stdout), "{shown}");
+    assert!(
+        shown.contains("esc\\u001b]0;pwn\\u0007\\u001b[2J"),
+        "{shown}"
+    );
+    // JSON stays JSON and keeps the data: the escape decodes to the raw text.
+    let js = chaosrun_within(&["history", db_s, "--json"]);
+    assert!(!raw_controls(&js.stdout));
+    let doc: serde_json::Value = serde_json::from_slice(&js.stdout).unwrap();
+    assert!(doc.to_string().contains("\\u001b]0;pwn\\u0007"), "{doc}");
+    assert!(wait_unmarked(&mark, Duration::from_secs(10)).is_empty());
+}
