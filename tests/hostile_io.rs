@@ -334,3 +334,140 @@ fn terminal_escapes_in_ids_answers_and_version_output_are_printed_escaped() {
     assert!(doc.to_string().contains("\\u001b]0;pwn\\u0007"), "{doc}");
     assert!(wait_unmarked(&mark, Duration::from_secs(10)).is_empty());
 }
+
+/// A history at `path` holding one recorded run (scenario `x`, passed).
+fn recorded_history(path: &Path) {
+    use chaosrun::history::{RunRecord, ScenarioRecord, Store};
+    let mut store = Store::open(path.to_str().unwrap(), true).unwrap();
+    store
+        .record(&RunRecord {
+            chaosrun_version: "t".into(),
+            agent: "a".into(),
+            started_ms: 1_000,
+            finished_ms: 2_000,
+            scenarios: vec![ScenarioRecord {
+                id: "x".into(),
+                attempt: 1,
+                verdict: "pass".into(),
+                seconds: 1.0,
+                main_calls: 1,
+                checks: Vec::new(),
+            }],
+            ..RunRecord::default()
+        })
+        .unwrap();
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `chaosrun ARGS` as a user who cannot write `dir`'s files: uid 65534 when
+/// the test runs as root (root ignores file modes), else the test's own.
+fn as_reader(args: &[&str]) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(bin());
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if is_root() {
+        cmd.uid(65534).gid(65534);
+    }
+    output_within(cmd.spawn().unwrap(), Duration::from_secs(30), "history")
+}
+
+#[test]
+fn history_reads_a_read_only_file_in_a_read_only_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = d.path().join("ro");
+    std::fs::create_dir(&dir).unwrap();
+    let db = dir.join("h.db");
+    recorded_history(&db);
+    let bytes = std::fs::read(&db).unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+    // The reader really cannot write there (the control).
+    let denied = {
+        use std::os::unix::process::CommandExt;
+        let mut sh = Command::new("sh");
+        sh.args([
+            "-c",
+            "echo x >> \"$1\" || exit 9",
+            "sh",
+            db.to_str().unwrap(),
+        ]);
+        if is_root() {
+            sh.uid(65534).gid(65534);
+        }
+        sh.stderr(Stdio::null()).status().unwrap()
+    };
+    assert_eq!(denied.code(), Some(9), "the history file is writable");
+    let out = as_reader(&["history", db.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("1 run") && stdout.contains("\nx "),
+        "{stdout}"
+    );
+    let json = as_reader(&["history", db.to_str().unwrap(), "--json"]);
+    assert_eq!(json.status.code(), Some(0), "{json:?}");
+    // Nothing was written: no WAL index, no journal, the same bytes.
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["h.db"]);
+    assert_eq!(std::fs::read(&db).unwrap(), bytes);
+}
+
+#[test]
+fn reading_never_migrates_nor_switches_journal_mode_and_recording_migrates() {
+    let d = tempfile::tempdir().unwrap();
+    let db = d.path().join("h.db");
+    recorded_history(&db);
+    let journal_mode = |db: &Path| -> String {
+        rusqlite::Connection::open(db)
+            .unwrap()
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap()
+    };
+    // A history left in rollback-journal mode: reading it keeps it so.
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get::<_, String>(0))
+        .unwrap();
+    let out = chaosrun_within(&["history", db.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(journal_mode(&db), "delete");
+    // A history of an older schema (v0): reading refuses and leaves it v0.
+    let old = d.path().join("old.db");
+    {
+        let c = rusqlite::Connection::open(&old).unwrap();
+        c.execute_batch(
+            "PRAGMA application_id = 1667789416;
+             CREATE TABLE schema_version (app TEXT NOT NULL, version INTEGER NOT NULL);
+             INSERT INTO schema_version VALUES ('chaosrun-history', 0);",
+        )
+        .unwrap();
+    }
+    let version = |db: &Path| -> i64 {
+        rusqlite::Connection::open(db)
+            .unwrap()
+            .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+            .unwrap()
+    };
+    let out = chaosrun_within(&["history", old.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("older chaosrun (history schema v0)"), "{err}");
+    assert_eq!(version(&old), 0);
+    // Recording migrates it.
+    drop(chaosrun::history::Store::open(old.to_str().unwrap(), true).unwrap());
+    assert_eq!(version(&old), chaosrun::history::store::latest_version());
+}

@@ -60,7 +60,8 @@ pub fn run(a: &Args) -> Result<u8, String> {
         let inputs: Vec<PathBuf> = db.into_iter().collect();
         crate::output::check_outputs(&[("--html", out.as_path())], &inputs)?;
     }
-    let mut store = Store::open(&a.db, false)?;
+    // Reading never writes: no migration, no journal-mode switch.
+    let mut store = Store::open_read(&a.db)?;
     let window = store.window(&Filter {
         last: a.last as usize,
         agent: a.agent.clone(),

@@ -96,6 +96,22 @@ impl Store {
         }
     }
 
+    /// Open the history at `target` for reading only: a SQLite file opened
+    /// read-only (a read-only file in a read-only directory reads fine), or a
+    /// Postgres database; the schema is checked, never migrated, and the
+    /// journal mode is left as it is.
+    pub fn open_read(target: &str) -> Result<Store, String> {
+        if is_postgres(target) {
+            Ok(Store::Postgres(Box::new(postgres::open_read(target)?)))
+        } else {
+            let path = Path::new(target);
+            Ok(Store::Sqlite {
+                conn: sqlite::open_read(path)?,
+                path: path.to_path_buf(),
+            })
+        }
+    }
+
     pub fn open_sqlite(path: &Path, create: bool) -> Result<Store, String> {
         Ok(Store::Sqlite {
             conn: sqlite::open(path, create)?,
