@@ -123,7 +123,8 @@ struct RunArgs {
     #[arg(long)]
     stats: bool,
     /// Record the run in a history: a SQLite file (created if new) or a
-    /// postgres:// URL. A failed write exits 2 after the verdict is printed.
+    /// Postgres database (a postgres:// URL or a libpq `host=… dbname=…`
+    /// string). A failed write exits 2 after the verdict is printed.
     #[arg(long, value_name = "DB")]
     history: Option<String>,
 }
@@ -169,7 +170,7 @@ enum Command {
         /// Write the merged report here.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
-        /// Record the merged report as one run in this history (SQLite file or postgres:// URL).
+        /// Record the merged report as one run in this history (SQLite file, postgres:// URL or libpq `host=…` string).
         #[arg(long, value_name = "DB")]
         history: Option<String>,
     },

@@ -471,3 +471,56 @@ fn reading_never_migrates_nor_switches_journal_mode_and_recording_migrates() {
     drop(chaosrun::history::Store::open(old.to_str().unwrap(), true).unwrap());
     assert_eq!(version(&old), chaosrun::history::store::latest_version());
 }
+
+#[test]
+fn a_libpq_keyword_dsn_is_postgres_never_a_file_and_its_password_is_never_printed() {
+    let d = tempfile::tempdir().unwrap();
+    let table = d.path().join("t.yaml");
+    std::fs::write(&table, ONE_ROW).unwrap();
+    // Port 1 on loopback: nothing listens, so the connection is refused.
+    let dsn = "host=127.0.0.1 port=1 dbname=chaos user=chaos password=hunter2 connect_timeout=5";
+    let t = table.to_str().unwrap();
+    let mark = new_mark("dsn");
+    for args in [
+        vec!["history", dsn],
+        vec![t, "--history", dsn, "--no-progress"],
+        vec!["merge", t, "--history", dsn],
+    ] {
+        let mut cmd = if args[0] == t {
+            command(&mark, &args)
+        } else {
+            let mut c = Command::new(bin());
+            c.args(&args);
+            c
+        };
+        let child = cmd
+            .current_dir(d.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = output_within(child, Duration::from_secs(60), "a DSN history");
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {all}");
+        assert!(
+            !all.contains("hunter2"),
+            "{args:?} printed the password: {all}"
+        );
+        assert!(
+            all.contains("history host=127.0.0.1 port=1") && all.contains("password=***"),
+            "{args:?}: {all}"
+        );
+        assert!(all.contains("cannot connect"), "{args:?}: {all}");
+        // Nothing was created in the working directory.
+        let names: Vec<String> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["t.yaml"], "{args:?}");
+    }
+    assert!(wait_unmarked(&mark, Duration::from_secs(5)).is_empty());
+}

@@ -15,7 +15,8 @@ use super::{analyze, html, render, Store};
 /// [--html FILE] [--fail-on new]`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
-    /// The history: a SQLite file written by `--history`, or a postgres:// URL.
+    /// The history: a SQLite file written by `--history`, a postgres:// URL or a
+    /// libpq `host=… dbname=…` string.
     pub db: String,
     /// How many of the latest runs to read.
     #[arg(long, value_name = "N", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=1000))]
