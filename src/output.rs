@@ -17,6 +17,8 @@
 //!   planted (`observation.json -> ../../scenarios.yaml`) is replaced, never
 //!   followed.
 //! * [`read_beneath`] reads a file the same way, refusing symlinks.
+//! * [`write_new`]: a file that must not exist yet (`explore --out`), moved
+//!   into place without replacing anything; [`write_sibling`] the fallback.
 //! * [`ArtifactsDir`]: `--artifacts` made absolute and locked.
 
 use std::ffi::OsStr;
@@ -167,6 +169,44 @@ fn write_atomic_inner(path: &Path, bytes: &[u8]) -> io::Result<()> {
     set_mode(tmp.as_file(), 0o644)?;
     tmp.persist(&abs).map_err(|e| e.error)?;
     Ok(())
+}
+
+/// Write `bytes` to `path`, which must not exist: a temp file created beside
+/// it, then moved into place without replacing anything (`RENAME_NOREPLACE`
+/// or a hard link). Something that appeared at `path` meanwhile is an
+/// `AlreadyExists` error and is left as it is.
+pub fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let abs = absolute(path)?;
+    let dir = abs.parent().unwrap_or(Path::new("/"));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".chaosrun-")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_data()?;
+    set_mode(tmp.as_file(), 0o644)?;
+    tmp.persist_noclobber(&abs).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// [`write_new`] to the first free sibling of `path`: `NAME.1.EXT`,
+/// `NAME.2.EXT`, … (at most 100 tries); the path written.
+pub fn write_sibling(path: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let ext = path
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    for n in 1..=100 {
+        let sibling = path.with_file_name(format!("{stem}.{n}{ext}"));
+        match write_new(&sibling, bytes) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            r => return r.map(|()| sibling),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!("{}.1{ext} … {stem}.100{ext} all exist", stem),
+    ))
 }
 
 fn set_mode(f: &File, mode: u32) -> io::Result<()> {
@@ -413,6 +453,26 @@ mod tests {
         std::os::unix::fs::symlink(&victim, &link).unwrap();
         assert!(write_atomic(&link, b"x").is_err());
         assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+    }
+
+    #[test]
+    fn a_new_file_never_replaces_one_that_appeared_and_the_sibling_is_free() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("found.yaml");
+        write_new(&p, b"one").unwrap();
+        let e = write_new(&p, b"two").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&p).unwrap(), b"one");
+        std::fs::write(d.path().join("found.1.yaml"), "taken").unwrap();
+        let kept = write_sibling(&p, b"rows").unwrap();
+        assert_eq!(kept, d.path().join("found.2.yaml"));
+        assert_eq!(std::fs::read(&kept).unwrap(), b"rows");
+        assert_eq!(
+            std::fs::read(d.path().join("found.1.yaml")).unwrap(),
+            b"taken"
+        );
+        // No temp file is left behind.
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 3);
     }
 
     #[test]

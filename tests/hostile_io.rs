@@ -524,3 +524,81 @@ fn a_libpq_keyword_dsn_is_postgres_never_a_file_and_its_password_is_never_printe
     }
     assert!(wait_unmarked(&mark, Duration::from_secs(5)).is_empty());
 }
+
+#[test]
+fn explore_never_replaces_a_file_that_appeared_at_out_during_the_search() {
+    use std::io::BufRead;
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("found.yaml");
+    let mark = new_mark("explore-out");
+    // A bug explore finds from this seed within its first wave (tests/explore.rs).
+    let mut child = command(
+        &mark,
+        &[
+            "explore",
+            "--seed",
+            "9",
+            "--budget",
+            "60s",
+            "--jobs",
+            "2",
+            "--agent-arg=--bug=sticky_backoff_interrupt",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    // The search has begun (its first trial is announced): someone creates
+    // the file at --out now.
+    let began = loop {
+        match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(line) if line.contains("trial 0 seed") => break true,
+            Ok(_) => {}
+            Err(_) => break false,
+        }
+    };
+    if !began {
+        let _ = child.kill();
+        kill_marked(&mark);
+        panic!("explore never announced its first trial");
+    }
+    std::fs::write(&out, "mine\n").unwrap();
+    let done = output_within(child, Duration::from_secs(300), "explore");
+    let stderr = reader.join().unwrap();
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    assert_eq!(done.status.code(), Some(2), "refused:\n{stdout}\n{stderr}");
+    let left = wait_unmarked(&mark, Duration::from_secs(10));
+    kill_marked(&mark);
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(
+        stdout.contains("breaks reusability"),
+        "no finding:\n{stdout}\n{stderr}"
+    );
+    // Refused: the file that appeared is untouched, the rows are beside it.
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "mine\n");
+    let kept = d.path().join("found.1.yaml");
+    assert!(
+        stderr.contains("a file appeared there during the search")
+            && stderr.contains(&format!("are in {} instead", kept.display())),
+        "{stderr}"
+    );
+    let rows = std::fs::read_to_string(&kept).unwrap();
+    assert!(rows.contains("scenarios:"), "{rows}");
+}
