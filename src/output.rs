@@ -371,7 +371,16 @@ impl ArtifactsDir {
         {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let holder = std::fs::read_to_string(&lock).unwrap_or_default();
+                // Never a blocking read (an agent of that run may have put
+                // a FIFO there): a regular file, its first bytes.
+                let holder = crate::input::open_regular(&lock, crate::input::Follow::No)
+                    .ok()
+                    .map(|(f, _)| {
+                        let mut text = String::new();
+                        let _ = f.take(32).read_to_string(&mut text);
+                        text
+                    })
+                    .unwrap_or_default();
                 return Err(format!(
                     "--artifacts {shown} is locked by another chaosrun run (pid {}); two runs \
                      cannot share a directory: pick a new one (or remove {} if that run is gone)",

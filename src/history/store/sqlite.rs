@@ -150,9 +150,9 @@ fn vet(path: &Path, create: bool) -> Result<u64, String> {
         Err(OpenError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
             Err("no such file (runs are recorded with `chaosrun TABLE --history FILE`)".into())
         }
-        Err(OpenError::NotRegular { what }) if what == "a directory" => {
-            Err("is a directory, not a history file".into())
-        }
+        Err(OpenError::NotRegular {
+            what: "a directory",
+        }) => Err("is a directory, not a history file".into()),
         Err(e @ OpenError::NotRegular { .. }) => Err(format!("{e}; a history is a SQLite file")),
         Err(OpenError::Io(e)) => Err(format!("cannot open: {e}")),
     }
