@@ -1,13 +1,16 @@
 //! Every file chaosrun reads, opened so that it can never block or exhaust
 //! memory.
 //!
-//! * **Files the agent controls** (its store, logs, the journal, stderr's
-//!   tail, a trial's journal) go through [`open_regular`]: opened with
-//!   `O_NONBLOCK` (an open of a FIFO returns at once instead of waiting for a
-//!   writer), then `fstat`ed on the open descriptor, and refused unless it is a
-//!   regular file ([`OpenError::NotRegular`], which the caller reports as "not
-//!   checked", never a pass). Checking the descriptor, not the path, leaves no
-//!   window for the agent to swap the file between check and read.
+//! * **Files the agent controls** (its JSONL transcripts, its SQLite store,
+//!   logs, the journal, stderr's tail) go through [`open_regular`]: opened
+//!   with `O_NONBLOCK` (an open of a FIFO returns at once instead of waiting
+//!   for a writer), then `fstat`ed on the open descriptor, and refused unless
+//!   it is a regular file ([`OpenError::NotRegular`], which the caller reports
+//!   as "not checked", never a pass). Checking the descriptor, not the path,
+//!   leaves no window for the agent to swap the file between check and read
+//!   (SQLite opens the path itself: it is vetted this way first, after the
+//!   agent's processes are gone). Logs chaosrun appends to in the run folder
+//!   get the same care ([`crate::output::append_log`]).
 //! * **Inputs the user names** (the table, `--config`, the profile, `merge`
 //!   inputs, serve scripts and MCP rules, and later `--known` files and
 //!   cassettes) go through [`read_input`]: the same open, then a read bounded
