@@ -5,18 +5,21 @@
 //! [`driver`]) → an [`observe::Observation`] → the pure [`oracle`] → [`report`].
 
 /// `eprintln!` that never panics: a closed stderr must not crash a run that
-/// still has processes to clean up and a verdict to return.
+/// still has processes to clean up and a verdict to return. Control
+/// characters are escaped ([`term::escape`]).
 #[macro_export]
 macro_rules! say_err {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let text = format!($($arg)*);
+        let _ = writeln!(std::io::stderr(), "{}", $crate::term::escape(&text));
     }};
 }
 
 pub mod driver;
 pub mod explore;
 pub mod history;
+pub mod input;
 pub mod mcp;
 pub mod observe;
 pub mod oracle;
@@ -28,4 +31,5 @@ pub mod report;
 pub mod runner;
 pub mod scenarios;
 pub mod template;
+pub mod term;
 pub mod units;

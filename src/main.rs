@@ -123,7 +123,8 @@ struct RunArgs {
     #[arg(long)]
     stats: bool,
     /// Record the run in a history: a SQLite file (created if new) or a
-    /// postgres:// URL. A failed write exits 2 after the verdict is printed.
+    /// Postgres database (a postgres:// URL or a libpq `host=… dbname=…`
+    /// string). A failed write exits 2 after the verdict is printed.
     #[arg(long, value_name = "DB")]
     history: Option<String>,
 }
@@ -169,7 +170,7 @@ enum Command {
         /// Write the merged report here.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
-        /// Record the merged report as one run in this history (SQLite file or postgres:// URL).
+        /// Record the merged report as one run in this history (SQLite file, postgres:// URL or libpq `host=…` string).
         #[arg(long, value_name = "DB")]
         history: Option<String>,
     },
@@ -197,15 +198,16 @@ enum Command {
 
 /// A usage or configuration error: printed, exit 2.
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    let _ = writeln!(std::io::stderr(), "chaosrun: error: {msg}");
+    chaosrun::say_err!("chaosrun: error: {msg}");
     ExitCode::from(2)
 }
 
 /// Print to stdout; a closed stdout (`| head -0`) is not an error: the text is
 /// dropped and the exit code still comes from the run.
 fn say(text: impl std::fmt::Display) {
+    let text = text.to_string();
     let mut out = std::io::stdout().lock();
-    let _ = write!(out, "{text}").and_then(|()| out.flush());
+    let _ = write!(out, "{}", chaosrun::term::escape(&text)).and_then(|()| out.flush());
 }
 
 fn main() -> ExitCode {
@@ -573,7 +575,8 @@ fn run(args: RunArgs) -> ExitCode {
         );
         stopped_by
     });
-    drop(rt);
+    // Never waits long for a blocking read that has not returned.
+    runner::end_runtime(rt);
     containment.end();
     remove_run_folders(&run_id_for_cleanup);
     drop(artifacts);

@@ -191,6 +191,10 @@ pub enum StoreObservation {
     Missing { path: String },
     /// The file could not be opened (integrity unknown).
     Unreadable { path: String, error: String },
+    /// It exists but is not a regular file (a FIFO, a device, a directory),
+    /// or a glob matched only such files: never read, so nothing about the
+    /// store is checked. `why` completes "the store PATH …".
+    NotRegular { path: String, why: String },
     /// Opened: `integrity` is `PRAGMA integrity_check`'s answer; `messages` is
     /// the profile query's rows, or the query's error.
     Read {
@@ -230,6 +234,10 @@ pub struct TranscriptRead {
     /// Matches of the glob that resolve outside HOME (not read).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outside: Vec<String>,
+    /// Matches that are not regular files (`PATH is a fifo`): never opened
+    /// for a blocking read, never read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_regular: Vec<String>,
     #[serde(default)]
     pub unread_files: usize,
     #[serde(default)]
@@ -245,6 +253,12 @@ impl TranscriptRead {
     /// Whether a read cap left part of the transcripts unread.
     pub fn capped(&self) -> bool {
         self.unread_files + self.unread_lines > 0 || self.unread_bytes > 0 || self.walk_capped
+    }
+
+    /// Whether some of what the glob matched was not read (a cap, a file
+    /// outside HOME, one that is not a regular file).
+    pub fn partial(&self) -> bool {
+        self.capped() || !self.outside.is_empty() || !self.not_regular.is_empty()
     }
 
     /// What the read left out, for a report line (empty when nothing).
@@ -274,6 +288,12 @@ impl TranscriptRead {
             out.push(format!(
                 "not read, outside HOME: {}",
                 self.outside.join("; ")
+            ));
+        }
+        if !self.not_regular.is_empty() {
+            out.push(format!(
+                "not read, not a regular file: {}",
+                self.not_regular.join("; ")
             ));
         }
         out.join("; ")

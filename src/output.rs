@@ -17,17 +17,21 @@
 //!   planted (`observation.json -> ../../scenarios.yaml`) is replaced, never
 //!   followed.
 //! * [`read_beneath`] reads a file the same way, refusing symlinks.
+//! * [`write_new`]: a file that must not exist yet (`explore --out`), moved
+//!   into place without replacing anything; [`write_sibling`] the fallback.
 //! * [`ArtifactsDir`]: `--artifacts` made absolute and locked.
 
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use nix::fcntl::{openat, renameat, OFlag};
+
+use crate::input::kind;
 use nix::sys::stat::Mode;
 
 static FAILED: AtomicBool = AtomicBool::new(false);
@@ -57,24 +61,6 @@ pub fn absolute(p: &Path) -> io::Result<PathBuf> {
 /// The identity of an existing file (device, inode), following symlinks.
 fn identity(p: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()))
-}
-
-/// What kind of thing `m` is, for messages.
-fn kind(m: &std::fs::Metadata) -> &'static str {
-    let t = m.file_type();
-    if t.is_symlink() {
-        "a symbolic link"
-    } else if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a fifo"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    }
 }
 
 /// Check one output target; returns it with its directory resolved.
@@ -185,6 +171,44 @@ fn write_atomic_inner(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Write `bytes` to `path`, which must not exist: a temp file created beside
+/// it, then moved into place without replacing anything (`RENAME_NOREPLACE`
+/// or a hard link). Something that appeared at `path` meanwhile is an
+/// `AlreadyExists` error and is left as it is.
+pub fn write_new(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let abs = absolute(path)?;
+    let dir = abs.parent().unwrap_or(Path::new("/"));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".chaosrun-")
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_data()?;
+    set_mode(tmp.as_file(), 0o644)?;
+    tmp.persist_noclobber(&abs).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// [`write_new`] to the first free sibling of `path`: `NAME.1.EXT`,
+/// `NAME.2.EXT`, … (at most 100 tries); the path written.
+pub fn write_sibling(path: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    let ext = path
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    for n in 1..=100 {
+        let sibling = path.with_file_name(format!("{stem}.{n}{ext}"));
+        match write_new(&sibling, bytes) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            r => return r.map(|()| sibling),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!("{}.1{ext} … {stem}.100{ext} all exist", stem),
+    ))
+}
+
 fn set_mode(f: &File, mode: u32) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     f.set_permissions(std::fs::Permissions::from_mode(mode))
@@ -287,6 +311,27 @@ pub fn read_beneath(base: &Path, rel: &Path, limit: u64) -> io::Result<Vec<u8>> 
     Ok(out)
 }
 
+/// Open a log in a run folder the agent can write to, for appending: a
+/// symlink there is refused (`O_NOFOLLOW`), the open never blocks
+/// (`O_NONBLOCK`: a FIFO with no reader is an error, not a wait) and anything
+/// but a regular file is refused.
+pub fn append_log(path: &Path) -> io::Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let m = file.metadata()?;
+    if !m.file_type().is_file() {
+        return Err(io::Error::other(format!(
+            "{} is {}, not a regular file; not written",
+            path.display(),
+            kind(&m)
+        )));
+    }
+    Ok(file)
+}
+
 /// The `--artifacts` directory of one run: absolute (the agent is handed
 /// paths inside it, whatever the caller's working directory), empty when the
 /// run starts, and locked by `.chaosrun.lock` (created exclusively, holding
@@ -326,7 +371,16 @@ impl ArtifactsDir {
         {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let holder = std::fs::read_to_string(&lock).unwrap_or_default();
+                // Never a blocking read (an agent of that run may have put
+                // a FIFO there): a regular file, its first bytes.
+                let holder = crate::input::open_regular(&lock, crate::input::Follow::No)
+                    .ok()
+                    .map(|(f, _)| {
+                        let mut text = String::new();
+                        let _ = f.take(32).read_to_string(&mut text);
+                        text
+                    })
+                    .unwrap_or_default();
                 return Err(format!(
                     "--artifacts {shown} is locked by another chaosrun run (pid {}); two runs \
                      cannot share a directory: pick a new one (or remove {} if that run is gone)",
@@ -408,6 +462,26 @@ mod tests {
         std::os::unix::fs::symlink(&victim, &link).unwrap();
         assert!(write_atomic(&link, b"x").is_err());
         assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+    }
+
+    #[test]
+    fn a_new_file_never_replaces_one_that_appeared_and_the_sibling_is_free() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("found.yaml");
+        write_new(&p, b"one").unwrap();
+        let e = write_new(&p, b"two").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&p).unwrap(), b"one");
+        std::fs::write(d.path().join("found.1.yaml"), "taken").unwrap();
+        let kept = write_sibling(&p, b"rows").unwrap();
+        assert_eq!(kept, d.path().join("found.2.yaml"));
+        assert_eq!(std::fs::read(&kept).unwrap(), b"rows");
+        assert_eq!(
+            std::fs::read(d.path().join("found.1.yaml")).unwrap(),
+            b"taken"
+        );
+        // No temp file is left behind.
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 3);
     }
 
     #[test]

@@ -308,13 +308,8 @@ impl Turn {
     }
 
     fn append(&self, stream: usize) -> std::io::Result<std::fs::File> {
-        use std::os::unix::fs::OpenOptionsExt;
         let (out, err) = self.prep.dirs.logs(self.worker);
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(if stream == STDOUT { out } else { err })
+        crate::output::append_log(if stream == STDOUT { &out } else { &err })
     }
 
     /// [`Self::spawn`] for a later turn, off the runtime's worker: fork and

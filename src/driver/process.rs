@@ -124,15 +124,8 @@ impl AgentProcess {
         cgroup_procs: Option<&std::fs::File>,
     ) -> anyhow::Result<AgentProcess> {
         // A restart reopens the logs after the agent ran: never follow a
-        // symlink it planted in its run folder.
-        let append = |p: &std::path::Path| {
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .open(p)
-        };
+        // symlink nor block on a FIFO it planted in its run folder.
+        let append = crate::output::append_log;
         let (stdout_path, stderr_path) = prep.dirs.logs(sink.worker);
         let stderr_log = append(&stderr_path)?;
         let stdout_log = append(&stdout_path)?;

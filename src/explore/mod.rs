@@ -113,8 +113,8 @@ fn apply_weights(c: &mut config::Config, flags: &[String]) -> Result<(), String>
 fn load_config(args: &Args) -> Result<config::Config, String> {
     let mut c = match &args.config {
         Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| format!("{}: cannot read: {e}", p.display()))?;
+            let text = crate::input::read_input_text(p, crate::input::EXPLORE_CONFIG)
+                .map_err(String::from)?;
             if text.trim().is_empty() {
                 config::Config::default()
             } else {
@@ -232,7 +232,7 @@ pub fn main(args: Args) -> u8 {
     };
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     let outcome = search::run(&rt, shared, &plan);
-    drop(rt);
+    crate::runner::end_runtime(rt);
     let killed = containment.end()
         + proc_hygiene::sweep_marked(
             proc_hygiene::RUN_VAR,
@@ -259,14 +259,37 @@ pub fn main(args: Args) -> u8 {
         search::Outcome::Interrupted(code, f) => (code, f),
     };
     if let (Some(out), false) = (&args.out, findings.is_empty()) {
-        if let Err(e) = crate::output::write_atomic(out, emit::table(&findings).as_bytes()) {
-            return usage(format!("cannot write {}: {e}", out.display()));
+        if let Err(e) = write_out(out, &emit::table(&findings), findings.len()) {
+            return usage(e);
         }
-        crate::say_err!(
-            "explore: wrote {} row(s) to {}",
-            findings.len(),
-            out.display()
-        );
     }
     code
+}
+
+/// Write the found rows to `--out`, created exclusively: a file that appeared
+/// there during the search is never replaced; the rows go to a sibling file
+/// instead, and the error says where.
+fn write_out(out: &std::path::Path, table: &str, rows: usize) -> Result<(), String> {
+    let shown = out.display();
+    match crate::output::write_new(out, table.as_bytes()) {
+        Ok(()) => {
+            crate::say_err!("explore: wrote {rows} row(s) to {shown}");
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let kept = crate::output::write_sibling(out, table.as_bytes()).map_err(|e2| {
+                format!(
+                    "--out {shown}: a file appeared there during the search and explore never \
+                     overwrites one; nor could it keep the {rows} row(s) beside it ({e2}): they \
+                     are printed above"
+                )
+            })?;
+            Err(format!(
+                "--out {shown}: a file appeared there during the search and explore never \
+                 overwrites one; the {rows} row(s) are in {} instead",
+                kept.display()
+            ))
+        }
+        Err(e) => Err(format!("cannot write {shown}: {e}")),
+    }
 }

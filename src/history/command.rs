@@ -15,7 +15,8 @@ use super::{analyze, html, render, Store};
 /// [--html FILE] [--fail-on new]`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
-    /// The history: a SQLite file written by `--history`, or a postgres:// URL.
+    /// The history: a SQLite file written by `--history`, a postgres:// URL or a
+    /// libpq `host=… dbname=…` string.
     pub db: String,
     /// How many of the latest runs to read.
     #[arg(long, value_name = "N", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=1000))]
@@ -60,7 +61,8 @@ pub fn run(a: &Args) -> Result<u8, String> {
         let inputs: Vec<PathBuf> = db.into_iter().collect();
         crate::output::check_outputs(&[("--html", out.as_path())], &inputs)?;
     }
-    let mut store = Store::open(&a.db, false)?;
+    // Reading never writes: no migration, no journal-mode switch.
+    let mut store = Store::open_read(&a.db)?;
     let window = store.window(&Filter {
         last: a.last as usize,
         agent: a.agent.clone(),
@@ -79,7 +81,7 @@ pub fn run(a: &Args) -> Result<u8, String> {
     // A closed stdout (`| head -0`) is not an error: the exit code still counts.
     let mut stdout = std::io::stdout().lock();
     let _ = stdout
-        .write_all(answer.as_bytes())
+        .write_all(crate::term::escape(&answer).as_bytes())
         .and_then(|()| stdout.flush());
     Ok(if a.fail_on.is_some() && summary.new_failures > 0 {
         1

@@ -186,8 +186,7 @@ body {{ font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #202124; }}
 
 /// Add `section` to the HTML page at `path`, before `</body>` (atomically).
 pub fn splice(path: &std::path::Path, section: &str) -> Result<(), String> {
-    let page = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let page = crate::input::read_input_text(path, crate::input::HTML_PAGE)?;
     let at = page
         .rfind("</body>")
         .ok_or_else(|| format!("{} has no </body>", path.display()))?;

@@ -71,9 +71,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// The table's content hash.
 pub fn table_sha256(path: &Path) -> Result<String, String> {
-    std::fs::read(path)
+    crate::input::read_input(path, crate::input::TABLE)
         .map(|b| sha256_hex(&b))
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))
+        .map_err(String::from)
 }
 
 /// The first stdout line of `argv`, run once with no inherited environment

@@ -8,14 +8,12 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::Context;
-
 use super::{McpConfig, McpServer, McpSpec, Transport};
 
 /// Load and check a rules file.
 pub fn load(path: &Path) -> anyhow::Result<McpSpec> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the MCP rules {}", path.display()))?;
+    let text = crate::input::read_input_text(path, crate::input::MCP_RULES)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let spec: McpSpec = serde_yaml::from_str(&text).map_err(|e| {
         let (l, c) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
         let msg = e.to_string();

@@ -95,6 +95,9 @@ fn stored(obs: &Observation) -> Result<&[StoredMessage], String> {
         StoreObservation::Unreadable { error, .. } => {
             Err(format!("the store could not be opened: {error}"))
         }
+        StoreObservation::NotRegular { path, why } => {
+            Err(format!("the store {path} {why}; not read"))
+        }
         StoreObservation::Read {
             messages: Err(e), ..
         } => Err(format!("the profile's messages query failed: {e}")),
@@ -205,12 +208,12 @@ fn store_results(obs: &Observation) -> Check {
         );
     }
     if let StoreObservation::Jsonl { read, .. } = &obs.store {
-        if !open.is_empty() && read.capped() {
+        if !open.is_empty() && read.partial() {
             return Check::skipped(
                 inv,
                 "store_tool_results",
                 format!(
-                    "the transcript read stopped at its cap ({}), so call(s) {} may be answered past it",
+                    "not all of the transcript was read ({}), so call(s) {} may be answered in what was not",
                     read.caveats(),
                     open.join(", ")
                 ),

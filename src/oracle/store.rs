@@ -65,6 +65,9 @@ pub fn check(obs: &Observation) -> Vec<Check> {
             name,
             vec![format!("the store {path} cannot be opened: {error}")],
         ),
+        StoreObservation::NotRegular { path, why } => {
+            Check::skipped(inv, name, format!("the store {path} {why}; not read"))
+        }
         StoreObservation::Postgres { .. } => Check::skipped(
             inv,
             name,
@@ -79,16 +82,14 @@ pub fn check(obs: &Observation) -> Vec<Check> {
                 read.malformed_examples.join("; ")
             )],
         ),
-        StoreObservation::Jsonl { read, .. } if read.capped() || !read.outside.is_empty() => {
-            Check::skipped(
-                inv,
-                name,
-                format!(
-                    "every line read is a JSON record, but not all of the transcript was read: {}",
-                    read.caveats()
-                ),
-            )
-        }
+        StoreObservation::Jsonl { read, .. } if read.partial() => Check::skipped(
+            inv,
+            name,
+            format!(
+                "every line read is a JSON record, but not all of the transcript was read: {}",
+                read.caveats()
+            ),
+        ),
         StoreObservation::Jsonl { .. } => Check::new(inv, name, vec![]),
         StoreObservation::Read {
             integrity, path, ..

@@ -308,8 +308,7 @@ pub fn placeholder_vars() -> Vars {
 }
 
 fn parse_doc(path: &Path) -> Result<ProfileDoc, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read adapter profile {}: {e}", path.display()))?;
+    let text = crate::input::read_input_text(path, crate::input::PROFILE).map_err(String::from)?;
     serde_yaml::from_str(&text).map_err(|e| {
         let (l, c) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
         let msg = e.to_string();
@@ -344,7 +343,8 @@ impl Profile {
             Some("yaml" | "yml")
         );
         if is_yaml {
-            if !path.is_file() {
+            // (A FIFO or a device is refused by the bounded read, by name.)
+            if std::fs::metadata(path).is_err() {
                 return Err(format!("adapter profile `{agent}` does not exist"));
             }
             let dir = absolute(path)

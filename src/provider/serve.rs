@@ -17,7 +17,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Context;
 use serde::Deserialize;
 
 use super::recording::{CallKind, RequestRecord};
@@ -122,8 +121,8 @@ pub fn parse_script(text: &str, label: &str) -> anyhow::Result<Script> {
 
 /// Read and parse a script file.
 pub fn load_script(path: &Path) -> anyhow::Result<Script> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read script {}", path.display()))?;
+    let text = crate::input::read_input_text(path, crate::input::SERVE_SCRIPT)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     parse_script(&text, &path.display().to_string())
 }
 

@@ -234,9 +234,8 @@ pub fn ok(doc: &Value) -> bool {
 }
 
 fn read(p: &Path) -> Result<Value, String> {
-    let text =
-        std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-    serde_json::from_str(&text)
+    let text = crate::input::read_input(p, crate::input::REPORT)?;
+    serde_json::from_slice(&text)
         .map_err(|e| format!("{}:{}:{}: not JSON: {e}", p.display(), e.line(), e.column()))
 }
 

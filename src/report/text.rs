@@ -2,12 +2,22 @@
 //! ERROR or N/A, seconds, provider calls), then each failure's violations with
 //! their evidence and what could not be checked, each error's cause, the N/A
 //! scenarios apart, then `N passed, N failed[, N errors][, N not applicable]`.
+//! Control characters in anything it prints are escaped.
 
 use std::io::Write;
 use std::sync::Arc;
 
 use super::Reporter;
 use crate::runner::{RunEvent, ScenarioResult, Verdict};
+
+/// `writeln!` with control characters escaped ([`crate::term::escape`]): the
+/// report quotes what the agent said and wrote.
+macro_rules! put {
+    ($out:expr, $($arg:tt)*) => {{
+        let text = format!($($arg)*);
+        let _ = writeln!($out, "{}", crate::term::escape(&text));
+    }};
+}
 
 /// Writes the report to any writer (stdout in the CLI, a buffer in tests).
 pub struct Text<W: Write + Send> {
@@ -134,7 +144,7 @@ impl<W: Write + Send> Reporter for Text<W> {
         match event {
             RunEvent::Started { .. } => {}
             RunEvent::ScenarioFinished(r) => {
-                let _ = writeln!(self.out, "{}", scenario_line(r, self.width));
+                put!(self.out, "{}", scenario_line(r, self.width));
                 let _ = self.out.flush();
                 self.results.push(r.clone());
             }
@@ -146,9 +156,9 @@ impl<W: Write + Send> Reporter for Text<W> {
                     .map(|r| &**r)
                     .collect();
                 if !failures.is_empty() {
-                    let _ = writeln!(self.out, "\nfailures:\n");
+                    put!(self.out, "\nfailures:\n");
                     for r in failures {
-                        let _ = writeln!(self.out, "{}", failure_detail(r));
+                        put!(self.out, "{}", failure_detail(r));
                     }
                 }
                 let na: Vec<&ScenarioResult> = self
@@ -158,9 +168,9 @@ impl<W: Write + Send> Reporter for Text<W> {
                     .map(|r| &**r)
                     .collect();
                 if !na.is_empty() {
-                    let _ = writeln!(self.out, "\nnot applicable (not counted as passed):");
+                    put!(self.out, "\nnot applicable (not counted as passed):");
                     for r in na {
-                        let _ = writeln!(
+                        put!(
                             self.out,
                             "  {:<44} {}",
                             r.id,
@@ -170,21 +180,21 @@ impl<W: Write + Send> Reporter for Text<W> {
                 }
                 let rates = pass_rates(&self.results);
                 if !rates.is_empty() {
-                    let _ = writeln!(self.out, "\npass rate per scenario:");
+                    put!(self.out, "\npass rate per scenario:");
                     for (id, passed, runs) in rates {
                         let flag = match passed {
                             0 => "  fails",
                             p if p == runs => "",
                             _ => "  FLAKY",
                         };
-                        let _ = writeln!(self.out, "  {id:<44} {passed}/{runs}{flag}");
+                        put!(self.out, "  {id:<44} {passed}/{runs}{flag}");
                     }
                 }
                 for w in &self.warnings {
-                    let _ = writeln!(self.out, "\nwarning: {w}");
+                    put!(self.out, "\nwarning: {w}");
                 }
-                let _ = writeln!(self.out, "\nwall time {wall:.1} s");
-                let _ = writeln!(self.out, "{}", stats.summary());
+                put!(self.out, "\nwall time {wall:.1} s");
+                put!(self.out, "{}", stats.summary());
                 let _ = self.out.flush();
             }
             RunEvent::Warning(w) => self.warnings.push(w.clone()),

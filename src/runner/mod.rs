@@ -41,6 +41,17 @@ pub struct Options {
     pub repeat: u32,
 }
 
+/// How long ending a run's runtime waits for its blocking tasks.
+pub const RUNTIME_END_WAIT: Duration = Duration::from_secs(3);
+
+/// End a run's runtime without waiting more than [`RUNTIME_END_WAIT`] for a
+/// blocking task (a file read off the async workers) that has not returned:
+/// after SIGINT/SIGTERM the process exits within a bound whatever a reader
+/// is doing. (Dropping a runtime waits for every blocking task, forever.)
+pub fn end_runtime(rt: tokio::runtime::Runtime) {
+    rt.shutdown_timeout(RUNTIME_END_WAIT);
+}
+
 /// Run `scenarios`, emitting events; returns one result per scenario run
 /// (selected × repeat), in table order: a run that crashed inside chaosrun is
 /// an `ERROR` result, never dropped.
@@ -355,4 +366,38 @@ fn write_artifacts(
         }
     }
     write("requests.jsonl", jsonl);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ending_the_runtime_does_not_wait_for_a_reader_stuck_on_a_fifo() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("transcript.jsonl");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        // A blocking open of a FIFO with no writer: it returns only when
+        // someone opens the other end.
+        rt.spawn_blocking(move || {
+            let _ = tx.send(());
+            let _ = std::fs::read(&path);
+        });
+        rx.recv().unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            end_runtime(rt);
+            let _ = done_tx.send(());
+        });
+        let ended = done_rx.recv_timeout(RUNTIME_END_WAIT + Duration::from_secs(10));
+        // Release the reader (a writer end opened and closed) either way.
+        drop(std::fs::OpenOptions::new().write(true).open(&fifo));
+        assert!(
+            ended.is_ok(),
+            "ending the runtime waited for the stuck reader"
+        );
+    }
 }

@@ -16,6 +16,7 @@ use super::drive::{secs, Drive, Launch, Next};
 use crate::driver::env;
 use crate::driver::home::{prepare, Inputs, StoreAt};
 use crate::driver::Exit;
+use crate::input::{open_regular, Follow, OpenError};
 use crate::observe::{Capped, Event, Observation, Phase, StoreObservation};
 use crate::proc_hygiene::{self, Kind};
 use crate::profile::Profile;
@@ -74,21 +75,11 @@ const TAIL_BYTES: u64 = 64 * 1024;
 fn read_journal(path: &Path) -> (Vec<String>, u64, u64) {
     use std::io::Read;
     // The agent can write in the run folder: a symlink it planted is not
-    // followed, and only a regular file is read.
-    let opened = {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(path)
-    };
-    let Ok(file) = opened else {
+    // followed, and only a regular file is read (never a blocking open).
+    let Ok((file, meta)) = open_regular(path, Follow::No) else {
         return (Vec::new(), 0, 0);
     };
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        return (Vec::new(), 0, 0);
-    }
-    let size = file.metadata().map_or(0, |m| m.len());
+    let size = meta.len();
     let mut text = Vec::new();
     let _ = file.take(JOURNAL_MAX_BYTES).read_to_end(&mut text);
     let whole = (text.len() as u64) >= size;
@@ -111,13 +102,21 @@ fn read_journal(path: &Path) -> (Vec<String>, u64, u64) {
     (lines, size, read)
 }
 
-/// The last `max_lines` lines of a file, read from its last 64 KiB only.
-fn tail(path: &Path, max_lines: usize) -> String {
+/// The last `max_lines` lines of a file, read from its last 64 KiB only
+/// (empty when it is missing; why not, when it is not a regular file).
+fn tail(path: &Path, follow: Follow, max_lines: usize) -> String {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return String::new();
+    let (mut file, meta) = match open_regular(path, follow) {
+        Ok(f) => f,
+        Err(e @ OpenError::NotRegular { .. }) => {
+            return format!("(not read: {} {e})", path.display())
+        }
+        Err(OpenError::Io(e)) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return format!("(not read: {} is a symbolic link)", path.display())
+        }
+        Err(OpenError::Io(_)) => return String::new(),
     };
-    let size = file.metadata().map_or(0, |m| m.len());
+    let size = meta.len();
     let from = size.saturating_sub(TAIL_BYTES);
     if file.seek(SeekFrom::Start(from)).is_err() {
         return String::new();
@@ -163,10 +162,7 @@ async fn read_leftovers(prepared: &crate::driver::Prepared) -> Leftovers {
         Leftovers {
             logs_missing,
             // Not through a symlink the agent planted in its run folder.
-            stderr_tail: match stderr.symlink_metadata() {
-                Ok(m) if m.is_file() => tail(&stderr, 20),
-                _ => "(not read: stderr.log is not a regular file)".into(),
-            },
+            stderr_tail: tail(&stderr, Follow::No, 20),
             // A `logs:` entry may be a glob; one that matched nothing is
             // kept with that said, so the evidence shows the log never came.
             log_tails: logs
@@ -184,10 +180,7 @@ async fn read_leftovers(prepared: &crate::driver::Prepared) -> Leftovers {
                         .into_iter()
                         .map(|p| {
                             let tail = match crate::driver::home::resolve_inside(&home, &p) {
-                                Ok(real) if real.is_file() => tail(&real, 20),
-                                Ok(real) => {
-                                    format!("(not read: {} is not a regular file)", real.display())
-                                }
+                                Ok(real) => tail(&real, Follow::Yes, 20),
                                 Err(e) => format!("(not read: {e})"),
                             };
                             (p.display().to_string(), tail)
@@ -629,12 +622,26 @@ mod tests {
         for i in 0..30 {
             writeln!(f, "line {i}").unwrap();
         }
-        let t = tail(&p, 3);
+        let t = tail(&p, Follow::No, 3);
         assert_eq!(t, "line 27\nline 28\nline 29");
-        assert_eq!(tail(&d.path().join("nope"), 3), "");
+        assert_eq!(tail(&d.path().join("nope"), Follow::No, 3), "");
         // A single line longer than the window: its partial start is dropped.
         std::fs::write(&p, "x".repeat(200_000) + "\nlast").unwrap();
-        assert_eq!(tail(&p, 20), "last");
+        assert_eq!(tail(&p, Follow::No, 20), "last");
+        // A FIFO with no writer: refused at once, never a blocking open.
+        let fifo = d.path().join("agent.log");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert_eq!(
+            tail(&fifo, Follow::Yes, 3),
+            format!(
+                "(not read: {} is a fifo, not a regular file)",
+                fifo.display()
+            )
+        );
+        let link = d.path().join("link.log");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        assert!(tail(&link, Follow::No, 3).contains("is a symbolic link"));
+        assert_eq!(read_journal(&fifo), (Vec::new(), 0, 0));
     }
 
     #[test]

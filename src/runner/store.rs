@@ -136,9 +136,27 @@ pub fn observe(path: Option<&Path>, spec: &StoreSpec, session_id: &str) -> Store
         return StoreObservation::NotConfigured;
     };
     let shown = path.display().to_string();
-    if !path.is_file() {
-        return StoreObservation::Missing { path: shown };
-    }
+    // Never an open that blocks (a FIFO the agent left there): vetted on an
+    // open descriptor first. The agent's processes are gone by now, so
+    // nothing swaps the file before SQLite opens it.
+    let vetted = match crate::input::open_regular(path, crate::input::Follow::Yes) {
+        Ok((file, _)) => file,
+        Err(e @ crate::input::OpenError::NotRegular { .. }) => {
+            return StoreObservation::NotRegular {
+                path: shown,
+                why: e.to_string(),
+            }
+        }
+        Err(crate::input::OpenError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return StoreObservation::Missing { path: shown }
+        }
+        Err(crate::input::OpenError::Io(e)) => {
+            return StoreObservation::Unreadable {
+                path: shown,
+                error: e.to_string(),
+            }
+        }
+    };
     let conn = match Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY) {
         Ok(c) => c,
         Err(e) => {
@@ -148,6 +166,7 @@ pub fn observe(path: Option<&Path>, spec: &StoreSpec, session_id: &str) -> Store
             }
         }
     };
+    drop(vetted);
     let _ = conn.busy_timeout(std::time::Duration::from_secs(10));
     let integrity = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get::<_, String>(0))
@@ -266,6 +285,18 @@ mod tests {
             observe(Some(Path::new("/nonexistent/x.db")), &spec, "s"),
             StoreObservation::Missing { .. }
         ));
+        // A FIFO nobody writes to: an open that waited for a writer would
+        // never return.
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("store.db");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert_eq!(
+            observe(Some(&fifo), &spec, "s"),
+            StoreObservation::NotRegular {
+                path: fifo.display().to_string(),
+                why: "is a fifo, not a regular file".into()
+            }
+        );
     }
 
     #[test]

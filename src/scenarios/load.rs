@@ -39,12 +39,13 @@ impl std::error::Error for TableError {}
 /// Read and load a table file.
 pub fn load_file(path: &Path) -> Result<Table, TableError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| TableError {
-        file: file.clone(),
-        line: 0,
-        col: 0,
-        message: format!("cannot read the scenario table: {e}"),
-    })?;
+    let text =
+        crate::input::read_input_text(path, crate::input::TABLE).map_err(|e| TableError {
+            file: file.clone(),
+            line: 0,
+            col: 0,
+            message: e.problem,
+        })?;
     load_str(&text, &file)
 }
 

@@ -68,21 +68,111 @@ pub enum Store {
     Postgres(Box<postgres::Pg>),
 }
 
-/// Is `target` a Postgres URL (else a SQLite file path)?
+/// The keywords of a libpq connection string (`host=… dbname=… password=…`).
+const LIBPQ_KEYS: &[&str] = &[
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "passfile",
+    "connect_timeout",
+    "client_encoding",
+    "options",
+    "application_name",
+    "keepalives",
+    "sslmode",
+    "sslcert",
+    "sslkey",
+    "sslrootcert",
+    "target_session_attrs",
+    "load_balance_hosts",
+    "channel_binding",
+    "service",
+];
+
+/// Is `target` a Postgres database (else a SQLite file path): a
+/// `postgres://` URL, or a libpq key=value string (some word of it is
+/// `KEYWORD=…`, as in `host=db port=5432 password=…`), never a file named
+/// after it.
 pub fn is_postgres(target: &str) -> bool {
-    target.starts_with("postgres://") || target.starts_with("postgresql://")
+    target.starts_with("postgres://")
+        || target.starts_with("postgresql://")
+        || target.split_whitespace().any(|word| {
+            word.split_once('=')
+                .is_some_and(|(k, _)| LIBPQ_KEYS.contains(&k.trim()))
+        })
 }
 
-/// `target` with any password in a URL replaced by `***`, for messages.
+/// `target` with any password replaced by `***`, for messages: in a URL's
+/// user info or `password` query parameter, and in a key=value string
+/// (a quoted value included).
 pub fn redact(target: &str) -> String {
     if let Some((scheme, rest)) = target.split_once("://") {
+        let mut rest = rest.to_string();
         if let Some((auth, host)) = rest.split_once('@') {
             if let Some((user, _)) = auth.split_once(':') {
-                return format!("{scheme}://{user}:***@{host}");
+                rest = format!("{user}:***@{host}");
             }
         }
+        if let Some((base, query)) = rest.split_once('?') {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => kv.to_string(),
+                })
+                .collect();
+            rest = format!("{base}?{}", query.join("&"));
+        }
+        return format!("{scheme}://{rest}");
     }
-    target.to_string()
+    redact_keywords(target)
+}
+
+/// A libpq key=value string with the `password` value (bare or quoted,
+/// `\'` escapes included) replaced by `***`.
+fn redact_keywords(dsn: &str) -> String {
+    let chars: Vec<char> = dsn.chars().collect();
+    let mut out = String::with_capacity(dsn.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let word_start = i == 0 || chars[i - 1].is_whitespace();
+        let rest: String = chars[i..].iter().take(8).collect();
+        if !(word_start && rest.eq_ignore_ascii_case("password")) {
+            out.push(chars[i]);
+            i += 1;
+            continue;
+        }
+        let mut j = i + 8;
+        while j < chars.len() && chars[j] == ' ' {
+            j += 1;
+        }
+        if chars.get(j) != Some(&'=') {
+            out.push(chars[i]);
+            i += 1;
+            continue;
+        }
+        j += 1;
+        while j < chars.len() && chars[j] == ' ' {
+            j += 1;
+        }
+        if chars.get(j) == Some(&'\'') {
+            j += 1;
+            while j < chars.len() && chars[j] != '\'' {
+                j += if chars[j] == '\\' { 2 } else { 1 };
+            }
+            j += 1;
+        } else {
+            while j < chars.len() && !chars[j].is_whitespace() {
+                j += 1;
+            }
+        }
+        out.push_str("password=***");
+        i = j.min(chars.len());
+    }
+    out
 }
 
 impl Store {
@@ -93,6 +183,22 @@ impl Store {
             Store::open_postgres(target)
         } else {
             Store::open_sqlite(Path::new(target), create)
+        }
+    }
+
+    /// Open the history at `target` for reading only: a SQLite file opened
+    /// read-only (a read-only file in a read-only directory reads fine), or a
+    /// Postgres database; the schema is checked, never migrated, and the
+    /// journal mode is left as it is.
+    pub fn open_read(target: &str) -> Result<Store, String> {
+        if is_postgres(target) {
+            Ok(Store::Postgres(Box::new(postgres::open_read(target)?)))
+        } else {
+            let path = Path::new(target);
+            Ok(Store::Sqlite {
+                conn: sqlite::open_read(path)?,
+                path: path.to_path_buf(),
+            })
         }
     }
 
@@ -324,5 +430,33 @@ mod tests {
             "postgres://u:***@h:5/db"
         );
         assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(
+            redact("postgresql://u@h/db?sslmode=disable&password=hunter2"),
+            "postgresql://u@h/db?sslmode=disable&password=***"
+        );
+        assert_eq!(
+            redact("host=h password=hunter2 user=u"),
+            "host=h password=*** user=u"
+        );
+        assert_eq!(
+            redact("host=h password = 'hunter 2 \\' x' dbname=d"),
+            "host=h password=*** dbname=d"
+        );
+        assert_eq!(redact("host=h PASSWORD=hunter2"), "host=h password=***");
+    }
+
+    #[test]
+    fn a_libpq_keyword_string_is_postgres_never_a_file() {
+        for dsn in [
+            "postgres://u@h/db",
+            "host=127.0.0.1 port=5432 password=x",
+            "dbname=chaos",
+            "user=u  password='a b'",
+        ] {
+            assert!(is_postgres(dsn), "{dsn}");
+        }
+        for path in ["h.db", "runs/host.db", "./a=b.db", "my history.db"] {
+            assert!(!is_postgres(path), "{path}");
+        }
     }
 }

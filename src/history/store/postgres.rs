@@ -30,7 +30,17 @@ impl Pg {
     }
 }
 
+/// Connect and bring the schema up to date (recording).
 pub fn open(url: &str) -> Result<Pg, String> {
+    connect(url, true)
+}
+
+/// Connect for reading: the schema is checked, never migrated.
+pub fn open_read(url: &str) -> Result<Pg, String> {
+    connect(url, false)
+}
+
+fn connect(url: &str, migrating: bool) -> Result<Pg, String> {
     let shown = redact(url);
     let fail = |what: String| format!("history {shown}: {what}");
     let mut config: tokio_postgres::Config = url
@@ -62,9 +72,15 @@ pub fn open(url: &str) -> Result<Pg, String> {
     };
     let Pg { rt, client, .. } = &mut pg;
     std::thread::scope(|s| {
-        s.spawn(|| rt.block_on(migrate(client)))
-            .join()
-            .expect("postgres migrate thread")
+        s.spawn(|| {
+            if migrating {
+                rt.block_on(migrate(client))
+            } else {
+                rt.block_on(check_version(client))
+            }
+        })
+        .join()
+        .expect("postgres migrate thread")
     })
     .map_err(fail)?;
     Ok(pg)
@@ -75,6 +91,32 @@ pub fn message(e: &tokio_postgres::Error) -> String {
         Some(db) => format!("{}: {}", db.severity(), db.message()),
         None => e.to_string(),
     }
+}
+
+/// For reading: a chaosrun history of this chaosrun's schema, or why not.
+async fn check_version(client: &mut tokio_postgres::Client) -> Result<(), String> {
+    let row = client
+        .query_opt("SELECT app, version FROM schema_version", &[])
+        .await
+        .map_err(|e| {
+            format!(
+                "not a chaosrun history (no schema_version: {})",
+                message(&e)
+            )
+        })?;
+    let version = match row {
+        Some(r) if r.get::<_, String>(0) == APP => r.get::<_, i32>(1) as i64,
+        _ => return Err("not a chaosrun history (schema_version names another app)".into()),
+    };
+    if version > latest_version() {
+        return Err(newer(version));
+    }
+    if version < latest_version() {
+        return Err(format!(
+            "written by an older chaosrun (history schema v{version}); record a run with this chaosrun to upgrade it"
+        ));
+    }
+    Ok(())
 }
 
 async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), String> {

@@ -1,6 +1,8 @@
 //! The SQLite backend: a file in WAL mode with a busy timeout, checked before
-//! SQLite reads it (header, length), stamped with an application id, migrated
-//! under `BEGIN IMMEDIATE`, and one `BEGIN IMMEDIATE` transaction per run.
+//! SQLite reads it (a regular file, header, length), stamped with an
+//! application id, migrated under `BEGIN IMMEDIATE`, and one `BEGIN IMMEDIATE`
+//! transaction per run. Reading ([`open_read`]) opens it read-only and never
+//! migrates nor switches its journal mode.
 
 use std::path::Path;
 use std::time::Duration;
@@ -21,16 +23,9 @@ const BUSY: Duration = Duration::from_secs(10);
 pub fn open(path: &Path, create: bool) -> Result<Connection, String> {
     let shown = path.display();
     let fail = |what: String| format!("history {shown}: {what}");
-    match std::fs::metadata(path) {
-        Ok(m) if m.is_dir() => return Err(fail("is a directory, not a history file".into())),
-        Ok(m) if m.len() > 0 => check_sqlite_file(path, m.len()).map_err(fail)?,
-        Ok(_) => {}
-        Err(_) if !create => {
-            return Err(fail(
-                "no such file (runs are recorded with `chaosrun TABLE --history FILE`)".into(),
-            ))
-        }
-        Err(_) => {}
+    let len = vet(path, create).map_err(fail)?;
+    if len > 0 {
+        check_sqlite_file(path, len).map_err(fail)?;
     }
     let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     if create {
@@ -41,12 +36,126 @@ pub fn open(path: &Path, create: bool) -> Result<Connection, String> {
     conn.busy_timeout(BUSY)
         .map_err(|e| fail(format!("cannot set a busy timeout: {e}")))?;
     let sqlite_err = |e: rusqlite::Error| fail(message(e));
+    // Another application's database is refused before anything is written
+    // to it (the journal-mode switch included).
+    schema_version(&conn).map_err(sqlite_err)?.map_err(fail)?;
     wal_mode(&conn).map_err(sqlite_err)?;
     // In WAL mode NORMAL never corrupts; a power cut may lose the last run.
     conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
         .map_err(sqlite_err)?;
     migrate(&mut conn).map_err(fail)?;
     Ok(conn)
+}
+
+/// Open an existing history for reading only: `SQLITE_OPEN_READ_ONLY`, no
+/// journal-mode switch, no migration, so a read-only file in a read-only
+/// directory reads fine. Where SQLite cannot use the WAL index read-only
+/// (no `-shm` and no way to make one), it is opened `immutable`: nothing can
+/// be writing a file nobody may write.
+pub fn open_read(path: &Path) -> Result<Connection, String> {
+    let shown = path.display();
+    let fail = |what: String| format!("history {shown}: {what}");
+    let len = vet(path, false).map_err(fail)?;
+    if len > 0 {
+        check_sqlite_file(path, len).map_err(fail)?;
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let read = |uri: String| -> rusqlite::Result<(Connection, Result<Option<i64>, String>)> {
+        let conn = Connection::open_with_flags(uri, flags)?;
+        conn.busy_timeout(BUSY)?;
+        let version = schema_version(&conn)?;
+        Ok((conn, version))
+    };
+    let (conn, version) = match read(uri(path, "mode=ro")) {
+        Err(e) if read_only_wal(&e) => read(uri(path, "immutable=1")),
+        r => r,
+    }
+    .map_err(|e| fail(message(e)))?;
+    match version {
+        Ok(None) => Err(fail(
+            "an empty database: no run is recorded in it (runs are recorded with \
+             `chaosrun TABLE --history FILE`)"
+                .into(),
+        )),
+        Ok(Some(v)) if v > latest_version() => Err(fail(newer(v))),
+        Ok(Some(v)) if v < latest_version() => Err(fail(format!(
+            "written by an older chaosrun (history schema v{v}); record a run with this \
+             chaosrun to upgrade it"
+        ))),
+        Ok(_) => Ok(conn),
+        Err(e) => Err(fail(e)),
+    }
+}
+
+/// A `file:` URI for `path` with `query` (the path percent-encoded).
+fn uri(path: &Path, query: &str) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let abs = crate::output::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = String::from("file:");
+    for &b in abs.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out.push('?');
+    out.push_str(query);
+    out
+}
+
+/// Whether `e` is SQLite unable to open a WAL database read-only.
+fn read_only_wal(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly)
+    )
+}
+
+/// The schema version (None: an empty database), or why this is not a
+/// chaosrun history; it writes nothing.
+fn schema_version(conn: &Connection) -> rusqlite::Result<Result<Option<i64>, String>> {
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")?
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<Result<_, _>>()?;
+    if tables.is_empty() {
+        return Ok(Ok(None));
+    }
+    let app_id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    if !tables.iter().any(|t| t == "schema_version") || app_id != SQLITE_APP_ID {
+        return Ok(Err(foreign(&tables)));
+    }
+    let row: Option<(String, i64)> = conn
+        .query_row("SELECT app, version FROM schema_version", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?;
+    Ok(match row {
+        Some((app, v)) if app == APP => Ok(Some(v)),
+        _ => Err(foreign(&tables)),
+    })
+}
+
+/// The history file's length, after making sure it is a regular file (opened
+/// without blocking: a FIFO there never hangs chaosrun). Missing: 0 when
+/// `create`, else an error.
+fn vet(path: &Path, create: bool) -> Result<u64, String> {
+    use crate::input::{open_regular, Follow, OpenError};
+    match open_regular(path, Follow::Yes) {
+        Ok((_, m)) => Ok(m.len()),
+        Err(OpenError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound && create => Ok(0),
+        Err(OpenError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err("no such file (runs are recorded with `chaosrun TABLE --history FILE`)".into())
+        }
+        Err(OpenError::NotRegular {
+            what: "a directory",
+        }) => Err("is a directory, not a history file".into()),
+        Err(e @ OpenError::NotRegular { .. }) => Err(format!("{e}; a history is a SQLite file")),
+        Err(OpenError::Io(e)) => Err(format!("cannot open: {e}")),
+    }
 }
 
 /// Switch to WAL. Several chaosrun runs may open a new history at once, and
@@ -76,8 +185,11 @@ fn wal_mode(conn: &Connection) -> rusqlite::Result<()> {
 fn check_sqlite_file(path: &Path, len: u64) -> Result<(), String> {
     use std::io::Read;
     let mut head = [0u8; 100];
-    let n = std::fs::File::open(path)
-        .and_then(|f| f.take(100).read(&mut head))
+    let (file, _) = crate::input::open_regular(path, crate::input::Follow::Yes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    let n = file
+        .take(100)
+        .read(&mut head)
         .map_err(|e| format!("cannot read: {e}"))?;
     if n < 16 || &head[..16] != b"SQLite format 3\0" {
         return Err(

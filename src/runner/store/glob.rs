@@ -2,7 +2,8 @@
 //! for any number of components. Files are found by walking HOME from the
 //! pattern's fixed prefix, without following symlinks (a symlinked directory
 //! is not entered; a symlinked file is resolved and kept only if it stays
-//! inside HOME), at most [`MAX_ENTRIES`] directory entries.
+//! inside HOME), at most [`MAX_ENTRIES`] directory entries. Every match that is
+//! not a directory is kept, FIFOs included: the reader refuses those by name.
 
 use std::path::{Path, PathBuf};
 
@@ -87,7 +88,9 @@ pub fn find(home: &Path, pattern: &Path) -> Result<(Vec<PathBuf>, bool), String>
                 .map(|c| c.as_os_str().to_string_lossy().into_owned())
                 .collect();
             let comps: Vec<&str> = comps.iter().map(String::as_str).collect();
-            if matches(&pat, &comps) && (ft.is_file() || ft.is_symlink()) {
+            // Not only regular files: a FIFO (or a device) where the glob
+            // matches is reported by the reader, which never opens it.
+            if matches(&pat, &comps) {
                 out.push(path);
             }
         }

@@ -15,6 +15,7 @@ use serde_json::Value;
 use super::items::{turns, Draft};
 use super::mapping::{apply, at};
 pub use super::mapping::{check_rules, text_of, Parts, RecordRule};
+use crate::input::{open_regular, Follow, OpenError};
 use crate::observe::{StoreObservation, TranscriptRead};
 use crate::profile::StoreSpec;
 
@@ -63,15 +64,24 @@ impl Reader<'_> {
     }
 
     fn file(&mut self, path: &Path) {
-        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        // Never a blocking open (a FIFO the agent left where the glob
+        // matches); only a regular file is read.
+        let f = match open_regular(path, Follow::Yes) {
+            Ok((f, _)) => f,
+            Err(e @ OpenError::NotRegular { .. }) => {
+                self.read
+                    .not_regular
+                    .push(format!("{} {e}", path.display()));
+                return;
+            }
+            Err(OpenError::Io(_)) => return self.malformed(path, 0, "cannot be opened"),
+        };
+        let size = f.metadata().map(|m| m.len()).unwrap_or(0);
         let budget = MAX_BYTES.saturating_sub(self.bytes);
         if budget == 0 {
             self.read.unread_bytes += size;
             return;
         }
-        let Ok(f) = std::fs::File::open(path) else {
-            return self.malformed(path, 0, "cannot be opened");
-        };
         let mut r = BufReader::new(f.take(budget));
         if let Some(doc) = &self.spec.document {
             if size > MAX_DOCUMENT_BYTES.min(budget) {
@@ -226,6 +236,16 @@ pub fn observe(home: &Path, pattern: &Path, spec: &StoreSpec) -> StoreObservatio
     let (messages, mut read) = read_files(spec, &files);
     read.outside = outside;
     read.walk_capped = capped;
+    if read.files.len() == read.not_regular.len() {
+        // Nothing but FIFOs, devices, ...: no transcript was read at all.
+        return StoreObservation::NotRegular {
+            path: glob,
+            why: format!(
+                "matches only files that are not regular ({})",
+                read.not_regular.join("; ")
+            ),
+        };
+    }
     StoreObservation::Jsonl {
         glob,
         read,
