@@ -208,7 +208,21 @@ fn say(text: impl std::fmt::Display) {
     let _ = write!(out, "{text}").and_then(|()| out.flush());
 }
 
+/// Blocks of 128 KiB and more are always mapped on their own, so freeing one
+/// gives it back to the system at once. glibc's default raises this
+/// threshold to the largest block freed so far (up to 32 MiB), after which a
+/// multi-MB request body or argument lives in a per-thread arena that keeps
+/// it resident: a flood of such requests then holds one per arena for good.
+fn fixed_mmap_threshold() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt sets one allocator parameter; called before any thread.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
+}
+
 fn main() -> ExitCode {
+    fixed_mmap_threshold();
     let cli = Cli::parse();
     match cli.command {
         Some(Command::McpStdio { socket }) => {

@@ -478,7 +478,7 @@ mod tests {
             let mut doc = read(&p).unwrap();
             doc["scenarios"][0]["checks"][0]["status"] = st.clone();
             std::fs::write(&p, doc.to_string()).unwrap();
-            let e = merge(&[p.clone()]).unwrap_err();
+            let e = merge(std::slice::from_ref(&p)).unwrap_err();
             assert!(
                 e.starts_with(&format!("{}: scenario x (run 1): ", p.display())),
                 "{e}"
@@ -518,7 +518,7 @@ mod tests {
             let mut doc = read(&p).unwrap();
             doc["scenarios"][0]["verdict"] = v.clone();
             std::fs::write(&p, doc.to_string()).unwrap();
-            let e = merge(&[p.clone()]).unwrap_err();
+            let e = merge(std::slice::from_ref(&p)).unwrap_err();
             assert!(
                 e.starts_with(&format!("{}: scenario y (run 1): ", p.display())),
                 "{e}"
