@@ -10,7 +10,8 @@
 macro_rules! say_err {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let text = format!($($arg)*);
+        let _ = writeln!(std::io::stderr(), "{}", $crate::redact::text(&text));
     }};
 }
 
@@ -24,6 +25,7 @@ pub mod output;
 pub mod proc_hygiene;
 pub mod profile;
 pub mod provider;
+pub mod redact;
 pub mod report;
 pub mod runner;
 pub mod scenarios;

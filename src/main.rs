@@ -197,15 +197,21 @@ enum Command {
 
 /// A usage or configuration error: printed, exit 2.
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
-    let _ = writeln!(std::io::stderr(), "chaosrun: error: {msg}");
+    let msg = msg.to_string();
+    let _ = writeln!(
+        std::io::stderr(),
+        "chaosrun: error: {}",
+        chaosrun::redact::text(&msg)
+    );
     ExitCode::from(2)
 }
 
 /// Print to stdout; a closed stdout (`| head -0`) is not an error: the text is
 /// dropped and the exit code still comes from the run.
 fn say(text: impl std::fmt::Display) {
+    let text = text.to_string();
     let mut out = std::io::stdout().lock();
-    let _ = write!(out, "{text}").and_then(|()| out.flush());
+    let _ = write!(out, "{}", chaosrun::redact::text(&text)).and_then(|()| out.flush());
 }
 
 /// Blocks of 128 KiB and more are always mapped on their own, so freeing one
@@ -242,6 +248,9 @@ fn main() -> ExitCode {
             upstream_key_env,
             mcp,
         }) => {
+            let names: Vec<String> = upstream_key_env.iter().cloned().collect();
+            let urls: Vec<&str> = upstream.iter().map(String::as_str).collect();
+            chaosrun::profile::install_redactor(None, &names, &urls);
             let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
             if let Some(rules) = mcp {
                 return match rt.block_on(chaosrun::mcp::serve::run(&rules, nonce)) {
@@ -272,7 +281,11 @@ fn main() -> ExitCode {
             reports,
             json,
             history,
-        }) => merge(&reports, json.as_deref(), history.as_deref()),
+        }) => {
+            let urls: Vec<&str> = history.iter().map(String::as_str).collect();
+            chaosrun::profile::install_redactor(None, &[], &urls);
+            merge(&reports, json.as_deref(), history.as_deref())
+        }
         Some(Command::History(args)) => match chaosrun::history::command::run(&args) {
             Ok(code) => ExitCode::from(code),
             Err(e) => usage(e),
@@ -394,6 +407,12 @@ fn run(args: RunArgs) -> ExitCode {
             profile.source
         ));
     }
+    let urls: Vec<&str> = args
+        .upstream
+        .iter()
+        .chain(&args.history)
+        .map(String::as_str)
+        .collect();
     if let Err(e) = chaosrun::profile::apply_cli(
         &mut profile,
         &args.pass_env,
@@ -401,8 +420,12 @@ fn run(args: RunArgs) -> ExitCode {
         args.upstream_key_env.clone(),
         &selected,
     ) {
+        let mut names = args.pass_env.clone();
+        names.extend(args.upstream_key_env.clone());
+        chaosrun::profile::install_redactor(None, &names, &urls);
         return usage(e);
     }
+    chaosrun::profile::install_redactor(Some(&profile), &args.pass_env, &urls);
     let mut inputs = chaosrun::profile::input_files(&agent, &profile);
     inputs.push(table_path.clone());
     inputs.extend(std::env::current_exe().ok());
@@ -505,10 +528,10 @@ fn run(args: RunArgs) -> ExitCode {
     let mut reporter: Box<dyn Reporter> = if progress {
         Box::new(Live {
             progress: Progress::new(),
-            lines: Text::new(std::io::stdout()),
+            lines: Text::new(chaosrun::redact::Lines::new(std::io::stdout())),
         })
     } else {
-        Box::new(Text::new(std::io::stdout()))
+        Box::new(Text::new(chaosrun::redact::Lines::new(std::io::stdout())))
     };
     if let Some(path) = &args.json {
         let agent = if args.agent.is_some() {

@@ -294,7 +294,8 @@ pub fn run(rt: &tokio::runtime::Runtime, shared: Arc<Shared>, plan: &Plan) -> Ou
                 shrunk.steps, shrunk.evals
             ));
             let mut out = std::io::stdout().lock();
-            let _ = std::io::Write::write_all(&mut out, f.render().as_bytes());
+            let text = f.render();
+            let _ = std::io::Write::write_all(&mut out, crate::redact::text(&text).as_bytes());
             let _ = std::io::Write::flush(&mut out);
             findings.push(f);
             if !plan.keep_going {
