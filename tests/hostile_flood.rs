@@ -362,7 +362,7 @@ fn an_mcp_stdio_client_that_floods_calls_and_never_reads_is_backpressured() {
 #[test]
 fn an_mcp_stdio_client_that_floods_pings_and_reads_gets_every_answer() {
     let served = mcp_flood::serve(&bin(), "rules: []\n");
-    let p = mcp_flood::stdio_pings_read(&bin(), &served, 400_000, Duration::from_secs(150));
+    let p = mcp_flood::stdio_pings_read(&bin(), &served, 400_000, Duration::from_secs(300));
     eprintln!(
         "stdio pings: {} sent, {} answered in {:.1} s",
         p.sent, p.answered, p.seconds

@@ -114,7 +114,7 @@ impl Engine {
             conn: conn.to_string(),
             ..Default::default()
         };
-        let mut msg: Value = match serde_json::from_slice(bytes) {
+        let msg: Value = match serde_json::from_slice(bytes) {
             Ok(v @ Value::Object(_)) => v,
             Ok(_) | Err(_) => {
                 let batch = bytes.trim_ascii_start().first() == Some(&b'[');
@@ -148,17 +148,7 @@ impl Engine {
             return Incoming::Nothing;
         };
         let method = method.as_str();
-        let mut params = msg
-            .as_object_mut()
-            .and_then(|m| m.remove("params"))
-            .unwrap_or(Value::Null);
-        drop(msg);
-        let params_text = if params.is_null() {
-            String::new()
-        } else {
-            json_prefix(&params)
-        };
-        cut_strings(&mut params, HELD_STRING);
+        let (params, params_text) = take_params(msg);
         let Some(id) = id else {
             let cancels = (method == "notifications/cancelled")
                 .then(|| params.get("requestId").cloned())
@@ -258,6 +248,23 @@ impl Engine {
         rec.rule_hits = self.hits.iter().map(|h| h.load(Ordering::SeqCst)).collect();
         rec
     }
+}
+
+/// A request's params, moved out of it with every string cut to
+/// [`HELD_STRING`], and their recorded prefix (empty for none).
+fn take_params(mut msg: Value) -> (Value, String) {
+    let mut params = msg
+        .as_object_mut()
+        .and_then(|m| m.remove("params"))
+        .unwrap_or(Value::Null);
+    drop(msg);
+    let text = if params.is_null() {
+        String::new()
+    } else {
+        json_prefix(&params)
+    };
+    cut_strings(&mut params, HELD_STRING);
+    (params, text)
 }
 
 /// The JSON text of `v`, cut to the recording's prefix without ever

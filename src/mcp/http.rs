@@ -150,17 +150,12 @@ fn session(
 }
 
 async fn on_post(State(s): State<Arc<Http>>, h: HeaderMap, body: Body) -> Response {
-    // A request with a session header waits for one of its session's slots
-    // before its body is read; `initialize` makes a new session.
-    let held = match session_of(&h) {
-        Some(_) => match session(&s, &h, false) {
-            Ok((sid, slots)) => match slots.acquire_owned().await {
-                Ok(p) => Some((sid, p)),
-                Err(_) => return status(StatusCode::NOT_FOUND, "unknown or ended session\n"),
-            },
-            Err((code, text)) => return status(code, text),
-        },
-        None => None,
+    // A request naming a live session waits for one of its session's slots
+    // before its body is read. Any other (`initialize`, or a stale or
+    // missing header, refused below unless it is `initialize`) is read first.
+    let held = match session(&s, &h, false) {
+        Ok((sid, slots)) => slots.acquire_owned().await.ok().map(|p| (sid, p)),
+        Err(_) => None,
     };
     let (incoming, sid, permit) = {
         let Ok(_reading) = s.reading.acquire().await else {

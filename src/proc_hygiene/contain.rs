@@ -328,22 +328,28 @@ impl Scope {
     }
 
     /// Whether `pid` may be signalled: it started at or after the
-    /// scenario's first agent (descendants always do). Before any agent was
-    /// started nothing is.
+    /// scenario's first agent (descendants always do). Before an agent was
+    /// recorded (a spawn that failed half-way) the containment alone decides.
     fn is_ours(&self, pid: i32) -> bool {
-        let spawned = *self.spawned.lock().unwrap_or_else(|e| e.into_inner());
-        match (spawned, super::tree::stat(pid)) {
+        match (self.spawned(), super::tree::stat(pid)) {
             (Some(at), Some((_, start))) => start >= at,
             // Gone (or a zombie): nothing to signal, nothing to protect.
             (Some(_), None) => true,
-            (None, _) => false,
+            (None, _) => true,
         }
+    }
+
+    fn spawned(&self) -> Option<u64> {
+        *self.spawned.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Move every process in the cgroup that is not ours (see the module
     /// doc) out to chaosrun's own cgroup, and remember it. Whether the
     /// cgroup now holds none (a move can fail).
     fn evict_adopted(&self, cg: &Cgroup) -> bool {
+        if self.spawned().is_none() {
+            return true;
+        }
         let foreign: Vec<i32> = cg
             .pids()
             .into_iter()
