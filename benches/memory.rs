@@ -11,11 +11,18 @@
 //! 2. **`chaosrun serve`** after N requests of 2.5 MB each (a chat whose last
 //!    tool result is 2.5 MB), then N/10 of 2.5 MB spread over 160 messages of
 //!    16 KiB: VmRSS and VmHWM of the server from /proc. Target: ≤ 100 MB.
+//! 3. **MCP floods** on `chaosrun serve --mcp` (`tests/support/mcp_flood.rs`,
+//!    the clients `tests/hostile_flood.rs` asserts with): 300k `tools/call`
+//!    over stdio never read, 400k pings over stdio read, 60 hung Streamable
+//!    HTTP calls with 7 MB arguments whose clients disconnect: the server's
+//!    peak RSS from wait4. Target: < 64 MB.
 //!
 //! Environment: `CHAOSRUN_BENCH_SERVE_REQUESTS` (default 10000) for N, and
 //! `CHAOSRUN_BENCH_FLOOD_MODES` (comma-separated; default all) for a quick run.
 
 mod common;
+#[path = "../tests/support/mcp_flood.rs"]
+mod mcp_flood;
 use common::chaosrun_bin;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -252,6 +259,56 @@ fn serve(bin: &Path, n: u64) {
     println!("  summary: {}", rest.trim());
 }
 
+/// One MCP flood's line: what the client saw, the server's peak RSS.
+fn mcp_line(what: &str, client: String, s: mcp_flood::Stopped) {
+    let mb = s.max_rss_kb as f64 / 1024.0;
+    println!(
+        "  {what:<34} {client:<44} serve peak rss {mb:>6.1} MB   target < {RSS_TARGET_MB} MB   {}   exit {:?} {:.2} s after SIGTERM",
+        verdict(mb < RSS_TARGET_MB),
+        s.code,
+        s.exit_seconds
+    );
+    let _ = std::io::stdout().flush();
+}
+
+fn mcp_floods(bin: &Path) {
+    let s = mcp_flood::serve(bin, "rules: []\n");
+    let t = Instant::now();
+    let f = mcp_flood::stdio_calls_unread(bin, &s, 300_000, Duration::from_secs(3));
+    let client = format!(
+        "{} written, then blocked: {} ({:.1} s)",
+        f.sent,
+        f.blocked,
+        t.elapsed().as_secs_f64()
+    );
+    let stopped = s.stop(Duration::from_secs(10));
+    mcp_flood::end_relay(f.relay, Duration::from_secs(10));
+    mcp_line("stdio: 300k tools/call, never read", client, stopped);
+
+    let s = mcp_flood::serve(bin, "rules: []\n");
+    let p = mcp_flood::stdio_pings_read(bin, &s, 400_000, Duration::from_secs(300));
+    let client = format!("{} answered in {:.1} s", p.answered, p.seconds);
+    mcp_line(
+        "stdio: 400k pings, read",
+        client,
+        s.stop(Duration::from_secs(10)),
+    );
+
+    let s = mcp_flood::serve(bin, "rules: [{reply: {kind: hang}}]\n");
+    let sid = mcp_flood::http_initialize(s.port);
+    let t = Instant::now();
+    let ok = mcp_flood::http_hung_calls(s.port, &sid, 60, 7 << 20, Duration::from_secs(120));
+    let client = format!(
+        "{ok} in flight in {:.1} s, then gone",
+        t.elapsed().as_secs_f64()
+    );
+    mcp_line(
+        "http: 60 hung calls of 7 MB",
+        client,
+        s.stop(Duration::from_secs(10)),
+    );
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; nothing else is taken from argv.
     let bin = chaosrun_bin();
@@ -267,4 +324,6 @@ fn main() {
     let n: u64 = env_or("CHAOSRUN_BENCH_SERVE_REQUESTS", 10_000);
     println!("chaosrun serve, requests of 2.5 MB:");
     serve(&bin, n);
+    println!("chaosrun serve --mcp, hostile MCP clients:");
+    mcp_floods(&bin);
 }

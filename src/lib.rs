@@ -12,7 +12,7 @@ macro_rules! say_err {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
         let text = format!($($arg)*);
-        let _ = writeln!(std::io::stderr(), "{}", $crate::term::escape(&text));
+        let _ = writeln!(std::io::stderr(), "{}", $crate::term::escape(&$crate::redact::text(&text)));
     }};
 }
 
@@ -27,6 +27,7 @@ pub mod output;
 pub mod proc_hygiene;
 pub mod profile;
 pub mod provider;
+pub mod redact;
 pub mod report;
 pub mod runner;
 pub mod scenarios;

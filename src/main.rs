@@ -207,10 +207,24 @@ fn usage(msg: impl std::fmt::Display) -> ExitCode {
 fn say(text: impl std::fmt::Display) {
     let text = text.to_string();
     let mut out = std::io::stdout().lock();
-    let _ = write!(out, "{}", chaosrun::term::escape(&text)).and_then(|()| out.flush());
+    let _ = write!(out, "{}", chaosrun::term::escape(&chaosrun::redact::text(&text))).and_then(|()| out.flush());
+}
+
+/// Blocks of 128 KiB and more are always mapped on their own, so freeing one
+/// gives it back to the system at once. glibc's default raises this
+/// threshold to the largest block freed so far (up to 32 MiB), after which a
+/// multi-MB request body or argument lives in a per-thread arena that keeps
+/// it resident: a flood of such requests then holds one per arena for good.
+fn fixed_mmap_threshold() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt sets one allocator parameter; called before any thread.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+    }
 }
 
 fn main() -> ExitCode {
+    fixed_mmap_threshold();
     let cli = Cli::parse();
     match cli.command {
         Some(Command::McpStdio { socket }) => {
@@ -230,6 +244,9 @@ fn main() -> ExitCode {
             upstream_key_env,
             mcp,
         }) => {
+            let names: Vec<String> = upstream_key_env.iter().cloned().collect();
+            let urls: Vec<&str> = upstream.iter().map(String::as_str).collect();
+            chaosrun::profile::install_redactor(None, &names, &urls);
             let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
             if let Some(rules) = mcp {
                 return match rt.block_on(chaosrun::mcp::serve::run(&rules, nonce)) {
@@ -260,7 +277,11 @@ fn main() -> ExitCode {
             reports,
             json,
             history,
-        }) => merge(&reports, json.as_deref(), history.as_deref()),
+        }) => {
+            let urls: Vec<&str> = history.iter().map(String::as_str).collect();
+            chaosrun::profile::install_redactor(None, &[], &urls);
+            merge(&reports, json.as_deref(), history.as_deref())
+        }
         Some(Command::History(args)) => match chaosrun::history::command::run(&args) {
             Ok(code) => ExitCode::from(code),
             Err(e) => usage(e),
@@ -382,6 +403,12 @@ fn run(args: RunArgs) -> ExitCode {
             profile.source
         ));
     }
+    let urls: Vec<&str> = args
+        .upstream
+        .iter()
+        .chain(&args.history)
+        .map(String::as_str)
+        .collect();
     if let Err(e) = chaosrun::profile::apply_cli(
         &mut profile,
         &args.pass_env,
@@ -389,8 +416,12 @@ fn run(args: RunArgs) -> ExitCode {
         args.upstream_key_env.clone(),
         &selected,
     ) {
+        let mut names = args.pass_env.clone();
+        names.extend(args.upstream_key_env.clone());
+        chaosrun::profile::install_redactor(None, &names, &urls);
         return usage(e);
     }
+    chaosrun::profile::install_redactor(Some(&profile), &args.pass_env, &urls);
     let mut inputs = chaosrun::profile::input_files(&agent, &profile);
     inputs.push(table_path.clone());
     inputs.extend(std::env::current_exe().ok());
@@ -493,10 +524,10 @@ fn run(args: RunArgs) -> ExitCode {
     let mut reporter: Box<dyn Reporter> = if progress {
         Box::new(Live {
             progress: Progress::new(),
-            lines: Text::new(std::io::stdout()),
+            lines: Text::new(chaosrun::redact::Lines::new(std::io::stdout())),
         })
     } else {
-        Box::new(Text::new(std::io::stdout()))
+        Box::new(Text::new(chaosrun::redact::Lines::new(std::io::stdout())))
     };
     if let Some(path) = &args.json {
         let agent = if args.agent.is_some() {

@@ -146,7 +146,7 @@ pub fn check_outputs(
 /// renamed over it. An existing target that is not a regular file is refused.
 /// A failure is remembered (see [`write_failed`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    note(write_atomic_inner(path, bytes))
+    note(write_atomic_inner(path, &crate::redact::bytes(bytes)))
 }
 
 fn write_atomic_inner(path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -250,7 +250,7 @@ fn raw(fd: &OwnedFd) -> i32 {
 /// target by directory handle (a planted symlink is replaced, not followed).
 /// For outputs (artifacts): a failure is remembered (see [`write_failed`]).
 pub fn write_beneath(base: &Path, rel: &Path, bytes: &[u8]) -> io::Result<()> {
-    note(write_run_file(base, rel, bytes))
+    note(write_run_file(base, rel, &crate::redact::bytes(bytes)))
 }
 
 /// [`write_beneath`] for chaosrun's own working files (a resume spec): the

@@ -85,6 +85,11 @@ struct Run {
 /// chaosrun on the hostile table with `--mode=MODE`, bounded by
 /// [`RUN_LIMIT`]; `env` is added to its environment.
 fn run(mode: &str, word: &str, env: &[(&str, &str)]) -> Run {
+    run_with(mode, word, env, &[])
+}
+
+/// [`run`] with more arguments for chaosrun.
+fn run_with(mode: &str, word: &str, env: &[(&str, &str)], extra: &[&str]) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("report.json");
     let marker = word.strip_prefix("HOSTILE-").unwrap();
@@ -99,6 +104,7 @@ fn run(mode: &str, word: &str, env: &[(&str, &str)]) -> Run {
         "--json",
     ])
     .arg(&json)
+    .args(extra)
     .current_dir(repo())
     .stdout(Stdio::piped())
     .stderr(Stdio::inherit());
@@ -226,6 +232,63 @@ fn an_untagged_agent_is_killed_by_its_handle_and_the_run_ends() {
     assert!(c.to_string().contains("chaosrun killed it"), "{c}");
     // Killed, so whether it would have cleaned up is unknown: not a pass.
     assert_eq!(check(&r.report, "no_survivors")["status"], "not_checked");
+}
+
+/// A process started before the run (a decoy, by this test) that the agent
+/// writes into its own cgroup is never signalled: after the run it is still
+/// alive (found by its argv marker in /proc), the report names its pid in
+/// `no_adopted_process`, nothing of the agent's is left and the run's cgroup
+/// is gone. The test then kills the decoy itself.
+#[test]
+#[ignore = "needs root and cgroup v2 (scripts/test.sh runs it)"]
+fn an_adopted_older_process_is_reported_and_never_signalled() {
+    if !cgroup_v2_usable() {
+        return;
+    }
+    let decoy_word = format!("DECOY-{}", new_mark("decoy"));
+    let mut decoy = Command::new("python3")
+        .args(["-c", "import time; time.sleep(3600)", &decoy_word])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = decoy.id();
+    let word = format!("HOSTILE-{}", new_mark("adopt"));
+    let decoy_arg = format!("--agent-arg=--decoy={pid}");
+    let r = run_with("adopt_decoy", &word, &[], &[&decoy_arg]);
+    let alive = by_argv(&decoy_word);
+    let exited = decoy.try_wait().unwrap();
+    let _ = decoy.kill();
+    let _ = decoy.wait();
+    assert!(
+        exited.is_none(),
+        "the decoy was signalled: {exited:?}\n{}",
+        r.stdout
+    );
+    assert_eq!(alive.len(), 1, "the decoy is alive: {alive:?}");
+    assert_eq!(alive[0].0, pid as i32);
+    let cgroup = run_cgroup(&r.stdout);
+    assert_none_by_argv(&word);
+    assert!(
+        !cgroup.exists(),
+        "the run's cgroup is left: {}",
+        cgroup.display()
+    );
+    assert_eq!(r.code, Some(1), "{}", r.stdout);
+    let c = check(&r.report, "no_adopted_process");
+    assert_eq!(c["status"], "fail", "{c}");
+    assert!(
+        c.to_string().contains(&format!(
+            "the agent moved pid {pid}, started before the scenario, into its cgroup"
+        )),
+        "{c}"
+    );
+    assert!(c.to_string().contains(&decoy_word), "{c}");
+    assert_eq!(check(&r.report, "no_survivors")["status"], "pass");
+    assert!(
+        r.stdout.contains(&format!("the agent moved pid {pid}")),
+        "{}",
+        r.stdout
+    );
 }
 
 /// With `CHAOSRUN_NO_CGROUP=1` the run says it had only the tag fallback, and

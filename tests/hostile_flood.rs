@@ -5,11 +5,20 @@
 //! tag), keep chaosrun's peak RSS under 64 MB, and keep each of stdout.log and
 //! stderr.log within its 16 MiB cap.
 //!
+//! The MCP server is flooded too, on both transports (`support/mcp_flood.rs`,
+//! shared with `cargo bench --bench memory`): a stdio client that writes
+//! 300k `tools/call` and never reads (chaosrun stops reading it), one that
+//! writes 400k pings and reads (every one answered), and 2 × 60 hung
+//! Streamable HTTP calls with 7 MB arguments whose clients disconnect (the
+//! second round gets through only if the first round's state was dropped).
+//!
 //! The RSS is measured from outside: `wait4` on the chaosrun process gives the
 //! peak RSS of it and of every descendant it waited for (the fixture writes in
 //! 1 MiB chunks, so it stays small): an upper bound of chaosrun's own.
 
 mod common;
+#[path = "support/mcp_flood.rs"]
+mod mcp_flood;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -298,4 +307,106 @@ fn a_huge_log_is_tailed_from_its_end() {
     let tail = tails[0][1].as_str().unwrap();
     assert_eq!(tail.lines().count(), 20);
     assert!(tail.len() < 64 * 1024);
+}
+
+/// The recording `serve --mcp` printed, checked for its bounds.
+fn bounded_recording(rec: &Value) -> u64 {
+    let kept = rec["exchanges"].as_array().map_or(0, Vec::len);
+    assert!(kept <= 2000, "{kept} exchanges kept");
+    rec["dropped"].as_u64().unwrap() + kept as u64
+}
+
+fn serve_rss_bounded(s: &mcp_flood::Stopped, what: &str) {
+    eprintln!(
+        "{what}: serve --mcp peak RSS {} KiB, exit {:?} {:.2} s after SIGTERM",
+        s.max_rss_kb, s.code, s.exit_seconds
+    );
+    assert_eq!(s.code, Some(0), "{what}: serve exits 0 on SIGTERM");
+    assert!(
+        s.max_rss_kb < RSS_LIMIT_KB,
+        "{what}: peak RSS of chaosrun serve --mcp {} KiB, limit {RSS_LIMIT_KB} KiB",
+        s.max_rss_kb
+    );
+}
+
+#[test]
+fn an_mcp_stdio_client_that_floods_calls_and_never_reads_is_backpressured() {
+    let served = mcp_flood::serve(&bin(), "rules: []\n");
+    let flood = mcp_flood::stdio_calls_unread(&bin(), &served, 300_000, Duration::from_secs(3));
+    eprintln!(
+        "stdio unread: {} calls written, blocked: {}",
+        flood.sent, flood.blocked
+    );
+    // chaosrun stopped reading: the client's pipe stayed full long before
+    // 300k (the flood waits in the kernel's buffers, not in chaosrun).
+    assert!(flood.blocked && flood.sent < 300_000, "sent {}", flood.sent);
+    let stopped = served.stop(Duration::from_secs(10));
+    serve_rss_bounded(&stopped, "300k unread tools/call");
+    let rec = &stopped.recording;
+    let calls = rec["tool_calls"].as_u64().unwrap();
+    assert!(
+        calls >= 64 && calls <= flood.sent,
+        "{calls} of {} calls",
+        flood.sent
+    );
+    assert_eq!(
+        bounded_recording(rec),
+        calls,
+        "every call recorded or counted"
+    );
+    // The relay exits once the server is gone (its unread pipe closed).
+    let exit = mcp_flood::end_relay(flood.relay, Duration::from_secs(10));
+    assert!(exit.is_some(), "the relay outlived the server");
+}
+
+#[test]
+fn an_mcp_stdio_client_that_floods_pings_and_reads_gets_every_answer() {
+    let served = mcp_flood::serve(&bin(), "rules: []\n");
+    let p = mcp_flood::stdio_pings_read(&bin(), &served, 400_000, Duration::from_secs(300));
+    eprintln!(
+        "stdio pings: {} sent, {} answered in {:.1} s",
+        p.sent, p.answered, p.seconds
+    );
+    assert_eq!((p.sent, p.answered), (400_000, 400_000));
+    assert_eq!(
+        p.relay_exit.map(|s| s.code()),
+        Some(Some(0)),
+        "the relay exits 0 on stdin EOF"
+    );
+    let stopped = served.stop(Duration::from_secs(10));
+    serve_rss_bounded(&stopped, "400k read pings");
+    // Every ping, and the note that the relay's stdin closed.
+    assert_eq!(bounded_recording(&stopped.recording), 400_001);
+}
+
+#[test]
+fn hung_mcp_http_calls_with_huge_arguments_are_dropped_when_their_clients_leave() {
+    let served = mcp_flood::serve(&bin(), "rules: [{reply: {kind: hang}}]\n");
+    let sid = mcp_flood::http_initialize(served.port);
+    // 60 calls of 7 MB, then 8 more of 1 MB, against a limit of 64 calls in
+    // flight per session: the 8 get in only because the first 60 calls
+    // ended with their clients.
+    let t = Instant::now();
+    let ok = mcp_flood::http_hung_calls(served.port, &sid, 60, 7 << 20, Duration::from_secs(120));
+    assert_eq!(ok, 60, "calls in flight");
+    eprintln!(
+        "60 hung calls of 7 MB in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let ok = mcp_flood::http_hung_calls(served.port, &sid, 8, 1 << 20, Duration::from_secs(60));
+    assert_eq!(ok, 8, "calls in flight after the first 60 left");
+    let stopped = served.stop(Duration::from_secs(10));
+    serve_rss_bounded(&stopped, "2 × 60 hung HTTP calls of 7 MB");
+    let rec = &stopped.recording;
+    assert_eq!(
+        (rec["tool_calls"].as_u64(), rec["http_sessions"].as_u64()),
+        (Some(68), Some(1))
+    );
+    let hung = rec["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "hang" && e["answered"].is_null())
+        .count();
+    assert_eq!(hung, 68);
 }

@@ -143,6 +143,72 @@ fn merged_shards_equal_the_unsharded_run() {
         "{}",
         String::from_utf8_lossy(&lost.stderr)
     );
+    // A shard whose failed check carries a status merge does not know
+    // (`FAIL`, `error`, null, missing) is refused with exit 2, naming the
+    // file and the scenario: it never merges to a pass.
+    let storm = shard_paths
+        .iter()
+        .position(|p| read_json(p)["failed"] == 1)
+        .expect("one shard holds the failed storm");
+    let doc = read_json(&shard_paths[storm]);
+    let (si, s) = doc["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s["verdict"] == "fail")
+        .unwrap();
+    let id = s["id"].as_str().unwrap().to_string();
+    let ci = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|c| c["status"] == "fail")
+        .unwrap();
+    for (n, status) in [
+        Some("FAIL".into()),
+        Some("error".into()),
+        Some(serde_json::Value::Null),
+        None,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut bad = doc.clone();
+        let check = &mut bad["scenarios"][si]["checks"][ci];
+        match status {
+            Some(v) => check["status"] = v,
+            None => {
+                check.as_object_mut().unwrap().remove("status");
+            }
+        }
+        let bad_path = dir.path().join(format!("bad{n}.json"));
+        std::fs::write(&bad_path, bad.to_string()).unwrap();
+        let mut args: Vec<String> = vec!["merge".into()];
+        for (k, p) in shard_paths.iter().enumerate() {
+            args.push(
+                if k == storm {
+                    bad_path.clone()
+                } else {
+                    p.clone()
+                }
+                .display()
+                .to_string(),
+            );
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = chaosrun(&mark, &refs);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(&format!("{}: scenario {id} (run 1)", bad_path.display())),
+            "{stderr}"
+        );
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("passed,"),
+            "no summary"
+        );
+    }
 }
 
 #[test]

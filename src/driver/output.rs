@@ -187,16 +187,29 @@ pub async fn copy_capped_with(
 ) {
     let _open = budget.opened();
     let mut buf = vec![0u8; CHUNK];
+    let mut redact = crate::redact::Stream::default();
     loop {
         let n = match pipe.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        let keep = budget.log(worker, stream).admit(n);
-        if keep > 0 {
-            let _ = log.write_all(&buf[..keep]);
-        }
+        keep_in_log(&budget, worker, stream, &mut log, &redact.feed(&buf[..n]));
         on_chunk(&buf[..n]);
+    }
+    keep_in_log(&budget, worker, stream, &mut log, &redact.finish());
+}
+
+/// Write what the log's cap admits of `bytes` (already redacted).
+fn keep_in_log(
+    budget: &Budget,
+    worker: usize,
+    stream: usize,
+    log: &mut std::fs::File,
+    bytes: &[u8],
+) {
+    let keep = budget.log(worker, stream).admit(bytes.len());
+    if keep > 0 {
+        let _ = log.write_all(&bytes[..keep]);
     }
 }
 
@@ -295,17 +308,16 @@ pub async fn read_stdout(
             others.fetch_add(1, Ordering::Relaxed);
         }
     };
+    let mut redact = crate::redact::Stream::default();
     loop {
         let n = match pipe.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        let keep = budget.log(worker, STDOUT).admit(n);
-        if keep > 0 {
-            let _ = log.write_all(&buf[..keep]);
-        }
+        keep_in_log(&budget, worker, STDOUT, &mut log, &redact.feed(&buf[..n]));
         lines.feed(&buf[..n], &mut on_line);
     }
+    keep_in_log(&budget, worker, STDOUT, &mut log, &redact.finish());
     lines.finish(on_line);
 }
 

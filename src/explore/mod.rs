@@ -173,6 +173,7 @@ pub fn main(args: Args) -> u8 {
     if profile.exec.is_some() && !args.agent_args.is_empty() {
         return usage("--agent-arg is for a driver-protocol agent, not an exec-mode profile");
     }
+    let urls: Vec<&str> = args.upstream.iter().map(String::as_str).collect();
     if let Err(e) = crate::profile::apply_cli(
         &mut profile,
         &args.pass_env,
@@ -180,8 +181,12 @@ pub fn main(args: Args) -> u8 {
         args.upstream_key_env.clone(),
         &[],
     ) {
+        let mut names = args.pass_env.clone();
+        names.extend(args.upstream_key_env.clone());
+        crate::profile::install_redactor(None, &names, &urls);
         return usage(e);
     }
+    crate::profile::install_redactor(Some(&profile), &args.pass_env, &urls);
     if let Some(out) = &args.out {
         if std::fs::symlink_metadata(out).is_ok() {
             return usage(format!(

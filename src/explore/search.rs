@@ -295,7 +295,7 @@ pub fn run(rt: &tokio::runtime::Runtime, shared: Arc<Shared>, plan: &Plan) -> Ou
             ));
             let mut out = std::io::stdout().lock();
             let text = f.render();
-            let _ = std::io::Write::write_all(&mut out, crate::term::escape(&text).as_bytes());
+            let _ = std::io::Write::write_all(&mut out, crate::term::escape(&crate::redact::text(&text)).as_bytes());
             let _ = std::io::Write::flush(&mut out);
             findings.push(f);
             if !plan.keep_going {

@@ -81,7 +81,7 @@ pub fn run(a: &Args) -> Result<u8, String> {
     // A closed stdout (`| head -0`) is not an error: the exit code still counts.
     let mut stdout = std::io::stdout().lock();
     let _ = stdout
-        .write_all(crate::term::escape(&answer).as_bytes())
+        .write_all(crate::term::escape(&crate::redact::text(&answer)).as_bytes())
         .and_then(|()| stdout.flush());
     Ok(if a.fail_on.is_some() && summary.new_failures > 0 {
         1

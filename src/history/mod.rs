@@ -69,6 +69,26 @@ pub struct RunRecord {
     pub scenarios: Vec<ScenarioRecord>,
 }
 
+impl RunRecord {
+    /// This record with every secret the run knows replaced
+    /// ([`crate::redact`]): the history is a sink like any report.
+    pub fn redacted(&self) -> RunRecord {
+        let t = |s: &str| crate::redact::text(s).into_owned();
+        let o = |s: &Option<String>| s.as_deref().map(t);
+        let mut r = self.clone();
+        r.table_path = o(&self.table_path);
+        r.agent = t(&self.agent);
+        r.agent_version = o(&self.agent_version);
+        for s in &mut r.scenarios {
+            s.id = t(&s.id);
+            for c in &mut s.checks {
+                c.message = t(&c.message);
+            }
+        }
+        r
+    }
+}
+
 /// A scenario run's verdict word: `pass`, `fail`, `error` (chaosrun could
 /// not run it) or `n/a`.
 pub fn verdict_of(r: &ScenarioResult) -> &'static str {

@@ -3,6 +3,12 @@
 //! [`Job`] the transport plays into its own sink. Every request is played on
 //! its own task, so a hung call never blocks a later request or a
 //! cancellation on the same connection.
+//!
+//! Memory is bounded whatever the client sends: a job holds the request's
+//! params with every string cut to [`HELD_STRING`] bytes (a multi-MB argument
+//! is parsed once and never copied whole), the recording keeps a prefix, a
+//! job ends as soon as its client went away (its sink closed), and each
+//! transport caps the jobs in flight per session ([`MAX_IN_FLIGHT`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -14,6 +20,14 @@ use tokio_util::sync::CancellationToken;
 use super::record::{prefix, McpExchange, McpRecording, Recorder};
 use super::replies::{Ctx, Frame, Out, Reply, Tx};
 use super::rules::{self, Rule};
+
+/// Requests in flight (received, not yet answered) per stdio connection or
+/// HTTP session; past it the transport stops reading that client (stdio) or
+/// holds its next request unread (HTTP) until one ends.
+pub const MAX_IN_FLIGHT: usize = 64;
+/// Bytes of each string of a request's params that its job keeps (the
+/// probe's `text` echoed by the healthy answer is cut there too).
+pub const HELD_STRING: usize = 64 * 1024;
 
 /// One request to answer.
 pub struct Job {
@@ -122,22 +136,22 @@ impl Engine {
                 })));
             }
         };
-        let params = msg.get("params").cloned().unwrap_or(Value::Null);
         let id = msg.get("id").filter(|v| !v.is_null()).cloned();
-        let Some(method) = msg.get("method").and_then(Value::as_str) else {
+        let Some(method) = msg
+            .get("method")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        else {
             self.rec.lock().unwrap().push(McpExchange {
                 method: "<response>".into(),
                 id,
-                params: prefix(&msg.to_string()),
+                params: json_prefix(&msg),
                 ..base
             });
             return Incoming::Nothing;
         };
-        let params_text = if params.is_null() {
-            String::new()
-        } else {
-            prefix(&params.to_string())
-        };
+        let method = method.as_str();
+        let (params, params_text) = take_params(msg);
         let Some(id) = id else {
             let cancels = (method == "notifications/cancelled")
                 .then(|| params.get("requestId").cloned())
@@ -198,11 +212,19 @@ impl Engine {
         })
     }
 
-    /// Play `job` into `tx`; when it sent its final answer, record when.
+    /// Play `job` into `tx`; when it sent its final answer, record when. A
+    /// job whose sink closed (its HTTP client disconnected, its stdio relay
+    /// went away) ends there, and its state with it.
     pub async fn play(&self, job: Job, tx: Tx) {
-        let answered = match &job.reply {
-            Some(r) => r.play(&job.ctx, &tx).await,
-            None => super::replies::send(&tx, Out::Frame(job.ctx.healthy())).await,
+        let playing = async {
+            match &job.reply {
+                Some(r) => r.play(&job.ctx, &tx).await,
+                None => super::replies::send(&tx, Out::Frame(job.ctx.healthy())).await,
+            }
+        };
+        let answered = tokio::select! {
+            a = playing => a,
+            _ = tx.closed() => false,
         };
         if answered {
             if let Some(i) = job.slot {
@@ -229,6 +251,66 @@ impl Engine {
         let mut rec = self.rec.lock().unwrap().rec.clone();
         rec.rule_hits = self.hits.iter().map(|h| h.load(Ordering::SeqCst)).collect();
         rec
+    }
+}
+
+/// A request's params, moved out of it with every string cut to
+/// [`HELD_STRING`], and their recorded prefix (empty for none).
+fn take_params(mut msg: Value) -> (Value, String) {
+    let mut params = msg
+        .as_object_mut()
+        .and_then(|m| m.remove("params"))
+        .unwrap_or(Value::Null);
+    drop(msg);
+    let text = if params.is_null() {
+        String::new()
+    } else {
+        json_prefix(&params)
+    };
+    cut_strings(&mut params, HELD_STRING);
+    (params, text)
+}
+
+/// The JSON text of `v`, cut to the recording's prefix without ever
+/// writing it whole (a multi-MB argument is not copied to be cut).
+fn json_prefix(v: &Value) -> String {
+    /// A writer that keeps the first `cap` bytes, then refuses.
+    struct Capped(Vec<u8>, usize);
+    impl std::io::Write for Capped {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            let room = self.1.saturating_sub(self.0.len());
+            if room == 0 {
+                return Err(std::io::Error::other("full"));
+            }
+            let n = room.min(b.len());
+            self.0.extend_from_slice(&b[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    // Up to 4 bytes a character, so the cut keeps PARAMS_KEEP characters.
+    let mut w = Capped(Vec::new(), super::record::PARAMS_KEEP * 4 + 4);
+    let _ = serde_json::to_writer(&mut w, v);
+    prefix(&String::from_utf8_lossy(&w.0))
+}
+
+/// Cut every string in `v` (keys excepted) to at most `max` bytes, on a
+/// character boundary, freeing the rest.
+fn cut_strings(v: &mut Value, max: usize) {
+    match v {
+        Value::String(s) if s.len() > max => {
+            let cut = (0..=max)
+                .rev()
+                .find(|&i| s.is_char_boundary(i))
+                .unwrap_or(0);
+            s.truncate(cut);
+            s.shrink_to_fit();
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| cut_strings(x, max)),
+        Value::Object(m) => m.values_mut().for_each(|x| cut_strings(x, max)),
+        _ => {}
     }
 }
 
@@ -286,5 +368,33 @@ mod tests {
         assert_eq!(rec.exchanges[1].kind.as_deref(), Some("hang"));
         assert_eq!(rec.exchanges[2].cancels, Some(json!(2)));
         assert_eq!((rec.tool_calls, rec.rule_hits.clone()), (2, vec![1]));
+    }
+
+    #[tokio::test]
+    async fn a_huge_argument_is_held_cut_and_a_call_whose_client_left_ends() {
+        let e = engine("- {when: {call: 0}, reply: {kind: hang}}\n");
+        let big = "é".repeat(3 << 20);
+        let call = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"probe","arguments":{{"text":"{big}"}}}}}}"#
+        );
+        let Incoming::Request(job) = e.receive("http:s", call.as_bytes()) else {
+            panic!()
+        };
+        let held = job.ctx.text();
+        assert!(held.len() <= HELD_STRING && held.len() > HELD_STRING - 4);
+        assert!(held.chars().all(|c| c == 'é'));
+        let rec = e.recording();
+        assert!(rec.exchanges[0]
+            .params
+            .starts_with(r#"{"arguments":{"text":"éé"#));
+        assert!(rec.exchanges[0].params.chars().count() <= super::super::record::PARAMS_KEEP + 1);
+        // A hung call ends once its sink's receiver is gone (client left).
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let playing = e.play(job, tx);
+        drop(rx);
+        tokio::time::timeout(std::time::Duration::from_secs(5), playing)
+            .await
+            .expect("the call ended with its client");
+        assert!(e.recording().exchanges[0].answered.is_none());
     }
 }

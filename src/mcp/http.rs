@@ -8,8 +8,15 @@
 //! `unauthorized` is a `401` with a `WWW-Authenticate` challenge and no
 //! session. `DELETE` ends a session. `GET` (a server-initiated SSE stream) is 405:
 //! this server sends notifications on the request's own stream.
+//!
+//! Memory: a session has at most [`MAX_IN_FLIGHT`] requests in flight; a
+//! request past it waits with its body still unread (in the kernel's
+//! buffers). At most [`READING`] bodies (each up to [`BODY_LIMIT`]) are read
+//! and parsed at once over all sessions; a body is dropped once parsed. A
+//! client that disconnects drops its handler and its answer stream, and the
+//! call's job ends with them.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -19,10 +26,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
 
-use super::engine::{Engine, Incoming};
+use super::engine::{Engine, Incoming, MAX_IN_FLIGHT};
 use super::replies::{Frame, Out};
 
 /// Largest request body accepted.
@@ -32,10 +39,16 @@ const CHUNK: usize = 64 * 1024;
 /// Sessions kept open at once.
 const MAX_SESSIONS: usize = 256;
 const SESSION: &str = "mcp-session-id";
+/// Request bodies read and parsed at once, over every session.
+const READING: usize = 1;
+
+/// A live session: the requests it may still have in flight.
+type Slots = Arc<Semaphore>;
 
 struct Http {
     engine: Arc<Engine>,
-    sessions: Mutex<HashSet<String>>,
+    sessions: Mutex<HashMap<String, Slots>>,
+    reading: Semaphore,
 }
 
 /// Serve `/mcp` on 127.0.0.1 (a free port) until the engine is cancelled.
@@ -45,7 +58,8 @@ pub async fn start(engine: Arc<Engine>) -> anyhow::Result<(SocketAddr, JoinHandl
     let cancel = engine.cancel.clone();
     let state = Arc::new(Http {
         engine,
-        sessions: Mutex::new(HashSet::new()),
+        sessions: Mutex::new(HashMap::new()),
+        reading: Semaphore::new(READING),
     });
     let app = Router::new()
         .route("/mcp", post(on_post).get(on_get).delete(on_delete))
@@ -89,42 +103,87 @@ async fn on_delete(State(s): State<Arc<Http>>, h: HeaderMap) -> Response {
     let Some(sid) = session_of(&h) else {
         return status(StatusCode::BAD_REQUEST, "missing Mcp-Session-Id\n");
     };
-    if !s.sessions.lock().unwrap().remove(&sid) {
+    if s.sessions.lock().unwrap().remove(&sid).is_none() {
         return status(StatusCode::NOT_FOUND, "unknown session\n");
     }
     s.engine.note(&format!("http:{sid}"), "<delete>");
     status(StatusCode::OK, "")
 }
 
-async fn on_post(State(s): State<Arc<Http>>, h: HeaderMap, body: Bytes) -> Response {
-    let is_init = serde_json::from_slice::<serde_json::Value>(&body)
-        .ok()
-        .is_some_and(|v| v.get("method").and_then(|m| m.as_str()) == Some("initialize"));
-    let sid = if is_init {
-        let mut sessions = s.sessions.lock().unwrap();
+/// Whether `body` is an `initialize` request (read without copying it).
+fn is_initialize(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Method<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Method>(body).is_ok_and(|m| m.method.as_deref() == Some("initialize"))
+}
+
+/// The session a request belongs to: a new one for `initialize`, else the
+/// live one its header names.
+fn session(
+    s: &Http,
+    h: &HeaderMap,
+    init: bool,
+) -> Result<(String, Slots), (StatusCode, &'static str)> {
+    let mut sessions = s.sessions.lock().unwrap();
+    if init {
         if sessions.len() >= MAX_SESSIONS {
-            return status(StatusCode::SERVICE_UNAVAILABLE, "too many sessions\n");
+            return Err((StatusCode::SERVICE_UNAVAILABLE, "too many sessions\n"));
         }
         let sid = format!("{:032x}", rand::random::<u128>());
-        sessions.insert(sid.clone());
+        let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+        sessions.insert(sid.clone(), slots.clone());
         s.engine.note("", "http");
-        sid
-    } else {
-        match session_of(&h) {
-            None => {
+        return Ok((sid, slots));
+    }
+    match session_of(h) {
+        None => Err((
+            StatusCode::BAD_REQUEST,
+            "missing Mcp-Session-Id (send initialize first)\n",
+        )),
+        Some(sid) => match sessions.get(&sid) {
+            None => Err((StatusCode::NOT_FOUND, "unknown or ended session\n")),
+            Some(slots) => Ok((sid, slots.clone())),
+        },
+    }
+}
+
+async fn on_post(State(s): State<Arc<Http>>, h: HeaderMap, body: Body) -> Response {
+    // A request naming a live session waits for one of its session's slots
+    // before its body is read. Any other (`initialize`, or a stale or
+    // missing header, refused below unless it is `initialize`) is read first.
+    let held = match session(&s, &h, false) {
+        Ok((sid, slots)) => slots.acquire_owned().await.ok().map(|p| (sid, p)),
+        Err(_) => None,
+    };
+    let (incoming, sid, permit) = {
+        let Ok(_reading) = s.reading.acquire().await else {
+            return status(StatusCode::SERVICE_UNAVAILABLE, "");
+        };
+        let body = match axum::body::to_bytes(body, BODY_LIMIT).await {
+            Ok(b) => b,
+            Err(_) => {
                 return status(
-                    StatusCode::BAD_REQUEST,
-                    "missing Mcp-Session-Id (send initialize first)\n",
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "request body too large or cut\n",
                 )
             }
-            Some(sid) if !s.sessions.lock().unwrap().contains(&sid) => {
-                return status(StatusCode::NOT_FOUND, "unknown or ended session\n")
-            }
-            Some(sid) => sid,
-        }
+        };
+        let (sid, permit) = match (held, is_initialize(&body)) {
+            (Some((sid, p)), false) => (sid, p),
+            (_, init) => match session(&s, &h, init) {
+                Ok((sid, slots)) => match slots.try_acquire_owned() {
+                    Ok(p) => (sid, p),
+                    Err(_) => return status(StatusCode::SERVICE_UNAVAILABLE, "session busy\n"),
+                },
+                Err((code, text)) => return status(code, text),
+            },
+        };
+        (s.engine.receive(&format!("http:{sid}"), &body), sid, permit)
     };
-    let conn = format!("http:{sid}");
-    let mut resp = match s.engine.receive(&conn, &body) {
+    let mut resp = match incoming {
         Incoming::Nothing => status(StatusCode::ACCEPTED, ""),
         Incoming::Invalid(f) => json_response(StatusCode::BAD_REQUEST, &f),
         Incoming::Request(job) => {
@@ -143,7 +202,10 @@ async fn on_post(State(s): State<Arc<Http>>, h: HeaderMap, body: Bytes) -> Respo
             let single = job.single_frame();
             let (tx, mut rx) = mpsc::channel::<Out>(64);
             let engine = s.engine.clone();
-            tokio::spawn(async move { engine.play(job, tx).await });
+            tokio::spawn(async move {
+                engine.play(job, tx).await;
+                drop(permit);
+            });
             if single {
                 match rx.recv().await {
                     Some(Out::Frame(f)) => json_response(StatusCode::OK, &f),

@@ -6,6 +6,12 @@
 //! status in the payload's first byte. When the relay's stdin ends it shuts
 //! its write half: the relay is told to exit 0, unless the row lingers. When
 //! the scenario ends the socket closes and the relay exits.
+//!
+//! Backpressure: at most [`MAX_IN_FLIGHT`] requests of a connection are in
+//! flight, and answers wait in a queue of [`QUEUE`] frames for the writer.
+//! A client that floods and never reads fills the queue, its requests stop
+//! finishing, and this side stops reading its socket until one does: the
+//! flood then waits in the kernel's buffers, not in chaosrun's memory.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -14,7 +20,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 
-use super::engine::{Engine, Incoming};
+use super::engine::{Engine, Incoming, MAX_IN_FLIGHT};
 use super::replies::Out;
 
 /// Longest line read from a relay; a longer one is skipped to its newline
@@ -102,6 +108,7 @@ async fn connection(stream: UnixStream, conn: String, engine: Arc<Engine>) {
     let (r, w) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Out>(QUEUE);
     let writing = tokio::spawn(writer(w, rx, engine.clone()));
+    let in_flight = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
     let mut r = BufReader::new(r);
     let mut line = Vec::new();
     loop {
@@ -143,8 +150,19 @@ async fn connection(stream: UnixStream, conn: String, engine: Arc<Engine>) {
                 let _ = tx.send(Out::Frame(f)).await;
             }
             Incoming::Request(job) => {
+                // Not reading on while the connection is at its limit.
+                let permit = tokio::select! {
+                    _ = engine.cancel.cancelled() => break,
+                    p = in_flight.clone().acquire_owned() => match p {
+                        Ok(p) => p,
+                        Err(_) => break,
+                    },
+                };
                 let (e, tx) = (engine.clone(), tx.clone());
-                tokio::spawn(async move { e.play(job, tx).await });
+                tokio::spawn(async move {
+                    e.play(job, tx).await;
+                    drop(permit);
+                });
             }
         }
     }

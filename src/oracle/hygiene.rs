@@ -113,6 +113,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     if let Some(c) = background_silent(obs) {
         out.push(c);
     }
+    out.extend(adopted(obs));
     if killed_by_chaosrun(obs) {
         let listed: Vec<String> = obs.survivors.iter().map(|p| p.to_string()).collect();
         out.push(Check::skipped(
@@ -164,6 +165,28 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
         ));
     }
     out
+}
+
+/// A process older than the scenario that the agent moved into its cgroup:
+/// chaosrun moved it back out and left it alone (never signalled); the
+/// agent's doing is a violation, reported by pid.
+fn adopted(obs: &Observation) -> Option<Check> {
+    let adopted = &obs.containment.adopted;
+    (!adopted.is_empty()).then(|| {
+        Check::new(
+            Invariant::ProcessHygiene,
+            "no_adopted_process",
+            adopted
+                .iter()
+                .map(|p| {
+                    format!(
+                        "the agent moved pid {}, started before the scenario, into its cgroup; chaosrun moved it out and left it alone: {p}",
+                        p.pid
+                    )
+                })
+                .collect(),
+        )
+    })
 }
 
 /// Seconds a dying job may take to stop writing after its agent is gone.
@@ -329,6 +352,22 @@ mod tests {
         let mut o = healthy(&s, end(0, true, false, "x"));
         o.survivors = vec![proc("setsid sleep 3600")];
         assert!(named(&check(&s, &o), "no_survivors").violations()[0].contains("setsid sleep 3600"));
+    }
+
+    #[test]
+    fn an_adopted_older_process_is_reported_by_pid_and_fails() {
+        let s = scenario("expect: ended");
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        assert!(!check(&s, &o).iter().any(|c| c.name == "no_adopted_process"));
+        o.containment.adopted = vec![proc("sleep 3600 DECOY-x")];
+        let c = check(&s, &o);
+        let v = named(&c, "no_adopted_process").violations();
+        assert!(
+            v[0].contains("started before the scenario, into its cgroup"),
+            "{v:?}"
+        );
+        assert!(v[0].contains("DECOY-x"), "{v:?}");
+        assert!(!named(&c, "no_survivors").failed());
     }
 
     #[test]

@@ -17,7 +17,7 @@ mod termination;
 #[cfg(test)]
 pub(crate) mod fixtures;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::observe::{Capabilities, Observation};
 use crate::scenarios::Scenario;
@@ -53,8 +53,9 @@ impl Invariant {
     }
 }
 
-/// The outcome of one check.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The outcome of one check. Deserialized (by `merge`) with exactly these
+/// names: any other status is refused, never read as a pass.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Status {
     Pass,

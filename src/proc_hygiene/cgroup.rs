@@ -245,6 +245,25 @@ fn remove_tree(dir: &Path, deadline: Instant) -> bool {
     }
 }
 
+impl Cgroup {
+    /// Move out, to chaosrun's own cgroup, every process in the subtree that
+    /// started before this process (chaosrun, or its guard, which starts
+    /// with the run): it was moved in from outside and is not the run's to
+    /// kill. The per-scenario rule (before the scenario's agent) is
+    /// `Scope`'s; this is the run-wide backstop.
+    fn evict_older_than_self(&self) {
+        let Some((_, me)) = super::tree::stat(std::process::id() as i32) else {
+            return;
+        };
+        let Ok(home) = base() else { return };
+        for pid in self.pids() {
+            if super::tree::stat(pid).is_some_and(|(_, start)| start < me) {
+                let _ = fs::write(home.join("cgroup.procs"), pid.to_string());
+            }
+        }
+    }
+}
+
 /// Kill everything in the run's cgroup tree and remove it (the interrupt
 /// handler, the end of a run, and the guard after a SIGKILL of chaosrun).
 /// Returns how many processes were in it.
@@ -256,6 +275,7 @@ pub fn end_run(run_id: &str) -> usize {
         return 0;
     }
     let cg = Cgroup { path };
+    cg.evict_older_than_self();
     let n = cg.kill();
     cg.kill_until_empty(Duration::from_secs(5));
     cg.remove(Duration::from_secs(5));

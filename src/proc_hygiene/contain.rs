@@ -5,6 +5,13 @@
 //! orphans re-parented to chaosrun (the subreaper) that no scenario can
 //! claim. A [`Scope`] is one scenario's: membership, kill, freeze/thaw,
 //! "all gone", sweep, removal. Every wait has a deadline.
+//!
+//! Only processes chaosrun started may be signalled: a process in a
+//! scenario's cgroup whose start time (boot-relative, /proc/PID/stat) is
+//! before the scenario's first agent was spawned was moved in from outside
+//! (a hostile agent can write any pid into its own `cgroup.procs`). Before
+//! every kill, freeze and wait, such an *adopted* process is moved back out
+//! to chaosrun's own cgroup, never signalled, and recorded for the report.
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -42,6 +49,10 @@ pub struct Containment {
     /// are cannot be told.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unattributed: Vec<ProcInfo>,
+    /// Processes started before the scenario's agent that the agent moved
+    /// into its cgroup: moved back out and left alone, never signalled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adopted: Vec<ProcInfo>,
 }
 
 /// The run's containment: the parent cgroup, or why there is none.
@@ -165,6 +176,8 @@ impl RunContainment {
             reason,
             tree,
             trees: self.trees.clone(),
+            spawned: Mutex::new(None),
+            adopted: Mutex::new(Vec::new()),
         }
     }
 
@@ -212,6 +225,26 @@ fn kill_orphans(run_id: &str) -> usize {
         .count()
 }
 
+/// Now, in the clock ticks since boot that /proc/PID/stat's start time uses.
+fn boot_ticks_now() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec; sysconf has no preconditions.
+    let (ok, hz) = unsafe {
+        (
+            libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) == 0,
+            libc::sysconf(libc::_SC_CLK_TCK),
+        )
+    };
+    let hz = if hz > 0 { hz as u64 } else { 100 };
+    if !ok {
+        return 0;
+    }
+    ts.tv_sec as u64 * hz + ts.tv_nsec as u64 * hz / 1_000_000_000
+}
+
 fn tree_parent(pid: i32) -> Option<i32> {
     super::tree::stat(pid).map(|(ppid, _)| ppid)
 }
@@ -225,6 +258,11 @@ pub struct Scope {
     tree: Arc<Tree>,
     /// Every scenario's tree in the run (for orphans).
     trees: Trees,
+    /// Start time (clock ticks since boot) of the scenario's first agent
+    /// process: nothing that started before it is ours to signal.
+    spawned: Mutex<Option<u64>>,
+    /// Older processes found in the cgroup and moved out (see the module doc).
+    adopted: Mutex<Vec<ProcInfo>>,
 }
 
 impl Scope {
@@ -245,6 +283,13 @@ impl Scope {
     /// An agent process was started: the fallback follows its descendants
     /// (the run's tracker rescans /proc every 200 ms).
     pub fn started(&self, pid: i32) {
+        let start = super::tree::stat(pid)
+            .map(|(_, s)| s)
+            .unwrap_or_else(|| boot_ticks_now().saturating_sub(1));
+        {
+            let mut g = self.spawned.lock().unwrap_or_else(|e| e.into_inner());
+            *g = Some(g.map_or(start, |s| s.min(start)));
+        }
         if self.cgroup.is_some() {
             return;
         }
@@ -255,7 +300,12 @@ impl Scope {
     /// Blocking: the scenario's live processes (agents included).
     pub fn members(&self) -> Vec<ProcInfo> {
         match &self.cgroup {
-            Some(cg) => cg.pids().into_iter().filter_map(scan::live_info).collect(),
+            Some(cg) => cg
+                .pids()
+                .into_iter()
+                .filter(|&p| self.is_ours(p))
+                .filter_map(scan::live_info)
+                .collect(),
             None => {
                 let mut v = scan::tagged(&self.tag);
                 for p in self.tree.members() {
@@ -272,9 +322,78 @@ impl Scope {
     /// Blocking: SIGKILL every process of the scenario; how many were hit.
     pub fn kill(&self) -> usize {
         match &self.cgroup {
-            Some(cg) => cg.kill(),
+            Some(cg) => self.held(cg, |cg| cg.kill()),
             None => self.signal_fallback(libc::SIGKILL),
         }
+    }
+
+    /// Whether `pid` may be signalled: it started at or after the
+    /// scenario's first agent (descendants always do). Before an agent was
+    /// recorded (a spawn that failed half-way) the containment alone decides.
+    fn is_ours(&self, pid: i32) -> bool {
+        match (self.spawned(), super::tree::stat(pid)) {
+            (Some(at), Some((_, start))) => start >= at,
+            // Gone (or a zombie): nothing to signal, nothing to protect.
+            (Some(_), None) => true,
+            (None, _) => true,
+        }
+    }
+
+    fn spawned(&self) -> Option<u64> {
+        *self.spawned.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Move every process in the cgroup that is not ours (see the module
+    /// doc) out to chaosrun's own cgroup, and remember it. Whether the
+    /// cgroup now holds none (a move can fail).
+    fn evict_adopted(&self, cg: &Cgroup) -> bool {
+        if self.spawned().is_none() {
+            return true;
+        }
+        let foreign: Vec<i32> = cg
+            .pids()
+            .into_iter()
+            .filter(|&p| !self.is_ours(p))
+            .collect();
+        if foreign.is_empty() {
+            return true;
+        }
+        let home = cgroup::base().ok();
+        let mut all_out = true;
+        for pid in foreign {
+            let info = scan::info(pid);
+            let moved = home
+                .as_ref()
+                .is_some_and(|h| std::fs::write(h.join("cgroup.procs"), pid.to_string()).is_ok());
+            all_out &= moved;
+            let mut g = self.adopted.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(i) = info.filter(|i| !g.iter().any(|a| a.pid == i.pid)) {
+                g.push(i);
+            }
+        }
+        all_out
+    }
+
+    /// Run `act` (a kill) on the cgroup with no adopted process in it:
+    /// frozen first (so the agent cannot move one in meanwhile), adopted ones
+    /// moved out, then `act`, then thawed. Where a move failed, `act` is
+    /// replaced by a per-process SIGKILL of only our own processes (pidfd,
+    /// start time rechecked). An empty cgroup is left as it is.
+    fn held(&self, cg: &Cgroup, act: impl FnOnce(&Cgroup) -> usize) -> usize {
+        if !cg.populated() {
+            return 0;
+        }
+        cg.freeze(true, Duration::from_secs(2));
+        let n = if self.evict_adopted(cg) {
+            act(cg)
+        } else {
+            cg.pids()
+                .into_iter()
+                .filter(|&p| kill::pidfd_signal_if(p, libc::SIGKILL, |p| self.is_ours(p)))
+                .count()
+        };
+        cg.freeze(false, Duration::from_secs(2));
+        n
     }
 
     /// Blocking: stop (`true`) or continue every process of the scenario:
@@ -282,19 +401,33 @@ impl Scope {
     /// were hit (0 when a freeze did not settle within 2 s).
     pub fn freeze(&self, stop: bool) -> usize {
         match &self.cgroup {
-            Some(cg) => cg.freeze(stop, Duration::from_secs(2)),
+            Some(cg) => {
+                let n = cg.freeze(stop, Duration::from_secs(2));
+                if stop && !self.evict_adopted(cg) {
+                    // An adopted process that could not be moved out is
+                    // thawed on its own: never stopped by chaosrun.
+                    return n;
+                }
+                n.min(cg.pids().len())
+            }
             None => self.signal_fallback(if stop { libc::SIGSTOP } else { libc::SIGCONT }),
         }
     }
 
     fn signal_fallback(&self, sig: i32) -> usize {
-        let mut n = kill::signal_marked(sig, TAG_VAR, &self.tag);
+        let tagged = |pid: i32| scan::has_env(pid, TAG_VAR, &self.tag) && self.is_ours(pid);
+        let mut n = scan::tagged(&self.tag)
+            .iter()
+            .filter(|p| kill::pidfd_signal_if(p.pid, sig, tagged))
+            .count();
         for p in self.tree.members() {
             if scan::has_env(p.pid, TAG_VAR, &self.tag) {
                 continue; // signalled by tag above
             }
             let tree = &self.tree;
-            let same = |pid: i32| super::tree::stat(pid).is_some_and(|(_, s)| tree.knows(pid, s));
+            let same = |pid: i32| {
+                super::tree::stat(pid).is_some_and(|(_, s)| tree.knows(pid, s)) && self.is_ours(pid)
+            };
             n += usize::from(kill::pidfd_signal_if(p.pid, sig, same));
         }
         n
@@ -304,10 +437,18 @@ impl Scope {
     /// scenario to be gone; those still alive at the deadline.
     pub async fn survivors(self: &Arc<Self>, within: Duration) -> Vec<ProcInfo> {
         if let Some(cg) = &self.cgroup {
-            if cg.wait_empty(within).await {
-                return Vec::new();
+            let deadline = tokio::time::Instant::now() + within;
+            loop {
+                let (me, c) = (self.clone(), cg.clone());
+                let _ = tokio::task::spawn_blocking(move || me.evict_adopted(&c)).await;
+                if !cg.populated() {
+                    return Vec::new();
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return self.members_async().await;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            return self.members_async().await;
         }
         let deadline = tokio::time::Instant::now() + within;
         loop {
@@ -332,8 +473,14 @@ impl Scope {
     pub fn sweep(&self) {
         match &self.cgroup {
             Some(cg) => {
-                cg.kill_until_empty(Duration::from_secs(10));
-                cg.remove(Duration::from_secs(5));
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                while cg.populated() && std::time::Instant::now() < deadline {
+                    self.held(cg, |cg| cg.kill());
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                if self.evict_adopted(cg) {
+                    cg.remove(Duration::from_secs(5));
+                }
             }
             None => {
                 let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -371,6 +518,11 @@ impl Scope {
             kind: self.kind(),
             reason: self.reason.clone(),
             unattributed,
+            adopted: self
+                .adopted
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
         }
     }
 }
@@ -378,8 +530,12 @@ impl Scope {
 impl Drop for Scope {
     fn drop(&mut self) {
         if let Some(cg) = &self.cgroup {
-            // Normally already swept and removed; bounded either way.
-            cg.remove(Duration::from_secs(2));
+            // Normally already swept and removed; bounded either way. The
+            // removal's retries write cgroup.kill: never with an adopted
+            // process still inside.
+            if self.evict_adopted(cg) {
+                cg.remove(Duration::from_secs(2));
+            }
         }
     }
 }

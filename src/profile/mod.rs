@@ -62,6 +62,31 @@ pub struct StoreSpec {
     pub document: Option<String>,
 }
 
+/// Install the run's redactor ([`crate::redact`]) from every value it knows
+/// to be secret: the `--pass-env` values, the upstream key (`--upstream-key-env`
+/// or the profile's `upstream.key_env`), the password in the upstream URL, in
+/// `--history` and in the profile's Postgres store. Call once the profile has
+/// the command line applied (or, when that failed, with `None`). Values too
+/// short to redact are warned about.
+pub fn install_redactor(profile: Option<&Profile>, pass_env: &[String], urls: &[&str]) {
+    let mut names: Vec<String> = pass_env.to_vec();
+    let mut all_urls: Vec<String> = urls.iter().map(|u| u.to_string()).collect();
+    if let Some(up) = profile.and_then(|p| p.upstream.as_ref()) {
+        names.extend(up.key_env.clone());
+        all_urls.push(up.url.clone());
+    }
+    if let Some(pg) = profile.and_then(|p| p.store.as_ref()?.postgres.clone()) {
+        all_urls.push(pg);
+    }
+    let short = crate::redact::install(crate::redact::known_secrets(&names, &all_urls));
+    if !short.is_empty() {
+        crate::say_err!(
+            "chaosrun: warning: a secret value shorter than {} characters is not redacted from the outputs",
+            crate::redact::MIN_LEN
+        );
+    }
+}
+
 /// Apply the command line's `--pass-env` and `--upstream`/`--upstream-key-env`
 /// to `profile` (shared by table runs and `explore`): each passed name is
 /// rendered from chaosrun's own environment for every scenario, and the

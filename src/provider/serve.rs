@@ -144,7 +144,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     )
     .await?;
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{summary}")?;
+    writeln!(out, "{}", crate::redact::text(&summary.to_string()))?;
     out.flush()?;
     Ok(())
 }

@@ -10,31 +10,37 @@
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::json::SCHEMA;
+use crate::oracle::Status;
+use crate::runner::Verdict;
 
-/// A scenario's verdict from its JSON, never from its `passed` flag: an error
-/// stays an error (it never passes anyway); a failed check fails it whatever
-/// else it says; a pass with no check at all is an error (nothing was
-/// checked).
-fn verdict(s: &Value) -> (&'static str, Option<String>) {
-    let checks = s["checks"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    if s["verdict"] == "error" {
-        let cause = s["cause"].as_str().unwrap_or("(no cause recorded)");
-        return ("error", Some(cause.to_string()));
-    }
-    if checks.iter().any(|c| c["status"] == "fail") {
-        return ("fail", None);
-    }
-    match s["verdict"].as_str() {
-        Some("not_applicable") => ("not_applicable", s["reason"].as_str().map(str::to_string)),
-        _ if checks.is_empty() => ("error", Some("the report holds no check for it".into())),
-        _ => ("pass", None),
-    }
+/// A scenario as the report recorded it, typed: its verdict and each check's
+/// status must carry exactly the names the run writes (`pass`, `fail`,
+/// `error`, `not_applicable`; `pass`, `fail`, `not_checked`). Anything else
+/// (`FAIL`, `null`, missing) is refused: merge is a CI gate and never
+/// guesses.
+#[derive(Deserialize)]
+struct Recorded {
+    #[serde(flatten)]
+    verdict: Verdict,
+    checks: Vec<RecordedCheck>,
+}
+
+#[derive(Deserialize)]
+struct RecordedCheck {
+    #[serde(flatten)]
+    status: Status,
+}
+
+/// A scenario's verdict from its typed JSON, never from its `passed` flag,
+/// by the run's own rule ([`Verdict::rejudge`]).
+fn verdict(s: &Value) -> Result<Verdict, String> {
+    let r = Recorded::deserialize(s).map_err(|e| e.to_string())?;
+    let checks: Vec<Status> = r.checks.into_iter().map(|c| c.status).collect();
+    Ok(Verdict::rejudge(r.verdict, &checks))
 }
 
 /// The scenario runs `doc` promises: its selection, sharded, × repeat.
@@ -168,13 +174,23 @@ pub fn merge(paths: &[PathBuf]) -> Result<Value, String> {
                     key.0, key.1
                 ));
             }
+            let v = verdict(s).map_err(|e| {
+                format!(
+                    "{at}: scenario {} (run {}): {e}; refused (a status or verdict merge does not know is never counted as a pass)",
+                    key.0, key.1
+                )
+            })?;
             here.insert(key);
-            let (v, cause) = verdict(s);
             let mut s = s.clone();
-            s["verdict"] = v.into();
-            s["passed"] = (v == "pass").into();
-            if let (Some(c), "error") = (cause, v) {
-                s["cause"] = c.into();
+            s["verdict"] = v.name().into();
+            s["passed"] = v.passed().into();
+            if let Verdict::Error { cause } = &v {
+                let cause = if cause.is_empty() {
+                    "(no cause recorded)"
+                } else {
+                    cause
+                };
+                s["cause"] = cause.into();
             }
             scenarios.push(s);
         }
@@ -443,6 +459,85 @@ mod tests {
         assert_eq!(m["errors"].as_u64(), Some(1));
         assert!(!ok(&m));
         assert!(render_text(&m).contains("ERROR y") && render_text(&m).contains("panic: boom"));
+    }
+
+    #[test]
+    fn an_unknown_status_or_verdict_is_refused_naming_file_and_scenario() {
+        let d = tempfile::tempdir().unwrap();
+        let bad_status = [json!("FAIL"), json!("error"), json!(null), json!("passed")];
+        for (n, st) in bad_status.iter().enumerate() {
+            let p = report(
+                d.path(),
+                &format!("s{n}.json"),
+                true,
+                &["x"],
+                None,
+                &[("x", "fail", "fail")],
+            );
+            let mut doc = read(&p).unwrap();
+            doc["scenarios"][0]["checks"][0]["status"] = st.clone();
+            std::fs::write(&p, doc.to_string()).unwrap();
+            let e = merge(std::slice::from_ref(&p)).unwrap_err();
+            assert!(
+                e.starts_with(&format!("{}: scenario x (run 1): ", p.display())),
+                "{e}"
+            );
+            assert!(e.contains("refused"), "{e}");
+        }
+        // A status missing altogether.
+        let p = report(
+            d.path(),
+            "m.json",
+            true,
+            &["x"],
+            None,
+            &[("x", "fail", "fail")],
+        );
+        let mut doc = read(&p).unwrap();
+        doc["scenarios"][0]["checks"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("status");
+        std::fs::write(&p, doc.to_string()).unwrap();
+        let e = merge(&[p]).unwrap_err();
+        assert!(e.contains("scenario x") && e.contains("`status`"), "{e}");
+        // Unknown, null or missing verdicts.
+        for (n, v) in [json!("FAIL"), json!("error "), json!(null), json!("PASS")]
+            .iter()
+            .enumerate()
+        {
+            let p = report(
+                d.path(),
+                &format!("v{n}.json"),
+                true,
+                &["y"],
+                None,
+                &[("y", "pass", "pass")],
+            );
+            let mut doc = read(&p).unwrap();
+            doc["scenarios"][0]["verdict"] = v.clone();
+            std::fs::write(&p, doc.to_string()).unwrap();
+            let e = merge(std::slice::from_ref(&p)).unwrap_err();
+            assert!(
+                e.starts_with(&format!("{}: scenario y (run 1): ", p.display())),
+                "{e}"
+            );
+        }
+        let p = report(
+            d.path(),
+            "vm.json",
+            true,
+            &["y"],
+            None,
+            &[("y", "pass", "pass")],
+        );
+        let mut doc = read(&p).unwrap();
+        doc["scenarios"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("verdict");
+        std::fs::write(&p, doc.to_string()).unwrap();
+        assert!(merge(&[p]).unwrap_err().contains("`verdict`"));
     }
 
     #[test]

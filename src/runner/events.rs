@@ -6,13 +6,14 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::observe::{Observation, Phase};
-use crate::oracle::Check;
+use crate::oracle::{Check, Status};
 
-/// A scenario's verdict (DESIGN.md "Verdicts").
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A scenario's verdict (DESIGN.md "Verdicts"). Deserialized (by `merge`)
+/// with exactly these names: any other verdict is refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "verdict", rename_all = "snake_case")]
 pub enum Verdict {
     /// Every check passed or could not be made (with its reason).
@@ -21,19 +22,53 @@ pub enum Verdict {
     Fail,
     /// chaosrun itself could not run the scenario (a panic, a store it could
     /// not query): counts as not passed.
-    Error { cause: String },
+    Error {
+        #[serde(default)]
+        cause: String,
+    },
     /// The profile declares the capability the scenario needs absent: shown
     /// apart, never counted as a pass.
-    NotApplicable { reason: String },
+    NotApplicable {
+        #[serde(default)]
+        reason: String,
+    },
 }
 
 impl Verdict {
     /// The verdict the checks make: `Fail` when any check failed.
     pub fn from_checks(checks: &[Check]) -> Verdict {
-        if checks.iter().any(Check::failed) {
+        Verdict::from_statuses(checks.iter().map(|c| &c.status))
+    }
+
+    /// The one rule over check outcomes, shared by the run ([`Verdict::judge`])
+    /// and `merge` ([`Verdict::rejudge`]): any failed check fails the
+    /// scenario; a check that could not be made is never a failure.
+    pub fn from_statuses<'a>(statuses: impl IntoIterator<Item = &'a Status>) -> Verdict {
+        if statuses
+            .into_iter()
+            .any(|s| matches!(s, Status::Fail { .. }))
+        {
             Verdict::Fail
         } else {
             Verdict::Pass
+        }
+    }
+
+    /// A recorded verdict judged again from its recorded checks (`merge`):
+    /// an error stays an error (it never passes anyway); a failed check
+    /// fails it whatever it says; an N/A stays apart; a pass or fail with no
+    /// check at all is an error (nothing was checked); else the checks'
+    /// verdict by [`Verdict::from_statuses`], never the recorded one.
+    pub fn rejudge(recorded: Verdict, checks: &[Status]) -> Verdict {
+        let by_checks = Verdict::from_statuses(checks);
+        match recorded {
+            e @ Verdict::Error { .. } => e,
+            _ if by_checks == Verdict::Fail => Verdict::Fail,
+            na @ Verdict::NotApplicable { .. } => na,
+            _ if checks.is_empty() => Verdict::Error {
+                cause: "the report holds no check for it".into(),
+            },
+            _ => by_checks,
         }
     }
 

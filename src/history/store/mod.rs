@@ -234,6 +234,7 @@ impl Store {
 
     /// Write one run in one transaction, under a fresh random uid; its row id.
     pub fn record(&mut self, run: &RunRecord) -> Result<i64, String> {
+        let run = &run.redacted();
         let uid = format!("{:032x}", rand::random::<u128>());
         let shown = self.shown();
         let r = match self {
