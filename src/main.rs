@@ -73,6 +73,10 @@ struct RunArgs {
     /// overriding the profile's `upstream.key_env`.
     #[arg(long = "upstream-key-env", value_name = "NAME")]
     upstream_key_env: Option<String>,
+    /// A PEM file of CA certificates to trust for an https:// upstream (a
+    /// private CA), overriding the profile's `upstream.ca`.
+    #[arg(long = "upstream-ca", value_name = "FILE")]
+    upstream_ca: Option<PathBuf>,
     /// Run only this scenario (repeatable).
     #[arg(long, value_name = "ID")]
     only: Vec<String>,
@@ -156,6 +160,9 @@ enum Command {
         /// The variable in serve's environment holding the upstream's API key.
         #[arg(long = "upstream-key-env", value_name = "NAME", requires = "upstream")]
         upstream_key_env: Option<String>,
+        /// A PEM file of CA certificates to trust for an https:// upstream.
+        #[arg(long = "upstream-ca", value_name = "FILE", requires = "upstream")]
+        upstream_ca: Option<PathBuf>,
         /// Serve the scripted MCP server instead (a row's `mcp:` section as
         /// YAML): stdio through `chaosrun mcp-stdio --socket PATH`, and HTTP.
         #[arg(long, value_name = "RULES", conflicts_with_all = ["script", "wire", "port", "tag", "upstream"])]
@@ -226,6 +233,7 @@ fn main() -> ExitCode {
             wire,
             upstream,
             upstream_key_env,
+            upstream_ca,
             mcp,
         }) => {
             let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
@@ -238,7 +246,8 @@ fn main() -> ExitCode {
             let upstream = upstream.map(|url| chaosrun::provider::upstream::UpstreamSpec {
                 url,
                 key_env: upstream_key_env,
-                model: None,
+                ca: upstream_ca,
+                ..Default::default()
             });
             let args = chaosrun::provider::serve::ServeArgs {
                 port,
@@ -380,13 +389,14 @@ fn run(args: RunArgs) -> ExitCode {
             profile.source
         ));
     }
-    if let Err(e) = chaosrun::profile::apply_cli(
-        &mut profile,
-        &args.pass_env,
-        args.upstream.clone(),
-        args.upstream_key_env.clone(),
-        &selected,
-    ) {
+    let flags = chaosrun::provider::upstream::setup::Flags {
+        url: args.upstream.clone(),
+        key_env: args.upstream_key_env.clone(),
+        ca: args.upstream_ca.clone(),
+    };
+    if let Err(e) =
+        chaosrun::profile::apply_cli_upstream(&mut profile, &args.pass_env, flags, &selected)
+    {
         return usage(e);
     }
     let mut inputs = chaosrun::profile::input_files(&agent, &profile);

@@ -98,6 +98,15 @@ impl Running {
                 )
             })?;
         let addr = listener.local_addr()?;
+        if let Some(up) = &config.upstream {
+            if up.points_at(addr).await {
+                anyhow::bail!(
+                    "upstream {} is this proxy's own address {addr}: every call would be \
+                     relayed to itself; give the real server's URL",
+                    up.base()
+                );
+            }
+        }
         let (main_tx, _) = watch::channel(0u64);
         let rule_hits = config.rules.iter().map(|_| AtomicU64::new(0)).collect();
         let shared = Arc::new(Shared {
@@ -482,6 +491,20 @@ async fn generate(
         shared.push_other(head, "too_large", None);
         return wire.error_response(&ErrorInfo::new(413, message));
     };
+    if let Some(up) = shared
+        .upstream
+        .as_ref()
+        .filter(|u| u.is_loop(&forward.headers))
+    {
+        let message = format!(
+            "chaosrun: this request came back to the proxy that relayed it: upstream {} \
+             leads back here (a relay loop)",
+            up.base()
+        );
+        shared.relays.error(message.clone());
+        shared.push_other(head, "relay_loop", None);
+        return wire.error_response(&ErrorInfo::new(508, message));
+    }
     let parsed = request::parse(wire, &bytes, stream, model, &shared.nonce);
     // Never keep the raw body after parsing, unless it goes upstream.
     let upstream_body = shared.upstream.is_some().then_some(bytes);

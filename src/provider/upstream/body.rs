@@ -1,6 +1,8 @@
 //! The relaying body: the upstream's reply passed on event by event (SSE) or
 //! chunk by chunk, never held whole, with the fault's shape applied; records
-//! how the relay ended when the body is dropped.
+//! how the relay ended when the body is dropped. The upstream's silence
+//! inside the reply (`idle`), the reply's whole length (`reply`) and a reply
+//! still unfinished when the scenario ends are the upstream's failures.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -28,6 +30,9 @@ pub(super) struct Plan {
     pub failed: bool,
     /// For messages.
     pub upstream: String,
+    pub bounds: super::client::Bounds,
+    /// The relay slot, held until the body ends.
+    pub _slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 type Upstream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
@@ -45,6 +50,8 @@ struct Pump {
     rec: RelayRecord,
     log: Arc<RelayLog>,
     cancel: CancellationToken,
+    /// When the reply must have ended ([`super::client::Bounds::reply`]).
+    deadline: tokio::time::Instant,
 }
 
 impl Drop for Pump {
@@ -113,9 +120,8 @@ impl Pump {
                 }
                 return Step::End;
             }
-            let next = tokio::select! {
-                n = self.upstream.next() => n,
-                _ = self.cancel.cancelled() => return Step::Cut("client_gone"),
+            let Some(next) = self.next_chunk().await else {
+                return Step::Cut("upstream_failed");
             };
             match next {
                 Some(Ok(chunk)) => {
@@ -132,7 +138,7 @@ impl Pump {
                         self.log.error(format!(
                             "upstream {} broke off its reply: {}",
                             self.plan.upstream,
-                            super::error_chain(&e)
+                            super::client::error_chain(&e)
                         ));
                     }
                     return Step::Cut("upstream_failed");
@@ -146,6 +152,31 @@ impl Pump {
     }
 }
 
+impl Pump {
+    /// The upstream's next chunk within the bounds; `None` when a bound ran
+    /// out or the scenario ended first (recorded as the upstream's failure).
+    async fn next_chunk(&mut self) -> Option<Option<reqwest::Result<Bytes>>> {
+        let idle = self.plan.bounds.idle;
+        let secs = |d: Duration| crate::units::short(d.as_secs_f64());
+        let why = tokio::select! {
+            n = tokio::time::timeout(idle, self.upstream.next()) => match n {
+                Ok(n) => return Some(n),
+                Err(_) => format!("went silent for {} s inside its reply (upstream.idle_timeout)", secs(idle)),
+            },
+            _ = tokio::time::sleep_until(self.deadline) => format!(
+                "was still sending its reply after {} s (upstream.reply_timeout)",
+                secs(self.plan.bounds.reply)
+            ),
+            _ = self.cancel.cancelled() => "had not finished its reply when the scenario ended".into(),
+        };
+        if !self.plan.failed {
+            self.log
+                .error(format!("upstream {} {why}", self.plan.upstream));
+        }
+        None
+    }
+}
+
 /// The body relaying `resp` under `plan`.
 pub(super) fn relay_body(
     resp: reqwest::Response,
@@ -154,6 +185,7 @@ pub(super) fn relay_body(
     log: Arc<RelayLog>,
     cancel: CancellationToken,
 ) -> Body {
+    let plan_reply = plan.bounds.reply;
     let pump = Pump {
         upstream: Box::pin(resp.bytes_stream()),
         upstream_done: false,
@@ -164,6 +196,7 @@ pub(super) fn relay_body(
         rec,
         log,
         cancel,
+        deadline: tokio::time::Instant::now() + plan_reply,
     };
     let stream = futures_util::stream::unfold(Some(pump), |state| async move {
         let mut pump = state?;

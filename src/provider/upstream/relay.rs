@@ -53,7 +53,7 @@ impl RelayLog {
         }
     }
 
-    pub(super) fn error(&self, e: String) {
+    pub(crate) fn error(&self, e: String) {
         let mut v = self.errors.lock().unwrap();
         if v.len() < ERRORS_KEEP {
             v.push(e);
@@ -96,9 +96,20 @@ pub(crate) async fn relay(
         fault: fault_name,
         ..RelayRecord::default()
     };
-    let sent = tokio::select! {
-        r = up.send(wire, &call, body) => r,
-        _ = cancel.cancelled() => Err("the provider shut down before the upstream answered".into()),
+    // A slot for the whole relay (released when its body ends).
+    let slot = tokio::select! {
+        s = up.slots.clone().acquire_owned() => s.ok(),
+        _ = cancel.cancelled() => None,
+    };
+    let sent = match slot {
+        None => Err("the provider shut down before a relay slot was free".into()),
+        Some(_) => tokio::select! {
+            r = up.send(wire, &call, body) => r,
+            _ = cancel.cancelled() => Err(format!(
+                "upstream {} had sent no response head when the scenario ended",
+                up.base
+            )),
+        },
     };
     let resp = match sent {
         Ok(r) => r,
@@ -157,6 +168,8 @@ pub(crate) async fn relay(
             shape,
             failed: failed_status(status),
             upstream: up.base.clone(),
+            bounds: up.bounds,
+            _slot: slot,
         },
         rec,
         log,
