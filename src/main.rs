@@ -77,6 +77,14 @@ struct RunArgs {
     /// private CA), overriding the profile's `upstream.ca`.
     #[arg(long = "upstream-ca", value_name = "FILE")]
     upstream_ca: Option<PathBuf>,
+    /// Proxy mode: write each scenario's relayed main calls as a cassette,
+    /// DIR/<scenario id>.jsonl (see "Record and replay" in the README).
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
+    /// Answer each scenario's main calls that its own rules do not from
+    /// DIR/<scenario id>.jsonl (a recorded session), without a network.
+    #[arg(long, value_name = "DIR")]
+    replay: Option<PathBuf>,
     /// Run only this scenario (repeatable).
     #[arg(long, value_name = "ID")]
     only: Vec<String>,
@@ -389,6 +397,9 @@ fn run(args: RunArgs) -> ExitCode {
             profile.source
         ));
     }
+    if let Err(e) = chaosrun::profile::cassettes::replay(&mut selected, args.replay.as_deref()) {
+        return usage(e);
+    }
     let flags = chaosrun::provider::upstream::setup::Flags {
         url: args.upstream.clone(),
         key_env: args.upstream_key_env.clone(),
@@ -397,6 +408,9 @@ fn run(args: RunArgs) -> ExitCode {
     if let Err(e) =
         chaosrun::profile::apply_cli_upstream(&mut profile, &args.pass_env, flags, &selected)
     {
+        return usage(e);
+    }
+    if let Err(e) = chaosrun::profile::cassettes::record(&mut profile, args.record.clone()) {
         return usage(e);
     }
     let mut inputs = chaosrun::profile::input_files(&agent, &profile);

@@ -8,6 +8,7 @@
 //! with `./hermes.yaml`). Without `--agent`, the bundled reference agent runs.
 
 pub mod bundled;
+pub mod cassettes;
 pub mod exec;
 
 use std::collections::BTreeMap;

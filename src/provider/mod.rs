@@ -14,6 +14,7 @@
 //!   so far (the runner awaits it to trigger an interrupt).
 //! * [`Provider::recording`] snapshots what was recorded.
 
+pub mod cassette;
 pub mod recording;
 pub mod replies;
 pub mod rules;
@@ -213,6 +214,12 @@ impl Provider {
     /// (probe and auxiliary requests are not counted).
     pub fn main_calls(&self) -> tokio::sync::watch::Receiver<u64> {
         self.inner.main_calls()
+    }
+
+    /// The cassette entries of the relayed main calls, as they are recorded
+    /// (proxy mode with `record` set); read it after [`Provider::shutdown`].
+    pub fn tape(&self) -> cassette::TapeHandle {
+        cassette::TapeHandle(self.inner.relay_log())
     }
 
     /// A snapshot of everything recorded so far.

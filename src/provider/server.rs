@@ -77,6 +77,8 @@ struct Shared {
     /// relays left.
     upstream: Option<Arc<super::upstream::Upstream>>,
     relays: Arc<super::upstream::RelayLog>,
+    /// Per responder rule: the cassette a `cassette` rule replays.
+    players: Vec<Option<Arc<super::cassette::Player>>>,
     cancel: CancellationToken,
 }
 
@@ -108,6 +110,7 @@ impl Running {
             }
         }
         let (main_tx, _) = watch::channel(0u64);
+        let players = load_players(&config.rules).map_err(anyhow::Error::msg)?;
         let rule_hits = config.rules.iter().map(|_| AtomicU64::new(0)).collect();
         let shared = Arc::new(Shared {
             wire: config.wire,
@@ -131,6 +134,7 @@ impl Running {
             conversations: Mutex::new(VecDeque::new()),
             upstream: config.upstream,
             relays: Default::default(),
+            players,
             cancel: CancellationToken::new(),
         });
         let app = router(shared.clone());
@@ -183,6 +187,11 @@ impl Running {
         }
     }
 
+    /// What the relays left (cassette entries recorded with `--record`).
+    pub(crate) fn relay_log(&self) -> Arc<super::upstream::RelayLog> {
+        self.shared.relays.clone()
+    }
+
     /// Total requests received (every route).
     pub(crate) fn request_count(&self) -> u64 {
         self.shared.seq.load(Ordering::SeqCst)
@@ -198,6 +207,31 @@ impl Running {
         }
         self.recording()
     }
+}
+
+/// The cassette of each `cassette` rule, loaded once (a file two rules name
+/// is one player: its entries are used once across both).
+fn load_players(rules: &[Rule]) -> Result<Vec<Option<Arc<super::cassette::Player>>>, String> {
+    let mut by_file: Vec<(std::path::PathBuf, Arc<super::cassette::Player>)> = Vec::new();
+    let mut out = Vec::with_capacity(rules.len());
+    for rule in rules {
+        let Reply::Cassette(c) = &rule.reply else {
+            out.push(None);
+            continue;
+        };
+        if let Some((_, p)) = by_file.iter().find(|(f, _)| *f == c.file) {
+            out.push(Some(p.clone()));
+            continue;
+        }
+        let cassette = super::cassette::load(&c.file)?;
+        let p = Arc::new(super::cassette::Player::new(
+            c.file.display().to_string(),
+            cassette,
+        ));
+        by_file.push((c.file.clone(), p.clone()));
+        out.push(Some(p));
+    }
+    Ok(out)
 }
 
 impl Drop for Running {
@@ -225,6 +259,38 @@ struct RequestHead {
 }
 
 impl Shared {
+    /// The reply of a `cassette` rule (rule `i`) to main call `index`: the
+    /// matching entry's answer with the rule's fault, or, on a miss, a 500
+    /// naming the call (and the scenario is an ERROR).
+    fn replay(
+        &self,
+        i: usize,
+        c: &super::replies::CassetteReply,
+        index: u64,
+        key: &super::cassette::MatchKey,
+        ctx: &ReplyCtx<'_>,
+    ) -> super::replies::Planned {
+        use super::upstream::faults::RelayFault;
+        let Some(player) = self.players.get(i).and_then(Option::as_ref) else {
+            return c.plan_planned();
+        };
+        let plan = match (player.take(index, key), &c.fault) {
+            (Ok(_), Some(RelayFault::Error(e))) => e.plan(ctx),
+            (Ok(entry), fault) => {
+                let shape = fault.as_ref().map(RelayFault::shape).unwrap_or_default();
+                super::cassette::player::plan(&entry, &self.nonce, shape)
+            }
+            (Err(miss), _) => {
+                self.relays.error(miss.clone());
+                Plan::Error(ErrorInfo::new(500, format!("chaosrun: {miss}")))
+            }
+        };
+        super::replies::Planned {
+            plan,
+            issued: Vec::new(),
+        }
+    }
+
     fn head(
         &self,
         method: &Method,
@@ -574,6 +640,22 @@ async fn generate(
         (Some(_), _) if rule.is_none() => Some(None),
         _ => None,
     };
+    // Cassettes: the call's match key, to replay it or record it.
+    let cassette_rule = matches!(reply, Reply::Cassette(_));
+    let tape = match (&shared.upstream, &relayed, kind) {
+        (Some(up), Some(_), CallKind::Main) if up.tape => Some(()),
+        _ => None,
+    };
+    let key = (cassette_rule || tape.is_some())
+        .then(|| super::cassette::key_of(parsed.messages.last(), &shared.nonce));
+    let tape = tape
+        .and(key.clone())
+        .map(|key| super::cassette::tape::TapeStart {
+            main_index: main_index.unwrap_or(0),
+            key,
+            request: parsed.messages.clone(),
+            nonce: shared.nonce.clone(),
+        });
     // Responses: what this reply's conversation is, to continue it later.
     let history = (wire == Wire::OpenaiResponses).then(|| parsed.messages.clone());
     let path = head.path.clone();
@@ -622,7 +704,12 @@ async fn generate(
         tools: &shared.tools,
         call_id_prefix: &call_id_prefix,
     };
-    let planned = reply.plan(&ctx);
+    let planned = match (reply, picked, key) {
+        (Reply::Cassette(c), Some((i, _)), Some(key)) => {
+            shared.replay(i, c, main_index.unwrap_or(0), &key, &ctx)
+        }
+        _ => reply.plan(&ctx),
+    };
     if !planned.issued.is_empty() {
         shared.issued.lock().unwrap().extend(planned.issued);
     }
@@ -642,6 +729,7 @@ async fn generate(
             stream: parsed.stream,
             ctx: &ctx,
             meta: &meta,
+            tape,
         };
         return super::upstream::relay(
             up,

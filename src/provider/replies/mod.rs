@@ -4,6 +4,7 @@
 //! The YAML form is internally tagged: `{kind: hang, seconds: 3600}`. An unknown
 //! kind is rejected by serde with the list of known kinds.
 
+pub mod cassette;
 pub mod drop_mid_stream;
 pub mod error;
 pub mod hang;
@@ -14,6 +15,7 @@ pub mod stall_mid_stream;
 pub mod text;
 pub mod tool_call;
 
+pub use cassette::CassetteReply;
 pub use drop_mid_stream::DropMidStream;
 pub use error::ErrorReply;
 pub use hang::Hang;
@@ -57,6 +59,7 @@ pub enum Reply {
     SilentAfterHeaders(SilentAfterHeaders),
     Raw(Raw),
     Relay(Relay),
+    Cassette(CassetteReply),
 }
 
 impl Reply {
@@ -71,6 +74,7 @@ impl Reply {
         "silent_after_headers",
         "raw",
         "relay",
+        "cassette",
     ];
 
     /// The kind's name as written in YAML.
@@ -85,6 +89,7 @@ impl Reply {
             Reply::SilentAfterHeaders(_) => "silent_after_headers",
             Reply::Raw(_) => "raw",
             Reply::Relay(_) => "relay",
+            Reply::Cassette(_) => "cassette",
         }
     }
 }
@@ -156,6 +161,7 @@ impl Reply {
             Reply::SilentAfterHeaders(r) => r.plan(),
             Reply::Raw(r) => r.plan(ctx),
             Reply::Relay(r) => r.plan(),
+            Reply::Cassette(r) => r.plan(),
         };
         Planned {
             plan,

@@ -33,6 +33,9 @@ pub(super) struct Plan {
     pub bounds: super::client::Bounds,
     /// The relay slot, held until the body ends.
     pub _slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// Recording this call: fed what the upstream sends, finished when it
+    /// has sent all of it.
+    pub tape: Option<crate::provider::cassette::tape::Tape>,
 }
 
 type Upstream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
@@ -56,6 +59,13 @@ struct Pump {
 
 impl Drop for Pump {
     fn drop(&mut self) {
+        // Recorded when the upstream sent its whole answer (its end read, or
+        // the answer complete when the agent hung up).
+        if let Some(tape) = self.plan.tape.take() {
+            if self.upstream_done || tape.complete() {
+                self.log.taped(tape.done());
+            }
+        }
         if self.rec.outcome.is_empty() {
             self.rec.outcome = "client_gone".into();
         }
@@ -125,8 +135,11 @@ impl Pump {
             };
             match next {
                 Some(Ok(chunk)) => {
+                    self.tape_chunk(&chunk);
                     if self.plan.sse {
-                        self.ready.extend(self.splitter.push(&chunk));
+                        let events = self.splitter.push(&chunk);
+                        self.tape_events(&events);
+                        self.ready.extend(events);
                     } else if self.plan.shape.cut_before_terminal {
                         self.ready.extend(self.held.replace(chunk));
                     } else {
@@ -145,7 +158,9 @@ impl Pump {
                 }
                 None => {
                     self.upstream_done = true;
-                    self.ready.extend(self.splitter.finish());
+                    let rest: Vec<Bytes> = self.splitter.finish().into_iter().collect();
+                    self.tape_events(&rest);
+                    self.ready.extend(rest);
                 }
             }
         }
@@ -153,6 +168,28 @@ impl Pump {
 }
 
 impl Pump {
+    fn tape_chunk(&mut self, chunk: &Bytes) {
+        if let Some(t) = self
+            .plan
+            .tape
+            .as_mut()
+            .filter(|t| !(t.is_sse() && self.plan.sse))
+        {
+            t.chunk(chunk);
+        }
+    }
+
+    fn tape_events(&mut self, events: &[Bytes]) {
+        if let Some(t) = self
+            .plan
+            .tape
+            .as_mut()
+            .filter(|t| t.is_sse() && self.plan.sse)
+        {
+            events.iter().for_each(|e| t.event(e));
+        }
+    }
+
     /// The upstream's next chunk within the bounds; `None` when a bound ran
     /// out or the scenario ended first (recorded as the upstream's failure).
     async fn next_chunk(&mut self) -> Option<Option<reqwest::Result<Bytes>>> {

@@ -93,6 +93,11 @@ pub struct UpstreamSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub reply_timeout: Option<f64>,
+    /// Record relayed main calls as cassette entries (`--record`): the file
+    /// (`serve`) or directory (a table run, one file per scenario). Never
+    /// from a profile.
+    #[serde(skip)]
+    pub record: Option<PathBuf>,
 }
 
 /// A resolved upstream: where, with which key, within which bounds.
@@ -106,6 +111,8 @@ pub struct Upstream {
     token: String,
     /// Relay slots ([`RELAYS_IN_FLIGHT`]).
     slots: Arc<Semaphore>,
+    /// Relayed main calls are recorded as cassette entries.
+    pub(crate) tape: bool,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -161,6 +168,7 @@ impl Upstream {
             bounds,
             token: format!("{:016x}", rand::random::<u64>()),
             slots: Arc::new(Semaphore::new(RELAYS_IN_FLIGHT)),
+            tape: spec.record.is_some(),
         })
     }
 

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::faults::RelayFault;
 use super::{body, Upstream};
+use crate::provider::cassette::tape::{Tape, TapeStart};
 use crate::provider::replies::{wait_or_cancel, ReplyCtx};
 use crate::provider::wire::{self, ErrorInfo, Meta, Wire};
 
@@ -17,6 +18,8 @@ use crate::provider::wire::{self, ErrorInfo, Meta, Wire};
 const RELAYS_KEEP: usize = 256;
 /// Upstream failures recorded per provider (the first ones).
 const ERRORS_KEEP: usize = 16;
+/// Cassette entries recorded per provider (the first ones).
+const TAPE_KEEP: usize = 1024;
 
 /// One relayed call, as recorded (never a header or a body byte).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -43,6 +46,8 @@ pub struct RelayRecord {
 pub(crate) struct RelayLog {
     pub relays: Mutex<Vec<RelayRecord>>,
     pub errors: Mutex<Vec<String>>,
+    /// Recorded main calls (`--record`), in order of completion.
+    pub tape: Mutex<Vec<crate::provider::cassette::Entry>>,
 }
 
 impl RelayLog {
@@ -50,6 +55,13 @@ impl RelayLog {
         let mut v = self.relays.lock().unwrap();
         if v.len() < RELAYS_KEEP {
             v.push(r);
+        }
+    }
+
+    pub(super) fn taped(&self, e: crate::provider::cassette::Entry) {
+        let mut v = self.tape.lock().unwrap();
+        if v.len() < TAPE_KEEP {
+            v.push(e);
         }
     }
 
@@ -72,6 +84,8 @@ pub(crate) struct Call<'a> {
     /// For a reply rendered locally (a replacing error).
     pub ctx: &'a ReplyCtx<'a>,
     pub meta: &'a Meta,
+    /// Record this call (`--record`): what the server knows of it.
+    pub tape: Option<TapeStart>,
 }
 
 /// Whether an upstream status means chaosrun could not run the scenario (as
@@ -170,6 +184,7 @@ pub(crate) async fn relay(
             upstream: up.base.clone(),
             bounds: up.bounds,
             _slot: slot,
+            tape: call.tape.map(|t| Tape::new(t, wire, status, sse)),
         },
         rec,
         log,
