@@ -259,6 +259,48 @@ struct RequestHead {
 }
 
 impl Shared {
+    /// A request that came back to this proxy: 508, and the scenario is an
+    /// ERROR (the upstream leads back here).
+    fn refuse_loop(&self, head: RequestHead) -> Response {
+        let base = self.upstream.as_ref().map_or("", |u| u.base());
+        let message = format!(
+            "chaosrun: this request came back to the proxy that relayed it: upstream {base} \
+             leads back here (a relay loop)"
+        );
+        self.relays.error(message.clone());
+        self.push_other(head, "relay_loop", None);
+        self.wire.error_response(&ErrorInfo::new(508, message))
+    }
+
+    /// Cassettes: the call's match key when a `cassette` rule replays it or
+    /// `--record` records it, and what the recording starts from.
+    fn cassette_key(
+        &self,
+        reply: &Reply,
+        relayed: bool,
+        kind: CallKind,
+        main_index: Option<u64>,
+        parsed: &request::Parsed,
+    ) -> (
+        Option<super::cassette::MatchKey>,
+        Option<super::cassette::tape::TapeStart>,
+    ) {
+        let taped = relayed
+            && kind == CallKind::Main
+            && self.upstream.as_ref().is_some_and(|u| u.tape);
+        if !taped && !matches!(reply, Reply::Cassette(_)) {
+            return (None, None);
+        }
+        let key = super::cassette::key_of(parsed.messages.last(), &self.nonce);
+        let tape = taped.then(|| super::cassette::tape::TapeStart {
+            main_index: main_index.unwrap_or(0),
+            key: key.clone(),
+            request: parsed.messages.clone(),
+            nonce: self.nonce.clone(),
+        });
+        (Some(key), tape)
+    }
+
     /// The reply of a `cassette` rule (rule `i`) to main call `index`: the
     /// matching entry's answer with the rule's fault, or, on a miss, a 500
     /// naming the call (and the scenario is an ERROR).
@@ -557,19 +599,8 @@ async fn generate(
         shared.push_other(head, "too_large", None);
         return wire.error_response(&ErrorInfo::new(413, message));
     };
-    if let Some(up) = shared
-        .upstream
-        .as_ref()
-        .filter(|u| u.is_loop(&forward.headers))
-    {
-        let message = format!(
-            "chaosrun: this request came back to the proxy that relayed it: upstream {} \
-             leads back here (a relay loop)",
-            up.base()
-        );
-        shared.relays.error(message.clone());
-        shared.push_other(head, "relay_loop", None);
-        return wire.error_response(&ErrorInfo::new(508, message));
+    if shared.upstream.as_ref().is_some_and(|u| u.is_loop(&forward.headers)) {
+        return shared.refuse_loop(head);
     }
     let parsed = request::parse(wire, &bytes, stream, model, &shared.nonce);
     // Never keep the raw body after parsing, unless it goes upstream.
@@ -640,22 +671,7 @@ async fn generate(
         (Some(_), _) if rule.is_none() => Some(None),
         _ => None,
     };
-    // Cassettes: the call's match key, to replay it or record it.
-    let cassette_rule = matches!(reply, Reply::Cassette(_));
-    let tape = match (&shared.upstream, &relayed, kind) {
-        (Some(up), Some(_), CallKind::Main) if up.tape => Some(()),
-        _ => None,
-    };
-    let key = (cassette_rule || tape.is_some())
-        .then(|| super::cassette::key_of(parsed.messages.last(), &shared.nonce));
-    let tape = tape
-        .and(key.clone())
-        .map(|key| super::cassette::tape::TapeStart {
-            main_index: main_index.unwrap_or(0),
-            key,
-            request: parsed.messages.clone(),
-            nonce: shared.nonce.clone(),
-        });
+    let (key, tape) = shared.cassette_key(reply, relayed.is_some(), kind, main_index, &parsed);
     // Responses: what this reply's conversation is, to continue it later.
     let history = (wire == Wire::OpenaiResponses).then(|| parsed.messages.clone());
     let path = head.path.clone();
