@@ -171,6 +171,9 @@ enum Command {
         /// A PEM file of CA certificates to trust for an https:// upstream.
         #[arg(long = "upstream-ca", value_name = "FILE", requires = "upstream")]
         upstream_ca: Option<PathBuf>,
+        /// Write the relayed main calls as a cassette when stopped.
+        #[arg(long, value_name = "FILE", requires = "upstream")]
+        record: Option<PathBuf>,
         /// Serve the scripted MCP server instead (a row's `mcp:` section as
         /// YAML): stdio through `chaosrun mcp-stdio --socket PATH`, and HTTP.
         #[arg(long, value_name = "RULES", conflicts_with_all = ["script", "wire", "port", "tag", "upstream"])]
@@ -242,6 +245,7 @@ fn main() -> ExitCode {
             upstream,
             upstream_key_env,
             upstream_ca,
+            record,
             mcp,
         }) => {
             let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
@@ -255,6 +259,7 @@ fn main() -> ExitCode {
                 url,
                 key_env: upstream_key_env,
                 ca: upstream_ca,
+                record,
                 ..Default::default()
             });
             let args = chaosrun::provider::serve::ServeArgs {

@@ -301,3 +301,71 @@ fn a_malformed_or_missing_cassette_is_a_usage_error_naming_the_line() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("needs an upstream"), "{err}");
 }
+
+/// `chaosrun serve --upstream URL --record FILE`: the proxy on its own
+/// writes the relayed main calls when it is stopped.
+#[test]
+fn serve_records_a_cassette_when_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("serve.jsonl");
+    let up = Serve::start(
+        &bin(),
+        &repo(),
+        &[
+            "--quiet",
+            "--wire",
+            "anthropic",
+            "--script",
+            "tests/fixtures/cassette/upstream.yaml",
+        ],
+    );
+    let upstream = up.url.trim_end_matches("/v1").to_string();
+    let proxy = Serve::start(
+        &bin(),
+        &repo(),
+        &[
+            "--quiet",
+            "--wire",
+            "anthropic",
+            "--upstream",
+            &upstream,
+            "--record",
+            file.to_str().unwrap(),
+        ],
+    );
+    let base = proxy.url.trim_end_matches("/v1").to_string();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let body = rt.block_on(async {
+        reqwest::Client::new()
+            .post(format!("{base}/v1/messages"))
+            .header("content-type", "application/json")
+            .body(r#"{"model":"m","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"go"}],"tools":[{"name":"shell","input_schema":{}}]}"#)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    });
+    assert!(body.contains("\"tool_use\""), "{body}");
+    proxy.stop();
+    let c = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<serde_json::Value> = c
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{c}");
+    assert_eq!(lines[0]["wire"], "anthropic");
+    assert_eq!(lines[1]["match"]["text"], "go");
+    let call = lines[1]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "tool_call")
+        .unwrap_or_else(|| panic!("{c}"));
+    assert!(call["arguments"]
+        .as_str()
+        .unwrap()
+        .contains("echo recorded-tool-output"));
+    drop(up);
+}

@@ -285,9 +285,8 @@ impl Shared {
         Option<super::cassette::MatchKey>,
         Option<super::cassette::tape::TapeStart>,
     ) {
-        let taped = relayed
-            && kind == CallKind::Main
-            && self.upstream.as_ref().is_some_and(|u| u.tape);
+        let taped =
+            relayed && kind == CallKind::Main && self.upstream.as_ref().is_some_and(|u| u.tape);
         if !taped && !matches!(reply, Reply::Cassette(_)) {
             return (None, None);
         }
@@ -599,7 +598,11 @@ async fn generate(
         shared.push_other(head, "too_large", None);
         return wire.error_response(&ErrorInfo::new(413, message));
     };
-    if shared.upstream.as_ref().is_some_and(|u| u.is_loop(&forward.headers)) {
+    if shared
+        .upstream
+        .as_ref()
+        .is_some_and(|u| u.is_loop(&forward.headers))
+    {
         return shared.refuse_loop(head);
     }
     let parsed = request::parse(wire, &bytes, stream, model, &shared.nonce);
