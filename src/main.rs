@@ -79,7 +79,7 @@ struct RunArgs {
     upstream_ca: Option<PathBuf>,
     /// Proxy mode: write each scenario's relayed main calls as a cassette,
     /// DIR/<scenario id>.jsonl (see "Record and replay" in the README).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "replay")]
     record: Option<PathBuf>,
     /// Answer each scenario's main calls that its own rules do not from
     /// DIR/<scenario id>.jsonl (a recorded session), without a network.
