@@ -73,6 +73,18 @@ struct RunArgs {
     /// overriding the profile's `upstream.key_env`.
     #[arg(long = "upstream-key-env", value_name = "NAME")]
     upstream_key_env: Option<String>,
+    /// A PEM file of CA certificates to trust for an https:// upstream (a
+    /// private CA), overriding the profile's `upstream.ca`.
+    #[arg(long = "upstream-ca", value_name = "FILE")]
+    upstream_ca: Option<PathBuf>,
+    /// Proxy mode: write each scenario's relayed main calls as a cassette,
+    /// DIR/<scenario id>.jsonl (see "Record and replay" in the README).
+    #[arg(long, value_name = "DIR", conflicts_with = "replay")]
+    record: Option<PathBuf>,
+    /// Answer each scenario's main calls that its own rules do not from
+    /// DIR/<scenario id>.jsonl (a recorded session), without a network.
+    #[arg(long, value_name = "DIR")]
+    replay: Option<PathBuf>,
     /// Run only this scenario (repeatable).
     #[arg(long, value_name = "ID")]
     only: Vec<String>,
@@ -157,6 +169,12 @@ enum Command {
         /// The variable in serve's environment holding the upstream's API key.
         #[arg(long = "upstream-key-env", value_name = "NAME", requires = "upstream")]
         upstream_key_env: Option<String>,
+        /// A PEM file of CA certificates to trust for an https:// upstream.
+        #[arg(long = "upstream-ca", value_name = "FILE", requires = "upstream")]
+        upstream_ca: Option<PathBuf>,
+        /// Write the relayed main calls as a cassette when stopped.
+        #[arg(long, value_name = "FILE", requires = "upstream")]
+        record: Option<PathBuf>,
         /// Serve the scripted MCP server instead (a row's `mcp:` section as
         /// YAML): stdio through `chaosrun mcp-stdio --socket PATH`, and HTTP.
         #[arg(long, value_name = "RULES", conflicts_with_all = ["script", "wire", "port", "tag", "upstream"])]
@@ -242,6 +260,8 @@ fn main() -> ExitCode {
             wire,
             upstream,
             upstream_key_env,
+            upstream_ca,
+            record,
             mcp,
         }) => {
             let names: Vec<String> = upstream_key_env.iter().cloned().collect();
@@ -257,7 +277,9 @@ fn main() -> ExitCode {
             let upstream = upstream.map(|url| chaosrun::provider::upstream::UpstreamSpec {
                 url,
                 key_env: upstream_key_env,
-                model: None,
+                ca: upstream_ca,
+                record,
+                ..Default::default()
             });
             let args = chaosrun::provider::serve::ServeArgs {
                 port,
@@ -409,16 +431,23 @@ fn run(args: RunArgs) -> ExitCode {
         .chain(&args.history)
         .map(String::as_str)
         .collect();
-    if let Err(e) = chaosrun::profile::apply_cli(
-        &mut profile,
-        &args.pass_env,
-        args.upstream.clone(),
-        args.upstream_key_env.clone(),
-        &selected,
-    ) {
+    if let Err(e) = chaosrun::profile::cassettes::replay(&mut selected, args.replay.as_deref()) {
+        return usage(e);
+    }
+    let flags = chaosrun::provider::upstream::setup::Flags {
+        url: args.upstream.clone(),
+        key_env: args.upstream_key_env.clone(),
+        ca: args.upstream_ca.clone(),
+    };
+    if let Err(e) =
+        chaosrun::profile::apply_cli_upstream(&mut profile, &args.pass_env, flags, &selected)
+    {
         let mut names = args.pass_env.clone();
         names.extend(args.upstream_key_env.clone());
         chaosrun::profile::install_redactor(None, &names, &urls);
+        return usage(e);
+    }
+    if let Err(e) = chaosrun::profile::cassettes::record(&mut profile, args.record.clone()) {
         return usage(e);
     }
     chaosrun::profile::install_redactor(Some(&profile), &args.pass_env, &urls);

@@ -8,6 +8,7 @@
 //! with `./hermes.yaml`). Without `--agent`, the bundled reference agent runs.
 
 pub mod bundled;
+pub mod cassettes;
 pub mod exec;
 pub mod needs;
 
@@ -98,6 +99,21 @@ pub fn apply_cli(
     upstream_key_env: Option<String>,
     scenarios: &[crate::scenarios::Scenario],
 ) -> Result<(), String> {
+    let flags = crate::provider::upstream::setup::Flags {
+        url: upstream,
+        key_env: upstream_key_env,
+        ca: None,
+    };
+    apply_cli_upstream(profile, pass_env, flags, scenarios)
+}
+
+/// [`apply_cli`] with every upstream flag (`--upstream-ca` too).
+pub fn apply_cli_upstream(
+    profile: &mut Profile,
+    pass_env: &[String],
+    flags: crate::provider::upstream::setup::Flags,
+    scenarios: &[crate::scenarios::Scenario],
+) -> Result<(), String> {
     use crate::provider::upstream::setup;
     for name in pass_env {
         crate::driver::env::check_pass_env(name)?;
@@ -105,7 +121,7 @@ pub fn apply_cli(
             .env
             .insert(name.clone(), format!("{{{{env:{name}}}}}"));
     }
-    profile.upstream = setup::merge(profile.upstream.take(), upstream, upstream_key_env)?;
+    profile.upstream = setup::merge(profile.upstream.take(), flags)?;
     setup::check(profile.upstream.as_ref(), pass_env, scenarios)
 }
 

@@ -15,6 +15,7 @@
 //! * [`Provider::recording`] snapshots what was recorded.
 
 pub mod context_window;
+pub mod cassette;
 pub mod recording;
 pub mod replies;
 pub mod rules;
@@ -231,6 +232,12 @@ impl Provider {
     /// A watch on the number of subagent calls received so far.
     pub fn subagent_calls(&self) -> tokio::sync::watch::Receiver<u64> {
         self.inner.subagent_calls()
+    }
+
+    /// The cassette entries of the relayed main calls, as they are recorded
+    /// (proxy mode with `record` set); read it after [`Provider::shutdown`].
+    pub fn tape(&self) -> cassette::TapeHandle {
+        cassette::TapeHandle(self.inner.relay_log())
     }
 
     /// A snapshot of everything recorded so far.

@@ -189,7 +189,17 @@ pub async fn serve_until(
     on_ready(provider.addr());
     stop.await;
     let requests = provider.request_count();
+    let tape = provider.tape();
     let rec = provider.shutdown().await;
+    // `--record FILE`: the relayed main calls as one cassette.
+    if let Some((file, up)) = args
+        .upstream
+        .as_ref()
+        .and_then(|u| Some((u.record.as_ref()?, u)))
+    {
+        tape.save(file, args.wire, &up.url, None)
+            .map_err(anyhow::Error::msg)?;
+    }
     Ok(ServeSummary {
         requests,
         main: rec.main_calls,

@@ -80,6 +80,8 @@ struct Shared {
     /// relays left.
     upstream: Option<Arc<super::upstream::Upstream>>,
     relays: Arc<super::upstream::RelayLog>,
+    /// Per responder rule: the cassette a `cassette` rule replays.
+    players: Vec<Option<Arc<super::cassette::Player>>>,
     cancel: CancellationToken,
     /// Main calls over this many bytes get the context-length error.
     context_window: Option<super::ContextWindow>,
@@ -107,7 +109,17 @@ impl Running {
                 )
             })?;
         let addr = listener.local_addr()?;
+        if let Some(up) = &config.upstream {
+            if up.points_at(addr).await {
+                anyhow::bail!(
+                    "upstream {} is this proxy's own address {addr}: every call would be \
+                     relayed to itself; give the real server's URL",
+                    up.base()
+                );
+            }
+        }
         let (main_tx, _) = watch::channel(0u64);
+        let players = load_players(&config.rules).map_err(anyhow::Error::msg)?;
         let rule_hits = config.rules.iter().map(|_| AtomicU64::new(0)).collect();
         let shared = Arc::new(Shared {
             wire: config.wire,
@@ -133,6 +145,7 @@ impl Running {
             conversations: Mutex::new(VecDeque::new()),
             upstream: config.upstream,
             relays: Default::default(),
+            players,
             cancel: CancellationToken::new(),
             context_window: config.context_window,
             first_main_bytes: std::sync::OnceLock::new(),
@@ -193,6 +206,11 @@ impl Running {
         }
     }
 
+    /// What the relays left (cassette entries recorded with `--record`).
+    pub(crate) fn relay_log(&self) -> Arc<super::upstream::RelayLog> {
+        self.shared.relays.clone()
+    }
+
     /// Total requests received (every route).
     pub(crate) fn request_count(&self) -> u64 {
         self.shared.seq.load(Ordering::SeqCst)
@@ -208,6 +226,31 @@ impl Running {
         }
         self.recording()
     }
+}
+
+/// The cassette of each `cassette` rule, loaded once (a file two rules name
+/// is one player: its entries are used once across both).
+fn load_players(rules: &[Rule]) -> Result<Vec<Option<Arc<super::cassette::Player>>>, String> {
+    let mut by_file: Vec<(std::path::PathBuf, Arc<super::cassette::Player>)> = Vec::new();
+    let mut out = Vec::with_capacity(rules.len());
+    for rule in rules {
+        let Reply::Cassette(c) = &rule.reply else {
+            out.push(None);
+            continue;
+        };
+        if let Some((_, p)) = by_file.iter().find(|(f, _)| *f == c.file) {
+            out.push(Some(p.clone()));
+            continue;
+        }
+        let cassette = super::cassette::load(&c.file)?;
+        let p = Arc::new(super::cassette::Player::new(
+            c.file.display().to_string(),
+            cassette,
+        ));
+        by_file.push((c.file.clone(), p.clone()));
+        out.push(Some(p));
+    }
+    Ok(out)
 }
 
 impl Drop for Running {
@@ -235,6 +278,79 @@ struct RequestHead {
 }
 
 impl Shared {
+    /// A request that came back to this proxy: 508, and the scenario is an
+    /// ERROR (the upstream leads back here).
+    fn refuse_loop(&self, head: RequestHead) -> Response {
+        let base = self.upstream.as_ref().map_or("", |u| u.base());
+        let message = format!(
+            "chaosrun: this request came back to the proxy that relayed it: upstream {base} \
+             leads back here (a relay loop)"
+        );
+        self.relays.error(message.clone());
+        self.push_other(head, "relay_loop", None);
+        self.wire.error_response(&ErrorInfo::new(508, message))
+    }
+
+    /// Cassettes: the call's match key when a `cassette` rule replays it or
+    /// `--record` records it, and what the recording starts from.
+    fn cassette_key(
+        &self,
+        reply: &Reply,
+        relayed: bool,
+        kind: CallKind,
+        main_index: Option<u64>,
+        parsed: &request::Parsed,
+    ) -> (
+        Option<super::cassette::MatchKey>,
+        Option<super::cassette::tape::TapeStart>,
+    ) {
+        let taped =
+            relayed && kind == CallKind::Main && self.upstream.as_ref().is_some_and(|u| u.tape);
+        if !taped && !matches!(reply, Reply::Cassette(_)) {
+            return (None, None);
+        }
+        let key = super::cassette::key_of(parsed.messages.last(), &self.nonce);
+        let tape = taped.then(|| super::cassette::tape::TapeStart {
+            main_index: main_index.unwrap_or(0),
+            key: key.clone(),
+            request: parsed.messages.clone(),
+            nonce: self.nonce.clone(),
+        });
+        (Some(key), tape)
+    }
+
+    /// The reply of a `cassette` rule (rule `i`) to main call `index`: the
+    /// matching entry's answer with the rule's fault, or, on a miss, a 500
+    /// naming the call (and the scenario is an ERROR).
+    fn replay(
+        &self,
+        i: usize,
+        c: &super::replies::CassetteReply,
+        index: u64,
+        key: &super::cassette::MatchKey,
+        ctx: &ReplyCtx<'_>,
+    ) -> super::replies::Planned {
+        use super::upstream::faults::RelayFault;
+        let Some(player) = self.players.get(i).and_then(Option::as_ref) else {
+            return c.plan_planned();
+        };
+        let plan = match (player.take(index, key), &c.fault) {
+            (Ok(_), Some(RelayFault::Error(e))) => e.plan(ctx),
+            (Ok(entry), fault) => {
+                let shape = fault.as_ref().map(RelayFault::shape).unwrap_or_default();
+                super::cassette::player::plan(&entry, &self.nonce, shape)
+            }
+            (Err(miss), _) => {
+                self.relays.error(miss.clone());
+                Plan::Error(ErrorInfo::new(500, format!("chaosrun: {miss}")))
+            }
+        };
+        super::replies::Planned {
+            plan,
+            issued: Vec::new(),
+        }
+    }
+
     fn head(
         &self,
         method: &Method,
@@ -496,6 +612,7 @@ fn parse_call(
     body: ReadBody,
     stream: Option<bool>,
     model: Option<String>,
+    forward: &Forward,
 ) -> Result<(RequestHead, request::Parsed, Option<Vec<u8>>), Response> {
     let wire = shared.wire;
     let Some(bytes) = body.bytes else {
@@ -506,6 +623,13 @@ fn parse_call(
         shared.push_other(head, "too_large", None);
         return Err(wire.error_response(&ErrorInfo::new(413, message)));
     };
+    if shared
+        .upstream
+        .as_ref()
+        .is_some_and(|u| u.is_loop(&forward.headers))
+    {
+        return Err(shared.refuse_loop(head));
+    }
     let parsed = request::parse(wire, &bytes, stream, model, &shared.nonce);
     // Never keep the raw body after parsing, unless it goes upstream.
     let upstream_body = shared.upstream.is_some().then_some(bytes);
@@ -549,7 +673,7 @@ async fn generate(
     forward: Forward,
 ) -> Response {
     let wire = shared.wire;
-    let (head, parsed, upstream_body) = match parse_call(&shared, head, body, stream, model) {
+    let (head, parsed, upstream_body) = match parse_call(&shared, head, body, stream, model, &forward) {
         Ok(call) => call,
         Err(resp) => return resp,
     };
@@ -575,6 +699,7 @@ async fn generate(
         (Some(_), _) if rule.is_none() => Some(None),
         _ => None,
     };
+    let (key, tape) = shared.cassette_key(reply, relayed.is_some(), kind, main_index, &parsed);
     // Responses: what this reply's conversation is, to continue it later.
     let history = (wire == Wire::OpenaiResponses).then(|| parsed.messages.clone());
     let path = head.path.clone();
@@ -604,7 +729,12 @@ async fn generate(
         tools: &shared.tools,
         call_id_prefix: &call_id_prefix,
     };
-    let planned = reply.plan(&ctx);
+    let planned = match (reply, picked, key) {
+        (Reply::Cassette(c), Some((i, _)), Some(key)) => {
+            shared.replay(i, c, main_index.unwrap_or(0), &key, &ctx)
+        }
+        _ => reply.plan(&ctx),
+    };
     if !planned.issued.is_empty() {
         shared.issued.lock().unwrap().extend(planned.issued);
     }
@@ -624,6 +754,7 @@ async fn generate(
             stream,
             ctx: &ctx,
             meta: &meta,
+            tape,
         };
         return super::upstream::relay(
             up,

@@ -84,9 +84,15 @@ impl Verdict {
         }
         // Proxy mode: an upstream that failed on its own is chaosrun's
         // failure to run the scenario, not the agent's.
+        // A replayed cassette that has no entry for a call is the same.
         if let Some(e) = obs.recording.upstream_errors.first() {
+            let what = if e.starts_with("cassette ") {
+                "the recorded session"
+            } else {
+                "the upstream"
+            };
             return Verdict::Error {
-                cause: format!("the upstream could not serve the scenario: {e}"),
+                cause: format!("{what} could not serve the scenario: {e}"),
             };
         }
         match crate::oracle::configuration_error(obs) {

@@ -580,7 +580,9 @@ pub async fn observe(
         }
         _ => StoreObservation::NotConfigured,
     };
+    let tape = provider.tape();
     obs.recording = provider.shutdown().await;
+    record_cassette(&shared.profile, scenario, &tape, &mut obs);
     // After the reap and the sweep: a lingering stdio relay was judged as a
     // survivor first; closing the socket now ends any that is left.
     if let Some(m) = mcp {
@@ -603,6 +605,22 @@ pub async fn observe(
     obs.events = d.events;
     obs.wall = (Instant::now() - start).as_secs_f64();
     obs
+}
+
+/// `--record DIR` (proxy mode): the scenario's relayed main calls, written as
+/// `DIR/<id>.jsonl`; a cassette that cannot be written makes it an ERROR.
+fn record_cassette(
+    profile: &crate::profile::Profile,
+    scenario: &Scenario,
+    tape: &crate::provider::cassette::TapeHandle,
+    obs: &mut Observation,
+) {
+    let Some(up) = &profile.upstream else { return };
+    let Some(dir) = &up.record else { return };
+    let path = crate::profile::cassettes::file_for(dir, &scenario.id);
+    if let Err(e) = tape.save(&path, profile.wire, &up.url, Some(&scenario.id)) {
+        obs.setup_error.get_or_insert(e);
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! The YAML form is internally tagged: `{kind: hang, seconds: 3600}`. An unknown
 //! kind is rejected by serde with the list of known kinds.
 
+pub mod cassette;
 pub mod drop_mid_stream;
 pub mod endless_text;
 pub mod error;
@@ -17,6 +18,7 @@ pub mod stall_mid_stream;
 pub mod text;
 pub mod tool_call;
 
+pub use cassette::CassetteReply;
 pub use drop_mid_stream::DropMidStream;
 pub use endless_text::EndlessText;
 pub use error::ErrorReply;
@@ -67,6 +69,7 @@ pub enum Reply {
     QuotaExhausted(QuotaExhausted),
     KeepaliveForever(KeepaliveForever),
     EndlessText(EndlessText),
+    Cassette(CassetteReply),
 }
 
 impl Reply {
@@ -84,6 +87,7 @@ impl Reply {
         "quota_exhausted",
         "keepalive_forever",
         "endless_text",
+        "cassette",
     ];
 
     /// The kind's name as written in YAML.
@@ -101,6 +105,7 @@ impl Reply {
             Reply::QuotaExhausted(_) => "quota_exhausted",
             Reply::KeepaliveForever(_) => "keepalive_forever",
             Reply::EndlessText(_) => "endless_text",
+            Reply::Cassette(_) => "cassette",
         }
     }
 
@@ -205,6 +210,7 @@ impl Reply {
             Reply::QuotaExhausted(r) => r.plan(),
             Reply::KeepaliveForever(r) => r.plan(),
             Reply::EndlessText(r) => r.plan(ctx),
+            Reply::Cassette(r) => r.plan(),
         };
         Planned {
             plan,

@@ -1,6 +1,8 @@
 //! The relaying body: the upstream's reply passed on event by event (SSE) or
 //! chunk by chunk, never held whole, with the fault's shape applied; records
-//! how the relay ended when the body is dropped.
+//! how the relay ended when the body is dropped. The upstream's silence
+//! inside the reply (`idle`), the reply's whole length (`reply`) and a reply
+//! still unfinished when the scenario ends are the upstream's failures.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -28,6 +30,12 @@ pub(super) struct Plan {
     pub failed: bool,
     /// For messages.
     pub upstream: String,
+    pub bounds: super::client::Bounds,
+    /// The relay slot, held until the body ends.
+    pub _slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// Recording this call: fed what the upstream sends, finished when it
+    /// has sent all of it.
+    pub tape: Option<crate::provider::cassette::tape::Tape>,
 }
 
 type Upstream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
@@ -45,10 +53,19 @@ struct Pump {
     rec: RelayRecord,
     log: Arc<RelayLog>,
     cancel: CancellationToken,
+    /// When the reply must have ended ([`super::client::Bounds::reply`]).
+    deadline: tokio::time::Instant,
 }
 
 impl Drop for Pump {
     fn drop(&mut self) {
+        // Recorded when the upstream sent its whole answer (its end read, or
+        // the answer complete when the agent hung up).
+        if let Some(tape) = self.plan.tape.take() {
+            if self.upstream_done || tape.complete() {
+                self.log.taped(tape.done());
+            }
+        }
         if self.rec.outcome.is_empty() {
             self.rec.outcome = "client_gone".into();
         }
@@ -113,14 +130,16 @@ impl Pump {
                 }
                 return Step::End;
             }
-            let next = tokio::select! {
-                n = self.upstream.next() => n,
-                _ = self.cancel.cancelled() => return Step::Cut("client_gone"),
+            let Some(next) = self.next_chunk().await else {
+                return Step::Cut("upstream_failed");
             };
             match next {
                 Some(Ok(chunk)) => {
+                    self.tape_chunk(&chunk);
                     if self.plan.sse {
-                        self.ready.extend(self.splitter.push(&chunk));
+                        let events = self.splitter.push(&chunk);
+                        self.tape_events(&events);
+                        self.ready.extend(events);
                     } else if self.plan.shape.cut_before_terminal {
                         self.ready.extend(self.held.replace(chunk));
                     } else {
@@ -132,17 +151,66 @@ impl Pump {
                         self.log.error(format!(
                             "upstream {} broke off its reply: {}",
                             self.plan.upstream,
-                            super::error_chain(&e)
+                            super::client::error_chain(&e)
                         ));
                     }
                     return Step::Cut("upstream_failed");
                 }
                 None => {
                     self.upstream_done = true;
-                    self.ready.extend(self.splitter.finish());
+                    let rest: Vec<Bytes> = self.splitter.finish().into_iter().collect();
+                    self.tape_events(&rest);
+                    self.ready.extend(rest);
                 }
             }
         }
+    }
+}
+
+impl Pump {
+    fn tape_chunk(&mut self, chunk: &Bytes) {
+        if let Some(t) = self
+            .plan
+            .tape
+            .as_mut()
+            .filter(|t| !(t.is_sse() && self.plan.sse))
+        {
+            t.chunk(chunk);
+        }
+    }
+
+    fn tape_events(&mut self, events: &[Bytes]) {
+        if let Some(t) = self
+            .plan
+            .tape
+            .as_mut()
+            .filter(|t| t.is_sse() && self.plan.sse)
+        {
+            events.iter().for_each(|e| t.event(e));
+        }
+    }
+
+    /// The upstream's next chunk within the bounds; `None` when a bound ran
+    /// out or the scenario ended first (recorded as the upstream's failure).
+    async fn next_chunk(&mut self) -> Option<Option<reqwest::Result<Bytes>>> {
+        let idle = self.plan.bounds.idle;
+        let secs = |d: Duration| crate::units::short(d.as_secs_f64());
+        let why = tokio::select! {
+            n = tokio::time::timeout(idle, self.upstream.next()) => match n {
+                Ok(n) => return Some(n),
+                Err(_) => format!("went silent for {} s inside its reply (upstream.idle_timeout)", secs(idle)),
+            },
+            _ = tokio::time::sleep_until(self.deadline) => format!(
+                "was still sending its reply after {} s (upstream.reply_timeout)",
+                secs(self.plan.bounds.reply)
+            ),
+            _ = self.cancel.cancelled() => "had not finished its reply when the scenario ended".into(),
+        };
+        if !self.plan.failed {
+            self.log
+                .error(format!("upstream {} {why}", self.plan.upstream));
+        }
+        None
     }
 }
 
@@ -154,6 +222,7 @@ pub(super) fn relay_body(
     log: Arc<RelayLog>,
     cancel: CancellationToken,
 ) -> Body {
+    let plan_reply = plan.bounds.reply;
     let pump = Pump {
         upstream: Box::pin(resp.bytes_stream()),
         upstream_done: false,
@@ -164,6 +233,7 @@ pub(super) fn relay_body(
         rec,
         log,
         cancel,
+        deadline: tokio::time::Instant::now() + plan_reply,
     };
     let stream = futures_util::stream::unfold(Some(pump), |state| async move {
         let mut pump = state?;

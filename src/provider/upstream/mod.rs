@@ -11,27 +11,45 @@
 //! `key_env` (the user must pass it with `--pass-env`), is sent only in the
 //! wire's auth header (`Authorization: Bearer`, `x-api-key`,
 //! `x-goog-api-key`), and is never recorded. The agent's own auth headers are
-//! not forwarded. A failed upstream (unreachable, 5xx, 401/403/404) when the
-//! rule does not replace the reply with an error is recorded in
+//! not forwarded. A failed upstream (unreachable, a certificate problem, 5xx,
+//! 401/403/404, no response head within `first_byte_timeout`, silent for
+//! `idle_timeout` inside a reply, a reply longer than `reply_timeout`, a relay
+//! loop) when the rule does not replace the reply with an error is recorded in
 //! [`RelayLog::errors`]: the scenario is an ERROR (chaosrun could not run it),
 //! not a FAIL of the agent.
+//!
+//! `https://` upstreams go through rustls with the Mozilla roots built in
+//! (see [`client`]); `ca` adds a private CA. At most [`RELAYS_IN_FLIGHT`]
+//! relayed calls are open at once per provider (the rest wait), and every
+//! relayed request carries this proxy's token in `x-chaosrun-relay`, so a
+//! request that comes back to the proxy that sent it is refused (508) instead
+//! of multiplying.
 
 mod body;
+pub mod client;
 pub mod faults;
 mod relay;
 pub mod setup;
 pub(crate) mod sse;
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
 
 use super::wire::Wire;
 pub use relay::RelayRecord;
 pub(crate) use relay::{relay, Call, RelayLog};
 
-/// How long the upstream may take to accept a connection.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Relayed calls open at once per provider; more wait for a slot.
+pub const RELAYS_IN_FLIGHT: usize = 64;
+/// The header that carries the tokens of the proxies a request went through.
+pub(crate) const LOOP_HEADER: &str = "x-chaosrun-relay";
+/// Proxies a request may pass through before it is taken for a loop.
+const MAX_HOPS: usize = 8;
 
 /// A profile's `upstream:` section.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -47,14 +65,54 @@ pub struct UpstreamSpec {
     /// Rewrite the request's model name to this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// A PEM file of extra CA certificates trusted for an `https://` upstream
+    /// (a private CA), on top of the built-in Mozilla roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<PathBuf>,
+    /// Seconds from sending a call to the upstream's response head (default
+    /// [`client::FIRST_BYTE_TIMEOUT`]).
+    #[serde(
+        default,
+        deserialize_with = "crate::units::opt_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub first_byte_timeout: Option<f64>,
+    /// Longest silence inside a relayed reply, in seconds (default
+    /// [`client::IDLE_TIMEOUT`]).
+    #[serde(
+        default,
+        deserialize_with = "crate::units::opt_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub idle_timeout: Option<f64>,
+    /// Longest relayed reply, head to end, in seconds (default
+    /// [`client::REPLY_TIMEOUT`]): an endless stream is the upstream's fault.
+    #[serde(
+        default,
+        deserialize_with = "crate::units::opt_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reply_timeout: Option<f64>,
+    /// Record relayed main calls as cassette entries (`--record`): the file
+    /// (`serve`) or directory (a table run, one file per scenario). Never
+    /// from a profile.
+    #[serde(skip)]
+    pub record: Option<PathBuf>,
 }
 
-/// A resolved upstream: where, with which key.
+/// A resolved upstream: where, with which key, within which bounds.
 pub struct Upstream {
     base: String,
     key: Option<String>,
     model: Option<String>,
     client: reqwest::Client,
+    bounds: client::Bounds,
+    /// This proxy's token in [`LOOP_HEADER`].
+    token: String,
+    /// Relay slots ([`RELAYS_IN_FLIGHT`]).
+    slots: Arc<Semaphore>,
+    /// Relayed main calls are recorded as cassette entries.
+    pub(crate) tape: bool,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -73,15 +131,15 @@ impl Upstream {
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Upstream, String> {
         let url = spec.url.trim_end_matches('/');
-        if url.starts_with("https://") {
-            return Err(format!(
-                "upstream {url}: this build speaks plain http to its upstream; put a local \
-                 TLS-terminating forwarder (or gateway) in front of an https server"
-            ));
-        }
-        let rest = url.strip_prefix("http://").ok_or_else(|| {
-            format!("upstream `{url}` is not an http:// URL (e.g. http://127.0.0.1:8080/v1)")
-        })?;
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"))
+            .ok_or_else(|| {
+                format!(
+                    "upstream `{url}` is not an http:// or https:// URL \
+                     (e.g. https://api.openai.com/v1)"
+                )
+            })?;
         if rest.is_empty() || rest.starts_with('/') {
             return Err(format!("upstream `{url}` has no host"));
         }
@@ -91,18 +149,65 @@ impl Upstream {
             })?),
             None => None,
         };
-        let client = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| format!("cannot build the upstream client: {e}"))?;
+        let secs = |v: Option<f64>, default: f64| Duration::from_secs_f64(v.unwrap_or(default));
+        let bounds = client::Bounds {
+            first_byte: secs(spec.first_byte_timeout, client::FIRST_BYTE_TIMEOUT),
+            idle: secs(spec.idle_timeout, client::IDLE_TIMEOUT),
+            reply: secs(spec.reply_timeout, client::REPLY_TIMEOUT),
+        };
+        if bounds.first_byte.is_zero() || bounds.idle.is_zero() || bounds.reply.is_zero() {
+            return Err(format!(
+                "upstream `{url}`: first_byte_timeout, idle_timeout and reply_timeout must be > 0"
+            ));
+        }
         Ok(Upstream {
             base: url.to_string(),
             key,
             model: spec.model.clone(),
-            client,
+            client: client::build(spec.ca.as_deref())?,
+            bounds,
+            token: format!("{:016x}", rand::random::<u64>()),
+            slots: Arc::new(Semaphore::new(RELAYS_IN_FLIGHT)),
+            tape: spec.record.is_some(),
         })
+    }
+
+    /// Whether this upstream's host and port resolve to `own`, the address
+    /// the proxy itself listens on (it would relay every call to itself).
+    pub(crate) async fn points_at(&self, own: SocketAddr) -> bool {
+        let Ok(parsed) = reqwest::Url::parse(&self.base) else {
+            return false;
+        };
+        let (Some(host), Some(port)) = (parsed.host_str(), parsed.port_or_known_default()) else {
+            return false;
+        };
+        if port != own.port() {
+            return false;
+        }
+        let target = format!("{host}:{port}");
+        drop(parsed);
+        match tokio::net::lookup_host(target).await {
+            Ok(mut addrs) => addrs.any(|a| a.ip() == own.ip() || a.ip().is_unspecified()),
+            Err(_) => false,
+        }
+    }
+
+    /// Whether a request with these [`LOOP_HEADER`] values came back through
+    /// this proxy (or went through too many).
+    pub(crate) fn is_loop(&self, headers: &axum::http::HeaderMap) -> bool {
+        let hops: Vec<&str> = headers
+            .get_all(LOOP_HEADER)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .collect();
+        hops.len() >= MAX_HOPS || hops.contains(&self.token.as_str())
+    }
+
+    /// The base URL (for messages).
+    pub(crate) fn base(&self) -> &str {
+        &self.base
     }
 
     /// The upstream URL for a request the agent sent to `path`: the wire's
@@ -163,9 +268,28 @@ impl Upstream {
                 Wire::Gemini => req.header("x-goog-api-key", key),
             };
         }
-        req.send()
-            .await
-            .map_err(|e| format!("upstream {} unreachable: {}", self.base, error_chain(&e)))
+        req = req.header(LOOP_HEADER, self.hops(call.headers));
+        match tokio::time::timeout(self.bounds.first_byte, req.send()).await {
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(e)) => Err(client::describe(&self.base, &e)),
+            Err(_) => Err(format!(
+                "upstream {} sent no response head within {} s (upstream.first_byte_timeout)",
+                self.base,
+                crate::units::short(self.bounds.first_byte.as_secs_f64())
+            )),
+        }
+    }
+
+    /// The incoming [`LOOP_HEADER`] tokens plus this proxy's own.
+    fn hops(&self, headers: &axum::http::HeaderMap) -> String {
+        let mut hops: Vec<&str> = headers
+            .get_all(LOOP_HEADER)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        hops.truncate(MAX_HOPS);
+        hops.push(&self.token);
+        hops.join(",")
     }
 }
 
@@ -176,17 +300,6 @@ fn gemini_model(path: &str, model: &str) -> String {
     };
     let end = path[start..].find(':').map_or(path.len(), |i| start + i);
     format!("{}{model}{}", &path[..start], &path[end..])
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        src = s.source();
-    }
-    out
 }
 
 /// Whether the agent's header goes upstream: not its credentials, not the
@@ -208,19 +321,21 @@ fn forwarded(name: &str) -> bool {
             | "upgrade"
             | "accept-encoding"
             | "proxy-authorization"
+            | LOOP_HEADER
     )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::HeaderMap;
 
     fn up(url: &str, model: Option<&str>) -> Upstream {
         Upstream::resolve(
             &UpstreamSpec {
                 url: url.into(),
-                key_env: None,
                 model: model.map(String::from),
+                ..UpstreamSpec::default()
             },
             |_| None,
         )
@@ -232,12 +347,19 @@ mod tests {
         let spec = |url: &str, key: Option<&str>| UpstreamSpec {
             url: url.into(),
             key_env: key.map(String::from),
-            model: None,
+            ..UpstreamSpec::default()
         };
-        let e = Upstream::resolve(&spec("https://api.x/v1", None), |_| None).unwrap_err();
-        assert!(e.contains("plain http"), "{e}");
+        assert!(Upstream::resolve(&spec("https://api.x/v1", None), |_| None).is_ok());
         let e = Upstream::resolve(&spec("ftp://x", None), |_| None).unwrap_err();
-        assert!(e.contains("not an http://"), "{e}");
+        assert!(e.contains("not an http:// or https://"), "{e}");
+        let e = Upstream::resolve(&spec("https:///v1", None), |_| None).unwrap_err();
+        assert!(e.contains("no host"), "{e}");
+        let zero = UpstreamSpec {
+            first_byte_timeout: Some(0.0),
+            ..spec("http://x", None)
+        };
+        let e = Upstream::resolve(&zero, |_| None).unwrap_err();
+        assert!(e.contains("must be > 0"), "{e}");
         let e = Upstream::resolve(&spec("http://x", Some("K")), |_| None).unwrap_err();
         assert!(e.contains("K is not set"), "{e}");
         let u = Upstream::resolve(&spec("http://x/", Some("K")), |_| Some("s3".into())).unwrap();
@@ -278,6 +400,35 @@ mod tests {
         );
         let u = up("http://h", None);
         assert_eq!(u.body(Wire::OpenaiChat, b"{}".to_vec()), b"{}");
+    }
+
+    #[tokio::test]
+    async fn an_upstream_at_the_proxys_own_address_is_seen() {
+        let own: SocketAddr = "127.0.0.1:4321".parse().unwrap();
+        assert!(up("http://127.0.0.1:4321/v1", None).points_at(own).await);
+        assert!(up("http://localhost:4321", None).points_at(own).await);
+        assert!(up("http://0.0.0.0:4321", None).points_at(own).await);
+        assert!(!up("http://127.0.0.1:4322", None).points_at(own).await);
+        let own443: SocketAddr = "127.0.0.1:443".parse().unwrap();
+        assert!(up("https://127.0.0.1", None).points_at(own443).await);
+    }
+
+    #[test]
+    fn a_request_that_went_through_this_proxy_is_a_loop() {
+        let a = up("http://h", None);
+        let b = up("http://h", None);
+        let mut h = axum::http::HeaderMap::new();
+        assert!(!a.is_loop(&h));
+        h.insert(LOOP_HEADER, a.hops(&HeaderMap::new()).parse().unwrap());
+        assert!(a.is_loop(&h) && !b.is_loop(&h));
+        // Through b and back to a.
+        let via_b = b.hops(&h);
+        let mut h2 = axum::http::HeaderMap::new();
+        h2.insert(LOOP_HEADER, via_b.parse().unwrap());
+        assert!(a.is_loop(&h2));
+        let many = ["x"; MAX_HOPS].join(",");
+        h2.insert(LOOP_HEADER, many.parse().unwrap());
+        assert!(b.is_loop(&h2));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::faults::RelayFault;
 use super::{body, Upstream};
+use crate::provider::cassette::tape::{Tape, TapeStart};
 use crate::provider::replies::{wait_or_cancel, ReplyCtx};
 use crate::provider::wire::{self, ErrorInfo, Meta, Wire};
 
@@ -17,6 +18,8 @@ use crate::provider::wire::{self, ErrorInfo, Meta, Wire};
 const RELAYS_KEEP: usize = 256;
 /// Upstream failures recorded per provider (the first ones).
 const ERRORS_KEEP: usize = 16;
+/// Cassette entries recorded per provider (the first ones).
+const TAPE_KEEP: usize = 1024;
 
 /// One relayed call, as recorded (never a header or a body byte).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -43,6 +46,8 @@ pub struct RelayRecord {
 pub(crate) struct RelayLog {
     pub relays: Mutex<Vec<RelayRecord>>,
     pub errors: Mutex<Vec<String>>,
+    /// Recorded main calls (`--record`), in order of completion.
+    pub tape: Mutex<Vec<crate::provider::cassette::Entry>>,
 }
 
 impl RelayLog {
@@ -53,7 +58,14 @@ impl RelayLog {
         }
     }
 
-    pub(super) fn error(&self, e: String) {
+    pub(super) fn taped(&self, e: crate::provider::cassette::Entry) {
+        let mut v = self.tape.lock().unwrap();
+        if v.len() < TAPE_KEEP {
+            v.push(e);
+        }
+    }
+
+    pub(crate) fn error(&self, e: String) {
         let mut v = self.errors.lock().unwrap();
         if v.len() < ERRORS_KEEP {
             v.push(e);
@@ -72,6 +84,8 @@ pub(crate) struct Call<'a> {
     /// For a reply rendered locally (a replacing error).
     pub ctx: &'a ReplyCtx<'a>,
     pub meta: &'a Meta,
+    /// Record this call (`--record`): what the server knows of it.
+    pub tape: Option<TapeStart>,
 }
 
 /// Whether an upstream status means chaosrun could not run the scenario (as
@@ -96,9 +110,20 @@ pub(crate) async fn relay(
         fault: fault_name,
         ..RelayRecord::default()
     };
-    let sent = tokio::select! {
-        r = up.send(wire, &call, body) => r,
-        _ = cancel.cancelled() => Err("the provider shut down before the upstream answered".into()),
+    // A slot for the whole relay (released when its body ends).
+    let slot = tokio::select! {
+        s = up.slots.clone().acquire_owned() => s.ok(),
+        _ = cancel.cancelled() => None,
+    };
+    let sent = match slot {
+        None => Err("the provider shut down before a relay slot was free".into()),
+        Some(_) => tokio::select! {
+            r = up.send(wire, &call, body) => r,
+            _ = cancel.cancelled() => Err(format!(
+                "upstream {} had sent no response head when the scenario ended",
+                up.base
+            )),
+        },
     };
     let resp = match sent {
         Ok(r) => r,
@@ -157,6 +182,9 @@ pub(crate) async fn relay(
             shape,
             failed: failed_status(status),
             upstream: up.base.clone(),
+            bounds: up.bounds,
+            _slot: slot,
+            tape: call.tape.map(|t| Tape::new(t, wire, status, sse)),
         },
         rec,
         log,

@@ -6,27 +6,41 @@ use super::{Upstream, UpstreamSpec};
 use crate::provider::Reply;
 use crate::scenarios::Scenario;
 
+/// The command line's upstream flags.
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    /// `--upstream URL`
+    pub url: Option<String>,
+    /// `--upstream-key-env NAME`
+    pub key_env: Option<String>,
+    /// `--upstream-ca FILE`
+    pub ca: Option<std::path::PathBuf>,
+}
+
 /// The upstream a run uses: `--upstream URL` wins over the profile's `url`,
-/// `--upstream-key-env NAME` over its `key_env`.
-pub fn merge(
-    profile: Option<UpstreamSpec>,
-    url: Option<String>,
-    key_env: Option<String>,
-) -> Result<Option<UpstreamSpec>, String> {
-    let mut spec = match (profile, url) {
+/// `--upstream-key-env NAME` over its `key_env`, `--upstream-ca FILE` over
+/// its `ca`.
+pub fn merge(profile: Option<UpstreamSpec>, flags: Flags) -> Result<Option<UpstreamSpec>, String> {
+    let mut spec = match (profile, flags.url) {
         (p, Some(url)) => UpstreamSpec {
             url,
             ..p.unwrap_or_default()
         },
         (Some(p), None) => p,
-        (None, None) if key_env.is_some() => return Err(
-            "--upstream-key-env needs an upstream (--upstream URL or the profile's `upstream:`)"
-                .into(),
-        ),
+        (None, None) if flags.key_env.is_some() || flags.ca.is_some() => {
+            return Err(
+                "--upstream-key-env and --upstream-ca need an upstream (--upstream URL or the \
+             profile's `upstream:`)"
+                    .into(),
+            )
+        }
         (None, None) => return Ok(None),
     };
-    if key_env.is_some() {
-        spec.key_env = key_env;
+    if flags.key_env.is_some() {
+        spec.key_env = flags.key_env;
+    }
+    if flags.ca.is_some() {
+        spec.ca = flags.ca;
     }
     Ok(Some(spec))
 }
@@ -71,18 +85,30 @@ mod tests {
             url: "http://a".into(),
             key_env: Some("A".into()),
             model: Some("m".into()),
+            ca: Some("p.pem".into()),
+            ..UpstreamSpec::default()
         };
-        let s = merge(Some(p.clone()), Some("http://b".into()), None)
+        let flags = |url: Option<&str>, key: Option<&str>, ca: Option<&str>| Flags {
+            url: url.map(String::from),
+            key_env: key.map(String::from),
+            ca: ca.map(Into::into),
+        };
+        let s = merge(Some(p.clone()), flags(Some("http://b"), None, None))
             .unwrap()
             .unwrap();
         assert_eq!(
             (s.url.as_str(), s.key_env.as_deref(), s.model.as_deref()),
             ("http://b", Some("A"), Some("m"))
         );
-        let s = merge(Some(p), None, Some("B".into())).unwrap().unwrap();
+        assert_eq!(s.ca.as_deref(), Some(std::path::Path::new("p.pem")));
+        let s = merge(Some(p), flags(None, Some("B"), Some("f.pem")))
+            .unwrap()
+            .unwrap();
         assert_eq!(s.key_env.as_deref(), Some("B"));
-        assert_eq!(merge(None, None, None).unwrap(), None);
-        assert!(merge(None, None, Some("B".into())).is_err());
+        assert_eq!(s.ca.as_deref(), Some(std::path::Path::new("f.pem")));
+        assert_eq!(merge(None, Flags::default()).unwrap(), None);
+        assert!(merge(None, flags(None, Some("B"), None)).is_err());
+        assert!(merge(None, flags(None, None, Some("c.pem"))).is_err());
     }
 
     #[test]
@@ -90,7 +116,7 @@ mod tests {
         let s = UpstreamSpec {
             url: "http://127.0.0.1:9".into(),
             key_env: Some("PATH".into()),
-            model: None,
+            ..UpstreamSpec::default()
         };
         let e = check(Some(&s), &[], &[]).unwrap_err();
         assert!(e.contains("--pass-env PATH"), "{e}");

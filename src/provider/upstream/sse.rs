@@ -64,7 +64,7 @@ fn boundary(buf: &[u8], from: usize) -> Option<usize> {
 }
 
 /// An event's `event:` name and its `data:` lines joined.
-fn fields(event: &[u8]) -> (String, String) {
+pub(crate) fn fields(event: &[u8]) -> (String, String) {
     let text = String::from_utf8_lossy(event);
     let mut name = String::new();
     let mut data = String::new();

@@ -1,0 +1,108 @@
+//! A table run's `--record DIR` and `--replay DIR` (see
+//! [`crate::provider::cassette`]): recording needs proxy mode and writes one
+//! cassette per scenario, `DIR/<id>.jsonl`; replaying turns every selected
+//! scenario's `relay` rules into `{kind: cassette, file: DIR/<id>.jsonl}`
+//! (same fault) and, unless a rule already answers every call, adds a last
+//! such rule for the calls no rule matches (its own rules answer first). Every cassette a run will read
+//! is loaded here, so a malformed one is a usage error (exit 2) naming
+//! `FILE:LINE` before anything runs.
+
+use std::path::{Path, PathBuf};
+
+use super::Profile;
+use crate::provider::replies::CassetteReply;
+use crate::provider::{cassette, Reply, Rule};
+use crate::scenarios::Scenario;
+
+/// The cassette file of scenario `id` in `dir`.
+pub fn file_for(dir: &Path, id: &str) -> PathBuf {
+    let safe: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    dir.join(format!("{safe}.jsonl"))
+}
+
+/// `--record DIR` (after the upstream is merged into `profile`).
+pub fn record(profile: &mut Profile, dir: Option<PathBuf>) -> Result<(), String> {
+    let Some(dir) = dir else { return Ok(()) };
+    let Some(up) = profile.upstream.as_mut() else {
+        return Err(
+            "--record writes what an upstream answers: give --upstream URL \
+                    (or the profile's `upstream:`)"
+                .into(),
+        );
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("--record {}: {e}", dir.display()))?;
+    up.record = Some(dir);
+    Ok(())
+}
+
+/// `--replay DIR` (before the upstream check): each scenario's `relay` rules
+/// replay its cassette (with their fault), and a last rule answers every
+/// other main call from it. Then every cassette the run reads is loaded.
+pub fn replay(scenarios: &mut [Scenario], dir: Option<&Path>) -> Result<(), String> {
+    if let Some(dir) = dir {
+        for s in scenarios.iter_mut() {
+            let file = file_for(dir, &s.id);
+            if !file.is_file() {
+                return Err(format!(
+                    "--replay {}: no cassette for scenario `{}` ({} is not a file; record it \
+                     with --record)",
+                    dir.display(),
+                    s.id,
+                    file.display()
+                ));
+            }
+            for r in &mut s.responder {
+                if let Reply::Relay(relay) = &r.reply {
+                    let fault = relay.fault.clone();
+                    r.reply = Reply::Cassette(CassetteReply {
+                        file: file.clone(),
+                        fault,
+                    });
+                }
+            }
+            // Not when a rule already answers every call (the oracle reports
+            // a rule that never answered).
+            let catch_all = s
+                .responder
+                .iter()
+                .any(|r| r.when == Default::default() && r.wait_for.is_none());
+            if !catch_all {
+                s.responder.push(Rule {
+                    when: Default::default(),
+                    wait_for: None,
+                    reply: Reply::Cassette(CassetteReply { file, fault: None }),
+                });
+            }
+        }
+    }
+    for s in scenarios.iter() {
+        for r in &s.responder {
+            if let Reply::Cassette(c) = &r.reply {
+                cassette::load(&c.file).map_err(|e| format!("scenario `{}`: {e}", s.id))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_become_safe_file_names() {
+        assert_eq!(
+            file_for(Path::new("d"), "a/b c"),
+            Path::new("d").join("a_b_c.jsonl")
+        );
+    }
+}

@@ -1,0 +1,331 @@
+//! Cassettes: a recorded session a person can read and edit, replayed without
+//! a network on any wire.
+//!
+//! A cassette is a JSON-lines file. Line 1 is the header
+//! (`{"cassette":1,"wire":"openai-chat","upstream":"https://…"}`); every other
+//! line is one relayed main call, in order ([`Entry`]): the request in the one
+//! message model, the `match` key replay uses (the last message's role and
+//! text: the last user message or tool result), and the upstream's answer as
+//! wire-neutral events ([`Recorded`]: text and reasoning chunks with their
+//! offsets in seconds from the response head, tool calls with arguments, the
+//! finish with usage) or the error status it answered. The scenario's nonce
+//! is written as `{{nonce}}` and put back on replay. Credentials are never in
+//! it (only the one message model and the answer are kept), and every text is
+//! bounded ([`TEXT_CAP`], [`EVENTS_CAP`]).
+//!
+//! Owns the format, loading (a malformed line is `FILE:LINE: what`), writing,
+//! the match rule ([`Player`]) and turning an entry back into reply beats.
+//! [`decode`] reads an upstream's reply into events, [`tape`] records relays.
+
+pub mod decode;
+pub mod player;
+pub mod tape;
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::recording::WireMessage;
+
+pub use player::Player;
+
+/// The format version written in the header.
+pub const VERSION: u64 = 1;
+/// The most characters of one recorded text (chunk, arguments, message).
+pub const TEXT_CAP: usize = 64 * 1024;
+/// The most events recorded for one answer (the rest are left out and the
+/// entry is marked `truncated`).
+pub const EVENTS_CAP: usize = 4096;
+/// The largest cassette file read.
+pub const FILE_CAP: u64 = 64 << 20;
+
+/// Line 1 of a cassette.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Header {
+    /// [`VERSION`].
+    pub cassette: u64,
+    /// The wire it was recorded on (replay works on every wire).
+    pub wire: super::Wire,
+    /// The upstream it was recorded from, without credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+    /// What was recorded (a scenario id), for a reader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<String>,
+}
+
+/// What a replayed call is matched on: its last message.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatchKey {
+    /// `user` or `tool` (or whatever role the last message had).
+    pub role: String,
+    /// Its text, whitespace-collapsed, nonce as `{{nonce}}`; absent (delete it
+    /// by hand) = match whatever text comes at this position.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+/// One recorded main call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    /// Its main-call index when it was recorded.
+    pub call: u64,
+    #[serde(rename = "match")]
+    pub key: MatchKey,
+    /// The upstream's status (200 for an answer).
+    pub status: u16,
+    /// The answer (status 200).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<Recorded>,
+    /// The error message (any other status).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Some text or events were left out to stay in bounds.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    /// The request in the one message model (for a reader; replay matches on
+    /// `match` only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request: Vec<WireMessage>,
+}
+
+/// One wire-neutral event of a recorded answer; `at` is seconds from the
+/// response head.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Recorded {
+    Text {
+        #[serde(deserialize_with = "crate::units::seconds")]
+        at: f64,
+        text: String,
+    },
+    Reasoning {
+        #[serde(deserialize_with = "crate::units::seconds")]
+        at: f64,
+        text: String,
+    },
+    ToolCall {
+        #[serde(deserialize_with = "crate::units::seconds")]
+        at: f64,
+        id: String,
+        name: String,
+        /// The arguments, a JSON text.
+        arguments: String,
+    },
+    Finish {
+        #[serde(deserialize_with = "crate::units::seconds")]
+        at: f64,
+        /// In OpenAI Chat terms: `stop`, `tool_calls`, `length`.
+        reason: String,
+        #[serde(default)]
+        input_tokens: u64,
+        #[serde(default)]
+        output_tokens: u64,
+    },
+}
+
+impl Recorded {
+    /// Seconds from the response head.
+    pub fn at(&self) -> f64 {
+        match self {
+            Recorded::Text { at, .. }
+            | Recorded::Reasoning { at, .. }
+            | Recorded::ToolCall { at, .. }
+            | Recorded::Finish { at, .. } => *at,
+        }
+    }
+}
+
+/// A loaded cassette.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cassette {
+    pub header: Header,
+    pub entries: Vec<Entry>,
+}
+
+/// `text` with `nonce` written as `{{nonce}}` (recording).
+pub(crate) fn hide_nonce(text: &str, nonce: &str) -> String {
+    if nonce.is_empty() {
+        text.to_string()
+    } else {
+        text.replace(nonce, "{{nonce}}")
+    }
+}
+
+/// The match key of a request whose last message is `last`.
+pub(crate) fn key_of(last: Option<&WireMessage>, nonce: &str) -> MatchKey {
+    let Some(m) = last else {
+        return MatchKey::default();
+    };
+    let text: Vec<&str> = m.content.split_whitespace().collect();
+    MatchKey {
+        role: m.role.clone(),
+        text: Some(hide_nonce(&text.join(" "), nonce)),
+    }
+}
+
+/// Load and check a cassette; the error is `FILE:LINE: what`.
+pub fn load(path: &Path) -> Result<Cassette, String> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("{shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{shown}: a cassette must be a regular file"));
+    }
+    if meta.len() > FILE_CAP {
+        return Err(format!(
+            "{shown}: {} bytes is over the {FILE_CAP}-byte limit of a cassette",
+            meta.len()
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: {e}"))?;
+    parse(&text, &shown.to_string())
+}
+
+/// Parse cassette text (see [`load`]).
+pub fn parse(text: &str, name: &str) -> Result<Cassette, String> {
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    let (n, first) = lines
+        .next()
+        .ok_or_else(|| format!("{name}:1: empty: a cassette starts with its header line"))?;
+    let header: Header = serde_json::from_str(first)
+        .map_err(|e| format!("{name}:{}: not a cassette header: {e}", n + 1))?;
+    if header.cassette != VERSION {
+        return Err(format!(
+            "{name}:{}: cassette version {} (this chaosrun reads {VERSION})",
+            n + 1,
+            header.cassette
+        ));
+    }
+    let mut entries = Vec::new();
+    for (n, line) in lines {
+        let entry: Entry =
+            serde_json::from_str(line).map_err(|e| format!("{name}:{}: {e}", n + 1))?;
+        entries.push(entry);
+    }
+    Ok(Cassette { header, entries })
+}
+
+/// Write `cassette` to `path` (replacing it), one JSON object per line.
+pub fn save(path: &Path, cassette: &Cassette) -> std::io::Result<()> {
+    let mut out = serde_json::to_string(&cassette.header)?;
+    out.push('\n');
+    for e in &cassette.entries {
+        out.push_str(&serde_json::to_string(e)?);
+        out.push('\n');
+    }
+    let tmp = path.with_extension("jsonl.part");
+    std::fs::write(&tmp, out)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// The entries a provider recorded (see [`crate::provider::Provider::tape`]).
+pub struct TapeHandle(pub(crate) std::sync::Arc<crate::provider::upstream::RelayLog>);
+
+impl TapeHandle {
+    /// The recorded entries, in main-call order.
+    pub fn entries(&self) -> Vec<Entry> {
+        let mut v = self.0.tape.lock().unwrap().clone();
+        v.sort_by_key(|e| e.call);
+        v
+    }
+
+    /// Write them as a cassette at `path`.
+    pub fn save(
+        &self,
+        path: &Path,
+        wire: super::Wire,
+        upstream: &str,
+        scenario: Option<&str>,
+    ) -> Result<(), String> {
+        let cassette = Cassette {
+            header: Header {
+                cassette: VERSION,
+                wire,
+                upstream: Some(strip_credentials(upstream)),
+                scenario: scenario.map(String::from),
+            },
+            entries: self.entries(),
+        };
+        save(path, &cassette).map_err(|e| format!("cannot write cassette {}: {e}", path.display()))
+    }
+}
+
+/// `url` without `user:password@`.
+pub(crate) fn strip_credentials(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string().trim_end_matches('/').to_string()
+        }
+        _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"{"cassette":1,"wire":"anthropic"}
+{"call":0,"match":{"role":"user","text":"hi {{nonce}}"},"status":200,"events":[{"type":"text","at":0.1,"text":"he"},{"type":"tool_call","at":0.2,"id":"c1","name":"shell","arguments":"{}"},{"type":"finish","at":0.3,"reason":"tool_calls"}]}
+
+{"call":1,"match":{"role":"tool"},"status":429,"error":"slow down"}
+"#;
+
+    #[test]
+    fn parses_and_round_trips() {
+        let c = parse(GOOD, "c.jsonl").unwrap();
+        assert_eq!(c.header.wire, super::super::Wire::Anthropic);
+        assert_eq!(c.entries.len(), 2);
+        assert_eq!(c.entries[1].key.text, None);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.jsonl");
+        save(&p, &c).unwrap();
+        assert_eq!(load(&p).unwrap(), c);
+    }
+
+    #[test]
+    fn a_malformed_line_names_file_and_line() {
+        let bad = GOOD.replace("\"status\":429", "\"status\":\"x\"");
+        let e = parse(&bad, "c.jsonl").unwrap_err();
+        assert!(e.starts_with("c.jsonl:4: "), "{e}");
+        let e = parse("{\"cassette\":2,\"wire\":\"gemini\"}\n", "c.jsonl").unwrap_err();
+        assert!(e.starts_with("c.jsonl:1: cassette version 2"), "{e}");
+        let e = parse("", "c.jsonl").unwrap_err();
+        assert!(e.contains("empty"), "{e}");
+        let neg = GOOD.replace("\"at\":0.1", "\"at\":-1");
+        let e = parse(&neg, "c.jsonl").unwrap_err();
+        assert!(e.starts_with("c.jsonl:2: "), "{e}");
+    }
+
+    #[test]
+    fn keys_collapse_whitespace_and_hide_the_nonce() {
+        let m = WireMessage {
+            role: "tool".into(),
+            content: " out  N123\nend ".into(),
+            content_chars: 0,
+            tool_call_id: None,
+            tool_calls: vec![],
+            reasoning: String::new(),
+            reasoning_chars: 0,
+        };
+        let k = key_of(Some(&m), "N123");
+        assert_eq!(k.text.as_deref(), Some("out {{nonce}} end"));
+        assert_eq!(k.role, "tool");
+    }
+
+    #[test]
+    fn url_credentials_are_stripped() {
+        assert_eq!(
+            strip_credentials("https://u:p@h.example/v1"),
+            "https://h.example/v1"
+        );
+        assert_eq!(strip_credentials("http://h/v1"), "http://h/v1");
+    }
+}

@@ -1,0 +1,292 @@
+//! Replaying a cassette: which entry answers a main call, and the reply plan
+//! it becomes on whatever wire is served.
+//!
+//! The match rule: each entry answers at most once. A call takes the next
+//! unused entry (by position) when that entry's `match` key equals the call's
+//! (the last message's role and its whitespace-collapsed text, nonce as
+//! `{{nonce}}`; an entry without `text` matches any text of that role);
+//! otherwise the first unused entry further on whose key equals it (a skipped
+//! call); otherwise the last used entry whose key equals it (the agent sent
+//! the same request again, e.g. a retry after a fault: it gets the same
+//! recorded answer). No such entry is a miss: the call gets a 500 naming it
+//! and the scenario is an ERROR (the cassette did not cover the
+//! conversation). A row's rule placed before the cassette rule answers its
+//! calls first, and those calls use no entry.
+
+use std::sync::Mutex;
+
+use super::{Cassette, Entry, MatchKey, Recorded};
+use crate::provider::replies::{secs, Beat, Plan};
+use crate::provider::upstream::faults::Shape;
+use crate::provider::wire::{ErrorInfo, Event, Usage};
+
+/// A cassette being replayed by one provider.
+#[derive(Debug)]
+pub struct Player {
+    /// Where it was loaded from (for messages).
+    pub file: String,
+    cassette: Cassette,
+    used: Mutex<Vec<bool>>,
+}
+
+fn matches(entry: &MatchKey, call: &MatchKey) -> bool {
+    entry.role == call.role
+        && entry
+            .text
+            .as_ref()
+            .is_none_or(|t| Some(t) == call.text.as_ref())
+}
+
+impl Player {
+    pub fn new(file: String, cassette: Cassette) -> Player {
+        let used = Mutex::new(vec![false; cassette.entries.len()]);
+        Player {
+            file,
+            cassette,
+            used,
+        }
+    }
+
+    /// The entry for a call whose match key is `key`, or why there is none.
+    pub(crate) fn take(&self, main_index: u64, key: &MatchKey) -> Result<Entry, String> {
+        let mut used = self.used.lock().unwrap();
+        let next = used.iter().position(|u| !u);
+        let fits = |i: &usize| matches(&self.cassette.entries[*i].key, key);
+        let hit = next
+            .filter(fits)
+            .or_else(|| (0..used.len()).filter(|i| !used[*i]).find(fits))
+            .or_else(|| (0..used.len()).filter(|i| used[*i]).rfind(fits));
+        match hit {
+            Some(i) => {
+                used[i] = true;
+                Ok(self.cassette.entries[i].clone())
+            }
+            None => {
+                let text: String = key
+                    .text
+                    .as_deref()
+                    .unwrap_or("")
+                    .chars()
+                    .take(120)
+                    .collect();
+                Err(format!(
+                    "cassette {}: no entry for main call {main_index} (last message {}: {text:?}; \
+                     {} of {} entries left)",
+                    self.file,
+                    key.role,
+                    used.iter().filter(|u| !**u).count(),
+                    used.len()
+                ))
+            }
+        }
+    }
+}
+
+/// The beats of one text-like event with the nonce put back.
+fn emit(ev: &Recorded, nonce: &str, index: &mut usize, out: &mut Vec<Beat>) {
+    let put = |s: &str| s.replace("{{nonce}}", nonce);
+    match ev {
+        Recorded::Text { text, .. } => out.push(Beat::Emit(Event::TextDelta(put(text)))),
+        Recorded::Reasoning { text, .. } => out.push(Beat::Emit(Event::ReasoningDelta(put(text)))),
+        Recorded::ToolCall {
+            id,
+            name,
+            arguments,
+            ..
+        } => {
+            let i = *index;
+            *index += 1;
+            out.push(Beat::Emit(Event::ToolCallStart {
+                index: i,
+                id: id.clone(),
+                name: name.clone(),
+            }));
+            out.push(Beat::Emit(Event::ToolArgsDelta {
+                index: i,
+                text: put(arguments),
+            }));
+            out.push(Beat::Emit(Event::ToolCallEnd { index: i }));
+        }
+        Recorded::Finish {
+            reason,
+            input_tokens,
+            output_tokens,
+            ..
+        } => out.push(Beat::Emit(Event::Finish {
+            reason: reason.clone(),
+            usage: Usage {
+                prompt_tokens: *input_tokens,
+                completion_tokens: *output_tokens,
+            },
+        })),
+    }
+}
+
+/// The reply plan of `entry`, paced by its recorded offsets, with `shape` (a
+/// relay fault's) applied: a delay before the first event, a stall after N
+/// events (the socket held silent, then cut), the finish left out and the
+/// body cut, or the whole answer and then no end.
+pub(crate) fn plan(entry: &Entry, nonce: &str, shape: Shape) -> Plan {
+    if entry.status != 200 {
+        let message = entry
+            .error
+            .clone()
+            .unwrap_or_else(|| format!("chaosrun: recorded upstream answer {}", entry.status));
+        return Plan::Error(ErrorInfo::new(entry.status, message));
+    }
+    let mut beats = vec![Beat::Wait(shape.first_byte_delay), Beat::Emit(Event::Start)];
+    let (mut at, mut index, mut emitted) = (0.0, 0usize, 1usize);
+    for ev in &entry.events {
+        if shape.cut_before_terminal && matches!(ev, Recorded::Finish { .. }) {
+            beats.push(Beat::Flush);
+            beats.push(Beat::Cut);
+            return Plan::Beats(beats);
+        }
+        if ev.at() > at {
+            beats.push(Beat::Wait(secs(ev.at() - at)));
+            at = ev.at();
+        }
+        if let Some((k, hold)) = shape.stall_after {
+            if emitted >= k {
+                beats.extend([Beat::Flush, Beat::Wait(hold), Beat::Cut]);
+                return Plan::Beats(beats);
+            }
+        }
+        emit(ev, nonce, &mut index, &mut beats);
+        emitted += 1;
+    }
+    if shape.cut_before_terminal {
+        beats.extend([Beat::Flush, Beat::Cut]);
+    } else if let Some(hold) = shape.hold_at_end.or(shape.stall_after.map(|(_, h)| h)) {
+        beats.extend([Beat::Flush, Beat::Wait(hold), Beat::Cut]);
+    }
+    Plan::Beats(beats)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn entry(role: &str, text: Option<&str>) -> Entry {
+        Entry {
+            call: 0,
+            key: MatchKey {
+                role: role.into(),
+                text: text.map(String::from),
+            },
+            status: 200,
+            events: vec![
+                Recorded::Text {
+                    at: 0.0,
+                    text: "a {{nonce}}".into(),
+                },
+                Recorded::Text {
+                    at: 0.5,
+                    text: "b".into(),
+                },
+                Recorded::Finish {
+                    at: 0.5,
+                    reason: "stop".into(),
+                    input_tokens: 1,
+                    output_tokens: 1,
+                },
+            ],
+            error: None,
+            truncated: false,
+            request: vec![],
+        }
+    }
+
+    fn key(role: &str, text: &str) -> MatchKey {
+        MatchKey {
+            role: role.into(),
+            text: Some(text.into()),
+        }
+    }
+
+    fn player(entries: Vec<Entry>) -> Player {
+        let header = super::super::Header {
+            cassette: 1,
+            wire: crate::provider::Wire::OpenaiChat,
+            upstream: None,
+            scenario: None,
+        };
+        Player::new("c.jsonl".into(), Cassette { header, entries })
+    }
+
+    #[test]
+    fn position_then_content_then_miss() {
+        let p = player(vec![
+            entry("user", Some("go")),
+            entry("tool", None),
+            entry("tool", Some("done")),
+        ]);
+        assert_eq!(p.take(0, &key("user", "go")).unwrap().key.role, "user");
+        // A retry of call 0 (same content) after it was used: the same entry.
+        assert_eq!(
+            p.take(1, &key("user", "go")).unwrap().key.text.as_deref(),
+            Some("go")
+        );
+        // Entry 1 has no text: any tool result at this position.
+        assert!(p
+            .take(2, &key("tool", "whatever"))
+            .unwrap()
+            .key
+            .text
+            .is_none());
+        let e = p.take(3, &key("user", "never recorded")).unwrap_err();
+        assert!(
+            e.contains("no entry for main call 3") && e.contains("1 of 3"),
+            "{e}"
+        );
+        assert!(p.take(4, &key("tool", "done")).is_ok());
+    }
+
+    #[test]
+    fn content_finds_a_later_entry() {
+        let p = player(vec![entry("user", Some("a")), entry("user", Some("b"))]);
+        assert!(p.take(0, &key("user", "b")).is_ok());
+        assert!(p.take(1, &key("user", "a")).is_ok());
+    }
+
+    fn emits(plan: &Plan) -> usize {
+        match plan {
+            Plan::Beats(b) => b.iter().filter(|b| matches!(b, Beat::Emit(_))).count(),
+            _ => 0,
+        }
+    }
+
+    #[test]
+    fn plans_pace_and_take_each_fault_shape() {
+        let e = entry("user", None);
+        let plan = super::plan(&e, "N1", Shape::default());
+        let Plan::Beats(beats) = &plan else { panic!() };
+        assert!(beats.contains(&Beat::Emit(Event::TextDelta("a N1".into()))));
+        assert!(beats.contains(&Beat::Wait(Duration::from_millis(500))));
+        assert_eq!(emits(&plan), 4);
+        assert!(!beats.contains(&Beat::Cut));
+        let stall = Shape {
+            stall_after: Some((2, Duration::from_secs(9))),
+            ..Shape::default()
+        };
+        let plan = super::plan(&e, "N1", stall);
+        let Plan::Beats(beats) = &plan else { panic!() };
+        assert_eq!(emits(&plan), 2);
+        assert_eq!(
+            &beats[beats.len() - 2..],
+            &[Beat::Wait(Duration::from_secs(9)), Beat::Cut]
+        );
+        let cut = Shape {
+            cut_before_terminal: true,
+            ..Shape::default()
+        };
+        let plan = super::plan(&e, "N1", cut);
+        assert_eq!(emits(&plan), 3);
+        let mut err = entry("user", None);
+        err.status = 429;
+        assert!(
+            matches!(super::plan(&err, "", Shape::default()), Plan::Error(e) if e.status == 429)
+        );
+    }
+}
