@@ -5,6 +5,7 @@
 
 mod calls;
 mod exercised;
+mod giveup;
 mod history;
 mod hygiene;
 mod mcp;
@@ -142,6 +143,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
         return out;
     }
     let mut out = termination::check(s, obs);
+    out.extend(giveup::check(s, obs));
     out.extend(mcp::cancellation(s, obs));
     out.extend(calls::check(s, obs));
     out.extend(mcp::calls(s, obs));
