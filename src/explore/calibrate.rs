@@ -1,8 +1,10 @@
 //! Calibrated deadlines: before searching, explore runs a few healthy trials
 //! (the longest script, no fault) and measures the agent's slowest turn and
-//! boot; every trial's deadlines are then a documented function of those and
-//! of the trial's own faults ([`Calibration::deadlines`]), so a hang is
-//! confirmed and shrunk in seconds rather than at the table's 90 s default.
+//! boot, and from the turn its own time per model call (the turn less the
+//! script's tool time, per call); every trial's deadlines are then a
+//! documented function of those and of the trial's own script and faults
+//! ([`Calibration::deadlines`]), so a hang is confirmed and shrunk in seconds
+//! rather than at the table's 90 s default.
 //! Pure except for [`Calibration::measure`], which reads finished runs.
 
 use crate::observe::Event;
@@ -27,6 +29,9 @@ pub const BACKOFF_ALLOWANCE: f64 = 2.0;
 pub struct Calibration {
     /// The slowest healthy faulted turn, `turn_start` to `turn_end`, seconds.
     pub turn: f64,
+    /// The agent's own seconds per model call in that turn: (turn − the
+    /// script's tool time, a parallel batch counted once) / its calls.
+    pub per_call: f64,
     /// The slowest healthy boot, spawn to `ready`, seconds.
     pub boot: f64,
     pub scale: f64,
@@ -61,8 +66,10 @@ fn round_up(v: f64) -> f64 {
 impl Calibration {
     /// The deadlines of `t`, each × `scale`:
     ///
-    /// - turn  = max(FLOOR, MARGIN × slowest healthy turn + Σ over the
-    ///   trial's faulted calls of [`fault_allowance`] + its stop's seconds)
+    /// - turn  = max(FLOOR, MARGIN × (per_call × the trial's calls + its
+    ///   tool seconds, every call of a batch counted + 4 × its answer's chunk
+    ///   gap) + Σ over its faulted calls of [`fault_allowance`] + its stop's
+    ///   seconds)
     /// - boot  = max(FLOOR, MARGIN × slowest healthy boot)
     /// - probe = max(FLOOR, MARGIN × (slowest healthy turn + boot)) (a
     ///   killed agent boots again before it answers the probe)
@@ -72,6 +79,7 @@ impl Calibration {
     pub fn deadlines(&self, t: &Trial) -> TrialDeadlines {
         let mut faults = 0.0;
         let mut stop = 0.0;
+        let mut work = 0.0;
         for s in &t.steps {
             faults += s
                 .faults
@@ -79,17 +87,19 @@ impl Calibration {
                 .map(|f| fault_allowance(f.kind))
                 .sum::<f64>();
             if let Some(p) = s.persist {
-                let retries = if t.persist().is_some() {
-                    u64::from(PERSIST_RETRIES)
-                } else {
-                    RETRIES
-                };
+                let retries = u64::from(PERSIST_RETRIES);
                 let n = p.calls.map_or(retries + 1, u64::from);
                 faults += n as f64 * fault_allowance(p.kind);
             }
             stop += s.stop_for.unwrap_or(0.0);
+            work += self.per_call
+                + match &s.action {
+                    Action::Tools { secs } => secs.iter().sum::<f64>(),
+                    Action::Final { gap } => 4.0 * gap,
+                    Action::Background => 0.0,
+                };
         }
-        let turn = (MARGIN * self.turn + faults + stop).max(FLOOR_SECS);
+        let turn = (MARGIN * work + faults + stop).max(FLOOR_SECS);
         let boot = (MARGIN * self.boot).max(FLOOR_SECS);
         let probe = (MARGIN * (self.turn + self.boot)).max(FLOOR_SECS);
         TrialDeadlines {
@@ -123,7 +133,11 @@ impl Calibration {
     /// The calibration from the healthy runs `rs`, or why there is none (a
     /// run that did not pass: the agent is not healthy without faults, and
     /// explore then keeps the default deadlines).
-    pub fn measure(rs: &[std::sync::Arc<ScenarioResult>], scale: f64) -> Result<Self, String> {
+    pub fn measure(
+        rs: &[std::sync::Arc<ScenarioResult>],
+        warm: &Trial,
+        scale: f64,
+    ) -> Result<Self, String> {
         let (mut turn, mut boot) = (0.0f64, 0.0f64);
         for r in rs {
             if !r.passed() {
@@ -149,7 +163,21 @@ impl Calibration {
         if rs.is_empty() {
             return Err("no warm-up trial ran".into());
         }
-        Ok(Calibration { turn, boot, scale })
+        let tools: f64 = warm
+            .steps
+            .iter()
+            .map(|s| match &s.action {
+                Action::Tools { secs } => secs.iter().copied().fold(0.0, f64::max),
+                _ => 0.0,
+            })
+            .sum();
+        let per_call = ((turn - tools) / warm.steps.len().max(1) as f64).max(0.0);
+        Ok(Calibration {
+            turn,
+            per_call,
+            boot,
+            scale,
+        })
     }
 
     /// The line explore prints at its start.
@@ -159,12 +187,13 @@ impl Calibration {
             steps: vec![Step::answer(0.0)],
         });
         format!(
-            "calibrated on {runs} healthy trial(s): slowest turn {:.2} s, slowest boot {:.2} s; \
-             each trial's deadlines: turn = max({FLOOR_SECS}, {MARGIN} × {:.2} + Σ per faulted call (its timeout + {BACKOFF_ALLOWANCE} s) + stop), \
+            "calibrated on {runs} healthy trial(s): slowest turn {:.2} s ({:.2} s per model call besides tools), slowest boot {:.2} s; \
+             each trial's deadlines: turn = max({FLOOR_SECS}, {MARGIN} × ({:.2} × calls + tool seconds) + Σ per faulted call (its timeout + {BACKOFF_ALLOWANCE} s) + stop), \
              boot {} s, probe {} s{}",
             self.turn,
+            self.per_call,
             self.boot,
-            self.turn,
+            self.per_call,
             example.boot,
             example.probe,
             if self.scale == 1.0 {
@@ -184,6 +213,7 @@ mod tests {
     fn cal() -> Calibration {
         Calibration {
             turn: 2.0,
+            per_call: 2.0,
             boot: 0.5,
             scale: 1.0,
         }
@@ -200,11 +230,24 @@ mod tests {
         assert_eq!(d.boot, 10.0);
         let slow = Calibration {
             turn: 7.0,
+            per_call: 7.0,
             boot: 4.0,
             scale: 1.0,
         };
         let d = slow.deadlines(&t);
         assert_eq!((d.turn, d.boot, d.probe), (21.0, 12.0, 33.0));
+        // A longer script gets its calls and its tool time.
+        let mut long = t.clone();
+        long.steps.insert(
+            0,
+            Step {
+                action: Action::Tools {
+                    secs: vec![1.0, 1.0],
+                },
+                ..Step::answer(0.0)
+            },
+        );
+        assert_eq!(slow.deadlines(&long).turn, 3.0 * (7.0 + 2.0 + 7.0));
     }
 
     #[test]

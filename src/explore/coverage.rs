@@ -80,7 +80,7 @@ pub fn cells(t: &Trial) -> Vec<Cell> {
     let mut out = Vec::new();
     let last = t.steps.len().saturating_sub(1);
     for (i, s) in t.steps.iter().enumerate() {
-        let position = if matches!(s.action, Action::Final { .. }) && i == last {
+        let position = if matches!(s.action, Action::Final { .. }) && i == last && !s.kill_before {
             Position::Answer
         } else if i == 0 {
             Position::First
