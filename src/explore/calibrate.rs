@@ -13,7 +13,6 @@ use crate::scenarios::Knobs;
 
 use super::config::Config;
 use super::generate::{Action, FaultKind, Step, Trial, PERSIST_RETRIES};
-use super::schedule::RETRIES;
 
 /// No calibrated deadline is below this many seconds.
 pub const FLOOR_SECS: f64 = 10.0;
