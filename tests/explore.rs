@@ -104,7 +104,10 @@ fn finds(bug: &str, seed: &str, check: &str) -> String {
         stdout.contains("verified: the row fails alone (3/3)"),
         "{stdout}"
     );
-    assert!(stderr.contains("tally: 1 distinct new finding(s)"), "{stderr}");
+    assert!(
+        stderr.contains("tally: 1 distinct new finding(s)"),
+        "{stderr}"
+    );
     assert!(
         stderr.contains("trial 0 seed "),
         "each trial's seed is printed: {stderr}"

@@ -151,7 +151,10 @@ mod tests {
             shown.contains("breaks reusability / probe_answered"),
             "{shown}"
         );
-        assert!(shown.contains("verified: the row fails alone (3/3)"), "{shown}");
+        assert!(
+            shown.contains("verified: the row fails alone (3/3)"),
+            "{shown}"
+        );
         // Its signature rides in `about`, so the file works as --known.
         assert!(text.contains(findings::MARK), "{text}");
         let k = findings::Known::from_table(&text, "found.yaml").unwrap();

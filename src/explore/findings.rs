@@ -112,7 +112,13 @@ fn check_id(invariant: &str, name: &str) -> Option<String> {
         SideEffects,
     ]
     .into_iter()
-    .find(|i| serde_json::to_value(i).ok().as_ref().and_then(|v| v.as_str()) == Some(invariant))
+    .find(|i| {
+        serde_json::to_value(i)
+            .ok()
+            .as_ref()
+            .and_then(|v| v.as_str())
+            == Some(invariant)
+    })
     .map(|i| format!("{} / {name}", i.label()))
 }
 
@@ -315,6 +321,8 @@ mod tests {
         let e = Known::from_table(plain, "k.yaml").unwrap_err();
         assert!(e.contains("no row carries an explore signature"), "{e}");
         let bad = "scenarios:\n  - id: a\n    nope: 1\n";
-        assert!(Known::from_table(bad, "k.yaml").unwrap_err().contains("k.yaml:"));
+        assert!(Known::from_table(bad, "k.yaml")
+            .unwrap_err()
+            .contains("k.yaml:"));
     }
 }

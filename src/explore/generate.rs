@@ -121,8 +121,7 @@ impl Trial {
     /// Whether the script runs to its answer when the agent is healthy:
     /// no kill, and no fault that never clears.
     pub fn answers(&self) -> bool {
-        !self.steps.iter().any(|s| s.kill_before)
-            && self.persist().is_none_or(|(_, p)| p.clears())
+        !self.steps.iter().any(|s| s.kill_before) && self.persist().is_none_or(|(_, p)| p.clears())
     }
 
     /// The same script with every fault, interrupt, kill and stop removed.
@@ -134,7 +133,10 @@ impl Trial {
             s.persist = None;
             s.stop_for = None;
         }
-        if !matches!(t.steps.last().map(|s| &s.action), Some(Action::Final { .. })) {
+        if !matches!(
+            t.steps.last().map(|s| &s.action),
+            Some(Action::Final { .. })
+        ) {
             t.steps.push(Step::answer(0.0));
         }
         t
@@ -297,9 +299,9 @@ pub fn generate(seed: u64, c: &Config, resume: bool) -> Trial {
 /// never clears ends the script at its step.
 fn draw_persist(rng: &mut StdRng, c: &Config, steps: &mut Vec<Step>) {
     let p = &c.persist;
-    let other = steps.iter().any(|s| {
-        s.kill_before || s.stop_for.is_some() || s.faults.iter().any(|f| f.interrupt)
-    });
+    let other = steps
+        .iter()
+        .any(|s| s.kill_before || s.stop_for.is_some() || s.faults.iter().any(|f| f.interrupt));
     if other || !rng.gen_bool(p.share) {
         return;
     }

@@ -337,8 +337,11 @@ impl Search<'_> {
             ));
             return Ok(Next::Go);
         }
-        self.p
-            .line(&format!("trial {no}: confirmed {failed}/{}; shrinking", plan.confirm));
+        self.p.line(&format!(
+            "trial {no}: confirmed {failed}/{} {:.1} s into the search; shrinking",
+            plan.confirm,
+            self.started.elapsed().as_secs_f64()
+        ));
         let minimal = self.shrink(trial.clone(), &check)?;
         self.report(no, trial, minimal, check)
     }
@@ -382,8 +385,10 @@ impl Search<'_> {
             return Err(self.interrupted(code));
         }
         self.p.line(&format!(
-            "shrunk in {} step(s), {} candidate run(s)",
-            shrunk.steps, shrunk.evals
+            "shrunk in {} step(s), {} candidate run(s), {:.1} s into the search",
+            shrunk.steps,
+            shrunk.evals,
+            self.started.elapsed().as_secs_f64()
         ));
         Ok(shrunk.trial)
     }
@@ -432,19 +437,25 @@ impl Search<'_> {
         let sig = f.signature();
         if let Some(why) = plan.known.matches(&sig) {
             self.p.known_hits += 1;
-            self.p.line(&format!("trial {no}: KNOWN ({why}); not reported"));
+            self.p
+                .line(&format!("trial {no}: KNOWN ({why}); not reported"));
             return Ok(Next::Go);
         }
         if !self.distinct.hit(&sig) {
-            self.p
-                .line(&format!("trial {no}: the same finding again ({sig}); counted, not reported"));
+            self.p.line(&format!(
+                "trial {no}: the same finding again ({sig}); counted, not reported"
+            ));
             return Ok(Next::Go);
         }
         let mut out = std::io::stdout().lock();
         let _ = std::io::Write::write_all(&mut out, f.render().as_bytes());
         let _ = std::io::Write::flush(&mut out);
         self.findings.push(f);
-        Ok(if plan.keep_going { Next::Go } else { Next::Stop })
+        Ok(if plan.keep_going {
+            Next::Go
+        } else {
+            Next::Stop
+        })
     }
 
     /// Run the same script without its faults once: `Ok` when it passes.

@@ -67,7 +67,8 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let last = main.last().expect("not empty");
     let last_is_tool = last.messages.last().is_some_and(|m| m.role == "tool");
     let next = rec.main_calls;
-    let cleared = rules::pick(&s.responder, next, last_is_tool).is_none_or(|r| !retryable(&r.reply));
+    let cleared =
+        rules::pick(&s.responder, next, last_is_tool).is_none_or(|r| !retryable(&r.reply));
     let retries = u64::from(s.knobs.api_max_retries);
     let used = failed - 1;
     if !cleared || used >= retries || next >= s.calls.limit() {
@@ -149,7 +150,10 @@ mod tests {
         let mut one = scen();
         one.responder.remove(1);
         let c = check(&one, &gave_up_after(&one, 1));
-        assert!(c[0].violations()[0].starts_with("gave up with 2 retries left"), "{c:?}");
+        assert!(
+            c[0].violations()[0].starts_with("gave up with 2 retries left"),
+            "{c:?}"
+        );
     }
 
     #[test]
