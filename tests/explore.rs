@@ -182,11 +182,50 @@ fn finds_fallback_no_timeout_as_a_hang_shrunk_with_calibrated_deadlines() {
 }
 
 #[test]
-fn finds_shared_retry_budget_as_a_wrong_give_up() {
+fn finds_shared_retry_budget_as_a_wrong_give_up_then_knows_it() {
     let (b, s, c) = BUGS[5];
     let out = finds(b, s, c);
     assert!(out.contains("violation: gave up with "), "{out}");
     assert!(out.contains("then clears"), "{out}");
+
+    // The same search, told the finding is known (by the emitted table, whose
+    // rows carry their signatures): a known hit, not a finding; exit 0.
+    let dir = tempfile::tempdir().unwrap();
+    let known = dir.path().join("known.yaml");
+    let rows: String = out
+        .lines()
+        .skip_while(|l| !l.contains("row (paste under"))
+        .skip(1)
+        .map(|l| format!("  {}\n", l.strip_prefix("    ").unwrap_or(l)))
+        .collect();
+    std::fs::write(&known, format!("scenarios:\n{rows}")).unwrap();
+    let mark = new_mark("known");
+    let bug_arg = format!("--agent-arg=--bug={b}");
+    let run = chaosrun(
+        &mark,
+        &[
+            "explore",
+            "--seed",
+            s,
+            "--trials",
+            "1",
+            "--jobs",
+            "2",
+            &bug_arg,
+            "--known",
+            known.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("FOUND"), "{stdout}");
+    assert!(stderr.contains("KNOWN (known signature "), "{stderr}");
+    assert!(
+        stderr.contains("tally: 0 distinct new finding(s), 1 known hit(s)"),
+        "{stderr}"
+    );
+    no_survivors(&mark);
 }
 
 #[test]
@@ -243,6 +282,16 @@ fn bad_input_exits_2() {
     exit2(&["explore", "--out", &p(&existing)], "exists");
     assert_eq!(std::fs::read_to_string(&existing).unwrap(), "keep me");
     exit2(&["explore", "--agent", "/no/such/agent"], "");
+    exit2(&["explore", "--deadline-scale", "0"], "--deadline-scale");
+    exit2(&["explore", "--known", "/no/such/report.json"], "--known");
+    // A hand-written table names no signature: say what to give instead.
+    exit2(&["explore", "--known", "scenarios.yaml"], "JSON report");
+    let bad_report = dir.path().join("r.json");
+    std::fs::write(&bad_report, "{\"schema\": 1}").unwrap();
+    exit2(
+        &["explore", "--known", &p(&bad_report)],
+        "not a chaosrun JSON report",
+    );
 }
 
 #[test]
