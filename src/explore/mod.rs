@@ -4,11 +4,12 @@
 //! deadlines [`calibrate`] measured), run and judged by the usual runner and
 //! oracle. A failure is re-run to confirm it (k of k, else a flake), then
 //! shrunk ([`shrink`]) while the same check fails, verified, and printed once
-//! per signature as a pasteable row ([`emit`], [`findings`]). This module owns the flags and the run's setup and teardown
-//! (agent, containment, guard, signals); [`search`] owns the loop.
+//! per signature as a pasteable row ([`emit`], [`findings`]). This module
+//! owns the flags and the run's setup and teardown (agent, containment,
+//! guard, signals); [`search`] owns the loop.
 //!
-//! Exit codes: 0 nothing confirmed within the budget, 1 a confirmed failure,
-//! 2 bad input, 130/143 interrupted.
+//! Exit codes: 0 no new finding within the budget (known hits only), 1 a
+//! confirmed new finding, 2 bad input, 130/143 interrupted.
 
 pub mod calibrate;
 pub mod config;
