@@ -275,6 +275,13 @@ pub fn row(t: &Trial, id: &str, cal: Option<&Calibration>) -> Value {
     row.push(("expect", expect(t)));
     let max = bound.unwrap_or((c + 4).min(8 * RETRIES));
     row.push(("calls", map(vec![("max", max.into())])));
+    if let Some((0, p)) = t.persist() {
+        if !p.clears() && p.kind == FaultKind::StallMidStream {
+            // Every call of the turn stalled: an agent with a breaker (see
+            // the profile's `breaker`) may rightly refuse the probe.
+            row.push(("probe", "breaker".into()));
+        }
+    }
     if let Some(n) = interrupt {
         row.push(("interrupt", map(vec![("after_calls", n.into())])));
     }
@@ -365,6 +372,56 @@ mod tests {
             assert!(s.calls.limit() <= 16);
             assert!(s.interrupt.is_none() || s.process_fault.is_none());
         }
+    }
+
+    #[test]
+    fn a_persistent_fault_is_a_call_range_and_sets_the_expectation() {
+        use super::super::generate::{Persist, Step};
+        let t = |calls, kind| Trial {
+            seed: 3,
+            steps: vec![
+                Step {
+                    action: Action::Tools { secs: vec![0.1] },
+                    ..Step::answer(0.0)
+                },
+                Step {
+                    persist: Some(Persist { kind, calls }),
+                    ..Step::answer(0.0)
+                },
+            ],
+        };
+        let load = |t: &Trial| {
+            let text = table_text("", &[row(t, "r", None)]);
+            crate::scenarios::load_str(&text, "r.yaml")
+                .unwrap_or_else(|e| panic!("{e}\n{text}"))
+                .scenarios
+                .remove(0)
+        };
+        let forever = load(&t(None, FaultKind::Error500));
+        assert!(matches!(forever.expect, crate::scenarios::Expect::Error));
+        // The tool call, then 3 retries + 1 of the faulted call.
+        assert_eq!(forever.calls.limit(), 1 + 4);
+        assert_eq!(forever.knobs.api_max_retries, PERSIST_RETRIES);
+        assert!(forever.responder[1].when.matches(1000, true));
+        let clears = load(&t(Some(3), FaultKind::Hang));
+        assert!(matches!(clears.expect, crate::scenarios::Expect::Answer(_)));
+        let kinds: Vec<_> = (0..6)
+            .map(|i| {
+                crate::provider::rules::pick(&clears.responder, i, false)
+                    .unwrap()
+                    .reply
+                    .kind_name()
+            })
+            .collect();
+        assert_eq!(kinds, ["tool_call", "hang", "hang", "hang", "text", "text"]);
+        // Stalls on every call of a one-step turn: a breaker may refuse the probe.
+        let mut only = t(None, FaultKind::StallMidStream);
+        only.steps.remove(0);
+        assert_eq!(load(&only).probe, crate::scenarios::ProbeMode::Breaker);
+        assert_eq!(
+            load(&t(None, FaultKind::StallMidStream)).probe,
+            crate::scenarios::ProbeMode::Answer
+        );
     }
 
     #[test]
