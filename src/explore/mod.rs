@@ -140,6 +140,39 @@ fn load_config(args: &Args) -> Result<config::Config, String> {
     Ok(c)
 }
 
+/// Check `--deadline-scale` (0.1 to 100) and read `--known`.
+fn known_and_scale(args: &Args) -> Result<findings::Known, String> {
+    let f = args.deadline_scale;
+    if !(f.is_finite() && (0.1..=100.0).contains(&f)) {
+        return Err(format!(
+            "--deadline-scale {f}: must be a number from 0.1 to 100"
+        ));
+    }
+    match &args.known {
+        Some(p) => findings::Known::load(p),
+        None => Ok(findings::Known::default()),
+    }
+}
+
+/// `--dry-run`: the first `n` trials (coverage-chosen, as the search would)
+/// as a table on stdout.
+fn dry_run(seed: u64, n: u64, cfg: &config::Config) -> u8 {
+    let mut cov = coverage::Coverage::default();
+    let rows: Vec<_> = (0..n)
+        .map(|i| {
+            let t = cov.choose(seed, i, cfg, true);
+            schedule::row(&t, &format!("trial_{i}_{}", t.seed), None)
+        })
+        .collect();
+    let text = schedule::table_text(
+        &format!("chaosrun explore --seed {seed}: first {n} trials"),
+        &rows,
+    );
+    let mut out = std::io::stdout().lock();
+    let _ = std::io::Write::write_all(&mut out, text.as_bytes());
+    0
+}
+
 fn usage(msg: impl std::fmt::Display) -> u8 {
     crate::say_err!("chaosrun: error: {msg}");
     2
@@ -155,36 +188,13 @@ pub fn main(args: Args) -> u8 {
         Ok(c) => c,
         Err(e) => return usage(e),
     };
-    if !(args.deadline_scale.is_finite() && (0.1..=100.0).contains(&args.deadline_scale)) {
-        return usage(format!(
-            "--deadline-scale {}: must be a number from 0.1 to 100",
-            args.deadline_scale
-        ));
-    }
-    let known = match &args.known {
-        Some(p) => match findings::Known::load(p) {
-            Ok(k) => k,
-            Err(e) => return usage(e),
-        },
-        None => findings::Known::default(),
+    let known = match known_and_scale(&args) {
+        Ok(k) => k,
+        Err(e) => return usage(e),
     };
     let seed = args.seed.unwrap_or_else(rand::random);
     if args.dry_run {
-        let n = args.trials.unwrap_or(5).min(1000);
-        let mut cov = coverage::Coverage::default();
-        let rows: Vec<_> = (0..n)
-            .map(|i| {
-                let t = cov.choose(seed, i, &cfg, true);
-                schedule::row(&t, &format!("trial_{i}_{}", t.seed), None)
-            })
-            .collect();
-        let text = schedule::table_text(
-            &format!("chaosrun explore --seed {seed}: first {n} trials"),
-            &rows,
-        );
-        let mut out = std::io::stdout().lock();
-        let _ = std::io::Write::write_all(&mut out, text.as_bytes());
-        return 0;
+        return dry_run(seed, args.trials.unwrap_or(5).min(1000), &cfg);
     }
     let (agent, bundled_dir) = match bundled::agent_or_bundled(args.agent.as_deref()) {
         Ok(a) => a,

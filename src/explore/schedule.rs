@@ -182,6 +182,25 @@ pub fn retries(t: &Trial) -> u64 {
     }
 }
 
+/// The rule answering a step's scripted call (index `c`) with its action;
+/// the final answer is the catch-all rule.
+fn action_rule(c: u64, a: &Action) -> Value {
+    match a {
+        Action::Tools { secs } => {
+            at_call(c, tool_call(secs.iter().map(|d| side_effect(*d)).collect()))
+        }
+        Action::Background => at_call(c, tool_call(vec![background()])),
+        Action::Final { gap } => {
+            let mut text = vec![("kind", "text".into()), ("text", ANSWER.into())];
+            if *gap > 0.0 {
+                text.push(("chunk_chars", 8.into()));
+                text.push(("delay_per_chunk", (*gap).into()));
+            }
+            map(vec![("reply", map(text))])
+        }
+    }
+}
+
 /// The row of `t`, with id `id` and, when calibrated, its deadlines.
 pub fn row(t: &Trial, id: &str, cal: Option<&Calibration>) -> Value {
     let mut rules = Vec::new();
@@ -229,28 +248,8 @@ pub fn row(t: &Trial, id: &str, cal: Option<&Calibration>) -> Value {
                 stop = Some((c + 1, secs));
             }
         }
-        match &s.action {
-            Action::Tools { secs } => {
-                rules.push(at_call(
-                    c,
-                    tool_call(secs.iter().map(|d| side_effect(*d)).collect()),
-                ));
-                c += 1;
-            }
-            Action::Background => {
-                rules.push(at_call(c, tool_call(vec![background()])));
-                c += 1;
-            }
-            Action::Final { gap } => {
-                let mut text = vec![("kind", "text".into()), ("text", ANSWER.into())];
-                if *gap > 0.0 {
-                    text.push(("chunk_chars", 8.into()));
-                    text.push(("delay_per_chunk", (*gap).into()));
-                }
-                rules.push(map(vec![("reply", map(text))]));
-                c += 1;
-            }
-        }
+        rules.push(action_rule(c, &s.action));
+        c += 1;
     }
     let mut row = vec![
         ("id", Value::from(id)),
@@ -262,14 +261,9 @@ pub fn row(t: &Trial, id: &str, cal: Option<&Calibration>) -> Value {
     ];
     if let Some(cal) = cal {
         let d = cal.deadlines(t);
-        row.push((
-            "deadlines",
-            map(vec![
-                ("boot", d.boot.into()),
-                ("turn", d.turn.into()),
-                ("probe", d.probe.into()),
-            ]),
-        ));
+        let d = [("boot", d.boot), ("turn", d.turn), ("probe", d.probe)];
+        let d = d.into_iter().map(|(k, v)| (k, v.into())).collect();
+        row.push(("deadlines", map(d)));
     }
     row.push(("responder", Value::Sequence(rules)));
     row.push(("expect", expect(t)));
