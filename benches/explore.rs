@@ -11,6 +11,14 @@
 //! - chaosrun CPU / the explore run's wall
 //! - trials per minute
 //!
+//! Then, for each bug option of the reference agent (the combination bugs and
+//! the persistence bugs; `CHAOSRUN_BENCH_BUGS`, comma-separated, default all;
+//! `none` skips this part) and each seed (`CHAOSRUN_BENCH_SEEDS`, default
+//! `1,2,3`), it runs `chaosrun explore --seed S --budget 3m --jobs 2
+//! --agent-arg=--bug=B` and prints a row: the trial that found it, the
+//! seconds to find it, to confirm it, to shrink it, to verify it (and end), and the
+//! shrunk fault count (or "not found in 3m").
+//!
 //! Figures are printed, never asserted (timing depends on the machine).
 
 mod common;
@@ -19,6 +27,77 @@ use std::process::Command;
 use std::time::Instant;
 
 const CPU_PCT_TARGET: f64 = 3.0;
+
+/// Every bug option `explore` should find, old (combination) and new
+/// (persistence).
+const BUGS: [&str; 6] = [
+    "sticky_backoff_interrupt",
+    "resend_batch_minus_one",
+    "replay_after_5xx",
+    "nested_retry_after_tool",
+    "fallback_no_timeout",
+    "shared_retry_budget",
+];
+
+/// The number right after `key` in `text`'s first line holding it.
+fn after(text: &str, key: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        let (_, rest) = l.split_once(key)?;
+        rest.split_whitespace()
+            .next()?
+            .trim_end_matches(',')
+            .parse()
+            .ok()
+    })
+}
+
+fn time_to_find(root: &std::path::Path) {
+    let bugs = std::env::var("CHAOSRUN_BENCH_BUGS").unwrap_or_else(|_| BUGS.join(","));
+    if bugs == "none" {
+        return;
+    }
+    let seeds = std::env::var("CHAOSRUN_BENCH_SEEDS").unwrap_or_else(|_| "1,2,3".into());
+    println!("time to find (budget 3m, --jobs 2): bug, seed, trial, find s, confirm s, shrink s, verify s, total s, faults");
+    for bug in bugs.split(',').map(str::trim).filter(|b| !b.is_empty()) {
+        for seed in seeds.split(',').map(str::trim) {
+            let started = Instant::now();
+            let out = Command::new(chaosrun_bin())
+                .args(["explore", "--seed", seed, "--budget", "3m", "--jobs", "2"])
+                .arg(format!("--agent-arg=--bug={bug}"))
+                .current_dir(root)
+                .output()
+                .expect("chaosrun runs");
+            let total = started.elapsed().as_secs_f64();
+            let err = String::from_utf8_lossy(&out.stderr);
+            let so = String::from_utf8_lossy(&out.stdout);
+            let found = after(&err, "failure found ");
+            let confirmed = after(&err, "/3 ");
+            let shrunk = after(&err, "candidate run(s), ");
+            let trial = so.lines().find_map(|l| {
+                l.split_once("(trial ")?
+                    .1
+                    .split(',')
+                    .next()
+                    .map(String::from)
+            });
+            let faults = after(&so, "shrunk: ");
+            match (so.contains("FOUND"), found, confirmed, shrunk) {
+                (true, Some(f), Some(c), Some(s)) => println!(
+                    "  {bug:<26} {seed:>3}  trial {:>3}  {f:>6.1}  {:>6.1}  {:>6.1}  {:>6.1}  {total:>6.1}  {}",
+                    trial.unwrap_or_default(),
+                    c - f,
+                    s - c,
+                    total - s,
+                    faults.map_or("?".into(), |n| n.to_string())
+                ),
+                _ => println!(
+                    "  {bug:<26} {seed:>3}  not found in 3m ({total:.1} s, exit {:?})",
+                    out.status.code()
+                ),
+            }
+        }
+    }
+}
 
 fn main() {
     let seed = std::env::var("CHAOSRUN_BENCH_SEED").unwrap_or_else(|_| "1".into());
@@ -80,4 +159,5 @@ fn main() {
         }
     );
     println!("  cpu / explore wall         {:.2}%", 100.0 * cpu / wall);
+    time_to_find(root);
 }

@@ -225,7 +225,12 @@ fn usage(msg: impl std::fmt::Display) -> ExitCode {
 fn say(text: impl std::fmt::Display) {
     let text = text.to_string();
     let mut out = std::io::stdout().lock();
-    let _ = write!(out, "{}", chaosrun::term::escape(&chaosrun::redact::text(&text))).and_then(|()| out.flush());
+    let _ = write!(
+        out,
+        "{}",
+        chaosrun::term::escape(&chaosrun::redact::text(&text))
+    )
+    .and_then(|()| out.flush());
 }
 
 /// Blocks of 128 KiB and more are always mapped on their own, so freeing one

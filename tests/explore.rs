@@ -1,9 +1,12 @@
 //! `chaosrun explore` against the real reference agent: each combination bug
-//! (`--bug`) is found from a fixed seed within a short budget, confirmed,
-//! shrunk to at most two faults, and the emitted `--out` row — run as an
-//! ordinary table — fails the bug build and passes the healthy one. The
-//! healthy agent explored for a fixed budget yields nothing. Bad input exits 2.
-//! No process outlives a run (looked for by the marker in /proc).
+//! and each persistence bug (`--bug`) is found from a fixed seed within a
+//! short budget, confirmed, shrunk to at most two faults, and the emitted
+//! `--out` row — run as an ordinary table — fails the bug build and passes
+//! the healthy one. The hang bug's row carries calibrated deadlines far below
+//! the table's 90 s. `--keep-going` reports a finding once with its hits;
+//! `--known` (the `--out` table of an earlier run) makes it a known hit. The
+//! healthy agent explored for a fixed budget yields nothing. Bad input exits
+//! 2. No process outlives a run (looked for by the marker in /proc).
 
 mod common;
 
@@ -14,14 +17,30 @@ use std::time::Duration;
 /// `(bug, seed, the check its row must break)`: the seeds are ones whose
 /// first wave of trials holds the bug's combination (see the README for
 /// budgets-to-find).
-const BUGS: [(&str, &str, &str); 3] = [
+const BUGS: [(&str, &str, &str); 6] = [
     (
         "sticky_backoff_interrupt",
         "9",
         "reusability / probe_answered",
     ),
     ("resend_batch_minus_one", "29", "history integrity / "),
-    ("replay_after_5xx", "25", "exactly-once side effects / "),
+    ("replay_after_5xx", "3", "exactly-once side effects / "),
+    // The persistence bugs: each needs a fault that lasts.
+    (
+        "nested_retry_after_tool",
+        "1",
+        "bounded provider calls / call_bound",
+    ),
+    (
+        "fallback_no_timeout",
+        "57",
+        "bounded termination / faulted_turn_ends",
+    ),
+    (
+        "shared_retry_budget",
+        "31",
+        "bounded termination / gave_up_with_retries_left",
+    ),
 ];
 
 fn no_survivors(mark: &str) {
@@ -39,7 +58,16 @@ fn shrunk_faults(stdout: &str) -> usize {
     line.split_whitespace().next().unwrap().parse().unwrap()
 }
 
-fn finds(bug: &str, seed: &str, check: &str) {
+/// The row's `turn:` deadline in the finding's printed row.
+fn turn_deadline(stdout: &str) -> f64 {
+    let line = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("turn: "))
+        .unwrap_or_else(|| panic!("no calibrated turn deadline in the row:\n{stdout}"));
+    line.parse().unwrap()
+}
+
+fn finds(bug: &str, seed: &str, check: &str) -> String {
     let mark = new_mark(bug);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("found.yaml");
@@ -51,7 +79,7 @@ fn finds(bug: &str, seed: &str, check: &str) {
             "--seed",
             seed,
             "--budget",
-            "60s",
+            "120s",
             "--jobs",
             "2",
             &bug_arg,
@@ -71,6 +99,15 @@ fn finds(bug: &str, seed: &str, check: &str) {
         "{stdout}"
     );
     assert!(stderr.contains("confirmed 3/3"), "{stderr}");
+    assert!(stderr.contains("explore: calibrated on "), "{stderr}");
+    assert!(
+        stdout.contains("verified: the row fails alone (3/3)"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("tally: 1 distinct new finding(s)"),
+        "{stderr}"
+    );
     assert!(
         stderr.contains("trial 0 seed "),
         "each trial's seed is printed: {stderr}"
@@ -104,6 +141,7 @@ fn finds(bug: &str, seed: &str, check: &str) {
         "{bug}: row, healthy:\n{text}"
     );
     no_survivors(&mark);
+    stdout.into_owned()
 }
 
 #[test]
@@ -122,6 +160,72 @@ fn finds_resend_batch_minus_one() {
 fn finds_replay_after_5xx() {
     let (b, s, c) = BUGS[2];
     finds(b, s, c);
+}
+
+#[test]
+fn finds_nested_retry_after_tool_under_a_fault_that_never_clears() {
+    let (b, s, c) = BUGS[3];
+    let out = finds(b, s, c);
+    assert!(out.contains("never clears"), "{out}");
+    assert!(out.contains("expect: error"), "{out}");
+}
+
+#[test]
+fn finds_fallback_no_timeout_as_a_hang_shrunk_with_calibrated_deadlines() {
+    let (b, s, c) = BUGS[4];
+    let out = finds(b, s, c);
+    assert!(out.contains("kind: hang"), "{out}");
+    // The confirmed and shrunk hang waited out a calibrated deadline, far
+    // below the table's default 90 s.
+    let turn = turn_deadline(&out);
+    assert!(turn < 60.0, "turn deadline {turn}:\n{out}");
+}
+
+#[test]
+fn finds_shared_retry_budget_as_a_wrong_give_up_then_knows_it() {
+    let (b, s, c) = BUGS[5];
+    let out = finds(b, s, c);
+    assert!(out.contains("violation: gave up with "), "{out}");
+    assert!(out.contains("then clears"), "{out}");
+
+    // The same search, told the finding is known (by the emitted table, whose
+    // rows carry their signatures): a known hit, not a finding; exit 0.
+    let dir = tempfile::tempdir().unwrap();
+    let known = dir.path().join("known.yaml");
+    let rows: String = out
+        .lines()
+        .skip_while(|l| !l.contains("row (paste under"))
+        .skip(1)
+        .map(|l| format!("  {}\n", l.strip_prefix("    ").unwrap_or(l)))
+        .collect();
+    std::fs::write(&known, format!("scenarios:\n{rows}")).unwrap();
+    let mark = new_mark("known");
+    let bug_arg = format!("--agent-arg=--bug={b}");
+    let run = chaosrun(
+        &mark,
+        &[
+            "explore",
+            "--seed",
+            s,
+            "--trials",
+            "1",
+            "--jobs",
+            "2",
+            &bug_arg,
+            "--known",
+            known.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("FOUND"), "{stdout}");
+    assert!(stderr.contains("KNOWN (known signature "), "{stderr}");
+    assert!(
+        stderr.contains("tally: 0 distinct new finding(s), 1 known hit(s)"),
+        "{stderr}"
+    );
+    no_survivors(&mark);
 }
 
 #[test]
@@ -178,6 +282,16 @@ fn bad_input_exits_2() {
     exit2(&["explore", "--out", &p(&existing)], "exists");
     assert_eq!(std::fs::read_to_string(&existing).unwrap(), "keep me");
     exit2(&["explore", "--agent", "/no/such/agent"], "");
+    exit2(&["explore", "--deadline-scale", "0"], "--deadline-scale");
+    exit2(&["explore", "--known", "/no/such/report.json"], "--known");
+    // A hand-written table names no signature: say what to give instead.
+    exit2(&["explore", "--known", "scenarios.yaml"], "JSON report");
+    let bad_report = dir.path().join("r.json");
+    std::fs::write(&bad_report, "{\"schema\": 1}").unwrap();
+    exit2(
+        &["explore", "--known", &p(&bad_report)],
+        "not a chaosrun JSON report",
+    );
 }
 
 #[test]

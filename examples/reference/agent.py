@@ -94,7 +94,10 @@ past its timeout, so a child that keeps the pipe holds the turn); and the restar
 
 Combination bugs, each invisible to every row of the seed tables (``chaosrun
 explore`` finds them): sticky_backoff_interrupt, resend_batch_minus_one,
-replay_after_5xx (see KNOWN_BUGS).
+replay_after_5xx (see KNOWN_BUGS); and the persistence bugs, which show only
+under a fault that lasts past one step's retries or spans steps:
+nested_retry_after_tool (a retry storm), fallback_no_timeout (a hang),
+shared_retry_budget (a give-up with retries left).
 
 Provider failure-class bugs, one per class: ignore_retry_after (backoff),
 keepalive_resets_idle (streams that look alive), compaction_loop (context
@@ -155,6 +158,11 @@ KNOWN_BUGS = {
     "ignore_retry_after": "a retry-after from the provider is ignored; only the agent's own short backoff applies",
     "keepalive_resets_idle": "keepalives (SSE comments, pings, in-progress events) reset the stall timer, so a content-less stream is never cut",
     "compaction_loop": "a context-length error triggers a compaction that cannot shrink the request, retried again and again",
+    # Persistence bugs (chaosrun explore v2): each needs a fault that lasts, or
+    # faults on two steps of one turn; no row of the seed tables shows one.
+    "nested_retry_after_tool": "after a tool result, a model call that failed all its retries is retried again by the turn loop (retries nest)",
+    "fallback_no_timeout": "after a tool result, the last-chance retry opens a fallback connection without the request timeout",
+    "shared_retry_budget": "the retry counter is kept per turn, not per model call: earlier steps' errors use up later steps' retries",
 }
 
 OUTPUT_CAP = 50_000          # chars of tool output kept (bytes read, decoded)
@@ -926,12 +934,13 @@ class Agent:
                         final=BREAKER_FINAL, exit_reason="breaker_open")
         had_success = False
         rounds = 0
+        self.turn_attempts = 0   # --bug shared_retry_budget: retries counted per turn
         try:
             while True:
                 if self.ctl.interrupted():
                     raise Interrupted()
                 try:
-                    reply_text, tool_calls = self.call_model()
+                    reply_text, tool_calls = self._bug_nested_retry(self.call_model)
                 except TurnFailed as f:
                     if f.all_stale and not had_success:
                         log("every attempt ended stale: opening breaker")
@@ -991,7 +1000,7 @@ class Agent:
             if self.ctl.interrupted():
                 raise Interrupted()
             try:
-                return self.model_attempt(body)
+                return self.model_attempt(body, fallback=self._bug_fallback_path(attempt))
             except ProviderError as e:
                 kinds.append(e.kind)
                 log(f"model call attempt {attempt + 1} failed: {e.msg}")
@@ -1001,7 +1010,7 @@ class Agent:
                     continue
                 if not e.transient:
                     raise TurnFailed(f"provider error: {e.msg} (not retried)", all_stale=False)
-                if attempt >= max_retries:
+                if self._bug_retries_used(attempt) >= max_retries:
                     raise TurnFailed(f"provider error: {e.msg} after {attempt + 1} attempts",
                                      all_stale=all(k == "stale" for k in kinds))
                 delay = self.backoff(e, attempt, storm)
@@ -1100,12 +1109,55 @@ class Agent:
         log("429 after a parallel batch: re-sending it without its last result (bug resend_batch_minus_one)")
         return json.dumps(req).encode()
 
-    def _connection(self):
+    # ---------------------------------------------- persistence bugs (explore v2)
+    # Each shows only when a fault lasts past one step's retries (or errors
+    # land on two steps of one turn); explore's persistent faults find them.
+
+    def _bug_nested_retry(self, call):
+        """--bug nested_retry_after_tool: once the turn has tool results, the
+        turn loop retries a model call that already failed all its retries
+        (an outer retry around the client's own, as in "don't lose the tool
+        work"), so a fault that persists makes (retries + 1)² calls."""
+        outer = 0
+        while True:
+            try:
+                return call()
+            except TurnFailed:
+                last = self.history[-1] if self.history else {}
+                if not (self.bug("nested_retry_after_tool") and last.get("role") == "tool"
+                        and outer < self.api_max_retries):
+                    raise
+                outer += 1
+                log(f"retrying the step after its tool results (outer retry {outer}; bug nested_retry_after_tool)")
+
+    def _bug_retries_used(self, attempt):
+        """Retries used by this model call: ``attempt``; under --bug
+        shared_retry_budget, every retry of the turn so far (one counter for
+        all steps, so earlier steps' errors use up this call's retries)."""
+        if not self.bug("shared_retry_budget"):
+            return attempt
+        self.turn_attempts = getattr(self, "turn_attempts", 0)
+        used = self.turn_attempts
+        self.turn_attempts += 1
+        return used
+
+    def _bug_fallback_path(self, attempt):
+        """--bug fallback_no_timeout: the last-chance retry of a call that
+        continues after tool results goes over a fresh 'fallback' connection
+        built without the request timeout (set on the main path only)."""
+        last = self.history[-1] if self.history else {}
+        return (self.bug("fallback_no_timeout") and attempt >= 2 and attempt >= self.api_max_retries
+                and last.get("role") == "tool")
+
+    def _connection(self, fallback=False):
         cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+        if fallback:
+            log("last-chance retry over the fallback connection (no timeout; bug fallback_no_timeout)")
+            return cls(self.host, self.port)
         return cls(self.host, self.port, timeout=self.request_timeout)
 
-    def model_attempt(self, body):
-        conn = self._connection()
+    def model_attempt(self, body, fallback=False):
+        conn = self._connection(fallback)
         try:
             return self._attempt(conn, body)
         except Interrupted:

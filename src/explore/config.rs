@@ -1,6 +1,6 @@
 //! What `chaosrun explore` draws from: the reply-kind weights per main call,
-//! the delay distribution, and how often a trial gets an interrupt or a
-//! process fault. Read from `explore.yaml` (`--config`), every field optional
+//! the delay distribution, how often a trial gets an interrupt, a process
+//! fault or a persistent fault (and of which kind). Read from `explore.yaml` (`--config`), every field optional
 //! (defaults below, documented in the README), mistakes as `FILE:LINE:COL`.
 //! Also the `--budget` duration (`90s`, `10m`, `1h`).
 
@@ -50,6 +50,63 @@ impl Weights {
     }
 }
 
+/// Relative weights of the kind of a persistent fault (every kind retryable).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PersistWeights {
+    pub error_500: f64,
+    pub error_429: f64,
+    pub drop_mid_stream: f64,
+    pub stall_mid_stream: f64,
+    pub hang: f64,
+}
+
+impl Default for PersistWeights {
+    fn default() -> Self {
+        PersistWeights {
+            error_500: 0.3,
+            error_429: 0.3,
+            drop_mid_stream: 0.15,
+            stall_mid_stream: 0.1,
+            hang: 0.15,
+        }
+    }
+}
+
+impl PersistWeights {
+    /// In [`super::generate::FaultKind::ALL`] order.
+    pub fn list(&self) -> [f64; 5] {
+        [
+            self.error_500,
+            self.error_429,
+            self.drop_mid_stream,
+            self.stall_mid_stream,
+            self.hang,
+        ]
+    }
+}
+
+/// How often a trial gets a fault that lasts, and of which kind.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Persistence {
+    /// Share of trials (without a kill, interrupt or stop) with a persistent fault.
+    pub share: f64,
+    /// Share of those whose fault never clears (the rest clear after 2–3 calls).
+    pub never_clears: f64,
+    pub weights: PersistWeights,
+}
+
+impl Default for Persistence {
+    fn default() -> Self {
+        Persistence {
+            share: 0.3,
+            never_clears: 0.5,
+            weights: PersistWeights::default(),
+        }
+    }
+}
+
 /// A log-normal delay distribution given by its median and 99th percentile
 /// (seconds), used for tool run times and the final answer's chunk gaps.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -89,6 +146,8 @@ pub struct Config {
     pub max_parallel: u32,
     /// Share of tool steps that start a background job.
     pub background_share: f64,
+    /// Persistent faults: share, share that never clear, kind weights.
+    pub persist: Persistence,
 }
 
 impl Default for Config {
@@ -103,6 +162,7 @@ impl Default for Config {
             parallel_share: 0.4,
             max_parallel: 4,
             background_share: 0.15,
+            persist: Persistence::default(),
         }
     }
 }
@@ -127,7 +187,15 @@ impl Config {
         if w.iter().sum::<f64>() <= 0.0 {
             return Err("weights: at least one must be > 0".into());
         }
+        let pw = self.persist.weights.list();
+        if pw.iter().any(|x| !x.is_finite() || *x < 0.0) || pw.iter().sum::<f64>() <= 0.0 {
+            return Err(
+                "persist.weights: each must be a finite number ≥ 0, at least one > 0".into(),
+            );
+        }
         for (name, v) in [
+            ("persist.share", self.persist.share),
+            ("persist.never_clears", self.persist.never_clears),
             ("interrupt_share", self.interrupt_share),
             ("kill_share", self.kill_share),
             ("stop_share", self.stop_share),

@@ -1,9 +1,12 @@
 //! A finding as the user gets it: the minimal row (YAML, ready to paste under
-//! `scenarios:`), the check it breaks, the seed that found it, and the
-//! `--out` file holding every finding as a valid scenarios table.
+//! `scenarios:`, with its calibrated deadlines and its signature in `about`),
+//! the check it breaks, the seed that found it, how the row was verified, and
+//! the `--out` file holding every finding as a valid scenarios table.
 
 use serde_yaml::Value;
 
+use super::calibrate::Calibration;
+use super::findings::{self, Signature};
 use super::generate::Trial;
 use super::schedule;
 
@@ -22,6 +25,11 @@ pub struct Finding {
     /// Runs of the minimal row that failed the same check, of `confirm`.
     pub reproduced: u32,
     pub confirm: u32,
+    /// The deadlines the row was run (and is written) with.
+    pub cal: Option<Calibration>,
+    /// How the same script without its faults did on this agent: `Ok` it
+    /// passed, `Err(what failed)`.
+    pub healthy: Result<(), String>,
 }
 
 impl Finding {
@@ -31,8 +39,25 @@ impl Finding {
         format!("found_{name}_{}", self.minimal.seed)
     }
 
+    pub fn signature(&self) -> Signature {
+        Signature {
+            check: self.check.clone(),
+            shape: findings::shape(&self.minimal),
+        }
+    }
+
     pub fn row(&self) -> Value {
-        schedule::row(&self.minimal, &self.id())
+        let mut row = schedule::row(&self.minimal, &self.id(), self.cal.as_ref());
+        if let Some(about) = row.get_mut("about") {
+            let text = format!(
+                "{}; {}{}",
+                about.as_str().unwrap_or(""),
+                findings::MARK,
+                self.signature()
+            );
+            *about = text.into();
+        }
+        row
     }
 
     /// What stdout shows: the invariant, the seeds, the faults, then the row.
@@ -51,9 +76,20 @@ impl Finding {
             self.reproduced,
             self.confirm,
         );
+        out.push_str(&format!("  signature: {}\n", self.signature()));
         for v in self.violations.iter().take(3) {
             out.push_str(&format!("  violation: {v}\n"));
         }
+        out.push_str(&match &self.healthy {
+            Ok(()) => format!(
+                "  verified: the row fails alone ({}/{}); the same script without its faults passes on this agent \
+                 (explore cannot build a healthy agent: run the row against one to be sure)\n",
+                self.reproduced, self.confirm
+            ),
+            Err(e) => format!(
+                "  WARNING: the same script without its faults fails too ({e}): the faults may not be the cause\n"
+            ),
+        });
         out.push_str("  row (paste under `scenarios:`):\n");
         let yaml = serde_yaml::to_string(&Value::Sequence(vec![self.row()])).unwrap_or_default();
         for line in yaml.lines() {
@@ -101,6 +137,8 @@ mod tests {
             violations: vec!["the probe failed".into()],
             reproduced: 3,
             confirm: 3,
+            cal: None,
+            healthy: Ok(()),
         };
         let all = [f(4), f(5)];
         let text = table(&all);
@@ -113,6 +151,14 @@ mod tests {
             shown.contains("breaks reusability / probe_answered"),
             "{shown}"
         );
+        assert!(
+            shown.contains("verified: the row fails alone (3/3)"),
+            "{shown}"
+        );
+        // Its signature rides in `about`, so the file works as --known.
+        assert!(text.contains(findings::MARK), "{text}");
+        let k = findings::Known::from_table(&text, "found.yaml").unwrap();
+        assert!(k.matches(&all[0].signature()).is_some());
         // The shown row is the same YAML the file holds.
         assert!(
             shown.contains("    - id: found_probe_answered_4"),

@@ -1,8 +1,10 @@
 //! A trial drawn from a seed: a scripted task (tool steps, sequential or
 //! parallel shell calls, a background job, then a final answer) and its fault
-//! schedule (faults before a step's call, an interrupt after one retryable
-//! error, a kill before a step). Pure: the same seed and config give the same
-//! trial. [`super::schedule`] turns a trial into a table row.
+//! schedule (faults before a step's call, a persistent fault from a step's
+//! call onwards, an interrupt after one retryable error, a kill before a
+//! step). Pure: the same seed and config give the same trial.
+//! [`super::schedule`] turns a trial into a table row; [`super::coverage`]
+//! picks among a few drawn candidates the one that tries the least-tried cells.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -44,6 +46,22 @@ pub struct Fault {
     pub interrupt: bool,
 }
 
+/// A fault that lasts: from its step's call onwards every main call gets
+/// `kind`, for `calls` calls and then it clears, or (`None`) for the rest of
+/// the turn. A fault that never clears ends the script there: the agent must
+/// give up with a surfaced error within its call bound.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Persist {
+    pub kind: FaultKind,
+    pub calls: Option<u32>,
+}
+
+impl Persist {
+    pub fn clears(&self) -> bool {
+        self.calls.is_some()
+    }
+}
+
 /// What a step's main call answers, once its faults are served.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
@@ -65,6 +83,8 @@ pub struct Step {
     /// this step's scripted call arrives, then continued.
     pub stop_for: Option<f64>,
     pub faults: Vec<Fault>,
+    /// A fault that lasts from this step's call (after `faults`), if any.
+    pub persist: Option<Persist>,
     pub action: Action,
 }
 
@@ -85,10 +105,61 @@ impl Trial {
                     + s.stop_for.is_some() as usize
                     + s.faults.len()
                     + s.faults.iter().filter(|f| f.interrupt).count()
+                    + s.persist.is_some() as usize
             })
             .sum()
     }
+
+    /// The persistent fault of the trial, if any (at most one), and its step.
+    pub fn persist(&self) -> Option<(usize, Persist)> {
+        self.steps
+            .iter()
+            .enumerate()
+            .find_map(|(i, s)| s.persist.map(|p| (i, p)))
+    }
+
+    /// Whether the script runs to its answer when the agent is healthy:
+    /// no kill, and no fault that never clears.
+    pub fn answers(&self) -> bool {
+        !self.steps.iter().any(|s| s.kill_before) && self.persist().is_none_or(|(_, p)| p.clears())
+    }
+
+    /// The same script with every fault, interrupt, kill and stop removed.
+    pub fn without_faults(&self) -> Trial {
+        let mut t = self.clone();
+        t.steps.retain(|s| !s.kill_before);
+        for s in &mut t.steps {
+            s.faults.clear();
+            s.persist = None;
+            s.stop_for = None;
+        }
+        if !matches!(
+            t.steps.last().map(|s| &s.action),
+            Some(Action::Final { .. })
+        ) {
+            t.steps.push(Step::answer(0.0));
+        }
+        t
+    }
 }
+
+impl Step {
+    /// A step that answers (no fault), with `gap` seconds between chunks.
+    pub fn answer(gap: f64) -> Step {
+        Step {
+            kill_before: false,
+            stop_for: None,
+            faults: Vec::new(),
+            persist: None,
+            action: Action::Final { gap },
+        }
+    }
+}
+
+/// The retry budget (`api_max_retries`) of a trial with a persistent fault:
+/// a fault that clears lasts 2..=this many calls, so a healthy agent still
+/// gets through, one retry more than the transient trials' budget.
+pub const PERSIST_RETRIES: u32 = 3;
 
 /// Most faults before one step: the agent's retries (`api_max_retries`, 2 in
 /// every generated row) must outlast them.
@@ -165,6 +236,7 @@ pub fn generate(seed: u64, c: &Config, resume: bool) -> Trial {
             kill_before: false,
             stop_for: None,
             faults,
+            persist: None,
             action,
         });
     }
@@ -174,6 +246,7 @@ pub fn generate(seed: u64, c: &Config, resume: bool) -> Trial {
         kill_before: false,
         stop_for: None,
         faults,
+        persist: None,
         action: Action::Final {
             gap: (gap * 1000.0).round() / 1000.0,
         },
@@ -187,9 +260,7 @@ pub fn generate(seed: u64, c: &Config, resume: bool) -> Trial {
         steps.truncate(at);
         steps.push(Step {
             kill_before: true,
-            stop_for: None,
-            faults: Vec::new(),
-            action: Action::Final { gap: 0.0 },
+            ..Step::answer(0.0)
         });
     } else if rng.gen_bool(c.interrupt_share) {
         let errors: Vec<(usize, usize)> = steps
@@ -217,7 +288,43 @@ pub fn generate(seed: u64, c: &Config, resume: bool) -> Trial {
         let at = rng.gen_range(0..steps.len());
         steps[at].stop_for = Some(f64::from(rng.gen_range(5u32..=40)) / 10.0);
     }
+    draw_persist(&mut rng, c, &mut steps);
     Trial { seed, steps }
+}
+
+/// Maybe make one step's fault last (drawn last, so every earlier draw of a
+/// seed is as it was): never with a kill or an interrupt, on a step after the
+/// first when there is one (a tool result is then behind it), never with a
+/// stop. A fault that
+/// never clears ends the script at its step.
+fn draw_persist(rng: &mut StdRng, c: &Config, steps: &mut Vec<Step>) {
+    let p = &c.persist;
+    let other = steps
+        .iter()
+        .any(|s| s.kill_before || s.stop_for.is_some() || s.faults.iter().any(|f| f.interrupt));
+    if other || !rng.gen_bool(p.share) {
+        return;
+    }
+    let w = c.persist.weights.list();
+    let kind = FaultKind::ALL[pick_weighted(rng, &w)];
+    let at = if steps.len() > 1 {
+        rng.gen_range(1..steps.len())
+    } else {
+        0
+    };
+    let calls = if rng.gen_bool(p.never_clears) {
+        None
+    } else {
+        Some(rng.gen_range(2..=PERSIST_RETRIES))
+    };
+    let s = &mut steps[at];
+    s.faults.clear();
+    s.persist = Some(Persist { kind, calls });
+    if calls.is_none() {
+        // The agent gives up at this step: nothing after it is reached.
+        steps.truncate(at + 1);
+        steps[at].action = Action::Final { gap: 0.0 };
+    }
 }
 
 #[cfg(test)]

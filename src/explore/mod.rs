@@ -1,16 +1,21 @@
 //! `chaosrun explore`: generated trials instead of a table. Each trial is a
-//! row of the ordinary schema ([`generate`] draws it from a seed,
-//! [`schedule`] lays it out), run and judged by the usual runner and oracle.
-//! A failure is re-run to confirm it (k of k, else a flake), then shrunk
-//! ([`shrink`]) while the same check fails, and printed as a pasteable row
-//! ([`emit`]). This module owns the flags and the run's setup and teardown
-//! (agent, containment, guard, signals); [`search`] owns the loop.
+//! row of the ordinary schema ([`generate`] draws it from a seed, [`coverage`]
+//! keeps the least-tried of a few, [`schedule`] lays it out with the
+//! deadlines [`calibrate`] measured), run and judged by the usual runner and
+//! oracle. A failure is re-run to confirm it (k of k, else a flake), then
+//! shrunk ([`shrink`]) while the same check fails, verified, and printed once
+//! per signature as a pasteable row ([`emit`], [`findings`]). This module
+//! owns the flags and the run's setup and teardown (agent, containment,
+//! guard, signals); [`search`] owns the loop.
 //!
-//! Exit codes: 0 nothing confirmed within the budget, 1 a confirmed failure,
-//! 2 bad input, 130/143 interrupted.
+//! Exit codes: 0 no new finding within the budget (known hits only), 1 a
+//! confirmed new finding, 2 bad input, 130/143 interrupted.
 
+pub mod calibrate;
 pub mod config;
+pub mod coverage;
 pub mod emit;
+pub mod findings;
 pub mod generate;
 pub mod progress;
 pub mod schedule;
@@ -75,6 +80,14 @@ pub struct Args {
     /// drop_mid_stream, stall_mid_stream, hang). Repeatable.
     #[arg(long = "weight", value_name = "KIND=W")]
     pub weights: Vec<String>,
+    /// Failures already known: a table run's JSON report (its failed checks)
+    /// or an explore --out table (its rows' signatures). A trial matching
+    /// one is counted as a known hit, not reported as a finding.
+    #[arg(long, value_name = "REPORT.json|TABLE.yaml")]
+    pub known: Option<PathBuf>,
+    /// Multiply every calibrated deadline by F (slow machines).
+    #[arg(long = "deadline-scale", default_value_t = 1.0, value_name = "F")]
+    pub deadline_scale: f64,
     /// Print the first trials as a table (--trials of them, default 5) and run nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -127,6 +140,39 @@ fn load_config(args: &Args) -> Result<config::Config, String> {
     Ok(c)
 }
 
+/// Check `--deadline-scale` (0.1 to 100) and read `--known`.
+fn known_and_scale(args: &Args) -> Result<findings::Known, String> {
+    let f = args.deadline_scale;
+    if !(f.is_finite() && (0.1..=100.0).contains(&f)) {
+        return Err(format!(
+            "--deadline-scale {f}: must be a number from 0.1 to 100"
+        ));
+    }
+    match &args.known {
+        Some(p) => findings::Known::load(p),
+        None => Ok(findings::Known::default()),
+    }
+}
+
+/// `--dry-run`: the first `n` trials (coverage-chosen, as the search would)
+/// as a table on stdout.
+fn dry_run(seed: u64, n: u64, cfg: &config::Config) -> u8 {
+    let mut cov = coverage::Coverage::default();
+    let rows: Vec<_> = (0..n)
+        .map(|i| {
+            let t = cov.choose(seed, i, cfg, true);
+            schedule::row(&t, &format!("trial_{i}_{}", t.seed), None)
+        })
+        .collect();
+    let text = schedule::table_text(
+        &format!("chaosrun explore --seed {seed}: first {n} trials"),
+        &rows,
+    );
+    let mut out = std::io::stdout().lock();
+    let _ = std::io::Write::write_all(&mut out, text.as_bytes());
+    0
+}
+
 fn usage(msg: impl std::fmt::Display) -> u8 {
     crate::say_err!("chaosrun: error: {msg}");
     2
@@ -142,22 +188,13 @@ pub fn main(args: Args) -> u8 {
         Ok(c) => c,
         Err(e) => return usage(e),
     };
+    let known = match known_and_scale(&args) {
+        Ok(k) => k,
+        Err(e) => return usage(e),
+    };
     let seed = args.seed.unwrap_or_else(rand::random);
     if args.dry_run {
-        let n = args.trials.unwrap_or(5).min(1000);
-        let rows: Vec<_> = (0..n)
-            .map(|i| {
-                let t = generate::generate(generate::trial_seed(seed, i), &cfg, true);
-                schedule::row(&t, &format!("trial_{i}_{}", t.seed))
-            })
-            .collect();
-        let text = schedule::table_text(
-            &format!("chaosrun explore --seed {seed}: first {n} trials"),
-            &rows,
-        );
-        let mut out = std::io::stdout().lock();
-        let _ = std::io::Write::write_all(&mut out, text.as_bytes());
-        return 0;
+        return dry_run(seed, args.trials.unwrap_or(5).min(1000), &cfg);
     }
     let (agent, bundled_dir) = match bundled::agent_or_bundled(args.agent.as_deref()) {
         Ok(a) => a,
@@ -196,6 +233,7 @@ pub fn main(args: Args) -> u8 {
         }
         let mut inputs = crate::profile::input_files(&agent, &profile);
         inputs.extend(args.config.clone());
+        inputs.extend(args.known.clone());
         inputs.extend(std::env::current_exe().ok());
         if let Err(e) = crate::output::check_outputs(&[("--out", out.as_path())], &inputs) {
             return usage(e);
@@ -234,6 +272,8 @@ pub fn main(args: Args) -> u8 {
         resume,
         cfg,
         agent: shown_agent,
+        known,
+        deadline_scale: args.deadline_scale,
     };
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     let outcome = search::run(&rt, shared, &plan);

@@ -1,9 +1,13 @@
 //! Explore's progress on stderr: one line per trial (its seed and outcome),
-//! per confirmation and per kept shrinking step, and the closing tally with
-//! chaosrun's own CPU time against the wall. It only prints; it decides
+//! per confirmation and per kept shrinking step, and the closing tallies
+//! (chaosrun's own CPU time against the wall; distinct, known, flaky and
+//! unexercised findings; coverage cells). It only prints; it decides
 //! nothing.
 
 use std::time::Instant;
+
+use super::coverage::Coverage;
+use super::findings::Distinct;
 
 /// Counts for the closing line.
 pub struct Progress {
@@ -13,6 +17,8 @@ pub struct Progress {
     pub confirmed: u64,
     pub flaky: u64,
     pub inconclusive: u64,
+    /// Confirmed failures that `--known` names.
+    pub known_hits: u64,
     pub runs: u64,
 }
 
@@ -25,6 +31,7 @@ impl Default for Progress {
             confirmed: 0,
             flaky: 0,
             inconclusive: 0,
+            known_hits: 0,
             runs: 0,
         }
     }
@@ -67,6 +74,23 @@ impl Progress {
 
     pub fn line(&self, text: &str) {
         crate::say_err!("explore: {text}");
+    }
+
+    /// The closing tally of findings (each distinct new one with its hit
+    /// count, known hits, flaky, not exercised) and the coverage.
+    pub fn closing(&self, distinct: &Distinct, cov: &Coverage) {
+        let mut text = format!(
+            "tally: {} distinct new finding(s), {} known hit(s), {} flaky, {} not exercised",
+            distinct.seen.len(),
+            self.known_hits,
+            self.flaky,
+            self.inconclusive
+        );
+        for (sig, hits) in &distinct.seen {
+            text.push_str(&format!("\n  new: {sig} (hit by {hits} trial(s))"));
+        }
+        crate::say_err!("explore: {text}");
+        crate::say_err!("explore: {}", cov.tally());
     }
 
     /// The closing tally; returns (wall seconds, chaosrun CPU seconds).

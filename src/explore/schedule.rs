@@ -1,12 +1,18 @@
 //! A trial as a row of the ordinary table schema: its steps and faults laid out
-//! on main-call indices (`when: {call: N}`), the final answer as the catch-all
-//! rule, an interrupt as `interrupt: {after_calls: N}`, a kill as a hung call
-//! plus `process_fault: {action: kill, at: {after_calls: N}}`. The row is
-//! YAML (insertion-ordered), so a found trial is a pasteable row.
+//! on main-call indices (`when: {call: N}`), a persistent fault as a range of
+//! calls (`when: {call: {from: N, to: M}}`, or `{from: N}` when it never
+//! clears), the final answer as the catch-all rule, an interrupt as
+//! `interrupt: {after_calls: N}`, a kill as a hung call plus
+//! `process_fault: {action: kill, at: {after_calls: N}}`. The expectation
+//! follows the schedule: `killed` with a kill, `ended` with an interrupt or a
+//! stop, `error` with a fault that never clears, else the answer. Calibrated
+//! deadlines ([`super::calibrate`]) are written into the row. The row is YAML
+//! (insertion-ordered), so a found trial is a pasteable row.
 
 use serde_yaml::{Mapping, Value};
 
-use super::generate::{Action, FaultKind, Trial};
+use super::calibrate::Calibration;
+use super::generate::{Action, FaultKind, Trial, PERSIST_RETRIES};
 
 /// The retry budget every generated row gives the agent (knob
 /// `api_max_retries`): more than the faults before any one step.
@@ -25,6 +31,28 @@ fn at_call(c: u64, reply: Value) -> Value {
         ("when", map(vec![("call", Value::from(c))])),
         ("reply", reply),
     ])
+}
+
+fn at_calls(from: u64, to: Option<u64>, reply: Value) -> Value {
+    let mut range = vec![("from", Value::from(from))];
+    if let Some(to) = to {
+        range.push(("to", Value::from(to)));
+    }
+    map(vec![
+        ("when", map(vec![("call", map(range))])),
+        ("reply", reply),
+    ])
+}
+
+/// The short name of a fault kind (`500`, `429`, `drop`, `stall`, `hang`).
+pub fn kind_name(k: FaultKind) -> &'static str {
+    match k {
+        FaultKind::Error500 => "500",
+        FaultKind::Error429 => "429",
+        FaultKind::DropMidStream => "drop",
+        FaultKind::StallMidStream => "stall",
+        FaultKind::Hang => "hang",
+    }
 }
 
 fn fault_reply(k: FaultKind) -> Value {
@@ -91,17 +119,18 @@ pub fn describe(t: &Trial) -> String {
             parts.push(format!("stop {secs} s at step {i}"));
         }
         for f in &s.faults {
-            let k = match f.kind {
-                FaultKind::Error500 => "500",
-                FaultKind::Error429 => "429",
-                FaultKind::DropMidStream => "drop",
-                FaultKind::StallMidStream => "stall",
-                FaultKind::Hang => "hang",
-            };
+            let k = kind_name(f.kind);
             parts.push(if f.interrupt {
                 format!("{k} then interrupt before step {i}")
             } else {
                 format!("{k} before step {i}")
+            });
+        }
+        if let Some(p) = s.persist {
+            let k = kind_name(p.kind);
+            parts.push(match p.calls {
+                Some(n) => format!("{k} on {n} calls from step {i}, then clears"),
+                None => format!("{k} from step {i} on, never clears"),
             });
         }
     }
@@ -123,11 +152,61 @@ pub fn describe(t: &Trial) -> String {
     format!("script [{}]; {faults}", script.join(", "))
 }
 
-/// The row of `t`, with id `id`.
-pub fn row(t: &Trial, id: &str) -> Value {
+/// What a trial's faulted turn must end with.
+pub fn expect(t: &Trial) -> Value {
+    let kill = t.steps.iter().any(|s| s.kill_before);
+    let other = t
+        .steps
+        .iter()
+        .any(|s| s.stop_for.is_some() || s.faults.iter().any(|f| f.interrupt));
+    if kill {
+        "killed".into()
+    } else if other {
+        "ended".into()
+    } else if !t.answers() {
+        "error".into()
+    } else {
+        map(vec![("answer", ANSWER.into())])
+    }
+}
+
+/// The final answer's text (and what an `answer` expectation looks for).
+pub const ANSWER: &str = "all steps done {{nonce}}";
+
+/// The retry budget of `t`'s row.
+pub fn retries(t: &Trial) -> u64 {
+    if t.persist().is_some() {
+        u64::from(PERSIST_RETRIES)
+    } else {
+        RETRIES
+    }
+}
+
+/// The rule answering a step's scripted call (index `c`) with its action;
+/// the final answer is the catch-all rule.
+fn action_rule(c: u64, a: &Action) -> Value {
+    match a {
+        Action::Tools { secs } => {
+            at_call(c, tool_call(secs.iter().map(|d| side_effect(*d)).collect()))
+        }
+        Action::Background => at_call(c, tool_call(vec![background()])),
+        Action::Final { gap } => {
+            let mut text = vec![("kind", "text".into()), ("text", ANSWER.into())];
+            if *gap > 0.0 {
+                text.push(("chunk_chars", 8.into()));
+                text.push(("delay_per_chunk", (*gap).into()));
+            }
+            map(vec![("reply", map(text))])
+        }
+    }
+}
+
+/// The row of `t`, with id `id` and, when calibrated, its deadlines.
+pub fn row(t: &Trial, id: &str, cal: Option<&Calibration>) -> Value {
     let mut rules = Vec::new();
     let mut c: u64 = 0;
     let (mut kill, mut interrupt, mut stop) = (None, None, None);
+    let mut bound = None;
     'steps: for s in &t.steps {
         if s.kill_before && kill.is_none() && interrupt.is_none() {
             // Killed while waiting on this call; the restarted agent goes on
@@ -145,36 +224,32 @@ pub fn row(t: &Trial, id: &str) -> Value {
                 break 'steps;
             }
         }
+        // The oracle's backoff check (src/oracle/backoff.rs) runs on every
+        // row whose main calls got an error reply, so a persistent episode's
+        // retries are judged for hot loops and ignored retry-after as well.
+        if let Some(p) = s.persist {
+            match p.calls {
+                Some(n) => {
+                    let n = u64::from(n);
+                    rules.push(at_calls(c, Some(c + n - 1), fault_reply(p.kind)));
+                    c += n;
+                }
+                None => {
+                    // Every call from here on: the agent must give up within
+                    // its retries, with a surfaced error.
+                    rules.push(at_calls(c, None, fault_reply(p.kind)));
+                    bound = Some(c + retries(t) + 1);
+                    break 'steps;
+                }
+            }
+        }
         if let (Some(secs), None) = (s.stop_for, &interrupt) {
             if stop.is_none() && kill.is_none() {
                 stop = Some((c + 1, secs));
             }
         }
-        match &s.action {
-            Action::Tools { secs } => {
-                rules.push(at_call(
-                    c,
-                    tool_call(secs.iter().map(|d| side_effect(*d)).collect()),
-                ));
-                c += 1;
-            }
-            Action::Background => {
-                rules.push(at_call(c, tool_call(vec![background()])));
-                c += 1;
-            }
-            Action::Final { gap } => {
-                let mut text = vec![
-                    ("kind", "text".into()),
-                    ("text", "all steps done {{nonce}}".into()),
-                ];
-                if *gap > 0.0 {
-                    text.push(("chunk_chars", 8.into()));
-                    text.push(("delay_per_chunk", (*gap).into()));
-                }
-                rules.push(map(vec![("reply", map(text))]));
-                c += 1;
-            }
-        }
+        rules.push(action_rule(c, &s.action));
+        c += 1;
     }
     let mut row = vec![
         ("id", Value::from(id)),
@@ -182,14 +257,25 @@ pub fn row(t: &Trial, id: &str) -> Value {
             "about",
             format!("explore trial seed {}: {}", t.seed, describe(t)).into(),
         ),
-        ("knobs", map(vec![("api_max_retries", RETRIES.into())])),
-        ("responder", Value::Sequence(rules)),
+        ("knobs", map(vec![("api_max_retries", retries(t).into())])),
     ];
-    row.push((
-        "expect",
-        if kill.is_some() { "killed" } else { "ended" }.into(),
-    ));
-    row.push(("calls", map(vec![("max", (c + 4).min(8 * RETRIES).into())])));
+    if let Some(cal) = cal {
+        let d = cal.deadlines(t);
+        let d = [("boot", d.boot), ("turn", d.turn), ("probe", d.probe)];
+        let d = d.into_iter().map(|(k, v)| (k, v.into())).collect();
+        row.push(("deadlines", map(d)));
+    }
+    row.push(("responder", Value::Sequence(rules)));
+    row.push(("expect", expect(t)));
+    let max = bound.unwrap_or((c + 4).min(8 * RETRIES));
+    row.push(("calls", map(vec![("max", max.into())])));
+    if let Some((0, p)) = t.persist() {
+        if !p.clears() && p.kind == FaultKind::StallMidStream {
+            // Every call of the turn stalled: an agent with a breaker (see
+            // the profile's `breaker`) may rightly refuse the probe.
+            row.push(("probe", "breaker".into()));
+        }
+    }
     if let Some(n) = interrupt {
         row.push(("interrupt", map(vec![("after_calls", n.into())])));
     }
@@ -273,13 +359,63 @@ mod tests {
         let c = Config::default();
         for n in 0..300 {
             let t = generate(trial_seed(3, n), &c, true);
-            let text = table_text("x", &[row(&t, "t")]);
+            let text = table_text("x", &[row(&t, "t", None)]);
             let table = crate::scenarios::load_str(&text, "gen.yaml")
                 .unwrap_or_else(|e| panic!("{e}\n{text}"));
             let s = &table.scenarios[0];
             assert!(s.calls.limit() <= 16);
             assert!(s.interrupt.is_none() || s.process_fault.is_none());
         }
+    }
+
+    #[test]
+    fn a_persistent_fault_is_a_call_range_and_sets_the_expectation() {
+        use super::super::generate::{Persist, Step};
+        let t = |calls, kind| Trial {
+            seed: 3,
+            steps: vec![
+                Step {
+                    action: Action::Tools { secs: vec![0.1] },
+                    ..Step::answer(0.0)
+                },
+                Step {
+                    persist: Some(Persist { kind, calls }),
+                    ..Step::answer(0.0)
+                },
+            ],
+        };
+        let load = |t: &Trial| {
+            let text = table_text("", &[row(t, "r", None)]);
+            crate::scenarios::load_str(&text, "r.yaml")
+                .unwrap_or_else(|e| panic!("{e}\n{text}"))
+                .scenarios
+                .remove(0)
+        };
+        let forever = load(&t(None, FaultKind::Error500));
+        assert!(matches!(forever.expect, crate::scenarios::Expect::Error));
+        // The tool call, then 3 retries + 1 of the faulted call.
+        assert_eq!(forever.calls.limit(), 1 + 4);
+        assert_eq!(forever.knobs.api_max_retries, PERSIST_RETRIES);
+        assert!(forever.responder[1].when.matches(1000, true, false));
+        let clears = load(&t(Some(3), FaultKind::Hang));
+        assert!(matches!(clears.expect, crate::scenarios::Expect::Answer(_)));
+        let kinds: Vec<_> = (0..6)
+            .map(|i| {
+                crate::provider::rules::pick(&clears.responder, i, false)
+                    .unwrap()
+                    .reply
+                    .kind_name()
+            })
+            .collect();
+        assert_eq!(kinds, ["tool_call", "hang", "hang", "hang", "text", "text"]);
+        // Stalls on every call of a one-step turn: a breaker may refuse the probe.
+        let mut only = t(None, FaultKind::StallMidStream);
+        only.steps.remove(0);
+        assert_eq!(load(&only).probe, crate::scenarios::ProbeMode::Breaker);
+        assert_eq!(
+            load(&t(None, FaultKind::StallMidStream)).probe,
+            crate::scenarios::ProbeMode::Answer
+        );
     }
 
     #[test]
@@ -292,6 +428,7 @@ mod tests {
                     kill_before: false,
                     stop_for: None,
                     faults: vec![],
+                    persist: None,
                     action: Action::Tools {
                         secs: vec![0.1, 0.2],
                     },
@@ -303,11 +440,12 @@ mod tests {
                         kind: FaultKind::Error429,
                         interrupt: false,
                     }],
+                    persist: None,
                     action: Action::Final { gap: 0.0 },
                 },
             ],
         };
-        let text = table_text("", &[row(&t, "r")]);
+        let text = table_text("", &[row(&t, "r", None)]);
         let s = &crate::scenarios::load_str(&text, "r.yaml")
             .unwrap()
             .scenarios[0];

@@ -1,6 +1,7 @@
 //! Shrinking a confirmed failure: greedy delta debugging over the trial.
 //! Each round lists every one-step reduction (drop a step, a kill, an
-//! interrupt, a fault; narrow a parallel batch; shorten every delay), asks the
+//! interrupt, a fault, a persistent fault or some of its calls; narrow a
+//! parallel batch; shorten every delay), asks the
 //! predicate about them in batches of `jobs` (run in parallel by the caller),
 //! and keeps the first, in list order, that still fails the same check. It
 //! stops when no reduction fails, or after [`MAX_EVALS`] candidate runs. Pure
@@ -24,13 +25,14 @@ pub fn candidates(t: &Trial) -> Vec<Trial> {
     // Drop a step's action but keep its faults, moved onto the next step's call.
     for i in 0..last {
         let s = &t.steps[i];
-        if s.faults.is_empty() && !s.kill_before {
+        if s.faults.is_empty() && !s.kill_before && s.persist.is_none() {
             continue;
         }
         let mut c = t.clone();
         let gone = c.steps.remove(i);
         let next = &mut c.steps[i];
         next.kill_before |= gone.kill_before;
+        next.persist = next.persist.or(gone.persist);
         let mut faults = gone.faults;
         faults.append(&mut next.faults);
         faults.truncate(MAX_FAULTS_PER_STEP);
@@ -47,6 +49,20 @@ pub fn candidates(t: &Trial) -> Vec<Trial> {
             let mut c = t.clone();
             c.steps[i].stop_for = None;
             out.push(c);
+        }
+        if let Some(p) = s.persist {
+            // Without it; or lasting the fewest calls that still persist.
+            let mut c = t.clone();
+            c.steps[i].persist = None;
+            out.push(c);
+            if p.calls.is_some_and(|n| n > 2) {
+                let mut c = t.clone();
+                c.steps[i].persist = Some(super::generate::Persist {
+                    calls: Some(2),
+                    ..p
+                });
+                out.push(c);
+            }
         }
         for (j, f) in s.faults.iter().enumerate() {
             let mut c = t.clone();

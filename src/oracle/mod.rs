@@ -6,6 +6,7 @@
 mod backoff;
 mod calls;
 mod exercised;
+mod giveup;
 mod history;
 mod hygiene;
 mod mcp;
@@ -144,6 +145,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
         return out;
     }
     let mut out = termination::check(s, obs);
+    out.extend(giveup::check(s, obs));
     out.extend(mcp::cancellation(s, obs));
     out.extend(calls::check(s, obs));
     out.extend(backoff::check(obs));

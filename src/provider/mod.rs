@@ -14,8 +14,8 @@
 //!   so far (the runner awaits it to trigger an interrupt).
 //! * [`Provider::recording`] snapshots what was recorded.
 
-pub mod context_window;
 pub mod cassette;
+pub mod context_window;
 pub mod recording;
 pub mod replies;
 pub mod rules;

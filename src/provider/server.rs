@@ -673,10 +673,11 @@ async fn generate(
     forward: Forward,
 ) -> Response {
     let wire = shared.wire;
-    let (head, parsed, upstream_body) = match parse_call(&shared, head, body, stream, model, &forward) {
-        Ok(call) => call,
-        Err(resp) => return resp,
-    };
+    let (head, parsed, upstream_body) =
+        match parse_call(&shared, head, body, stream, model, &forward) {
+            Ok(call) => call,
+            Err(resp) => return resp,
+        };
     let class = shared.classify(&parsed, head.size);
     let (kind, main_index, picked) = (class.kind, class.main_index, class.picked);
     let rule = picked.map(|(_, r)| r);
