@@ -111,7 +111,7 @@ cargo clippy --all-targets -- -D warnings
 echo "== tests"
 # `cargo test` runs the lib, bin and tests/ targets; benches are compiled by
 # clippy above and run only by `cargo bench` (they print figures, never assert).
-cargo test -- --include-ignored "${skip_args[@]}"
+cargo test --no-fail-fast -- --include-ignored "${skip_args[@]}"
 
 if [ "${#not_run[@]}" -gt 0 ]; then
     echo "== NOT RUN here (prerequisite missing; CI fails on these):"

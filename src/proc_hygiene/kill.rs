@@ -104,6 +104,15 @@ mod tests {
         // orphan reaping leaves their exit status to us.
         crate::proc_hygiene::own(ours.id() as i32);
         crate::proc_hygiene::own(other.id() as i32);
+        // Until `exec` the child's environ is still ours (no tag): the sweep
+        // must start once both carry their markers, or it may see none.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !(has_env(ours.id() as i32, TAG_VAR, &tag)
+            && has_env(other.id() as i32, TAG_VAR, &format!("{tag}-other")))
+        {
+            assert!(Instant::now() < deadline, "the children never exec'd");
+            std::thread::yield_now();
+        }
         assert!(!pidfd_kill_if_marked(other.id() as i32, TAG_VAR, &tag));
         // The sweep repeats passes until none carry the tag: in all, exactly
         // our one process is signalled.
