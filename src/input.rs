@@ -12,7 +12,7 @@
 //!   agent's processes are gone). Logs chaosrun appends to in the run folder
 //!   get the same care ([`crate::output::append_log`]).
 //! * **Inputs the user names** (the table, `--config`, the profile, `merge`
-//!   inputs, serve scripts and MCP rules, and later `--known` files and
+//!   inputs, serve scripts and MCP rules, `explore --known` files and
 //!   cassettes) go through [`read_input`]: the same open, then a read bounded
 //!   by the input's documented [`Cap`]; `/dev/zero`, a FIFO, a directory or a
 //!   file over the cap is an error naming the path and the cap (the CLI exits
@@ -132,7 +132,7 @@ pub const MCP_RULES: Cap = Cap {
 /// A `--known` file (table failures explore does not re-report).
 pub const KNOWN: Cap = Cap {
     what: "known-failures file",
-    bytes: 8 * MIB,
+    bytes: 64 * MIB,
 };
 /// A recorded session (cassette).
 pub const CASSETTE: Cap = Cap {

@@ -72,33 +72,6 @@ pub struct Known {
     pub signatures: Vec<Signature>,
 }
 
-/// The most `--known` bytes read.
-pub const KNOWN_MAX_BYTES: u64 = 64 << 20;
-
-/// A regular file's text, at most [`KNOWN_MAX_BYTES`] (anything else refused).
-fn read_bounded(path: &std::path::Path) -> std::io::Result<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    // Non-blocking open, so a FIFO named by mistake cannot hang explore.
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    let meta = f.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    if meta.len() > KNOWN_MAX_BYTES {
-        return Err(std::io::Error::other(format!(
-            "{} bytes, over the {KNOWN_MAX_BYTES}-byte limit",
-            meta.len()
-        )));
-    }
-    let mut text = String::new();
-    f.take(KNOWN_MAX_BYTES).read_to_string(&mut text)?;
-    Ok(text)
-}
-
 /// The check id (`label / name`) of a report's `invariant` and `name`.
 fn check_id(invariant: &str, name: &str) -> Option<String> {
     use Invariant::*;
@@ -127,7 +100,8 @@ impl Known {
     /// table whose rows carry explore signatures.
     pub fn load(path: &std::path::Path) -> Result<Known, String> {
         let shown = path.display().to_string();
-        let text = read_bounded(path).map_err(|e| format!("--known {shown}: cannot read: {e}"))?;
+        let text = crate::input::read_input_text(path, crate::input::KNOWN)
+            .map_err(|e| format!("--known {e}"))?;
         if text.trim_start().starts_with('{') {
             Self::from_report(&text).map_err(|e| format!("--known {shown}: {e}"))
         } else {

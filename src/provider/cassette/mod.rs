@@ -36,8 +36,6 @@ pub const TEXT_CAP: usize = 64 * 1024;
 /// The most events recorded for one answer (the rest are left out and the
 /// entry is marked `truncated`).
 pub const EVENTS_CAP: usize = 4096;
-/// The largest cassette file read.
-pub const FILE_CAP: u64 = 64 << 20;
 
 /// Line 1 of a cassette.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -169,19 +167,8 @@ pub(crate) fn key_of(last: Option<&WireMessage>, nonce: &str) -> MatchKey {
 
 /// Load and check a cassette; the error is `FILE:LINE: what`.
 pub fn load(path: &Path) -> Result<Cassette, String> {
-    let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| format!("{shown}: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("{shown}: a cassette must be a regular file"));
-    }
-    if meta.len() > FILE_CAP {
-        return Err(format!(
-            "{shown}: {} bytes is over the {FILE_CAP}-byte limit of a cassette",
-            meta.len()
-        ));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{shown}: {e}"))?;
-    parse(&text, &shown.to_string())
+    let text = crate::input::read_input_text(path, crate::input::CASSETTE).map_err(String::from)?;
+    parse(&text, &path.display().to_string())
 }
 
 /// Parse cassette text (see [`load`]).
