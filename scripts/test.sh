@@ -27,41 +27,90 @@ echo "== toolchain"
 cargo --version
 python3 --version
 
-echo "== real agent: Hermes (bounded subset; the full table is manual)"
-if ! bash .ci/hermes_subset.sh; then
-    missing hermes_subset_verdicts "Hermes Agent could not be installed (output above)"
-fi
-
-echo "== real agent: Codex CLI (bounded subset; the full tables are manual)"
-if ! bash .ci/codex_subset.sh; then
-    missing codex_subset_verdicts "Codex CLI could not be installed (output above)"
-fi
-
-echo "== real agent: Gemini CLI (bounded subset; the full tables are manual)"
-if ! bash .ci/gemini_subset.sh; then
-    missing gemini_subset_verdicts "Gemini CLI could not be installed (output above)"
-fi
-
-echo "== real agent: pydantic-ai (bounded subset; the full tables are manual)"
-if ! bash .ci/pydantic_ai_subset.sh; then
-    missing pydantic_ai_subset_verdicts "pydantic-ai could not be installed (output above)"
-fi
-
-echo "== real agent: Claude Code (bounded subset; the full tables are manual)"
-if ! bash .ci/claude_code_subset.sh; then
-    missing claude_code_subset_verdicts "Claude Code could not be installed (output above)"
-fi
-
-# --- Chromium, for the HTML report's browser check -----------------------------
-echo "== chromium (HTML report browser check)"
-if ! command -v chromium >/dev/null; then
-    if [ "$(id -u)" -eq 0 ]; then
-        (apt-get update && apt-get install -y --no-install-recommends chromium) || true
+# --- Installs run in the background while the build compiles ---------------------
+# Each lane writes its output to target/ci-logs/NAME.log and its exit code to
+# NAME.rc; `settle NAME TEST "reason"` reads them after the build. apt-based
+# installs share one lane (apt holds a lock).
+logs=target/ci-logs
+rm -rf "$logs"; mkdir -p "$logs"
+# A lint or build failure exits early: never leave an install running behind.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+lane() { # lane NAME COMMAND...: run COMMAND in the background
+    local name=$1; shift
+    ( if "$@" >"$logs/$name.log" 2>&1; then echo 0; else echo $?; fi >"$logs/$name.rc" ) &
+}
+settle() { # settle NAME TEST_NAME "reason": after `wait`, a failed lane leaves TEST out
+    local rc; rc=$(cat "$logs/$1.rc" 2>/dev/null || echo 1)
+    echo "== $1: exit $rc (log: $logs/$1.log)"
+    if [ "$rc" != 0 ]; then
+        tail -n 15 "$logs/$1.log"
+        missing "$2" "$3"
     fi
-fi
-if ! command -v chromium >/dev/null; then
-    missing html_report_renders_in_chromium "chromium is not installed (apt-get install chromium, as root)"
+}
+
+chromium_lane() {
+    command -v chromium >/dev/null && return 0
+    [ "$(id -u)" -eq 0 ] || { echo "not root: cannot apt-get install chromium"; return 1; }
+    (apt-get update && apt-get install -y --no-install-recommends chromium) || true
+    command -v chromium >/dev/null
+}
+postgres_lane() { # PostgreSQL on loopback (its DSN is the log's last line), then the Postgres workers
+    bash scripts/postgres.sh || return 2
+    bash examples/pgworker/setup.sh >"$logs/pgworker.log" 2>&1 || return 3
+}
+apt_lane() { # chromium, then PostgreSQL: both take apt's lock
+    if chromium_lane >"$logs/chromium.log" 2>&1; then echo 0; else echo $?; fi >"$logs/chromium.rc"
+    postgres_lane
+}
+
+echo "== installs (background lanes; logs under $logs)"
+lane hermes bash .ci/hermes_subset.sh
+lane codex bash .ci/codex_subset.sh
+lane gemini bash .ci/gemini_subset.sh
+lane pydantic_ai bash .ci/pydantic_ai_subset.sh
+lane claude_code bash .ci/claude_code_subset.sh
+lane sdk_venv bash scripts/sdk_venv.sh
+lane postgres apt_lane
+
+echo "== format and lint (while the installs run)"
+cargo fmt --all -- --check
+cargo clippy --all-targets -- -D warnings
+echo "== build the tests (while the installs run)"
+cargo test --no-run
+
+echo "== waiting for the installs"
+wait
+
+settle hermes hermes_subset_verdicts "Hermes Agent could not be installed"
+settle codex codex_subset_verdicts "Codex CLI could not be installed"
+settle gemini gemini_subset_verdicts "Gemini CLI could not be installed"
+settle pydantic_ai pydantic_ai_subset_verdicts "pydantic-ai could not be installed"
+settle claude_code claude_code_subset_verdicts "Claude Code could not be installed"
+settle chromium html_report_renders_in_chromium "chromium is not installed (apt-get install chromium, as root)"
+if [ "$(cat "$logs/chromium.rc" 2>/dev/null || echo 1)" != 0 ]; then
     missing history_strip_renders_in_chromium "chromium is not installed (apt-get install chromium, as root)"
+fi
+settle sdk_venv every_reply_kind_on_every_wire_with_the_official_sdks "the SDK venv could not be made (scripts/sdk_venv.sh)"
+if [ "$(cat "$logs/sdk_venv.rc")" != 0 ]; then
+    missing every_mcp_reply_kind_on_both_transports_with_the_python_sdk "the SDK venv (with the mcp SDK) could not be made (scripts/sdk_venv.sh)"
+fi
+
+# --- Worker mode: a local PostgreSQL on loopback, and the Postgres workers ------
+pg_rc=$(cat "$logs/postgres.rc" 2>/dev/null || echo 2)
+echo "== postgres: exit $pg_rc (log: $logs/postgres.log)"
+if [ "$pg_rc" = 2 ]; then
+    tail -n 3 "$logs/postgres.log"
+    missing postgres_workers_survive_process_faults_and_seeded_chaos "no local PostgreSQL (scripts/postgres.sh failed)"
+    missing ten_concurrent_postgres_writers_record_exactly_ten_runs "no local PostgreSQL (scripts/postgres.sh failed)"
+else
+    CHAOS_PG_DSN="$(grep '^CHAOS_PG_DSN=' "$logs/postgres.log" | tail -n 1 | sed 's/^CHAOS_PG_DSN=//')"
+    export CHAOS_PG_DSN
+    echo "postgres: $CHAOS_PG_DSN"
+    if [ "$pg_rc" = 3 ]; then
+        # CHAOS_PG_DSN stays set: the history test needs only the server.
+        tail -n 15 "$logs/pgworker.log"
+        missing postgres_workers_survive_process_faults_and_seeded_chaos "examples/pgworker/setup.sh failed"
+    fi
 fi
 
 # --- Containment: root and a cgroup v2 mount ------------------------------------
@@ -74,39 +123,7 @@ if [ "$(id -u)" -ne 0 ] || ! grep -q ' - cgroup2 ' /proc/self/mountinfo; then
     missing a_child_entered_before_exec_is_listed_frozen_killed_and_removed "needs root and a cgroup2 mount"
     missing sigkill_of_chaosrun_kills_an_untagged_agent_through_its_cgroup "needs root and a cgroup2 mount"
 fi
-
-# --- Worker mode: a local PostgreSQL on loopback, and the Postgres workers ------
-echo "== worker mode (PostgreSQL on loopback, examples/pgworker)"
-if pg_out=$(bash scripts/postgres.sh 2>&1); then
-    CHAOS_PG_DSN="$(printf '%s\n' "$pg_out" | tail -n 1 | sed 's/^CHAOS_PG_DSN=//')"
-    export CHAOS_PG_DSN
-    echo "postgres: $CHAOS_PG_DSN"
-    if ! bash examples/pgworker/setup.sh; then
-        # CHAOS_PG_DSN stays set: the history test needs only the server.
-        missing postgres_workers_survive_process_faults_and_seeded_chaos "examples/pgworker/setup.sh failed"
-    fi
-else
-    printf '%s\n' "$pg_out" | tail -n 3
-    missing postgres_workers_survive_process_faults_and_seeded_chaos "no local PostgreSQL (scripts/postgres.sh failed)"
-    missing ten_concurrent_postgres_writers_record_exactly_ten_runs "no local PostgreSQL (scripts/postgres.sh failed)"
-fi
 # -------------------------------------------------------------------------------
-
-# --- The official model SDKs, for the wire conformance suite ---------------------
-# tests/sdk_conformance.rs drives `chaosrun serve --wire W` with the pinned
-# openai, anthropic and google-genai SDKs (tests/sdk/conformance.py) from a venv
-# under target/; tests/mcp_sdk_wire.rs drives `chaosrun serve --mcp` and
-# `chaosrun mcp-stdio` with the pinned Python `mcp` SDK from the same venv.
-echo "== official model SDKs (wire conformance venv)"
-if ! bash scripts/sdk_venv.sh; then
-    missing every_reply_kind_on_every_wire_with_the_official_sdks "the SDK venv could not be made (scripts/sdk_venv.sh, output above)"
-    missing every_mcp_reply_kind_on_both_transports_with_the_python_sdk "the SDK venv (with the mcp SDK) could not be made (scripts/sdk_venv.sh, output above)"
-fi
-# -------------------------------------------------------------------------------
-
-echo "== format and lint"
-cargo fmt --all -- --check
-cargo clippy --all-targets -- -D warnings
 
 echo "== tests"
 # `cargo test` runs the lib, bin and tests/ targets; benches are compiled by

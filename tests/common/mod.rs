@@ -11,6 +11,14 @@ use std::time::{Duration, Instant};
 
 pub const MARK_VAR: &str = "CHAOSRUN_TEST_MARK";
 
+/// Whether to run the whole matrix (`CHAOSRUN_FULL=1`): every case on every
+/// wire. CI runs a bounded subset that still covers every case and every
+/// wire once; the README says how to run the rest.
+#[allow(dead_code)]
+pub fn full_matrix() -> bool {
+    std::env::var_os("CHAOSRUN_FULL").is_some_and(|v| v != "0" && !v.is_empty())
+}
+
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_chaosrun"))
 }
