@@ -82,9 +82,10 @@ pub struct Args {
     pub weights: Vec<String>,
     /// Failures already known: a table run's JSON report (its failed checks)
     /// or an explore --out table (its rows' signatures). A trial matching
-    /// one is counted as a known hit, not reported as a finding.
+    /// one is counted as a known hit, not reported as a finding. Repeatable
+    /// (e.g. the seed table's report and the process-fault table's).
     #[arg(long, value_name = "REPORT.json|TABLE.yaml")]
-    pub known: Option<PathBuf>,
+    pub known: Vec<PathBuf>,
     /// Multiply every calibrated deadline by F (slow machines).
     #[arg(long = "deadline-scale", default_value_t = 1.0, value_name = "F")]
     pub deadline_scale: f64,
@@ -148,10 +149,13 @@ fn known_and_scale(args: &Args) -> Result<findings::Known, String> {
             "--deadline-scale {f}: must be a number from 0.1 to 100"
         ));
     }
-    match &args.known {
-        Some(p) => findings::Known::load(p),
-        None => Ok(findings::Known::default()),
+    let mut known = findings::Known::default();
+    for p in &args.known {
+        let k = findings::Known::load(p)?;
+        known.checks.extend(k.checks);
+        known.signatures.extend(k.signatures);
     }
+    Ok(known)
 }
 
 /// `--dry-run`: the first `n` trials (coverage-chosen, as the search would)
@@ -255,6 +259,11 @@ pub fn main(args: Args) -> u8 {
         "bundled reference agent".into()
     };
     let resume = profile.resume;
+    let mut cfg = cfg;
+    if let Some(why) = crate::profile::needs::background_gap(&profile) {
+        cfg.background_share = 0.0;
+        crate::say_err!("explore: no background steps for this agent: {why}");
+    }
     let shared = Arc::new(Shared {
         profile,
         agent_args: args.agent_args.clone(),

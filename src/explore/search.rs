@@ -393,14 +393,13 @@ impl Search<'_> {
         Ok(shrunk.trial)
     }
 
-    /// Verify the shrunk row (it fails alone `confirm` times; the script
-    /// without its faults passes), then print it unless it is known or
-    /// already reported.
-    fn report(&mut self, no: u64, trial: Trial, minimal: Trial, check: String) -> Result<Next, u8> {
-        let plan = self.plan;
+    /// Run `t` alone `confirm` times; the check it fails (a wrong give-up
+    /// named precisely when every run shows it), how many runs failed it, and
+    /// the violations of one that did.
+    fn verify(&mut self, t: &Trial, check: String) -> Result<(String, u32, Vec<String>), u8> {
         let last = self
             .r
-            .run(std::slice::from_ref(&minimal), plan.confirm)
+            .run(std::slice::from_ref(t), self.plan.confirm)
             .map_err(|c| self.interrupted(c))?;
         self.p.runs += last.len() as u64;
         // A wrong give-up also fails `outcome`; a schedule shrunk on that
@@ -421,6 +420,37 @@ impl Search<'_> {
                     .map(|c| c.violations().to_vec())
             })
             .unwrap_or_default();
+        Ok((check, reproduced, violations))
+    }
+
+    /// Verify the shrunk row (it fails alone `confirm` times; the script
+    /// without its faults passes), then print it unless it is known or
+    /// already reported. A shrunk row that does not fail every time falls
+    /// back to the confirmed original; if that does not either, the failure
+    /// is flaky and not a finding.
+    fn report(&mut self, no: u64, trial: Trial, minimal: Trial, check: String) -> Result<Next, u8> {
+        let plan = self.plan;
+        let (mut minimal, (mut check_v, mut reproduced, mut violations)) = {
+            let v = self.verify(&minimal, check.clone())?;
+            (minimal, v)
+        };
+        if reproduced < plan.confirm && minimal != trial {
+            self.p.line(&format!(
+                "trial {no}: the shrunk row failed {reproduced}/{} alone; verifying the original schedule",
+                plan.confirm
+            ));
+            minimal = trial.clone();
+            (check_v, reproduced, violations) = self.verify(&minimal, check)?;
+        }
+        if reproduced < plan.confirm {
+            self.p.flaky += 1;
+            self.p.line(&format!(
+                "trial {no}: FLAKY: the row failed {check_v} only {reproduced}/{} alone; not reported",
+                plan.confirm
+            ));
+            return Ok(Next::Go);
+        }
+        let check = check_v;
         let healthy = self.healthy(&minimal)?;
         let f = Finding {
             run_seed: plan.seed,

@@ -131,6 +131,15 @@ fn tool_gaps(profile: &Profile, s: &Scenario) -> Vec<Gap> {
     gaps
 }
 
+/// Why a background shell step cannot be expressed for `profile` (its shell
+/// tool maps no `background` argument), or `None` when it can: explore draws
+/// no background steps for such an agent instead of erroring every such trial.
+pub fn background_gap(profile: &Profile) -> Option<String> {
+    const ROW: &str = "scenarios:\n  - id: bg\n    responder:\n      - reply: {kind: tool_call, calls: [{tool: shell, args: {command: x, background: true, timeout: 3}}]}\n    expect: ended\n";
+    let table = crate::scenarios::load_str(ROW, "explore").ok()?;
+    not_applicable(profile, table.scenarios.first()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,6 +222,25 @@ mod tests {
         let w = warnings(&mapped, &[row(BG_ROW)]);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("maps no `timeout` argument"), "{w:?}");
+    }
+
+    #[test]
+    fn background_gap_names_the_missing_argument_or_none() {
+        let bare = profile(
+            &[("shell", "exec", &[("command", "cmd")])],
+            McpSupport::None,
+        );
+        let why = background_gap(&bare).expect("no background mapping");
+        assert!(why.contains("maps no `background` argument"), "{why}");
+        let mapped = profile(
+            &[(
+                "shell",
+                "Bash",
+                &[("command", "command"), ("background", "run_in_background")],
+            )],
+            McpSupport::default(),
+        );
+        assert_eq!(background_gap(&mapped), None);
     }
 
     #[test]
