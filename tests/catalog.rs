@@ -45,9 +45,17 @@ const IN_TREE: &[(&str, &str)] = &[
 
 /// A fake npm install of `pkg` at `version` in the cache folder of `agent`.
 fn fake_npm_install(cache: &Path, agent: &str, pkg: &str, version: &str) {
-    let dir = cache.join("agents").join(agent).join("prefix/lib/node_modules").join(pkg);
+    let dir = cache
+        .join("agents")
+        .join(agent)
+        .join("prefix/lib/node_modules")
+        .join(pkg);
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("package.json"), format!("{{\"version\": \"{version}\"}}")).unwrap();
+    std::fs::write(
+        dir.join("package.json"),
+        format!("{{\"version\": \"{version}\"}}"),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -58,7 +66,17 @@ fn agents_lists_pins_capabilities_and_installs() {
     let (code, out, err) = run(cache.path(), &repo(), &["agents"]);
     assert_eq!(code, Some(0), "{err}");
     let header = out.lines().next().unwrap();
-    for col in ["agent", "pinned", "wire", "mode", "resume", "mcp", "subagent", "background", "installed"] {
+    for col in [
+        "agent",
+        "pinned",
+        "wire",
+        "mode",
+        "resume",
+        "mcp",
+        "subagent",
+        "background",
+        "installed",
+    ] {
         assert!(header.contains(col), "{header}");
     }
     let line = |name: &str| {
@@ -71,18 +89,66 @@ fn agents_lists_pins_capabilities_and_installs() {
     for (name, pin) in IN_TREE {
         assert_eq!(line(name)[1], *pin, "{out}");
     }
-    assert_eq!(line("reference"), ["reference", "bundled", "openai-chat", "driver", "yes", "stdio+http", "task", "background", "bundled"]);
-    assert_eq!(line("claude-code"), ["claude-code", "2.1.328", "anthropic", "exec", "yes", "no", "-", "run_in_background", "no"]);
-    assert_eq!(line("codex")[2..], ["openai-responses", "exec", "yes", "stdio+http", "-", "-", "yes"]);
+    assert_eq!(
+        line("reference"),
+        [
+            "reference",
+            "bundled",
+            "openai-chat",
+            "driver",
+            "yes",
+            "stdio+http",
+            "task",
+            "background",
+            "bundled"
+        ]
+    );
+    assert_eq!(
+        line("claude-code"),
+        [
+            "claude-code",
+            "2.1.328",
+            "anthropic",
+            "exec",
+            "yes",
+            "no",
+            "-",
+            "run_in_background",
+            "no"
+        ]
+    );
+    assert_eq!(
+        line("codex")[2..],
+        [
+            "openai-responses",
+            "exec",
+            "yes",
+            "stdio+http",
+            "-",
+            "-",
+            "yes"
+        ]
+    );
     assert_eq!(line("gemini-cli")[8..], ["0.60.1", "(not", "the", "pin)"]);
-    assert!(out.contains(&cache.path().join("agents").display().to_string()), "{out}");
+    assert!(
+        out.contains(&cache.path().join("agents").display().to_string()),
+        "{out}"
+    );
 
     let (code, json, _) = run(cache.path(), &repo(), &["agents", "--json"]);
     assert_eq!(code, Some(0));
     let rows: serde_json::Value = serde_json::from_str(&json).unwrap();
-    let codex = rows.as_array().unwrap().iter().find(|r| r["name"] == "codex").unwrap();
+    let codex = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "codex")
+        .unwrap();
     assert_eq!(codex["installed"], "yes");
-    assert_eq!(codex["capabilities"]["mcp"], serde_json::json!(["stdio", "http"]));
+    assert_eq!(
+        codex["capabilities"]["mcp"],
+        serde_json::json!(["stdio", "http"])
+    );
     assert_eq!(codex["capabilities"]["wire"], "openai-responses");
 }
 
@@ -93,7 +159,13 @@ fn agent_reference_by_name_runs_with_no_path() {
     let (code, out, err) = run(
         cache.path(),
         cwd.path(),
-        &["--agent", "reference", "--only", "tool_args_garbage", "--no-progress"],
+        &[
+            "--agent",
+            "reference",
+            "--only",
+            "tool_args_garbage",
+            "--no-progress",
+        ],
     );
     assert_eq!(code, Some(0), "{out}\n{err}");
     assert!(out.contains("PASS  tool_args_garbage"), "{out}");
@@ -103,7 +175,11 @@ fn agent_reference_by_name_runs_with_no_path() {
 #[test]
 fn unknown_agent_name_is_exit_2_listing_the_known_ones() {
     let cache = tempfile::tempdir().unwrap();
-    let (code, _, err) = run(cache.path(), &repo(), &["--agent", "no-such-agent", "--only", "provider_hang"]);
+    let (code, _, err) = run(
+        cache.path(),
+        &repo(),
+        &["--agent", "no-such-agent", "--only", "provider_hang"],
+    );
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("unknown agent `no-such-agent`"), "{err}");
     for (name, _) in IN_TREE {
@@ -117,7 +193,11 @@ fn unknown_agent_name_is_exit_2_listing_the_known_ones() {
 #[test]
 fn a_shipped_agent_not_installed_names_the_setup_command() {
     let cache = tempfile::tempdir().unwrap();
-    let (code, _, err) = run(cache.path(), &repo(), &["--agent", "claude-code", "--only", "provider_hang"]);
+    let (code, _, err) = run(
+        cache.path(),
+        &repo(),
+        &["--agent", "claude-code", "--only", "provider_hang"],
+    );
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("is not installed"), "{err}");
     assert!(err.contains("chaosrun agents setup claude-code"), "{err}");
@@ -131,18 +211,31 @@ fn another_installed_version_runs_with_a_warning() {
     fake_npm_install(cache.path(), "qwen-code", "@qwen-code/qwen-code", "0.20.0");
     std::fs::create_dir_all(cache.path().join("agents/qwen-code/prefix/bin")).unwrap();
     let qwen = cache.path().join("agents/qwen-code/prefix/bin/qwen");
-    std::fs::write(&qwen, "#!/bin/sh\necho '{\"type\":\"result\",\"is_error\":true,\"result\":\"fake\"}'\nexit 1\n").unwrap();
+    std::fs::write(
+        &qwen,
+        "#!/bin/sh\necho '{\"type\":\"result\",\"is_error\":true,\"result\":\"fake\"}'\nexit 1\n",
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&qwen, std::fs::Permissions::from_mode(0o755)).unwrap();
     let (code, out, err) = run(
         cache.path(),
         &repo(),
-        &["--agent", "qwen-code", "--only", "provider_400_forever", "--no-progress"],
+        &[
+            "--agent",
+            "qwen-code",
+            "--only",
+            "provider_400_forever",
+            "--no-progress",
+        ],
     );
     assert!(err.contains("0.20.0") && err.contains("0.24.4"), "{err}");
     assert!(err.contains("warning"), "{err}");
     assert_eq!(code, Some(1), "{out}\n{err}");
-    assert!(cache.path().join("agents/qwen-code/qwen-code.yaml").is_file());
+    assert!(cache
+        .path()
+        .join("agents/qwen-code/qwen-code.yaml")
+        .is_file());
 }
 
 #[test]
@@ -155,9 +248,15 @@ fn agents_setup_writes_the_folder_into_the_cache() {
     let shipped = std::fs::read(repo().join("examples/reference/agent.yaml")).unwrap();
     assert_eq!(std::fs::read(dir.join("agent.yaml")).unwrap(), shipped);
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(dir.join("agent.py")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(dir.join("agent.py"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o111, 0o111, "agent.py keeps its exec bits");
-    assert_eq!(std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777, 0o700);
+    assert_eq!(
+        std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
 }
 
 #[test]
@@ -193,5 +292,8 @@ fn built_in_tables_run_by_name_and_write_out() {
     let (code, _, err) = run(cache.path(), cwd.path(), &["tables", "write", "tables"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("already exists"), "{err}");
-    assert_eq!(std::fs::read_to_string(dir.join("scenarios.yaml")).unwrap(), "edited");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("scenarios.yaml")).unwrap(),
+        "edited"
+    );
 }

@@ -55,7 +55,10 @@ fn missing_table_file() {
 #[test]
 fn no_table_given_is_the_built_in_one() {
     let (stdout, stderr) = run("notable", &["--list"], 0);
-    assert!(stderr.contains("table: built-in scenarios.yaml"), "{stderr}");
+    assert!(
+        stderr.contains("table: built-in scenarios.yaml"),
+        "{stderr}"
+    );
     assert!(stdout.contains("provider_hang"), "{stdout}");
 }
 

@@ -95,7 +95,10 @@ mod tests {
     fn defaults_and_absent_keys() {
         let c = read("command: [x]\nmcp: false\ntools:\n  shell: {name: sh, args: {command: c}}\n")
             .unwrap();
-        assert_eq!((c.wire.as_str(), c.mode, c.resume), ("openai-chat", "driver", true));
+        assert_eq!(
+            (c.wire.as_str(), c.mode, c.resume),
+            ("openai-chat", "driver", true)
+        );
         assert_eq!(c.mcp, Some(vec![]));
         assert_eq!((c.subagent, c.background), (None, None));
         assert_eq!(read("command: [x]\n").unwrap().mcp, None);

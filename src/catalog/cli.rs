@@ -84,7 +84,10 @@ fn setup(name: &str, cache: &std::path::Path) -> u8 {
         return fail(2, format!("unknown agent `{name}` (known: {})", names()));
     };
     if !embedded::has(entry.name) {
-        return fail(2, format!("agent `{name}`'s folder was not in the tree this chaosrun was built from"));
+        return fail(
+            2,
+            format!("agent `{name}`'s folder was not in the tree this chaosrun was built from"),
+        );
     }
     match install::setup(entry, &embedded::files(entry.name), cache) {
         Ok((dir, version)) => {
@@ -118,7 +121,7 @@ fn row(e: &'static super::entry::Entry, cache: &std::path::Path) -> Row {
     };
     let capabilities = embedded::files(e.name)
         .iter()
-        .find(|(rel, _, _)| *rel == e.profile)
+        .find(|(rel, _, _)| *rel == e.profile_yaml())
         .and_then(|(_, bytes, _)| capabilities::read(&String::from_utf8_lossy(bytes)).ok());
     Row {
         name: e.name,
@@ -130,7 +133,15 @@ fn row(e: &'static super::entry::Entry, cache: &std::path::Path) -> Row {
 
 fn render(rows: &[Row], cache: &std::path::Path) -> String {
     let mut lines = vec![[
-        "agent", "pinned", "wire", "mode", "resume", "mcp", "subagent", "background", "installed",
+        "agent",
+        "pinned",
+        "wire",
+        "mode",
+        "resume",
+        "mcp",
+        "subagent",
+        "background",
+        "installed",
     ]
     .map(String::from)
     .to_vec()];
@@ -142,7 +153,8 @@ fn render(rows: &[Row], cache: &std::path::Path) -> String {
             r.pinned.to_string(),
             c.map_or("?".into(), |c| c.wire.clone()),
             c.map_or("?".into(), |c| c.mode.to_string()),
-            c.map_or("?", |c| if c.resume { "yes" } else { "no" }).to_string(),
+            c.map_or("?", |c| if c.resume { "yes" } else { "no" })
+                .to_string(),
             match c.and_then(|c| c.mcp.as_ref()) {
                 None => "-".to_string(),
                 Some(t) if t.is_empty() => "no".to_string(),
@@ -154,7 +166,13 @@ fn render(rows: &[Row], cache: &std::path::Path) -> String {
         ]);
     }
     let widths: Vec<usize> = (0..lines[0].len())
-        .map(|i| lines.iter().map(|l| l[i].chars().count()).max().unwrap_or(0))
+        .map(|i| {
+            lines
+                .iter()
+                .map(|l| l[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for l in &lines {

@@ -17,8 +17,7 @@ pub fn files(name: &str) -> Vec<File> {
     FILES
         .iter()
         .filter_map(|(path, bytes, mode)| {
-            path.strip_prefix(&prefix)
-                .map(|rel| (rel, *bytes, *mode))
+            path.strip_prefix(&prefix).map(|rel| (rel, *bytes, *mode))
         })
         .collect()
 }
@@ -39,9 +38,9 @@ pub fn write_out(dir: &Path, files: &[File]) -> std::io::Result<()> {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        let same = std::fs::symlink_metadata(&path).is_ok_and(|m| {
-            m.is_file() && m.permissions().mode() & 0o777 == *mode
-        }) && std::fs::read(&path).is_ok_and(|b| b == *bytes);
+        let same = std::fs::symlink_metadata(&path)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o777 == *mode)
+            && std::fs::read(&path).is_ok_and(|b| b == *bytes);
         if same {
             continue;
         }

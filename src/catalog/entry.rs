@@ -16,7 +16,8 @@ pub enum Install {
 pub struct Entry {
     /// The name `--agent` takes; also the folder under `examples/`.
     pub name: &'static str,
-    /// The profile file inside the folder.
+    /// What `--agent` is given inside the folder: the profile (`*.yaml`), or
+    /// a driver executable whose profile `NAME.yaml` sits beside it.
     pub profile: &'static str,
     /// The version `setup.sh` installs (`3.2.*`: any 3.2.x).
     pub pinned: &'static str,
@@ -40,6 +41,15 @@ pub const fn entry(
 }
 
 impl Entry {
+    /// The profile's YAML file inside the folder.
+    pub fn profile_yaml(&self) -> String {
+        if self.profile.ends_with(".yaml") {
+            self.profile.to_string()
+        } else {
+            format!("{}.yaml", self.profile)
+        }
+    }
+
     /// Does an installed `version` satisfy the pin (`3.2.*` matches `3.2.7`)?
     pub fn matches(&self, version: &str) -> bool {
         match self.pinned.strip_suffix('*') {

@@ -117,8 +117,7 @@ pub fn setup(
     cache: &Path,
 ) -> Result<(PathBuf, String), String> {
     let dir = agent_dir(cache, entry);
-    embedded::write_out(&dir, files)
-        .map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
+    embedded::write_out(&dir, files).map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
     let script = dir.join("setup.sh");
     if script.is_file() {
         let status = std::process::Command::new(&script)

@@ -45,9 +45,8 @@ fn is_path(agent: &str) -> bool {
 
 /// Is `cmd` a program on PATH (a driver executable given by name)?
 fn on_path(cmd: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|d| d.join(cmd).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(cmd).is_file()))
 }
 
 /// The agent a run uses, as a path `Profile::resolve` takes, with the temp
@@ -111,7 +110,78 @@ fn shipped(entry: &Entry) -> Result<(String, Option<tempfile::TempDir>), String>
         State::Pinned => {}
     }
     // The profile and its helper files as this chaosrun ships them.
-    embedded::write_out(&dir, &embedded::files(entry.name))
-        .map_err(|e| format!("cannot write agent `{}` into {}: {e}", entry.name, dir.display()))?;
+    embedded::write_out(&dir, &embedded::files(entry.name)).map_err(|e| {
+        format!(
+            "cannot write agent `{}` into {}: {e}",
+            entry.name,
+            dir.display()
+        )
+    })?;
     Ok((dir.join(entry.profile).display().to_string(), None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each entry whose folder was embedded holds its profile, and its
+    /// `setup.sh` installs the version the registry pins (a drift between the
+    /// two would make `agents` lie about what is installed).
+    #[test]
+    fn every_embedded_entry_holds_its_profile_and_pin() {
+        let mut checked = 0;
+        for e in registry::AGENTS {
+            let files = embedded::files(e.name);
+            let on_disk = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("examples")
+                .join(e.name)
+                .is_dir();
+            assert_eq!(
+                !files.is_empty(),
+                on_disk,
+                "{}: embedded iff in the tree",
+                e.name
+            );
+            if files.is_empty() {
+                continue;
+            }
+            checked += 1;
+            let has = |rel: &str| files.iter().any(|(r, _, _)| *r == rel);
+            assert!(has(e.profile), "{}: no {} in its folder", e.name, e.profile);
+            assert!(
+                has(&e.profile_yaml()),
+                "{}: no {}",
+                e.name,
+                e.profile_yaml()
+            );
+            assert!(
+                files
+                    .iter()
+                    .all(|(r, _, _)| !r.starts_with("prefix/") && !r.starts_with(".venv/")),
+                "{}: an install was embedded",
+                e.name
+            );
+            if e.install != entry::Install::Bundled {
+                let setup = files.iter().find(|(r, _, _)| *r == "setup.sh");
+                let text = String::from_utf8_lossy(setup.expect("a setup.sh").1);
+                assert!(
+                    text.contains(e.pinned),
+                    "{}: setup.sh does not pin {}",
+                    e.name,
+                    e.pinned
+                );
+            }
+        }
+        assert!(checked >= 8, "only {checked} agents embedded");
+    }
+
+    #[test]
+    fn names_and_paths() {
+        assert!(is_path("examples/codex/codex.yaml") && is_path("my.yaml"));
+        assert!(!is_path("codex"));
+        assert_eq!(find("codex").map(|e| e.pinned), Some("0.169.0"));
+        assert!(names().starts_with("reference, claude-code"));
+        let err = agent_or_bundled(Some("no-such-agent-xyz")).unwrap_err();
+        assert!(err.contains("known: reference"), "{err}");
+    }
 }

@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 /// The built-in tables: (file name, text).
 pub const TABLES: &[(&str, &str)] = &[
     ("scenarios.yaml", include_str!("../../scenarios.yaml")),
-    ("process_faults.yaml", include_str!("../../process_faults.yaml")),
+    (
+        "process_faults.yaml",
+        include_str!("../../process_faults.yaml"),
+    ),
 ];
 
 /// The built-in table a bare name means (`scenarios`, `process_faults.yaml`).
@@ -40,7 +43,9 @@ pub fn resolve(arg: Option<&Path>) -> Result<(PathBuf, Option<tempfile::TempDir>
     let path = dir.path().join(file);
     std::fs::write(&path, text)
         .map_err(|e| format!("cannot write the built-in table {file}: {e}"))?;
-    crate::say_err!("chaosrun: table: built-in {file} (`chaosrun tables write DIR` writes it out for editing)");
+    crate::say_err!(
+        "chaosrun: table: built-in {file} (`chaosrun tables write DIR` writes it out for editing)"
+    );
     Ok((path, Some(dir)))
 }
 
@@ -74,7 +79,10 @@ mod tests {
     #[test]
     fn bare_names_and_paths() {
         assert_eq!(builtin("scenarios").map(|t| t.0), Some("scenarios.yaml"));
-        assert_eq!(builtin("process_faults.yaml").map(|t| t.0), Some("process_faults.yaml"));
+        assert_eq!(
+            builtin("process_faults.yaml").map(|t| t.0),
+            Some("process_faults.yaml")
+        );
         assert!(builtin("other.yaml").is_none());
         let d = tempfile::tempdir().unwrap();
         let own = d.path().join("scenarios.yaml");
