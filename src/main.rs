@@ -377,10 +377,11 @@ fn merge(reports: &[PathBuf], out: Option<&std::path::Path>, history: Option<&st
 }
 
 fn run(args: RunArgs) -> ExitCode {
-    let (table_path, _builtin_table) = match chaosrun::catalog::tables::resolve(args.scenarios.as_deref()) {
-        Ok(t) => t,
-        Err(e) => return usage(e),
-    };
+    let (table_path, _builtin_table) =
+        match chaosrun::catalog::tables::resolve(args.scenarios.as_deref()) {
+            Ok(t) => t,
+            Err(e) => return usage(e),
+        };
     let table_path = &table_path;
     if !(args.deadline_scale > 0.0 && args.deadline_scale.is_finite()) {
         return usage("--deadline-scale must be a positive, finite number");

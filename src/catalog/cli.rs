@@ -106,7 +106,7 @@ fn setup(name: &str, cache: &std::path::Path) -> u8 {
 pub struct Row {
     pub name: &'static str,
     pub pinned: &'static str,
-    /// `bundled`, `pinned`, `other VERSION`, `no`, `not in this build`.
+    /// `bundled`, `yes` (the pin), `VERSION (not the pin)`, `no`, `not in this build`.
     pub installed: String,
     pub capabilities: Option<capabilities::Capabilities>,
 }

@@ -32,8 +32,9 @@ use crate::runner::Shared;
 /// The flags of `chaosrun explore`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// A known agent's name (`chaosrun agents`), an adapter profile or a driver executable (default: the bundled reference agent).
-    #[arg(long, value_name = "PATH")]
+    /// A known agent's name (`chaosrun agents`), an adapter profile or a
+    /// driver executable (default: the bundled reference agent).
+    #[arg(long, value_name = "NAME|PATH")]
     pub agent: Option<String>,
     /// An extra argument for the agent command (repeatable), e.g. --agent-arg=--bug=NAME.
     #[arg(long = "agent-arg", value_name = "ARG", allow_hyphen_values = true)]
