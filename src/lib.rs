@@ -16,6 +16,7 @@ macro_rules! say_err {
     }};
 }
 
+pub mod catalog;
 pub mod driver;
 pub mod explore;
 pub mod history;

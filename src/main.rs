@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 use chaosrun::output;
 use chaosrun::proc_hygiene::{self, Guard, RUN_VAR};
-use chaosrun::profile::{bundled, Profile};
+use chaosrun::profile::Profile;
 use chaosrun::report::html::Html;
 use chaosrun::report::json::{Json, Selection};
 use chaosrun::report::junit::Junit;
@@ -45,11 +45,13 @@ struct Cli {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// The scenario table (YAML).
+    /// The scenario table (YAML). Default: the built-in scenarios.yaml;
+    /// `process_faults.yaml` names the other built-in table when no such file is here.
     scenarios: Option<PathBuf>,
-    /// An adapter profile (*.yaml) or a driver executable (a profile beside it,
-    /// `NAME.yaml`, is used when present). Default: the bundled reference agent.
-    #[arg(long, value_name = "PATH")]
+    /// A known agent's name (see `chaosrun agents`), an adapter profile
+    /// (*.yaml) or a driver executable (a profile beside it, `NAME.yaml`, is
+    /// used when present). Default: the bundled reference agent.
+    #[arg(long, value_name = "NAME|PATH")]
     agent: Option<String>,
     /// An extra argument for the agent command, before the spec path (repeatable).
     #[arg(long = "agent-arg", value_name = "ARG", allow_hyphen_values = true)]
@@ -206,6 +208,11 @@ enum Command {
     /// Generate seeded trials (tool-using tasks with fault schedules), judge
     /// each with the oracle, confirm and shrink a failure to one table row.
     Explore(chaosrun::explore::Args),
+    /// The known agents (pinned version, wire, capabilities, installed?);
+    /// `agents setup NAME` installs one into the user's cache.
+    Agents(chaosrun::catalog::cli::AgentsArgs),
+    /// The built-in seed tables; `tables write DIR` writes them out for editing.
+    Tables(chaosrun::catalog::cli::TablesArgs),
     #[command(name = "__guard", hide = true)]
     Guard {
         run: String,
@@ -314,6 +321,8 @@ fn main() -> ExitCode {
             Err(e) => usage(e),
         },
         Some(Command::Explore(args)) => ExitCode::from(chaosrun::explore::main(args)),
+        Some(Command::Agents(args)) => ExitCode::from(chaosrun::catalog::cli::agents(&args)),
+        Some(Command::Tables(args)) => ExitCode::from(chaosrun::catalog::cli::tables(&args)),
         None => run(cli.run),
     }
 }
@@ -368,9 +377,12 @@ fn merge(reports: &[PathBuf], out: Option<&std::path::Path>, history: Option<&st
 }
 
 fn run(args: RunArgs) -> ExitCode {
-    let Some(table_path) = &args.scenarios else {
-        return usage("no scenario table given; try `chaosrun scenarios.yaml` (see --help)");
-    };
+    let (table_path, _builtin_table) =
+        match chaosrun::catalog::tables::resolve(args.scenarios.as_deref()) {
+            Ok(t) => t,
+            Err(e) => return usage(e),
+        };
+    let table_path = &table_path;
     if !(args.deadline_scale > 0.0 && args.deadline_scale.is_finite()) {
         return usage("--deadline-scale must be a positive, finite number");
     }
@@ -409,7 +421,7 @@ fn run(args: RunArgs) -> ExitCode {
         };
     }
     // The bundled agent lives in a temp dir for the run's duration.
-    let (agent, bundled_dir) = match bundled::agent_or_bundled(args.agent.as_deref()) {
+    let (agent, bundled_dir) = match chaosrun::catalog::agent_or_bundled(args.agent.as_deref()) {
         Ok(a) => a,
         Err(e) => return usage(e),
     };

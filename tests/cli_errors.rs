@@ -51,10 +51,15 @@ fn missing_table_file() {
     assert!(stdout.is_empty());
 }
 
+/// No table is the built-in seed table (`--list` shows its rows), said on stderr.
 #[test]
-fn no_table_given() {
-    let (_, stderr) = run("notable", &[], 2);
-    assert!(stderr.contains("no scenario table given"), "{stderr}");
+fn no_table_given_is_the_built_in_one() {
+    let (stdout, stderr) = run("notable", &["--list"], 0);
+    assert!(
+        stderr.contains("table: built-in scenarios.yaml"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("provider_hang"), "{stdout}");
 }
 
 #[test]

@@ -473,8 +473,8 @@ fn a_dangling_call_is_caught_through_the_items_shape_and_a_jsonl_mirror() {
 }
 
 #[test]
-fn the_readme_shows_each_mapping_as_tested() {
-    let readme = std::fs::read_to_string(common::repo().join("README.md")).unwrap();
+fn the_docs_show_each_mapping_as_tested() {
+    let readme = std::fs::read_to_string(common::repo().join("docs/profiles.md")).unwrap();
     for agent in [
         "claude-code",
         "codex",
@@ -486,7 +486,7 @@ fn the_readme_shows_each_mapping_as_tested() {
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             assert!(
                 readme.contains(&format!("    {line}\n")),
-                "README lacks {agent}'s mapping line {line:?}"
+                "docs/profiles.md lacks {agent}'s mapping line {line:?}"
             );
         }
     }

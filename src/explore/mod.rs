@@ -26,14 +26,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::proc_hygiene::{self, Guard};
-use crate::profile::{bundled, Profile};
+use crate::profile::Profile;
 use crate::runner::Shared;
 
 /// The flags of `chaosrun explore`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// An adapter profile or driver executable (default: the bundled reference agent).
-    #[arg(long, value_name = "PATH")]
+    /// A known agent's name (`chaosrun agents`), an adapter profile or a
+    /// driver executable (default: the bundled reference agent).
+    #[arg(long, value_name = "NAME|PATH")]
     pub agent: Option<String>,
     /// An extra argument for the agent command (repeatable), e.g. --agent-arg=--bug=NAME.
     #[arg(long = "agent-arg", value_name = "ARG", allow_hyphen_values = true)]
@@ -200,7 +201,7 @@ pub fn main(args: Args) -> u8 {
     if args.dry_run {
         return dry_run(seed, args.trials.unwrap_or(5).min(1000), &cfg);
     }
-    let (agent, bundled_dir) = match bundled::agent_or_bundled(args.agent.as_deref()) {
+    let (agent, bundled_dir) = match crate::catalog::agent_or_bundled(args.agent.as_deref()) {
         Ok(a) => a,
         Err(e) => return usage(e),
     };

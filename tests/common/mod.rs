@@ -47,7 +47,10 @@ pub const PASS_MARK: [&str; 2] = ["--pass-env", MARK_VAR];
 pub fn command(mark: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new(bin());
     cmd.args(args).env(MARK_VAR, mark).current_dir(repo());
-    let subcommand = matches!(args.first(), Some(&("merge" | "serve" | "__guard")));
+    let subcommand = matches!(
+        args.first(),
+        Some(&("merge" | "serve" | "__guard" | "agents" | "tables"))
+    );
     if !subcommand {
         cmd.args(PASS_MARK);
     }

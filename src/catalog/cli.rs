@@ -1,0 +1,219 @@
+//! The `chaosrun agents` and `chaosrun tables` subcommands: their flags and
+//! what they print. Exit codes: 0 done, 1 a setup that failed, 2 a bad name
+//! or folder.
+
+use std::path::PathBuf;
+
+use super::install::{self, State};
+use super::{capabilities, embedded, find, names, registry, tables};
+
+/// `chaosrun agents [--json] [setup NAME]`.
+#[derive(clap::Args, Debug)]
+pub struct AgentsArgs {
+    #[command(subcommand)]
+    pub action: Option<AgentsAction>,
+    /// Print the list as JSON (one object per agent).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum AgentsAction {
+    /// Install the pinned version of a known agent into the user's cache
+    /// ($CHAOSRUN_CACHE, else $XDG_CACHE_HOME/chaosrun, else ~/.cache/chaosrun),
+    /// where `--agent NAME` finds it.
+    Setup {
+        /// The agent's name (see `chaosrun agents`).
+        name: String,
+    },
+}
+
+/// `chaosrun tables write DIR`.
+#[derive(clap::Args, Debug)]
+pub struct TablesArgs {
+    #[command(subcommand)]
+    pub action: Option<TablesAction>,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum TablesAction {
+    /// Write the built-in tables into DIR for editing (never overwrites).
+    Write {
+        /// The folder (created if new).
+        dir: PathBuf,
+    },
+}
+
+/// Print to stdout; a closed stdout is not an error.
+fn say(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = out
+        .write_all(crate::term::escape(text).as_bytes())
+        .and_then(|()| out.flush());
+}
+
+fn fail(code: u8, msg: impl std::fmt::Display) -> u8 {
+    crate::say_err!("chaosrun: error: {msg}");
+    code
+}
+
+/// Run `chaosrun agents ...`; returns the exit code.
+pub fn agents(args: &AgentsArgs) -> u8 {
+    let cache = match install::cache_dir() {
+        Ok(c) => c,
+        Err(e) => return fail(2, e),
+    };
+    match &args.action {
+        Some(AgentsAction::Setup { name }) => setup(name, &cache),
+        None => {
+            let rows: Vec<Row> = registry::AGENTS.iter().map(|e| row(e, &cache)).collect();
+            let text = if args.json {
+                serde_json::to_string_pretty(&rows).unwrap_or_default() + "\n"
+            } else {
+                render(&rows, &cache)
+            };
+            say(&text);
+            0
+        }
+    }
+}
+
+fn setup(name: &str, cache: &std::path::Path) -> u8 {
+    let Some(entry) = find(name) else {
+        return fail(2, format!("unknown agent `{name}` (known: {})", names()));
+    };
+    if !embedded::has(entry.name) {
+        return fail(
+            2,
+            format!("agent `{name}`'s folder was not in the tree this chaosrun was built from"),
+        );
+    }
+    match install::setup(entry, &embedded::files(entry.name), cache) {
+        Ok((dir, version)) => {
+            say(&format!(
+                "{name} {version} is ready in {}; run it with `chaosrun --agent {name}`\n",
+                dir.display()
+            ));
+            0
+        }
+        Err(e) => fail(1, format!("agent `{name}`: {e}")),
+    }
+}
+
+/// One line of `chaosrun agents`.
+#[derive(Debug, serde::Serialize)]
+pub struct Row {
+    pub name: &'static str,
+    pub pinned: &'static str,
+    /// `bundled`, `yes` (the pin), `VERSION (not the pin)`, `no`, `not in this build`.
+    pub installed: String,
+    pub capabilities: Option<capabilities::Capabilities>,
+}
+
+fn row(e: &'static super::entry::Entry, cache: &std::path::Path) -> Row {
+    let installed = match install::state(e, cache) {
+        State::Bundled => "bundled".to_string(),
+        State::Pinned => "yes".to_string(),
+        State::Other(v) => format!("{v} (not the pin)"),
+        State::Missing => "no".to_string(),
+        State::NotInBuild => "not in this build".to_string(),
+    };
+    let capabilities = embedded::files(e.name)
+        .iter()
+        .find(|(rel, _, _)| *rel == e.profile_yaml())
+        .and_then(|(_, bytes, _)| capabilities::read(&String::from_utf8_lossy(bytes)).ok());
+    Row {
+        name: e.name,
+        pinned: e.pinned,
+        installed,
+        capabilities,
+    }
+}
+
+fn render(rows: &[Row], cache: &std::path::Path) -> String {
+    let mut lines = vec![[
+        "agent",
+        "pinned",
+        "wire",
+        "mode",
+        "resume",
+        "mcp",
+        "subagent",
+        "background",
+        "installed",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for r in rows {
+        let c = r.capabilities.as_ref();
+        let opt = |v: Option<&String>| v.cloned().unwrap_or_else(|| "-".into());
+        lines.push(vec![
+            r.name.to_string(),
+            r.pinned.to_string(),
+            c.map_or("?".into(), |c| c.wire.clone()),
+            c.map_or("?".into(), |c| c.mode.to_string()),
+            c.map_or("?", |c| if c.resume { "yes" } else { "no" })
+                .to_string(),
+            match c.and_then(|c| c.mcp.as_ref()) {
+                None => "-".to_string(),
+                Some(t) if t.is_empty() => "no".to_string(),
+                Some(t) => t.join("+"),
+            },
+            opt(c.and_then(|c| c.subagent.as_ref())),
+            opt(c.and_then(|c| c.background.as_ref())),
+            r.installed.clone(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..lines[0].len())
+        .map(|i| {
+            lines
+                .iter()
+                .map(|l| l[i].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for l in &lines {
+        let cells: Vec<String> = l
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "\ninstalled into {} (`chaosrun agents setup NAME`); run with `chaosrun --agent NAME`\n",
+        install::agent_dir(cache, &registry::AGENTS[0])
+            .parent()
+            .unwrap_or(cache)
+            .display()
+    ));
+    out
+}
+
+/// Run `chaosrun tables [write DIR]`; returns the exit code.
+pub fn tables(args: &TablesArgs) -> u8 {
+    match &args.action {
+        None => {
+            let mut out = String::new();
+            for (file, text) in tables::TABLES {
+                let rows = text.lines().filter(|l| l.starts_with("  - id: ")).count();
+                out.push_str(&format!("{file:<22} {rows} rows (built in)\n"));
+            }
+            say(&out);
+            0
+        }
+        Some(TablesAction::Write { dir }) => match tables::write(dir) {
+            Ok(paths) => {
+                for p in paths {
+                    say(&format!("wrote {}\n", p.display()));
+                }
+                0
+            }
+            Err(e) => fail(2, e),
+        },
+    }
+}

@@ -1,0 +1,105 @@
+//! The seed tables built into the binary: `chaosrun` with no table runs
+//! `scenarios.yaml`, `chaosrun process_faults.yaml` runs that one when no such
+//! file is there, and `chaosrun tables write DIR` writes them out for editing.
+
+use std::path::{Path, PathBuf};
+
+/// The built-in tables: (file name, text).
+pub const TABLES: &[(&str, &str)] = &[
+    ("scenarios.yaml", include_str!("../../scenarios.yaml")),
+    (
+        "process_faults.yaml",
+        include_str!("../../process_faults.yaml"),
+    ),
+];
+
+/// The built-in table a bare name means (`scenarios`, `process_faults.yaml`).
+pub fn builtin(name: &str) -> Option<(&'static str, &'static str)> {
+    TABLES
+        .iter()
+        .copied()
+        .find(|(file, _)| *file == name || file.strip_suffix(".yaml") == Some(name))
+}
+
+/// The table a run reads: the file given, or a built-in one written into a
+/// temp folder that lives as long as the returned guard. A path that exists,
+/// or that names a folder (`a/scenarios.yaml`), is always the file.
+pub fn resolve(arg: Option<&Path>) -> Result<(PathBuf, Option<tempfile::TempDir>), String> {
+    let name = match arg {
+        None => "scenarios.yaml",
+        Some(p) => {
+            let bare = p.to_str().filter(|s| !s.contains('/'));
+            match bare.and_then(builtin) {
+                Some((file, _)) if std::fs::symlink_metadata(p).is_err() => file,
+                _ => return Ok((p.to_path_buf(), None)),
+            }
+        }
+    };
+    let (file, text) = builtin(name).expect("a built-in table");
+    let dir = tempfile::Builder::new()
+        .prefix("chaosrun-table-")
+        .tempdir()
+        .map_err(|e| format!("cannot write the built-in table {file}: {e}"))?;
+    let path = dir.path().join(file);
+    std::fs::write(&path, text)
+        .map_err(|e| format!("cannot write the built-in table {file}: {e}"))?;
+    crate::say_err!(
+        "chaosrun: table: built-in {file} (`chaosrun tables write DIR` writes it out for editing)"
+    );
+    Ok((path, Some(dir)))
+}
+
+/// Write every built-in table into `dir` (created if new). Refuses, writing
+/// nothing, when any of them is already there.
+pub fn write(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let paths: Vec<PathBuf> = TABLES.iter().map(|(f, _)| dir.join(f)).collect();
+    if let Some(p) = paths.iter().find(|p| std::fs::symlink_metadata(p).is_ok()) {
+        return Err(format!(
+            "{} already exists; `tables write` never overwrites (pick an empty folder)",
+            p.display()
+        ));
+    }
+    for (path, (_, text)) in paths.iter().zip(TABLES) {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        std::io::Write::write_all(&mut f, text.as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(paths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bare_names_and_paths() {
+        assert_eq!(builtin("scenarios").map(|t| t.0), Some("scenarios.yaml"));
+        assert_eq!(
+            builtin("process_faults.yaml").map(|t| t.0),
+            Some("process_faults.yaml")
+        );
+        assert!(builtin("other.yaml").is_none());
+        let d = tempfile::tempdir().unwrap();
+        let own = d.path().join("scenarios.yaml");
+        let (p, guard) = resolve(Some(&own)).unwrap();
+        assert_eq!((p, guard.is_none()), (own, true));
+    }
+
+    #[test]
+    fn write_refuses_to_overwrite() {
+        let d = tempfile::tempdir().unwrap();
+        let written = write(d.path()).unwrap();
+        assert_eq!(written.len(), TABLES.len());
+        let first = std::fs::read_to_string(&written[0]).unwrap();
+        assert_eq!(first, TABLES[0].1);
+        std::fs::write(&written[1], "mine").unwrap();
+        let err = write(d.path()).unwrap_err();
+        assert!(err.contains("already exists"), "{err}");
+        assert_eq!(std::fs::read_to_string(&written[1]).unwrap(), "mine");
+    }
+}

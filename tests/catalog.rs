@@ -1,0 +1,299 @@
+//! The catalog through the real binary: `chaosrun agents` (text and JSON),
+//! `--agent NAME` (the bundled reference agent by name, a shipped agent not
+//! installed, another version installed, an unknown name), `agents setup`
+//! into a temp CHAOSRUN_CACHE (the reference agent: no network), and the
+//! built-in tables (`chaosrun` with no table, `tables write`). No real agent
+//! is installed here.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_chaosrun"))
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `chaosrun ARGS` in `cwd` with CHAOSRUN_CACHE set to `cache`.
+fn run(cache: &Path, cwd: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out: Output = Command::new(bin())
+        .args(args)
+        .env("CHAOSRUN_CACHE", cache)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// The agents whose folders are in this tree (the four new ones join when merged).
+const IN_TREE: &[(&str, &str)] = &[
+    ("reference", "bundled"),
+    ("claude-code", "2.1.328"),
+    ("codex", "0.169.0"),
+    ("gemini-cli", "0.61.0"),
+    ("qwen-code", "0.24.4"),
+    ("hermes", "0.19.0"),
+    ("pydantic-ai", "2.62.0"),
+    ("pgworker", "3.2.*"),
+];
+
+/// A fake npm install of `pkg` at `version` in the cache folder of `agent`.
+fn fake_npm_install(cache: &Path, agent: &str, pkg: &str, version: &str) {
+    let dir = cache
+        .join("agents")
+        .join(agent)
+        .join("prefix/lib/node_modules")
+        .join(pkg);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("package.json"),
+        format!("{{\"version\": \"{version}\"}}"),
+    )
+    .unwrap();
+}
+
+#[test]
+fn agents_lists_pins_capabilities_and_installs() {
+    let cache = tempfile::tempdir().unwrap();
+    fake_npm_install(cache.path(), "codex", "@openai/codex", "0.169.0");
+    fake_npm_install(cache.path(), "gemini-cli", "@google/gemini-cli", "0.60.1");
+    let (code, out, err) = run(cache.path(), &repo(), &["agents"]);
+    assert_eq!(code, Some(0), "{err}");
+    let header = out.lines().next().unwrap();
+    for col in [
+        "agent",
+        "pinned",
+        "wire",
+        "mode",
+        "resume",
+        "mcp",
+        "subagent",
+        "background",
+        "installed",
+    ] {
+        assert!(header.contains(col), "{header}");
+    }
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no line for {name}:\n{out}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    for (name, pin) in IN_TREE {
+        assert_eq!(line(name)[1], *pin, "{out}");
+    }
+    assert_eq!(
+        line("reference"),
+        [
+            "reference",
+            "bundled",
+            "openai-chat",
+            "driver",
+            "yes",
+            "stdio+http",
+            "task",
+            "background",
+            "bundled"
+        ]
+    );
+    assert_eq!(
+        line("claude-code"),
+        [
+            "claude-code",
+            "2.1.328",
+            "anthropic",
+            "exec",
+            "yes",
+            "no",
+            "-",
+            "run_in_background",
+            "no"
+        ]
+    );
+    assert_eq!(
+        line("codex")[2..],
+        [
+            "openai-responses",
+            "exec",
+            "yes",
+            "stdio+http",
+            "-",
+            "-",
+            "yes"
+        ]
+    );
+    assert_eq!(line("gemini-cli")[8..], ["0.60.1", "(not", "the", "pin)"]);
+    assert!(
+        out.contains(&cache.path().join("agents").display().to_string()),
+        "{out}"
+    );
+
+    let (code, json, _) = run(cache.path(), &repo(), &["agents", "--json"]);
+    assert_eq!(code, Some(0));
+    let rows: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let codex = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "codex")
+        .unwrap();
+    assert_eq!(codex["installed"], "yes");
+    assert_eq!(
+        codex["capabilities"]["mcp"],
+        serde_json::json!(["stdio", "http"])
+    );
+    assert_eq!(codex["capabilities"]["wire"], "openai-responses");
+}
+
+#[test]
+fn agent_reference_by_name_runs_with_no_path() {
+    let cache = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let (code, out, err) = run(
+        cache.path(),
+        cwd.path(),
+        &[
+            "--agent",
+            "reference",
+            "--only",
+            "tool_args_garbage",
+            "--no-progress",
+        ],
+    );
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(out.contains("PASS  tool_args_garbage"), "{out}");
+    assert!(err.contains("table: built-in scenarios.yaml"), "{err}");
+}
+
+#[test]
+fn unknown_agent_name_is_exit_2_listing_the_known_ones() {
+    let cache = tempfile::tempdir().unwrap();
+    let (code, _, err) = run(
+        cache.path(),
+        &repo(),
+        &["--agent", "no-such-agent", "--only", "provider_hang"],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("unknown agent `no-such-agent`"), "{err}");
+    for (name, _) in IN_TREE {
+        assert!(err.contains(name), "{name} not listed: {err}");
+    }
+    let (code, _, err) = run(cache.path(), &repo(), &["agents", "setup", "no-such-agent"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("known: reference, claude-code"), "{err}");
+}
+
+#[test]
+fn a_shipped_agent_not_installed_names_the_setup_command() {
+    let cache = tempfile::tempdir().unwrap();
+    let (code, _, err) = run(
+        cache.path(),
+        &repo(),
+        &["--agent", "claude-code", "--only", "provider_hang"],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is not installed"), "{err}");
+    assert!(err.contains("chaosrun agents setup claude-code"), "{err}");
+}
+
+/// Another version installed runs, with a warning naming both versions. (The
+/// fake install has no binary, so the row fails: exit 1, not 2.)
+#[test]
+fn another_installed_version_runs_with_a_warning() {
+    let cache = tempfile::tempdir().unwrap();
+    fake_npm_install(cache.path(), "qwen-code", "@qwen-code/qwen-code", "0.20.0");
+    std::fs::create_dir_all(cache.path().join("agents/qwen-code/prefix/bin")).unwrap();
+    let qwen = cache.path().join("agents/qwen-code/prefix/bin/qwen");
+    std::fs::write(
+        &qwen,
+        "#!/bin/sh\necho '{\"type\":\"result\",\"is_error\":true,\"result\":\"fake\"}'\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&qwen, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (code, out, err) = run(
+        cache.path(),
+        &repo(),
+        &[
+            "--agent",
+            "qwen-code",
+            "--only",
+            "provider_400_forever",
+            "--no-progress",
+        ],
+    );
+    assert!(err.contains("0.20.0") && err.contains("0.24.4"), "{err}");
+    assert!(err.contains("warning"), "{err}");
+    assert_eq!(code, Some(1), "{out}\n{err}");
+    assert!(cache
+        .path()
+        .join("agents/qwen-code/qwen-code.yaml")
+        .is_file());
+}
+
+#[test]
+fn agents_setup_writes_the_folder_into_the_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let (code, out, err) = run(cache.path(), &repo(), &["agents", "setup", "reference"]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let dir = cache.path().join("agents/reference");
+    assert!(out.contains(&dir.display().to_string()), "{out}");
+    let shipped = std::fs::read(repo().join("examples/reference/agent.yaml")).unwrap();
+    assert_eq!(std::fs::read(dir.join("agent.yaml")).unwrap(), shipped);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(dir.join("agent.py"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o111, 0o111, "agent.py keeps its exec bits");
+    assert_eq!(
+        std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+}
+
+#[test]
+fn built_in_tables_run_by_name_and_write_out() {
+    let cache = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    let (code, out, err) = run(cache.path(), cwd.path(), &["process_faults.yaml", "--list"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("kill_mid_stream"), "{out}");
+    assert!(err.contains("built-in process_faults.yaml"), "{err}");
+    // A file of that name here wins over the built-in one.
+    std::fs::write(
+        cwd.path().join("process_faults.yaml"),
+        "scenarios:\n  - id: mine\n    responder:\n      - reply: {kind: error, status: 500}\n    expect: error\n",
+    )
+    .unwrap();
+    let (code, out, _) = run(cache.path(), cwd.path(), &["process_faults.yaml", "--list"]);
+    assert_eq!(code, Some(0));
+    assert!(out.starts_with("mine"), "{out}");
+
+    let dir = cwd.path().join("tables");
+    let (code, out, err) = run(cache.path(), cwd.path(), &["tables", "write", "tables"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("scenarios.yaml"), "{out}");
+    for name in ["scenarios.yaml", "process_faults.yaml"] {
+        assert_eq!(
+            std::fs::read(dir.join(name)).unwrap(),
+            std::fs::read(repo().join(name)).unwrap(),
+            "{name}"
+        );
+    }
+    std::fs::write(dir.join("scenarios.yaml"), "edited").unwrap();
+    let (code, _, err) = run(cache.path(), cwd.path(), &["tables", "write", "tables"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("already exists"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("scenarios.yaml")).unwrap(),
+        "edited"
+    );
+}
