@@ -181,6 +181,7 @@ mod tests {
                             )
                         })
                         .collect(),
+                    fixed: Default::default(),
                 },
             );
         }
