@@ -50,7 +50,6 @@ import sys
 from pathlib import Path
 
 from pydantic_ai import Agent, capture_run_messages
-from pydantic_ai.mcp import load_mcp_toolsets
 from pydantic_ai.messages import (
     FunctionToolCallEvent,
     FunctionToolResultEvent,
@@ -167,6 +166,10 @@ def mcp_toolsets():
         return []
     cleaned = path.with_name("mcp.loaded.json")
     cleaned.write_text(json.dumps({"mcpServers": servers}))
+    # Imported here: FastMCP is a heavy import, and a run without a server
+    # should not pay for it at start-up.
+    from pydantic_ai.mcp import load_mcp_toolsets
+
     return load_mcp_toolsets(cleaned)
 
 
