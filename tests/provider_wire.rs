@@ -237,6 +237,7 @@ async fn tool_mapping_renames_name_and_argument_keys() {
         ToolMapping {
             name: "terminal".into(),
             args: [("cmd".to_string(), "command".into())].into(),
+            fixed: Default::default(),
         },
     );
     let p = start_with(ProviderConfig {

@@ -19,6 +19,7 @@ async fn start(wire: Wire, yaml: &str) -> Provider {
         ToolMapping {
             name: "terminal".into(),
             args: [("cmd".to_string(), "command".into())].into(),
+            fixed: Default::default(),
         },
     );
     Provider::start(ProviderConfig {

@@ -22,6 +22,12 @@ The tool ``run_shell(command, timeout, background)`` is ordinary user code:
 process group killed on timeout or cancellation; ``background`` starts it
 with Popen and does not wait.
 
+MCP: ``$HOME/.pyagent/mcp.json`` (when present) is an ``mcpServers`` config
+loaded with pydantic-ai's own ``load_mcp_toolsets`` (one ``MCPToolset`` per
+server, its tools prefixed ``<server>_``); an entry's empty ``command`` or
+``url`` counts as unset (chaosrun renders the transport a row does not use
+as ``""``), and an entry with neither is left out.
+
 History: ``$HOME/.pyagent/sessions/ID.jsonl``, one pydantic-ai ``ModelMessage``
 per line (``to_jsonable_python``), read back with ``ModelMessagesTypeAdapter``.
 Rewritten whole when the run ends, however it ends: the messages come from
@@ -141,6 +147,32 @@ def save(path, messages):
     os.replace(tmp, path)
 
 
+def mcp_toolsets():
+    """The servers of ``$HOME/.pyagent/mcp.json``, through pydantic-ai's loader."""
+    path = Path(os.environ["HOME"]) / ".pyagent" / "mcp.json"
+    if not path.exists():
+        return []
+    config = json.loads(path.read_text())
+    servers = {}
+    for name, entry in config.get("mcpServers", {}).items():
+        entry = {k: v for k, v in entry.items() if v not in ("", None)}
+        if entry.get("command"):
+            entry.pop("url", None)
+            servers[name] = entry
+        elif entry.get("url"):
+            entry.pop("args", None)
+            servers[name] = entry
+    if not servers:
+        return []
+    cleaned = path.with_name("mcp.loaded.json")
+    cleaned.write_text(json.dumps({"mcpServers": servers}))
+    # Imported here: FastMCP is a heavy import, and a run without a server
+    # should not pay for it at start-up.
+    from pydantic_ai.mcp import load_mcp_toolsets
+
+    return load_mcp_toolsets(cleaned)
+
+
 async def on_events(ctx, events):
     async for ev in events:
         if isinstance(ev, FunctionToolCallEvent):
@@ -163,6 +195,7 @@ async def main(session, message):
         model,
         instructions="You are a coding agent. Use run_shell to run commands.",
         tools=[run_shell],
+        toolsets=mcp_toolsets(),
         model_settings=settings,
     )
     path = history_path(session)

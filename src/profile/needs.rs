@@ -190,6 +190,7 @@ mod tests {
                             )
                         })
                         .collect(),
+                    fixed: Default::default(),
                 },
             );
         }

@@ -48,6 +48,12 @@ pub struct ToolMapping {
     /// `{name: NAME, map: ms}` to transform the value too.
     #[serde(default)]
     pub args: BTreeMap<String, ArgMap>,
+    /// Arguments the agent's tool requires that no row sets (e.g. Claude
+    /// Code's `Agent` takes a `description` beside its `prompt`): sent as
+    /// given on every call of this tool; a row's own argument of the same
+    /// name wins.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fixed: BTreeMap<String, serde_json::Value>,
 }
 
 /// Logical tool arguments a call may lose without changing what a row tests

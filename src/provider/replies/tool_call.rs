@@ -80,7 +80,10 @@ impl ToolCall {
             };
             let args = with_subagent_marker(&spec.tool, args, ctx.nonce);
             let (name, wire_args) = match ctx.tools.get(&spec.tool) {
-                Some(mapping) => (mapping.name.clone(), map_arg_names(&args, &mapping.args)),
+                Some(mapping) => (
+                    mapping.name.clone(),
+                    with_fixed(map_arg_names(&args, &mapping.args), &mapping.fixed),
+                ),
                 None => (spec.tool.clone(), args.clone()),
             };
             let arguments = match &wire_args {
@@ -152,6 +155,20 @@ fn map_arg_names(
     }
 }
 
+/// The mapping's `fixed` arguments added to an object's keys (a key the
+/// call already has is kept); anything but an object is returned as is.
+fn with_fixed(
+    mut args: serde_json::Value,
+    fixed: &std::collections::BTreeMap<String, serde_json::Value>,
+) -> serde_json::Value {
+    if let serde_json::Value::Object(map) = &mut args {
+        for (k, v) in fixed {
+            map.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+    }
+    args
+}
+
 /// A call of the logical `subagent` tool: its `prompt` ends with the row's
 /// `[[subagent:NONCE]]` marker, so the requests of the subagent it starts
 /// (their first user message) are told apart from the parent's.
@@ -215,6 +232,7 @@ mod tests {
                     ),
                 ]
                 .into(),
+                fixed: Default::default(),
             },
         );
         let ctx = test_ctx(&tools);
@@ -241,6 +259,35 @@ mod tests {
         );
         assert_ne!(issued[0].id, issued[1].id);
         assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+    }
+
+    #[tokio::test]
+    async fn fixed_arguments_go_on_the_wire_and_a_rows_own_argument_wins() {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let tools: std::collections::BTreeMap<String, ToolMapping> = serde_yaml::from_str(
+            "subagent: {name: Agent, args: {prompt: prompt}, fixed: {description: chaosrun subagent, run_in_background: false}}",
+        )
+        .unwrap();
+        let ctx = test_ctx(&tools);
+        let t = spec("{calls: [{tool: subagent, args: {prompt: look, run_in_background: true}}]}");
+        let (plan, issued) = t.plan(&ctx);
+        let resp = on_chat(plan, false, &cancel).await;
+        let (body, _) = collect(resp.into_body()).await;
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let call = &v["choices"][0]["message"]["tool_calls"][0]["function"];
+        assert_eq!(call["name"], "Agent");
+        let args: serde_json::Value =
+            serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            args,
+            json!({"prompt": "look [[subagent:NONCE]]", "description": "chaosrun subagent",
+                   "run_in_background": true})
+        );
+        // The logical record keeps only the row's own arguments.
+        assert_eq!(
+            issued[0].args,
+            json!({"prompt": "look [[subagent:NONCE]]", "run_in_background": true})
+        );
     }
 
     #[test]
