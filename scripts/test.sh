@@ -47,11 +47,6 @@ if ! bash .ci/opencode_subset.sh; then
     missing opencode_subset_verdicts "opencode could not be installed (output above)"
 fi
 
-echo "== real agent: Kilo CLI (bounded subset; the full tables are manual)"
-if ! bash .ci/kilo_subset.sh; then
-    missing kilo_subset_verdicts "Kilo CLI could not be installed (output above)"
-fi
-
 echo "== real agent: pydantic-ai (bounded subset; the full tables are manual)"
 if ! bash .ci/pydantic_ai_subset.sh; then
     missing pydantic_ai_subset_verdicts "pydantic-ai could not be installed (output above)"
