@@ -67,6 +67,7 @@ echo "== installs (background lanes; logs under $logs)"
 lane hermes bash .ci/hermes_subset.sh
 lane codex bash .ci/codex_subset.sh
 lane gemini bash .ci/gemini_subset.sh
+lane opencode bash .ci/opencode_subset.sh
 lane pydantic_ai bash .ci/pydantic_ai_subset.sh
 lane claude_code bash .ci/claude_code_subset.sh
 lane sdk_venv bash scripts/sdk_venv.sh
@@ -84,6 +85,7 @@ wait
 settle hermes hermes_subset_verdicts "Hermes Agent could not be installed"
 settle codex codex_subset_verdicts "Codex CLI could not be installed"
 settle gemini gemini_subset_verdicts "Gemini CLI could not be installed"
+settle opencode opencode_subset_verdicts "opencode could not be installed"
 settle pydantic_ai pydantic_ai_subset_verdicts "pydantic-ai could not be installed"
 settle claude_code claude_code_subset_verdicts "Claude Code could not be installed"
 settle chromium html_report_renders_in_chromium "chromium is not installed (apt-get install chromium, as root)"

@@ -302,6 +302,12 @@ pub struct Subset<'a> {
 /// run's marker is left once chaosrun exited (a failing row's survivors are
 /// swept by chaosrun after its check). Returns the JSON report.
 pub fn run_subset(s: &Subset) -> serde_json::Value {
+    run_subset_with(s, &[])
+}
+
+/// [`run_subset`] with extra chaosrun arguments (e.g. `--deadline-scale 3`
+/// for an agent whose start-up, inside an exec turn's deadline, is long).
+pub fn run_subset_with(s: &Subset, extra: &[&str]) -> serde_json::Value {
     let installed = repo().join(s.installed);
     require(
         s.agent,
@@ -332,6 +338,7 @@ pub fn run_subset(s: &Subset) -> serde_json::Value {
         "--json",
         &json_arg,
     ]);
+    args.extend(extra);
     let started = std::time::Instant::now();
     let out = chaosrun(&mark, &args);
     let took = started.elapsed();

@@ -1,0 +1,50 @@
+//! A bounded real-agent lane: three seed scenarios against opencode 1.18.33
+//! in exec mode (`examples/opencode/opencode.yaml`), with the verdicts the
+//! table runs recorded in examples/opencode/README.md. Two pass; one fails on
+//! real opencode behaviour:
+//!
+//! * `context_window_below_system_prompt`: every call overflows the window;
+//!   opencode compacts, appends a synthetic "Continue…" user message and calls
+//!   again, without a cap (anomalyco/opencode #48827), so the turn never ends
+//!   and the call bound is passed.
+//!
+//! Run with `--deadline-scale 3`: in exec mode a turn's deadline includes the
+//! process's start-up, which for opencode's 185 MB Bun binary is 20–80 s on a
+//! loaded 2-core machine (the README's "Start-up" section). The lane is
+//! therefore slower than the 90 s the other lanes keep to: about 3–6 minutes.
+//!
+//! Ignored by a plain `cargo test` (it needs opencode installed);
+//! scripts/test.sh installs it with `.ci/opencode_subset.sh` and runs it. Run
+//! by hand without it, it fails saying what to install.
+
+mod common;
+
+use common::*;
+
+const PASSING: &[&str] = &["tool_args_garbage", "parallel_8_terminal_calls"];
+
+/// (scenario, the invariants it fails, a phrase of the violation)
+const FAILING: &[(&str, &[&str], &str)] = &[(
+    "context_window_below_system_prompt",
+    &["provider_calls", "termination"],
+    "provider calls; the bound is",
+)];
+
+#[test]
+#[ignore = "needs opencode 1.18.33: .ci/opencode_subset.sh (scripts/test.sh runs it)"]
+fn opencode_subset_verdicts() {
+    run_subset_with(
+        &Subset {
+            agent: "opencode 1.18.33",
+            installed: "examples/opencode/prefix/bin/opencode",
+            install: ".ci/opencode_subset.sh",
+            profile: "examples/opencode/opencode.yaml",
+            passing: PASSING,
+            failing: FAILING,
+            store_checks: &["store_tool_results", "store_no_duplicate_user_turn"],
+            store_rows: &["tool_args_garbage", "parallel_8_terminal_calls"],
+            seed: "11",
+        },
+        &["--deadline-scale", "3"],
+    );
+}
