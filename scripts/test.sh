@@ -42,6 +42,16 @@ if ! bash .ci/gemini_subset.sh; then
     missing gemini_subset_verdicts "Gemini CLI could not be installed (output above)"
 fi
 
+echo "== real agent: pi (bounded subset; the full tables are manual)"
+if ! bash .ci/pi_subset.sh; then
+    missing pi_subset_verdicts "pi could not be installed (output above)"
+fi
+
+echo "== real agent: GitHub Copilot CLI (bounded subset; the full tables are manual)"
+if ! bash .ci/copilot_subset.sh; then
+    missing copilot_subset_verdicts "GitHub Copilot CLI could not be installed (output above)"
+fi
+
 echo "== real agent: pydantic-ai (bounded subset; the full tables are manual)"
 if ! bash .ci/pydantic_ai_subset.sh; then
     missing pydantic_ai_subset_verdicts "pydantic-ai could not be installed (output above)"
