@@ -68,6 +68,8 @@ lane hermes bash .ci/hermes_subset.sh
 lane codex bash .ci/codex_subset.sh
 lane gemini bash .ci/gemini_subset.sh
 lane opencode bash .ci/opencode_subset.sh
+lane pi bash .ci/pi_subset.sh
+lane copilot bash .ci/copilot_subset.sh
 lane pydantic_ai bash .ci/pydantic_ai_subset.sh
 lane claude_code bash .ci/claude_code_subset.sh
 lane sdk_venv bash scripts/sdk_venv.sh
@@ -86,6 +88,8 @@ settle hermes hermes_subset_verdicts "Hermes Agent could not be installed"
 settle codex codex_subset_verdicts "Codex CLI could not be installed"
 settle gemini gemini_subset_verdicts "Gemini CLI could not be installed"
 settle opencode opencode_subset_verdicts "opencode could not be installed"
+settle pi pi_subset_verdicts "pi could not be installed"
+settle copilot copilot_subset_verdicts "GitHub Copilot CLI could not be installed"
 settle pydantic_ai pydantic_ai_subset_verdicts "pydantic-ai could not be installed"
 settle claude_code claude_code_subset_verdicts "Claude Code could not be installed"
 settle chromium html_report_renders_in_chromium "chromium is not installed (apt-get install chromium, as root)"

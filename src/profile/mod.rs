@@ -888,6 +888,24 @@ mod tests {
     }
 
     #[test]
+    fn tool_argument_values_can_be_looked_up_by_their_text() {
+        // GitHub Copilot CLI's `bash` runs in the background with
+        // `mode: "async"`, not a boolean (examples/copilot/).
+        let d = tempfile::tempdir().unwrap();
+        let ok = write(
+            d.path(),
+            "t.yaml",
+            "command: [sh]\ntools:\n  shell: {name: bash, args: {background: {name: mode, values: {\"true\": async, \"false\": sync}}}}\n",
+        );
+        let p = Profile::resolve(ok.to_str().unwrap()).unwrap();
+        let bg = &p.tools["shell"].args["background"];
+        assert_eq!(bg.name(), "mode");
+        assert_eq!(bg.apply(&serde_json::json!(true)), "async");
+        assert_eq!(bg.apply(&serde_json::json!(false)), "sync");
+        assert_eq!(bg.apply(&serde_json::json!("other")), "other");
+    }
+
+    #[test]
     fn profile_yaml_error_has_line_and_column() {
         let d = tempfile::tempdir().unwrap();
         let p = write(d.path(), "a.yaml", "command: [sh]\nbreaker: maybe\n");

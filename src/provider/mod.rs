@@ -67,7 +67,17 @@ pub const OPTIONAL_ARGS: &[&str] = &["timeout"];
 #[serde(untagged, try_from = "ArgMapDoc")]
 pub enum ArgMap {
     Rename(String),
-    Map { name: String, map: ValueMap },
+    Map {
+        name: String,
+        map: ValueMap,
+    },
+    /// Values looked up by their JSON text (`{name: mode, values: {"true":
+    /// async, "false": sync}}` turns `background: true` into `mode: "async"`);
+    /// a value not listed is passed unchanged.
+    Values {
+        name: String,
+        values: std::collections::BTreeMap<String, serde_json::Value>,
+    },
 }
 
 /// A transform of an argument's value (numbers only; anything else is kept).
@@ -92,6 +102,10 @@ enum ArgMapDoc {
         name: String,
         map: String,
     },
+    Values {
+        name: String,
+        values: std::collections::BTreeMap<String, serde_json::Value>,
+    },
     #[allow(dead_code)] // held only so any other shape is named, not refused by serde
     Other(serde_yaml::Value),
 }
@@ -111,9 +125,11 @@ impl TryFrom<ArgMapDoc> for ArgMap {
                 };
                 Ok(ArgMap::Map { name, map })
             }
+            ArgMapDoc::Values { name, values } => Ok(ArgMap::Values { name, values }),
             ArgMapDoc::Other(_) => Err(format!(
-                "a tool argument maps to a name (`timeout: timeout_ms`) or to \
-                 `{{name: NAME, map: MAP}}` ({known})"
+                "a tool argument maps to a name (`timeout: timeout_ms`), to \
+                 `{{name: NAME, map: MAP}}` ({known}) or to \
+                 `{{name: NAME, values: {{\"true\": VALUE, ...}}}}`"
             )),
         }
     }
@@ -129,12 +145,19 @@ impl ArgMap {
     /// The agent's argument name.
     pub fn name(&self) -> &str {
         match self {
-            ArgMap::Rename(n) | ArgMap::Map { name: n, .. } => n,
+            ArgMap::Rename(n) | ArgMap::Map { name: n, .. } | ArgMap::Values { name: n, .. } => n,
         }
     }
 
     /// The value as the agent takes it.
     pub fn apply(&self, v: &serde_json::Value) -> serde_json::Value {
+        if let ArgMap::Values { values, .. } = self {
+            let key = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            return values.get(&key).cloned().unwrap_or_else(|| v.clone());
+        }
         let (ArgMap::Map { map, .. }, Some(x)) = (self, v.as_f64()) else {
             return v.clone();
         };
