@@ -8,10 +8,11 @@
 use rand::{Rng, SeedableRng};
 use tokio::time::{sleep_until, Instant};
 
-use super::drive::{secs, Drive, Next};
+use super::drive::{Drive, Next};
 use crate::observe::{Event, Phase, ScheduledFault};
 use crate::provider::Provider;
-use crate::scenarios::{ChaosSpec, FaultTarget, Scenario};
+use crate::scenarios::{ChaosSpec, FaultTarget, Scenario, MAX_FAULTS};
+use crate::units::secs;
 
 /// A stable per-scenario seed from the run's seed and the scenario id, so
 /// selecting other scenarios does not change this one's schedule.
@@ -23,10 +24,6 @@ pub fn scenario_seed(run_seed: u64, id: &str) -> u64 {
     }
     h ^ run_seed
 }
-
-/// The most faults one chaos run schedules (the table refuses a `duration`
-/// and `interval` that would allow more).
-pub const MAX_FAULTS: usize = 10_000;
 
 /// The faults of a chaos run over `workers` agent processes, in time order
 /// (at most [`MAX_FAULTS`]).

@@ -18,14 +18,11 @@ use crate::driver::{home, Agent, AgentProcess, Budget, Exit, Line, Prepared, Sin
 use crate::observe::{Event, Phase, Snapshot, Timed};
 use crate::proc_hygiene::Scope;
 use crate::scenarios::FaultTarget;
+use crate::units::secs;
 
 /// How long a killed process may take to be reaped before chaosrun kills it
 /// again (and then gives up waiting on it).
 const BURY_WAIT: Duration = Duration::from_secs(10);
-
-pub(crate) fn secs(d: f64) -> Duration {
-    Duration::from_secs_f64(d.max(0.0))
-}
 
 /// What the next line was.
 pub(crate) enum Next {

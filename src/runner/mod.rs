@@ -10,7 +10,6 @@ mod drive;
 pub mod events;
 pub mod sampler;
 pub mod scenario;
-pub mod store;
 mod turns;
 
 pub use events::{RunEvent, ScenarioResult, Stats, Verdict};

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use tokio::time::{sleep_until, Instant};
 
-use super::drive::{secs, Drive, Launch, Next};
+use super::drive::{Drive, Launch, Next};
 use crate::driver::env;
 use crate::driver::home::{prepare, Inputs, StoreAt};
 use crate::driver::Exit;
@@ -22,6 +22,7 @@ use crate::proc_hygiene::{self, Kind};
 use crate::profile::Profile;
 use crate::provider::{Provider, ProviderConfig};
 use crate::scenarios::Scenario;
+use crate::units::secs;
 
 /// What every scenario of a run shares.
 pub struct Shared {
@@ -52,12 +53,6 @@ pub struct Ids {
     pub nonce: String,
     /// The run's seed (a chaos schedule derives its own from it).
     pub seed: u64,
-}
-
-fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Journal lines read at most.
@@ -179,7 +174,7 @@ async fn read_leftovers(prepared: &crate::driver::Prepared) -> Leftovers {
                     found
                         .into_iter()
                         .map(|p| {
-                            let tail = match crate::driver::home::resolve_inside(&home, &p) {
+                            let tail = match crate::safe_path::resolve_inside(&home, &p) {
                                 Ok(real) => tail(&real, Follow::Yes, 20),
                                 Err(e) => format!("(not read: {e})"),
                             };
@@ -393,7 +388,7 @@ pub async fn observe(
         stdout_other_lines: 0,
         setup_error: None,
         wall: 0.0,
-        started_unix: unix_now() - start.elapsed().as_secs_f64(),
+        started_unix: crate::units::unix_now() - start.elapsed().as_secs_f64(),
         journal: Vec::new(),
         probe_turn,
         chaos: chaos.clone(),
@@ -547,10 +542,10 @@ pub async fn observe(
             let (home, path) = (prepared.dirs.home.clone(), path.clone());
             let (spec, id) = (s.clone(), session_id.clone());
             tokio::task::spawn_blocking(move || {
-                match crate::driver::home::resolve_inside(&home, &path) {
-                    Ok(real) => crate::runner::store::observe(Some(&real), &spec, &id),
+                match crate::safe_path::resolve_inside(&home, &path) {
+                    Ok(real) => crate::store::observe(Some(&real), &spec, &id),
                     Err(_) if !path.exists() && path.symlink_metadata().is_err() => {
-                        crate::runner::store::observe(Some(&path), &spec, &id)
+                        crate::store::observe(Some(&path), &spec, &id)
                     }
                     Err(error) => StoreObservation::Unreadable {
                         path: path.display().to_string(),
@@ -565,12 +560,12 @@ pub async fn observe(
             })
         }
         (Some(s), Some(StoreAt::Postgres(dsn))) => {
-            crate::runner::store::observe_postgres(dsn, s, &session_id).await
+            crate::store::observe_postgres(dsn, s, &session_id).await
         }
         (Some(s), Some(StoreAt::Jsonl(pattern))) => {
             let (home, pattern, spec) = (prepared.dirs.home.clone(), pattern.clone(), s.clone());
             tokio::task::spawn_blocking(move || {
-                crate::runner::store::jsonl::observe(&home, &pattern, &spec)
+                crate::store::jsonl::observe(&home, &pattern, &spec)
             })
             .await
             .unwrap_or_else(|e| StoreObservation::Unreadable {

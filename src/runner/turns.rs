@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use tokio::time::{sleep_until, Instant};
 
-use super::drive::{secs, Drive, Next, Waited};
+use super::drive::{Drive, Next, Waited};
 use crate::observe::{Event, Phase};
 use crate::proc_hygiene::Scope;
 use crate::provider::Provider;
 use crate::scenarios::{FaultAction, FaultTarget, Scenario, Trigger};
+use crate::units::secs;
 
 /// Resolves when a trigger (of an interrupt or a process fault) fires;
 /// `since` is when the faulted turn began.
