@@ -124,12 +124,21 @@ pub struct Snapshot {
     pub procs: Vec<ProcInfo>,
 }
 
-/// How many tagged processes (the agent included) were alive at one moment,
-/// sampled about twice a second for the whole run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// How many of the scenario's processes (the agent included) were alive at
+/// one moment, sampled about twice a second for the whole run, with their
+/// summed CPU and resident memory (through `sysinfo`; 0 in observations
+/// saved before they were sampled).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProcSample {
     pub at: f64,
     pub count: usize,
+    /// CPU since the previous sample, in percent of one core, summed over
+    /// the processes (a process's first sample counts 0).
+    #[serde(default)]
+    pub cpu: f32,
+    /// Resident memory, in bytes, summed over the processes.
+    #[serde(default)]
+    pub rss: u64,
 }
 
 /// One fault of a chaos schedule.
