@@ -7,6 +7,10 @@
 //! Schema structs keep their fields as plain `f64` (validated) and read them
 //! through [`seconds`], [`opt_seconds`] and [`seconds_pair`], which are
 //! `Seconds`' own deserialisation; the CLI parses with [`Seconds::from_str`].
+//!
+//! Also the few small helpers every layer needs once: [`secs`] (seconds to a
+//! `Duration`, never panicking), [`unix_now`] and [`clip`] (text shortened
+//! for a report line).
 
 use std::fmt;
 use std::time::Duration;
@@ -160,6 +164,33 @@ pub fn count(name: &str, v: u64, max: u64) -> Result<(), String> {
         Err(format!("`{name}` is {v}; the ceiling is {max}"))
     } else {
         Ok(())
+    }
+}
+
+/// A duration from a number of seconds, clamped to something tokio accepts
+/// (negative, NaN: zero; past 10^8 s: 10^8 s).
+pub fn secs(s: f64) -> Duration {
+    if s.is_finite() && s > 0.0 {
+        Duration::from_secs_f64(s.min(1.0e8))
+    } else {
+        Duration::ZERO
+    }
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// `s` cut to `n` characters, with `…` when something was cut.
+pub fn clip(s: &str, n: usize) -> String {
+    let t: String = s.chars().take(n).collect();
+    if t.len() < s.len() {
+        format!("{t}…")
+    } else {
+        t
     }
 }
 

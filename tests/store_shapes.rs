@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use chaosrun::observe::{StoreObservation, StoredMessage};
 use chaosrun::profile::StoreSpec;
-use chaosrun::runner::store::jsonl;
+use chaosrun::store::jsonl;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -127,9 +127,7 @@ pub struct ExecAgent {
 
 /// The parent pid from /proc/PID/stat.
 fn ppid_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = stat.rsplit_once(')')?.1;
-    rest.split_whitespace().nth(1)?.parse().ok()
+    crate::proc_hygiene::stat::read(pid).map(|s| s.ppid)
 }
 
 /// Every live descendant of `root` (not `root`), from one /proc scan, each

@@ -12,6 +12,7 @@ use anyhow::Context;
 use serde_json::json;
 
 use crate::profile::Profile;
+pub use crate::safe_path::{resolve_inside, within_home};
 use crate::scenarios::Knobs;
 use crate::template::{self, Vars};
 
@@ -154,32 +155,6 @@ pub fn vars(i: &Inputs<'_>, dirs: &RunDirs) -> Vars {
     .collect()
 }
 
-/// `rendered` (a profile path: relative to HOME, or absolute under it) as a
-/// path inside `home`, judged lexically: an absolute path elsewhere or a `..`
-/// that climbs out is refused. Used at load (with a placeholder HOME) and when
-/// a run renders its paths.
-pub fn within_home(home: &Path, rendered: &str) -> Result<PathBuf, String> {
-    use std::path::Component;
-    let joined = home.join(rendered);
-    let mut out = PathBuf::new();
-    for c in joined.components() {
-        match c {
-            Component::ParentDir => {
-                if !out.pop() {
-                    return Err(format!("`{rendered}` climbs out of HOME"));
-                }
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    if out.starts_with(home) && out != home {
-        Ok(out)
-    } else {
-        Err(format!("`{rendered}` is not a path inside HOME"))
-    }
-}
-
 /// The files a profile's `logs:` entry names, once rendered: the path itself
 /// if it exists, or, when it holds a glob (`*` within one directory, `**`
 /// across directories, `?`), the regular files under HOME matching it, sorted
@@ -240,22 +215,6 @@ pub fn expand_log(home: &Path, path: &Path) -> Vec<PathBuf> {
     }
     found.sort();
     found
-}
-
-/// `path` with every symlink resolved, if it is still inside `home` now (call
-/// it right before each access: the agent may have planted a symlink since).
-pub fn resolve_inside(home: &Path, path: &Path) -> Result<PathBuf, String> {
-    let home = std::fs::canonicalize(home).map_err(|e| format!("HOME: {e}"))?;
-    let real = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if real.starts_with(&home) {
-        Ok(real)
-    } else {
-        Err(format!(
-            "{} resolves to {}, outside the agent's HOME; not read",
-            path.display(),
-            real.display()
-        ))
-    }
 }
 
 /// Create the run's directories, render home files and the spec.

@@ -108,7 +108,7 @@ impl Recorder {
 
 /// `s` cut to [`PARAMS_KEEP`] characters.
 pub fn prefix(s: &str) -> String {
-    crate::oracle::clip(s, PARAMS_KEEP)
+    crate::units::clip(s, PARAMS_KEEP)
 }
 
 #[cfg(test)]

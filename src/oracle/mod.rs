@@ -183,12 +183,4 @@ pub(crate) fn with_nonce(text: &str, obs: &Observation) -> String {
     text.replace("{{nonce}}", &obs.nonce)
 }
 
-/// Text shortened for a report line.
-pub(crate) fn clip(s: &str, n: usize) -> String {
-    let t: String = s.chars().take(n).collect();
-    if t.len() < s.len() {
-        format!("{t}…")
-    } else {
-        t
-    }
-}
+pub(crate) use crate::units::clip;

@@ -14,6 +14,7 @@ mod contain;
 mod guard;
 mod kill;
 mod scan;
+pub mod stat;
 mod tree;
 
 pub use contain::{Containment, Kind, RunContainment, Scope, NO_CGROUP_VAR};

@@ -25,14 +25,7 @@ impl std::fmt::Display for ProcInfo {
 }
 
 fn read_stat(pid: i32) -> Option<(i32, char)> {
-    let stat = fs::read(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may contain spaces and parens: split after the last ')'.
-    let close = stat.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
-    let mut it = rest.split_whitespace();
-    let state = it.next()?.chars().next()?;
-    let ppid = it.next()?.parse().ok()?;
-    Some((ppid, state))
+    super::stat::read(pid).map(|s| (s.ppid, s.state))
 }
 
 /// Bytes of a command line kept. Agents wrap a tool's command in a long
@@ -91,9 +84,38 @@ fn env_value(pid: i32, var: &str) -> Option<String> {
 
 /// Zombies whose parent is `parent` (stat only: no cmdline reads).
 pub(super) fn zombie_children(parent: i32) -> Vec<i32> {
-    pids()
-        .filter(|&pid| read_stat(pid) == Some((parent, 'Z')))
-        .collect()
+    let candidates = if parent == std::process::id() as i32 {
+        own_children()
+    } else {
+        None
+    };
+    let is_zombie_child = |&pid: &i32| read_stat(pid) == Some((parent, 'Z'));
+    match candidates {
+        Some(c) => c.into_iter().filter(is_zombie_child).collect(),
+        None => pids().filter(is_zombie_child).collect(),
+    }
+}
+
+/// Our children, from each of our threads' `/proc/self/task/TID/children`
+/// (a few small files instead of every process's stat); None where the
+/// kernel has no such file. A child forked while it is read may be missed:
+/// the next call finds it.
+fn own_children() -> Option<Vec<i32>> {
+    let mut out = Vec::new();
+    for task in fs::read_dir("/proc/self/task").ok()?.flatten() {
+        match fs::read_to_string(task.path().join("children")) {
+            Ok(text) => out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            ),
+            // A thread that ended while we read.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && task.path().exists() => {
+                return None
+            }
+            Err(_) => {}
+        }
+    }
+    Some(out)
 }
 
 fn live(p: &ProcInfo) -> bool {
@@ -255,5 +277,28 @@ mod tests {
         }
         assert!(tagged(&tag).is_empty());
         child.wait().unwrap();
+    }
+
+    #[test]
+    fn our_zombie_child_is_found_from_the_children_files() {
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        // Block until it exited, leaving it a zombie (WNOWAIT: not reaped).
+        // SAFETY: waitid on our own child with a zeroed siginfo out-parameter.
+        let rc = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        assert_eq!(rc, 0);
+        let me = std::process::id() as i32;
+        assert!(own_children().expect("children files").contains(&pid));
+        assert!(zombie_children(me).contains(&pid));
+        child.wait().unwrap();
+        assert!(!zombie_children(me).contains(&pid));
     }
 }

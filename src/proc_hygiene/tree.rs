@@ -14,15 +14,8 @@ use super::scan::{info, ProcInfo};
 
 /// (ppid, start time in clock ticks) of a live (non-zombie) process.
 pub(super) fn stat(pid: i32) -> Option<(i32, u64)> {
-    let raw = fs::read(format!("/proc/{pid}/stat")).ok()?;
-    let close = raw.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(&raw[close + 1..]).ok()?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // f[0] is field 3 (state), f[1] field 4 (ppid), f[19] field 22 (starttime).
-    if matches!(f.first(), Some(&"Z") | Some(&"X")) {
-        return None;
-    }
-    Some((f.get(1)?.parse().ok()?, f.get(19)?.parse().ok()?))
+    let s = super::stat::read(pid)?;
+    (!s.gone()).then_some((s.ppid, s.start))
 }
 
 /// pid → (ppid, start) of every live process.

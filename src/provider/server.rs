@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::State;
@@ -575,7 +575,10 @@ async fn dispatch(
         Route::Models => {
             drop(body);
             shared.push_other(head, "models", None);
-            json_response(StatusCode::OK, &wire.models(unix_now()))
+            json_response(
+                StatusCode::OK,
+                &wire.models(crate::units::unix_now() as u64),
+            )
         }
         Route::Generate { stream, model } => {
             let call = Forward {
@@ -585,13 +588,6 @@ async fn dispatch(
             generate(shared, head, body, stream, model, call).await
         }
     }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 // ---- the model call --------------------------------------------------------
@@ -741,7 +737,7 @@ async fn generate(
     }
     let meta = Meta {
         id: format!("{}{}{reply_seq}", wire.id_prefix(), shared.prefix),
-        created: unix_now(),
+        created: crate::units::unix_now() as u64,
         model: model.unwrap_or_else(|| "chaosrun".into()),
         request_bytes: size,
     };

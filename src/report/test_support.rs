@@ -73,6 +73,7 @@ pub fn sample_results() -> Vec<ScenarioResult> {
         .map(|i| ProcSample {
             at: i as f64 * 0.5,
             count: if i < 62 { 1 + (i % 7) / 3 } else { 0 },
+            ..ProcSample::default()
         })
         .collect();
     obs.stderr_tail = "Traceback <boom>\n  <script>alert(1)</script> & \"quotes\"".into();

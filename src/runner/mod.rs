@@ -5,16 +5,16 @@
 //! `ERROR` (never a dropped result); a scenario the profile cannot support is
 //! `N/A`. Artifacts are kept for failures (or all) when asked.
 
-pub mod chaos;
+mod collect;
 mod drive;
 pub mod events;
+pub mod plan;
 pub mod sampler;
 pub mod scenario;
-pub mod store;
-mod turns;
+mod session;
 
 pub use events::{RunEvent, ScenarioResult, Stats, Verdict};
-pub use scenario::Shared;
+pub use plan::Shared;
 
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
@@ -100,7 +100,7 @@ pub async fn run_all(
         .into_iter()
         .flat_map(|s| (1..=repeat).map(move |attempt| (s.clone(), attempt)));
     for (n, (s, attempt)) in runs.enumerate() {
-        let ids = scenario::Ids {
+        let ids = plan::Ids {
             tag: format!("{}-{n}", ctx.shared.run_id),
             nonce: format!("{:08x}", rng.gen::<u32>()),
             seed: ctx.opts.seed,
@@ -190,7 +190,7 @@ impl Ctx {
     /// One scenario run, start to verdict, sent as `ScenarioFinished`: N/A
     /// without running when the profile lacks what it needs; `ERROR` (its
     /// processes swept) when the run panics inside chaosrun.
-    async fn run_task(&self, s: Scenario, attempt: u32, ids: scenario::Ids) -> Arc<ScenarioResult> {
+    async fn run_task(&self, s: Scenario, attempt: u32, ids: plan::Ids) -> Arc<ScenarioResult> {
         let (opts, repeat) = (&self.opts, self.repeat);
         let _ = self
             .events
@@ -283,7 +283,7 @@ impl Ctx {
 async fn run_one(
     shared: &Shared,
     s: &Scenario,
-    ids: &scenario::Ids,
+    ids: &plan::Ids,
     root: &std::path::Path,
     start: tokio::time::Instant,
     sampler: &sampler::Sampler,

@@ -4,12 +4,15 @@
 //! distinct command lines seen (bounded), the oracle's evidence that a tool
 //! really ran (the `exercised` check). Membership by cgroup also sees a tool
 //! that cleared its environment, and costs a read of a few `cgroup.procs`
-//! files instead of every process's environment.
+//! files instead of every process's environment. Each sample also holds the
+//! processes' summed CPU and resident memory, read through `sysinfo` for
+//! exactly those pids (never a scan of every process).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
 use tokio::time::Instant;
 
 use crate::observe::ProcSample;
@@ -51,6 +54,7 @@ impl Sampler {
     pub fn start(every: Duration, containment: Arc<RunContainment>) -> Sampler {
         let tags: Arc<Mutex<HashMap<String, Watched>>> = Default::default();
         let shared = tags.clone();
+        let meter: Arc<Mutex<Meter>> = Default::default();
         let task = tokio::spawn(async move {
             loop {
                 let any = !shared.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
@@ -62,17 +66,25 @@ impl Sampler {
                         .keys()
                         .cloned()
                         .collect();
-                    let containment = containment.clone();
-                    let counts = tokio::task::spawn_blocking(move || members(&containment, tags))
-                        .await
-                        .unwrap_or_default();
+                    let (containment, meter) = (containment.clone(), meter.clone());
+                    let counts = tokio::task::spawn_blocking(move || {
+                        let found = members(&containment, tags);
+                        let usage = lock(&meter).usage(&found);
+                        (found, usage)
+                    })
+                    .await
+                    .unwrap_or_default();
+                    let (counts, usage) = counts;
                     let mut tags = shared.lock().unwrap_or_else(|e| e.into_inner());
                     for (tag, w) in tags.iter_mut() {
                         if let Some(start) = w.start {
                             let procs = counts.get(tag).map(Vec::as_slice).unwrap_or_default();
+                            let (cpu, rss) = usage.get(tag).copied().unwrap_or_default();
                             w.samples.push(ProcSample {
                                 at: (now - start).as_secs_f64(),
                                 count: procs.len(),
+                                cpu,
+                                rss,
                             });
                             for p in procs {
                                 w.saw(&p.cmdline);
@@ -112,6 +124,42 @@ impl Sampler {
 
     pub fn stop(&self) {
         self.task.abort();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// CPU and resident memory of given processes, through `sysinfo` (its
+/// per-process CPU is the time used since that process's previous refresh).
+#[derive(Default)]
+struct Meter {
+    sys: System,
+}
+
+impl Meter {
+    /// Each tag's (CPU percent of one core, RSS bytes), summed over its
+    /// processes; only these pids are read.
+    fn usage(&mut self, found: &HashMap<String, Vec<ProcInfo>>) -> HashMap<String, (f32, u64)> {
+        let pids: Vec<Pid> = found
+            .values()
+            .flatten()
+            .map(|p| Pid::from_u32(p.pid as u32))
+            .collect();
+        let kind = ProcessRefreshKind::new().with_cpu().with_memory();
+        self.sys
+            .refresh_processes_specifics(ProcessesToUpdate::Some(&pids), true, kind);
+        found
+            .iter()
+            .map(|(tag, procs)| {
+                let sum = procs
+                    .iter()
+                    .filter_map(|p| self.sys.process(Pid::from_u32(p.pid as u32)))
+                    .fold((0.0, 0), |(c, m), p| (c + p.cpu_usage(), m + p.memory()));
+                (tag.clone(), sum)
+            })
+            .collect()
     }
 }
 

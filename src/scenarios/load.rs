@@ -317,10 +317,10 @@ fn resolve(
                 "`interval` starts at {CHAOS_MIN_INTERVAL} s at least (one fault per {CHAOS_MIN_INTERVAL} s)"
             ));
         }
-        if c.duration / c.interval[0] > crate::runner::chaos::MAX_FAULTS as f64 {
+        if c.duration / c.interval[0] > super::schema::MAX_FAULTS as f64 {
             return Err(format!(
                 "`duration` / `interval` allows more than {} faults; lengthen the interval or shorten the run",
-                crate::runner::chaos::MAX_FAULTS
+                super::schema::MAX_FAULTS
             ));
         }
         if !(0.0..=1.0).contains(&c.kill_share) {

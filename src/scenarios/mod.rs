@@ -9,6 +9,6 @@ pub mod select;
 pub use load::{load_file, load_str, TableError};
 pub use schema::{
     CallBound, ChaosSpec, Deadlines, Expect, FaultAction, FaultTarget, Knobs, ProbeMode,
-    ProcessFault, Scenario, Table, Trigger,
+    ProcessFault, Scenario, Table, Trigger, MAX_FAULTS,
 };
 pub use select::{select, shard, Shard};

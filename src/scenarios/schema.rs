@@ -219,6 +219,10 @@ fn default_stop_for() -> f64 {
     5.0
 }
 
+/// The most faults one chaos run schedules (the table refuses a `duration`
+/// and `interval` that would allow more).
+pub const MAX_FAULTS: usize = 10_000;
+
 /// A seeded chaos run: a conversation of `turns` turns (each asks for tools
 /// with side effects, per the responder) while a schedule drawn from the seed
 /// kills the agent (then resumes it) or stops its whole tree, at random

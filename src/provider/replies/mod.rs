@@ -249,14 +249,7 @@ pub(crate) fn render_value(
     }
 }
 
-/// A duration from a scenario's seconds, clamped to something tokio accepts.
-pub(crate) fn secs(s: f64) -> Duration {
-    if s.is_finite() && s > 0.0 {
-        Duration::from_secs_f64(s.min(1.0e8))
-    } else {
-        Duration::ZERO
-    }
-}
+pub(crate) use crate::units::secs;
 
 /// Wait `d`, or less when `cancel` fires. True when the full time passed.
 pub(crate) async fn wait_or_cancel(d: Duration, cancel: &CancellationToken) -> bool {

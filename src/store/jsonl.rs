@@ -15,9 +15,8 @@ use serde_json::Value;
 use super::items::{turns, Draft};
 use super::mapping::{apply, at};
 pub use super::mapping::{check_rules, text_of, Parts, RecordRule};
+use super::{StoreObservation, StoreSpec, TranscriptRead};
 use crate::input::{open_regular, Follow, OpenError};
-use crate::observe::{StoreObservation, TranscriptRead};
-use crate::profile::StoreSpec;
 
 /// Most transcript files read.
 pub const MAX_FILES: usize = 64;
@@ -183,10 +182,7 @@ fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> (usize, bool) {
 pub fn read_files(
     spec: &StoreSpec,
     files: &[PathBuf],
-) -> (
-    Result<Vec<crate::observe::StoredMessage>, String>,
-    TranscriptRead,
-) {
+) -> (Result<Vec<super::StoredMessage>, String>, TranscriptRead) {
     let mut r = Reader {
         spec,
         drafts: Vec::new(),
@@ -222,7 +218,7 @@ pub fn observe(home: &Path, pattern: &Path, spec: &StoreSpec) -> StoreObservatio
     let mut files = Vec::new();
     let mut outside = Vec::new();
     for f in found {
-        match crate::driver::home::resolve_inside(home, &f) {
+        match crate::safe_path::resolve_inside(home, &f) {
             Ok(real) => files.push(real),
             Err(e) => outside.push(e),
         }

@@ -5,7 +5,7 @@
 //! result is a `tool` message carrying the id it answers. Pairing is left to
 //! the oracle, which pairs by id and names placeholder ids.
 
-use crate::observe::StoredMessage;
+use super::StoredMessage;
 use crate::provider::recording::CONTENT_KEEP_CHARS;
 
 /// A message being built: content kept within [`CONTENT_KEEP_CHARS`] while

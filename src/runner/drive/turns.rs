@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use tokio::time::{sleep_until, Instant};
 
-use super::drive::{secs, Drive, Next, Waited};
+use super::{Drive, Next, Waited};
 use crate::observe::{Event, Phase};
 use crate::proc_hygiene::Scope;
 use crate::provider::Provider;
-use crate::scenarios::{FaultAction, FaultTarget, Scenario, Trigger};
+use crate::scenarios::{FaultAction, FaultTarget, ProcessFault, Scenario, Trigger};
+use crate::units::secs;
 
 /// Resolves when a trigger (of an interrupt or a process fault) fires;
 /// `since` is when the faulted turn began.
@@ -70,12 +71,26 @@ pub(crate) async fn drive(
     provider: &Provider,
     mcp: Option<&crate::mcp::McpServer>,
 ) -> Result<bool, String> {
-    let dl = &s.deadlines;
-    if !d.boot_all(dl.boot).await? {
+    if !d.boot_all(s.deadlines.boot).await? {
         return Ok(false);
     }
+    if !faulted_turn(d, s, provider, mcp).await {
+        return Ok(false);
+    }
+    Ok(probe_turn(d, s).await)
+}
 
-    (d.on_phase)(Phase::FaultedTurn, dl.turn);
+/// The faulted turn, with its interrupt or process fault sent when its
+/// trigger fires: whether it ended (or, after a kill, the agent was revived)
+/// within its deadline.
+async fn faulted_turn(
+    d: &mut Drive<'_>,
+    s: &Scenario,
+    provider: &Provider,
+    mcp: Option<&crate::mcp::McpServer>,
+) -> bool {
+    let dl = &s.deadlines;
+    d.phase(Phase::FaultedTurn, dl.turn);
     let turn_started = Instant::now();
     let mut deadline = turn_started + secs(dl.turn);
     let (mut phase, mut phase_secs) = (Phase::FaultedTurn, dl.turn);
@@ -112,7 +127,7 @@ pub(crate) async fn drive(
     loop {
         tokio::select! {
             next = d.next() => match next {
-                Next::Eof(_) => return Ok(false),
+                Next::Eof(_) => return false,
                 Next::Event(at, k, ev) => {
                     if matches!(ev, Event::TurnStart { i: 0 }) {
                         runner = k;
@@ -120,7 +135,7 @@ pub(crate) async fn drive(
                     let end = matches!(&ev, Event::TurnEnd(t) if t.i == 0);
                     d.push_from(at, k, ev);
                     if end {
-                        break;
+                        return true;
                     }
                 }
             },
@@ -132,7 +147,7 @@ pub(crate) async fn drive(
                 let at = Instant::now();
                 let _ = d.worker(runner).interrupt().await;
                 d.push(at, Event::InterruptSent { main_calls });
-                (d.on_phase)(Phase::Interrupt, dl.interrupt);
+                d.phase(Phase::Interrupt, dl.interrupt);
                 let by = Instant::now() + secs(dl.interrupt);
                 if by < deadline {
                     (deadline, phase, phase_secs) = (by, Phase::Interrupt, dl.interrupt);
@@ -142,39 +157,62 @@ pub(crate) async fn drive(
                 faulted = true;
                 let f = s.process_fault.as_ref().expect("a fault trigger fires only with a fault");
                 let main_calls = *provider.main_calls().borrow();
-                match f.action {
-                    FaultAction::Kill => {
-                        d.signal(runner, f.target, libc::SIGKILL, "kill", main_calls).await;
-                        // A tree kill takes every worker down with the tools.
-                        let dead: Vec<usize> = match f.target {
-                            FaultTarget::Agent => vec![runner],
-                            FaultTarget::Tree => (0..d.count()).collect(),
-                        };
-                        for &k in &dead {
-                            d.bury(k).await;
-                        }
-                        for k in dead {
-                            if !d.revive(k, 1, dl.boot).await {
-                                return Ok(false);
-                            }
-                        }
-                        break;
-                    }
-                    FaultAction::Stop => {
-                        d.signal(runner, f.target, libc::SIGSTOP, "stop", main_calls).await;
-                        tokio::time::sleep(secs(f.stop_for)).await;
-                        d.signal(runner, f.target, libc::SIGCONT, "cont", main_calls).await;
-                    }
+                if let Some(revived) = process_fault(d, f, runner, dl.boot, main_calls).await {
+                    return revived;
                 }
             }
             _ = sleep_until(deadline) => {
                 d.missed(phase, phase_secs);
-                return Ok(false);
+                return false;
             }
         }
     }
+}
 
-    (d.on_phase)(Phase::Probe, dl.probe);
+/// Land the row's process fault on the worker running the turn. A kill ends
+/// the faulted turn: `Some(whether every killed worker was revived)`; a stop
+/// (SIGSTOP, then SIGCONT after `stop_for`) lets it go on: `None`.
+async fn process_fault(
+    d: &mut Drive<'_>,
+    f: &ProcessFault,
+    runner: usize,
+    boot: f64,
+    main_calls: u64,
+) -> Option<bool> {
+    match f.action {
+        FaultAction::Kill => {
+            d.signal(runner, f.target, libc::SIGKILL, "kill", main_calls)
+                .await;
+            // A tree kill takes every worker down with the tools.
+            let dead: Vec<usize> = match f.target {
+                FaultTarget::Agent => vec![runner],
+                FaultTarget::Tree => (0..d.count()).collect(),
+            };
+            for &k in &dead {
+                d.bury(k).await;
+            }
+            for k in dead {
+                if !d.revive(k, 1, boot).await {
+                    return Some(false);
+                }
+            }
+            Some(true)
+        }
+        FaultAction::Stop => {
+            d.signal(runner, f.target, libc::SIGSTOP, "stop", main_calls)
+                .await;
+            tokio::time::sleep(secs(f.stop_for)).await;
+            d.signal(runner, f.target, libc::SIGCONT, "cont", main_calls)
+                .await;
+            None
+        }
+    }
+}
+
+/// The probe turn: whether it started and ended within its deadline.
+async fn probe_turn(d: &mut Drive<'_>, s: &Scenario) -> bool {
+    let dl = &s.deadlines;
+    d.phase(Phase::Probe, dl.probe);
     let deadline = Instant::now() + secs(dl.probe);
     // Workers revived one after another: the first may have run the probe
     // turn already while the others booted.
@@ -191,15 +229,15 @@ pub(crate) async fn drive(
             false => d.until(deadline, None, probe_ended).await,
         };
         if matches!(waited, Waited::Found) {
-            return Ok(true);
+            return true;
         }
         if matches!(waited, Waited::Deadline) {
             d.missed(Phase::Probe, dl.probe);
         }
-        return Ok(false);
+        return false;
     }
     if matches!(waited, Waited::Deadline) {
         d.missed(Phase::Probe, dl.probe);
     }
-    Ok(false)
+    false
 }

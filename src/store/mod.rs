@@ -3,21 +3,25 @@
 //! session's active messages; for Postgres (worker mode) the query alone; for
 //! JSONL transcripts the profile's record mapping ([`jsonl`]). SQL rows come
 //! in one of two shapes ([`Shape`]): one row per message, or one row per item
-//! ([`items`]).
+//! ([`items`]). What the profile says about the store is [`spec`]; what the
+//! read found, saved in the observation, is [`found`]. The store sits beside
+//! `profile` and `scenarios`: the profile uses its types, never the reverse.
 
+pub mod found;
 pub mod glob;
 pub mod items;
 pub mod jsonl;
 pub mod mapping;
+pub mod spec;
 
 use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
 use serde::{Deserialize, Serialize};
 
-use crate::observe::{StoreObservation, StoredMessage};
-use crate::profile::StoreSpec;
 use crate::provider::recording::CONTENT_KEEP_CHARS;
+pub use found::{is_placeholder_id, StoreObservation, StoredMessage, TranscriptRead};
+pub use spec::StoreSpec;
 
 /// How a SQL store's rows map onto messages.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

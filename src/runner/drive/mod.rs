@@ -1,12 +1,20 @@
-//! The agent processes of one scenario run, as the runner drives them: one
-//! process, or N workers sharing one store (an adapter's `workers: N`). Their
-//! events arrive on one merged stream and are recorded with their times (and
-//! worker, in worker mode); a worker is started inside the scenario's
-//! containment [`Scope`], booted through the boot gate, signalled (its own
-//! process through its pidfd; the whole tree through the scope: `cgroup.kill`
-//! and `cgroup.freeze`), and restarted on the same HOME after a kill.
+//! The second stage of a scenario run: the agent's processes and their
+//! script. One process, or N workers sharing one store (an adapter's
+//! `workers: N`). Their events arrive on one merged stream and are recorded
+//! with their times (and worker, in worker mode); a worker is started inside
+//! the scenario's containment [`Scope`], booted through the boot gate,
+//! signalled (its own process through its pidfd; the whole tree through the
+//! scope: `cgroup.kill` and `cgroup.freeze`), and restarted on the same HOME
+//! after a kill. [`Drive::run`] plays the script ([`turns`] or a [`chaos`]
+//! run) and then closes every process; the lifecycle's
+//! ends (`close`, the worker kill, `bury`) are all here. Its state is its
+//! own: the script and the later stages use its methods, and it hands on a
+//! [`Driven`].
 
-use std::collections::BTreeMap;
+mod chaos;
+mod turns;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,17 +23,19 @@ use tokio::time::{sleep_until, Instant};
 
 use crate::driver::exec::ExecAgent;
 use crate::driver::{home, Agent, AgentProcess, Budget, Exit, Line, Prepared, Sink, Tagged};
-use crate::observe::{Event, Phase, Snapshot, Timed};
+use crate::mcp::McpServer;
+use crate::observe::{Capped, ChaosRecord, Event, Phase, Snapshot, Timed};
 use crate::proc_hygiene::Scope;
-use crate::scenarios::FaultTarget;
+use crate::provider::Provider;
+use crate::scenarios::{FaultTarget, Scenario};
+use crate::units::secs;
 
 /// How long a killed process may take to be reaped before chaosrun kills it
 /// again (and then gives up waiting on it).
 const BURY_WAIT: Duration = Duration::from_secs(10);
 
-pub(crate) fn secs(d: f64) -> Duration {
-    Duration::from_secs_f64(d.max(0.0))
-}
+/// How long a process chaosrun killed at the close may take to be reaped.
+const KILL_WAIT: Duration = Duration::from_secs(10);
 
 /// What the next line was.
 pub(crate) enum Next {
@@ -61,10 +71,52 @@ pub(crate) struct Drive<'a> {
     /// per incarnation) by the readers: the budget caps it.
     lines: mpsc::UnboundedReceiver<Tagged>,
     sink: mpsc::UnboundedSender<Tagged>,
-    pub(crate) budget: Arc<Budget>,
-    pub(crate) events: Vec<Timed>,
-    pub(crate) snapshots: Vec<Snapshot>,
-    pub(crate) on_phase: &'a (dyn Fn(Phase, f64) + Sync),
+    budget: Arc<Budget>,
+    events: Vec<Timed>,
+    snapshots: Vec<Snapshot>,
+    on_phase: &'a (dyn Fn(Phase, f64) + Sync),
+}
+
+/// What the script needs besides the scenario: a chaos run's schedule (none:
+/// the turns), the provider, the MCP server.
+pub(crate) type Script<'s> = (Option<&'s ChaosRecord>, &'s Provider, Option<&'s McpServer>);
+
+/// What driving left: the events and snapshots, the agents (their output
+/// counters) and the output budget, and whether chaosrun had to kill any
+/// process at the close.
+pub(crate) struct Driven {
+    events: Vec<Timed>,
+    snapshots: Vec<Snapshot>,
+    agents: Vec<Agent>,
+    budget: Arc<Budget>,
+    killed: bool,
+}
+
+impl Driven {
+    /// Whether chaosrun killed a process that did not exit by itself.
+    pub(crate) fn killed(&self) -> bool {
+        self.killed
+    }
+
+    /// Wait, bounded, until the pipe readers have finished.
+    pub(crate) async fn drained(&self, within: Duration) {
+        self.budget.drained(within).await;
+    }
+
+    /// Lines on stdout that were not events, over every last process.
+    pub(crate) fn other_lines(&self) -> u64 {
+        self.agents.iter().map(Agent::other_lines).sum()
+    }
+
+    /// What the output caps dropped.
+    pub(crate) fn capped(&self) -> Capped {
+        self.budget.capped()
+    }
+
+    /// The recorded events and snapshots.
+    pub(crate) fn into_records(self) -> (Vec<Timed>, Vec<Snapshot>) {
+        (self.events, self.snapshots)
+    }
 }
 
 impl<'a> Drive<'a> {
@@ -87,6 +139,38 @@ impl<'a> Drive<'a> {
             snapshots: Vec::new(),
             on_phase,
         }
+    }
+
+    /// Play the scenario's script, then close every process (one that does
+    /// not exit by itself within the exit deadline is killed). `Err`: the
+    /// first process could not be started, so nothing ran (a setup error).
+    pub(crate) async fn run(mut self, s: &Scenario, script: Script<'_>) -> Result<Driven, String> {
+        let (chaos, provider, mcp) = script;
+        let played = match chaos {
+            Some(c) => chaos::drive(&mut self, s, &c.schedule, provider).await,
+            None => turns::drive(&mut self, s, provider, mcp).await,
+        };
+        let clean = match played {
+            Ok(clean) => clean,
+            Err(e) if self.events.is_empty() => return Err(e),
+            Err(e) => {
+                self.push(Instant::now(), Event::RestartFailed { error: e });
+                false
+            }
+        };
+        let killed = self.close(clean, s.deadlines.exit).await;
+        Ok(Driven {
+            events: self.events,
+            snapshots: self.snapshots,
+            agents: self.workers.into_iter().flatten().collect(),
+            budget: self.budget,
+            killed,
+        })
+    }
+
+    /// Tell the run's listener a phase began, with its deadline.
+    pub(crate) fn phase(&self, phase: Phase, seconds: f64) {
+        (self.on_phase)(phase, seconds);
     }
 
     /// How many workers (1 for a single agent).
@@ -266,7 +350,7 @@ impl<'a> Drive<'a> {
         seconds: f64,
         permit: OwnedSemaphorePermit,
     ) -> bool {
-        (self.on_phase)(Phase::Boot, seconds);
+        self.phase(Phase::Boot, seconds);
         let ready = |e: &Event| matches!(e, Event::Ready);
         let booted = self
             .until(Instant::now() + secs(seconds), Some(k), ready)
@@ -399,9 +483,103 @@ impl<'a> Drive<'a> {
         self.revive(k, start_turn, boot_seconds).await
     }
 
-    /// Lines on stdout that were not events, over every current process.
-    pub(crate) fn other_lines(&self) -> u64 {
-        self.processes().map(Agent::other_lines).sum()
+    /// Workers that said `closed` (0 for a single agent's events).
+    fn closed_workers(&self) -> BTreeSet<usize> {
+        self.events
+            .iter()
+            .filter(|t| matches!(t.event, Event::Closed))
+            .map(|t| t.worker.unwrap_or(0))
+            .collect()
+    }
+
+    /// Kill worker `k` through its pidfd (it is chaosrun's own child,
+    /// whatever its environment says) and wait, bounded, for its exit; if it
+    /// is still not reaped, kill the scenario's whole scope and wait once more.
+    async fn kill_worker(&mut self, k: usize) -> Exit {
+        self.worker(k).signal(libc::SIGKILL);
+        if let Some(e) = self.worker(k).wait_for(KILL_WAIT).await {
+            return e;
+        }
+        let scope = self.scope().clone();
+        let _ = tokio::task::spawn_blocking(move || scope.kill()).await;
+        self.worker(k).wait_for(KILL_WAIT).await.unwrap_or(Exit {
+            code: None,
+            signal: None,
+        })
+    }
+
+    /// After the script: every process must say `closed` and exit by itself
+    /// within the exit deadline; one that does not (or a run that did not get
+    /// through its script) is killed. Returns whether chaosrun had to kill any.
+    async fn close(&mut self, clean: bool, exit_secs: f64) -> bool {
+        let deadline = Instant::now() + secs(exit_secs);
+        let mut missed = false;
+        if clean {
+            self.phase(Phase::Exit, exit_secs);
+            while self.closed_workers().len() < self.count() {
+                tokio::select! {
+                    next = self.next() => match next {
+                        Next::Event(at, k, ev) => self.push_from(at, k, ev),
+                        Next::Eof(_) => {}
+                    },
+                    _ = sleep_until(deadline) => {
+                        self.missed(Phase::Exit, exit_secs);
+                        missed = true;
+                        break;
+                    }
+                }
+            }
+        }
+        let mut killed_any = false;
+        for k in 0..self.count() {
+            if self.processes().count() <= k {
+                break;
+            }
+            let exited = if clean {
+                tokio::select! {
+                    e = self.worker(k).wait() => Some(e),
+                    _ = sleep_until(deadline) => None,
+                }
+            } else {
+                self.worker(k).exited()
+            };
+            let (exit, killed) = match exited {
+                Some(e) => (e, false),
+                None => {
+                    if clean && !missed {
+                        self.missed(Phase::Exit, exit_secs);
+                        missed = true;
+                    }
+                    (self.kill_worker(k).await, true)
+                }
+            };
+            killed_any |= killed;
+            self.push_from(
+                Instant::now(),
+                k,
+                Event::Exited {
+                    code: exit.code,
+                    signal: exit.signal,
+                    killed_by_chaosrun: killed,
+                },
+            );
+        }
+        self.late_events().await;
+        killed_any
+    }
+
+    /// Events printed just before the exits (bounded: a leftover process may
+    /// hold stdout open and keep writing).
+    async fn late_events(&mut self) {
+        let until = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < until {
+            let quiet = until.min(Instant::now() + Duration::from_millis(200));
+            match tokio::time::timeout_at(quiet, self.next()).await {
+                Ok(Next::Event(at, k, ev)) => self.push_from(at, k, ev),
+                Ok(Next::Eof(_)) => {}
+                Err(_) => break,
+            }
+        }
     }
 
     /// Take a snapshot of the scenario's processes (its cgroup's members, or

@@ -1,0 +1,225 @@
+//! The first stage of a scenario run: [`Session::open`] starts what the
+//! agent depends on (the fault provider on the profile's wire, the row's MCP
+//! server), renders its HOME, builds its environment and opens the scenario's
+//! containment scope; on a failure it closes what it had opened and hands
+//! back why. [`Session::close`] is the one teardown of the servers.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+
+use super::plan::{Ids, Plan, Shared};
+use crate::driver::home::{prepare, Inputs};
+use crate::driver::{env, Prepared};
+use crate::mcp::{McpRecording, McpServer};
+use crate::proc_hygiene::{Containment, Scope};
+use crate::provider::cassette::TapeHandle;
+use crate::provider::{Provider, ProviderConfig, Recording};
+use crate::scenarios::Scenario;
+
+/// Everything a scenario's agent runs against, open.
+pub(crate) struct Session {
+    pub(crate) provider: Provider,
+    pub(crate) mcp: Option<McpServer>,
+    pub(crate) prepared: Prepared,
+    /// The agent's whole environment.
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) scope: Arc<Scope>,
+}
+
+/// What the servers recorded, once closed.
+pub(crate) struct Closed {
+    pub(crate) recording: Recording,
+    pub(crate) mcp: Option<McpRecording>,
+    /// The relayed calls (proxy mode), for `--record`.
+    pub(crate) tape: Option<TapeHandle>,
+}
+
+/// Why a session could not be opened (or driven at all), with what its
+/// servers recorded before they were closed.
+pub(crate) struct Failed {
+    pub(crate) error: String,
+    pub(crate) closed: Closed,
+    /// The scope's record, when the scope was opened.
+    pub(crate) containment: Containment,
+}
+
+impl Closed {
+    fn nothing() -> Closed {
+        Closed {
+            recording: Recording::default(),
+            mcp: None,
+            tape: None,
+        }
+    }
+}
+
+impl Session {
+    /// Open the scenario's session in `root`; `start` is the run's clock.
+    pub(crate) async fn open(
+        shared: &Shared,
+        scenario: &Scenario,
+        ids: &Ids,
+        root: &Path,
+        start: Instant,
+        plan: &Plan,
+    ) -> Result<Session, Failed> {
+        let failed = |error: String, closed: Closed| Failed {
+            error,
+            closed,
+            containment: Containment::default(),
+        };
+        let provider = start_provider(shared, scenario, ids)
+            .await
+            .map_err(|e| failed(e, Closed::nothing()))?;
+        let mcp = match start_mcp(shared, scenario, ids, root, start).await {
+            Ok(m) => m,
+            Err(e) => return Err(failed(e, close(provider, None, false).await)),
+        };
+        let mcp_vars = mcp.as_ref().map(|m| m.vars()).unwrap_or_default();
+        let inputs = Inputs {
+            profile: &shared.profile,
+            knobs: &scenario.knobs,
+            base_url: &provider.base_url(),
+            tag: &ids.tag,
+            session_id: &plan.session_id,
+            turns: &plan.turns,
+            agent_args: &shared.agent_args,
+            mcp: &mcp_vars,
+        };
+        let prepared = match prepare(root, &inputs) {
+            Ok(p) => p,
+            Err(e) => {
+                let error = format!("cannot prepare the agent's home: {e:#}");
+                return Err(failed(error, close(provider, mcp, false).await));
+            }
+        };
+        let env = env::build(
+            std::env::vars(),
+            &env::Fixed {
+                home: &prepared.dirs.home.display().to_string(),
+                tmp: &prepared.dirs.tmp.display().to_string(),
+                tag: &ids.tag,
+                run: &shared.run_id,
+                spec: &prepared.dirs.spec.display().to_string(),
+                journal: &prepared.dirs.journal.display().to_string(),
+            },
+            &prepared.profile_env,
+        );
+        let scope = Arc::new(shared.containment.scope(&ids.tag));
+        Ok(Session {
+            provider,
+            mcp,
+            prepared,
+            env,
+            scope,
+        })
+    }
+
+    /// Close the servers (after the reap and the sweep: a lingering stdio
+    /// MCP relay was judged as a survivor first; closing its socket now ends
+    /// any that is left).
+    pub(crate) async fn close(self) -> Closed {
+        close(self.provider, self.mcp, true).await
+    }
+
+    /// Close a session whose agent never started: why, and what the servers saw.
+    pub(crate) async fn fail(self, error: String) -> Failed {
+        let containment = self.scope.record(Vec::new());
+        Failed {
+            error,
+            closed: close(self.provider, self.mcp, false).await,
+            containment,
+        }
+    }
+}
+
+/// Shut the provider (keeping its tape when asked) and the MCP server down.
+async fn close(provider: Provider, mcp: Option<McpServer>, keep_tape: bool) -> Closed {
+    let tape = keep_tape.then(|| provider.tape());
+    let recording = provider.shutdown().await;
+    let mcp = match mcp {
+        Some(m) => Some(m.shutdown().await),
+        None => None,
+    };
+    Closed {
+        recording,
+        mcp,
+        tape,
+    }
+}
+
+/// The fault provider on the profile's wire (relaying the profile's
+/// upstream, in proxy mode).
+async fn start_provider(
+    shared: &Shared,
+    scenario: &Scenario,
+    ids: &Ids,
+) -> Result<Provider, String> {
+    let upstream = match &shared.profile.upstream {
+        Some(spec) => Some(Arc::new(crate::provider::upstream::Upstream::resolve(
+            spec,
+            |n| std::env::var(n).ok(),
+        )?)),
+        None => None,
+    };
+    let counter_tag = ids.tag.clone();
+    Provider::start(ProviderConfig {
+        port: 0,
+        wire: shared.profile.wire,
+        rules: scenario.responder.clone(),
+        nonce: ids.nonce.clone(),
+        tools: shared.profile.tools.clone(),
+        process_counter: Some(Arc::new(move |needle: &str| {
+            crate::proc_hygiene::count_tagged_matching(&counter_tag, needle)
+        })),
+        record: Default::default(),
+        upstream,
+        context_window: scenario.context_window,
+    })
+    .await
+    .map_err(|e| format!("cannot start the fault provider: {e:#}"))
+}
+
+/// The scenario's MCP server, when its row has an `mcp:` section, on the
+/// transport the row pins or the profile's first.
+async fn start_mcp(
+    shared: &Shared,
+    scenario: &Scenario,
+    ids: &Ids,
+    root: &Path,
+    start: Instant,
+) -> Result<Option<McpServer>, String> {
+    let Some(spec) = &scenario.mcp else {
+        return Ok(None);
+    };
+    let registered = match &shared.profile.mcp {
+        crate::mcp::McpSupport::Transports(t) => t.as_slice(),
+        _ => &[],
+    };
+    let Some(transport) = spec.transport_for(registered) else {
+        return Err(format!(
+            "the adapter profile `{}` registers no MCP transport this row can use",
+            shared.profile.source
+        ));
+    };
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(root)
+            .and_then(|()| std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700)))
+            .map_err(|e| format!("cannot make {}: {e}", root.display()))?;
+    }
+    McpServer::start(crate::mcp::McpConfig {
+        rules: spec.rules.clone(),
+        nonce: ids.nonce.clone(),
+        linger: spec.linger && transport == crate::mcp::Transport::Stdio,
+        transport,
+        dir: root.to_path_buf(),
+        start,
+    })
+    .await
+    .map(Some)
+    .map_err(|e| format!("cannot start the MCP server: {e:#}"))
+}
