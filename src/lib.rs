@@ -20,6 +20,7 @@ pub mod driver;
 pub mod explore;
 pub mod history;
 pub mod input;
+pub mod listen;
 pub mod mcp;
 pub mod observe;
 pub mod oracle;

@@ -284,6 +284,22 @@ struct ProfileDoc {
     /// `false`, or the MCP transports the agent's config registers.
     #[serde(default)]
     mcp: crate::mcp::McpSupport,
+    /// `namespace` (default): the agent's own network namespace, loopback
+    /// only; `host`: the host's network (an agent that needs a real server).
+    #[serde(default)]
+    network: NetworkMode,
+}
+
+/// Where a profile's agent gets its network (`network:`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkMode {
+    /// A network namespace of its own whose only interface is loopback, with
+    /// the scenario's provider and MCP server on it.
+    #[default]
+    Namespace,
+    /// The host's network; the run is reported as not network-contained.
+    Host,
 }
 
 /// A resolved adapter profile.
@@ -322,6 +338,8 @@ pub struct Profile {
     pub upstream: Option<crate::provider::upstream::UpstreamSpec>,
     /// Whether (and how) the agent's config registers an MCP server.
     pub mcp: crate::mcp::McpSupport,
+    /// `network:` (see [`NetworkMode`]).
+    pub network: NetworkMode,
 }
 
 /// The template variables a scenario run provides, with placeholder values
@@ -479,6 +497,7 @@ impl Profile {
             upstream: doc.upstream,
             dir: dir.to_path_buf(),
             mcp: doc.mcp,
+            network: doc.network,
         };
         profile.validate_templates()?;
         profile.validate_home_paths()?;

@@ -14,14 +14,10 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep_until, Instant};
 
 use crate::driver::exec::ExecAgent;
-use crate::driver::{home, Agent, AgentProcess, Budget, Exit, Line, Prepared, Sink, Tagged};
+use crate::driver::{home, Agent, AgentProcess, Budget, Line, Prepared, Sink, Tagged};
 use crate::observe::{Event, Phase, Snapshot, Timed};
 use crate::proc_hygiene::Scope;
 use crate::scenarios::FaultTarget;
-
-/// How long a killed process may take to be reaped before chaosrun kills it
-/// again (and then gives up waiting on it).
-const BURY_WAIT: Duration = Duration::from_secs(10);
 
 pub(crate) fn secs(d: f64) -> Duration {
     Duration::from_secs_f64(d.max(0.0))
@@ -231,9 +227,8 @@ impl<'a> Drive<'a> {
             incarnation: self.incarnation[k],
             budget: self.budget.clone(),
         };
-        let procs = self.launch.scope.procs_file()?;
-        let agent = AgentProcess::spawn(self.launch.prepared, &argv, &env, sink, procs.as_ref())?;
-        self.launch.scope.started(agent.pid());
+        let agent =
+            AgentProcess::spawn(self.launch.prepared, &argv, &env, sink, &self.launch.scope)?;
         Ok(self.started(k, Agent::Protocol(agent), resume, permit))
     }
 
@@ -348,21 +343,12 @@ impl<'a> Drive<'a> {
         }
     }
 
-    /// After a kill: wait for worker `k` to die and record its exit. Its
-    /// incarnation is retired, so its stdout closing is not news.
-    /// The wait is bounded: a process still there after [`BURY_WAIT`] is
-    /// killed again through its pidfd and waited for once more.
+    /// After a kill: wait for worker `k` to die and record its exit (chaosrun
+    /// killed it). Its incarnation is retired, so its stdout closing is not
+    /// news. Bounded by [`Agent::kill_and_wait`] (only this worker is killed
+    /// again: the others keep running).
     pub(crate) async fn bury(&mut self, k: usize) {
-        let exit = match self.worker(k).wait_for(BURY_WAIT).await {
-            Some(e) => e,
-            None => {
-                self.worker(k).signal(libc::SIGKILL);
-                self.worker(k).wait_for(BURY_WAIT).await.unwrap_or(Exit {
-                    code: None,
-                    signal: None,
-                })
-            }
-        };
+        let exit = self.worker(k).kill_and_wait(None).await;
         self.incarnation[k] += 1;
         self.push_from(
             Instant::now(),
@@ -370,7 +356,7 @@ impl<'a> Drive<'a> {
             Event::Exited {
                 code: exit.code,
                 signal: exit.signal,
-                killed_by_chaosrun: false,
+                killed_by_chaosrun: true,
             },
         );
     }

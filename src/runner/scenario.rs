@@ -214,23 +214,12 @@ fn closed_workers(d: &Drive<'_>) -> BTreeSet<usize> {
         .collect()
 }
 
-/// How long a process chaosrun killed may take to be reaped.
-const KILL_WAIT: Duration = Duration::from_secs(10);
-
-/// Kill worker `k` through its pidfd (it is chaosrun's own child, whatever
-/// its environment says) and wait, bounded, for its exit; if it is still not
-/// reaped, kill the scenario's whole scope and wait once more.
+/// Kill worker `k` and wait, bounded, for its exit; if it is still not
+/// reaped, the scenario's whole scope is killed
+/// ([`crate::driver::Agent::kill_and_wait`]).
 async fn kill_worker(d: &mut Drive<'_>, k: usize) -> Exit {
-    d.worker(k).signal(libc::SIGKILL);
-    if let Some(e) = d.worker(k).wait_for(KILL_WAIT).await {
-        return e;
-    }
     let scope = d.scope().clone();
-    let _ = tokio::task::spawn_blocking(move || scope.kill()).await;
-    d.worker(k).wait_for(KILL_WAIT).await.unwrap_or(Exit {
-        code: None,
-        signal: None,
-    })
+    d.worker(k).kill_and_wait(Some(scope)).await
 }
 
 /// After the turns: every process must say `closed` and exit by itself within
@@ -311,6 +300,7 @@ async fn start_mcp(
     ids: &Ids,
     root: &Path,
     start: Instant,
+    bind: Option<crate::listen::Binder>,
 ) -> Result<Option<crate::mcp::McpServer>, String> {
     let Some(spec) = &scenario.mcp else {
         return Ok(None);
@@ -338,6 +328,7 @@ async fn start_mcp(
         transport,
         dir: root.to_path_buf(),
         start,
+        bind,
     })
     .await
     .map(Some)
@@ -387,6 +378,7 @@ pub async fn observe(
         store: StoreObservation::NotConfigured,
         survivors: Vec::new(),
         containment: Default::default(),
+        network: Default::default(),
         stderr_tail: String::new(),
         log_tails: Vec::new(),
         logs_missing: Vec::new(),
@@ -415,6 +407,12 @@ pub async fn observe(
         }
         None => None,
     };
+    // The agent's network: a namespace of its own where the scenario's
+    // servers bind (the upstream is reached by chaosrun, on the host).
+    let host = shared.profile.network == crate::profile::NetworkMode::Host;
+    let (netns, network) = crate::driver::netns::NetNs::for_scenario(host);
+    obs.network = network;
+    let bind = netns.as_ref().map(crate::driver::netns::NetNs::binder);
     let provider = match Provider::start(ProviderConfig {
         port: 0,
         wire: shared.profile.wire,
@@ -427,6 +425,7 @@ pub async fn observe(
         record: Default::default(),
         upstream,
         context_window: scenario.context_window,
+        bind: bind.clone(),
     })
     .await
     {
@@ -437,7 +436,7 @@ pub async fn observe(
         }
     };
     let base_url = provider.base_url();
-    let mcp = match start_mcp(shared, scenario, ids, root, start).await {
+    let mcp = match start_mcp(shared, scenario, ids, root, start, bind).await {
         Ok(m) => m,
         Err(e) => {
             obs.setup_error = Some(e);
@@ -463,7 +462,7 @@ pub async fn observe(
         },
     );
     let prepared = match prepared {
-        Ok(p) => p,
+        Ok(p) => crate::driver::Prepared { netns, ..p },
         Err(e) => {
             obs.setup_error = Some(format!("cannot prepare the agent's home: {e:#}"));
             obs.recording = provider.shutdown().await;
@@ -542,6 +541,12 @@ pub async fn observe(
     obs.survivors = survivors;
     obs.containment = scope.record(unattributed);
 
+    // Exec mode may bind a value captured from the agent (its own session id).
+    let session_id =
+        crate::driver::exec::store_session(&prepared, &session_id).unwrap_or_else(|e| {
+            obs.setup_error.get_or_insert(e);
+            session_id.clone()
+        });
     obs.store = match (&shared.profile.store, &prepared.store) {
         (Some(s), Some(StoreAt::Sqlite(path))) => {
             let (home, path) = (prepared.dirs.home.clone(), path.clone());
