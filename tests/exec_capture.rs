@@ -133,7 +133,10 @@ fn the_agents_own_session_id_is_captured_and_used_in_argv_resume_and_store() {
     // After the kill, the resumed turn ran with the id the killed turn printed.
     let ev = observation(&pf, kill)["events"].clone();
     assert!(
-        ev.as_array().unwrap().iter().any(|e| e["ev"] == "restarted"),
+        ev.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["ev"] == "restarted"),
         "{ev}"
     );
 }
@@ -143,10 +146,12 @@ fn the_agents_own_session_id_is_captured_and_used_in_argv_resume_and_store() {
 fn a_capture_that_never_matched_is_an_error_naming_it() {
     require("python3", python(), "install python3");
     let dir = tempfile::tempdir().unwrap();
-    let text = std::fs::read_to_string(repo().join(PROFILE)).unwrap().replace(
-        "{where: {type: system}, field: session_id}",
-        "{where: {type: no_such_type}, field: session_id}",
-    );
+    let text = std::fs::read_to_string(repo().join(PROFILE))
+        .unwrap()
+        .replace(
+            "{where: {type: system}, field: session_id}",
+            "{where: {type: no_such_type}, field: session_id}",
+        );
     let p = dir.path().join("never.yaml");
     std::fs::write(&p, text).unwrap();
     std::fs::copy(

@@ -76,13 +76,20 @@ fn host_listener() -> std::net::TcpListener {
 #[test]
 #[ignore = "needs root (a network namespace per scenario; scripts/test.sh runs it)"]
 fn the_agent_sees_only_loopback_and_reaches_only_the_scenarios_servers() {
-    require("root", root(), "run as root (CAP_SYS_ADMIN makes network namespaces)");
+    require(
+        "root",
+        root(),
+        "run as root (CAP_SYS_ADMIN makes network namespaces)",
+    );
     let host = host_listener();
     let port = host.local_addr().unwrap().port();
     let r = run(&repo().join(PROFILE), port);
     assert_eq!(r.seen["ifaces"], serde_json::json!(["lo"]), "{}", r.seen);
     let reached = r.seen["host_port"].as_str().unwrap();
-    assert!(reached.starts_with("failed"), "the host's port was reachable: {reached}");
+    assert!(
+        reached.starts_with("failed"),
+        "the host's port was reachable: {reached}"
+    );
     // The scenario's provider answered HTTP.
     let provider = r.seen["provider"].as_str().unwrap();
     assert!(provider.starts_with("http "), "{}", r.seen);
@@ -91,7 +98,8 @@ fn the_agent_sees_only_loopback_and_reaches_only_the_scenarios_servers() {
     let s = scenario(&r.report, ROW);
     assert_eq!(s["network"]["contained"], true, "{s}");
     assert!(
-        r.stdout.contains("network: each scenario's agent in its own network namespace"),
+        r.stdout
+            .contains("network: each scenario's agent in its own network namespace"),
         "{}",
         r.stdout
     );
@@ -100,7 +108,11 @@ fn the_agent_sees_only_loopback_and_reaches_only_the_scenarios_servers() {
 #[test]
 #[ignore = "needs root (a network namespace per scenario; scripts/test.sh runs it)"]
 fn network_host_is_reported_as_not_contained_and_reaches_the_host() {
-    require("root", root(), "run as root (CAP_SYS_ADMIN makes network namespaces)");
+    require(
+        "root",
+        root(),
+        "run as root (CAP_SYS_ADMIN makes network namespaces)",
+    );
     let dir = tempfile::tempdir().unwrap();
     let text = std::fs::read_to_string(repo().join(PROFILE)).unwrap();
     let p = dir.path().join("host.yaml");
@@ -119,7 +131,10 @@ fn network_host_is_reported_as_not_contained_and_reaches_the_host() {
     let s = scenario(&r.report, ROW);
     assert_eq!(s["network"]["contained"], false, "{s}");
     assert!(
-        s["network"]["reason"].as_str().unwrap().contains("network: host"),
+        s["network"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("network: host"),
         "{s}"
     );
     assert!(r.stdout.contains("network: NOT contained"), "{}", r.stdout);
