@@ -22,7 +22,11 @@ pub async fn loopback(
     match binder {
         None => tokio::net::TcpListener::bind(("127.0.0.1", port)).await,
         Some(b) => {
-            let std = b(port)?;
+            // Binding in another namespace blocks on a thread of its own.
+            let b = b.clone();
+            let std = tokio::task::spawn_blocking(move || b(port))
+                .await
+                .map_err(std::io::Error::other)??;
             std.set_nonblocking(true)?;
             tokio::net::TcpListener::from_std(std)
         }

@@ -581,7 +581,10 @@ impl Turn {
         let mut escalated = false;
         let status = loop {
             let kill_at = interrupted_at.map(|t| t + grace);
+            // Biased: an exit already there wins over a grace timer that
+            // fired while the runtime was busy (never escalate the exited).
             tokio::select! {
+                biased;
                 st = s.child.wait() => break st,
                 Some(()) = ctl.recv(), if interrupted_at.is_none() => {
                     interrupted_at = Some(Instant::now());

@@ -410,7 +410,17 @@ pub async fn observe(
     // The agent's network: a namespace of its own where the scenario's
     // servers bind (the upstream is reached by chaosrun, on the host).
     let host = shared.profile.network == crate::profile::NetworkMode::Host;
-    let (netns, network) = crate::driver::netns::NetNs::for_scenario(host);
+    let (netns, network) =
+        tokio::task::spawn_blocking(move || crate::driver::netns::NetNs::for_scenario(host))
+            .await
+            .unwrap_or_else(|e| {
+                let reason = Some(format!("cannot create a network namespace: {e}"));
+                let net = crate::listen::Network {
+                    contained: false,
+                    reason,
+                };
+                (None, net)
+            });
     obs.network = network;
     let bind = netns.as_ref().map(crate::driver::netns::NetNs::binder);
     let provider = match Provider::start(ProviderConfig {
