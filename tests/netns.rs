@@ -116,7 +116,7 @@ fn network_host_is_reported_as_not_contained_and_reaches_the_host() {
     let dir = tempfile::tempdir().unwrap();
     let text = std::fs::read_to_string(repo().join(PROFILE)).unwrap();
     let p = dir.path().join("host.yaml");
-    std::fs::write(&p, format!("network: host\n{text}")).unwrap();
+    std::fs::write(&p, text.replace("network: namespace", "network: host")).unwrap();
     std::fs::copy(
         repo().join("tests/fixtures/agents/netns_probe.py"),
         dir.path().join("netns_probe.py"),

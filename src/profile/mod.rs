@@ -284,8 +284,8 @@ struct ProfileDoc {
     /// `false`, or the MCP transports the agent's config registers.
     #[serde(default)]
     mcp: crate::mcp::McpSupport,
-    /// `namespace` (default): the agent's own network namespace, loopback
-    /// only; `host`: the host's network (an agent that needs a real server).
+    /// `namespace`: the agent's own network namespace, loopback only;
+    /// `host` (default for now): the host's network, reported as such.
     #[serde(default)]
     network: NetworkMode,
 }
@@ -296,9 +296,11 @@ struct ProfileDoc {
 pub enum NetworkMode {
     /// A network namespace of its own whose only interface is loopback, with
     /// the scenario's provider and MCP server on it.
-    #[default]
     Namespace,
     /// The host's network; the run is reported as not network-contained.
+    /// The default until exec-mode interrupts in a namespace are as prompt
+    /// under load as on the host (tests/exec_mode.rs's interrupt rows).
+    #[default]
     Host,
 }
 
