@@ -21,6 +21,7 @@ pub mod driver;
 pub mod explore;
 pub mod history;
 pub mod input;
+pub mod listen;
 pub mod mcp;
 pub mod observe;
 pub mod oracle;

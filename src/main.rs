@@ -550,6 +550,9 @@ fn run(args: RunArgs) -> ExitCode {
         },
     ));
     say(format_args!("chaosrun: {}\n", containment.describe()));
+    let host = profile.network == chaosrun::profile::NetworkMode::Host;
+    let network = chaosrun::driver::netns::NetNs::for_scenario(host).1;
+    say(format_args!("chaosrun: {}\n", network.describe()));
     let shared = Arc::new(Shared {
         profile,
         agent_args: args.agent_args.clone(),

@@ -96,6 +96,18 @@ pub enum Event {
     RestartFailed {
         error: String,
     },
+    /// Exec mode: a value the profile captures (`exec.capture.NAME`) was
+    /// read from the agent's output (first seen, or changed).
+    Captured {
+        name: String,
+        value: String,
+    },
+    /// Exec mode: turn `turn` could not start because its argv needs
+    /// `{{captured.NAME}}` and the agent's output never matched that capture.
+    CaptureMissing {
+        turn: u64,
+        name: String,
+    },
     /// The agent process exited (or was killed by chaosrun).
     Exited {
         code: Option<i32>,
@@ -271,6 +283,10 @@ pub struct Observation {
     /// How the scenario's processes were contained (cgroup or tag fallback).
     #[serde(default)]
     pub containment: crate::proc_hygiene::Containment,
+    /// Whether the agent ran in a network namespace of its own (loopback
+    /// only), or why not.
+    #[serde(default)]
+    pub network: crate::listen::Network,
     /// Last lines of the agent's stderr.
     pub stderr_tail: String,
     /// Last lines of each log file the profile names: (path, tail).

@@ -15,18 +15,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context;
 use tokio::io::{AsyncRead, AsyncWriteExt};
-use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::home::{ExecRun, Prepared};
 use super::output::{copy_capped_with, Budget, MAX_LINE, STDERR, STDOUT};
 use super::process::{AgentProcess, Exit, Line, Sink, Tagged, FINAL_KEEP_CHARS};
+use super::spawn::SpawnSpec;
 use crate::observe::{Event, TurnEnd};
 use crate::proc_hygiene::Scope;
-use crate::profile::exec::{pick_final, FinalSel, Stdin};
+use crate::profile::exec::{pick_final, CaptureSel, FinalSel, Stdin, MAX_CAPTURE_CHARS};
 
 /// How long a turn's output may stay open after its process exited (a job it
 /// left behind may hold stdout): then the turn is judged on what was read.
@@ -100,6 +99,29 @@ impl Agent {
             Agent::Exec(e) => e.other_lines.load(Ordering::Relaxed),
         }
     }
+}
+
+/// The value the store query binds as the session id: the profile's
+/// `exec.store_session` rendered with the values captured so far (exec mode),
+/// else `session_id`. `Err` names a capture the agent never printed.
+pub fn store_session(prep: &Prepared, session_id: &str) -> Result<String, String> {
+    let Some(run) = &prep.exec else {
+        return Ok(session_id.to_string());
+    };
+    let mut vars = run.vars.clone();
+    let captured = run.captured.lock().unwrap_or_else(|e| e.into_inner());
+    for (name, value) in captured.iter() {
+        vars.insert(crate::profile::exec::captured_var(name), value.clone());
+    }
+    for name in run.spec.capture.keys() {
+        let var = crate::profile::exec::captured_var(name);
+        if !vars.contains_key(&var) && mentions(&run.spec.store_session, &var) {
+            return Err(format!(
+                "the store query needs `{{{{captured.{name}}}}}` (`exec.store_session`), but the agent's output never matched `exec.capture.{name}`"
+            ));
+        }
+    }
+    crate::template::render(&run.spec.store_session, &vars)
 }
 
 /// The running turn's process.
@@ -193,8 +215,13 @@ impl ExecAgent {
             budget: sink.budget.clone(),
             other_lines: other_lines.clone(),
         };
-        let first = turn.spawn(start, resume.is_some())?;
-        let pid = first.pid;
+        // A first turn that needs a value never captured is not a spawn
+        // failure: the agent says why (and ends) through its events.
+        let first = match turn.spawn(start, resume.is_some()) {
+            Ok(s) => Ok(s),
+            Err(e) => Err(capture_missing(&e).ok_or(e)?),
+        };
+        let pid = first.as_ref().map_or(-1, |s| s.pid);
         let (ctl, ctl_rx) = mpsc::unbounded_channel();
         let (exit_tx, exit) = watch::channel(None);
         let loop_shared = shared.clone();
@@ -256,7 +283,28 @@ struct Seen {
     picks: Vec<crate::profile::exec::Pick>,
     failed: bool,
     last_line: String,
+    /// `exec.capture` values this turn printed (the latest of each).
+    captured: BTreeMap<String, String>,
 }
+
+/// A turn's argv needs `{{captured.NAME}}` and nothing matched it yet.
+#[derive(Debug)]
+struct MissingCapture {
+    turn: usize,
+    name: String,
+}
+
+impl std::fmt::Display for MissingCapture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "turn {} needs `{{{{captured.{}}}}}`, but the agent's output never matched `exec.capture.{}`",
+            self.turn, self.name, self.name
+        )
+    }
+}
+
+impl std::error::Error for MissingCapture {}
 
 /// Everything the turn loop needs.
 struct Turn {
@@ -278,6 +326,25 @@ struct Started {
     stderr: tokio::task::JoinHandle<String>,
 }
 
+/// Whether template text `a` uses variable `var` (`{{var}}`, filters or not).
+fn mentions(a: &str, var: &str) -> bool {
+    a.split("{{").skip(1).any(|rest| {
+        rest.split("}}")
+            .next()
+            .and_then(|expr| expr.split('|').next())
+            .is_some_and(|name| name.trim() == var)
+    })
+}
+
+/// The event for a turn that could not start, if a missing capture is why.
+fn capture_missing(e: &anyhow::Error) -> Option<Event> {
+    e.downcast_ref::<MissingCapture>()
+        .map(|m| Event::CaptureMissing {
+            turn: m.turn as u64,
+            name: m.name.clone(),
+        })
+}
+
 fn clip(s: &str, chars: usize) -> String {
     s.chars().take(chars).collect()
 }
@@ -295,10 +362,39 @@ impl Turn {
         let mut vars = self.run.vars.clone();
         vars.insert("message".into(), self.message(i));
         vars.insert("turn".into(), i.to_string());
+        let captured = self.run.captured.lock().unwrap_or_else(|e| e.into_inner());
+        for (name, value) in captured.iter() {
+            vars.insert(crate::profile::exec::captured_var(name), value.clone());
+        }
+        // Never a silent empty string: a declared capture with no value yet.
+        for name in spec.capture.keys() {
+            let var = crate::profile::exec::captured_var(name);
+            if !vars.contains_key(&var) && template.iter().any(|a| mentions(a, &var)) {
+                return Err(MissingCapture {
+                    turn: i,
+                    name: name.clone(),
+                }
+                .into());
+            }
+        }
         template
             .iter()
             .map(|a| crate::template::render(a, &vars).map_err(anyhow::Error::msg))
             .collect()
+    }
+
+    /// Merge a turn's captured values into the run's; the events for those
+    /// first seen or changed.
+    fn merge_captures(&self, turn: BTreeMap<String, String>) -> Vec<Event> {
+        let mut run = self.run.captured.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = Vec::new();
+        for (name, value) in turn {
+            if run.get(&name) != Some(&value) {
+                run.insert(name.clone(), value.clone());
+                out.push(Event::Captured { name, value });
+            }
+        }
+        out
     }
 
     fn message(&self, i: usize) -> String {
@@ -329,40 +425,19 @@ impl Turn {
         let stdout_log = self.append(STDOUT)?;
         let mut stderr_log = self.append(STDERR)?;
         let _ = writeln!(stderr_log, "[chaosrun] turn {i}: {argv:?}");
-        let procs = self.scope.procs_file()?;
-        let mut cmd = Command::new(&argv[0]);
-        if let Some(procs) = procs.as_ref() {
-            use std::os::fd::{AsRawFd, BorrowedFd};
-            let fd = procs.as_raw_fd();
-            // SAFETY: as in `AgentProcess::spawn`: only write(2) on an fd
-            // kept open until spawn returns.
-            unsafe {
-                cmd.pre_exec(move || {
-                    nix::unistd::write(BorrowedFd::borrow_raw(fd), b"0")
-                        .map(drop)
-                        .map_err(std::io::Error::from)
-                });
-            }
-        }
         let stdin = match self.run.spec.stdin {
             Stdin::Closed => Stdio::null(),
             Stdin::Message => Stdio::piped(),
         };
-        let mut child = cmd
-            .args(&argv[1..])
-            .env_clear()
-            .envs(&self.env)
-            .current_dir(&self.prep.dirs.work)
-            .stdin(stdin)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("cannot start exec turn command `{}`", argv[0]))?;
-        let pid = child.id().map(|p| p as i32).unwrap_or(-1);
-        crate::proc_hygiene::own(pid);
-        self.scope.started(pid);
+        let (mut child, pid) = super::spawn::spawn(SpawnSpec {
+            argv: &argv,
+            env: &self.env,
+            cwd: &self.prep.dirs.work,
+            stdin,
+            scope: &self.scope,
+            netns: self.prep.netns.as_deref(),
+            what: "exec turn command",
+        })?;
         if let Some(mut w) = child.stdin.take() {
             let msg = self.message(i);
             tokio::spawn(async move {
@@ -398,7 +473,7 @@ impl Turn {
 
     async fn run_all(
         self,
-        first: Started,
+        first: Result<Started, Event>,
         start: usize,
         shared: Arc<Shared>,
         sink: Sink,
@@ -413,10 +488,21 @@ impl Turn {
                 line,
             });
         };
-        let mut next = Some(first);
         let mut last = Exit {
             code: Some(0),
             signal: None,
+        };
+        let mut next = match first {
+            Ok(s) => Some(s),
+            Err(why) => {
+                send(Line::Event(why));
+                let _ = exit_tx.send(Some(Exit {
+                    code: None,
+                    signal: None,
+                }));
+                send(Line::Eof);
+                return;
+            }
         };
         send(Line::Event(Event::Ready));
         let turns = self.run.turns.len();
@@ -427,6 +513,9 @@ impl Turn {
                 None => match self.spawn_off_worker(i) {
                     Ok(s) => s,
                     Err(e) => {
+                        if let Some(why) = capture_missing(&e) {
+                            send(Line::Event(why));
+                        }
                         if let Ok(mut log) = self.append(STDERR) {
                             let _ = writeln!(log, "[chaosrun] {e:#}");
                         }
@@ -446,8 +535,11 @@ impl Turn {
                 });
             }
             send(Line::Event(Event::TurnStart { i: i as u64 }));
-            let (exit, end, after_interrupt) = self.finish(started, i, &mut ctl).await;
+            let (exit, end, after_interrupt, captured) = self.finish(started, i, &mut ctl).await;
             *shared.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            for ev in captured {
+                send(Line::Event(ev));
+            }
             last = exit;
             // A SIGKILL chaosrun's interrupt did not send (a kill of the
             // scenario's whole tree, the OOM killer): the agent died, as a
@@ -472,20 +564,25 @@ impl Turn {
     }
 
     /// Wait for turn `i`'s process, honouring interrupts, and judge it; also
-    /// whether the turn was interrupted (so a SIGKILL may be the grace's).
+    /// whether the turn was interrupted (so a SIGKILL may be the grace's),
+    /// and the events of the values it captured (a killed turn's too: the
+    /// session id it printed is the one to resume).
     async fn finish(
         &self,
         mut s: Started,
         i: usize,
         ctl: &mut mpsc::UnboundedReceiver<()>,
-    ) -> (Exit, TurnEnd, bool) {
+    ) -> (Exit, TurnEnd, bool, Vec<Event>) {
         use std::os::unix::process::ExitStatusExt;
         let grace = Duration::from_secs_f64(self.run.spec.interrupt_grace);
         let mut interrupted_at: Option<Instant> = None;
         let mut escalated = false;
         let status = loop {
             let kill_at = interrupted_at.map(|t| t + grace);
+            // Biased: an exit already there wins over a grace timer that
+            // fired while the runtime was busy (never escalate the exited).
             tokio::select! {
+                biased;
                 st = s.child.wait() => break st,
                 Some(()) = ctl.recv(), if interrupted_at.is_none() => {
                     interrupted_at = Some(Instant::now());
@@ -525,7 +622,8 @@ impl Turn {
                 String::new()
             }
         };
-        let seen = std::mem::take(&mut *s.seen.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut seen = std::mem::take(&mut *s.seen.lock().unwrap_or_else(|e| e.into_inner()));
+        let captured = self.merge_captures(std::mem::take(&mut seen.captured));
         let spec = &self.run.spec;
         let stderr_hit = spec.failed.stderr.as_ref().is_some_and(|r| {
             regex::Regex::new(r).is_ok_and(|re| stderr_tail.lines().any(|l| re.is_match(l)))
@@ -563,7 +661,55 @@ impl Turn {
             final_text: clip(&final_text, FINAL_KEEP_CHARS),
             exit_reason: clip(&reason, 200),
         };
-        (exit, end, interrupted_at.is_some())
+        (exit, end, interrupted_at.is_some(), captured)
+    }
+}
+
+/// The profile's captures, their regexes compiled once per turn.
+struct Captures {
+    sels: Vec<(String, CaptureSel, Option<regex::Regex>)>,
+    want_json: bool,
+}
+
+impl Captures {
+    fn new(spec: &BTreeMap<String, CaptureSel>) -> Captures {
+        let sels: Vec<_> = spec
+            .iter()
+            .map(|(name, sel)| {
+                let re = match sel {
+                    CaptureSel::Regex(r) => regex::Regex::new(r).ok(),
+                    CaptureSel::Jsonl(_) => None,
+                };
+                (name.clone(), sel.clone(), re)
+            })
+            .collect();
+        let want_json = sels
+            .iter()
+            .any(|(_, s, _)| matches!(s, CaptureSel::Jsonl(_)));
+        Captures { sels, want_json }
+    }
+
+    /// Take every capture this line holds into `into` (the latest wins).
+    fn read(
+        &self,
+        line: &str,
+        rec: Option<&serde_json::Value>,
+        into: &mut BTreeMap<String, String>,
+    ) {
+        for (name, sel, re) in &self.sels {
+            let got = match (sel, re) {
+                (CaptureSel::Jsonl(j), _) => rec.filter(|r| j.matches(r)).and_then(|r| j.take(r)),
+                (CaptureSel::Regex(_), Some(re)) => re.captures(line).and_then(|c| {
+                    c.get(1)
+                        .or_else(|| c.get(0))
+                        .map(|m| m.as_str().to_string())
+                }),
+                (CaptureSel::Regex(_), None) => None,
+            };
+            if let Some(v) = got.filter(|v| !v.is_empty()) {
+                into.insert(name.clone(), clip(&v, MAX_CAPTURE_CHARS));
+            }
+        }
     }
 }
 
@@ -584,6 +730,7 @@ async fn read_stdout(
         FinalSel::Regex(r) => regex::Regex::new(r).ok(),
         _ => None,
     };
+    let captures = Captures::new(&spec.capture);
     let on_line = |line: &[u8]| {
         others.fetch_add(1, Ordering::Relaxed);
         let text = String::from_utf8_lossy(line);
@@ -599,17 +746,20 @@ async fn read_stdout(
                 seen.final_text = Some(clip(m, FINAL_KEEP_CHARS));
             }
         }
-        let wants_json =
-            matches!(spec.final_sel, FinalSel::Jsonl(_)) || spec.failed.jsonl.is_some();
-        if wants_json && text.starts_with('{') {
-            if let Ok(rec) = serde_json::from_str::<serde_json::Value>(text) {
-                if let FinalSel::Jsonl(sels) = &spec.final_sel {
-                    let picked = pick_final(sels, &mut seen.picks, &rec, FINAL_KEEP_CHARS);
-                    seen.final_text = picked;
-                }
-                if spec.failed.jsonl.as_ref().is_some_and(|f| f.matches(&rec)) {
-                    seen.failed = true;
-                }
+        let wants_json = matches!(spec.final_sel, FinalSel::Jsonl(_))
+            || spec.failed.jsonl.is_some()
+            || captures.want_json;
+        let rec = (wants_json && text.starts_with('{'))
+            .then(|| serde_json::from_str::<serde_json::Value>(text).ok())
+            .flatten();
+        captures.read(text, rec.as_ref(), &mut seen.captured);
+        if let Some(rec) = rec {
+            if let FinalSel::Jsonl(sels) = &spec.final_sel {
+                let picked = pick_final(sels, &mut seen.picks, &rec, FINAL_KEEP_CHARS);
+                seen.final_text = picked;
+            }
+            if spec.failed.jsonl.as_ref().is_some_and(|f| f.matches(&rec)) {
+                seen.failed = true;
             }
         }
     };

@@ -90,6 +90,9 @@ pub struct Prepared {
     /// Exec mode: the run's template variables, the turns' messages and the
     /// profile's `exec:` section (see `driver::exec`).
     pub exec: Option<ExecRun>,
+    /// The scenario's network namespace, which every agent process joins
+    /// (None: the host's network; set by the runner after [`prepare`]).
+    pub netns: Option<std::sync::Arc<super::netns::NetNs>>,
 }
 
 /// What exec mode needs to render each turn's argv.
@@ -98,6 +101,9 @@ pub struct ExecRun {
     pub spec: crate::profile::exec::ExecSpec,
     pub vars: Vars,
     pub turns: Vec<String>,
+    /// The values captured from the agent's output so far (`exec.capture`),
+    /// shared by every turn and every restart of the scenario.
+    pub captured: std::sync::Arc<std::sync::Mutex<BTreeMap<String, String>>>,
 }
 
 /// Inputs of [`prepare`].
@@ -280,6 +286,7 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
             spec: spec.clone(),
             vars,
             turns: i.turns.to_vec(),
+            captured: Default::default(),
         }
     });
     Ok(Prepared {
@@ -289,6 +296,7 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
         store,
         log_paths,
         exec,
+        netns: None,
     })
 }
 

@@ -1,13 +1,17 @@
 //! The agent process: its hermetic environment ([`env`]), its HOME and spec
-//! file ([`home`]), the running process speaking the driver protocol
-//! ([`process`]): `CHAOS ` events on stdout, `interrupt` on stdin; and what it
-//! writes, read within caps ([`output`]).
+//! file ([`home`]), its network namespace ([`netns`]), the one way it is
+//! started and killed ([`spawn`]), the running process speaking the driver
+//! protocol ([`process`]): `CHAOS ` events on stdout, `interrupt` on stdin; a
+//! one-shot CLI run per turn ([`exec`]); and what it writes, read within caps
+//! ([`output`]).
 
 pub mod env;
 pub mod exec;
 pub mod home;
+pub mod netns;
 pub mod output;
 pub mod process;
+pub mod spawn;
 
 pub use exec::Agent;
 pub use home::{Prepared, RunDirs};

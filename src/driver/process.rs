@@ -1,5 +1,5 @@
-//! The running agent: spawned in its own process group with the hermetic env,
-//! inside its scenario's cgroup from before exec (when there is one), and
+//! The running agent: spawned through [`super::spawn`] (its own process
+//! group, the hermetic env, the scenario's cgroup and network namespace), and
 //! signalled only through a pidfd opened at spawn; stdout is split into lines,
 //! `CHAOS ` lines become events, stdout and stderr are kept in `stdout.log`
 //! and `stderr.log` up to their caps (see [`super::output`]); stdin stays open
@@ -10,16 +10,17 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use anyhow::Context;
 use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
-use tokio::process::{ChildStdin, Command};
+use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::home::Prepared;
 use super::output::{self, Budget, STDERR};
+use super::spawn::SpawnSpec;
 use crate::observe::{Event, TurnEnd};
+use crate::proc_hygiene::Scope;
 
 /// What an agent process said on stdout.
 #[derive(Debug, Clone, PartialEq)]
@@ -109,19 +110,19 @@ pub struct AgentProcess {
 }
 
 impl AgentProcess {
-    /// Spawn `argv` with exactly `env`, cwd the work dir, in a new process
-    /// group (a terminal's Ctrl+C reaches chaosrun, which then cleans up). Its
-    /// events go to `sink`, ending with [`Line::Eof`]; stdout and stderr are
-    /// appended to the worker's logs, so no incarnation's output is lost.
-    /// With `cgroup_procs` (a scenario cgroup's `cgroup.procs`, open for
-    /// writing) the child moves itself into that cgroup before exec, so
-    /// nothing it ever starts is outside it; a failed move fails the spawn.
+    /// Spawn `argv` with exactly `env`, cwd the work dir, contained (see
+    /// [`super::spawn::spawn`]: a process group of its own, so a terminal's
+    /// Ctrl+C reaches chaosrun, which then cleans up; the scenario's cgroup
+    /// and network namespace joined before exec, a failed join failing the
+    /// spawn). Its events go to `sink`, ending with [`Line::Eof`]; stdout and
+    /// stderr are appended to the worker's logs, so no incarnation's output
+    /// is lost.
     pub fn spawn(
         prep: &Prepared,
         argv: &[String],
         env: &BTreeMap<String, String>,
         sink: Sink,
-        cgroup_procs: Option<&std::fs::File>,
+        scope: &Scope,
     ) -> anyhow::Result<AgentProcess> {
         // A restart reopens the logs after the agent ran: never follow a
         // symlink nor block on a FIFO it planted in its run folder.
@@ -129,35 +130,15 @@ impl AgentProcess {
         let (stdout_path, stderr_path) = prep.dirs.logs(sink.worker);
         let stderr_log = append(&stderr_path)?;
         let stdout_log = append(&stdout_path)?;
-        let mut cmd = Command::new(&argv[0]);
-        if let Some(procs) = cgroup_procs {
-            use std::os::fd::{AsRawFd, BorrowedFd};
-            let fd = procs.as_raw_fd();
-            // SAFETY: the closure runs in the forked child before exec and
-            // only calls write(2) on an fd the parent keeps open until spawn
-            // returns (async-signal-safe, no allocation).
-            unsafe {
-                cmd.pre_exec(move || {
-                    nix::unistd::write(BorrowedFd::borrow_raw(fd), b"0")
-                        .map(drop)
-                        .map_err(std::io::Error::from)
-                });
-            }
-        }
-        let mut child = cmd
-            .args(&argv[1..])
-            .env_clear()
-            .envs(env)
-            .current_dir(&prep.dirs.work)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("cannot start agent command `{}`", argv[0]))?;
-        let pid = child.id().map(|p| p as i32).unwrap_or(-1);
-        crate::proc_hygiene::own(pid);
+        let (mut child, pid) = super::spawn::spawn(SpawnSpec {
+            argv,
+            env,
+            cwd: &prep.dirs.work,
+            stdin: Stdio::piped(),
+            scope,
+            netns: prep.netns.as_deref(),
+            what: "agent command",
+        })?;
         // Not reaped yet (its waiter starts below, and the orphan reaper
         // skips owned pids), so this pidfd is this child's.
         let pidfd = crate::proc_hygiene::pidfd_open(pid);

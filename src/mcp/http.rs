@@ -51,9 +51,13 @@ struct Http {
     reading: Semaphore,
 }
 
-/// Serve `/mcp` on 127.0.0.1 (a free port) until the engine is cancelled.
-pub async fn start(engine: Arc<Engine>) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+/// Serve `/mcp` on 127.0.0.1 (a free port; through `bind` when given: a
+/// scenario's network namespace) until the engine is cancelled.
+pub async fn start(
+    engine: Arc<Engine>,
+    bind: Option<&crate::listen::Binder>,
+) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
+    let listener = crate::listen::loopback(bind, 0).await?;
     let addr = listener.local_addr()?;
     let cancel = engine.cancel.clone();
     let state = Arc::new(Http {

@@ -38,6 +38,7 @@ pub async fn run(rules: &Path, nonce: Option<String>) -> anyhow::Result<()> {
         transport: spec.transport.unwrap_or(Transport::Stdio),
         dir: dir.path().to_path_buf(),
         start: tokio::time::Instant::now(),
+        bind: None,
     })
     .await?;
     {

@@ -23,6 +23,9 @@ pub struct McpConfig {
     pub dir: PathBuf,
     /// The run's clock: exchange times are seconds since this.
     pub start: Instant,
+    /// Where the HTTP transport binds (a scenario's network namespace);
+    /// None: the host.
+    pub bind: Option<crate::listen::Binder>,
 }
 
 /// A running MCP server.
@@ -53,7 +56,7 @@ impl McpServer {
         }
         let listener = super::stdio::bind(&socket)?;
         let mut tasks = vec![tokio::spawn(super::stdio::serve(listener, engine.clone()))];
-        let (addr, task) = super::http::start(engine.clone()).await?;
+        let (addr, task) = super::http::start(engine.clone(), c.bind.as_ref()).await?;
         tasks.push(task);
         Ok(McpServer {
             engine,

@@ -193,6 +193,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
             ]),
         },
         containment: Default::default(),
+        network: Default::default(),
         survivors: vec![],
         stderr_tail: String::new(),
         log_tails: vec![],

@@ -6,14 +6,18 @@
 //! And store configuration errors: a healthy store that the profile's query
 //! cannot read (bad SQL, wrong table) or a Postgres store that cannot be
 //! reached is chaosrun's configuration, not the agent's fault: the scenario is
-//! an `ERROR` naming the fix, never a quiet "not checked".
+//! an `ERROR` naming the fix, never a quiet "not checked". So is an exec-mode
+//! turn whose argv needed a captured value the agent never printed.
 
 use super::{Check, Invariant};
 use crate::observe::{Observation, StoreObservation};
 
-/// Why the profile's store could not be used, when that is a configuration
-/// error rather than something the agent did.
+/// Why the profile's store (or a captured value) could not be used, when that
+/// is a configuration error rather than something the agent did.
 pub fn configuration_error(obs: &Observation) -> Option<String> {
+    if let Some(cause) = missing_capture(obs) {
+        return Some(cause);
+    }
     match &obs.store {
         StoreObservation::Read {
             path,
@@ -37,6 +41,17 @@ pub fn configuration_error(obs: &Observation) -> Option<String> {
         )),
         _ => None,
     }
+}
+
+/// Exec mode: a turn that needed a captured value the agent never printed
+/// (never a silent empty string in its argv).
+fn missing_capture(obs: &Observation) -> Option<String> {
+    obs.events.iter().find_map(|t| match &t.event {
+        crate::observe::Event::CaptureMissing { turn, name } => Some(format!(
+            "turn {turn} needs `{{{{captured.{name}}}}}`, but the agent's output never matched `exec.capture.{name}`; fix the capture's selector (see the turn's stdout.log)"
+        )),
+        _ => None,
+    })
 }
 
 pub fn check(obs: &Observation) -> Vec<Check> {

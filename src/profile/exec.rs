@@ -2,7 +2,9 @@
 //! without a driver script. chaosrun runs one process per turn from an argv
 //! template (`first`, `next`, `resume`), feeds stdin as told, and reads the
 //! turn's outcome from its output through the selectors declared here
-//! (`final`, `failed`). Everything is checked at load, so a bad selector is a
+//! (`final`, `failed`), and takes values it printed (`capture`: its own
+//! session id) for later turns' argv and the store query. Everything is
+//! checked at load, so a bad selector is a
 //! `FILE:LINE:COL` error (exit 2) before any agent starts; the runtime is
 //! `driver::exec`.
 
@@ -187,6 +189,77 @@ fn check_regex(r: &str, what: &str) -> Result<(), String> {
         .map_err(|e| format!("`{what}` is not a valid regex: {e}"))
 }
 
+/// Where a captured value is in a turn's stdout (`exec.capture.NAME`): a
+/// JSON line matching `jsonl` (its `field`, as `final.jsonl` reads it), or
+/// the first group (or whole match) of `regex` on any line. The latest match
+/// of any turn so far is the value; later turns' argv, the resume argv and
+/// `store_session` use it as `{{captured.NAME}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "CaptureDoc", into = "CaptureDoc")]
+pub enum CaptureSel {
+    Jsonl(JsonlSel),
+    Regex(String),
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CaptureDoc {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    jsonl: Option<JsonlSel>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    regex: Option<String>,
+}
+
+impl TryFrom<CaptureDoc> for CaptureSel {
+    type Error = String;
+    fn try_from(d: CaptureDoc) -> Result<Self, String> {
+        match (d.jsonl, d.regex) {
+            (Some(j), None) => {
+                if j.join {
+                    return Err("`exec.capture.*.jsonl` takes no `join`".into());
+                }
+                if j.field
+                    .as_deref()
+                    .is_none_or(|f| f.is_empty() || f.iter().any(String::is_empty))
+                {
+                    return Err("`exec.capture.*.jsonl` needs a `field` (the value's dotted path, e.g. `session_id`)".into());
+                }
+                Ok(CaptureSel::Jsonl(j))
+            }
+            (None, Some(r)) => {
+                check_regex(&r, "exec.capture.*.regex")?;
+                Ok(CaptureSel::Regex(r))
+            }
+            _ => Err("a capture takes exactly one of `jsonl: {where: {...}, field: PATH}` or `regex: \"...\"`".into()),
+        }
+    }
+}
+
+impl From<CaptureSel> for CaptureDoc {
+    fn from(s: CaptureSel) -> CaptureDoc {
+        match s {
+            CaptureSel::Jsonl(j) => CaptureDoc {
+                jsonl: Some(j),
+                regex: None,
+            },
+            CaptureSel::Regex(r) => CaptureDoc {
+                jsonl: None,
+                regex: Some(r),
+            },
+        }
+    }
+}
+
+/// Characters kept of a captured value.
+pub const MAX_CAPTURE_CHARS: usize = 1024;
+/// Captures one profile may declare.
+pub const MAX_CAPTURES: usize = 16;
+
+/// The template variable a capture is read as: `captured.NAME`.
+pub fn captured_var(name: &str) -> String {
+    format!("captured.{name}")
+}
+
 /// The `exec:` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "ExecDoc", into = "ExecDoc")]
@@ -202,6 +275,11 @@ pub struct ExecSpec {
     pub failed: FailedSel,
     /// Seconds between SIGINT to the turn's process group and SIGKILL.
     pub interrupt_grace: f64,
+    /// Values taken from the agent's output, by name.
+    pub capture: BTreeMap<String, CaptureSel>,
+    /// The value bound as the store query's session id (`:session_id`,
+    /// `$1`); default `{{session_id}}`, e.g. `{{captured.session}}`.
+    pub store_session: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -220,6 +298,10 @@ struct ExecDoc {
     failed: FailedSel,
     #[serde(default)]
     interrupt_grace: Option<f64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    capture: BTreeMap<String, CaptureSel>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    store_session: Option<String>,
 }
 
 /// The variables an exec argv may use on top of a run's: the turn's text,
@@ -235,14 +317,17 @@ impl TryFrom<ExecDoc> for ExecSpec {
         for v in EXEC_VARS {
             vars.insert(v.into(), "1".into());
         }
-        for (name, argv) in [("first", &d.first), ("next", &next), ("resume", &resume)] {
-            if argv.first().is_none_or(|a| a.trim().is_empty()) {
-                return Err(format!("`exec.{name}` must be a non-empty argv"));
-            }
-            for a in argv {
-                template::render(a, &vars).map_err(|e| format!("`exec.{name}`: {e}"))?;
-            }
+        // `first` runs before the agent printed anything: no capture yet.
+        check_argv("first", &d.first, &vars)?;
+        check_captures(&d.capture)?;
+        for name in d.capture.keys() {
+            vars.insert(captured_var(name), "1".into());
         }
+        check_argv("next", &next, &vars)?;
+        check_argv("resume", &resume, &vars)?;
+        let store_session = d.store_session.unwrap_or_else(|| "{{session_id}}".into());
+        template::render(&store_session, &vars)
+            .map_err(|e| format!("`exec.store_session`: {e}"))?;
         if let Some(r) = &d.failed.stderr {
             check_regex(r, "exec.failed.stderr")?;
         }
@@ -258,8 +343,53 @@ impl TryFrom<ExecDoc> for ExecSpec {
             final_sel: d.final_sel,
             failed: d.failed,
             interrupt_grace: grace,
+            capture: d.capture,
+            store_session,
         })
     }
+}
+
+/// An argv template: non-empty, and every `{{...}}` known in `vars`; a
+/// `{{captured.X}}` that is not declared says so.
+fn check_argv(name: &str, argv: &[String], vars: &Vars) -> Result<(), String> {
+    if argv.first().is_none_or(|a| a.trim().is_empty()) {
+        return Err(format!("`exec.{name}` must be a non-empty argv"));
+    }
+    for a in argv {
+        template::render(a, vars).map_err(|e| {
+            if a.contains("captured.") && name == "first" {
+                format!("`exec.first`: {e} (the first turn runs before anything is captured; use captures in `next` and `resume`)")
+            } else if a.contains("captured.") {
+                format!("`exec.{name}`: {e} (declare it under `exec.capture`)")
+            } else {
+                format!("`exec.{name}`: {e}")
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// Capture names are identifiers; at most [`MAX_CAPTURES`].
+fn check_captures(capture: &BTreeMap<String, CaptureSel>) -> Result<(), String> {
+    if capture.len() > MAX_CAPTURES {
+        return Err(format!(
+            "`exec.capture` declares {} values; at most {MAX_CAPTURES}",
+            capture.len()
+        ));
+    }
+    for name in capture.keys() {
+        let ok = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            return Err(format!(
+                "`exec.capture`: `{name}` is not a name (letters, digits, `_`)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl From<ExecSpec> for ExecDoc {
@@ -272,6 +402,8 @@ impl From<ExecSpec> for ExecDoc {
             final_sel: s.final_sel,
             failed: s.failed,
             interrupt_grace: Some(s.interrupt_grace),
+            capture: s.capture,
+            store_session: Some(s.store_session),
         }
     }
 }

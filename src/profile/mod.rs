@@ -141,6 +141,24 @@ struct ProfileDoc {
     /// `false`, or the MCP transports the agent's config registers.
     #[serde(default)]
     mcp: crate::mcp::McpSupport,
+    /// `namespace`: the agent's own network namespace, loopback only;
+    /// `host` (default for now): the host's network, reported as such.
+    #[serde(default)]
+    network: NetworkMode,
+}
+
+/// Where a profile's agent gets its network (`network:`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkMode {
+    /// A network namespace of its own whose only interface is loopback, with
+    /// the scenario's provider and MCP server on it.
+    Namespace,
+    /// The host's network; the run is reported as not network-contained.
+    /// The default until exec-mode interrupts in a namespace are as prompt
+    /// under load as on the host (tests/exec_mode.rs's interrupt rows).
+    #[default]
+    Host,
 }
 
 /// A resolved adapter profile.
@@ -179,6 +197,8 @@ pub struct Profile {
     pub upstream: Option<crate::provider::upstream::UpstreamSpec>,
     /// Whether (and how) the agent's config registers an MCP server.
     pub mcp: crate::mcp::McpSupport,
+    /// `network:` (see [`NetworkMode`]).
+    pub network: NetworkMode,
 }
 
 /// The template variables a scenario run provides, with placeholder values
@@ -336,6 +356,7 @@ impl Profile {
             upstream: doc.upstream,
             dir: dir.to_path_buf(),
             mcp: doc.mcp,
+            network: doc.network,
         };
         profile.validate_templates()?;
         profile.validate_home_paths()?;

@@ -175,6 +175,7 @@ mod tests {
             dir: Default::default(),
             upstream: None,
             mcp,
+            network: Default::default(),
         };
         for (logical, name, args) in tools {
             p.tools.insert(

@@ -205,6 +205,8 @@ pub struct ProviderConfig {
     /// A context window: a faulted-turn main call whose body is over it
     /// gets the wire's context-length error instead of its rule.
     pub context_window: Option<ContextWindow>,
+    /// Where to bind (a scenario's network namespace); None: the host.
+    pub bind: Option<crate::listen::Binder>,
 }
 
 /// A running provider. Dropping it without `shutdown` also stops the server.

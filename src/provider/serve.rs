@@ -180,6 +180,7 @@ pub async fn serve_until(
         record: super::RecordLimits::SERVE,
         upstream,
         context_window: script.context_window,
+        bind: None,
     };
     let provider = if args.quiet {
         Provider::start(config).await?

@@ -100,7 +100,7 @@ impl Running {
         config: ProviderConfig,
         observer: Option<Observer>,
     ) -> anyhow::Result<Running> {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.port))
+        let listener = crate::listen::loopback(config.bind.as_ref(), config.port)
             .await
             .map_err(|e| {
                 anyhow::anyhow!(

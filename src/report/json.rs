@@ -65,6 +65,7 @@ pub fn scenario_value(r: &ScenarioResult) -> Value {
         "checks": r.checks,
         "artifacts": r.artifacts,
         "containment": r.observation.containment.kind,
+        "network": r.observation.network,
         "chaos": r.observation.chaos.as_ref().map(|c| {
             let (kills, stops) = r.observation.faults_landed();
             json!({"seed": c.seed, "schedule": c.schedule, "kills": kills, "stops": stops})

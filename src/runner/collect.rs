@@ -170,9 +170,11 @@ async fn read_leftovers(prepared: &crate::driver::Prepared) -> Leftovers {
 pub(crate) struct Collected {
     survivors: Vec<ProcInfo>,
     containment: Containment,
+    network: crate::listen::Network,
     store: StoreObservation,
     closed: Closed,
-    /// A `--record` cassette that could not be written.
+    /// A capture the store query needed that never matched, or a
+    /// `--record` cassette that could not be written.
     cassette_error: Option<String>,
     left: Leftovers,
 }
@@ -194,19 +196,29 @@ pub(crate) async fn collect(
     };
     on_phase(Phase::Reap, reap);
     let (survivors, containment) = reap_and_sweep(&session, reap).await;
-    let store = read_store(shared, &session, &plan.session_id).await;
+    // Exec mode may bind a value captured from the agent (its own session id).
+    let (session_id, capture_error) =
+        match crate::driver::exec::store_session(&session.prepared, &plan.session_id) {
+            Ok(id) => (id, None),
+            Err(e) => (plan.session_id.clone(), Some(e)),
+        };
+    let store = read_store(shared, &session, &session_id).await;
+    let network = session.network.clone();
     let prepared = session.prepared.clone();
     let closed = session.close().await;
-    let cassette_error = closed
-        .tape
-        .as_ref()
-        .and_then(|tape| record_cassette(&shared.profile, scenario, tape));
+    let cassette_error = capture_error.or_else(|| {
+        closed
+            .tape
+            .as_ref()
+            .and_then(|tape| record_cassette(&shared.profile, scenario, tape))
+    });
     // The pipe readers finish when the last holder of stdout/stderr is gone.
     driven.drained(Duration::from_secs(1)).await;
     let left = read_leftovers(&prepared).await;
     Collected {
         survivors,
         containment,
+        network,
         store,
         closed,
         cassette_error,
@@ -307,6 +319,7 @@ impl Observation {
         let mut obs = plan.observation(provider_offset);
         obs.survivors = c.survivors;
         obs.containment = c.containment;
+        obs.network = c.network;
         obs.store = c.store;
         obs.recording = c.closed.recording;
         obs.setup_error = c.cassette_error;

@@ -27,6 +27,8 @@ pub(crate) struct Session {
     /// The agent's whole environment.
     pub(crate) env: BTreeMap<String, String>,
     pub(crate) scope: Arc<Scope>,
+    /// Whether the agent runs in a network namespace of its own.
+    pub(crate) network: crate::listen::Network,
 }
 
 /// What the servers recorded, once closed.
@@ -71,10 +73,14 @@ impl Session {
             closed,
             containment: Containment::default(),
         };
-        let provider = start_provider(shared, scenario, ids)
+        // The agent's network: a namespace of its own where the scenario's
+        // servers bind (the upstream is reached by chaosrun, on the host).
+        let (netns, network) = open_netns(shared).await;
+        let bind = netns.as_ref().map(crate::driver::netns::NetNs::binder);
+        let provider = start_provider(shared, scenario, ids, bind.clone())
             .await
             .map_err(|e| failed(e, Closed::nothing()))?;
-        let mcp = match start_mcp(shared, scenario, ids, root, start).await {
+        let mcp = match start_mcp(shared, scenario, ids, root, start, bind).await {
             Ok(m) => m,
             Err(e) => return Err(failed(e, close(provider, None, false).await)),
         };
@@ -90,7 +96,7 @@ impl Session {
             mcp: &mcp_vars,
         };
         let prepared = match prepare(root, &inputs) {
-            Ok(p) => p,
+            Ok(p) => Prepared { netns, ..p },
             Err(e) => {
                 let error = format!("cannot prepare the agent's home: {e:#}");
                 return Err(failed(error, close(provider, mcp, false).await));
@@ -115,6 +121,7 @@ impl Session {
             prepared,
             env,
             scope,
+            network,
         })
     }
 
@@ -151,12 +158,35 @@ async fn close(provider: Provider, mcp: Option<McpServer>, keep_tape: bool) -> C
     }
 }
 
+/// The scenario's network namespace (loopback only), unless the profile
+/// says `network: host` or none can be made; the record says which.
+async fn open_netns(
+    shared: &Shared,
+) -> (
+    Option<Arc<crate::driver::netns::NetNs>>,
+    crate::listen::Network,
+) {
+    let host = shared.profile.network == crate::profile::NetworkMode::Host;
+    tokio::task::spawn_blocking(move || crate::driver::netns::NetNs::for_scenario(host))
+        .await
+        .unwrap_or_else(|e| {
+            let reason = Some(format!("cannot create a network namespace: {e}"));
+            let net = crate::listen::Network {
+                contained: false,
+                reason,
+            };
+            (None, net)
+        })
+}
+
 /// The fault provider on the profile's wire (relaying the profile's
-/// upstream, in proxy mode).
+/// upstream, in proxy mode), bound inside the scenario's namespace when
+/// `bind` says so.
 async fn start_provider(
     shared: &Shared,
     scenario: &Scenario,
     ids: &Ids,
+    bind: Option<crate::listen::Binder>,
 ) -> Result<Provider, String> {
     let upstream = match &shared.profile.upstream {
         Some(spec) => Some(Arc::new(crate::provider::upstream::Upstream::resolve(
@@ -178,6 +208,7 @@ async fn start_provider(
         record: Default::default(),
         upstream,
         context_window: scenario.context_window,
+        bind,
     })
     .await
     .map_err(|e| format!("cannot start the fault provider: {e:#}"))
@@ -191,6 +222,7 @@ async fn start_mcp(
     ids: &Ids,
     root: &Path,
     start: Instant,
+    bind: Option<crate::listen::Binder>,
 ) -> Result<Option<McpServer>, String> {
     let Some(spec) = &scenario.mcp else {
         return Ok(None);
@@ -218,6 +250,7 @@ async fn start_mcp(
         transport,
         dir: root.to_path_buf(),
         start,
+        bind,
     })
     .await
     .map(Some)

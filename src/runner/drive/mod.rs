@@ -30,13 +30,6 @@ use crate::provider::Provider;
 use crate::scenarios::{FaultTarget, Scenario};
 use crate::units::secs;
 
-/// How long a killed process may take to be reaped before chaosrun kills it
-/// again (and then gives up waiting on it).
-const BURY_WAIT: Duration = Duration::from_secs(10);
-
-/// How long a process chaosrun killed at the close may take to be reaped.
-const KILL_WAIT: Duration = Duration::from_secs(10);
-
 /// What the next line was.
 pub(crate) enum Next {
     Event(Instant, usize, Event),
@@ -315,9 +308,8 @@ impl<'a> Drive<'a> {
             incarnation: self.incarnation[k],
             budget: self.budget.clone(),
         };
-        let procs = self.launch.scope.procs_file()?;
-        let agent = AgentProcess::spawn(self.launch.prepared, &argv, &env, sink, procs.as_ref())?;
-        self.launch.scope.started(agent.pid());
+        let agent =
+            AgentProcess::spawn(self.launch.prepared, &argv, &env, sink, &self.launch.scope)?;
         Ok(self.started(k, Agent::Protocol(agent), resume, permit))
     }
 
@@ -432,21 +424,12 @@ impl<'a> Drive<'a> {
         }
     }
 
-    /// After a kill: wait for worker `k` to die and record its exit. Its
-    /// incarnation is retired, so its stdout closing is not news.
-    /// The wait is bounded: a process still there after [`BURY_WAIT`] is
-    /// killed again through its pidfd and waited for once more.
+    /// After a kill: wait for worker `k` to die and record its exit (chaosrun
+    /// killed it). Its incarnation is retired, so its stdout closing is not
+    /// news. Bounded by [`Agent::kill_and_wait`] (only this worker is killed
+    /// again: the others keep running).
     pub(crate) async fn bury(&mut self, k: usize) {
-        let exit = match self.worker(k).wait_for(BURY_WAIT).await {
-            Some(e) => e,
-            None => {
-                self.worker(k).signal(libc::SIGKILL);
-                self.worker(k).wait_for(BURY_WAIT).await.unwrap_or(Exit {
-                    code: None,
-                    signal: None,
-                })
-            }
-        };
+        let exit = self.worker(k).kill_and_wait(None).await;
         self.incarnation[k] += 1;
         self.push_from(
             Instant::now(),
@@ -454,7 +437,7 @@ impl<'a> Drive<'a> {
             Event::Exited {
                 code: exit.code,
                 signal: exit.signal,
-                killed_by_chaosrun: false,
+                killed_by_chaosrun: true,
             },
         );
     }
@@ -492,20 +475,12 @@ impl<'a> Drive<'a> {
             .collect()
     }
 
-    /// Kill worker `k` through its pidfd (it is chaosrun's own child,
-    /// whatever its environment says) and wait, bounded, for its exit; if it
-    /// is still not reaped, kill the scenario's whole scope and wait once more.
+    /// Kill worker `k` and wait, bounded, for its exit; if it is still not
+    /// reaped, the scenario's whole scope is killed
+    /// ([`crate::driver::Agent::kill_and_wait`]).
     async fn kill_worker(&mut self, k: usize) -> Exit {
-        self.worker(k).signal(libc::SIGKILL);
-        if let Some(e) = self.worker(k).wait_for(KILL_WAIT).await {
-            return e;
-        }
         let scope = self.scope().clone();
-        let _ = tokio::task::spawn_blocking(move || scope.kill()).await;
-        self.worker(k).wait_for(KILL_WAIT).await.unwrap_or(Exit {
-            code: None,
-            signal: None,
-        })
+        self.worker(k).kill_and_wait(Some(scope)).await
     }
 
     /// After the script: every process must say `closed` and exit by itself
