@@ -55,18 +55,6 @@ pub enum Incoming {
     Invalid(Frame),
 }
 
-/// The tool a `tools/call` names.
-fn called_tool(method: &str, params: &Value) -> Option<String> {
-    (method == "tools/call")
-        .then(|| {
-            params
-                .get("name")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
-        .flatten()
-}
-
 /// The shared state of one scenario's MCP server.
 pub struct Engine {
     rules: Vec<Rule>,
@@ -178,7 +166,14 @@ impl Engine {
         };
         let call_index =
             (method == "tools/call").then(|| self.calls.fetch_add(1, Ordering::SeqCst));
-        let tool = called_tool(method, &params);
+        let tool = (method == "tools/call")
+            .then(|| {
+                params
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .flatten();
         let picked = rules::pick(&self.rules, method, call_index, tool.as_deref());
         let kind = picked.map_or("healthy", |(_, r)| r.reply.kind_name());
         if let Some((n, _)) = picked {

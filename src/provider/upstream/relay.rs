@@ -94,25 +94,6 @@ fn failed_status(status: u16) -> bool {
     status >= 500 || matches!(status, 401 | 403 | 404)
 }
 
-/// The agent's response head: the upstream's status and the headers that
-/// describe the body (never a credential or a cookie).
-fn head(resp: &reqwest::Response, status: u16) -> axum::http::response::Builder {
-    let mut out =
-        Response::builder().status(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY));
-    for name in [
-        header::CONTENT_TYPE,
-        header::RETRY_AFTER,
-        header::CACHE_CONTROL,
-    ] {
-        if let Some(v) = resp.headers().get(&name) {
-            if let Ok(v) = HeaderValue::from_bytes(v.as_bytes()) {
-                out = out.header(name, v);
-            }
-        }
-    }
-    out
-}
-
 /// Forward `body` upstream and relay the reply with `fault` applied.
 pub(crate) async fn relay(
     up: &Upstream,
@@ -182,7 +163,19 @@ pub(crate) async fn relay(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
-    let out = head(&resp, status);
+    let mut out =
+        Response::builder().status(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY));
+    for name in [
+        header::CONTENT_TYPE,
+        header::RETRY_AFTER,
+        header::CACHE_CONTROL,
+    ] {
+        if let Some(v) = resp.headers().get(&name) {
+            if let Ok(v) = HeaderValue::from_bytes(v.as_bytes()) {
+                out = out.header(name, v);
+            }
+        }
+    }
     let body = body::relay_body(
         resp,
         body::Plan {
