@@ -330,16 +330,14 @@ impl Shared {
         key: &super::cassette::MatchKey,
         ctx: &ReplyCtx<'_>,
     ) -> super::replies::Planned {
-        use super::upstream::faults::RelayFault;
+        use super::replies::ReplyKind;
         let Some(player) = self.players.get(i).and_then(Option::as_ref) else {
-            return c.plan_planned();
+            return c.planned(ctx);
         };
-        let plan = match (player.take(index, key), &c.fault) {
-            (Ok(_), Some(RelayFault::Error(e))) => e.plan(ctx),
-            (Ok(entry), fault) => {
-                let shape = fault.as_ref().map(RelayFault::shape).unwrap_or_default();
-                super::cassette::player::plan(&entry, &self.nonce, shape)
-            }
+        let fault = super::upstream::faults::acting(c.fault.as_ref());
+        let plan = match (player.take(index, key), fault.replacement()) {
+            (Ok(_), Some(e)) => e.plan(ctx),
+            (Ok(entry), None) => super::cassette::player::plan(&entry, &self.nonce, fault),
             (Err(miss), _) => {
                 self.relays.error(miss.clone());
                 Plan::Error(ErrorInfo::new(500, format!("chaosrun: {miss}")))
@@ -716,21 +714,63 @@ async fn generate(
     ));
 
     shared.hold(picked, main_index).await;
+    let call = Accepted {
+        reply,
+        picked,
+        main_index,
+        key,
+        tape,
+        relayed,
+        history,
+        path,
+        stream,
+        model,
+        seq,
+        size,
+    };
+    answer(&shared, call, upstream_body, &forward).await
+}
 
+/// A recorded call, ready to be answered.
+struct Accepted<'a> {
+    reply: &'a Reply,
+    picked: Option<(usize, &'a Rule)>,
+    main_index: Option<u64>,
+    key: Option<super::cassette::MatchKey>,
+    tape: Option<super::cassette::tape::TapeStart>,
+    /// Relayed upstream, with this fault (or none).
+    relayed: Option<Option<super::upstream::faults::Fault>>,
+    /// Responses: the conversation, to continue it later.
+    history: Option<Vec<WireMessage>>,
+    path: String,
+    stream: bool,
+    model: Option<String>,
+    seq: u64,
+    size: usize,
+}
+
+/// Plan and play the reply of `call` (or relay it upstream).
+async fn answer(
+    shared: &Shared,
+    call: Accepted<'_>,
+    upstream_body: Option<Vec<u8>>,
+    forward: &Forward,
+) -> Response {
+    let wire = shared.wire;
     let reply_seq = shared.reply_seq.fetch_add(1, Ordering::SeqCst);
     let call_id_prefix = format!("call_{}_{reply_seq}", shared.prefix);
     let ctx = ReplyCtx {
         nonce: &shared.nonce,
-        request_bytes: size,
-        main_index: main_index.unwrap_or(0),
+        request_bytes: call.size,
+        main_index: call.main_index.unwrap_or(0),
         tools: &shared.tools,
         call_id_prefix: &call_id_prefix,
     };
-    let planned = match (reply, picked, key) {
+    let planned = match (call.reply, call.picked, &call.key) {
         (Reply::Cassette(c), Some((i, _)), Some(key)) => {
-            shared.replay(i, c, main_index.unwrap_or(0), &key, &ctx)
+            shared.replay(i, c, call.main_index.unwrap_or(0), key, &ctx)
         }
-        _ => reply.plan(&ctx),
+        _ => call.reply.plan(&ctx),
     };
     if !planned.issued.is_empty() {
         shared.issued.lock().unwrap().extend(planned.issued);
@@ -738,35 +778,29 @@ async fn generate(
     let meta = Meta {
         id: format!("{}{}{reply_seq}", wire.id_prefix(), shared.prefix),
         created: crate::units::unix_now() as u64,
-        model: model.unwrap_or_else(|| "chaosrun".into()),
-        request_bytes: size,
+        model: call.model.unwrap_or_else(|| "chaosrun".into()),
+        request_bytes: call.size,
     };
-    if let (Some(fault), Some(up), Some(body)) = (relayed, &shared.upstream, upstream_body) {
-        let call = super::upstream::Call {
-            seq,
+    if let (Some(fault), Some(up), Some(body)) = (call.relayed, &shared.upstream, upstream_body) {
+        let relayed = super::upstream::Call {
+            seq: call.seq,
             wire,
-            path: &path,
+            path: &call.path,
             query: forward.query.as_deref(),
             headers: &forward.headers,
-            stream,
+            stream: call.stream,
             ctx: &ctx,
             meta: &meta,
-            tape,
+            tape: call.tape,
         };
-        return super::upstream::relay(
-            up,
-            call,
-            body,
-            fault.as_ref(),
-            shared.relays.clone(),
-            &shared.cancel,
-        )
-        .await;
+        let log = shared.relays.clone();
+        return super::upstream::relay(up, relayed, body, fault.as_ref(), log, &shared.cancel)
+            .await;
     }
-    if let (Some(history), Plan::Beats(beats)) = (history, &planned.plan) {
+    if let (Some(history), Plan::Beats(beats)) = (call.history, &planned.plan) {
         shared.remember(&meta.id, history, beats);
     }
-    wire::render(planned.plan, wire, stream, &meta, &shared.cancel).await
+    wire::render(planned.plan, wire, call.stream, &meta, &shared.cancel).await
 }
 
 /// The answer to a call no rule scripts: `alive NONCE` to a probe,

@@ -26,6 +26,16 @@ impl Crash {
     }
 }
 
+impl crate::provider::registry::Kind for Crash {
+    const NAME: &'static str = "crash";
+}
+
+impl super::McpReply for Crash {
+    fn answer<'a>(&'a self, ctx: &'a super::Ctx, tx: &'a super::Tx) -> super::Answering<'a> {
+        Box::pin(self.play(ctx, tx))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::test_support::{call, collect};

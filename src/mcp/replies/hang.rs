@@ -16,6 +16,16 @@ impl Hang {
     }
 }
 
+impl crate::provider::registry::Kind for Hang {
+    const NAME: &'static str = "hang";
+}
+
+impl super::McpReply for Hang {
+    fn answer<'a>(&'a self, ctx: &'a super::Ctx, _tx: &'a super::Tx) -> super::Answering<'a> {
+        Box::pin(self.play(ctx))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::test_support::{call, collect};

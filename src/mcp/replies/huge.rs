@@ -22,7 +22,7 @@ fn default_bytes() -> u64 {
 }
 
 impl Huge {
-    pub(crate) fn check(&self) -> Result<(), String> {
+    fn check_bounds(&self) -> Result<(), String> {
         if self.bytes == 0 || self.bytes > MAX_BYTES {
             return Err(format!("`huge.bytes` is 1 to {MAX_BYTES} (1 GiB)"));
         }
@@ -43,6 +43,20 @@ impl Huge {
             fill: self.bytes as usize,
             tail: tail.as_bytes().to_vec(),
         }
+    }
+}
+
+impl crate::provider::registry::Kind for Huge {
+    const NAME: &'static str = "huge";
+}
+
+impl super::McpReply for Huge {
+    fn answer<'a>(&'a self, ctx: &'a super::Ctx, tx: &'a super::Tx) -> super::Answering<'a> {
+        Box::pin(async move { super::send(tx, super::Out::Frame(self.frame(ctx))).await })
+    }
+
+    fn check(&self, _method: &str) -> Result<(), String> {
+        self.check_bounds()
     }
 }
 

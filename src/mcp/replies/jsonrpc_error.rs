@@ -33,6 +33,20 @@ impl JsonrpcError {
     }
 }
 
+impl crate::provider::registry::Kind for JsonrpcError {
+    const NAME: &'static str = "jsonrpc_error";
+}
+
+impl super::McpReply for JsonrpcError {
+    fn answer<'a>(&'a self, ctx: &'a super::Ctx, tx: &'a super::Tx) -> super::Answering<'a> {
+        Box::pin(async move { super::send(tx, super::Out::Frame(self.frame(ctx))).await })
+    }
+
+    fn single_frame(&self) -> bool {
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::test_support::{call, collect, json};

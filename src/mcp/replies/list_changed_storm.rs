@@ -29,7 +29,7 @@ fn default_interval() -> f64 {
 }
 
 impl ListChangedStorm {
-    pub(crate) fn check(&self) -> Result<(), String> {
+    fn check_bounds(&self) -> Result<(), String> {
         crate::units::count(
             "list_changed_storm.count",
             self.count,
@@ -49,6 +49,20 @@ impl ListChangedStorm {
             }
         }
         send(tx, Out::Frame(ctx.healthy())).await
+    }
+}
+
+impl crate::provider::registry::Kind for ListChangedStorm {
+    const NAME: &'static str = "list_changed_storm";
+}
+
+impl super::McpReply for ListChangedStorm {
+    fn answer<'a>(&'a self, ctx: &'a super::Ctx, tx: &'a super::Tx) -> super::Answering<'a> {
+        Box::pin(self.play(ctx, tx))
+    }
+
+    fn check(&self, _method: &str) -> Result<(), String> {
+        self.check_bounds()
     }
 }
 

@@ -17,6 +17,26 @@ impl ListHang {
     }
 }
 
+impl crate::provider::registry::Kind for ListHang {
+    const NAME: &'static str = "list_hang";
+}
+
+impl super::McpReply for ListHang {
+    fn answer<'a>(&'a self, ctx: &'a super::Ctx, _tx: &'a super::Tx) -> super::Answering<'a> {
+        Box::pin(self.play(ctx))
+    }
+
+    fn check(&self, method: &str) -> Result<(), String> {
+        if method == "tools/call" {
+            return Err(
+                "`list_hang` answers `initialize` or `tools/list`; for `tools/call` use `hang`"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::test_support::{collect, ctx};

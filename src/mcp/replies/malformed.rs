@@ -18,7 +18,7 @@ fn default_text() -> String {
 }
 
 impl Malformed {
-    pub(crate) fn check(&self) -> Result<(), String> {
+    fn check_bounds(&self) -> Result<(), String> {
         if self.text.contains('\n') || self.text.contains('\r') {
             return Err("`malformed.text` must be one line (stdio frames end at a newline)".into());
         }
@@ -27,6 +27,27 @@ impl Malformed {
 
     pub(crate) fn frame(&self, ctx: &Ctx) -> Frame {
         Frame::Bytes(ctx.render(&self.text).into_bytes())
+    }
+}
+
+impl crate::provider::registry::Kind for Malformed {
+    const NAME: &'static str = "malformed";
+}
+
+impl super::McpReply for Malformed {
+    fn answer<'a>(&'a self, ctx: &'a super::Ctx, tx: &'a super::Tx) -> super::Answering<'a> {
+        Box::pin(async move {
+            super::send(tx, super::Out::Frame(self.frame(ctx))).await;
+            false
+        })
+    }
+
+    fn single_frame(&self) -> bool {
+        true
+    }
+
+    fn check(&self, _method: &str) -> Result<(), String> {
+        self.check_bounds()
     }
 }
 

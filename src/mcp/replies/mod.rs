@@ -1,4 +1,5 @@
-//! MCP reply kinds: one small type per file, registered by name in [`Reply`].
+//! MCP reply kinds: one small type per file implementing [`McpReply`]
+//! (answer a request frame), registered once in [`Reply`].
 //! A reply decides *what* the server sends for one request and *when*
 //! (frames, waits, a crash); the transport ([`super::stdio`], [`super::http`])
 //! decides the bytes around each frame (a newline on stdio, an SSE event or a
@@ -6,55 +7,55 @@
 //! and carries its own test.
 //!
 //! The YAML form is internally tagged: `{kind: hang}`. An unknown kind is
-//! rejected by serde with the list of known kinds.
+//! rejected with the list of known kinds, derived from the one registry list.
 
-pub mod crash;
-pub mod hang;
-pub mod huge;
-pub mod jsonrpc_error;
-pub mod list_changed_storm;
-pub mod list_hang;
-pub mod malformed;
-pub mod progress_forever;
-pub mod result;
-pub mod schema_swap;
-pub mod slow;
-pub mod unauthorized;
-
-pub use crash::Crash;
-pub use hang::Hang;
-pub use huge::Huge;
-pub use jsonrpc_error::JsonrpcError;
-pub use list_changed_storm::ListChangedStorm;
-pub use list_hang::ListHang;
-pub use malformed::Malformed;
-pub use progress_forever::ProgressForever;
-pub use result::ResultReply;
-pub use schema_swap::SchemaSwap;
-pub use slow::Slow;
-pub use unauthorized::Unauthorized;
-
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// A reply to one MCP request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Reply {
-    Result(ResultReply),
-    JsonrpcError(JsonrpcError),
-    Hang(Hang),
-    Slow(Slow),
-    ProgressForever(ProgressForever),
-    Crash(Crash),
-    Malformed(Malformed),
-    Huge(Huge),
-    ListHang(ListHang),
-    ListChangedStorm(ListChangedStorm),
-    Unauthorized(Unauthorized),
-    SchemaSwap(SchemaSwap),
+crate::provider::registry::registry! {
+    /// A reply to one MCP request: `{kind: NAME, ...fields}`.
+    "MCP reply", Reply: dyn McpReply {
+        Result(result::ResultReply),
+        JsonrpcError(jsonrpc_error::JsonrpcError),
+        Hang(hang::Hang),
+        Slow(slow::Slow),
+        ProgressForever(progress_forever::ProgressForever),
+        Crash(crash::Crash),
+        Malformed(malformed::Malformed),
+        Huge(huge::Huge),
+        ListHang(list_hang::ListHang),
+        ListChangedStorm(list_changed_storm::ListChangedStorm),
+        Unauthorized(unauthorized::Unauthorized),
+        SchemaSwap(schema_swap::SchemaSwap),
+    }
+}
+
+/// Every MCP reply kind's name, in registry order (the docs' list of kinds).
+pub fn kind_names() -> &'static [&'static str] {
+    Reply::KINDS
+}
+
+/// A reply answering, to its end: whether the request got its final answer.
+pub type Answering<'a> = futures_util::future::BoxFuture<'a, bool>;
+
+/// What an MCP reply kind does: answer one request frame.
+pub(crate) trait McpReply: Send + Sync {
+    /// Send the reply's frames to `tx` (waits and a crash included). True
+    /// when the request got its final answer (a result or an error frame).
+    fn answer<'a>(&'a self, ctx: &'a Ctx, tx: &'a Tx) -> Answering<'a>;
+
+    /// Whether the reply is one frame sent at once (HTTP answers it as a JSON
+    /// body; every other kind as an SSE stream).
+    fn single_frame(&self) -> bool {
+        false
+    }
+
+    /// What is wrong with this reply for requests of `method`, if anything
+    /// (checked at load).
+    fn check(&self, _method: &str) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// One frame the server sends: a whole message, or a huge one produced in
@@ -210,94 +211,22 @@ pub(crate) async fn wait(secs: f64, cancel: &CancellationToken) -> bool {
 }
 
 impl Reply {
-    /// All kind names.
-    pub const KINDS: &'static [&'static str] = &[
-        "result",
-        "jsonrpc_error",
-        "hang",
-        "slow",
-        "progress_forever",
-        "crash",
-        "malformed",
-        "huge",
-        "list_hang",
-        "list_changed_storm",
-        "unauthorized",
-        "schema_swap",
-    ];
-
-    /// The kind's name as written in YAML.
-    pub fn kind_name(&self) -> &'static str {
-        match self {
-            Reply::Result(_) => "result",
-            Reply::JsonrpcError(_) => "jsonrpc_error",
-            Reply::Hang(_) => "hang",
-            Reply::Slow(_) => "slow",
-            Reply::ProgressForever(_) => "progress_forever",
-            Reply::Crash(_) => "crash",
-            Reply::Malformed(_) => "malformed",
-            Reply::Huge(_) => "huge",
-            Reply::ListHang(_) => "list_hang",
-            Reply::ListChangedStorm(_) => "list_changed_storm",
-            Reply::Unauthorized(_) => "unauthorized",
-            Reply::SchemaSwap(_) => "schema_swap",
-        }
-    }
-
     /// Whether the reply is one frame sent at once (HTTP answers it as a JSON
     /// body; every other kind as an SSE stream).
     pub fn single_frame(&self) -> bool {
-        matches!(
-            self,
-            Reply::Result(_)
-                | Reply::JsonrpcError(_)
-                | Reply::Malformed(_)
-                | Reply::Unauthorized(_)
-        )
+        self.as_dyn().single_frame()
     }
 
     /// What is wrong with this reply for requests of `method`, if anything
     /// (checked at load).
     pub fn check(&self, method: &str) -> Result<(), String> {
-        match self {
-            Reply::SchemaSwap(_) if method != "tools/call" => Err(
-                "`schema_swap` answers a `tools/call` (the change is announced on its stream)"
-                    .into(),
-            ),
-            Reply::ListHang(_) if method == "tools/call" => Err(
-                "`list_hang` answers `initialize` or `tools/list`; for `tools/call` use `hang`"
-                    .into(),
-            ),
-            Reply::Huge(h) => h.check(),
-            Reply::Malformed(m) => m.check(),
-            Reply::ListChangedStorm(s) => s.check(),
-            Reply::ProgressForever(p) if p.interval.is_nan() || p.interval < 0.01 => {
-                Err("`progress_forever.interval` is at least 0.01 s".into())
-            }
-            _ => Ok(()),
-        }
+        self.as_dyn().check(method)
     }
 
     /// Play the reply: send its frames to `tx`. Returns whether the request
     /// got its final answer (a result or an error frame).
     pub async fn play(&self, ctx: &Ctx, tx: &Tx) -> bool {
-        match self {
-            Reply::Result(r) => send(tx, Out::Frame(r.frame(ctx))).await,
-            Reply::JsonrpcError(e) => send(tx, Out::Frame(e.frame(ctx))).await,
-            Reply::Hang(h) => h.play(ctx).await,
-            Reply::Slow(s) => s.play(ctx, tx).await,
-            Reply::ProgressForever(p) => p.play(ctx, tx).await,
-            Reply::Crash(c) => c.play(ctx, tx).await,
-            Reply::Malformed(m) => {
-                send(tx, Out::Frame(m.frame(ctx))).await;
-                false
-            }
-            Reply::Huge(h) => send(tx, Out::Frame(h.frame(ctx))).await,
-            Reply::ListHang(h) => h.play(ctx).await,
-            Reply::ListChangedStorm(s) => s.play(ctx, tx).await,
-            Reply::Unauthorized(u) => send(tx, Out::Frame(u.frame(ctx))).await,
-            Reply::SchemaSwap(s) => s.play(ctx, tx).await,
-        }
+        self.as_dyn().answer(ctx, tx).await
     }
 }
 

@@ -46,6 +46,23 @@ impl ProgressForever {
     }
 }
 
+impl crate::provider::registry::Kind for ProgressForever {
+    const NAME: &'static str = "progress_forever";
+}
+
+impl super::McpReply for ProgressForever {
+    fn answer<'a>(&'a self, ctx: &'a super::Ctx, tx: &'a super::Tx) -> super::Answering<'a> {
+        Box::pin(self.play(ctx, tx))
+    }
+
+    fn check(&self, _method: &str) -> Result<(), String> {
+        if self.interval.is_nan() || self.interval < 0.01 {
+            return Err("`progress_forever.interval` is at least 0.01 s".into());
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::test_support::{call, collect, ctx, json};

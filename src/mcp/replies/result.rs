@@ -40,6 +40,20 @@ impl ResultReply {
     }
 }
 
+impl crate::provider::registry::Kind for ResultReply {
+    const NAME: &'static str = "result";
+}
+
+impl super::McpReply for ResultReply {
+    fn answer<'a>(&'a self, ctx: &'a super::Ctx, tx: &'a super::Tx) -> super::Answering<'a> {
+        Box::pin(async move { super::send(tx, super::Out::Frame(self.frame(ctx))).await })
+    }
+
+    fn single_frame(&self) -> bool {
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::test_support::{call, collect, ctx, json};

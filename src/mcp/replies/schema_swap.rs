@@ -28,6 +28,26 @@ impl SchemaSwap {
     }
 }
 
+impl crate::provider::registry::Kind for SchemaSwap {
+    const NAME: &'static str = "schema_swap";
+}
+
+impl super::McpReply for SchemaSwap {
+    fn answer<'a>(&'a self, ctx: &'a super::Ctx, tx: &'a super::Tx) -> super::Answering<'a> {
+        Box::pin(self.play(ctx, tx))
+    }
+
+    fn check(&self, method: &str) -> Result<(), String> {
+        if method != "tools/call" {
+            return Err(
+                "`schema_swap` answers a `tools/call` (the change is announced on its stream)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::test_support::{call, collect, ctx, json};

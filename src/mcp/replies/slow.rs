@@ -27,6 +27,16 @@ impl Slow {
     }
 }
 
+impl crate::provider::registry::Kind for Slow {
+    const NAME: &'static str = "slow";
+}
+
+impl super::McpReply for Slow {
+    fn answer<'a>(&'a self, ctx: &'a super::Ctx, tx: &'a super::Tx) -> super::Answering<'a> {
+        Box::pin(self.play(ctx, tx))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::test_support::{call, collect, json};

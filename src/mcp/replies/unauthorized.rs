@@ -44,6 +44,20 @@ impl Unauthorized {
     }
 }
 
+impl crate::provider::registry::Kind for Unauthorized {
+    const NAME: &'static str = "unauthorized";
+}
+
+impl super::McpReply for Unauthorized {
+    fn answer<'a>(&'a self, ctx: &'a super::Ctx, tx: &'a super::Tx) -> super::Answering<'a> {
+        Box::pin(async move { super::send(tx, super::Out::Frame(self.frame(ctx))).await })
+    }
+
+    fn single_frame(&self) -> bool {
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::test_support::{collect, ctx, json};

@@ -17,7 +17,7 @@ use std::sync::Mutex;
 
 use super::{Cassette, Entry, MatchKey, Recorded};
 use crate::provider::replies::{secs, Beat, Plan};
-use crate::provider::upstream::faults::Shape;
+use crate::provider::upstream::faults::{Act, RelayFault};
 use crate::provider::wire::{ErrorInfo, Event, Usage};
 
 /// A cassette being replayed by one provider.
@@ -122,11 +122,11 @@ fn emit(ev: &Recorded, nonce: &str, index: &mut usize, out: &mut Vec<Beat>) {
     }
 }
 
-/// The reply plan of `entry`, paced by its recorded offsets, with `shape` (a
-/// relay fault's) applied: a delay before the first event, a stall after N
-/// events (the socket held silent, then cut), the finish left out and the
-/// body cut, or the whole answer and then no end.
-pub(crate) fn plan(entry: &Entry, nonce: &str, shape: Shape) -> Plan {
+/// The reply plan of `entry`, paced by its recorded offsets, with `fault`
+/// (a relay fault) acting on it: a delay before the first event, a stall
+/// after N events (the socket held silent, then cut), the finish left out and
+/// the body cut, or the whole answer and then no end.
+pub(crate) fn plan(entry: &Entry, nonce: &str, fault: &dyn RelayFault) -> Plan {
     if entry.status != 200 {
         let message = entry
             .error
@@ -134,38 +134,46 @@ pub(crate) fn plan(entry: &Entry, nonce: &str, shape: Shape) -> Plan {
             .unwrap_or_else(|| format!("chaosrun: recorded upstream answer {}", entry.status));
         return Plan::Error(ErrorInfo::new(entry.status, message));
     }
-    let mut beats = vec![Beat::Wait(shape.first_byte_delay), Beat::Emit(Event::Start)];
+    let mut beats = vec![
+        Beat::Wait(fault.first_byte_delay()),
+        Beat::Emit(Event::Start),
+    ];
     let (mut at, mut index, mut emitted) = (0.0, 0usize, 1usize);
     for ev in &entry.events {
-        if shape.cut_before_terminal && matches!(ev, Recorded::Finish { .. }) {
-            beats.push(Beat::Flush);
-            beats.push(Beat::Cut);
+        if acted(
+            fault.before(matches!(ev, Recorded::Finish { .. })),
+            &mut beats,
+        ) {
             return Plan::Beats(beats);
         }
         if ev.at() > at {
             beats.push(Beat::Wait(secs(ev.at() - at)));
             at = ev.at();
         }
-        if let Some((k, hold)) = shape.stall_after {
-            if emitted >= k {
-                beats.extend([Beat::Flush, Beat::Wait(hold), Beat::Cut]);
-                return Plan::Beats(beats);
-            }
+        if acted(fault.after(emitted), &mut beats) {
+            return Plan::Beats(beats);
         }
         emit(ev, nonce, &mut index, &mut beats);
         emitted += 1;
     }
-    if shape.cut_before_terminal {
-        beats.extend([Beat::Flush, Beat::Cut]);
-    } else if let Some(hold) = shape.hold_at_end.or(shape.stall_after.map(|(_, h)| h)) {
-        beats.extend([Beat::Flush, Beat::Wait(hold), Beat::Cut]);
-    }
+    acted(fault.at_end(), &mut beats);
     Plan::Beats(beats)
+}
+
+/// The beats of what a fault did; true when it ended the answer.
+fn acted(act: Act, beats: &mut Vec<Beat>) -> bool {
+    match act {
+        Act::Pass => return false,
+        Act::Cut(_) => beats.extend([Beat::Flush, Beat::Cut]),
+        Act::HoldThenCut(hold, _) => beats.extend([Beat::Flush, Beat::Wait(hold), Beat::Cut]),
+    }
+    true
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::upstream::faults::{CutBeforeTerminal, NoFault, StallAfterEvents};
     use std::time::Duration;
 
     fn entry(role: &str, text: Option<&str>) -> Entry {
@@ -260,33 +268,27 @@ mod tests {
     #[test]
     fn plans_pace_and_take_each_fault_shape() {
         let e = entry("user", None);
-        let plan = super::plan(&e, "N1", Shape::default());
+        let plan = super::plan(&e, "N1", &NoFault);
         let Plan::Beats(beats) = &plan else { panic!() };
         assert!(beats.contains(&Beat::Emit(Event::TextDelta("a N1".into()))));
         assert!(beats.contains(&Beat::Wait(Duration::from_millis(500))));
         assert_eq!(emits(&plan), 4);
         assert!(!beats.contains(&Beat::Cut));
-        let stall = Shape {
-            stall_after: Some((2, Duration::from_secs(9))),
-            ..Shape::default()
+        let stall = StallAfterEvents {
+            events: 2,
+            seconds: 9.0,
         };
-        let plan = super::plan(&e, "N1", stall);
+        let plan = super::plan(&e, "N1", &stall);
         let Plan::Beats(beats) = &plan else { panic!() };
         assert_eq!(emits(&plan), 2);
         assert_eq!(
             &beats[beats.len() - 2..],
             &[Beat::Wait(Duration::from_secs(9)), Beat::Cut]
         );
-        let cut = Shape {
-            cut_before_terminal: true,
-            ..Shape::default()
-        };
-        let plan = super::plan(&e, "N1", cut);
+        let plan = super::plan(&e, "N1", &CutBeforeTerminal {});
         assert_eq!(emits(&plan), 3);
         let mut err = entry("user", None);
         err.status = 429;
-        assert!(
-            matches!(super::plan(&err, "", Shape::default()), Plan::Error(e) if e.status == 429)
-        );
+        assert!(matches!(super::plan(&err, "", &NoFault), Plan::Error(e) if e.status == 429));
     }
 }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::provider::upstream::faults::RelayFault;
+use crate::provider::upstream::faults::Fault;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -21,25 +21,21 @@ pub struct CassetteReply {
     pub file: PathBuf,
     /// A fault applied to the replayed answer; none replays it as recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fault: Option<RelayFault>,
+    pub fault: Option<Fault>,
 }
 
-impl CassetteReply {
+impl crate::provider::registry::Kind for CassetteReply {
+    const NAME: &'static str = "cassette";
+}
+
+impl super::ReplyKind for CassetteReply {
     /// Played only when the provider could not load the cassette (never in a
     /// run: loading is checked before the run starts).
-    pub(crate) fn plan(&self) -> super::Plan {
+    fn plan(&self, _ctx: &super::ReplyCtx<'_>) -> super::Plan {
         super::Plan::Error(crate::provider::wire::ErrorInfo::new(
             500,
             format!("chaosrun: cassette {} is not loaded", self.file.display()),
         ))
-    }
-
-    /// [`Self::plan`] as a planned reply.
-    pub(crate) fn plan_planned(&self) -> super::Planned {
-        super::Planned {
-            plan: self.plan(),
-            issued: Vec::new(),
-        }
     }
 }
 

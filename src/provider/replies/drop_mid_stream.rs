@@ -17,8 +17,12 @@ fn default_chars() -> String {
     "Partial ans".into()
 }
 
-impl DropMidStream {
-    pub(crate) fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
+impl crate::provider::registry::Kind for DropMidStream {
+    const NAME: &'static str = "drop_mid_stream";
+}
+
+impl super::ReplyKind for DropMidStream {
+    fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
         use super::{render, Beat};
         use crate::provider::wire::Event;
         super::Plan::Beats(vec![
@@ -33,6 +37,7 @@ impl DropMidStream {
 
 #[cfg(test)]
 mod tests {
+    use crate::provider::replies::ReplyKind;
     use super::*;
     use crate::provider::replies::http_body_util_free::collect;
     use crate::provider::replies::{on_chat, test_ctx};

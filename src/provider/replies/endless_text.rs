@@ -38,8 +38,12 @@ fn default_interval() -> f64 {
     0.01
 }
 
-impl EndlessText {
-    pub(crate) fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
+impl crate::provider::registry::Kind for EndlessText {
+    const NAME: &'static str = "endless_text";
+}
+
+impl super::ReplyKind for EndlessText {
+    fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
         use super::{render, secs, Beat};
         use crate::provider::wire::Event;
         let text = render(&self.text, ctx.nonce, None);
@@ -55,6 +59,7 @@ impl EndlessText {
 
 #[cfg(test)]
 mod tests {
+    use crate::provider::replies::ReplyKind;
     use super::*;
     use crate::provider::replies::{on_wire, test_ctx};
     use crate::provider::wire::Wire;

@@ -23,8 +23,12 @@ fn default_message() -> String {
     "chaosrun injected error".into()
 }
 
-impl ErrorReply {
-    pub(crate) fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
+impl crate::provider::registry::Kind for ErrorReply {
+    const NAME: &'static str = "error";
+}
+
+impl super::ReplyKind for ErrorReply {
+    fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
         use super::{Beat, Plan};
         use crate::provider::wire::{ErrorInfo, Event};
         let info = ErrorInfo {
@@ -43,10 +47,19 @@ impl ErrorReply {
             Plan::Error(info)
         }
     }
+
+    fn error_hint(&self) -> Option<super::ReplyError> {
+        Some(super::ReplyError {
+            status: self.status,
+            retry_after: self.retry_after,
+            retryable: super::retryable_status(self.status),
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use crate::provider::replies::ReplyKind;
     use super::*;
     use crate::provider::replies::http_body_util_free::collect;
     use crate::provider::replies::{on_chat, test_ctx};

@@ -14,14 +14,19 @@ pub struct Hang {
     pub seconds: f64,
 }
 
-impl Hang {
-    pub(crate) fn plan(&self) -> super::Plan {
+impl crate::provider::registry::Kind for Hang {
+    const NAME: &'static str = "hang";
+}
+
+impl super::ReplyKind for Hang {
+    fn plan(&self, _ctx: &super::ReplyCtx<'_>) -> super::Plan {
         super::Plan::Hang(super::secs(self.seconds))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use crate::provider::replies::ReplyKind;
     use super::*;
     use crate::provider::replies::http_body_util_free::collect;
     use crate::provider::replies::on_chat;
@@ -31,7 +36,7 @@ mod tests {
     async fn holds_until_shutdown_then_aborts() {
         let cancel = tokio_util::sync::CancellationToken::new();
         let hang = Hang { seconds: 3600.0 };
-        let fut = on_chat(hang.plan(), true, &cancel);
+        let fut = on_chat(hang.plan(&crate::provider::replies::test_ctx(&Default::default())), true, &cancel);
         tokio::pin!(fut);
         // Still pending after a while.
         assert!(tokio::time::timeout(Duration::from_millis(100), &mut fut)

@@ -30,8 +30,12 @@ fn default_interval() -> f64 {
     0.5
 }
 
-impl KeepaliveForever {
-    pub(crate) fn plan(&self) -> super::Plan {
+impl crate::provider::registry::Kind for KeepaliveForever {
+    const NAME: &'static str = "keepalive_forever";
+}
+
+impl super::ReplyKind for KeepaliveForever {
+    fn plan(&self, _ctx: &super::ReplyCtx<'_>) -> super::Plan {
         use super::{secs, Beat};
         use crate::provider::wire::Event;
         super::Plan::Beats(vec![Beat::Forever(vec![
@@ -43,6 +47,7 @@ impl KeepaliveForever {
 
 #[cfg(test)]
 mod tests {
+    use crate::provider::replies::ReplyKind;
     use super::*;
     use crate::provider::replies::on_wire;
     use crate::provider::wire::Wire;
@@ -53,7 +58,7 @@ mod tests {
     async fn first_chunks(wire: Wire, stream: bool, n: usize) -> (String, bool) {
         let cancel = tokio_util::sync::CancellationToken::new();
         let k = KeepaliveForever { interval: 0.01 };
-        let resp = on_wire(k.plan(), wire, stream, &cancel).await;
+        let resp = on_wire(k.plan(&crate::provider::replies::test_ctx(&Default::default())), wire, stream, &cancel).await;
         assert_eq!(resp.status(), 200);
         let mut body = resp.into_body().into_data_stream();
         let mut text = String::new();

@@ -1,49 +1,68 @@
-//! One small type per reply kind, registered by name in [`Reply`]. Each kind's
+//! One small type per reply kind, each implementing [`ReplyKind`] (plan its
+//! events) in its own file, registered once in [`Reply`]. Each kind's
 //! file says its wire behaviour in its doc comment and carries its own tests.
 //!
-//! The YAML form is internally tagged: `{kind: hang, seconds: 3600}`. An unknown
-//! kind is rejected by serde with the list of known kinds.
-
-pub mod cassette;
-pub mod drop_mid_stream;
-pub mod endless_text;
-pub mod error;
-pub mod hang;
-pub mod keepalive_forever;
-pub mod quota_exhausted;
-pub mod raw;
-pub mod relay;
-pub mod silent_after_headers;
-pub mod stall_mid_stream;
-pub mod text;
-pub mod tool_call;
-
-pub use cassette::CassetteReply;
-pub use drop_mid_stream::DropMidStream;
-pub use endless_text::EndlessText;
-pub use error::ErrorReply;
-pub use hang::Hang;
-pub use keepalive_forever::KeepaliveForever;
-pub use quota_exhausted::QuotaExhausted;
-pub use raw::Raw;
-pub use relay::Relay;
-pub use silent_after_headers::SilentAfterHeaders;
-pub use stall_mid_stream::StallMidStream;
-pub use text::Text;
-pub use tool_call::{ToolCall, ToolCallSpec};
+//! The YAML form is internally tagged: `{kind: hang, seconds: 3600}`. The
+//! kinds are registered once, in the [`registry!`](crate::provider::registry)
+//! list below; an unknown kind is rejected with the list of known kinds.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::recording::IssuedToolCall;
 pub use super::recording::ReplyError;
 use super::wire::{ErrorInfo, Event};
 use super::ToolMapping;
+
+pub use tool_call::ToolCallSpec;
+
+crate::provider::registry::registry! {
+    /// A reply to one main call: `{kind: NAME, ...fields}`.
+    "reply", Reply: dyn ReplyKind {
+        Text(text::Text),
+        ToolCall(tool_call::ToolCall),
+        Error(error::ErrorReply),
+        Hang(hang::Hang),
+        StallMidStream(stall_mid_stream::StallMidStream),
+        DropMidStream(drop_mid_stream::DropMidStream),
+        SilentAfterHeaders(silent_after_headers::SilentAfterHeaders),
+        Raw(raw::Raw),
+        Relay(relay::Relay),
+        QuotaExhausted(quota_exhausted::QuotaExhausted),
+        KeepaliveForever(keepalive_forever::KeepaliveForever),
+        EndlessText(endless_text::EndlessText),
+        Cassette(cassette::CassetteReply),
+    }
+}
+
+/// Every reply kind's name, in registry order (the docs' list of kinds).
+pub fn kind_names() -> &'static [&'static str] {
+    Reply::KINDS
+}
+
+/// What a reply kind does, whatever the wire: plan its events.
+pub(crate) trait ReplyKind {
+    /// What happens and when.
+    fn plan(&self, ctx: &ReplyCtx<'_>) -> Plan;
+
+    /// The plan and the tool calls it issues (none but for `tool_call`).
+    fn planned(&self, ctx: &ReplyCtx<'_>) -> Planned {
+        Planned {
+            plan: self.plan(ctx),
+            issued: Vec::new(),
+        }
+    }
+
+    /// What an error reply tells the client about retrying, recorded with
+    /// the request for the backoff check; `None` for a reply that is no error.
+    fn error_hint(&self) -> Option<ReplyError> {
+        None
+    }
+}
 
 /// Default length of every long fault: an hour, so a turn still running at its
 /// deadline is waiting on the fault, not merely slow.
@@ -53,80 +72,18 @@ pub(crate) fn fault_seconds() -> f64 {
     FAULT_SECONDS
 }
 
-/// A reply to one main call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Reply {
-    Text(Text),
-    ToolCall(ToolCall),
-    Error(ErrorReply),
-    Hang(Hang),
-    StallMidStream(StallMidStream),
-    DropMidStream(DropMidStream),
-    SilentAfterHeaders(SilentAfterHeaders),
-    Raw(Raw),
-    Relay(Relay),
-    QuotaExhausted(QuotaExhausted),
-    KeepaliveForever(KeepaliveForever),
-    EndlessText(EndlessText),
-    Cassette(CassetteReply),
-}
-
 impl Reply {
-    /// All kind names, in the order of the design table.
-    pub const KINDS: &'static [&'static str] = &[
-        "text",
-        "tool_call",
-        "error",
-        "hang",
-        "stall_mid_stream",
-        "drop_mid_stream",
-        "silent_after_headers",
-        "raw",
-        "relay",
-        "quota_exhausted",
-        "keepalive_forever",
-        "endless_text",
-        "cassette",
-    ];
-
-    /// The kind's name as written in YAML.
-    pub fn kind_name(&self) -> &'static str {
-        match self {
-            Reply::Text(_) => "text",
-            Reply::ToolCall(_) => "tool_call",
-            Reply::Error(_) => "error",
-            Reply::Hang(_) => "hang",
-            Reply::StallMidStream(_) => "stall_mid_stream",
-            Reply::DropMidStream(_) => "drop_mid_stream",
-            Reply::SilentAfterHeaders(_) => "silent_after_headers",
-            Reply::Raw(_) => "raw",
-            Reply::Relay(_) => "relay",
-            Reply::QuotaExhausted(_) => "quota_exhausted",
-            Reply::KeepaliveForever(_) => "keepalive_forever",
-            Reply::EndlessText(_) => "endless_text",
-            Reply::Cassette(_) => "cassette",
-        }
-    }
-
     /// What an error reply tells the client about retrying, recorded with the
     /// request for the backoff check; `None` for a reply that is no error.
     /// Wire-neutral: the server records the status the wire gives a classed
     /// error and drops a retry-after its mid-stream event cannot carry.
     pub fn error_hint(&self) -> Option<ReplyError> {
-        match self {
-            Reply::Error(e) => Some(ReplyError {
-                status: e.status,
-                retry_after: e.retry_after,
-                retryable: retryable_status(e.status),
-            }),
-            Reply::QuotaExhausted(_) => Some(ReplyError {
-                status: 429,
-                retry_after: None,
-                retryable: false,
-            }),
-            _ => None,
-        }
+        self.as_dyn().error_hint()
+    }
+
+    /// Plan the reply.
+    pub(crate) fn plan(&self, ctx: &ReplyCtx<'_>) -> Planned {
+        self.as_dyn().planned(ctx)
     }
 }
 
@@ -189,34 +146,6 @@ pub(crate) enum Plan {
 pub(crate) struct Planned {
     pub plan: Plan,
     pub issued: Vec<IssuedToolCall>,
-}
-
-impl Reply {
-    /// Plan the reply.
-    pub(crate) fn plan(&self, ctx: &ReplyCtx<'_>) -> Planned {
-        let plan = match self {
-            Reply::Text(r) => r.plan(ctx),
-            Reply::ToolCall(r) => {
-                let (plan, issued) = r.plan(ctx);
-                return Planned { plan, issued };
-            }
-            Reply::Error(r) => r.plan(ctx),
-            Reply::Hang(r) => r.plan(),
-            Reply::StallMidStream(r) => r.plan(ctx),
-            Reply::DropMidStream(r) => r.plan(ctx),
-            Reply::SilentAfterHeaders(r) => r.plan(),
-            Reply::Raw(r) => r.plan(ctx),
-            Reply::Relay(r) => r.plan(),
-            Reply::QuotaExhausted(r) => r.plan(),
-            Reply::KeepaliveForever(r) => r.plan(),
-            Reply::EndlessText(r) => r.plan(ctx),
-            Reply::Cassette(r) => r.plan(),
-        };
-        Planned {
-            plan,
-            issued: Vec::new(),
-        }
-    }
 }
 
 /// Substitute `{{nonce}}`, and `{{i}}` when `i` is given.

@@ -13,15 +13,28 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct QuotaExhausted {}
 
-impl QuotaExhausted {
-    pub(crate) fn plan(&self) -> super::Plan {
+impl crate::provider::registry::Kind for QuotaExhausted {
+    const NAME: &'static str = "quota_exhausted";
+}
+
+impl super::ReplyKind for QuotaExhausted {
+    fn plan(&self, _ctx: &super::ReplyCtx<'_>) -> super::Plan {
         use crate::provider::wire::{ErrorClass, ErrorInfo};
         super::Plan::Error(ErrorInfo::of_class(ErrorClass::Quota))
+    }
+
+    fn error_hint(&self) -> Option<super::ReplyError> {
+        Some(super::ReplyError {
+            status: 429,
+            retry_after: None,
+            retryable: false,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use crate::provider::replies::ReplyKind;
     use super::*;
     use crate::provider::replies::http_body_util_free::collect;
     use crate::provider::replies::on_wire;
@@ -30,7 +43,7 @@ mod tests {
 
     async fn answer(wire: Wire) -> (u16, Value, bool) {
         let cancel = tokio_util::sync::CancellationToken::new();
-        let resp = on_wire(QuotaExhausted {}.plan(), wire, true, &cancel).await;
+        let resp = on_wire(QuotaExhausted {}.plan(&crate::provider::replies::test_ctx(&Default::default())), wire, true, &cancel).await;
         let status = resp.status().as_u16();
         let retry_header = resp.headers().contains_key("retry-after");
         let (body, _) = collect(resp.into_body()).await;

@@ -21,8 +21,12 @@ fn default_content_type() -> String {
     "application/json".into()
 }
 
-impl Raw {
-    pub(crate) fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
+impl crate::provider::registry::Kind for Raw {
+    const NAME: &'static str = "raw";
+}
+
+impl super::ReplyKind for Raw {
+    fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
         super::Plan::Raw {
             status: self.status,
             content_type: self.content_type.clone(),
@@ -33,6 +37,7 @@ impl Raw {
 
 #[cfg(test)]
 mod tests {
+    use crate::provider::replies::ReplyKind;
     use super::*;
     use crate::provider::replies::http_body_util_free::collect;
     use crate::provider::replies::{on_chat, test_ctx};

@@ -8,19 +8,23 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::provider::upstream::faults::RelayFault;
+use crate::provider::upstream::faults::Fault;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Relay {
     /// The fault applied to the relayed reply; none relays it as is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fault: Option<RelayFault>,
+    pub fault: Option<Fault>,
 }
 
-impl Relay {
+impl crate::provider::registry::Kind for Relay {
+    const NAME: &'static str = "relay";
+}
+
+impl super::ReplyKind for Relay {
     /// Played only when the provider has no upstream.
-    pub(crate) fn plan(&self) -> super::Plan {
+    fn plan(&self, _ctx: &super::ReplyCtx<'_>) -> super::Plan {
         super::Plan::Error(crate::provider::wire::ErrorInfo::new(
             500,
             "chaosrun: a `relay` reply needs an upstream (profile `upstream:` or --upstream URL)"

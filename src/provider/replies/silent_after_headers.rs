@@ -13,8 +13,12 @@ pub struct SilentAfterHeaders {
     pub seconds: f64,
 }
 
-impl SilentAfterHeaders {
-    pub(crate) fn plan(&self) -> super::Plan {
+impl crate::provider::registry::Kind for SilentAfterHeaders {
+    const NAME: &'static str = "silent_after_headers";
+}
+
+impl super::ReplyKind for SilentAfterHeaders {
+    fn plan(&self, _ctx: &super::ReplyCtx<'_>) -> super::Plan {
         use super::{secs, Beat};
         super::Plan::Beats(vec![Beat::Wait(secs(self.seconds)), Beat::Cut])
     }
@@ -22,6 +26,7 @@ impl SilentAfterHeaders {
 
 #[cfg(test)]
 mod tests {
+    use crate::provider::replies::ReplyKind;
     use super::*;
     use crate::provider::replies::http_body_util_free::collect;
     use crate::provider::replies::on_chat;
@@ -29,7 +34,7 @@ mod tests {
     #[tokio::test]
     async fn no_byte_then_cut_at_shutdown() {
         let cancel = tokio_util::sync::CancellationToken::new();
-        let resp = on_chat(SilentAfterHeaders { seconds: 3600.0 }.plan(), true, &cancel).await;
+        let resp = on_chat(SilentAfterHeaders { seconds: 3600.0 }.plan(&crate::provider::replies::test_ctx(&Default::default())), true, &cancel).await;
         assert_eq!(resp.status(), 200);
         assert_eq!(resp.headers()["content-type"], "text/event-stream");
         let canceller = cancel.clone();

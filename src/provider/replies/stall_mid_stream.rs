@@ -20,8 +20,12 @@ fn default_chars() -> String {
     "Thinking".into()
 }
 
-impl StallMidStream {
-    pub(crate) fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
+impl crate::provider::registry::Kind for StallMidStream {
+    const NAME: &'static str = "stall_mid_stream";
+}
+
+impl super::ReplyKind for StallMidStream {
+    fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
         use super::{render, secs, Beat};
         use crate::provider::wire::Event;
         super::Plan::Beats(vec![
@@ -35,6 +39,7 @@ impl StallMidStream {
 
 #[cfg(test)]
 mod tests {
+    use crate::provider::replies::ReplyKind;
     use super::*;
     use crate::provider::replies::{on_chat, test_ctx};
     use futures_util::StreamExt;

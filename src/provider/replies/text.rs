@@ -44,7 +44,14 @@ impl Text {
         }
     }
 
-    pub(crate) fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
+}
+
+impl crate::provider::registry::Kind for Text {
+    const NAME: &'static str = "text";
+}
+
+impl super::ReplyKind for Text {
+    fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
         use super::{render, secs, Beat, Plan};
         use crate::provider::wire::{split_chars, Event, Usage};
 
@@ -77,6 +84,7 @@ impl Text {
 
 #[cfg(test)]
 mod tests {
+    use crate::provider::replies::ReplyKind;
     use super::*;
     use crate::provider::replies::http_body_util_free::collect;
     use crate::provider::replies::{on_chat, test_ctx};

@@ -57,7 +57,8 @@ impl ToolCall {
         (0..times).flat_map(|_| self.calls.iter()).collect()
     }
 
-    pub(crate) fn plan(
+    /// The batch's plan and the calls it issues (logical terms).
+    pub(crate) fn plan_calls(
         &self,
         ctx: &super::ReplyCtx<'_>,
     ) -> (super::Plan, Vec<crate::provider::recording::IssuedToolCall>) {
@@ -125,6 +126,21 @@ impl ToolCall {
             usage,
         }));
         (super::Plan::Beats(beats), issued)
+    }
+}
+
+impl crate::provider::registry::Kind for ToolCall {
+    const NAME: &'static str = "tool_call";
+}
+
+impl super::ReplyKind for ToolCall {
+    fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
+        self.plan_calls(ctx).0
+    }
+
+    fn planned(&self, ctx: &super::ReplyCtx<'_>) -> super::Planned {
+        let (plan, issued) = self.plan_calls(ctx);
+        super::Planned { plan, issued }
     }
 }
 
@@ -239,7 +255,7 @@ mod tests {
         let t = spec(
             "{calls: [{tool: shell, args: {cmd: 'echo {{nonce}} {{i}}', bg: true, timeout: 2.5}}], repeat: 2}",
         );
-        let (plan, issued) = t.plan(&ctx);
+        let (plan, issued) = t.plan_calls(&ctx);
         let resp = on_chat(plan, false, &cancel).await;
         let (body, _) = collect(resp.into_body()).await;
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
@@ -320,10 +336,10 @@ mod tests {
         let mut ctx = test_ctx(&tools);
         ctx.main_index = 7;
         let t = spec("{calls: [{tool: x, args: {cmd: 'echo SE-{{call}}-{{nonce}}'}}]}");
-        let (_, issued) = t.plan(&ctx);
+        let (_, issued) = t.plan_calls(&ctx);
         assert_eq!(issued[0].args, json!({"cmd": "echo SE-7-NONCE"}));
         let raw = spec("{calls: [{tool: x, args: 'c={{call}}'}]}");
-        assert_eq!(raw.plan(&ctx).1[0].args, json!("c=7"));
+        assert_eq!(raw.plan_calls(&ctx).1[0].args, json!("c=7"));
     }
 
     #[tokio::test]
@@ -331,7 +347,7 @@ mod tests {
         let cancel = tokio_util::sync::CancellationToken::new();
         let tools = Default::default();
         let t = spec("{calls: [{tool: x, args: '{\"a\": \"{{nonce}}'}]}");
-        let (plan, _) = t.plan(&test_ctx(&tools));
+        let (plan, _) = t.plan_calls(&test_ctx(&tools));
         let resp = on_chat(plan, true, &cancel).await;
         let (body, cut) = collect(resp.into_body()).await;
         assert!(!cut);

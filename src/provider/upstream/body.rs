@@ -1,5 +1,5 @@
 //! The relaying body: the upstream's reply passed on event by event (SSE) or
-//! chunk by chunk, never held whole, with the fault's shape applied; records
+//! chunk by chunk, never held whole, the fault acting on it as it passes; records
 //! how the relay ended when the body is dropped. The upstream's silence
 //! inside the reply (`idle`), the reply's whole length (`reply`) and a reply
 //! still unfinished when the scenario ends are the upstream's failures.
@@ -14,7 +14,7 @@ use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
-use super::faults::Shape;
+use super::faults::{acting, Act, Fault, RelayFault};
 use super::relay::{RelayLog, RelayRecord};
 use super::sse::{is_terminal, Splitter};
 use crate::provider::replies::wait_or_cancel;
@@ -25,7 +25,8 @@ pub(super) struct Plan {
     pub wire: Wire,
     /// The reply is an event stream (split at event boundaries).
     pub sse: bool,
-    pub shape: Shape,
+    /// The fault acting on the answer, if any.
+    pub fault: Option<Fault>,
     /// The upstream's status is already a failure (recorded by the caller).
     pub failed: bool,
     /// For messages.
@@ -94,18 +95,21 @@ impl Pump {
         self.rec.events += 1;
     }
 
+    /// The fault acting on the answer (none: relayed as is).
+    fn fault(&self) -> &dyn RelayFault {
+        acting(self.plan.fault.as_ref())
+    }
+
     /// The next thing to do, reading upstream as needed.
     async fn step(&mut self) -> Step {
         loop {
-            let shape = self.plan.shape;
-            if let Some((k, hold)) = shape.stall_after {
-                if self.rec.events as usize >= k {
-                    return Step::HoldThenCut(hold, "stalled");
-                }
+            if let Some(step) = acted(self.fault().after(self.rec.events as usize)) {
+                return step;
             }
             if let Some(ev) = self.ready.pop_front() {
-                if shape.cut_before_terminal && self.plan.sse && is_terminal(self.plan.wire, &ev) {
-                    return Step::Cut("cut_before_terminal");
+                let terminal = self.plan.sse && is_terminal(self.plan.wire, &ev);
+                if let Some(step) = acted(self.fault().before(terminal)) {
+                    return step;
                 }
                 return Step::Send(ev);
             }
@@ -119,16 +123,7 @@ impl Pump {
                         continue;
                     }
                 }
-                if shape.cut_before_terminal {
-                    return Step::Cut("cut_before_terminal");
-                }
-                if let Some((_, hold)) = shape.stall_after {
-                    return Step::HoldThenCut(hold, "stalled");
-                }
-                if let Some(hold) = shape.hold_at_end {
-                    return Step::HoldThenCut(hold, "held_after_answer");
-                }
-                return Step::End;
+                return acted(self.fault().at_end()).unwrap_or(Step::End);
             }
             let Some(next) = self.next_chunk().await else {
                 return Step::Cut("upstream_failed");
@@ -140,7 +135,7 @@ impl Pump {
                         let events = self.splitter.push(&chunk);
                         self.tape_events(&events);
                         self.ready.extend(events);
-                    } else if self.plan.shape.cut_before_terminal {
+                    } else if self.fault().holds_last_chunk() {
                         self.ready.extend(self.held.replace(chunk));
                     } else {
                         self.ready.push_back(chunk);
@@ -164,6 +159,15 @@ impl Pump {
                 }
             }
         }
+    }
+}
+
+/// The body's step for what a fault did (none when it let the answer pass).
+fn acted(act: Act) -> Option<Step> {
+    match act {
+        Act::Pass => None,
+        Act::Cut(how) => Some(Step::Cut(how)),
+        Act::HoldThenCut(hold, how) => Some(Step::HoldThenCut(hold, how)),
     }
 }
 

@@ -8,10 +8,10 @@ use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::faults::RelayFault;
+use super::faults::{acting, Fault};
 use super::{body, Upstream};
 use crate::provider::cassette::tape::{Tape, TapeStart};
-use crate::provider::replies::{wait_or_cancel, ReplyCtx};
+use crate::provider::replies::{wait_or_cancel, ReplyCtx, ReplyKind};
 use crate::provider::wire::{self, ErrorInfo, Meta, Wire};
 
 /// Relayed calls recorded per provider (the first ones).
@@ -99,11 +99,12 @@ pub(crate) async fn relay(
     up: &Upstream,
     call: Call<'_>,
     body: Vec<u8>,
-    fault: Option<&RelayFault>,
+    fault: Option<&Fault>,
     log: std::sync::Arc<RelayLog>,
     cancel: &CancellationToken,
 ) -> Response {
     let wire = call.wire;
+    let replacement = acting(fault).replacement();
     let fault_name = fault.map(|f| f.kind_name().to_string());
     let mut rec = RelayRecord {
         seq: call.seq,
@@ -130,7 +131,7 @@ pub(crate) async fn relay(
         Err(e) => {
             rec.outcome = "upstream_failed".into();
             log.record(rec);
-            if !matches!(fault, Some(RelayFault::Error(_))) {
+            if replacement.is_none() {
                 log.error(e.clone());
             }
             return wire.error_response(&ErrorInfo::new(502, format!("chaosrun: {e}")));
@@ -138,11 +139,12 @@ pub(crate) async fn relay(
     };
     let status = resp.status().as_u16();
     rec.status = status;
-    if let Some(RelayFault::Error(e)) = fault {
+    if let Some(e) = replacement {
         drop(resp);
         rec.outcome = "replaced_by_error".into();
         log.record(rec);
-        return wire::render(e.plan(call.ctx), wire, call.stream, call.meta, cancel).await;
+        let plan = e.plan(call.ctx);
+        return wire::render(plan, wire, call.stream, call.meta, cancel).await;
     }
     if failed_status(status) {
         log.error(format!(
@@ -150,8 +152,8 @@ pub(crate) async fn relay(
             up.base, call.path
         ));
     }
-    let shape = fault.map(|f| f.shape()).unwrap_or_default();
-    if !shape.first_byte_delay.is_zero() && !wait_or_cancel(shape.first_byte_delay, cancel).await {
+    let delay = acting(fault).first_byte_delay();
+    if !delay.is_zero() && !wait_or_cancel(delay, cancel).await {
         rec.outcome = "client_gone".into();
         log.record(rec);
         return Response::new(crate::provider::replies::abort_body());
@@ -179,7 +181,7 @@ pub(crate) async fn relay(
         body::Plan {
             wire,
             sse,
-            shape,
+            fault: fault.cloned(),
             failed: failed_status(status),
             upstream: up.base.clone(),
             bounds: up.bounds,

@@ -219,7 +219,6 @@ impl Stream {
 
 impl super::Encoder for Stream {
     fn event(&mut self, ev: &Event, out: &mut Vec<u8>) {
-        let index = self.output.len();
         match ev {
             Event::Start => {
                 let r = response(&self.meta, "in_progress", Vec::new());
@@ -232,112 +231,15 @@ impl super::Encoder for Stream {
                 let r = response(&self.meta, "in_progress", self.output.clone());
                 self.emit(out, "response.in_progress", json!({"response": r}));
             }
-            Event::ReasoningDelta(t) => {
-                if !matches!(self.open, Open::Reasoning { .. }) {
-                    self.close(out);
-                    let id = self.item_id("rs");
-                    let index = self.output.len();
-                    let item = json!({"type": "reasoning", "id": id, "summary": []});
-                    self.emit(
-                        out,
-                        "response.output_item.added",
-                        json!({"output_index": index, "item": item}),
-                    );
-                    self.emit(
-                        out,
-                        "response.reasoning_summary_part.added",
-                        json!({"item_id": id, "output_index": index, "summary_index": 0,
-                               "part": {"type": "summary_text", "text": ""}}),
-                    );
-                    self.open = Open::Reasoning {
-                        id,
-                        text: String::new(),
-                    };
-                }
-                let index = self.output.len();
-                if let Open::Reasoning { id, text } = &mut self.open {
-                    push_bounded(text, t);
-                    let v = json!({"item_id": id, "output_index": index, "summary_index": 0, "delta": t});
-                    self.emit(out, "response.reasoning_summary_text.delta", v);
-                }
-            }
-            Event::TextDelta(t) => {
-                if !matches!(self.open, Open::Message { .. }) {
-                    self.close(out);
-                    let id = self.item_id("msg");
-                    let index = self.output.len();
-                    let mut item = message_item(&id, "", "in_progress");
-                    item["content"] = json!([]);
-                    self.emit(
-                        out,
-                        "response.output_item.added",
-                        json!({"output_index": index, "item": item}),
-                    );
-                    self.emit(
-                        out,
-                        "response.content_part.added",
-                        json!({"item_id": id, "output_index": index, "content_index": 0,
-                               "part": {"type": "output_text", "text": "", "annotations": []}}),
-                    );
-                    self.open = Open::Message {
-                        id,
-                        text: String::new(),
-                    };
-                }
-                let index = self.output.len();
-                if let Open::Message { id, text } = &mut self.open {
-                    push_bounded(text, t);
-                    let v = json!({"item_id": id, "output_index": index, "content_index": 0,
-                                   "delta": t, "logprobs": []});
-                    self.emit(out, "response.output_text.delta", v);
-                }
-            }
+            Event::ReasoningDelta(t) => self.reasoning_delta(t, out),
+            Event::TextDelta(t) => self.text_delta(t, out),
             Event::ToolCallStart {
                 index: call,
                 id,
                 name,
-            } => {
-                self.close(out);
-                let index = self.output.len() + self.calls.len();
-                let item_id = format!("fc_{}_{index}", self.meta.id);
-                let item = call_item(&item_id, id, name, "", "in_progress");
-                self.emit(
-                    out,
-                    "response.output_item.added",
-                    json!({"output_index": index, "item": item}),
-                );
-                self.calls.insert(
-                    *call,
-                    (index, item_id, id.clone(), name.clone(), String::new()),
-                );
-            }
-            Event::ToolArgsDelta { index: call, text } => {
-                let Some((index, item_id, ..)) = self.calls.get(call) else {
-                    return;
-                };
-                let v = json!({"item_id": item_id, "output_index": index, "delta": text});
-                if let Some(c) = self.calls.get_mut(call) {
-                    c.4.push_str(text);
-                }
-                self.emit(out, "response.function_call_arguments.delta", v);
-            }
-            Event::ToolCallEnd { index: call } => {
-                let Some((index, item_id, call_id, name, args)) = self.calls.remove(call) else {
-                    return;
-                };
-                self.emit(
-                    out,
-                    "response.function_call_arguments.done",
-                    json!({"item_id": item_id, "output_index": index, "arguments": args}),
-                );
-                let item = call_item(&item_id, &call_id, &name, &args, "completed");
-                self.emit(
-                    out,
-                    "response.output_item.done",
-                    json!({"output_index": index, "item": item}),
-                );
-                self.output.push(item);
-            }
+            } => self.call_start(*call, id, name, out),
+            Event::ToolArgsDelta { index: call, text } => self.call_args(*call, text, out),
+            Event::ToolCallEnd { index: call } => self.call_end(*call, out),
             Event::Finish { reason, usage } => {
                 self.close(out);
                 let (status, kind, details) = terminal(reason);
@@ -347,7 +249,6 @@ impl super::Encoder for Stream {
                 self.emit(out, kind, json!({"response": r}));
             }
             Event::Error(e) => {
-                let _ = index;
                 let mut r = response(&self.meta, "failed", self.output.clone());
                 let (_, code) = super::openai_chat::error_type_for(e.status);
                 r["error"] =
@@ -355,6 +256,126 @@ impl super::Encoder for Stream {
                 self.emit(out, "response.failed", json!({"response": r}));
             }
         }
+    }
+}
+
+impl Stream {
+    /// A reasoning delta (opening the reasoning item first).
+    fn reasoning_delta(&mut self, t: &str, out: &mut Vec<u8>) {
+        if !matches!(self.open, Open::Reasoning { .. }) {
+            self.close(out);
+            let id = self.item_id("rs");
+            let index = self.output.len();
+            let item = json!({"type": "reasoning", "id": id, "summary": []});
+            self.emit(
+                out,
+                "response.output_item.added",
+                json!({"output_index": index, "item": item}),
+            );
+            self.emit(
+                out,
+                "response.reasoning_summary_part.added",
+                json!({"item_id": id, "output_index": index, "summary_index": 0,
+                       "part": {"type": "summary_text", "text": ""}}),
+            );
+            self.open = Open::Reasoning {
+                id,
+                text: String::new(),
+            };
+        }
+        let index = self.output.len();
+        if let Open::Reasoning { id, text } = &mut self.open {
+            push_bounded(text, t);
+            let v = json!({"item_id": id, "output_index": index, "summary_index": 0, "delta": t});
+            self.emit(out, "response.reasoning_summary_text.delta", v);
+        }
+    }
+
+    /// A text delta (opening the message item first).
+    fn text_delta(&mut self, t: &str, out: &mut Vec<u8>) {
+        if !matches!(self.open, Open::Message { .. }) {
+            self.close(out);
+            let id = self.item_id("msg");
+            let index = self.output.len();
+            let mut item = message_item(&id, "", "in_progress");
+            item["content"] = json!([]);
+            self.emit(
+                out,
+                "response.output_item.added",
+                json!({"output_index": index, "item": item}),
+            );
+            self.emit(
+                out,
+                "response.content_part.added",
+                json!({"item_id": id, "output_index": index, "content_index": 0,
+                       "part": {"type": "output_text", "text": "", "annotations": []}}),
+            );
+            self.open = Open::Message {
+                id,
+                text: String::new(),
+            };
+        }
+        let index = self.output.len();
+        if let Open::Message { id, text } = &mut self.open {
+            push_bounded(text, t);
+            let v = json!({"item_id": id, "output_index": index, "content_index": 0,
+                           "delta": t, "logprobs": []});
+            self.emit(out, "response.output_text.delta", v);
+        }
+    }
+
+    /// A function call item opens.
+    fn call_start(&mut self, call: usize, id: &str, name: &str, out: &mut Vec<u8>) {
+        self.close(out);
+        let index = self.output.len() + self.calls.len();
+        let item_id = format!("fc_{}_{index}", self.meta.id);
+        let item = call_item(&item_id, id, name, "", "in_progress");
+        self.emit(
+            out,
+            "response.output_item.added",
+            json!({"output_index": index, "item": item}),
+        );
+        self.calls.insert(
+            call,
+            (
+                index,
+                item_id,
+                id.to_string(),
+                name.to_string(),
+                String::new(),
+            ),
+        );
+    }
+
+    /// A piece of a call's arguments.
+    fn call_args(&mut self, call: usize, text: &str, out: &mut Vec<u8>) {
+        let Some((index, item_id, ..)) = self.calls.get(&call) else {
+            return;
+        };
+        let v = json!({"item_id": item_id, "output_index": index, "delta": text});
+        if let Some(c) = self.calls.get_mut(&call) {
+            c.4.push_str(text);
+        }
+        self.emit(out, "response.function_call_arguments.delta", v);
+    }
+
+    /// A call's arguments are complete: its item is done.
+    fn call_end(&mut self, call: usize, out: &mut Vec<u8>) {
+        let Some((index, item_id, call_id, name, args)) = self.calls.remove(&call) else {
+            return;
+        };
+        self.emit(
+            out,
+            "response.function_call_arguments.done",
+            json!({"item_id": item_id, "output_index": index, "arguments": args}),
+        );
+        let item = call_item(&item_id, &call_id, &name, &args, "completed");
+        self.emit(
+            out,
+            "response.output_item.done",
+            json!({"output_index": index, "item": item}),
+        );
+        self.output.push(item);
     }
 }
 

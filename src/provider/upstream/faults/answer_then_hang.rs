@@ -15,8 +15,15 @@ pub struct AnswerThenHang {
     pub seconds: f64,
 }
 
-impl AnswerThenHang {
-    pub(crate) fn hold(&self) -> std::time::Duration {
-        crate::provider::replies::secs(self.seconds)
+impl crate::provider::registry::Kind for AnswerThenHang {
+    const NAME: &'static str = "answer_then_hang";
+}
+
+impl super::RelayFault for AnswerThenHang {
+    fn at_end(&self) -> super::Act {
+        super::Act::HoldThenCut(
+            crate::provider::replies::secs(self.seconds),
+            "held_after_answer",
+        )
     }
 }

@@ -12,3 +12,25 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CutBeforeTerminal {}
+
+impl crate::provider::registry::Kind for CutBeforeTerminal {
+    const NAME: &'static str = "cut_before_terminal";
+}
+
+impl super::RelayFault for CutBeforeTerminal {
+    fn before(&self, terminal: bool) -> super::Act {
+        if terminal {
+            super::Act::Cut("cut_before_terminal")
+        } else {
+            super::Act::Pass
+        }
+    }
+
+    fn holds_last_chunk(&self) -> bool {
+        true
+    }
+
+    fn at_end(&self) -> super::Act {
+        super::Act::Cut("cut_before_terminal")
+    }
+}

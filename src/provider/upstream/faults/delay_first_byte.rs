@@ -11,8 +11,12 @@ pub struct DelayFirstByte {
     pub seconds: f64,
 }
 
-impl DelayFirstByte {
-    pub(crate) fn delay(&self) -> std::time::Duration {
+impl crate::provider::registry::Kind for DelayFirstByte {
+    const NAME: &'static str = "delay_first_byte";
+}
+
+impl super::RelayFault for DelayFirstByte {
+    fn first_byte_delay(&self) -> std::time::Duration {
         crate::provider::replies::secs(self.seconds)
     }
 }

@@ -1,86 +1,91 @@
-//! The faults a `relay` reply applies to a real upstream reply, one small
-//! type per file. The YAML form is internally tagged like the reply kinds:
+//! The faults a `relay` reply (or a `cassette` replay) applies to a real
+//! answer, one small type per file implementing [`RelayFault`]: it acts on
+//! the answer as it passes, event by event (a wait before its head, a cut or
+//! a stall at some event, a hold at its end), or replaces it. Registered once
+//! in [`Fault`]; the YAML form is internally tagged like the reply kinds:
 //! `fault: {kind: stall_after_events, events: 3}`.
 //!
 //! "Events" are the SSE events of a streaming reply (split at blank lines),
-//! or the body's chunks as they arrive when the reply is not a stream.
-
-pub mod answer_then_hang;
-pub mod cut_before_terminal;
-pub mod delay_first_byte;
-pub mod stall_after_events;
-
-pub use answer_then_hang::AnswerThenHang;
-pub use cut_before_terminal::CutBeforeTerminal;
-pub use delay_first_byte::DelayFirstByte;
-pub use stall_after_events::StallAfterEvents;
+//! or the body's chunks as they arrive when the reply is not a stream; a
+//! replayed answer's events are its recorded ones after the start.
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use crate::provider::replies::ErrorReply;
 
-/// One fault on a relayed reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum RelayFault {
-    DelayFirstByte(DelayFirstByte),
-    StallAfterEvents(StallAfterEvents),
-    CutBeforeTerminal(CutBeforeTerminal),
-    /// The upstream is called, its reply discarded, and this error (the
-    /// `error` reply kind, same fields) answered instead.
-    Error(ErrorReply),
-    AnswerThenHang(AnswerThenHang),
-}
-
-impl RelayFault {
-    /// The fault's name as written in YAML.
-    pub fn kind_name(&self) -> &'static str {
-        match self {
-            RelayFault::DelayFirstByte(_) => "delay_first_byte",
-            RelayFault::StallAfterEvents(_) => "stall_after_events",
-            RelayFault::CutBeforeTerminal(_) => "cut_before_terminal",
-            RelayFault::Error(_) => "error",
-            RelayFault::AnswerThenHang(_) => "answer_then_hang",
-        }
-    }
-
-    /// What the relaying body does with the stream.
-    pub(crate) fn shape(&self) -> Shape {
-        match self {
-            RelayFault::DelayFirstByte(f) => Shape {
-                first_byte_delay: f.delay(),
-                ..Shape::default()
-            },
-            RelayFault::StallAfterEvents(f) => Shape {
-                stall_after: Some(f.after()),
-                ..Shape::default()
-            },
-            RelayFault::CutBeforeTerminal(_) => Shape {
-                cut_before_terminal: true,
-                ..Shape::default()
-            },
-            RelayFault::AnswerThenHang(f) => Shape {
-                hold_at_end: Some(f.hold()),
-                ..Shape::default()
-            },
-            RelayFault::Error(_) => Shape::default(),
-        }
+crate::provider::registry::registry! {
+    /// One fault on a relayed (or replayed) answer.
+    "relay fault", Fault: dyn RelayFault {
+        DelayFirstByte(delay_first_byte::DelayFirstByte),
+        StallAfterEvents(stall_after_events::StallAfterEvents),
+        CutBeforeTerminal(cut_before_terminal::CutBeforeTerminal),
+        Error(error::ErrorFault),
+        AnswerThenHang(answer_then_hang::AnswerThenHang),
     }
 }
 
-/// A fault as the relaying body applies it.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(crate) struct Shape {
-    /// Wait this long before the response head.
-    pub first_byte_delay: Duration,
-    /// After this many events, hold the socket open silent for the duration,
-    /// then cut.
-    pub stall_after: Option<(usize, Duration)>,
-    /// Cut the body instead of sending the terminal event.
-    pub cut_before_terminal: bool,
-    /// Relay everything, then hold the body open (no end) for the duration,
-    /// then cut.
-    pub hold_at_end: Option<Duration>,
+/// Every relay fault's name, in registry order.
+pub fn kind_names() -> &'static [&'static str] {
+    Fault::KINDS
+}
+
+/// What a fault does at one point of the answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Act {
+    /// Go on.
+    Pass,
+    /// Cut the body now (what was sent reaches the socket first); the
+    /// relay's outcome is named.
+    Cut(&'static str),
+    /// Hold the body open and silent this long (or until shutdown), then cut.
+    HoldThenCut(Duration, &'static str),
+}
+
+/// A relay fault: acts on a relayed stream. Every hook defaults to passing
+/// the answer through unchanged.
+pub(crate) trait RelayFault {
+    /// The answer replaced by this error (the upstream is still called, its
+    /// reply discarded).
+    fn replacement(&self) -> Option<&ErrorReply> {
+        None
+    }
+
+    /// Hold the answer this long before its response head.
+    fn first_byte_delay(&self) -> Duration {
+        Duration::ZERO
+    }
+
+    /// `sent` events have passed; checked before the next one is read.
+    fn after(&self, _sent: usize) -> Act {
+        Act::Pass
+    }
+
+    /// The next event is at hand; `terminal` when it finishes the answer.
+    fn before(&self, _terminal: bool) -> Act {
+        Act::Pass
+    }
+
+    /// A reply that is not a stream keeps its last chunk back (to act on it
+    /// as on the finishing event: only its first half is sent).
+    fn holds_last_chunk(&self) -> bool {
+        false
+    }
+
+    /// The whole answer passed; its end is next.
+    fn at_end(&self) -> Act {
+        Act::Pass
+    }
+}
+
+/// No fault: the answer as it is.
+pub(crate) struct NoFault;
+
+impl RelayFault for NoFault {}
+
+/// The fault's behaviour, or none.
+pub(crate) fn acting(f: Option<&Fault>) -> &dyn RelayFault {
+    match f {
+        Some(f) => f.as_dyn(),
+        None => &NoFault,
+    }
 }

@@ -17,8 +17,26 @@ pub struct StallAfterEvents {
     pub seconds: f64,
 }
 
+impl crate::provider::registry::Kind for StallAfterEvents {
+    const NAME: &'static str = "stall_after_events";
+}
+
+impl super::RelayFault for StallAfterEvents {
+    fn after(&self, sent: usize) -> super::Act {
+        if sent >= self.events {
+            self.stall()
+        } else {
+            super::Act::Pass
+        }
+    }
+
+    fn at_end(&self) -> super::Act {
+        self.stall()
+    }
+}
+
 impl StallAfterEvents {
-    pub(crate) fn after(&self) -> (usize, std::time::Duration) {
-        (self.events, crate::provider::replies::secs(self.seconds))
+    fn stall(&self) -> super::Act {
+        super::Act::HoldThenCut(crate::provider::replies::secs(self.seconds), "stalled")
     }
 }

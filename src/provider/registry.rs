@@ -1,0 +1,141 @@
+//! One registry per fault family. A kind is a small type in its own file that
+//! implements [`Kind`] (its YAML name; its schema is its serde derive) and the
+//! family's behaviour trait; [`registry!`] turns ONE list of kinds into the
+//! family's tagged enum (`{kind: NAME, ...fields}`), its `KINDS` list, its
+//! `kind_name`, its parsing (an unknown kind names every known one) and its
+//! dispatch (`as_dyn`). Adding a kind is one new file and one registry line.
+
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserializer, Serialize, Serializer};
+
+/// What every kind of every family declares in its own file.
+pub trait Kind: Serialize + DeserializeOwned {
+    /// The kind's name as written in YAML (`kind: NAME`).
+    const NAME: &'static str;
+}
+
+/// Read a `{kind: NAME, ...}` mapping: the name and the other fields.
+pub fn split_kind<'de, D: Deserializer<'de>>(
+    d: D,
+    family: &str,
+    kinds: &[&str],
+) -> Result<(String, serde_yaml::Value), D::Error> {
+    use serde::Deserialize;
+    let mut v = serde_yaml::Value::deserialize(d)?;
+    let Some(map) = v.as_mapping_mut() else {
+        return Err(D::Error::custom(format!(
+            "a {family} is a mapping `{{kind: ...}}` (kind one of {})",
+            kinds.join(", ")
+        )));
+    };
+    match map.remove("kind") {
+        Some(serde_yaml::Value::String(k)) => Ok((k, v)),
+        Some(other) => Err(D::Error::custom(format!(
+            "{family} `kind` is a name, not {other:?}: expected one of {}",
+            kinds.join(", ")
+        ))),
+        None => Err(D::Error::custom(format!(
+            "missing field `kind` ({family} kind, one of {})",
+            kinds.join(", ")
+        ))),
+    }
+}
+
+/// Parse the fields of kind `T`.
+pub fn parse<T: Kind, E: serde::de::Error>(fields: serde_yaml::Value) -> Result<T, E> {
+    // An empty-field kind written `{kind: hang}` has an empty mapping left.
+    serde_yaml::from_value(fields).map_err(|e| E::custom(format!("`{}`: {e}", T::NAME)))
+}
+
+/// The error for a kind no entry of the registry has.
+pub fn unknown<E: serde::de::Error>(family: &str, kind: &str, kinds: &[&str]) -> E {
+    E::custom(format!(
+        "unknown {family} kind `{kind}`, expected one of {}",
+        kinds.join(", ")
+    ))
+}
+
+/// Write `{kind: NAME, ...fields}`.
+pub fn serialize<T: Kind, S: Serializer>(k: &T, s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Tagged<'a, T> {
+        kind: &'static str,
+        #[serde(flatten)]
+        fields: &'a T,
+    }
+    Tagged {
+        kind: T::NAME,
+        fields: k,
+    }
+    .serialize(s)
+}
+
+/// The family's enum, `KINDS`, `kind_name`, serde and `as_dyn` from one list
+/// of `Variant(module::Type)` lines (each module declared here too).
+macro_rules! registry {
+    (
+        $(#[$meta:meta])*
+        $family:literal, $enum:ident: dyn $behaviour:ident {
+            $( $variant:ident($module:ident :: $ty:ident) ),+ $(,)?
+        }
+    ) => {
+        $( pub mod $module; pub use $module::$ty; )+
+
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum $enum {
+            $( $variant($ty), )+
+        }
+
+        impl $enum {
+            /// Every kind's name, in registry order.
+            pub const KINDS: &'static [&'static str] =
+                &[$( <$ty as $crate::provider::registry::Kind>::NAME, )+];
+
+            /// The kind's name as written in YAML.
+            pub fn kind_name(&self) -> &'static str {
+                match self {
+                    $( Self::$variant(_) => <$ty as $crate::provider::registry::Kind>::NAME, )+
+                }
+            }
+
+            /// The kind behind its family's trait.
+            pub(crate) fn as_dyn(&self) -> &dyn $behaviour {
+                match self {
+                    $( Self::$variant(k) => k, )+
+                }
+            }
+        }
+
+        $(
+            impl From<$ty> for $enum {
+                fn from(k: $ty) -> Self {
+                    Self::$variant(k)
+                }
+            }
+        )+
+
+        impl serde::Serialize for $enum {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                match self {
+                    $( Self::$variant(k) => $crate::provider::registry::serialize(k, s), )+
+                }
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $enum {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let (kind, fields) =
+                    $crate::provider::registry::split_kind(d, $family, Self::KINDS)?;
+                $(
+                    if kind == <$ty as $crate::provider::registry::Kind>::NAME {
+                        return $crate::provider::registry::parse::<$ty, D::Error>(fields)
+                            .map(Self::$variant);
+                    }
+                )+
+                Err($crate::provider::registry::unknown::<D::Error>($family, &kind, Self::KINDS))
+            }
+        }
+    };
+}
+pub(crate) use registry;
