@@ -16,6 +16,7 @@ macro_rules! say_err {
     }};
 }
 
+pub mod cli;
 pub mod driver;
 pub mod explore;
 pub mod history;

@@ -479,4 +479,21 @@ mod tests {
             "{e}"
         );
     }
+
+    #[test]
+    fn every_shipped_row_round_trips_through_json() {
+        // `row.json` in the artifacts holds the resolved row; `chaosrun judge`
+        // reads it back and must get the very row that ran.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        for table in ["scenarios.yaml", "process_faults.yaml"] {
+            let t = load_file(&root.join(table)).unwrap();
+            assert!(!t.scenarios.is_empty());
+            for s in &t.scenarios {
+                let json = serde_json::to_string(s).unwrap();
+                let back: Scenario = serde_json::from_str(&json)
+                    .unwrap_or_else(|e| panic!("{table} {}: {e}\n{json}", s.id));
+                assert_eq!(&back, s, "{table} {}", s.id);
+            }
+        }
+    }
 }
