@@ -13,7 +13,8 @@ one `--bug NAME` that fails it on a known invariant. The run's saved folder
 (`--artifacts DIR --keep-all`) is normalised so that regenerating changes as
 little as possible: the run id and temp paths become fixed words, pids are
 renumbered in order of appearance (in `pid`/`ppid` fields and `pid N` text),
-ports become 0, `started_unix` 0. Relative event times stay: the oracle
+ports become 0, `started_unix` a fixed moment (journal heartbeat
+times shifted with it). Relative event times stay: the oracle
 judges them. The normalised observation is judged by `chaosrun judge`; its
 checks must have the same outcomes as the run's own (else the case is not
 written), and are saved as the golden's checks.json. A case whose run does
@@ -38,6 +39,8 @@ GOLDEN = os.path.join(REPO, "tests", "golden")
 CHAOSRUN = os.environ.get("CHAOSRUN", os.path.join(REPO, "target", "debug", "chaosrun"))
 SEED = "7"
 WIRE = "openai-chat"
+# The Unix time every golden run starts at.
+EPOCH = 1_700_000_000.0
 
 # Rows that pass as shipped: together they make every check the reference
 # profile supports pass at least once.
@@ -173,7 +176,14 @@ def normalise(folder, dest):
         return v
 
     obs = walk(json.loads(text(obs_text)))
-    obs["started_unix"] = 0.0
+    # Unix times: the run starts at a fixed moment; background jobs'
+    # heartbeats in the journal (`bg UNIX_TIME [CALL]`) move with it.
+    shift = EPOCH - obs["started_unix"]
+    obs["started_unix"] = EPOCH
+    obs["journal"] = [
+        re.sub(r"^bg (\d+(?:\.\d+)?)", lambda m: f"bg {float(m.group(1)) + shift:.6f}", line)
+        for line in obs.get("journal", [])
+    ]
 
     def pid_text(v):
         if isinstance(v, dict):
