@@ -244,28 +244,18 @@ mod tests {
         );
     }
 
-    /// Golden runs (tests/golden) that draw every part of a timeline: a
-    /// retry storm, an interrupt, a kill and restart, leaked background
-    /// jobs, a hung MCP call, a stopped agent.
-    const GOLDENS: &[&str] = &[
-        "provider_500_forever--retry_storm",
-        "interrupt_hung_tool",
-        "kill_mid_stream--replay_from_zero",
-        "tool_background_swarm--leaked_background",
-        "mcp_call_hangs--mcp_no_timeout",
-        "stop_during_tool",
-    ];
-
-    /// [`GOLDENS`], judged.
+    /// Finished scenarios from the golden runs (tests/golden), judged.
     fn goldens() -> Vec<ScenarioResult> {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
-        GOLDENS
-            .iter()
-            .map(|g| {
-                crate::cli::judge::judge_folder(&root.join(g))
-                    .unwrap()
-                    .result
-            })
+        let mut dirs: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.join("observation.json").is_file())
+            .collect();
+        dirs.sort();
+        dirs.iter()
+            .map(|d| crate::cli::judge::judge_folder(d).unwrap().result)
             .collect()
     }
 
