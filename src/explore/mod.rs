@@ -201,46 +201,12 @@ pub fn main(args: Args) -> u8 {
     if args.dry_run {
         return dry_run(seed, args.trials.unwrap_or(5).min(1000), &cfg);
     }
-    let (agent, bundled_dir) = match crate::catalog::agent_or_bundled(args.agent.as_deref()) {
+    let (agent, bundled_dir, profile) = match agent_profile(&args) {
         Ok(a) => a,
         Err(e) => return usage(e),
     };
-    let mut profile = match Profile::resolve(&agent) {
-        Ok(p) => p,
-        Err(e) => return usage(e),
-    };
-    if let Some(w) = args.wire {
-        profile.wire = w;
-    }
-    if profile.exec.is_some() && !args.agent_args.is_empty() {
-        return usage("--agent-arg is for a driver-protocol agent, not an exec-mode profile");
-    }
-    let urls: Vec<&str> = args.upstream.iter().map(String::as_str).collect();
-    if let Err(e) = crate::profile::apply_cli(
-        &mut profile,
-        &args.pass_env,
-        args.upstream.clone(),
-        args.upstream_key_env.clone(),
-        &[],
-    ) {
-        let mut names = args.pass_env.clone();
-        names.extend(args.upstream_key_env.clone());
-        crate::profile::install_redactor(None, &names, &urls);
-        return usage(e);
-    }
-    crate::profile::install_redactor(Some(&profile), &args.pass_env, &urls);
     if let Some(out) = &args.out {
-        if std::fs::symlink_metadata(out).is_ok() {
-            return usage(format!(
-                "--out {}: the file exists; explore never overwrites one: pick a new path",
-                out.display()
-            ));
-        }
-        let mut inputs = crate::profile::input_files(&agent, &profile);
-        inputs.extend(args.config.clone());
-        inputs.extend(args.known.clone());
-        inputs.extend(std::env::current_exe().ok());
-        if let Err(e) = crate::output::check_outputs(&[("--out", out.as_path())], &inputs) {
+        if let Err(e) = check_out(&args, out, &agent, &profile) {
             return usage(e);
         }
     }
@@ -288,23 +254,7 @@ pub fn main(args: Args) -> u8 {
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     let outcome = search::run(&rt, shared, &plan);
     crate::runner::end_runtime(rt);
-    let killed = containment.end()
-        + proc_hygiene::sweep_marked(
-            proc_hygiene::RUN_VAR,
-            &run_id,
-            std::time::Duration::from_secs(10),
-        );
-    if killed > 0 {
-        crate::say_err!("explore: killed {killed} leftover agent process(es)");
-    }
-    let prefix = format!("chaosrun-{run_id}-");
-    if let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) {
-        for e in dir.flatten() {
-            if e.file_name().to_string_lossy().starts_with(&prefix) {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
-        }
-    }
+    end_run(&containment, &run_id);
     drop(bundled_dir);
     if let Some(g) = guard {
         g.finish();
@@ -319,6 +269,76 @@ pub fn main(args: Args) -> u8 {
         }
     }
     code
+}
+
+/// The agent (what `--agent` names, or the bundled agent in its temp dir)
+/// and its profile with the flags' overrides, the redactor installed.
+#[allow(clippy::type_complexity)]
+fn agent_profile(args: &Args) -> Result<(String, Option<tempfile::TempDir>, Profile), String> {
+    let (agent, bundled_dir) = crate::catalog::agent_or_bundled(args.agent.as_deref())?;
+    let mut profile = Profile::resolve(&agent)?;
+    if let Some(w) = args.wire {
+        profile.wire = w;
+    }
+    if profile.exec.is_some() && !args.agent_args.is_empty() {
+        return Err("--agent-arg is for a driver-protocol agent, not an exec-mode profile".into());
+    }
+    let urls: Vec<&str> = args.upstream.iter().map(String::as_str).collect();
+    if let Err(e) = crate::profile::apply_cli(
+        &mut profile,
+        &args.pass_env,
+        args.upstream.clone(),
+        args.upstream_key_env.clone(),
+        &[],
+    ) {
+        let mut names = args.pass_env.clone();
+        names.extend(args.upstream_key_env.clone());
+        crate::profile::install_redactor(None, &names, &urls);
+        return Err(e);
+    }
+    crate::profile::install_redactor(Some(&profile), &args.pass_env, &urls);
+    Ok((agent, bundled_dir, profile))
+}
+
+/// `--out` must not exist yet, nor be one of the inputs.
+fn check_out(
+    args: &Args,
+    out: &std::path::Path,
+    agent: &str,
+    profile: &Profile,
+) -> Result<(), String> {
+    if std::fs::symlink_metadata(out).is_ok() {
+        return Err(format!(
+            "--out {}: the file exists; explore never overwrites one: pick a new path",
+            out.display()
+        ));
+    }
+    let mut inputs = crate::profile::input_files(agent, profile);
+    inputs.extend(args.config.clone());
+    inputs.extend(args.known.clone());
+    inputs.extend(std::env::current_exe().ok());
+    crate::output::check_outputs(&[("--out", out)], &inputs).map(|_| ())
+}
+
+/// Kill what is left of the run and remove its scenario folders.
+fn end_run(containment: &proc_hygiene::RunContainment, run_id: &str) {
+    let killed = containment.end()
+        + proc_hygiene::sweep_marked(
+            proc_hygiene::RUN_VAR,
+            run_id,
+            std::time::Duration::from_secs(10),
+        );
+    if killed > 0 {
+        crate::say_err!("explore: killed {killed} leftover agent process(es)");
+    }
+    let prefix = format!("chaosrun-{run_id}-");
+    if let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) {
+        for e in dir.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
 }
 
 /// Write the found rows to `--out`, created exclusively: a file that appeared

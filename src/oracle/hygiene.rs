@@ -27,96 +27,122 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let inv = Invariant::ProcessHygiene;
     let mut out = Vec::new();
     if let Some(needle) = &s.tool_gone {
-        let snap = obs.snapshots.iter().find(|s| s.label == "probe_turn_start");
-        out.push(match snap {
-            None => Check::skipped(
-                inv,
-                "tool_gone_before_next_turn",
-                "the probe turn never started",
-            ),
-            Some(snap) => Check::new(
-                inv,
-                "tool_gone_before_next_turn",
-                snap.procs
-                    .iter()
-                    .filter(|p| p.cmdline.contains(needle.as_str()))
-                    .map(|p| format!("still running when the next turn started: {p}"))
-                    .collect(),
-            ),
-        });
+        out.push(tool_gone(obs, needle));
     }
     if !through_turns(obs) {
         let why = "the agent did not get through its turns, so chaosrun stopped it";
         out.push(Check::skipped(inv, "closed", why));
         out.push(Check::skipped(inv, "exits_by_itself", why));
     } else {
-        // Every worker (a single agent is worker 0) must say `closed`.
-        let closed: std::collections::BTreeSet<usize> = obs
-            .events
-            .iter()
-            .filter(|t| matches!(t.event, Event::Closed))
-            .map(|t| t.worker.unwrap_or(0))
-            .collect();
-        let silent: Vec<String> = (0..obs.workers)
-            .filter(|k| !closed.contains(k))
-            .map(|k| k.to_string())
-            .collect();
-        out.push(Check::new(
-            inv,
-            "closed",
-            match (silent.is_empty(), obs.workers) {
-                (true, _) => vec![],
-                (false, 1) => vec![format!(
-                    "`closed` never arrived within {:.0} s of the probe turn",
-                    s.deadlines.exit
-                )],
-                (false, _) => vec![format!(
-                    "worker(s) {} never said `closed` within {:.0} s of the probe turn",
-                    silent.join(", "),
-                    s.deadlines.exit
-                )],
-            },
-        ));
-        // Each worker's last exit must be its own.
-        let mut last_exit: std::collections::BTreeMap<usize, bool> = Default::default();
-        for t in &obs.events {
-            if let Event::Exited {
-                killed_by_chaosrun, ..
-            } = t.event
-            {
-                last_exit.insert(t.worker.unwrap_or(0), killed_by_chaosrun);
-            }
-        }
-        let after_closed = if obs.deadline_missed(Phase::Exit).is_some() && silent.is_empty() {
-            " of `closed`"
-        } else {
-            ""
-        };
-        let mut v = Vec::new();
-        for k in 0..obs.workers {
-            let who = if obs.workers == 1 {
-                "the agent".to_string()
-            } else {
-                format!("worker {k}")
-            };
-            match last_exit.get(&k) {
-                Some(true) => v.push(format!(
-                    "{who} did not exit by itself within {:.0} s{after_closed}; chaosrun killed it",
-                    s.deadlines.exit
-                )),
-                Some(false) => {}
-                None => v.push(format!("{who}'s exit was never observed")),
-            }
-        }
-        out.push(Check::new(inv, "exits_by_itself", v));
+        let (closed, silent) = closed(s, obs);
+        out.push(closed);
+        out.push(exits_by_itself(s, obs, silent));
     }
     if let Some(c) = background_silent(obs) {
         out.push(c);
     }
     out.extend(adopted(obs));
+    out.push(no_survivors(s, obs));
+    out
+}
+
+/// The tool whose command line contains `needle` is gone when the probe
+/// turn starts.
+fn tool_gone(obs: &Observation, needle: &str) -> Check {
+    let inv = Invariant::ProcessHygiene;
+    match obs.snapshots.iter().find(|s| s.label == "probe_turn_start") {
+        None => Check::skipped(
+            inv,
+            "tool_gone_before_next_turn",
+            "the probe turn never started",
+        ),
+        Some(snap) => Check::new(
+            inv,
+            "tool_gone_before_next_turn",
+            snap.procs
+                .iter()
+                .filter(|p| p.cmdline.contains(needle))
+                .map(|p| format!("still running when the next turn started: {p}"))
+                .collect(),
+        ),
+    }
+}
+
+/// Every worker (a single agent is worker 0) said `closed`; also whether
+/// every one did.
+fn closed(s: &Scenario, obs: &Observation) -> (Check, bool) {
+    let closed: std::collections::BTreeSet<usize> = obs
+        .events
+        .iter()
+        .filter(|t| matches!(t.event, Event::Closed))
+        .map(|t| t.worker.unwrap_or(0))
+        .collect();
+    let silent: Vec<String> = (0..obs.workers)
+        .filter(|k| !closed.contains(k))
+        .map(|k| k.to_string())
+        .collect();
+    let check = Check::new(
+        Invariant::ProcessHygiene,
+        "closed",
+        match (silent.is_empty(), obs.workers) {
+            (true, _) => vec![],
+            (false, 1) => vec![format!(
+                "`closed` never arrived within {:.0} s of the probe turn",
+                s.deadlines.exit
+            )],
+            (false, _) => vec![format!(
+                "worker(s) {} never said `closed` within {:.0} s of the probe turn",
+                silent.join(", "),
+                s.deadlines.exit
+            )],
+        },
+    );
+    (check, silent.is_empty())
+}
+
+/// Each worker's last exit is its own, not chaosrun's kill; `all_closed`:
+/// every worker said `closed`.
+fn exits_by_itself(s: &Scenario, obs: &Observation, all_closed: bool) -> Check {
+    let mut last_exit: std::collections::BTreeMap<usize, bool> = Default::default();
+    for t in &obs.events {
+        if let Event::Exited {
+            killed_by_chaosrun, ..
+        } = t.event
+        {
+            last_exit.insert(t.worker.unwrap_or(0), killed_by_chaosrun);
+        }
+    }
+    let after_closed = if obs.deadline_missed(Phase::Exit).is_some() && all_closed {
+        " of `closed`"
+    } else {
+        ""
+    };
+    let mut v = Vec::new();
+    for k in 0..obs.workers {
+        let who = if obs.workers == 1 {
+            "the agent".to_string()
+        } else {
+            format!("worker {k}")
+        };
+        match last_exit.get(&k) {
+            Some(true) => v.push(format!(
+                "{who} did not exit by itself within {:.0} s{after_closed}; chaosrun killed it",
+                s.deadlines.exit
+            )),
+            Some(false) => {}
+            None => v.push(format!("{who}'s exit was never observed")),
+        }
+    }
+    Check::new(Invariant::ProcessHygiene, "exits_by_itself", v)
+}
+
+/// No process of the scenario outlived the reap deadline (not checked when
+/// chaosrun had to kill the agent, or when orphans could not be attributed).
+fn no_survivors(s: &Scenario, obs: &Observation) -> Check {
+    let inv = Invariant::ProcessHygiene;
     if killed_by_chaosrun(obs) {
         let listed: Vec<String> = obs.survivors.iter().map(|p| p.to_string()).collect();
-        out.push(Check::skipped(
+        return Check::skipped(
             inv,
             "no_survivors",
             if listed.is_empty() {
@@ -127,8 +153,9 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
                     listed.join("; ")
                 )
             },
-        ));
-    } else if obs.survivors.is_empty() && !obs.containment.unattributed.is_empty() {
+        );
+    }
+    if obs.survivors.is_empty() && !obs.containment.unattributed.is_empty() {
         // The tag fallback saw untagged processes orphaned onto chaosrun that
         // no scenario's tree had seen: whose they are cannot be told.
         let listed: Vec<String> = obs
@@ -137,7 +164,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
             .iter()
             .map(|p| p.to_string())
             .collect();
-        out.push(Check::skipped(
+        return Check::skipped(
             inv,
             "no_survivors",
             format!(
@@ -145,26 +172,24 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
                 obs.containment.reason.as_deref().unwrap_or("tag fallback"),
                 listed.join("; ")
             ),
-        ));
-    } else {
-        out.push(Check::new(
-            inv,
-            "no_survivors",
-            obs.survivors
-                .iter()
-                .map(|p| {
-                    // The stdio MCP relay chaosrun hands the agent, by its argv.
-                    let what = if p.cmdline.contains("mcp-stdio") {
-                        "MCP stdio server left running: "
-                    } else {
-                        ""
-                    };
-                    format!("{what}survived the agent by {:.0} s: {p}", s.deadlines.reap)
-                })
-                .collect(),
-        ));
+        );
     }
-    out
+    Check::new(
+        inv,
+        "no_survivors",
+        obs.survivors
+            .iter()
+            .map(|p| {
+                // The stdio MCP relay chaosrun hands the agent, by its argv.
+                let what = if p.cmdline.contains("mcp-stdio") {
+                    "MCP stdio server left running: "
+                } else {
+                    ""
+                };
+                format!("{what}survived the agent by {:.0} s: {p}", s.deadlines.reap)
+            })
+            .collect(),
+    )
 }
 
 /// A process older than the scenario that the agent moved into its cgroup:

@@ -3,7 +3,7 @@
 //! matches what the scenario expects, with a surfaced (non-empty) `final`.
 
 use super::{clip, with_nonce, Check, Invariant};
-use crate::observe::{Event, Observation, Phase};
+use crate::observe::{Event, Observation, Phase, TurnEnd};
 use crate::scenarios::{Expect, Scenario};
 
 /// The agent's stderr tail and its own log tails, quoted as evidence.
@@ -23,7 +23,50 @@ pub(crate) fn stderr_evidence(obs: &Observation) -> String {
 
 pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let inv = Invariant::Termination;
-    let mut out = Vec::new();
+    let mut out = vec![protocol(obs)];
+    if obs
+        .find(|e| matches!(e, Event::Ready).then_some(()))
+        .is_none()
+    {
+        out.extend(never_booted(obs));
+        return out;
+    }
+    out.push(Check::new(inv, "boots", vec![]));
+
+    if matches!(s.expect, Expect::Killed) {
+        out.extend(killed(s, obs));
+        return out;
+    }
+    if let Some(spec) = &s.chaos {
+        out.extend(chaos(spec, obs));
+        return out;
+    }
+    let Some((end_at, end)) = obs.turn_end(0) else {
+        out.push(Check::new(
+            inv,
+            "faulted_turn_ends",
+            vec![format!(
+                "{} (provider calls so far: {}); {}",
+                why_no_turn_end(obs),
+                obs.recording.main_calls,
+                stderr_evidence(obs)
+            )],
+        ));
+        out.push(Check::skipped(
+            inv,
+            "outcome",
+            "the faulted turn never ended",
+        ));
+        return out;
+    };
+    out.push(turn_ends_in_time(s, obs, end_at));
+    out.push(Check::new(inv, "outcome", outcome(s, obs, &end)));
+    out
+}
+
+/// Every `CHAOS ` line parsed, none dropped past the cap, and restarts
+/// resumed where they were told.
+fn protocol(obs: &Observation) -> Check {
     let mut bad: Vec<String> = obs
         .events
         .iter()
@@ -40,77 +83,57 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
         ));
     }
     bad.extend(restart_protocol(obs));
-    out.push(Check::new(inv, "protocol", bad));
+    Check::new(Invariant::Termination, "protocol", bad)
+}
 
-    let ready = obs.find(|e| matches!(e, Event::Ready).then_some(()));
-    if ready.is_none() {
-        let why = match (obs.deadline_missed(Phase::Boot), obs.exited()) {
-            (Some(d), _) => format!("the agent never said ready within {d:.0} s"),
-            (None, Some((at, Event::Exited { code, signal, .. }))) => format!(
-                "the agent exited before it was ready (after {at:.1} s, code {code:?}, signal {signal:?})"
-            ),
-            _ => "the agent never said ready".into(),
-        };
-        out.push(Check::new(
+/// The checks of an agent that never said `ready`.
+fn never_booted(obs: &Observation) -> Vec<Check> {
+    let inv = Invariant::Termination;
+    let why = match (obs.deadline_missed(Phase::Boot), obs.exited()) {
+        (Some(d), _) => format!("the agent never said ready within {d:.0} s"),
+        (None, Some((at, Event::Exited { code, signal, .. }))) => format!(
+            "the agent exited before it was ready (after {at:.1} s, code {code:?}, signal {signal:?})"
+        ),
+        _ => "the agent never said ready".into(),
+    };
+    vec![
+        Check::new(
             inv,
             "boots",
             vec![format!("{why}; {}", stderr_evidence(obs))],
-        ));
-        out.push(Check::skipped(
-            inv,
-            "faulted_turn_ends",
-            "the agent never booted",
-        ));
-        out.push(Check::skipped(inv, "outcome", "the agent never booted"));
-        return out;
-    }
-    out.push(Check::new(inv, "boots", vec![]));
+        ),
+        Check::skipped(inv, "faulted_turn_ends", "the agent never booted"),
+        Check::skipped(inv, "outcome", "the agent never booted"),
+    ]
+}
 
-    if matches!(s.expect, Expect::Killed) {
-        out.extend(killed(s, obs));
-        return out;
+/// Why the faulted turn has no `turn_end`.
+fn why_no_turn_end(obs: &Observation) -> String {
+    if let Some(d) = obs.deadline_missed(Phase::Interrupt) {
+        format!("the faulted turn did not return within {d:.0} s of `interrupt`")
+    } else if let Some(d) = obs.deadline_missed(Phase::FaultedTurn) {
+        format!("the faulted turn did not return within its {d:.0} s deadline")
+    } else if matches!(
+        obs.exited(),
+        Some((
+            _,
+            Event::Exited {
+                killed_by_chaosrun: true,
+                signal: Some(_),
+                ..
+            }
+        ))
+    ) {
+        "the agent closed its stdout during the faulted turn without exiting; chaosrun killed it"
+            .into()
+    } else {
+        "the agent exited during the faulted turn".into()
     }
-    if let Some(spec) = &s.chaos {
-        out.extend(chaos(spec, obs));
-        return out;
-    }
-    let Some((end_at, end)) = obs.turn_end(0) else {
-        let why = if let Some(d) = obs.deadline_missed(Phase::Interrupt) {
-            format!("the faulted turn did not return within {d:.0} s of `interrupt`")
-        } else if let Some(d) = obs.deadline_missed(Phase::FaultedTurn) {
-            format!("the faulted turn did not return within its {d:.0} s deadline")
-        } else if matches!(
-            obs.exited(),
-            Some((
-                _,
-                Event::Exited {
-                    killed_by_chaosrun: true,
-                    signal: Some(_),
-                    ..
-                }
-            ))
-        ) {
-            "the agent closed its stdout during the faulted turn without exiting; chaosrun killed it"
-                .into()
-        } else {
-            "the agent exited during the faulted turn".into()
-        };
-        out.push(Check::new(
-            inv,
-            "faulted_turn_ends",
-            vec![format!(
-                "{why} (provider calls so far: {}); {}",
-                obs.recording.main_calls,
-                stderr_evidence(obs)
-            )],
-        ));
-        out.push(Check::skipped(
-            inv,
-            "outcome",
-            "the faulted turn never ended",
-        ));
-        return out;
-    };
+}
+
+/// The faulted turn, which ended at `end_at`, ended within its deadline and
+/// within the interrupt deadline after `interrupt`.
+fn turn_ends_in_time(s: &Scenario, obs: &Observation, end_at: f64) -> Check {
     let mut ends = Vec::new();
     let start = obs.turn_start(0).unwrap_or(0.0);
     if end_at - start > s.deadlines.turn {
@@ -129,8 +152,11 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
             ));
         }
     }
-    out.push(Check::new(inv, "faulted_turn_ends", ends));
+    Check::new(Invariant::Termination, "faulted_turn_ends", ends)
+}
 
+/// How the faulted turn's end differs from what the scenario expects.
+fn outcome(s: &Scenario, obs: &Observation, end: &TurnEnd) -> Vec<String> {
     let shown = format!(
         "failed={} interrupted={} completed={} final={:?} exit_reason={:?}",
         end.failed,
@@ -181,8 +207,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
             }
         }
     }
-    out.push(Check::new(inv, "outcome", v));
-    out
+    v
 }
 
 /// A restarted agent (`resume`, `start_turn: K`) must begin with

@@ -76,20 +76,37 @@ pub fn merge(paths: &[PathBuf]) -> Result<Value, String> {
     if paths.is_empty() {
         return Err("merge needs at least one JSON report".into());
     }
-    let mut scenarios: Vec<Value> = Vec::new();
-    let mut seen = HashSet::new();
-    let mut seeds = Vec::new();
-    let mut agents = Vec::new();
-    let mut wall: f64 = 0.0;
-    // Run-wide warnings of every shard, once each.
-    let mut warnings: Vec<Value> = Vec::new();
-    // (N, selected, repeat) of the first sharded report, and each K seen.
-    let mut sharding: Option<(u64, Value, Value, PathBuf)> = None;
-    let mut shards: BTreeSet<u64> = BTreeSet::new();
-    let mut unsharded = None;
-    let mut selected: Vec<Value> = Vec::new();
-    let mut repeat = Value::Null;
+    let mut m = Merger::default();
     for p in paths {
+        m.add(p)?;
+    }
+    m.finish()
+}
+
+/// What the reports read so far add up to.
+#[derive(Default)]
+struct Merger {
+    scenarios: Vec<Value>,
+    /// (id, attempt) of every scenario run taken.
+    seen: HashSet<(String, u64)>,
+    seeds: Vec<Value>,
+    agents: Vec<Value>,
+    wall: f64,
+    /// Run-wide warnings of every shard, once each.
+    warnings: Vec<Value>,
+    /// (N, selected, repeat, path) of the first sharded report.
+    sharding: Option<(u64, Value, Value, PathBuf)>,
+    /// Each shard K seen.
+    shards: BTreeSet<u64>,
+    /// The first report of no shard.
+    unsharded: Option<String>,
+    selected: Vec<Value>,
+    repeat: Value,
+}
+
+impl Merger {
+    /// Merge the report at `p` in.
+    fn add(&mut self, p: &Path) -> Result<(), String> {
         let doc = read(p)?;
         let at = p.display();
         if doc["schema"] != SCHEMA {
@@ -104,71 +121,98 @@ pub fn merge(paths: &[PathBuf]) -> Result<Value, String> {
             ));
         }
         let promised = promised(&doc).map_err(|e| format!("{at}: {e}"))?;
-        match shard_of(&doc).map_err(|e| format!("{at}: {e}"))? {
-            Some((k, n)) => {
-                if let Some(u) = &unsharded {
-                    return Err(format!(
-                        "{at}: shard {k}/{n} cannot be merged with {u}, a report of no shard"
-                    ));
-                }
-                match &sharding {
-                    None => {
-                        sharding =
-                            Some((n, doc["selected"].clone(), doc["repeat"].clone(), p.clone()))
-                    }
-                    Some((n0, sel, rep, first)) => {
-                        let first = first.display();
-                        if *n0 != n {
-                            return Err(format!(
-                                "{at}: shard {k}/{n} does not match {first}, a shard of {n0}"
-                            ));
-                        }
-                        if *sel != doc["selected"] || *rep != doc["repeat"] {
-                            return Err(format!(
-                                "{at}: its selected scenarios (or --repeat) differ from {first}'s: shards of different tables or selections"
-                            ));
-                        }
-                    }
-                }
-                if !shards.insert(k) {
-                    return Err(format!(
-                        "{at}: shard {k}/{n} is already in an earlier report"
-                    ));
-                }
-            }
-            None => {
-                if let Some((n, _, _, first)) = &sharding {
-                    return Err(format!(
-                        "{at}: a report of no shard cannot be merged with {}, a shard of {n}",
-                        first.display()
-                    ));
-                }
-                unsharded = Some(at.to_string());
-            }
+        self.place_shard(&doc, p)?;
+        if self.sharding.is_none() || self.selected.is_empty() {
+            self.selected
+                .extend(doc["selected"].as_array().cloned().unwrap_or_default());
         }
-        if sharding.is_none() || selected.is_empty() {
-            selected.extend(doc["selected"].as_array().cloned().unwrap_or_default());
+        if self.repeat.is_null() {
+            self.repeat = doc["repeat"].clone();
         }
-        if repeat.is_null() {
-            repeat = doc["repeat"].clone();
+        self.seeds.push(doc["seed"].clone());
+        if !self.agents.contains(&doc["agent"]) {
+            self.agents.push(doc["agent"].clone());
         }
-        seeds.push(doc["seed"].clone());
-        if !agents.contains(&doc["agent"]) {
-            agents.push(doc["agent"].clone());
-        }
-        wall = wall.max(doc["wall_seconds"].as_f64().unwrap_or(0.0));
+        self.wall = self.wall.max(doc["wall_seconds"].as_f64().unwrap_or(0.0));
         for w in doc["warnings"].as_array().into_iter().flatten() {
-            if !warnings.contains(w) {
-                warnings.push(w.clone());
+            if !self.warnings.contains(w) {
+                self.warnings.push(w.clone());
             }
         }
+        let here = self.take_scenarios(&doc, p)?;
+        let missing: Vec<String> = promised
+            .iter()
+            .filter(|k| !here.contains(*k))
+            .map(|(id, a)| format!("{id} (run {a})"))
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "{at}: the report says it is complete but has no result for {}; rerun it",
+                missing.join(", ")
+            ));
+        }
+        Ok(())
+    }
+
+    /// Check `doc`'s shard against the reports before it and note it.
+    fn place_shard(&mut self, doc: &Value, p: &Path) -> Result<(), String> {
+        let at = p.display();
+        let Some((k, n)) = shard_of(doc).map_err(|e| format!("{at}: {e}"))? else {
+            if let Some((n, _, _, first)) = &self.sharding {
+                return Err(format!(
+                    "{at}: a report of no shard cannot be merged with {}, a shard of {n}",
+                    first.display()
+                ));
+            }
+            self.unsharded = Some(at.to_string());
+            return Ok(());
+        };
+        if let Some(u) = &self.unsharded {
+            return Err(format!(
+                "{at}: shard {k}/{n} cannot be merged with {u}, a report of no shard"
+            ));
+        }
+        match &self.sharding {
+            None => {
+                self.sharding = Some((
+                    n,
+                    doc["selected"].clone(),
+                    doc["repeat"].clone(),
+                    p.to_path_buf(),
+                ))
+            }
+            Some((n0, sel, rep, first)) => {
+                let first = first.display();
+                if *n0 != n {
+                    return Err(format!(
+                        "{at}: shard {k}/{n} does not match {first}, a shard of {n0}"
+                    ));
+                }
+                if *sel != doc["selected"] || *rep != doc["repeat"] {
+                    return Err(format!(
+                        "{at}: its selected scenarios (or --repeat) differ from {first}'s: shards of different tables or selections"
+                    ));
+                }
+            }
+        }
+        if !self.shards.insert(k) {
+            return Err(format!(
+                "{at}: shard {k}/{n} is already in an earlier report"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Take `doc`'s scenario runs, each re-judged; the (id, attempt) taken.
+    fn take_scenarios(&mut self, doc: &Value, p: &Path) -> Result<HashSet<(String, u64)>, String> {
+        let at = p.display();
         let mut here = HashSet::new();
         for s in doc["scenarios"].as_array().into_iter().flatten() {
             let key = (
                 s["id"].as_str().unwrap_or("?").to_string(),
                 s["attempt"].as_u64().unwrap_or(1),
             );
-            if !seen.insert(key.clone()) {
+            if !self.seen.insert(key.clone()) {
                 return Err(format!(
                     "{at}: scenario {} (run {}) is already in an earlier report; shards must not overlap",
                     key.0, key.1
@@ -192,56 +236,52 @@ pub fn merge(paths: &[PathBuf]) -> Result<Value, String> {
                 };
                 s["cause"] = cause.into();
             }
-            scenarios.push(s);
+            self.scenarios.push(s);
         }
-        let missing: Vec<String> = promised
-            .iter()
-            .filter(|k| !here.contains(*k))
-            .map(|(id, a)| format!("{id} (run {a})"))
-            .collect();
-        if !missing.is_empty() {
-            return Err(format!(
-                "{at}: the report says it is complete but has no result for {}; rerun it",
-                missing.join(", ")
-            ));
-        }
+        Ok(here)
     }
-    if let Some((n, _, _, _)) = &sharding {
-        let absent: Vec<String> = (1..=*n)
-            .filter(|k| !shards.contains(k))
-            .map(|k| format!("{k}/{n}"))
-            .collect();
-        if !absent.is_empty() {
-            return Err(format!(
-                "shard {} missing: merge needs every shard of the table",
-                absent.join(", ")
-            ));
+
+    /// The merged report, once every shard is in.
+    fn finish(self) -> Result<Value, String> {
+        if let Some((n, _, _, _)) = &self.sharding {
+            let absent: Vec<String> = (1..=*n)
+                .filter(|k| !self.shards.contains(k))
+                .map(|k| format!("{k}/{n}"))
+                .collect();
+            if !absent.is_empty() {
+                return Err(format!(
+                    "shard {} missing: merge needs every shard of the table",
+                    absent.join(", ")
+                ));
+            }
         }
+        let scenarios = self.scenarios;
+        let count = |v: &str| scenarios.iter().filter(|s| s["verdict"] == v).count();
+        let (passed, failed, errors, na) = (
+            count("pass"),
+            count("fail"),
+            count("error"),
+            count("not_applicable"),
+        );
+        let (seeds, agents) = (self.seeds, self.agents);
+        Ok(json!({
+            "schema": SCHEMA,
+            "complete": true,
+            "seed": if seeds.len() == 1 { seeds[0].clone() } else { Value::Null },
+            "seeds": seeds,
+            "agent": if agents.len() == 1 { agents[0].clone() } else { Value::Array(agents) },
+            "selected": self.selected,
+            "shard": Value::Null,
+            "repeat": self.repeat,
+            "passed": passed,
+            "failed": failed,
+            "errors": errors,
+            "not_applicable": na,
+            "wall_seconds": self.wall,
+            "warnings": self.warnings,
+            "scenarios": scenarios,
+        }))
     }
-    let count = |v: &str| scenarios.iter().filter(|s| s["verdict"] == v).count();
-    let (passed, failed, errors, na) = (
-        count("pass"),
-        count("fail"),
-        count("error"),
-        count("not_applicable"),
-    );
-    Ok(json!({
-        "schema": SCHEMA,
-        "complete": true,
-        "seed": if seeds.len() == 1 { seeds[0].clone() } else { Value::Null },
-        "seeds": seeds,
-        "agent": if agents.len() == 1 { agents[0].clone() } else { Value::Array(agents) },
-        "selected": selected,
-        "shard": Value::Null,
-        "repeat": repeat,
-        "passed": passed,
-        "failed": failed,
-        "errors": errors,
-        "not_applicable": na,
-        "wall_seconds": wall,
-        "warnings": warnings,
-        "scenarios": scenarios,
-    }))
 }
 
 /// Whether a merged report is green: no failure, no error.
@@ -249,7 +289,8 @@ pub fn ok(doc: &Value) -> bool {
     doc["failed"] == 0 && doc["errors"] == 0
 }
 
-fn read(p: &Path) -> Result<Value, String> {
+/// A report file as JSON (bounded by [`crate::input::REPORT`]); errors name `PATH:LINE:COL`.
+pub(crate) fn read(p: &Path) -> Result<Value, String> {
     let text = crate::input::read_input(p, crate::input::REPORT)?;
     serde_json::from_slice(&text)
         .map_err(|e| format!("{}:{}:{}: not JSON: {e}", p.display(), e.line(), e.column()))

@@ -8,6 +8,7 @@
 pub mod html;
 pub mod json;
 pub mod junit;
+pub mod matrix;
 pub mod merge;
 pub mod progress;
 pub mod text;

@@ -223,6 +223,7 @@ impl Ctx {
                     let artifacts = if keep {
                         if let Some(base) = &opts.artifacts {
                             write_artifacts(base, &root, &obs, &checks);
+                            write_row(base, &root, &s, &self.caps);
                         }
                         Some(root)
                     } else {
@@ -366,6 +367,17 @@ fn write_artifacts(
         }
     }
     write("requests.jsonl", jsonl);
+}
+
+/// Save the resolved row and the profile's capabilities beside the
+/// observation (`row.json`), so `chaosrun judge` can re-run the oracle.
+fn write_row(base: &std::path::Path, root: &std::path::Path, s: &Scenario, caps: &Capabilities) {
+    let doc = serde_json::json!({"schema": "chaosrun-row/1", "row": s, "capabilities": caps});
+    let rel = root.strip_prefix(base).unwrap_or(root).join("row.json");
+    let bytes = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+    if let Err(e) = crate::output::write_beneath(base, &rel, &bytes) {
+        crate::say_err!("chaosrun: cannot write {}: {e}", base.join(rel).display());
+    }
 }
 
 #[cfg(test)]

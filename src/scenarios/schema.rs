@@ -364,8 +364,9 @@ pub struct TableDoc {
     pub scenarios: Vec<ScenarioDoc>,
 }
 
-/// One scenario with defaults merged in, ready to run.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One scenario with defaults merged in, ready to run. Saved with a run's
+/// artifacts (`row.json`) and read back by `chaosrun judge`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scenario {
     pub id: String,
     pub about: String,

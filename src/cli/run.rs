@@ -1,0 +1,561 @@
+//! `chaosrun TABLE` (no subcommand): run a scenario table against an agent
+//! and report. Its stages, in order: choose the rows ([`select_rows`]),
+//! resolve the agent and its profile ([`agent_profile`]), vet the outputs and
+//! open the history ([`outputs`]), run every scenario under one containment
+//! and guard ([`execute`]), then tidy up and choose the exit code
+//! ([`finish`]).
+//!
+//! Exit codes: 0 every selected, applicable scenario passed, 1 one or more
+//! failed or could not be run, 2 a usage or configuration error, 130/143
+//! interrupted by SIGINT/SIGTERM (after killing every process it started).
+//! With `--history`, a run whose verdict is printed but cannot be recorded
+//! exits 2.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+
+use super::{history_file, say, usage};
+use crate::history::recorder::{Recorder, Written};
+use crate::output;
+use crate::proc_hygiene::{self, Guard, RunContainment, RUN_VAR};
+use crate::profile::Profile;
+use crate::report::html::Html;
+use crate::report::json::{Json, Selection};
+use crate::report::junit::Junit;
+use crate::report::progress::{Live, Progress};
+use crate::report::text::Text;
+use crate::report::{Fanout, Reporter};
+use crate::runner::{self, Shared};
+use crate::scenarios::{self, Scenario};
+
+/// The flags of a table run.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The scenario table (YAML). Default: the built-in scenarios.yaml;
+    /// `process_faults.yaml` names the other built-in table when no such file is here.
+    pub scenarios: Option<PathBuf>,
+    /// A known agent's name (see `chaosrun agents`), an adapter profile
+    /// (*.yaml) or a driver executable (a profile beside it, `NAME.yaml`, is
+    /// used when present). Default: the bundled reference agent.
+    #[arg(long, value_name = "NAME|PATH")]
+    pub agent: Option<String>,
+    /// An extra argument for the agent command, before the spec path (repeatable).
+    #[arg(long = "agent-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub agent_args: Vec<String>,
+    /// Pass the caller's variable NAME to the agent (repeatable). The agent
+    /// otherwise gets only PATH, LANG, LC_*, TERM, TZ, USER, LOGNAME, SHELL,
+    /// its own HOME and TMPDIR, chaosrun's CHAOS_* and the profile's `env`.
+    /// NAME must be set (else exit 2).
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
+    /// The model API wire the agent speaks (openai-chat, openai-responses,
+    /// anthropic, gemini), overriding the profile's `wire:`.
+    #[arg(long, value_name = "WIRE")]
+    pub wire: Option<crate::provider::Wire>,
+    /// Proxy mode: forward unmatched model calls and `relay` rules to this
+    /// real server on the agent's wire (its base URL, http://...), overriding
+    /// the profile's `upstream.url`.
+    #[arg(long, value_name = "URL")]
+    pub upstream: Option<String>,
+    /// The variable holding the upstream's API key (also give --pass-env NAME),
+    /// overriding the profile's `upstream.key_env`.
+    #[arg(long = "upstream-key-env", value_name = "NAME")]
+    pub upstream_key_env: Option<String>,
+    /// A PEM file of CA certificates to trust for an https:// upstream (a
+    /// private CA), overriding the profile's `upstream.ca`.
+    #[arg(long = "upstream-ca", value_name = "FILE")]
+    pub upstream_ca: Option<PathBuf>,
+    /// Proxy mode: write each scenario's relayed main calls as a cassette,
+    /// DIR/<scenario id>.jsonl (see "Record and replay" in the README).
+    #[arg(long, value_name = "DIR", conflicts_with = "replay")]
+    pub record: Option<PathBuf>,
+    /// Answer each scenario's main calls that its own rules do not from
+    /// DIR/<scenario id>.jsonl (a recorded session), without a network.
+    #[arg(long, value_name = "DIR")]
+    pub replay: Option<PathBuf>,
+    /// Run only this scenario (repeatable).
+    #[arg(long, value_name = "ID")]
+    pub only: Vec<String>,
+    /// Skip this scenario (repeatable).
+    #[arg(long, value_name = "ID")]
+    pub skip: Vec<String>,
+    /// List the selected scenarios and exit.
+    #[arg(long)]
+    pub list: bool,
+    /// Scenarios run at once. Default: all selected (they mostly wait).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=256))]
+    pub jobs: Option<u64>,
+    /// Keep artifacts of failed scenarios under DIR (must be empty or new).
+    #[arg(
+        long = "artifacts",
+        visible_alias = "keep-artifacts",
+        value_name = "DIR"
+    )]
+    pub keep_artifacts: Option<PathBuf>,
+    /// With --artifacts, keep them for passing scenarios too.
+    #[arg(long, requires = "keep_artifacts")]
+    pub keep_all: bool,
+    /// Run each selected scenario N times and report its pass rate.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repeat: u32,
+    /// Run only shard K of N (the i-th selected scenario goes to shard i mod N + 1).
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<scenarios::Shard>,
+    /// Multiply every deadline (for slow machines).
+    #[arg(long, value_name = "F", default_value_t = 1.0)]
+    pub deadline_scale: f64,
+    /// Seed for every random choice (nonces); printed so a run can be replayed.
+    #[arg(long, value_name = "S")]
+    pub seed: Option<u64>,
+    /// No progress bars (they are off anyway when stderr is not a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Also write the report as JSON (schema chaosrun-report/2) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Also write the report as JUnit XML to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Also write a self-contained HTML report with a timeline per scenario.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Print chaosrun's own CPU seconds and peak RSS at the end (stderr).
+    #[arg(long)]
+    pub stats: bool,
+    /// Record the run in a history: a SQLite file (created if new) or a
+    /// Postgres database (a postgres:// URL or a libpq `host=… dbname=…`
+    /// string). A failed write exits 2 after the verdict is printed.
+    #[arg(long, value_name = "DB")]
+    pub history: Option<String>,
+}
+
+/// Stop the command with this exit code (a usage error already printed, or
+/// `--list` done).
+type Stop = ExitCode;
+
+/// The agent resolved for a run: what `--agent` named (or the bundled
+/// agent's path), its profile, and the temp dir the bundled agent lives in.
+struct Agent {
+    path: String,
+    profile: Profile,
+    bundled_dir: Option<tempfile::TempDir>,
+}
+
+/// The rows a run selected.
+struct Rows {
+    table_path: PathBuf,
+    /// The folder a built-in table was written to, for the run's duration.
+    _builtin: Option<tempfile::TempDir>,
+    /// Every selected id, before `--shard`.
+    ids: Vec<String>,
+    /// The rows to run (this shard's), deadlines scaled.
+    selected: Vec<Scenario>,
+}
+
+/// `chaosrun TABLE`.
+pub fn main(args: Args) -> ExitCode {
+    // `_table_dir` holds a built-in table's folder until the run ends.
+    let Rows {
+        table_path,
+        _builtin: _table_dir,
+        ids: selected_ids,
+        mut selected,
+    } = match select_rows(&args) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let agent = match agent_profile(&args, &mut selected) {
+        Ok(a) => a,
+        Err(code) => return code,
+    };
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let (artifacts, history) = match outputs(&args, &table_path, &agent, &selected, seed) {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    let (history, written) = match history {
+        Some((h, w)) => (Some(h), Some(w)),
+        None => (None, None),
+    };
+    let code = execute(
+        &args,
+        agent,
+        selected,
+        &selected_ids,
+        artifacts,
+        seed,
+        history,
+    );
+    finish(&args, code, written)
+}
+
+/// The table's rows this run selects (`--only`, `--skip`, `--shard`), with
+/// `--deadline-scale` applied, and every selected id before sharding; `--list`
+/// prints them and stops.
+fn select_rows(args: &Args) -> Result<Rows, Stop> {
+    let (table_path, builtin) =
+        crate::catalog::tables::resolve(args.scenarios.as_deref()).map_err(usage)?;
+    let table_path = &table_path;
+    if !(args.deadline_scale > 0.0 && args.deadline_scale.is_finite()) {
+        return Err(usage("--deadline-scale must be a positive, finite number"));
+    }
+    let table = scenarios::load_file(table_path).map_err(usage)?;
+    let mut selected =
+        scenarios::select(&table.scenarios, &args.only, &args.skip).map_err(usage)?;
+    if selected.is_empty() {
+        return Err(usage("--only/--skip left no scenario to run"));
+    }
+    let selected_ids: Vec<String> = selected.iter().map(|s| s.id.clone()).collect();
+    if let Some(sh) = args.shard {
+        let before = selected.len();
+        selected = scenarios::shard(selected, sh);
+        if selected.is_empty() {
+            return Err(usage(format!(
+                "shard {}/{} has no scenario: only {before} are selected, so use at most {before} shards",
+                sh.k, sh.n
+            )));
+        }
+    }
+    if args.list {
+        for s in &selected {
+            say(format_args!("{:<40} {}\n", s.id, s.about));
+        }
+        return Err(ExitCode::SUCCESS);
+    }
+    for s in &mut selected {
+        s.deadlines = s
+            .deadlines
+            .scaled(args.deadline_scale)
+            .map_err(|e| usage(format!("--deadline-scale: scenario `{}`: {e}", s.id)))?;
+    }
+    Ok(Rows {
+        table_path: table_path.clone(),
+        _builtin: builtin,
+        ids: selected_ids,
+        selected,
+    })
+}
+
+/// The agent and its profile with the command line's overrides (`--wire`,
+/// upstream, `--replay`, `--record`), and the redactor installed.
+fn agent_profile(args: &Args, selected: &mut [Scenario]) -> Result<Agent, Stop> {
+    // The bundled agent lives in a temp dir for the run's duration.
+    let (path, bundled_dir) =
+        crate::catalog::agent_or_bundled(args.agent.as_deref()).map_err(usage)?;
+    let mut profile = Profile::resolve(&path).map_err(usage)?;
+    if let Some(wire) = args.wire {
+        profile.wire = wire;
+    }
+    if profile.exec.is_some() && !args.agent_args.is_empty() {
+        return Err(usage(format!(
+            "--agent-arg is for a driver-protocol agent; `{}` is an exec-mode profile: put \
+             the arguments in its `exec.first`/`next`/`resume` argv (or read them there with \
+             `{{{{env:NAME}}}}`)",
+            profile.source
+        )));
+    }
+    let urls: Vec<&str> = args
+        .upstream
+        .iter()
+        .chain(&args.history)
+        .map(String::as_str)
+        .collect();
+    crate::profile::cassettes::replay(selected, args.replay.as_deref()).map_err(usage)?;
+    let flags = crate::provider::upstream::setup::Flags {
+        url: args.upstream.clone(),
+        key_env: args.upstream_key_env.clone(),
+        ca: args.upstream_ca.clone(),
+    };
+    if let Err(e) =
+        crate::profile::apply_cli_upstream(&mut profile, &args.pass_env, flags, selected)
+    {
+        let mut names = args.pass_env.clone();
+        names.extend(args.upstream_key_env.clone());
+        crate::profile::install_redactor(None, &names, &urls);
+        return Err(usage(e));
+    }
+    crate::profile::cassettes::record(&mut profile, args.record.clone()).map_err(usage)?;
+    crate::profile::install_redactor(Some(&profile), &args.pass_env, &urls);
+    Ok(Agent {
+        path,
+        profile,
+        bundled_dir,
+    })
+}
+
+/// Vet every output path against the inputs (and the artifacts folder),
+/// print the profile's warnings, take the artifacts folder and open the
+/// history, before anything runs: a foreign or corrupt DB costs no run.
+#[allow(clippy::type_complexity)]
+fn outputs(
+    args: &Args,
+    table_path: &Path,
+    agent: &Agent,
+    selected: &[Scenario],
+    seed: u64,
+) -> Result<(Option<output::ArtifactsDir>, Option<(Recorder, Written)>), Stop> {
+    let profile = &agent.profile;
+    let mut inputs = crate::profile::input_files(&agent.path, profile);
+    inputs.push(table_path.to_path_buf());
+    inputs.extend(std::env::current_exe().ok());
+    let outputs: Vec<(&str, &Path)> = [
+        ("--json", &args.json),
+        ("--junit", &args.junit),
+        ("--html", &args.html),
+    ]
+    .into_iter()
+    .filter_map(|(flag, out)| out.as_deref().map(|p| (flag, p)))
+    .chain(history_file(args.history.as_deref()))
+    .collect();
+    let targets = output::check_outputs(&outputs, &inputs).map_err(usage)?;
+    if let Some(dir) = &args.keep_artifacts {
+        if let Some(i) = targets.iter().position(|t| output::same_place(t, dir)) {
+            return Err(usage(format!(
+                "{} {} is the --artifacts directory; give each its own path",
+                outputs[i].0,
+                outputs[i].1.display()
+            )));
+        }
+    }
+    for w in crate::profile::needs::warnings(profile, selected) {
+        crate::say_err!("chaosrun: warning: {w}");
+    }
+    let artifacts = match &args.keep_artifacts {
+        Some(dir) => Some(output::ArtifactsDir::take(dir).map_err(usage)?),
+        None => None,
+    };
+    let Some(db) = &args.history else {
+        return Ok((artifacts, None));
+    };
+    let meta = crate::history::recorder::RunMeta {
+        table: table_path,
+        agent: agent_label(args, profile),
+        version_cmd: &profile.version_cmd,
+        seed,
+        shard: args.shard.map(|s| (s.k, s.n)),
+        html_report: args.html.as_deref(),
+    };
+    let history = crate::history::recorder::open(db, meta).map_err(usage)?;
+    Ok((artifacts, Some(history)))
+}
+
+/// The agent as reports name it: the profile's source, or `bundled`.
+fn agent_label(args: &Args, profile: &Profile) -> String {
+    if args.agent.is_some() {
+        profile.source.clone()
+    } else {
+        "bundled".into()
+    }
+}
+
+/// The reporters the flags ask for, fanned out: text (or live progress) on
+/// stdout, then JSON, JUnit, HTML and the history recorder.
+fn reporters(
+    args: &Args,
+    shared: &Shared,
+    seed: u64,
+    selected_ids: &[String],
+    history: Option<Recorder>,
+) -> Box<dyn Reporter> {
+    let progress = !args.no_progress
+        && std::io::stderr().is_terminal()
+        && std::env::var("TERM").map_or(true, |t| t != "dumb");
+    let text = Text::new(crate::redact::Lines::new(std::io::stdout()));
+    let mut all: Vec<Box<dyn Reporter>> = vec![if progress {
+        Box::new(Live {
+            progress: Progress::new(),
+            lines: text,
+        })
+    } else {
+        Box::new(text)
+    }];
+    if let Some(path) = &args.json {
+        let selection = Selection {
+            ids: selected_ids.to_vec(),
+            shard: args.shard.map(|sh| (sh.k, sh.n)),
+            repeat: args.repeat,
+        };
+        let agent = agent_label(args, &shared.profile);
+        all.push(Box::new(Json::new(path.clone(), seed, agent, selection)));
+    }
+    if let Some(path) = &args.junit {
+        all.push(Box::new(Junit::new(path.clone(), seed)));
+    }
+    if let Some(path) = &args.html {
+        all.push(Box::new(Html::new(path.clone(), seed)));
+    }
+    if let Some(recorder) = history {
+        all.push(Box::new(recorder));
+    }
+    Box::new(Fanout(all))
+}
+
+/// Run every selected scenario under one run id, containment and cleanup
+/// guard, feeding the reporters; the exit code (0, 1, or 130/143 when
+/// interrupted).
+fn execute(
+    args: &Args,
+    agent: Agent,
+    selected: Vec<Scenario>,
+    selected_ids: &[String],
+    artifacts: Option<output::ArtifactsDir>,
+    seed: u64,
+    history: Option<Recorder>,
+) -> u8 {
+    let run_id = format!("chaos{}", proc_hygiene::new_id(&mut rand::thread_rng()));
+    if let Err(e) = proc_hygiene::become_subreaper() {
+        crate::say_err!("chaosrun: warning: cannot become a child subreaper ({e}); orphans re-parent to init but are still found by their tag");
+    }
+    let containment = Arc::new(RunContainment::new(&run_id));
+    let temp: Vec<&Path> = agent.bundled_dir.iter().map(|d| d.path()).collect();
+    let guard = std::env::current_exe()
+        .and_then(|exe| Guard::spawn(&exe, &run_id, &temp))
+        .map_err(|e| crate::say_err!("chaosrun: warning: no cleanup guard ({e}); a SIGKILL of chaosrun may leave processes behind"))
+        .ok();
+    // One wave of the table at a time: repeats queue behind it rather than
+    // multiplying the load (which would itself make scenarios flaky).
+    let jobs = args.jobs.map_or(selected.len(), |j| j as usize).min(256);
+    say(format_args!(
+        "chaosrun: {} scenario{}, {jobs} at once, agent {}, seed {seed}\n",
+        selected.len(),
+        if selected.len() == 1 { "" } else { "s" },
+        if args.agent.is_some() {
+            agent.profile.source.as_str()
+        } else {
+            "bundled reference agent"
+        },
+    ));
+    say(format_args!("chaosrun: {}\n", containment.describe()));
+    let host = agent.profile.network == crate::profile::NetworkMode::Host;
+    let network = crate::driver::netns::NetNs::for_scenario(host).1;
+    say(format_args!("chaosrun: {}\n", network.describe()));
+    let shared = Arc::new(Shared {
+        profile: agent.profile,
+        agent_args: args.agent_args.clone(),
+        run_id: run_id.clone(),
+        containment: containment.clone(),
+        boot_gate: Shared::boot_gate(),
+    });
+    let opts = runner::Options {
+        jobs,
+        artifacts: artifacts.as_ref().map(|a| a.path.clone()),
+        keep_all: args.keep_all,
+        seed,
+        repeat: args.repeat,
+    };
+    let reporter = reporters(args, &shared, seed, selected_ids, history);
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let code = rt.block_on(drive(shared, selected, opts, reporter, containment.clone()));
+    // Never waits long for a blocking read that has not returned.
+    runner::end_runtime(rt);
+    containment.end();
+    remove_run_folders(&run_id);
+    drop(artifacts);
+    drop(agent.bundled_dir);
+    if let Some(g) = guard {
+        g.finish();
+    }
+    code
+}
+
+/// Run the scenarios until they all have a verdict, or until SIGINT/SIGTERM
+/// (then every process of the run is killed and there is no verdict).
+async fn drive(
+    shared: Arc<Shared>,
+    selected: Vec<Scenario>,
+    opts: runner::Options,
+    mut reporter: Box<dyn Reporter>,
+    containment: Arc<RunContainment>,
+) -> u8 {
+    let run_id = shared.run_id.clone();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let consumer = tokio::task::spawn_blocking(move || {
+        while let Some(ev) = rx.blocking_recv() {
+            reporter.on(&ev);
+        }
+    });
+    let mut sigint =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).expect("signal");
+    let mut sigterm =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("signal");
+    // Every selected scenario run (selected × repeat) must end in a
+    // verdict: the exit code comes from all of them, a missing one is an
+    // error, never from what survived.
+    let expected = selected.len() * opts.repeat.max(1) as usize;
+    let run = runner::run_all(shared, selected, opts, tx);
+    tokio::pin!(run);
+    let stopped_by = tokio::select! {
+        results = &mut run => {
+            let _ = consumer.await;
+            let stats = runner::Stats::tally(results.iter().map(|r| &r.verdict), expected);
+            return if stats.ok() { 0u8 } else { 1 };
+        }
+        _ = sigint.recv() => 130u8,
+        _ = sigterm.recv() => 143,
+    };
+    let killed = tokio::task::spawn_blocking(move || {
+        containment.end()
+            + proc_hygiene::sweep_marked(RUN_VAR, &run_id, std::time::Duration::from_secs(10))
+    })
+    .await
+    .unwrap_or(0);
+    crate::say_err!("\nchaosrun: interrupted; killed {killed} agent process(es); no verdict");
+    stopped_by
+}
+
+/// The exit code once the verdict is printed: 2 when a report the caller
+/// asked for, or the history record, could not be written.
+fn finish(args: &Args, code: u8, written: Option<Written>) -> ExitCode {
+    if args.stats {
+        print_self_stats();
+    }
+    // The verdict is printed; a run that could not be recorded still exits 2.
+    let unrecorded = written.and_then(|w| w.take()).filter(|_| code <= 1);
+    if let Some(Err(e)) = &unrecorded {
+        crate::say_err!("chaosrun: error: {e}");
+    }
+    if code <= 1 && output::write_failed() {
+        // A report the caller asked for is missing or stale: a gate must not
+        // read that as green, nor as the agent's own failure.
+        return usage("a report could not be written (see above); no verdict to gate on");
+    }
+    let code = match unrecorded {
+        Some(Err(_)) => 2,
+        _ => code,
+    };
+    ExitCode::from(code)
+}
+
+/// Remove what is left of this run's scenario folders in the temp dir
+/// (`chaosrun-RUN-N`): after an interrupt, or a scenario whose run ended
+/// early. Artifacts the user asked for live elsewhere and stay.
+fn remove_run_folders(run_id: &str) {
+    let prefix = format!("chaosrun-{run_id}-");
+    let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in dir.flatten() {
+        if e.file_name().to_string_lossy().starts_with(&prefix) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+/// chaosrun's own CPU time and peak RSS (children excluded).
+fn print_self_stats() {
+    // SAFETY: getrusage fills the struct we pass.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    crate::say_err!(
+        "chaosrun self: cpu {:.2} s (user {:.2}, sys {:.2}), peak rss {:.1} MB",
+        secs(u.ru_utime) + secs(u.ru_stime),
+        secs(u.ru_utime),
+        secs(u.ru_stime),
+        u.ru_maxrss as f64 / 1024.0
+    );
+}

@@ -1,0 +1,349 @@
+//! `chaosrun matrix`: the agent × scenario results table from JSON reports,
+//! as markdown (the real-agent tables in the docs are its output) or HTML.
+//! Each agent's reports (its table and its process-fault table, or shards)
+//! go through [`super::merge::merge`] first, so every cell comes from the
+//! same typed verdict rule as `merge`; a report `merge` refuses, the
+//! matrix refuses too. The agent is named by its profile's folder
+//! (`examples/claude-code/claude-code.yaml` → `claude-code`; the bundled
+//! agent → `reference`) and linked to the `README.md` beside its profile.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// One cell: what the agent's runs of one scenario came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cell {
+    Pass,
+    Fail,
+    Error,
+    NotApplicable,
+    /// Repeated runs that did not all agree: (passed, runs).
+    Mixed(usize, usize),
+    /// The agent's reports hold no run of it.
+    NotRun,
+}
+
+impl Cell {
+    fn markdown(&self) -> String {
+        match self {
+            Cell::Pass => "✓".into(),
+            Cell::Fail => "**✗**".into(),
+            Cell::Error => "ERROR".into(),
+            Cell::NotApplicable => "N/A".into(),
+            Cell::Mixed(p, n) => format!("{p}/{n}"),
+            Cell::NotRun => "–".into(),
+        }
+    }
+
+    /// The HTML cell's class and text.
+    fn html(&self) -> (&'static str, String) {
+        match self {
+            Cell::Pass => ("pass", "✓".into()),
+            Cell::Fail => ("fail", "✗".into()),
+            Cell::Error => ("error", "ERROR".into()),
+            Cell::NotApplicable => ("na", "N/A".into()),
+            Cell::Mixed(p, n) => ("mixed", format!("{p}/{n}")),
+            Cell::NotRun => ("none", "–".into()),
+        }
+    }
+}
+
+/// One agent's column.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Agent {
+    pub name: String,
+    /// Its README, as the link to print (None: no README beside the profile).
+    pub readme: Option<String>,
+    /// (scenario id, cell) in the order its reports hold them.
+    pub cells: Vec<(String, Cell)>,
+}
+
+impl Agent {
+    fn cell(&self, id: &str) -> Cell {
+        self.cells
+            .iter()
+            .find(|(i, _)| i == id)
+            .map_or(Cell::NotRun, |(_, c)| c.clone())
+    }
+
+    /// `passed/applicable` over the scenarios it ran.
+    fn tally(&self) -> String {
+        let applicable = self
+            .cells
+            .iter()
+            .filter(|(_, c)| !matches!(c, Cell::NotApplicable | Cell::NotRun))
+            .count();
+        let passed = self.cells.iter().filter(|(_, c)| *c == Cell::Pass).count();
+        format!("{passed}/{applicable}")
+    }
+}
+
+/// The whole table: the scenarios (rows, in first-seen order) and the agents.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matrix {
+    pub scenarios: Vec<String>,
+    pub agents: Vec<Agent>,
+}
+
+/// The agent a report names: its profile's folder name and the README
+/// beside the profile, the link prefixed with `link_prefix`.
+fn agent_of(agent: &str, link_prefix: &str) -> (String, Option<String>) {
+    if agent == "bundled" {
+        return ("reference".into(), None);
+    }
+    let path = Path::new(agent);
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    let name = dir
+        .and_then(|d| d.file_name())
+        .or_else(|| path.file_stem())
+        .map_or_else(|| agent.to_string(), |n| n.to_string_lossy().into_owned());
+    let readme = dir
+        .map(|d| d.join("README.md"))
+        .filter(|r| r.is_file())
+        .map(|r| format!("{link_prefix}{}", r.display()));
+    (name, readme)
+}
+
+/// One agent's cells from its merged report.
+fn cells(doc: &Value) -> Vec<(String, Cell)> {
+    let mut runs: Vec<(String, Vec<&str>)> = Vec::new();
+    for s in doc["scenarios"].as_array().into_iter().flatten() {
+        let id = s["id"].as_str().unwrap_or("?").to_string();
+        let verdict = s["verdict"].as_str().unwrap_or("error");
+        match runs.iter_mut().find(|(i, _)| *i == id) {
+            Some((_, v)) => v.push(verdict),
+            None => runs.push((id, vec![verdict])),
+        }
+    }
+    runs.into_iter()
+        .map(|(id, v)| {
+            let cell = match v.as_slice() {
+                all if all.iter().all(|x| *x == all[0]) => cell_of(all[0]),
+                all => Cell::Mixed(all.iter().filter(|x| **x == "pass").count(), all.len()),
+            };
+            (id, cell)
+        })
+        .collect()
+}
+
+/// The cell of runs that all had `verdict`.
+fn cell_of(verdict: &str) -> Cell {
+    match verdict {
+        "pass" => Cell::Pass,
+        "fail" => Cell::Fail,
+        "not_applicable" => Cell::NotApplicable,
+        _ => Cell::Error,
+    }
+}
+
+/// Read the reports, group them by agent (in first-seen order), merge each
+/// agent's with `merge`'s rules, and lay out the table.
+pub fn build(reports: &[PathBuf], link_prefix: &str) -> Result<Matrix, String> {
+    let mut groups: Vec<(String, Vec<PathBuf>)> = Vec::new();
+    for p in reports {
+        let doc = super::merge::read(p)?;
+        let Some(agent) = doc["agent"].as_str() else {
+            return Err(format!(
+                "{}: the report names no single agent (`agent` is {}); give each agent's own reports",
+                p.display(),
+                doc["agent"]
+            ));
+        };
+        match groups.iter_mut().find(|(a, _)| a == agent) {
+            Some((_, ps)) => ps.push(p.clone()),
+            None => groups.push((agent.to_string(), vec![p.clone()])),
+        }
+    }
+    let mut m = Matrix {
+        scenarios: Vec::new(),
+        agents: Vec::new(),
+    };
+    for (agent, paths) in groups {
+        let doc = super::merge::merge(&paths)?;
+        let (name, readme) = agent_of(&agent, link_prefix);
+        if m.agents.iter().any(|a| a.name == name) {
+            return Err(format!(
+                "two reports' agents are both named `{name}` ({agent} and another profile in a folder of that name)"
+            ));
+        }
+        let cells = cells(&doc);
+        for (id, _) in &cells {
+            if !m.scenarios.contains(id) {
+                m.scenarios.push(id.clone());
+            }
+        }
+        m.agents.push(Agent {
+            name,
+            readme,
+            cells,
+        });
+    }
+    Ok(m)
+}
+
+/// Markdown text safe inside a table cell and a link's text.
+fn md(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '|' | '[' | ']' | '*' | '_' | '`' | '\\' | '<' | '>') {
+            out.push('\\');
+        }
+        out.push(if c.is_control() { ' ' } else { c });
+    }
+    out
+}
+
+/// A link target safe in markdown (spaces and parentheses encoded).
+fn md_link(s: &str) -> String {
+    s.replace(' ', "%20")
+        .replace('(', "%28")
+        .replace(')', "%29")
+}
+
+/// The markdown table, with its legend line.
+pub fn markdown(m: &Matrix) -> String {
+    let mut out = String::from(
+        "✓ pass · **✗** fail · ERROR chaosrun could not run it · N/A not applicable to the agent's profile · k/n passes of repeated runs · – not run\n\n| scenario |",
+    );
+    for a in &m.agents {
+        match &a.readme {
+            Some(r) => {
+                let _ = write!(out, " [{}]({}) |", md(&a.name), md_link(r));
+            }
+            None => {
+                let _ = write!(out, " {} |", md(&a.name));
+            }
+        }
+    }
+    out.push_str("\n|---|");
+    out.push_str(&":-:|".repeat(m.agents.len()));
+    out.push('\n');
+    for id in &m.scenarios {
+        let _ = write!(out, "| `{id}` |");
+        for a in &m.agents {
+            let _ = write!(out, " {} |", a.cell(id).markdown());
+        }
+        out.push('\n');
+    }
+    out.push_str("| **passed** |");
+    for a in &m.agents {
+        let _ = write!(out, " **{}** |", a.tally());
+    }
+    out.push('\n');
+    out
+}
+
+/// A self-contained HTML page holding the table.
+pub fn html(m: &Matrix) -> String {
+    use super::html::esc;
+    let mut out = String::from(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>chaosrun results</title>\n<style>body{font-family:system-ui,\"DejaVu Sans\",Arial,sans-serif;margin:24px}table{border-collapse:collapse}th,td{border:1px solid #ddd;padding:3px 8px}td{text-align:center}td.id{text-align:left}.pass{color:#2e7d32}.fail{color:#c62828;font-weight:700}.error{color:#6a1b9a}.na,.none{color:#757575}.mixed{color:#ef6c00}</style>\n</head>\n<body>\n<table class=\"matrix\">\n<thead><tr><th>scenario</th>",
+    );
+    for a in &m.agents {
+        match &a.readme {
+            Some(r) => {
+                let _ = write!(out, "<th><a href=\"{}\">{}</a></th>", esc(r), esc(&a.name));
+            }
+            None => {
+                let _ = write!(out, "<th>{}</th>", esc(&a.name));
+            }
+        }
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for id in &m.scenarios {
+        let _ = write!(out, "<tr><td class=\"id\"><code>{}</code></td>", esc(id));
+        for a in &m.agents {
+            let (class, text) = a.cell(id).html();
+            let _ = write!(out, "<td class=\"{class}\">{}</td>", esc(&text));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("<tr><td class=\"id\"><b>passed</b></td>");
+    for a in &m.agents {
+        let _ = write!(out, "<td><b>{}</b></td>", esc(&a.tally()));
+    }
+    out.push_str("</tr>\n</tbody>\n</table>\n</body>\n</html>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(agent: &str, runs: &[(&str, &str)]) -> Value {
+        serde_json::json!({
+            "agent": agent,
+            "scenarios": runs.iter().map(|(id, v)| serde_json::json!({"id": id, "verdict": v})).collect::<Vec<_>>(),
+        })
+    }
+
+    #[test]
+    fn cells_count_repeats_and_keep_verdicts_apart() {
+        let d = doc(
+            "a",
+            &[
+                ("x", "pass"),
+                ("y", "fail"),
+                ("z", "not_applicable"),
+                ("w", "error"),
+                ("r", "pass"),
+                ("r", "fail"),
+                ("r", "pass"),
+                ("s", "fail"),
+                ("s", "fail"),
+            ],
+        );
+        let c = cells(&d);
+        assert_eq!(
+            c,
+            vec![
+                ("x".into(), Cell::Pass),
+                ("y".into(), Cell::Fail),
+                ("z".into(), Cell::NotApplicable),
+                ("w".into(), Cell::Error),
+                ("r".into(), Cell::Mixed(2, 3)),
+                ("s".into(), Cell::Fail),
+            ]
+        );
+        let a = Agent {
+            name: "a".into(),
+            readme: None,
+            cells: c,
+        };
+        // N/A and not-run rows are not counted; a mixed row is not a pass.
+        assert_eq!(a.tally(), "1/5");
+        assert_eq!(a.cell("missing"), Cell::NotRun);
+    }
+
+    #[test]
+    fn hostile_agent_names_cannot_break_the_table_or_the_page() {
+        let m = Matrix {
+            scenarios: vec!["x".into()],
+            agents: vec![Agent {
+                name: "a|b](<script>)".into(),
+                readme: Some("dir (1)/README.md\"><script>".into()),
+                cells: vec![("x".into(), Cell::Pass)],
+            }],
+        };
+        let md = markdown(&m);
+        let header = md.lines().nth(2).unwrap();
+        assert_eq!(header.matches(" |").count(), 2, "{header}");
+        assert!(header.contains("a\\|b\\]"), "{header}");
+        assert!(!header.contains("(1)"), "{header}");
+        let page = html(&m);
+        assert!(!page.contains("<script>"), "{page}");
+    }
+
+    #[test]
+    fn the_agent_is_named_by_its_profiles_folder() {
+        assert_eq!(agent_of("bundled", ""), ("reference".into(), None));
+        let root = env!("CARGO_MANIFEST_DIR");
+        let (name, readme) = agent_of(&format!("{root}/examples/codex/codex.yaml"), "");
+        assert_eq!(name, "codex");
+        assert_eq!(readme, Some(format!("{root}/examples/codex/README.md")));
+        assert_eq!(agent_of("agent.yaml", "").0, "agent");
+        assert_eq!(agent_of("/nonexistent/x/p.yaml", "../").1, None);
+    }
+}

@@ -1,0 +1,121 @@
+//! `chaosrun matrix`: the agent × scenario table from JSON reports. No
+//! agent's real report is committed on this branch, so the table is built
+//! from fixture reports (tests/fixtures/matrix/: two agents with a table and
+//! a process-fault report, verdicts of every kind, repeated runs) and must
+//! match the committed tests/fixtures/matrix/expected.md byte for byte.
+//! Regenerate it after a deliberate change with
+//! `chaosrun matrix tests/fixtures/matrix/{hermes-scenarios,hermes-process-faults,codex-scenarios,reference-repeat}.json > tests/fixtures/matrix/expected.md`.
+
+mod common;
+
+use common::*;
+use std::process::{Command, Output};
+
+const REPORTS: &[&str] = &[
+    "hermes-scenarios.json",
+    "hermes-process-faults.json",
+    "codex-scenarios.json",
+    "reference-repeat.json",
+];
+
+fn matrix(args: &[&str]) -> Output {
+    Command::new(bin())
+        .arg("matrix")
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .unwrap()
+}
+
+fn fixture(name: &str) -> String {
+    format!("tests/fixtures/matrix/{name}")
+}
+
+#[test]
+fn the_matrix_of_the_fixture_reports_is_the_committed_one() {
+    let args: Vec<String> = REPORTS.iter().map(|r| fixture(r)).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = matrix(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = std::fs::read_to_string(repo().join(fixture("expected.md"))).unwrap();
+    assert_eq!(stdout, want);
+    // What the committed table says, spelled out.
+    let row = |id: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{id}` |")))
+            .unwrap_or_else(|| panic!("no row {id}:\n{stdout}"))
+            .to_string()
+    };
+    assert!(stdout.contains("| scenario | [hermes](examples/hermes/README.md) | [codex](examples/codex/README.md) | reference |"), "{stdout}");
+    assert_eq!(
+        row("provider_hang"),
+        "| `provider_hang` | ✓ | **✗** | 2/3 |"
+    );
+    assert_eq!(
+        row("provider_500_forever"),
+        "| `provider_500_forever` | **✗** | ERROR | – |"
+    );
+    assert_eq!(
+        row("tool_background_swarm"),
+        "| `tool_background_swarm` | **✗** | N/A | – |"
+    );
+    assert_eq!(row("kill_mid_stream"), "| `kill_mid_stream` | ✓ | – | ✓ |");
+    assert_eq!(row("chaos_soak"), "| `chaos_soak` | **✗** | – | – |");
+    assert!(
+        stdout.contains("| **passed** | **3/6** | **1/3** | **1/2** |"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_html_matrix_links_each_agent_and_marks_each_cell() {
+    let out = matrix(&[
+        &fixture("hermes-scenarios.json"),
+        &fixture("codex-scenarios.json"),
+        "--html",
+        "--link-prefix",
+        "../",
+    ]);
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    assert!(
+        page.contains("<a href=\"../examples/hermes/README.md\">hermes</a>"),
+        "{page}"
+    );
+    assert!(page.contains("<td class=\"error\">ERROR</td>"), "{page}");
+    assert!(page.contains("<td class=\"na\">N/A</td>"), "{page}");
+    assert_eq!(page.matches("<td class=\"fail\">").count(), 3, "{page}");
+}
+
+#[test]
+fn a_report_merge_refuses_is_refused_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut doc = read_json(&repo().join(fixture("codex-scenarios.json")));
+    doc["scenarios"][0]["verdict"] = "PASSED".into();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, doc.to_string()).unwrap();
+    let out = matrix(&[bad.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("bad.json"), "{stderr}");
+    assert!(out.stdout.is_empty());
+
+    // Two reports of one agent holding the same scenario run: refused as `merge` does.
+    let twice = fixture("hermes-scenarios.json");
+    let out = matrix(&[&twice, &twice]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already in an earlier report"));
+
+    let out = matrix(&["/nonexistent/report.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = matrix(&[]);
+    assert_eq!(out.status.code(), Some(2));
+}
