@@ -286,7 +286,7 @@ mod tests {
         .unwrap();
         let ctx = test_ctx(&tools);
         let t = spec("{calls: [{tool: subagent, args: {prompt: look, run_in_background: true}}]}");
-        let (plan, issued) = t.plan(&ctx);
+        let (plan, issued) = t.plan_calls(&ctx);
         let resp = on_chat(plan, false, &cancel).await;
         let (body, _) = collect(resp.into_body()).await;
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
