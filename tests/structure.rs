@@ -1,24 +1,15 @@
 //! Structure rules the code must keep, checked by `scripts/fn_lengths.py`:
-//! no function outside tests longer than 100 lines under src/.
-//!
-//! Allowed for now (other helpers are splitting them concurrently; the lead
-//! empties this list after merging): src/runner/, src/driver/,
-//! src/provider/, src/mcp/.
+//! no function outside tests longer than 100 lines under src/ (no folder is
+//! allowed an exception).
 
 mod common;
 
 use common::repo;
 use std::process::Command;
 
-/// Folders whose long functions are being split on other branches.
-const ALLOWED_FOR_NOW: &[&str] = &["src/runner/", "src/driver/", "src/provider/", "src/mcp/"];
-
 fn fn_lengths(args: &[&str]) -> (Option<i32>, String) {
     let mut cmd = Command::new("python3");
     cmd.arg(repo().join("scripts/fn_lengths.py")).args(args);
-    for a in ALLOWED_FOR_NOW {
-        cmd.args(["--allow", a]);
-    }
     let out = cmd.current_dir(repo()).output().expect("python3 runs");
     assert!(
         out.stderr.is_empty(),
@@ -35,11 +26,7 @@ fn fn_lengths(args: &[&str]) -> (Option<i32>, String) {
 fn no_function_outside_tests_is_over_100_lines() {
     let (code, out) = fn_lengths(&["--max", "100"]);
     assert_eq!(code, Some(0), "functions over 100 lines:\n{out}");
-    // The scan really read the tree: the allowed folders' long ones are listed.
-    assert!(
-        out.lines().all(|l| l.ends_with("(allowed for now)")),
-        "{out}"
-    );
+    assert!(out.trim().is_empty(), "{out}");
 }
 
 #[test]

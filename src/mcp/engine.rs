@@ -109,6 +109,25 @@ impl Engine {
         }
     }
 
+    /// Record a message that is not one JSON-RPC object (a batch, or not
+    /// JSON) and answer it with the JSON-RPC error for it.
+    fn invalid(&self, bytes: &[u8], base: McpExchange) -> Incoming {
+        let batch = bytes.trim_ascii_start().first() == Some(&b'[');
+        self.rec.lock().unwrap().push(McpExchange {
+            method: if batch { "<batch>" } else { "<unparseable>" }.into(),
+            params: prefix(&String::from_utf8_lossy(bytes)),
+            ..base
+        });
+        let (code, msg) = if batch {
+            (-32600, "batches are not supported (protocol 2025-06-18)")
+        } else {
+            (-32700, "parse error: not a JSON-RPC object")
+        };
+        Incoming::Invalid(Frame::json(&json!({
+            "jsonrpc": "2.0", "id": null, "error": {"code": code, "message": msg}
+        })))
+    }
+
     /// Parse, record and classify one message from `conn`.
     pub fn receive(&self, conn: &str, bytes: &[u8]) -> Incoming {
         let at = self.now();
@@ -119,22 +138,7 @@ impl Engine {
         };
         let msg: Value = match serde_json::from_slice(bytes) {
             Ok(v @ Value::Object(_)) => v,
-            Ok(_) | Err(_) => {
-                let batch = bytes.trim_ascii_start().first() == Some(&b'[');
-                self.rec.lock().unwrap().push(McpExchange {
-                    method: if batch { "<batch>" } else { "<unparseable>" }.into(),
-                    params: prefix(&String::from_utf8_lossy(bytes)),
-                    ..base
-                });
-                let (code, msg) = if batch {
-                    (-32600, "batches are not supported (protocol 2025-06-18)")
-                } else {
-                    (-32700, "parse error: not a JSON-RPC object")
-                };
-                return Incoming::Invalid(Frame::json(&json!({
-                    "jsonrpc": "2.0", "id": null, "error": {"code": code, "message": msg}
-                })));
-            }
+            Ok(_) | Err(_) => return self.invalid(bytes, base),
         };
         let id = msg.get("id").filter(|v| !v.is_null()).cloned();
         let Some(method) = msg

@@ -94,6 +94,30 @@ fn failed_status(status: u16) -> bool {
     status >= 500 || matches!(status, 401 | 403 | 404)
 }
 
+/// Whether the upstream's reply streams (SSE), and the head relayed to the
+/// agent: its status and the headers an agent acts on.
+fn relayed_head(resp: &reqwest::Response, status: u16) -> (bool, axum::http::response::Builder) {
+    let sse = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let mut out =
+        Response::builder().status(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY));
+    for name in [
+        header::CONTENT_TYPE,
+        header::RETRY_AFTER,
+        header::CACHE_CONTROL,
+    ] {
+        if let Some(v) = resp.headers().get(&name) {
+            if let Ok(v) = HeaderValue::from_bytes(v.as_bytes()) {
+                out = out.header(name, v);
+            }
+        }
+    }
+    (sse, out)
+}
+
 /// Forward `body` upstream and relay the reply with `fault` applied.
 pub(crate) async fn relay(
     up: &Upstream,
@@ -158,24 +182,7 @@ pub(crate) async fn relay(
         log.record(rec);
         return Response::new(crate::provider::replies::abort_body());
     }
-    let sse = resp
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
-    let mut out =
-        Response::builder().status(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY));
-    for name in [
-        header::CONTENT_TYPE,
-        header::RETRY_AFTER,
-        header::CACHE_CONTROL,
-    ] {
-        if let Some(v) = resp.headers().get(&name) {
-            if let Ok(v) = HeaderValue::from_bytes(v.as_bytes()) {
-                out = out.header(name, v);
-            }
-        }
-    }
+    let (sse, out) = relayed_head(&resp, status);
     let body = body::relay_body(
         resp,
         body::Plan {
