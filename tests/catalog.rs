@@ -111,8 +111,8 @@ fn agents_lists_pins_capabilities_and_installs() {
             "anthropic",
             "exec",
             "yes",
-            "no",
-            "-",
+            "stdio+http",
+            "Agent",
             "run_in_background",
             "no"
         ]
@@ -124,7 +124,7 @@ fn agents_lists_pins_capabilities_and_installs() {
             "exec",
             "yes",
             "stdio+http",
-            "-",
+            "multi_agent_v1/spawn_agent",
             "-",
             "yes"
         ]
