@@ -17,6 +17,7 @@ const LAYERS: &[&[&str]] = &[
         "template",
         "term",
         "redact",
+        "listen",
     ],
     &["provider", "mcp"],
     &["scenarios", "profile", "store"],
