@@ -29,7 +29,7 @@ python3 --version
 
 # --- Installs run in the background while the build compiles ---------------------
 # Each lane writes its output to target/ci-logs/NAME.log and its exit code to
-# NAME.rc; `settle NAME TEST "reason"` reads them after the build. apt-based
+# NAME.rc; `settle NAME "reason" TEST...` reads them after the build. apt-based
 # installs share one lane (apt holds a lock).
 logs=target/ci-logs
 rm -rf "$logs"; mkdir -p "$logs"
@@ -39,12 +39,13 @@ lane() { # lane NAME COMMAND...: run COMMAND in the background
     local name=$1; shift
     ( if "$@" >"$logs/$name.log" 2>&1; then echo 0; else echo $?; fi >"$logs/$name.rc" ) &
 }
-settle() { # settle NAME TEST_NAME "reason": after `wait`, a failed lane leaves TEST out
-    local rc; rc=$(cat "$logs/$1.rc" 2>/dev/null || echo 1)
-    echo "== $1: exit $rc (log: $logs/$1.log)"
+settle() { # settle NAME "reason" TEST...: after `wait`, a failed lane leaves its TESTs out
+    local name=$1 reason=$2 rc; shift 2
+    rc=$(cat "$logs/$name.rc" 2>/dev/null || echo 1)
+    echo "== $name: exit $rc (log: $logs/$name.log)"
     if [ "$rc" != 0 ]; then
-        tail -n 15 "$logs/$1.log"
-        missing "$2" "$3"
+        tail -n 15 "$logs/$name.log" 2>/dev/null || true
+        for t in "$@"; do missing "$t" "$reason"; done
     fi
 }
 
@@ -84,22 +85,19 @@ cargo test --no-run
 echo "== waiting for the installs"
 wait
 
-settle hermes hermes_subset_verdicts "Hermes Agent could not be installed"
-settle codex codex_subset_verdicts "Codex CLI could not be installed"
-settle gemini gemini_subset_verdicts "Gemini CLI could not be installed"
-settle opencode opencode_subset_verdicts "opencode could not be installed"
-settle pi pi_subset_verdicts "pi could not be installed"
-settle copilot copilot_subset_verdicts "GitHub Copilot CLI could not be installed"
-settle pydantic_ai pydantic_ai_subset_verdicts "pydantic-ai could not be installed"
-settle claude_code claude_code_subset_verdicts "Claude Code could not be installed"
-settle chromium html_report_renders_in_chromium "chromium is not installed (apt-get install chromium, as root)"
-if [ "$(cat "$logs/chromium.rc" 2>/dev/null || echo 1)" != 0 ]; then
-    missing history_strip_renders_in_chromium "chromium is not installed (apt-get install chromium, as root)"
-fi
-settle sdk_venv every_reply_kind_on_every_wire_with_the_official_sdks "the SDK venv could not be made (scripts/sdk_venv.sh)"
-if [ "$(cat "$logs/sdk_venv.rc")" != 0 ]; then
-    missing every_mcp_reply_kind_on_both_transports_with_the_python_sdk "the SDK venv (with the mcp SDK) could not be made (scripts/sdk_venv.sh)"
-fi
+settle hermes "Hermes Agent could not be installed" hermes_subset_verdicts
+settle codex "Codex CLI could not be installed" codex_subset_verdicts
+settle gemini "Gemini CLI could not be installed" gemini_subset_verdicts
+settle opencode "opencode could not be installed" opencode_subset_verdicts
+settle pi "pi could not be installed" pi_subset_verdicts
+settle copilot "GitHub Copilot CLI could not be installed" copilot_subset_verdicts
+settle pydantic_ai "pydantic-ai could not be installed" pydantic_ai_subset_verdicts
+settle claude_code "Claude Code could not be installed" claude_code_subset_verdicts
+settle chromium "chromium is not installed (apt-get install chromium, as root)" \
+    html_report_renders_in_chromium history_strip_renders_in_chromium
+settle sdk_venv "the SDK venv (with the mcp SDK) could not be made (scripts/sdk_venv.sh)" \
+    every_reply_kind_on_every_wire_with_the_official_sdks \
+    every_mcp_reply_kind_on_both_transports_with_the_python_sdk
 
 # --- Worker mode: a local PostgreSQL on loopback, and the Postgres workers ------
 pg_rc=$(cat "$logs/postgres.rc" 2>/dev/null || echo 2)

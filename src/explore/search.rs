@@ -430,27 +430,25 @@ impl Search<'_> {
     /// is flaky and not a finding.
     fn report(&mut self, no: u64, trial: Trial, minimal: Trial, check: String) -> Result<Next, u8> {
         let plan = self.plan;
-        let (mut minimal, (mut check_v, mut reproduced, mut violations)) = {
-            let v = self.verify(&minimal, check.clone())?;
-            (minimal, v)
-        };
+        let mut minimal = minimal;
+        let (mut found, mut reproduced, mut violations) = self.verify(&minimal, check.clone())?;
         if reproduced < plan.confirm && minimal != trial {
             self.p.line(&format!(
                 "trial {no}: the shrunk row failed {reproduced}/{} alone; verifying the original schedule",
                 plan.confirm
             ));
             minimal = trial.clone();
-            (check_v, reproduced, violations) = self.verify(&minimal, check)?;
+            (found, reproduced, violations) = self.verify(&minimal, check)?;
         }
         if reproduced < plan.confirm {
             self.p.flaky += 1;
             self.p.line(&format!(
-                "trial {no}: FLAKY: the row failed {check_v} only {reproduced}/{} alone; not reported",
+                "trial {no}: FLAKY: the row failed {found} only {reproduced}/{} alone; not reported",
                 plan.confirm
             ));
             return Ok(Next::Go);
         }
-        let check = check_v;
+        let check = found;
         let healthy = self.healthy(&minimal)?;
         let f = Finding {
             run_seed: plan.seed,
