@@ -37,14 +37,17 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
         return vec![Check::new(inv, "probe", vec![why.into()])];
     };
     let Some((end_at, end)) = obs.turn_end(obs.probe_turn) else {
-        return vec![Check::new(
-            inv,
-            "probe",
-            vec![format!(
-                "the probe turn did not return within {:.0} s",
-                s.deadlines.probe
-            )],
-        )];
+        let why = match obs.start_up_missed() {
+            Some((i, d)) if i == obs.probe_turn => format!(
+                "the probe turn's process never reached the provider within {d:.0} s of its start (exec mode: its start-up is bounded by the boot deadline)"
+            ),
+            _ => format!(
+                "the probe turn did not return within {:.0} s{}",
+                s.deadlines.probe,
+                super::termination::first_call_note(obs, obs.probe_turn)
+            ),
+        };
+        return vec![Check::new(inv, "probe", vec![why])];
     };
     let probes: Vec<_> = obs
         .recording
