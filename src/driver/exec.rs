@@ -567,7 +567,7 @@ impl Turn {
             send(Line::Event(Event::TurnStart { i: i as u64 }));
             let reached = Reached {
                 shared: &shared,
-                send: &send,
+                sink: &sink,
             };
             let (exit, end, after_interrupt, captured) =
                 self.finish(started, i, &mut ctl, reached).await;
@@ -714,17 +714,25 @@ impl Turn {
 /// Where a turn tells that its process reached the provider.
 struct Reached<'a> {
     shared: &'a Shared,
-    send: &'a (dyn Fn(Line) + Sync),
+    sink: &'a Sink,
 }
 
 impl Reached<'_> {
     /// Turn `i`'s process (started at `spawned`) made its first request.
+    /// Stamped before the runner can see it: a fault the runner sends once
+    /// the turn is working is never recorded before its first call.
     fn now(&self, i: usize, spawned: Instant) {
+        let at = Instant::now();
         self.shared.reached.store(true, Ordering::SeqCst);
-        (self.send)(Line::Event(Event::FirstCall {
-            turn: i as u64,
-            after_spawn: spawned.elapsed().as_secs_f64(),
-        }));
+        let _ = self.sink.tx.send(Tagged {
+            at,
+            worker: self.sink.worker,
+            incarnation: self.sink.incarnation,
+            line: Line::Event(Event::FirstCall {
+                turn: i as u64,
+                after_spawn: (at - spawned).as_secs_f64(),
+            }),
+        });
     }
 }
 
