@@ -163,7 +163,12 @@ fn chaos_faults_land_only_in_a_turns_working_time() {
     // In time order: a fault is recorded when chaosrun sent it, the first
     // call when the CLI's request arrived (read from another task).
     let mut ev = events(&r, id);
-    ev.sort_by(|a, b| a["at"].as_f64().unwrap().total_cmp(&b["at"].as_f64().unwrap()));
+    ev.sort_by(|a, b| {
+        a["at"]
+            .as_f64()
+            .unwrap()
+            .total_cmp(&b["at"].as_f64().unwrap())
+    });
     let mut landed = 0;
     let mut working = false;
     for e in &ev {
@@ -171,7 +176,10 @@ fn chaos_faults_land_only_in_a_turns_working_time() {
             "turn_start" => working = false,
             "first_call" => working = true,
             "process_fault" if e["action"] != "cont" => {
-                assert!(working, "a fault before its turn's first request: {e} in {ev:?}");
+                assert!(
+                    working,
+                    "a fault before its turn's first request: {e} in {ev:?}"
+                );
                 assert!(e.get("start_up").is_none(), "{e}");
                 landed += usize::from(e["signalled"].as_u64().unwrap() > 0);
             }

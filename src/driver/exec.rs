@@ -670,12 +670,27 @@ impl Turn {
         };
         let mut seen = std::mem::take(&mut *s.seen.lock().unwrap_or_else(|e| e.into_inner()));
         let captured = self.merge_captures(std::mem::take(&mut seen.captured));
+        let interrupted = interrupted_at.is_some() && !escalated;
+        let end = self.judge(i, exit, seen, &stderr_tail, interrupted, escalated);
+        (exit, end, interrupted_at.is_some(), captured)
+    }
+
+    /// Turn `i`'s end from its exit, what its stdout showed through the
+    /// selectors, and its stderr's tail.
+    fn judge(
+        &self,
+        i: usize,
+        exit: Exit,
+        seen: Seen,
+        stderr_tail: &str,
+        interrupted: bool,
+        escalated: bool,
+    ) -> TurnEnd {
         let spec = &self.run.spec;
         let stderr_hit = spec.failed.stderr.as_ref().is_some_and(|r| {
             regex::Regex::new(r).is_ok_and(|re| stderr_tail.lines().any(|l| re.is_match(l)))
         });
         let exit_bad = exit.code != Some(0);
-        let interrupted = interrupted_at.is_some() && !escalated;
         let failed = !interrupted
             && (escalated
                 || (spec.failed.exit_code_nonzero && exit_bad)
@@ -699,15 +714,14 @@ impl Turn {
             _ => seen.final_text,
         }
         .unwrap_or_default();
-        let end = TurnEnd {
+        TurnEnd {
             i: i as u64,
             failed,
             interrupted,
             completed: !failed && !interrupted,
             final_text: clip(&final_text, FINAL_KEEP_CHARS),
             exit_reason: clip(&reason, 200),
-        };
-        (exit, end, interrupted_at.is_some(), captured)
+        }
     }
 }
 
