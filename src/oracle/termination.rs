@@ -121,14 +121,21 @@ pub(crate) fn first_call_note(obs: &Observation, i: u64) -> String {
     }
 }
 
-/// Exec mode: the first turn's process never reached the provider within
-/// the boot deadline (its readiness is its first request; a session-mode
+/// Exec mode: the first process of the first turn never reached the
+/// provider within the boot deadline (its readiness is its first request; a session-mode
 /// agent's is `ready`).
 fn never_reached(obs: &Observation) -> Option<Vec<Check>> {
     let inv = Invariant::Termination;
     let (0, seconds) = obs.start_up_missed()? else {
         return None;
     };
+    // A restarted agent's start-up is judged by the row's own checks.
+    if obs
+        .find(|e| matches!(e, Event::Restarted { .. }).then_some(()))
+        .is_some()
+    {
+        return None;
+    }
     Some(vec![
         Check::new(
             inv,
