@@ -14,6 +14,9 @@ pub use crate::store::{is_placeholder_id, StoreObservation, StoredMessage, Trans
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     Boot,
+    /// Exec mode: a turn's process from its spawn to its first request to
+    /// the provider (bounded by the boot deadline).
+    StartUp,
     FaultedTurn,
     Interrupt,
     Probe,
@@ -25,6 +28,7 @@ impl Phase {
     pub fn label(self) -> &'static str {
         match self {
             Phase::Boot => "booting",
+            Phase::StartUp => "start-up",
             Phase::FaultedTurn => "faulted turn",
             Phase::Interrupt => "interrupt",
             Phase::Probe => "probe",
@@ -80,10 +84,23 @@ pub enum Event {
     },
     /// chaosrun sent a process fault: `kill`, `stop` or `cont`, to
     /// `signalled` processes, after `main_calls` faulted-turn calls.
+    /// `start_up`: exec mode, it landed while the turn's process was still
+    /// starting (before its first request to the provider): shown, but not
+    /// counted as a landed fault.
     ProcessFault {
         action: String,
         signalled: usize,
         main_calls: u64,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        start_up: bool,
+    },
+    /// Exec mode: turn `turn`'s process reached the provider (its first
+    /// request of any kind) `after_spawn` seconds after it was started. The
+    /// turn's deadline runs from here; its start-up, from the spawn to here,
+    /// is bounded by the boot deadline.
+    FirstCall {
+        turn: u64,
+        after_spawn: f64,
     },
     /// After a kill, the agent was started again on the same HOME and session,
     /// told to resume at `start_turn`.
@@ -346,6 +363,36 @@ impl Observation {
             .map(|(at, _)| at)
     }
 
+    /// Exec mode: when turn `i`'s process first reached the provider (the
+    /// last time, after a restart), and how long after its spawn.
+    pub fn first_call(&self, i: u64) -> Option<(f64, f64)> {
+        self.events.iter().rev().find_map(|t| match t.event {
+            Event::FirstCall { turn, after_spawn } if turn == i => Some((t.at, after_spawn)),
+            _ => None,
+        })
+    }
+
+    /// Exec mode: the turn whose start-up passed the boot deadline, with
+    /// that deadline (the last turn started before the miss).
+    pub fn start_up_missed(&self) -> Option<(u64, f64)> {
+        let (n, seconds) = self
+            .events
+            .iter()
+            .enumerate()
+            .find_map(|(n, t)| match t.event {
+                Event::DeadlineMissed {
+                    phase: Phase::StartUp,
+                    seconds,
+                } => Some((n, seconds)),
+                _ => None,
+            })?;
+        let turn = self.events[..n].iter().rev().find_map(|t| match t.event {
+            Event::TurnStart { i } => Some(i),
+            _ => None,
+        });
+        Some((turn.unwrap_or(0), seconds))
+    }
+
     pub fn turn_end(&self, i: u64) -> Option<(f64, TurnEnd)> {
         self.find(|e| match e {
             Event::TurnEnd(t) if t.i == i => Some(t.clone()),
@@ -379,13 +426,27 @@ impl Observation {
 
     /// Process faults that reached at least one process: (kills, stops).
     pub fn faults_landed(&self) -> (usize, usize) {
+        self.faults_where(|_| true)
+    }
+
+    /// Process faults that reached at least one process in a turn's working
+    /// time (not during an exec-mode turn's start-up): (kills, stops).
+    pub fn faults_landed_working(&self) -> (usize, usize) {
+        self.faults_where(|start_up| !start_up)
+    }
+
+    /// Landed kills and stops whose `start_up` flag passes `keep`.
+    fn faults_where(&self, keep: impl Fn(bool) -> bool) -> (usize, usize) {
         let mut n = (0, 0);
         for t in &self.events {
             if let Event::ProcessFault {
-                action, signalled, ..
+                action,
+                signalled,
+                start_up,
+                ..
             } = &t.event
             {
-                if *signalled > 0 {
+                if *signalled > 0 && keep(*start_up) {
                     match action.as_str() {
                         "kill" => n.0 += 1,
                         "stop" => n.1 += 1,

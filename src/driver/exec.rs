@@ -5,6 +5,10 @@
 //! profile's selectors, `closed` and end of output once the last turn's
 //! process exited), sends an interrupt as SIGINT to the turn's process group
 //! (SIGKILL after the grace), and kills a turn's whole process tree on a kill.
+//! It also says when each turn's process first reached the provider
+//! (`first_call`, from the provider's request count: the first request after
+//! the spawn): the runner's deadlines for the turn start there, and a fault
+//! sent before it landed in start-up ([`Agent::starting_up`]).
 //! Each turn's process starts inside the scenario's containment, like any
 //! agent. [`Agent`] is either kind of agent, as the runner drives it.
 
@@ -86,6 +90,18 @@ impl Agent {
         }
     }
 
+    /// Exec mode: whether the running turn's process has not reached the
+    /// provider yet (a driver-protocol agent never is: it said `ready`).
+    pub fn starting_up(&self) -> bool {
+        match self {
+            Agent::Protocol(_) => false,
+            Agent::Exec(e) => {
+                let cur = e.shared.current.lock().unwrap_or_else(|e| e.into_inner());
+                cur.is_some() && !e.shared.reached.load(Ordering::SeqCst)
+            }
+        }
+    }
+
     pub fn exited(&self) -> Option<Exit> {
         match self {
             Agent::Protocol(p) => p.exited(),
@@ -136,6 +152,8 @@ struct Shared {
     current: Mutex<Option<Running>>,
     /// A kill landed: no further turn starts.
     killed: AtomicBool,
+    /// The running turn's process has reached the provider.
+    reached: AtomicBool,
 }
 
 /// A one-shot CLI agent over its turns.
@@ -202,6 +220,7 @@ impl ExecAgent {
         sink: Sink,
         scope: Arc<Scope>,
         resume: Option<u64>,
+        requests: watch::Receiver<u64>,
     ) -> anyhow::Result<ExecAgent> {
         let start = resume.unwrap_or(0) as usize;
         let shared = Arc::new(Shared::default());
@@ -214,6 +233,7 @@ impl ExecAgent {
             worker: sink.worker,
             budget: sink.budget.clone(),
             other_lines: other_lines.clone(),
+            requests,
         };
         // A first turn that needs a value never captured is not a spawn
         // failure: the agent says why (and ends) through its events.
@@ -315,11 +335,16 @@ struct Turn {
     worker: usize,
     budget: Arc<Budget>,
     other_lines: Arc<AtomicU64>,
+    /// The provider's request count (every route).
+    requests: watch::Receiver<u64>,
 }
 
 /// A started turn process.
 struct Started {
     pid: i32,
+    /// When it was started, and the provider's request count just before.
+    spawned: Instant,
+    requests_before: u64,
     child: tokio::process::Child,
     seen: Arc<Mutex<Seen>>,
     stdout: tokio::task::JoinHandle<()>,
@@ -425,6 +450,8 @@ impl Turn {
         let stdout_log = self.append(STDOUT)?;
         let mut stderr_log = self.append(STDERR)?;
         let _ = writeln!(stderr_log, "[chaosrun] turn {i}: {argv:?}");
+        let requests_before = *self.requests.borrow();
+        let spawned = Instant::now();
         let stdin = match self.run.spec.stdin {
             Stdin::Closed => Stdio::null(),
             Stdin::Message => Stdio::piped(),
@@ -464,6 +491,8 @@ impl Turn {
         ));
         Ok(Started {
             pid,
+            spawned,
+            requests_before,
             child,
             seen,
             stdout,
@@ -529,13 +558,19 @@ impl Turn {
             };
             {
                 let mut cur = shared.current.lock().unwrap_or_else(|e| e.into_inner());
+                shared.reached.store(false, Ordering::SeqCst);
                 *cur = Some(Running {
                     pid: started.pid,
                     pidfd: crate::proc_hygiene::pidfd_open(started.pid),
                 });
             }
             send(Line::Event(Event::TurnStart { i: i as u64 }));
-            let (exit, end, after_interrupt, captured) = self.finish(started, i, &mut ctl).await;
+            let reached = Reached {
+                shared: &shared,
+                sink: &sink,
+            };
+            let (exit, end, after_interrupt, captured) =
+                self.finish(started, i, &mut ctl, reached).await;
             *shared.current.lock().unwrap_or_else(|e| e.into_inner()) = None;
             for ev in captured {
                 send(Line::Event(ev));
@@ -572,17 +607,25 @@ impl Turn {
         mut s: Started,
         i: usize,
         ctl: &mut mpsc::UnboundedReceiver<()>,
+        reached: Reached<'_>,
     ) -> (Exit, TurnEnd, bool, Vec<Event>) {
         use std::os::unix::process::ExitStatusExt;
         let grace = Duration::from_secs_f64(self.run.spec.interrupt_grace);
         let mut interrupted_at: Option<Instant> = None;
         let mut escalated = false;
+        let mut requests = self.requests.clone();
+        let mut first_call = false;
         let status = loop {
             let kill_at = interrupted_at.map(|t| t + grace);
-            // Biased: an exit already there wins over a grace timer that
-            // fired while the runtime was busy (never escalate the exited).
+            // Biased: a first request already there is told before the exit,
+            // and an exit already there wins over a grace timer that fired
+            // while the runtime was busy (never escalate the exited).
             tokio::select! {
                 biased;
+                _ = requests.wait_for(|n| *n > s.requests_before), if !first_call => {
+                    first_call = true;
+                    reached.now(i, s.spawned);
+                }
                 st = s.child.wait() => break st,
                 Some(()) = ctl.recv(), if interrupted_at.is_none() => {
                     interrupted_at = Some(Instant::now());
@@ -602,6 +645,9 @@ impl Turn {
                 }
             }
         };
+        if !first_call && *requests.borrow() > s.requests_before {
+            reached.now(i, s.spawned);
+        }
         crate::proc_hygiene::disown(s.pid);
         let exit = match status {
             Ok(st) => Exit {
@@ -624,12 +670,27 @@ impl Turn {
         };
         let mut seen = std::mem::take(&mut *s.seen.lock().unwrap_or_else(|e| e.into_inner()));
         let captured = self.merge_captures(std::mem::take(&mut seen.captured));
+        let interrupted = interrupted_at.is_some() && !escalated;
+        let end = self.judge(i, exit, seen, &stderr_tail, interrupted, escalated);
+        (exit, end, interrupted_at.is_some(), captured)
+    }
+
+    /// Turn `i`'s end from its exit, what its stdout showed through the
+    /// selectors, and its stderr's tail.
+    fn judge(
+        &self,
+        i: usize,
+        exit: Exit,
+        seen: Seen,
+        stderr_tail: &str,
+        interrupted: bool,
+        escalated: bool,
+    ) -> TurnEnd {
         let spec = &self.run.spec;
         let stderr_hit = spec.failed.stderr.as_ref().is_some_and(|r| {
             regex::Regex::new(r).is_ok_and(|re| stderr_tail.lines().any(|l| re.is_match(l)))
         });
         let exit_bad = exit.code != Some(0);
-        let interrupted = interrupted_at.is_some() && !escalated;
         let failed = !interrupted
             && (escalated
                 || (spec.failed.exit_code_nonzero && exit_bad)
@@ -653,15 +714,39 @@ impl Turn {
             _ => seen.final_text,
         }
         .unwrap_or_default();
-        let end = TurnEnd {
+        TurnEnd {
             i: i as u64,
             failed,
             interrupted,
             completed: !failed && !interrupted,
             final_text: clip(&final_text, FINAL_KEEP_CHARS),
             exit_reason: clip(&reason, 200),
-        };
-        (exit, end, interrupted_at.is_some(), captured)
+        }
+    }
+}
+
+/// Where a turn tells that its process reached the provider.
+struct Reached<'a> {
+    shared: &'a Shared,
+    sink: &'a Sink,
+}
+
+impl Reached<'_> {
+    /// Turn `i`'s process (started at `spawned`) made its first request.
+    /// Stamped before the runner can see it: a fault the runner sends once
+    /// the turn is working is never recorded before its first call.
+    fn now(&self, i: usize, spawned: Instant) {
+        let at = Instant::now();
+        self.shared.reached.store(true, Ordering::SeqCst);
+        let _ = self.sink.tx.send(Tagged {
+            at,
+            worker: self.sink.worker,
+            incarnation: self.sink.incarnation,
+            line: Line::Event(Event::FirstCall {
+                turn: i as u64,
+                after_spawn: (at - spawned).as_secs_f64(),
+            }),
+        });
     }
 }
 

@@ -163,6 +163,7 @@ mod tests {
                 action: "kill".into(),
                 signalled: 1,
                 main_calls: 1,
+                start_up: false,
             },
         ));
         assert!(!check(&s, &o)[0].failed(), "5 ≤ 4 per life × 2 lives");

@@ -9,7 +9,8 @@
 //!   is in the journal, or its process was seen);
 //! - an interrupt: sent while the faulted turn was running;
 //! - a process fault: the kill or stop hit at least one process;
-//! - a chaos run: at least `min_faults` kills and stops landed;
+//! - a chaos run: at least `min_faults` kills and stops landed in a turn's
+//!   working time (exec mode: after the turn's first provider call);
 //! - an MCP row: its targeted rule matched a real request ([`super::mcp`]);
 //! - a context window: at least one main call overflowed it.
 
@@ -59,12 +60,20 @@ pub fn check_with(
     out
 }
 
-/// A chaos run means something only when enough faults landed.
+/// A chaos run means something only when enough faults landed, counting
+/// only those that landed in a turn's working time (an exec-mode fault
+/// during a turn's start-up tests the start-up, not the agent at work).
 fn chaos(spec: &ChaosSpec, obs: &Observation) -> Check {
-    let (kills, stops) = obs.faults_landed();
+    let (kills, stops) = obs.faults_landed_working();
+    let (all_kills, all_stops) = obs.faults_landed();
+    let early = all_kills + all_stops - kills - stops;
     let v = if kills + stops < spec.min_faults {
+        let note = match early {
+            0 => String::new(),
+            n => format!(" ({n} more landed during a turn's start-up, before its first provider call: not counted)"),
+        };
         vec![format!(
-            "the run is meaningless: only {} faults landed ({kills} kills, {stops} stops); at least {} are needed",
+            "the run is meaningless: only {} faults landed ({kills} kills, {stops} stops){note}; at least {} are needed",
             kills + stops,
             spec.min_faults
         )]
@@ -557,6 +566,7 @@ mod tests {
                 action: "kill".into(),
                 signalled: 0,
                 main_calls: 1,
+                start_up: false,
             },
         ));
         let c = check(&s, &o);

@@ -37,14 +37,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
         return vec![Check::new(inv, "probe", vec![why.into()])];
     };
     let Some((end_at, end)) = obs.turn_end(obs.probe_turn) else {
-        return vec![Check::new(
-            inv,
-            "probe",
-            vec![format!(
-                "the probe turn did not return within {:.0} s",
-                s.deadlines.probe
-            )],
-        )];
+        return vec![Check::new(inv, "probe", vec![probe_unfinished(s, obs)])];
     };
     let probes: Vec<_> = obs
         .recording
@@ -112,6 +105,21 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     vec![Check::new(inv, "probe_answered", v)]
 }
 
+/// Why the probe turn, which started, has no end: its deadline, or (exec
+/// mode) its process never reached the provider within the boot deadline.
+fn probe_unfinished(s: &Scenario, obs: &Observation) -> String {
+    match obs.start_up_missed() {
+        Some((i, d)) if i == obs.probe_turn => format!(
+            "the probe turn's process never reached the provider within {d:.0} s of its start (exec mode: its start-up is bounded by the boot deadline)"
+        ),
+        _ => format!(
+            "the probe turn did not return within {:.0} s{}",
+            s.deadlines.probe,
+            super::termination::first_call_note(obs, obs.probe_turn)
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
@@ -128,6 +136,32 @@ mod tests {
         background: None,
         mcp_tool: None,
     };
+
+    #[test]
+    fn an_exec_probe_that_never_reached_the_provider_says_so() {
+        let s = scenario("expect: error\ndeadlines: {boot: 4, probe: 6}");
+        let mut o = healthy(&s, end(0, false, true, "provider error"));
+        o.events
+            .retain(|t| !matches!(&t.event, Event::TurnEnd(x) if x.i == 1));
+        let probe = |o: &Observation| check(&s, NO_BREAKER, o)[0].violations().join("\n");
+        assert!(
+            probe(&o).contains("did not return within 6 s"),
+            "{}",
+            probe(&o)
+        );
+        o.events.push(at(
+            7.1,
+            Event::DeadlineMissed {
+                phase: Phase::StartUp,
+                seconds: 4.0,
+            },
+        ));
+        assert!(
+            probe(&o).contains("the probe turn's process never reached the provider within 4 s"),
+            "{}",
+            probe(&o)
+        );
+    }
 
     fn set_probe_end(o: &mut Observation, e: TurnEnd) {
         for t in &mut o.events {

@@ -31,6 +31,10 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
         out.extend(never_booted(obs));
         return out;
     }
+    if let Some(missed) = never_reached(obs) {
+        out.extend(missed);
+        return out;
+    }
     out.push(Check::new(inv, "boots", vec![]));
 
     if matches!(s.expect, Expect::Killed) {
@@ -107,12 +111,54 @@ fn never_booted(obs: &Observation) -> Vec<Check> {
     ]
 }
 
+/// Exec mode: how long after its spawn turn `i`'s process first reached the
+/// provider, as a note for a deadline's message (empty if it never did, or
+/// in session mode).
+pub(crate) fn first_call_note(obs: &Observation, i: u64) -> String {
+    match obs.first_call(i) {
+        Some((_, after)) => format!(" (first call at {after:.1} s after spawn)"),
+        None => String::new(),
+    }
+}
+
+/// Exec mode: the first process of the first turn never reached the
+/// provider within the boot deadline (its readiness is its first request; a session-mode
+/// agent's is `ready`).
+fn never_reached(obs: &Observation) -> Option<Vec<Check>> {
+    let inv = Invariant::Termination;
+    let (0, seconds) = obs.start_up_missed()? else {
+        return None;
+    };
+    // A restarted agent's start-up is judged by the row's own checks.
+    if obs
+        .find(|e| matches!(e, Event::Restarted { .. }).then_some(()))
+        .is_some()
+    {
+        return None;
+    }
+    Some(vec![
+        Check::new(
+            inv,
+            "boots",
+            vec![format!(
+                "the agent's process never reached the provider within {seconds:.0} s of its start (exec mode: a turn's start-up is bounded by the boot deadline); {}",
+                stderr_evidence(obs)
+            )],
+        ),
+        Check::skipped(inv, "faulted_turn_ends", "the agent never reached the provider"),
+        Check::skipped(inv, "outcome", "the agent never reached the provider"),
+    ])
+}
+
 /// Why the faulted turn has no `turn_end`.
 fn why_no_turn_end(obs: &Observation) -> String {
     if let Some(d) = obs.deadline_missed(Phase::Interrupt) {
         format!("the faulted turn did not return within {d:.0} s of `interrupt`")
     } else if let Some(d) = obs.deadline_missed(Phase::FaultedTurn) {
-        format!("the faulted turn did not return within its {d:.0} s deadline")
+        format!(
+            "the faulted turn did not return within its {d:.0} s deadline{}",
+            first_call_note(obs, 0)
+        )
     } else if matches!(
         obs.exited(),
         Some((
@@ -135,12 +181,17 @@ fn why_no_turn_end(obs: &Observation) -> String {
 /// within the interrupt deadline after `interrupt`.
 fn turn_ends_in_time(s: &Scenario, obs: &Observation, end_at: f64) -> Check {
     let mut ends = Vec::new();
-    let start = obs.turn_start(0).unwrap_or(0.0);
+    // Exec mode: the turn's time runs from its first request.
+    let start = match obs.first_call(0) {
+        Some((at, _)) => at,
+        None => obs.turn_start(0).unwrap_or(0.0),
+    };
     if end_at - start > s.deadlines.turn {
         ends.push(format!(
-            "the faulted turn took {:.1} s, past its {:.0} s deadline",
+            "the faulted turn took {:.1} s, past its {:.0} s deadline{}",
             end_at - start,
-            s.deadlines.turn
+            s.deadlines.turn,
+            first_call_note(obs, 0)
         ));
     }
     if let Some((sent, _)) = obs.interrupt_sent() {
@@ -325,9 +376,12 @@ fn chaos(_spec: &crate::scenarios::ChaosSpec, obs: &Observation) -> Vec<Check> {
     let turns = if unfinished.is_empty() {
         vec![]
     } else {
-        let why = match obs.deadline_missed(Phase::FaultedTurn) {
-            Some(d) => format!("(no turn ended for {d:.0} s, the turn deadline)"),
-            None => "before the agent stopped".to_string(),
+        let why = match (obs.start_up_missed(), obs.deadline_missed(Phase::FaultedTurn)) {
+            (Some((i, d)), _) => format!(
+                "(turn {i}'s process never reached the provider within {d:.0} s of its start, the boot deadline)"
+            ),
+            (None, Some(d)) => format!("(no turn ended for {d:.0} s, the turn deadline)"),
+            (None, None) => "before the agent stopped".to_string(),
         };
         vec![format!(
             "turn(s) {} never finished {why}; {}",
@@ -480,6 +534,7 @@ mod tests {
             action: "kill".into(),
             signalled: 1,
             main_calls: 1,
+            start_up: false,
         };
         obs.events.insert(3, at(1.0, kill));
         obs.events.insert(
@@ -618,6 +673,7 @@ mod tests {
                     action: "kill".into(),
                     signalled: 1,
                     main_calls: 1,
+                    start_up: false,
                 },
             ));
             o.events.push(at(
@@ -637,6 +693,7 @@ mod tests {
                     action: "stop".into(),
                     signalled: 3,
                     main_calls: 1,
+                    start_up: false,
                 },
             ));
             t += 0.5;
@@ -670,6 +727,122 @@ mod tests {
             .unwrap()
             .violations();
         assert!(v[0].contains("meaningless: only 2 faults landed"), "{v:?}");
+    }
+
+    #[test]
+    fn faults_in_a_turns_start_up_are_shown_but_not_counted() {
+        // Three faults landed, enough, but all during exec-mode start-ups.
+        let (s, mut o) = chaos_run(2, 1);
+        let full = o.clone();
+        for t in &mut o.events {
+            if let Event::ProcessFault { start_up, .. } = &mut t.event {
+                *start_up = true;
+            }
+        }
+        let named = |o: &Observation| {
+            crate::oracle::check(&s, crate::observe::Capabilities::default(), o)
+                .into_iter()
+                .find(|c| c.name == "enough_faults_landed")
+                .unwrap()
+        };
+        let v = named(&o).violations().to_vec();
+        assert!(
+            v[0].contains(
+                "only 0 faults landed (0 kills, 0 stops) (3 more landed during a turn's start-up"
+            ),
+            "{v:?}"
+        );
+        // One in working time, two in start-up: still too few.
+        if let Some(Event::ProcessFault { start_up, .. }) = o
+            .events
+            .iter_mut()
+            .map(|t| &mut t.event)
+            .find(|e| matches!(e, Event::ProcessFault { .. }))
+        {
+            *start_up = false;
+        }
+        assert!(named(&o).violations()[0].contains("only 1 faults landed"));
+        // The same faults in working time pass.
+        assert!(!named(&full).failed(), "{:?}", named(&full));
+        assert_eq!(
+            o.faults_landed(),
+            (2, 1),
+            "every landed fault is still shown"
+        );
+    }
+
+    /// An exec-mode faulted turn: spawned at 0.2 s, first call `first` s
+    /// later, ended at `end_at`.
+    fn exec_turn(s: &Scenario, first: Option<f64>, end_at: f64) -> Observation {
+        let mut o = healthy(s, end(0, false, true, "provider error"));
+        o.events
+            .retain(|t| !matches!(t.event, Event::TurnEnd(_) | Event::TurnStart { .. }));
+        o.events.push(at(0.2, Event::TurnStart { i: 0 }));
+        if let Some(after) = first {
+            o.events.push(at(
+                0.2 + after,
+                Event::FirstCall {
+                    turn: 0,
+                    after_spawn: after,
+                },
+            ));
+        }
+        o.events.push(at(
+            end_at,
+            Event::TurnEnd(end(0, false, true, "provider error")),
+        ));
+        o
+    }
+
+    #[test]
+    fn an_exec_turns_time_runs_from_its_first_call() {
+        let s = scenario("expect: error\ndeadlines: {turn: 10, boot: 20}");
+        let named = |o: &Observation| {
+            check(&s, o)
+                .into_iter()
+                .find(|c| c.name == "faulted_turn_ends")
+                .unwrap()
+        };
+        // 8 s of start-up, then 9 s of work: within the 10 s turn deadline.
+        assert!(!named(&exec_turn(&s, Some(8.0), 17.2)).failed());
+        // Counted from the spawn it would be 17 s: what session mode does.
+        let v = named(&exec_turn(&s, None, 17.2)).violations().to_vec();
+        assert!(
+            v[0].contains("took 17.0 s, past its 10 s deadline"),
+            "{v:?}"
+        );
+        // 12 s of work after the first call is late, and says when it came.
+        let v = named(&exec_turn(&s, Some(3.0), 15.3)).violations().to_vec();
+        assert!(
+            v[0].contains("took 12.1 s, past its 10 s deadline (first call at 3.0 s after spawn)"),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn an_exec_turn_that_never_reached_the_provider_fails_boots() {
+        let s = scenario("expect: error\ndeadlines: {boot: 4}");
+        let mut o = healthy(&s, end(0, false, true, "x"));
+        o.events
+            .retain(|t| !matches!(t.event, Event::TurnEnd(_) | Event::TurnStart { .. }));
+        o.events.push(at(0.2, Event::TurnStart { i: 0 }));
+        o.events.push(at(
+            4.2,
+            Event::DeadlineMissed {
+                phase: Phase::StartUp,
+                seconds: 4.0,
+            },
+        ));
+        let c = check(&s, &o);
+        let boots = c.iter().find(|c| c.name == "boots").unwrap();
+        assert!(
+            boots.violations()[0].contains("never reached the provider within 4 s of its start"),
+            "{c:?}"
+        );
+        assert!(c
+            .iter()
+            .find(|c| c.name == "faulted_turn_ends")
+            .is_some_and(|c| c.not_checked_reason().is_some()));
     }
 
     #[test]

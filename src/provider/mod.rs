@@ -261,6 +261,12 @@ impl Provider {
         self.inner.main_calls()
     }
 
+    /// A watch on the number of requests received so far over every route
+    /// (exec mode awaits a turn's first one: its process reached the provider).
+    pub fn requests(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.requests()
+    }
+
     /// A watch on the number of subagent calls received so far.
     pub fn subagent_calls(&self) -> tokio::sync::watch::Receiver<u64> {
         self.inner.subagent_calls()

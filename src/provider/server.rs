@@ -61,6 +61,8 @@ struct Shared {
     /// Random-ish per server, so ids differ between providers.
     prefix: String,
     seq: AtomicU64,
+    /// A watch on `seq`: requests received so far, every route.
+    seq_tx: watch::Sender<u64>,
     reply_seq: AtomicU64,
     main: AtomicU64,
     probe: AtomicU64,
@@ -131,6 +133,7 @@ impl Running {
             started: Instant::now(),
             prefix: format!("{:06x}", rand::random::<u32>() & 0xff_ffff),
             seq: AtomicU64::new(0),
+            seq_tx: watch::channel(0u64).0,
             reply_seq: AtomicU64::new(0),
             main: AtomicU64::new(0),
             probe: AtomicU64::new(0),
@@ -182,6 +185,10 @@ impl Running {
 
     pub(crate) fn subagent_calls(&self) -> watch::Receiver<u64> {
         self.shared.subagent_tx.subscribe()
+    }
+
+    pub(crate) fn requests(&self) -> watch::Receiver<u64> {
+        self.shared.seq_tx.subscribe()
     }
 
     pub(crate) fn recording(&self) -> Recording {
@@ -356,8 +363,10 @@ impl Shared {
         headers: &HeaderMap,
         body: &ReadBody,
     ) -> RequestHead {
+        let seq = self.seq.fetch_add(1, Ordering::SeqCst);
+        self.seq_tx.send_modify(|v| *v = (*v).max(seq + 1));
         RequestHead {
-            seq: self.seq.fetch_add(1, Ordering::SeqCst),
+            seq,
             at: self.started.elapsed().as_secs_f64(),
             method: method.to_string(),
             path: uri.path().to_string(),

@@ -67,8 +67,10 @@ pub fn scenario_value(r: &ScenarioResult) -> Value {
         "containment": r.observation.containment.kind,
         "network": r.observation.network,
         "chaos": r.observation.chaos.as_ref().map(|c| {
-            let (kills, stops) = r.observation.faults_landed();
-            json!({"seed": c.seed, "schedule": c.schedule, "kills": kills, "stops": stops})
+            let (kills, stops) = r.observation.faults_landed_working();
+            let (k, s) = r.observation.faults_landed();
+            json!({"seed": c.seed, "schedule": c.schedule, "kills": kills, "stops": stops,
+                   "in_start_up": k + s - kills - stops})
         }),
     });
     if rec.subagent_calls > 0 {

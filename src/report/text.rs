@@ -71,9 +71,14 @@ pub fn scenario_line(r: &ScenarioResult, width: usize) -> String {
         line.push_str(&format!("  ({not_checked} not checked)"));
     }
     if let Some(c) = &r.observation.chaos {
-        let (kills, stops) = r.observation.faults_landed();
+        let (kills, stops) = r.observation.faults_landed_working();
+        let (k, s) = r.observation.faults_landed();
+        let early = match k + s - kills - stops {
+            0 => String::new(),
+            n => format!(", {n} more in start-up (not counted)"),
+        };
         line.push_str(&format!(
-            "  [chaos seed {}: {kills} kills, {stops} stops landed of {} scheduled]",
+            "  [chaos seed {}: {kills} kills, {stops} stops landed{early} of {} scheduled]",
             c.seed,
             c.schedule.len()
         ));

@@ -39,6 +39,7 @@ pub async fn observe(
         env: &session.env,
         gate: shared.boot_gate.clone(),
         scope: session.scope.clone(),
+        requests: session.provider.requests(),
     };
     let drive = Drive::new(start, launch, plan.workers, on_phase);
     let script = (plan.chaos.as_ref(), &session.provider, session.mcp.as_ref());

@@ -3,7 +3,11 @@
 //! kills an agent process (then resumes it at the first unfinished turn) or
 //! stops it. In worker mode each fault picks one
 //! of the workers; a single agent's stops freeze its whole tree (its cgroup,
-//! or what the tag fallback finds).
+//! or what the tag fallback finds). In exec mode the faults land in a turn's
+//! working time (after its process first reached the provider), and each
+//! turn's start-up is bounded by the boot deadline, not the turn's.
+
+use std::collections::BTreeSet;
 
 use tokio::time::{sleep_until, Instant};
 
@@ -13,7 +17,121 @@ use crate::provider::Provider;
 use crate::scenarios::{FaultTarget, Scenario};
 use crate::units::secs;
 
+/// The run's pace: each turn must end within the turn deadline of the
+/// previous one's end (or of a restart), so a slow but live agent is not
+/// failed for its pace. In exec mode each turn's process must first reach
+/// the provider within the boot deadline of its spawn, and the turn deadline
+/// runs from that first request.
+struct Pace {
+    turn: f64,
+    boot: f64,
+    exec: bool,
+    deadline: Instant,
+    /// An exec-mode turn's process is starting up (the boot deadline runs).
+    starting: bool,
+}
+
+impl Pace {
+    fn on(&mut self, at: Instant, ev: &Event) {
+        match ev {
+            Event::TurnStart { .. } if self.exec => {
+                (self.starting, self.deadline) = (true, at + secs(self.boot));
+            }
+            Event::FirstCall { .. } => {
+                (self.starting, self.deadline) = (false, at + secs(self.turn))
+            }
+            _ => {}
+        }
+    }
+
+    /// A turn ended, or the agent was restarted.
+    fn reset(&mut self, restart: bool) {
+        let by = Instant::now() + secs(self.turn);
+        self.deadline = if restart { self.deadline.max(by) } else { by };
+    }
+
+    fn missed(&self, d: &mut Drive) {
+        match self.starting {
+            true => d.missed(Phase::StartUp, self.boot),
+            false => d.missed(Phase::FaultedTurn, self.turn),
+        }
+    }
+}
+
+/// What the loop keeps over a chaos run.
+struct Run {
+    pace: Pace,
+    /// The spec's turns are the conversation, then the probe.
+    probe: u64,
+    ended: BTreeSet<u64>,
+    closed: BTreeSet<usize>,
+}
+
+impl Run {
+    /// Record an event of worker `k`; whether it ended the probe turn.
+    async fn event(&mut self, d: &mut Drive<'_>, at: Instant, k: usize, ev: Event) -> bool {
+        let mut done = false;
+        match &ev {
+            Event::TurnStart { i } if *i == self.probe => d.snapshot("probe_turn_start").await,
+            Event::TurnEnd(t) => {
+                if self.ended.insert(t.i) {
+                    self.pace.reset(false);
+                }
+                done = t.i == self.probe;
+            }
+            Event::Closed => {
+                self.closed.insert(k);
+            }
+            _ => {}
+        }
+        self.pace.on(at, &ev);
+        d.push_from(at, k, ev);
+        done
+    }
+
+    /// Land fault `f` on worker `k`: a kill (then the agent resumed at the
+    /// first unfinished turn) or a stop. Whether the agent is still going.
+    async fn land(
+        &mut self,
+        d: &mut Drive<'_>,
+        f: &ScheduledFault,
+        k: usize,
+        s: &Scenario,
+        calls: u64,
+    ) -> bool {
+        let boot = s.deadlines.boot;
+        if f.action == "kill" {
+            d.signal(k, FaultTarget::Agent, libc::SIGKILL, "kill", calls)
+                .await;
+            let probe = self.probe;
+            let start = (0..=probe)
+                .find(|i| !self.ended.contains(i))
+                .unwrap_or(probe);
+            if !d.restart(k, start, boot).await {
+                return false;
+            }
+            // A restarted exec-mode agent's turn starts up again: its
+            // `turn_start`, read next, moves the pace on.
+            self.pace.reset(true);
+            return true;
+        }
+        // One agent's stop freezes its whole tree; a worker's, only itself.
+        let target = if d.count() > 1 {
+            FaultTarget::Agent
+        } else {
+            FaultTarget::Tree
+        };
+        d.signal(k, target, libc::SIGSTOP, "stop", calls).await;
+        tokio::time::sleep(secs(f.stop_for)).await;
+        d.signal(k, target, libc::SIGCONT, "cont", calls).await;
+        true
+    }
+}
+
 /// Drive a chaos run; returns whether every turn got through (`Err`: setup).
+/// A fault that comes due while its worker's exec-mode turn is still
+/// starting up is held until that turn's first request to the provider, so
+/// every fault lands in a turn's working time.
 pub(crate) async fn drive(
     d: &mut Drive<'_>,
     s: &Scenario,
@@ -25,73 +143,59 @@ pub(crate) async fn drive(
         return Ok(false);
     }
     let spec = s.chaos.as_ref().expect("a chaos scenario");
-    // The spec's turns are the conversation, then the probe.
-    let probe = spec.turns;
-    let stop_target = if d.count() > 1 {
-        FaultTarget::Agent
-    } else {
-        FaultTarget::Tree
-    };
-    // Bounded termination per turn, as everywhere else: each turn must end
-    // within the turn deadline of the previous one's end (or of a restart),
-    // so a slow but live agent is not failed for its pace.
-    let t0 = Instant::now();
-    let mut deadline = t0 + secs(dl.turn);
     d.phase(Phase::FaultedTurn, dl.turn);
-    let mut ended = std::collections::BTreeSet::new();
-    let mut closed = std::collections::BTreeSet::new();
+    let t0 = Instant::now();
+    let pace = Pace {
+        turn: dl.turn,
+        boot: dl.boot,
+        exec: d.exec(),
+        deadline: t0 + secs(dl.turn),
+        starting: false,
+    };
+    let mut run = Run {
+        pace,
+        probe: spec.turns,
+        ended: BTreeSet::new(),
+        closed: BTreeSet::new(),
+    };
+    // Events of the first turn read while booting.
+    for (at, ev) in d.recorded_since_spawn(0) {
+        run.pace.on(at, &ev);
+    }
     let mut next = schedule.iter();
     let mut fault = next.next();
+    let mut held: Option<&ScheduledFault> = None;
     loop {
-        let fault_at = fault.map(|f| t0 + secs(f.at));
+        let fault_at = fault.filter(|_| held.is_none()).map(|f| t0 + secs(f.at));
         tokio::select! {
             line = d.next() => match line {
                 // A worker that said `closed` may exit; any other exit is a crash.
-                Next::Eof(k) if closed.contains(&k) => {}
+                Next::Eof(k) if run.closed.contains(&k) => {}
                 Next::Eof(_) => return Ok(false),
                 Next::Event(at, k, ev) => {
-                    let mut done = false;
-                    match &ev {
-                        Event::TurnStart { i } if *i == probe => d.snapshot("probe_turn_start").await,
-                        Event::TurnEnd(t) => {
-                            if ended.insert(t.i) {
-                                deadline = Instant::now() + secs(dl.turn);
-                            }
-                            done = t.i == probe;
-                        }
-                        Event::Closed => {
-                            closed.insert(k);
-                        }
-                        _ => {}
-                    }
-                    d.push_from(at, k, ev);
-                    if done {
+                    if run.event(d, at, k, ev).await {
                         return Ok(true);
                     }
                 }
             },
             _ = sleep_until(fault_at.unwrap_or(t0)), if fault_at.is_some() => {
-                let f = fault.expect("guarded by fault_at");
+                held = fault;
                 fault = next.next();
-                let k = f.worker.min(d.count() - 1);
-                let calls = *provider.main_calls().borrow();
-                if f.action == "kill" {
-                    d.signal(k, FaultTarget::Agent, libc::SIGKILL, "kill", calls).await;
-                    let start = (0..=probe).find(|i| !ended.contains(i)).unwrap_or(probe);
-                    if !d.restart(k, start, dl.boot).await {
-                        return Ok(false);
-                    }
-                    deadline = deadline.max(Instant::now() + secs(dl.turn));
-                } else {
-                    d.signal(k, stop_target, libc::SIGSTOP, "stop", calls).await;
-                    tokio::time::sleep(secs(f.stop_for)).await;
-                    d.signal(k, stop_target, libc::SIGCONT, "cont", calls).await;
-                }
             }
-            _ = sleep_until(deadline) => {
-                d.missed(Phase::FaultedTurn, dl.turn);
+            _ = sleep_until(run.pace.deadline) => {
+                run.pace.missed(d);
                 return Ok(false);
             }
+        }
+        let Some(f) = held else { continue };
+        let k = f.worker.min(d.count() - 1);
+        if d.starting_up(k) {
+            continue;
+        }
+        held = None;
+        let calls = *provider.main_calls().borrow();
+        if !run.land(d, f, k, s, calls).await {
+            return Ok(false);
         }
     }
 }

@@ -12,6 +12,7 @@
 //! [`Driven`].
 
 mod chaos;
+mod clock;
 mod turns;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -52,6 +53,9 @@ pub(crate) struct Launch<'a> {
     pub gate: Arc<Semaphore>,
     /// The scenario's containment: every worker is started inside it.
     pub scope: Arc<Scope>,
+    /// The provider's request count (exec mode: a turn's first request
+    /// starts its deadline).
+    pub requests: tokio::sync::watch::Receiver<u64>,
 }
 
 pub(crate) struct Drive<'a> {
@@ -175,6 +179,17 @@ impl<'a> Drive<'a> {
         self.workers.len() > 1
     }
 
+    /// Exec mode: one process per turn, each with its own start-up.
+    pub(crate) fn exec(&self) -> bool {
+        self.launch.prepared.exec.is_some()
+    }
+
+    /// Whether worker `k`'s running turn is still starting up (exec mode:
+    /// its process has not reached the provider yet).
+    pub(crate) fn starting_up(&self, k: usize) -> bool {
+        self.workers[k].as_ref().is_some_and(Agent::starting_up)
+    }
+
     /// Worker `k`'s current process.
     pub(crate) fn worker(&mut self, k: usize) -> &mut Agent {
         self.workers[k].as_mut().expect("the worker was started")
@@ -237,6 +252,20 @@ impl<'a> Drive<'a> {
             .any(|t| matches!(t.event, Event::Closed))
     }
 
+    /// The recorded events from turn `turn`'s latest `turn_start` on, with
+    /// their instants (none if it has not started).
+    pub(crate) fn recorded_since_spawn(&self, turn: u64) -> Vec<(Instant, Event)> {
+        let from = self
+            .events
+            .iter()
+            .rposition(|t| matches!(t.event, Event::TurnStart { i } if i == turn));
+        let Some(from) = from else { return Vec::new() };
+        self.events[from..]
+            .iter()
+            .map(|t| (self.start + secs(t.at), t.event.clone()))
+            .collect()
+    }
+
     /// Whether an event matching `want` was already recorded (in worker mode
     /// the others keep running while one boots, so what a later wait looks
     /// for may have come in already).
@@ -295,6 +324,7 @@ impl<'a> Drive<'a> {
                 sink,
                 self.launch.scope.clone(),
                 resume,
+                self.launch.requests.clone(),
             )?;
             return Ok(self.started(k, Agent::Exec(agent), resume, permit));
         }
@@ -390,7 +420,8 @@ impl<'a> Drive<'a> {
     /// Send `sig` to worker `k` (through its pidfd), or to the scenario's
     /// whole tree (SIGKILL: `cgroup.kill`; SIGSTOP/SIGCONT: freeze/thaw; the
     /// tag fallback signals what it can find); records the fault with the
-    /// number of processes actually hit (0: the fault did not land).
+    /// number of processes actually hit (0: the fault did not land), and
+    /// whether it hit an exec-mode turn still starting up.
     pub(crate) async fn signal(
         &mut self,
         k: usize,
@@ -399,6 +430,7 @@ impl<'a> Drive<'a> {
         action: &str,
         main_calls: u64,
     ) {
+        let start_up = self.starting_up(k);
         let signalled = match target {
             FaultTarget::Agent => usize::from(self.worker(k).signal(sig)),
             FaultTarget::Tree => {
@@ -416,6 +448,7 @@ impl<'a> Drive<'a> {
             action: action.into(),
             signalled,
             main_calls,
+            start_up,
         };
         if self.multi() {
             self.push_from(Instant::now(), k, event);

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use tokio::time::{sleep_until, Instant};
 
-use super::{Drive, Next, Waited};
+use super::clock::{began, TurnClock};
+use super::{Drive, Next};
 use crate::observe::{Event, Phase};
 use crate::proc_hygiene::Scope;
 use crate::provider::Provider;
@@ -82,7 +83,8 @@ pub(crate) async fn drive(
 
 /// The faulted turn, with its interrupt or process fault sent when its
 /// trigger fires: whether it ended (or, after a kill, the agent was revived)
-/// within its deadline.
+/// within its deadline. In exec mode the deadline and the triggers run from
+/// the turn's first request to the provider ([`TurnClock`]).
 async fn faulted_turn(
     d: &mut Drive<'_>,
     s: &Scenario,
@@ -90,32 +92,28 @@ async fn faulted_turn(
     mcp: Option<&crate::mcp::McpServer>,
 ) -> bool {
     let dl = &s.deadlines;
-    d.phase(Phase::FaultedTurn, dl.turn);
-    let turn_started = Instant::now();
-    let mut deadline = turn_started + secs(dl.turn);
-    let (mut phase, mut phase_secs) = (Phase::FaultedTurn, dl.turn);
+    let mut clock = TurnClock::start(d, 0, Phase::FaultedTurn, dl.turn, dl.boot);
+    let (mut working, mut fault_working) = (clock.working(), clock.working());
     let mut calls = calls_for(s.interrupt.as_ref(), provider);
     let scope = d.scope().clone();
     let mut mcp_calls = mcp.map(|m| m.calls_watch());
     let mut fault_mcp_calls = mcp.map(|m| m.calls_watch());
-    let trigger = trigger_fired(
-        &s.interrupt,
-        &mut calls,
-        &mut mcp_calls,
-        &scope,
-        turn_started,
-    );
+    let trigger = async {
+        let since = began(&mut working).await;
+        trigger_fired(&s.interrupt, &mut calls, &mut mcp_calls, &scope, since).await;
+    };
     tokio::pin!(trigger);
     let mut fault_calls = calls_for(s.process_fault.as_ref().map(|f| &f.at), provider);
     let fault_at = s.process_fault.as_ref().map(|f| f.at.clone());
     let fault_delay = s.process_fault.as_ref().map_or(0.0, |f| f.delay);
     let fault_trigger = async {
+        let since = began(&mut fault_working).await;
         trigger_fired(
             &fault_at,
             &mut fault_calls,
             &mut fault_mcp_calls,
             &scope,
-            turn_started,
+            since,
         )
         .await;
         tokio::time::sleep(secs(fault_delay)).await;
@@ -132,6 +130,7 @@ async fn faulted_turn(
                     if matches!(ev, Event::TurnStart { i: 0 }) {
                         runner = k;
                     }
+                    clock.on(d, at, &ev);
                     let end = matches!(&ev, Event::TurnEnd(t) if t.i == 0);
                     d.push_from(at, k, ev);
                     if end {
@@ -147,11 +146,7 @@ async fn faulted_turn(
                 let at = Instant::now();
                 let _ = d.worker(runner).interrupt().await;
                 d.push(at, Event::InterruptSent { main_calls });
-                d.phase(Phase::Interrupt, dl.interrupt);
-                let by = Instant::now() + secs(dl.interrupt);
-                if by < deadline {
-                    (deadline, phase, phase_secs) = (by, Phase::Interrupt, dl.interrupt);
-                }
+                clock.narrow(d, Phase::Interrupt, dl.interrupt);
             }
             _ = &mut fault_trigger, if !faulted => {
                 faulted = true;
@@ -161,8 +156,8 @@ async fn faulted_turn(
                     return revived;
                 }
             }
-            _ = sleep_until(deadline) => {
-                d.missed(phase, phase_secs);
+            _ = sleep_until(clock.deadline) => {
+                clock.missed(d);
                 return false;
             }
         }
@@ -209,35 +204,43 @@ async fn process_fault(
     }
 }
 
-/// The probe turn: whether it started and ended within its deadline.
+/// The probe turn: whether it started and ended within its deadline (in
+/// exec mode, its start-up within the boot deadline, then the probe deadline
+/// from its first request to the provider).
 async fn probe_turn(d: &mut Drive<'_>, s: &Scenario) -> bool {
     let dl = &s.deadlines;
-    d.phase(Phase::Probe, dl.probe);
-    let deadline = Instant::now() + secs(dl.probe);
+    let probe_ended = |e: &Event| matches!(e, Event::TurnEnd(t) if t.i == 1);
     // Workers revived one after another: the first may have run the probe
     // turn already while the others booted.
-    let probe_started = |e: &Event| matches!(e, Event::TurnStart { i: 1 });
-    let probe_ended = |e: &Event| matches!(e, Event::TurnEnd(t) if t.i == 1);
-    let waited = match d.seen(probe_started) {
-        true => Waited::Found,
-        false => d.until(deadline, None, probe_started).await,
-    };
-    if matches!(waited, Waited::Found) {
+    if d.seen(probe_ended) {
+        return true;
+    }
+    let mut clock = TurnClock::start(d, 1, Phase::Probe, dl.probe, dl.boot);
+    let mut started = d.seen(|e| matches!(e, Event::TurnStart { i: 1 }));
+    if started {
         d.snapshot("probe_turn_start").await;
-        let waited = match d.seen(probe_ended) {
-            true => Waited::Found,
-            false => d.until(deadline, None, probe_ended).await,
-        };
-        if matches!(waited, Waited::Found) {
-            return true;
-        }
-        if matches!(waited, Waited::Deadline) {
-            d.missed(Phase::Probe, dl.probe);
-        }
-        return false;
     }
-    if matches!(waited, Waited::Deadline) {
-        d.missed(Phase::Probe, dl.probe);
+    loop {
+        tokio::select! {
+            next = d.next() => match next {
+                Next::Eof(_) => return false,
+                Next::Event(at, k, ev) => {
+                    clock.on(d, at, &ev);
+                    let (start, end) = (matches!(ev, Event::TurnStart { i: 1 }), probe_ended(&ev));
+                    d.push_from(at, k, ev);
+                    if end {
+                        return true;
+                    }
+                    if start && !started {
+                        started = true;
+                        d.snapshot("probe_turn_start").await;
+                    }
+                }
+            },
+            _ = sleep_until(clock.deadline) => {
+                clock.missed(d);
+                return false;
+            }
+        }
     }
-    false
 }
