@@ -48,7 +48,7 @@ enum Command {
     },
     /// Generate seeded trials (tool-using tasks with fault schedules), judge
     /// each with the oracle, confirm and shrink a failure to one table row.
-    Explore(chaosrun::explore::Args),
+    Explore(cli::explore::Args),
     /// The known agents (pinned version, wire, capabilities, installed?);
     /// `agents setup NAME` installs one into the user's cache.
     Agents(chaosrun::catalog::cli::AgentsArgs),
@@ -93,7 +93,7 @@ fn main() -> ExitCode {
         },
         Some(Command::Judge(args)) => cli::judge::main(args),
         Some(Command::Matrix(args)) => cli::matrix::main(args),
-        Some(Command::Explore(args)) => ExitCode::from(chaosrun::explore::main(args)),
+        Some(Command::Explore(args)) => ExitCode::from(cli::explore::main(args)),
         Some(Command::Agents(args)) => ExitCode::from(chaosrun::catalog::cli::agents(&args)),
         Some(Command::Tables(args)) => ExitCode::from(chaosrun::catalog::cli::tables(&args)),
         None => cli::run::main(cli.run),

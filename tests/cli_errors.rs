@@ -807,3 +807,47 @@ fn a_subagent_call_without_a_prompt_or_a_zero_trigger_is_named_with_its_place() 
         "{stderr}"
     );
 }
+
+/// Table runs and `explore` take one set of agent flags, resolved by one
+/// set-up: each mistake is refused by both, exit 2, with the same message,
+/// before anything runs.
+#[test]
+fn table_runs_and_explore_refuse_bad_agent_flags_alike() {
+    let unset = "CHAOSRUN_TEST_SURELY_UNSET_VAR";
+    assert!(std::env::var_os(unset).is_none());
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &[
+                "--agent",
+                "examples/claude-code/claude-code.yaml",
+                "--agent-arg",
+                "x",
+            ],
+            "--agent-arg is for a driver-protocol agent; `examples/claude-code/claude-code.yaml` is an exec-mode profile",
+        ),
+        (&["--pass-env", unset], "is not set in chaosrun's environment"),
+        (
+            &["--upstream", "http://127.0.0.1:9", "--upstream-key-env", "KEYX"],
+            "add --pass-env KEYX",
+        ),
+        (
+            &["--upstream", "http://127.0.0.1:9", "--upstream-ca", "/no/such/ca.pem"],
+            "upstream CA /no/such/ca.pem",
+        ),
+    ];
+    for (flags, said) in cases {
+        let mut table = vec!["scenarios.yaml"];
+        table.extend_from_slice(flags);
+        let mut explore = vec!["explore"];
+        explore.extend_from_slice(flags);
+        let (_, t) = run("agentflags", &table, 2);
+        let (_, e) = run("agentflags", &explore, 2);
+        let error = |s: &str| {
+            s.lines()
+                .find(|l| l.starts_with("chaosrun: error: "))
+                .map(str::to_string)
+        };
+        assert!(t.contains(said), "{flags:?}: {t}");
+        assert_eq!(error(&t), error(&e), "{flags:?}:\n{t}\n---\n{e}");
+    }
+}

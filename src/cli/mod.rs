@@ -8,11 +8,13 @@
 //! saved run, ...), 130/143 interrupted by SIGINT/SIGTERM (after killing
 //! every process it started).
 
+pub mod explore;
 pub mod judge;
 pub mod matrix;
 pub mod merge;
 pub mod run;
 pub mod serve;
+pub mod setup;
 
 use std::io::Write;
 use std::process::ExitCode;

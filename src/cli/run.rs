@@ -18,10 +18,10 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
+use super::setup::{kill_leftovers, Agent, AgentFlags, Extra, Run};
 use super::{history_file, say, usage};
 use crate::history::recorder::{Recorder, Written};
 use crate::output;
-use crate::proc_hygiene::{self, Guard, RunContainment, RUN_VAR};
 use crate::profile::Profile;
 use crate::report::html::Html;
 use crate::report::json::{Json, Selection};
@@ -38,37 +38,9 @@ pub struct Args {
     /// The scenario table (YAML). Default: the built-in scenarios.yaml;
     /// `process_faults.yaml` names the other built-in table when no such file is here.
     pub scenarios: Option<PathBuf>,
-    /// A known agent's name (see `chaosrun agents`), an adapter profile
-    /// (*.yaml) or a driver executable (a profile beside it, `NAME.yaml`, is
-    /// used when present). Default: the bundled reference agent.
-    #[arg(long, value_name = "NAME|PATH")]
-    pub agent: Option<String>,
-    /// An extra argument for the agent command, before the spec path (repeatable).
-    #[arg(long = "agent-arg", value_name = "ARG", allow_hyphen_values = true)]
-    pub agent_args: Vec<String>,
-    /// Pass the caller's variable NAME to the agent (repeatable). The agent
-    /// otherwise gets only PATH, LANG, LC_*, TERM, TZ, USER, LOGNAME, SHELL,
-    /// its own HOME and TMPDIR, chaosrun's CHAOS_* and the profile's `env`.
-    /// NAME must be set (else exit 2).
-    #[arg(long = "pass-env", value_name = "NAME")]
-    pub pass_env: Vec<String>,
-    /// The model API wire the agent speaks (openai-chat, openai-responses,
-    /// anthropic, gemini), overriding the profile's `wire:`.
-    #[arg(long, value_name = "WIRE")]
-    pub wire: Option<crate::provider::Wire>,
-    /// Proxy mode: forward unmatched model calls and `relay` rules to this
-    /// real server on the agent's wire (its base URL, http://...), overriding
-    /// the profile's `upstream.url`.
-    #[arg(long, value_name = "URL")]
-    pub upstream: Option<String>,
-    /// The variable holding the upstream's API key (also give --pass-env NAME),
-    /// overriding the profile's `upstream.key_env`.
-    #[arg(long = "upstream-key-env", value_name = "NAME")]
-    pub upstream_key_env: Option<String>,
-    /// A PEM file of CA certificates to trust for an https:// upstream (a
-    /// private CA), overriding the profile's `upstream.ca`.
-    #[arg(long = "upstream-ca", value_name = "FILE")]
-    pub upstream_ca: Option<PathBuf>,
+    /// The agent and how it reaches a model.
+    #[command(flatten)]
+    pub agent: AgentFlags,
     /// Proxy mode: write each scenario's relayed main calls as a cassette,
     /// DIR/<scenario id>.jsonl (see "Record and replay" in the README).
     #[arg(long, value_name = "DIR", conflicts_with = "replay")]
@@ -136,14 +108,6 @@ pub struct Args {
 /// Stop the command with this exit code (a usage error already printed, or
 /// `--list` done).
 type Stop = ExitCode;
-
-/// The agent resolved for a run: what `--agent` named (or the bundled
-/// agent's path), its profile, and the temp dir the bundled agent lives in.
-struct Agent {
-    path: String,
-    profile: Profile,
-    bundled_dir: Option<tempfile::TempDir>,
-}
 
 /// The rows a run selected.
 struct Rows {
@@ -243,48 +207,12 @@ fn select_rows(args: &Args) -> Result<Rows, Stop> {
 /// The agent and its profile with the command line's overrides (`--wire`,
 /// upstream, `--replay`, `--record`), and the redactor installed.
 fn agent_profile(args: &Args, selected: &mut [Scenario]) -> Result<Agent, Stop> {
-    // The bundled agent lives in a temp dir for the run's duration.
-    let (path, bundled_dir) =
-        crate::catalog::agent_or_bundled(args.agent.as_deref()).map_err(usage)?;
-    let mut profile = Profile::resolve(&path).map_err(usage)?;
-    if let Some(wire) = args.wire {
-        profile.wire = wire;
-    }
-    if profile.exec.is_some() && !args.agent_args.is_empty() {
-        return Err(usage(format!(
-            "--agent-arg is for a driver-protocol agent; `{}` is an exec-mode profile: put \
-             the arguments in its `exec.first`/`next`/`resume` argv (or read them there with \
-             `{{{{env:NAME}}}}`)",
-            profile.source
-        )));
-    }
-    let urls: Vec<&str> = args
-        .upstream
-        .iter()
-        .chain(&args.history)
-        .map(String::as_str)
-        .collect();
-    crate::profile::cassettes::replay(selected, args.replay.as_deref()).map_err(usage)?;
-    let flags = crate::provider::upstream::setup::Flags {
-        url: args.upstream.clone(),
-        key_env: args.upstream_key_env.clone(),
-        ca: args.upstream_ca.clone(),
+    let extra = Extra {
+        replay: args.replay.as_deref(),
+        record: args.record.clone(),
+        urls: args.history.iter().map(String::as_str).collect(),
     };
-    if let Err(e) =
-        crate::profile::apply_cli_upstream(&mut profile, &args.pass_env, flags, selected)
-    {
-        let mut names = args.pass_env.clone();
-        names.extend(args.upstream_key_env.clone());
-        crate::profile::install_redactor(None, &names, &urls);
-        return Err(usage(e));
-    }
-    crate::profile::cassettes::record(&mut profile, args.record.clone()).map_err(usage)?;
-    crate::profile::install_redactor(Some(&profile), &args.pass_env, &urls);
-    Ok(Agent {
-        path,
-        profile,
-        bundled_dir,
-    })
+    args.agent.resolve(selected, extra).map_err(usage)
 }
 
 /// Vet every output path against the inputs (and the artifacts folder),
@@ -345,7 +273,7 @@ fn outputs(
 
 /// The agent as reports name it: the profile's source, or `bundled`.
 fn agent_label(args: &Args, profile: &Profile) -> String {
-    if args.agent.is_some() {
+    if args.agent.agent.is_some() {
         profile.source.clone()
     } else {
         "bundled".into()
@@ -406,16 +334,8 @@ fn execute(
     seed: u64,
     history: Option<Recorder>,
 ) -> u8 {
-    let run_id = format!("chaos{}", proc_hygiene::new_id(&mut rand::thread_rng()));
-    if let Err(e) = proc_hygiene::become_subreaper() {
-        crate::say_err!("chaosrun: warning: cannot become a child subreaper ({e}); orphans re-parent to init but are still found by their tag");
-    }
-    let containment = Arc::new(RunContainment::new(&run_id));
-    let temp: Vec<&Path> = agent.bundled_dir.iter().map(|d| d.path()).collect();
-    let guard = std::env::current_exe()
-        .and_then(|exe| Guard::spawn(&exe, &run_id, &temp))
-        .map_err(|e| crate::say_err!("chaosrun: warning: no cleanup guard ({e}); a SIGKILL of chaosrun may leave processes behind"))
-        .ok();
+    let run = Run::open(agent, &args.agent.agent_args);
+    let shared = run.shared.clone();
     // One wave of the table at a time: repeats queue behind it rather than
     // multiplying the load (which would itself make scenarios flaky).
     let jobs = args.jobs.map_or(selected.len(), |j| j as usize).min(256);
@@ -423,23 +343,15 @@ fn execute(
         "chaosrun: {} scenario{}, {jobs} at once, agent {}, seed {seed}\n",
         selected.len(),
         if selected.len() == 1 { "" } else { "s" },
-        if args.agent.is_some() {
-            agent.profile.source.as_str()
-        } else {
-            "bundled reference agent"
-        },
+        args.agent.shown(&shared.profile),
     ));
-    say(format_args!("chaosrun: {}\n", containment.describe()));
-    let host = agent.profile.network == crate::profile::NetworkMode::Host;
+    say(format_args!(
+        "chaosrun: {}\n",
+        shared.containment.describe()
+    ));
+    let host = shared.profile.network == crate::profile::NetworkMode::Host;
     let network = crate::driver::netns::NetNs::for_scenario(host).1;
     say(format_args!("chaosrun: {}\n", network.describe()));
-    let shared = Arc::new(Shared {
-        profile: agent.profile,
-        agent_args: args.agent_args.clone(),
-        run_id: run_id.clone(),
-        containment: containment.clone(),
-        boot_gate: Shared::boot_gate(),
-    });
     let opts = runner::Options {
         jobs,
         artifacts: artifacts.as_ref().map(|a| a.path.clone()),
@@ -448,17 +360,11 @@ fn execute(
         repeat: args.repeat,
     };
     let reporter = reporters(args, &shared, seed, selected_ids, history);
-    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let code = rt.block_on(drive(shared, selected, opts, reporter, containment.clone()));
-    // Never waits long for a blocking read that has not returned.
-    runner::end_runtime(rt);
-    containment.end();
-    remove_run_folders(&run_id);
+    let code = run
+        .runtime()
+        .block_on(drive(shared, selected, opts, reporter));
+    run.close();
     drop(artifacts);
-    drop(agent.bundled_dir);
-    if let Some(g) = guard {
-        g.finish();
-    }
     code
 }
 
@@ -469,9 +375,7 @@ async fn drive(
     selected: Vec<Scenario>,
     opts: runner::Options,
     mut reporter: Box<dyn Reporter>,
-    containment: Arc<RunContainment>,
 ) -> u8 {
-    let run_id = shared.run_id.clone();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let consumer = tokio::task::spawn_blocking(move || {
         while let Some(ev) = rx.blocking_recv() {
@@ -486,7 +390,7 @@ async fn drive(
     // verdict: the exit code comes from all of them, a missing one is an
     // error, never from what survived.
     let expected = selected.len() * opts.repeat.max(1) as usize;
-    let run = runner::run_all(shared, selected, opts, tx);
+    let run = runner::run_all(shared.clone(), selected, opts, tx);
     tokio::pin!(run);
     let stopped_by = tokio::select! {
         results = &mut run => {
@@ -497,12 +401,9 @@ async fn drive(
         _ = sigint.recv() => 130u8,
         _ = sigterm.recv() => 143,
     };
-    let killed = tokio::task::spawn_blocking(move || {
-        containment.end()
-            + proc_hygiene::sweep_marked(RUN_VAR, &run_id, std::time::Duration::from_secs(10))
-    })
-    .await
-    .unwrap_or(0);
+    let killed = tokio::task::spawn_blocking(move || kill_leftovers(&shared))
+        .await
+        .unwrap_or(0);
     crate::say_err!("\nchaosrun: interrupted; killed {killed} agent process(es); no verdict");
     stopped_by
 }
@@ -528,21 +429,6 @@ fn finish(args: &Args, code: u8, written: Option<Written>) -> ExitCode {
         _ => code,
     };
     ExitCode::from(code)
-}
-
-/// Remove what is left of this run's scenario folders in the temp dir
-/// (`chaosrun-RUN-N`): after an interrupt, or a scenario whose run ended
-/// early. Artifacts the user asked for live elsewhere and stay.
-fn remove_run_folders(run_id: &str) {
-    let prefix = format!("chaosrun-{run_id}-");
-    let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) else {
-        return;
-    };
-    for e in dir.flatten() {
-        if e.file_name().to_string_lossy().starts_with(&prefix) {
-            let _ = std::fs::remove_dir_all(e.path());
-        }
-    }
 }
 
 /// chaosrun's own CPU time and peak RSS (children excluded).
