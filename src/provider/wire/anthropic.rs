@@ -316,6 +316,73 @@ fn message_in(m: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
     Ok(())
 }
 
+/// This wire behind the one [`super::WireFormat`] trait.
+pub(crate) struct Anthropic;
+
+impl super::WireFormat for Anthropic {
+    fn name(&self) -> &'static str {
+        "anthropic"
+    }
+
+    fn base_path(&self) -> &'static str {
+        ""
+    }
+
+    fn route(&self, method: &str, path: &str) -> Route {
+        route(method, path)
+    }
+
+    fn parse(&self, body: &[u8]) -> Result<Request, String> {
+        parse_request(&super::request::json(body)?)
+    }
+
+    fn error_response(&self, e: &ErrorInfo) -> axum::response::Response {
+        error_response(e)
+    }
+
+    fn quota_error(&self) -> (u16, String, Option<&'static str>) {
+        (400, "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.".to_string(), None)
+    }
+
+    fn context_error(&self, tokens: u64, max_tokens: u64) -> (u16, String, Option<&'static str>) {
+        (
+            400,
+            format!("prompt is too long: {tokens} tokens > {max_tokens} maximum"),
+            None,
+        )
+    }
+
+    fn models(&self, created: u64) -> Value {
+        let _ = created;
+        json!({
+            "data": [{"type": "model", "id": "chaosrun", "display_name": "chaosrun", "created_at": "2025-01-01T00:00:00Z"}],
+            "has_more": false,
+            "first_id": "chaosrun",
+            "last_id": "chaosrun",
+        })
+    }
+
+    fn id_prefix(&self) -> &'static str {
+        "msg_"
+    }
+
+    fn encoder(&self, meta: &Meta) -> Box<dyn super::Encoder> {
+        Box::new(Stream::new(meta))
+    }
+
+    fn whole(&self, meta: &Meta, answer: &Answer) -> Value {
+        whole(meta, answer)
+    }
+
+    fn is_terminal(&self, kind: &str, _data: &str, _json: &Value) -> bool {
+        matches!(kind, "message_delta" | "message_stop")
+    }
+
+    fn auth(&self, req: reqwest::RequestBuilder, key: &str) -> reqwest::RequestBuilder {
+        req.header("x-api-key", key)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

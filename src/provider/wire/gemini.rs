@@ -308,6 +308,97 @@ fn content_in(c: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
     Ok(())
 }
 
+/// `models/NAME:method` with NAME replaced.
+fn with_model(path: &str, model: &str) -> String {
+    let Some(start) = path.find("/models/").map(|i| i + "/models/".len()) else {
+        return path.to_string();
+    };
+    let end = path[start..].find(':').map_or(path.len(), |i| start + i);
+    format!("{}{model}{}", &path[..start], &path[end..])
+}
+
+/// This wire behind the one [`super::WireFormat`] trait.
+pub(crate) struct Gemini;
+
+impl super::WireFormat for Gemini {
+    fn name(&self) -> &'static str {
+        "gemini"
+    }
+
+    fn base_path(&self) -> &'static str {
+        ""
+    }
+
+    fn route(&self, method: &str, path: &str) -> Route {
+        route(method, path)
+    }
+
+    fn parse(&self, body: &[u8]) -> Result<Request, String> {
+        parse_request(&super::request::json(body)?)
+    }
+
+    fn error_response(&self, e: &ErrorInfo) -> axum::response::Response {
+        error_response(e)
+    }
+
+    fn quota_error(&self) -> (u16, String, Option<&'static str>) {
+        (
+            429,
+            "You exceeded your current quota, please check your plan and billing details."
+                .to_string(),
+            None,
+        )
+    }
+
+    fn context_error(&self, tokens: u64, max_tokens: u64) -> (u16, String, Option<&'static str>) {
+        (400, format!("The input token count ({tokens}) exceeds the maximum number of tokens allowed ({max_tokens})."), None)
+    }
+
+    fn models(&self, created: u64) -> Value {
+        let _ = created;
+        json!({
+            "models": [{
+                "name": "models/chaosrun",
+                "displayName": "chaosrun",
+                "inputTokenLimit": 1_000_000,
+                "outputTokenLimit": 65_536,
+                "supportedGenerationMethods": ["generateContent", "streamGenerateContent"],
+            }],
+        })
+    }
+
+    fn id_prefix(&self) -> &'static str {
+        "gem_"
+    }
+
+    fn encoder(&self, meta: &Meta) -> Box<dyn super::Encoder> {
+        Box::new(Stream::new(meta))
+    }
+
+    fn whole(&self, meta: &Meta, answer: &Answer) -> Value {
+        whole(meta, answer)
+    }
+
+    fn is_terminal(&self, _kind: &str, _data: &str, json: &Value) -> bool {
+        super::any_set(&json["candidates"], "finishReason")
+    }
+
+    fn auth(&self, req: reqwest::RequestBuilder, key: &str) -> reqwest::RequestBuilder {
+        req.header("x-goog-api-key", key)
+    }
+
+    fn upstream_path(&self, path: &str, model: Option<&str>) -> String {
+        match model {
+            Some(m) => with_model(path, m),
+            None => path.to_string(),
+        }
+    }
+
+    fn model_in_body(&self) -> bool {
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

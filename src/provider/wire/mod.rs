@@ -8,8 +8,9 @@
 //! its routes and model listing, and how its request body maps onto the one
 //! message model the oracle reads ([`super::recording::WireMessage`]).
 //!
-//! Adding a reply kind touches no wire; adding a wire is one module here plus
-//! a variant of [`Wire`].
+//! Adding a reply kind touches no wire; adding a wire is one module here
+//! implementing [`WireFormat`] plus a variant of [`Wire`] and its line in
+//! [`Wire::format`].
 
 pub mod anthropic;
 pub mod gemini;
@@ -50,85 +51,49 @@ impl Wire {
         Wire::Gemini,
     ];
 
+    /// This wire's module behind the one [`WireFormat`] trait: the only
+    /// place the variants are mapped to their modules.
+    pub(crate) fn format(self) -> &'static dyn WireFormat {
+        match self {
+            Wire::OpenaiChat => &openai_chat::OpenaiChat,
+            Wire::OpenaiResponses => &openai_responses::OpenaiResponses,
+            Wire::Anthropic => &anthropic::Anthropic,
+            Wire::Gemini => &gemini::Gemini,
+        }
+    }
+
     /// The name as written in a profile.
     pub fn name(self) -> &'static str {
-        match self {
-            Wire::OpenaiChat => "openai-chat",
-            Wire::OpenaiResponses => "openai-responses",
-            Wire::Anthropic => "anthropic",
-            Wire::Gemini => "gemini",
-        }
+        self.format().name()
     }
 
     /// The base URL a client of this wire is given, for a provider at `addr`
     /// (OpenAI clients take `/v1`; the Anthropic and Gemini SDKs add their own
     /// version segment).
     pub fn base_url(self, addr: std::net::SocketAddr) -> String {
-        match self {
-            Wire::OpenaiChat | Wire::OpenaiResponses => format!("http://{addr}/v1"),
-            Wire::Anthropic | Wire::Gemini => format!("http://{addr}"),
-        }
+        format!("http://{addr}{}", self.format().base_path())
     }
 
     /// What a request for `method path` is on this wire.
     pub(crate) fn route(self, method: &str, path: &str) -> Route {
-        match self {
-            Wire::OpenaiChat => openai_chat::route(method, path),
-            Wire::OpenaiResponses => openai_responses::route(method, path),
-            Wire::Anthropic => anthropic::route(method, path),
-            Wire::Gemini => gemini::route(method, path),
-        }
+        self.format().route(method, path)
     }
 
     /// This wire's error response (before any body byte), with its
     /// retry-after convention.
     pub(crate) fn error_response(self, e: &ErrorInfo) -> Response {
-        let e = &self.shape_error(e);
-        match self {
-            Wire::OpenaiChat => openai_chat::error_response(e),
-            Wire::OpenaiResponses => openai_responses::error_response(e),
-            Wire::Anthropic => anthropic::error_response(e),
-            Wire::Gemini => gemini::error_response(e),
-        }
+        self.format().error_response(&self.shape_error(e))
     }
 
     /// `e` with its class's status, message and code as this wire documents
     /// them (a plain error is returned as it is).
     pub(crate) fn shape_error(self, e: &ErrorInfo) -> ErrorInfo {
-        let (status, message, code) = match (e.class, self) {
-            (ErrorClass::Plain, _) => return e.clone(),
-            (ErrorClass::Quota, Wire::OpenaiChat | Wire::OpenaiResponses) => (
-                429,
-                "You exceeded your current quota, please check your plan and billing details."
-                    .to_string(),
-                Some("insufficient_quota"),
-            ),
-            (ErrorClass::Quota, Wire::Anthropic) => (
-                400,
-                "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.".to_string(),
-                None,
-            ),
-            (ErrorClass::Quota, Wire::Gemini) => (
-                429,
-                "You exceeded your current quota, please check your plan and billing details."
-                    .to_string(),
-                None,
-            ),
-            (ErrorClass::ContextLength { tokens, max_tokens }, Wire::OpenaiChat | Wire::OpenaiResponses) => (
-                400,
-                format!("This model's maximum context length is {max_tokens} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."),
-                Some("context_length_exceeded"),
-            ),
-            (ErrorClass::ContextLength { tokens, max_tokens }, Wire::Anthropic) => (
-                400,
-                format!("prompt is too long: {tokens} tokens > {max_tokens} maximum"),
-                None,
-            ),
-            (ErrorClass::ContextLength { tokens, max_tokens }, Wire::Gemini) => (
-                400,
-                format!("The input token count ({tokens}) exceeds the maximum number of tokens allowed ({max_tokens})."),
-                None,
-            ),
+        let (status, message, code) = match e.class {
+            ErrorClass::Plain => return e.clone(),
+            ErrorClass::Quota => self.format().quota_error(),
+            ErrorClass::ContextLength { tokens, max_tokens } => {
+                self.format().context_error(tokens, max_tokens)
+            }
         };
         ErrorInfo {
             status,
@@ -141,59 +106,75 @@ impl Wire {
 
     /// The model listing body.
     pub(crate) fn models(self, created: u64) -> Value {
-        match self {
-            Wire::OpenaiChat | Wire::OpenaiResponses => json!({
-                "object": "list",
-                "data": [{"id": "chaosrun", "object": "model", "created": created, "owned_by": "chaosrun"}],
-            }),
-            Wire::Anthropic => json!({
-                "data": [{"type": "model", "id": "chaosrun", "display_name": "chaosrun", "created_at": "2025-01-01T00:00:00Z"}],
-                "has_more": false,
-                "first_id": "chaosrun",
-                "last_id": "chaosrun",
-            }),
-            Wire::Gemini => json!({
-                "models": [{
-                    "name": "models/chaosrun",
-                    "displayName": "chaosrun",
-                    "inputTokenLimit": 1_000_000,
-                    "outputTokenLimit": 65_536,
-                    "supportedGenerationMethods": ["generateContent", "streamGenerateContent"],
-                }],
-            }),
-        }
+        self.format().models(created)
     }
 
     /// The id prefix of one reply.
     pub(crate) fn id_prefix(self) -> &'static str {
-        match self {
-            Wire::OpenaiChat => "chatcmpl-",
-            Wire::OpenaiResponses => "resp_",
-            Wire::Anthropic => "msg_",
-            Wire::Gemini => "gem_",
-        }
+        self.format().id_prefix()
     }
 
     /// A fresh streaming encoder for one reply.
     pub(crate) fn encoder(self, meta: &Meta) -> Box<dyn Encoder> {
-        match self {
-            Wire::OpenaiChat => Box::new(openai_chat::Stream::new(meta)),
-            Wire::OpenaiResponses => Box::new(openai_responses::Stream::new(meta)),
-            Wire::Anthropic => Box::new(anthropic::Stream::new(meta)),
-            Wire::Gemini => Box::new(gemini::Stream::new(meta)),
-        }
+        self.format().encoder(meta)
     }
 
     /// The whole non-streaming body for `events`.
     pub(crate) fn whole(self, meta: &Meta, events: &[Event]) -> Value {
-        let answer = Answer::collect(events);
-        match self {
-            Wire::OpenaiChat => openai_chat::whole(meta, &answer),
-            Wire::OpenaiResponses => openai_responses::whole(meta, &answer),
-            Wire::Anthropic => anthropic::whole(meta, &answer),
-            Wire::Gemini => gemini::whole(meta, &answer),
-        }
+        self.format().whole(meta, &Answer::collect(events))
     }
+}
+
+/// One wire: implemented by a unit type in each wire's module, used by the
+/// scripted provider (routes, request parsing, event encoding, errors) and
+/// by the proxy (the upstream path and credential, the event that finishes
+/// an answer) alike. Adding a wire is one module implementing this trait,
+/// a [`Wire`] variant and its line in [`Wire::format`]; no reply kind changes.
+pub(crate) trait WireFormat: Sync {
+    /// The name as written in a profile (`wire:`) and on the command line.
+    fn name(&self) -> &'static str;
+    /// The version prefix a client's base URL carries (`/v1` on OpenAI's
+    /// wires); an upstream's base URL carries its own.
+    fn base_path(&self) -> &'static str;
+    /// What a request for `method path` is.
+    fn route(&self, method: &str, path: &str) -> Route;
+    /// A request body in the one message model (before bounding).
+    fn parse(&self, body: &[u8]) -> Result<request::Request, String>;
+    /// The error response for an already shaped error.
+    fn error_response(&self, e: &ErrorInfo) -> Response;
+    /// Status, message and code of "quota exhausted" as the wire documents it.
+    fn quota_error(&self) -> (u16, String, Option<&'static str>);
+    /// Status, message and code of "context window exceeded".
+    fn context_error(&self, tokens: u64, max_tokens: u64) -> (u16, String, Option<&'static str>);
+    /// The model listing body.
+    fn models(&self, created: u64) -> Value;
+    /// The id prefix of one reply.
+    fn id_prefix(&self) -> &'static str;
+    /// A fresh streaming encoder for one reply.
+    fn encoder(&self, meta: &Meta) -> Box<dyn Encoder>;
+    /// The whole non-streaming body of an answer.
+    fn whole(&self, meta: &Meta, answer: &Answer) -> Value;
+    /// Whether an SSE event (its `event:` name or its JSON `type`, its
+    /// `data`, parsed) finishes the answer.
+    fn is_terminal(&self, kind: &str, data: &str, json: &Value) -> bool;
+    /// An upstream request carrying the profile's key the wire's way.
+    fn auth(&self, req: reqwest::RequestBuilder, key: &str) -> reqwest::RequestBuilder;
+    /// The upstream path for the agent's `path`, the version prefix already
+    /// removed, with the configured model when the wire puts it in the path.
+    fn upstream_path(&self, path: &str, _model: Option<&str>) -> String {
+        path.to_string()
+    }
+    /// Whether the model is named in the request body (rewritten there when
+    /// the upstream names one).
+    fn model_in_body(&self) -> bool {
+        true
+    }
+}
+
+/// Whether any item of `list` has `key` set (a choice's `finish_reason`).
+pub(crate) fn any_set(list: &Value, key: &str) -> bool {
+    list.as_array()
+        .is_some_and(|a| a.iter().any(|c| !c[key].is_null()))
 }
 
 impl std::fmt::Display for Wire {

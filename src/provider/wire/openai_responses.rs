@@ -518,6 +518,75 @@ fn input_item(item: &Value, messages: &mut Vec<Msg>, pending: &mut String) -> Re
     Ok(())
 }
 
+/// This wire behind the one [`super::WireFormat`] trait.
+pub(crate) struct OpenaiResponses;
+
+impl super::WireFormat for OpenaiResponses {
+    fn name(&self) -> &'static str {
+        "openai-responses"
+    }
+
+    fn base_path(&self) -> &'static str {
+        "/v1"
+    }
+
+    fn route(&self, method: &str, path: &str) -> Route {
+        route(method, path)
+    }
+
+    fn parse(&self, body: &[u8]) -> Result<Request, String> {
+        parse_request(&super::request::json(body)?)
+    }
+
+    fn error_response(&self, e: &ErrorInfo) -> axum::response::Response {
+        error_response(e)
+    }
+
+    fn quota_error(&self) -> (u16, String, Option<&'static str>) {
+        (
+            429,
+            "You exceeded your current quota, please check your plan and billing details."
+                .to_string(),
+            Some("insufficient_quota"),
+        )
+    }
+
+    fn context_error(&self, tokens: u64, max_tokens: u64) -> (u16, String, Option<&'static str>) {
+        (400, format!("This model's maximum context length is {max_tokens} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."), Some("context_length_exceeded"))
+    }
+
+    fn models(&self, created: u64) -> Value {
+        let _ = created;
+        json!({
+            "object": "list",
+            "data": [{"id": "chaosrun", "object": "model", "created": created, "owned_by": "chaosrun"}],
+        })
+    }
+
+    fn id_prefix(&self) -> &'static str {
+        "resp_"
+    }
+
+    fn encoder(&self, meta: &Meta) -> Box<dyn super::Encoder> {
+        Box::new(Stream::new(meta))
+    }
+
+    fn whole(&self, meta: &Meta, answer: &Answer) -> Value {
+        whole(meta, answer)
+    }
+
+    fn is_terminal(&self, kind: &str, _data: &str, _json: &Value) -> bool {
+        matches!(
+            kind,
+            "response.completed" | "response.incomplete" | "response.failed"
+        )
+    }
+
+    fn auth(&self, req: reqwest::RequestBuilder, key: &str) -> reqwest::RequestBuilder {
+        req.bearer_auth(key)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::Encoder;

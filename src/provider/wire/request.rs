@@ -84,12 +84,7 @@ pub(crate) fn parse(
     if first != Some(&b'{') {
         return Err("request body must be a JSON object".into());
     }
-    let mut req = match wire {
-        Wire::OpenaiChat => super::openai_chat::parse_request(body)?,
-        Wire::OpenaiResponses => super::openai_responses::parse_request(&json(body)?)?,
-        Wire::Anthropic => super::anthropic::parse_request(&json(body)?)?,
-        Wire::Gemini => super::gemini::parse_request(&json(body)?)?,
-    };
+    let mut req = wire.format().parse(body)?;
     if let Some(s) = stream {
         req.stream = s;
     }
@@ -99,7 +94,7 @@ pub(crate) fn parse(
     Ok(bound_request(req, nonce))
 }
 
-fn json(body: &[u8]) -> Result<Value, String> {
+pub(crate) fn json(body: &[u8]) -> Result<Value, String> {
     serde_json::from_slice(body).map_err(|e| e.to_string())
 }
 
