@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use chaosrun::observe::{StoreObservation, StoredMessage};
+use chaosrun::message::Message;
+use chaosrun::observe::StoreObservation;
 use chaosrun::profile::StoreSpec;
 use chaosrun::store::jsonl;
 
@@ -23,14 +24,14 @@ fn spec(agent: &str) -> StoreSpec {
 }
 
 /// (role, content, the id a result answers, call ids).
-fn summary(m: &[StoredMessage]) -> Vec<(String, String, String, Vec<String>)> {
+fn summary(m: &[Message]) -> Vec<(String, String, String, Vec<String>)> {
     m.iter()
         .map(|m| {
             (
                 m.role.clone(),
                 m.content.clone(),
                 m.tool_call_id.clone().unwrap_or_default(),
-                m.tool_call_ids.clone(),
+                m.call_ids().iter().map(|s| s.to_string()).collect(),
             )
         })
         .collect()
@@ -216,7 +217,7 @@ fn a_dangling_call_in_a_transcript_stays_unanswered() {
     );
     let store = observe(home.path(), "codex");
     let msgs = store.messages().expect("read");
-    assert_eq!(msgs[1].tool_call_ids, ["call_X"]);
+    assert_eq!(msgs[1].call_ids(), ["call_X"]);
     assert!(msgs.iter().all(|m| m.role != "tool"));
 }
 
@@ -230,10 +231,8 @@ fn placeholder_ids_stay_placeholders_in_a_transcript() {
     let home = home_with(".claude/projects/-w/s.jsonl", &lines.join("\n"));
     let store = observe(home.path(), "claude-code");
     let msgs = store.messages().expect("read");
-    assert_eq!(msgs[1].tool_call_ids, ["__fake_id__", ""]);
-    assert!(chaosrun::observe::is_placeholder_id(
-        &msgs[1].tool_call_ids[1]
-    ));
+    assert_eq!(msgs[1].call_ids(), ["__fake_id__", ""]);
+    assert!(chaosrun::observe::is_placeholder_id(msgs[1].call_ids()[1]));
     assert_eq!(msgs[2].tool_call_id.as_deref(), Some("__fake_id__"));
 }
 
@@ -517,13 +516,13 @@ fn qwen_code_real_transcript_reads_through_the_shipped_profile() {
     want.extend(["tool"; 8]);
     want.extend(["assistant", "user", "assistant"]);
     assert_eq!(roles, want, "{m:#?}");
-    let calls = &m[1].tool_call_ids;
+    let calls = m[1].call_ids();
     assert_eq!(calls.len(), 8);
-    let answered: Vec<&String> = m[2..10]
+    let answered: Vec<&str> = m[2..10]
         .iter()
-        .filter_map(|t| t.tool_call_id.as_ref())
+        .filter_map(|t| t.tool_call_id.as_deref())
         .collect();
-    assert_eq!(answered, calls.iter().collect::<Vec<_>>());
+    assert_eq!(answered, calls);
     assert!(
         m[11].content.contains("Are you still there?"),
         "{:?}",

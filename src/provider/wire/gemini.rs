@@ -16,8 +16,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::request::{content_text, offers_tools, Msg, Request};
-use super::{args_object, data_frame, json_error, Answer, ErrorInfo, Event, Meta, Route, Usage};
+use super::request::{content_text, offers_tools, Request};
+use crate::message::{Message, ToolCall};
+use super::{str_at, u64_at, AnswerSink, args_object, data_frame, json_error, Answer, ErrorInfo, Event, Meta, Route, Usage};
 
 pub(crate) fn route(method: &str, path: &str) -> Route {
     if method == "GET" && matches!(path, "/v1beta/models" | "/v1/models") {
@@ -209,8 +210,8 @@ pub(crate) fn parse_request(v: &Value) -> Result<Request, String> {
         .or_else(|| v.get("system_instruction"))
     {
         None | Some(Value::Null) => {}
-        Some(Value::String(s)) => messages.push(Msg::new("system", s.clone())),
-        Some(c @ Value::Object(_)) => messages.push(Msg::new("system", parts_text(c))),
+        Some(Value::String(s)) => messages.push(Message::new("system", s.clone())),
+        Some(c @ Value::Object(_)) => messages.push(Message::new("system", parts_text(c))),
         Some(_) => return Err("`systemInstruction` must be a Content object".into()),
     }
     match v.get("contents") {
@@ -247,7 +248,7 @@ fn parts_text(c: &Value) -> String {
         .unwrap_or_default()
 }
 
-fn content_in(c: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
+fn content_in(c: &Value, messages: &mut Vec<Message>) -> Result<(), String> {
     if !c.is_object() {
         return Err("every `contents` entry must be an object".into());
     }
@@ -276,7 +277,7 @@ fn content_in(c: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
         if let Some(fc) = p.get("functionCall") {
             let name = fc.get("name").and_then(Value::as_str).unwrap_or_default();
             let args = super::request::args_string(fc.get("args"));
-            calls.push((id_of(fc, name), name.to_string(), args));
+            calls.push(ToolCall::new(id_of(fc, name), name, args));
         } else if let Some(fr) = p.get("functionResponse") {
             let name = fr.get("name").and_then(Value::as_str).unwrap_or_default();
             let response = fr.get("response");
@@ -284,7 +285,7 @@ fn content_in(c: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
                 Some(Value::String(s)) => s.clone(),
                 _ => content_text(response),
             };
-            results.push(Msg::tool_result(id_of(fr, name), text));
+            results.push(Message::tool_result(id_of(fr, name), text));
         }
     }
     let text = parts_text(c);
@@ -297,12 +298,10 @@ fn content_in(c: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
     let has_results = !results.is_empty();
     messages.extend(results);
     if !text.is_empty() || !calls.is_empty() || !thoughts.is_empty() || !has_results {
-        messages.push(Msg {
-            role: role.to_string(),
-            text,
-            tool_call_id: None,
+        messages.push(Message {
             tool_calls: calls,
             reasoning: thoughts,
+            ..Message::new(role, text)
         });
     }
     Ok(())
@@ -317,10 +316,58 @@ fn with_model(path: &str, model: &str) -> String {
     format!("{}{model}{}", &path[..start], &path[end..])
 }
 
+/// One `GenerateContentResponse` of an upstream (a stream chunk or a whole
+/// body's element).
+fn read_event(_kind: &str, v: &Value, sink: &mut dyn AnswerSink) {
+    if let Some(u) = v.get("usageMetadata") {
+        sink.usage(
+            u64_at(u, "promptTokenCount"),
+            u64_at(u, "candidatesTokenCount"),
+        );
+    }
+    let Some(c) = v["candidates"].get(0) else {
+        return;
+    };
+    for part in c["content"]["parts"].as_array().into_iter().flatten() {
+        if let Some(t) = str_at(part, "text") {
+            sink.text(t, part["thought"].as_bool() == Some(true));
+        }
+        if let Some(f) = part.get("functionCall") {
+            let key = (sink.calls_seen(), String::new());
+            let args = f.get("args").map_or("{}".to_string(), Value::to_string);
+            let name = Some(str_at(f, "name").unwrap_or_default());
+            sink.call(key, str_at(f, "id"), name, &args);
+        }
+    }
+    if let Some(r) = str_at(c, "finishReason") {
+        sink.reason(r);
+    }
+}
+
+/// A whole body of an upstream: one response, or a list of them.
+fn read_whole(v: &Value, sink: &mut dyn AnswerSink) {
+    match v.as_array() {
+        Some(list) => list.iter().for_each(|c| read_event("", c, sink)),
+        None => read_event("", v, sink),
+    }
+}
+
 /// This wire behind the one [`super::WireFormat`] trait.
 pub(crate) struct Gemini;
 
 impl super::WireFormat for Gemini {
+    fn read_event(&self, kind: &str, json: &Value, sink: &mut dyn super::AnswerSink) {
+        read_event(kind, json, sink)
+    }
+
+    fn read_whole(&self, json: &Value, sink: &mut dyn super::AnswerSink) {
+        read_whole(json, sink)
+    }
+
+    fn mid_stream_retry_after(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "gemini"
     }
@@ -442,13 +489,13 @@ mod tests {
         assert!(r.has_tools);
         let roles: Vec<&str> = r.messages.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
-        assert_eq!(r.messages[2].text, "");
+        assert_eq!(r.messages[2].content, "");
         assert_eq!(
             r.messages[2].reasoning, "hmm",
             "thought parts kept as reasoning"
         );
-        assert_eq!(r.messages[2].tool_calls[1].0, "shell#0");
-        assert_eq!(r.messages[3].text, "a");
+        assert_eq!(r.messages[2].tool_calls[1].id, "shell#0");
+        assert_eq!(r.messages[3].content, "a");
         assert_eq!(r.messages[4].tool_call_id.as_deref(), Some("shell#0"));
     }
 

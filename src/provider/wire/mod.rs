@@ -6,16 +6,11 @@
 //! (one module per wire) decides the bytes: SSE frames for a streaming request,
 //! one JSON body otherwise, its own error shapes and retry-after convention,
 //! its routes and model listing, and how its request body maps onto the one
-//! message model the oracle reads ([`super::recording::WireMessage`]).
+//! message model the oracle reads ([`super::recording::Message`]).
 //!
 //! Adding a reply kind touches no wire; adding a wire is one module here
-//! implementing [`WireFormat`] plus a variant of [`Wire`] and its line in
-//! [`Wire::format`].
+//! implementing [`WireFormat`] and its line in the `wires!` registry below.
 
-pub mod anthropic;
-pub mod gemini;
-pub mod openai_chat;
-pub mod openai_responses;
 mod render;
 pub(crate) mod request;
 
@@ -24,44 +19,68 @@ pub(crate) use render::render;
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-/// A wire protocol, as named in a profile's `wire:` and `chaosrun serve --wire`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Wire {
+/// The [`Wire`] enum, its `ALL` list and [`Wire::format`] from ONE list of
+/// `Variant(module::Type)` lines (each module declared here too): the only
+/// place a wire is named outside its own module.
+macro_rules! wires {
+    ($( $(#[$doc:meta])* $variant:ident($module:ident :: $ty:ident) ),+ $(,)?) => {
+        $( pub mod $module; )+
+
+        /// A wire protocol, as named in a profile's `wire:` and
+        /// `chaosrun serve --wire` (the name is its module's
+        /// [`WireFormat::name`]; the first one is the default).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Wire {
+            $( $(#[$doc])* $variant, )+
+        }
+
+        impl Wire {
+            /// Every wire, in registry order (the order of the documentation).
+            pub const ALL: [Wire; [$(stringify!($variant)),+].len()] = [$(Wire::$variant,)+];
+
+            /// This wire's module behind the one [`WireFormat`] trait.
+            pub(crate) fn format(self) -> &'static dyn WireFormat {
+                match self {
+                    $( Wire::$variant => &$module::$ty, )+
+                }
+            }
+        }
+    };
+}
+
+wires! {
     /// OpenAI Chat Completions (`POST /v1/chat/completions`).
-    #[default]
-    OpenaiChat,
+    OpenaiChat(openai_chat::OpenaiChat),
     /// OpenAI Responses (`POST /v1/responses`).
-    OpenaiResponses,
+    OpenaiResponses(openai_responses::OpenaiResponses),
     /// Anthropic Messages (`POST /v1/messages`).
-    Anthropic,
+    Anthropic(anthropic::Anthropic),
     /// Google Gemini (`POST /v1beta/models/{model}:generateContent`).
-    Gemini,
+    Gemini(gemini::Gemini),
+}
+
+impl Default for Wire {
+    fn default() -> Wire {
+        Wire::ALL[0]
+    }
+}
+
+impl serde::Serialize for Wire {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Wire {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Wire, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 impl Wire {
-    /// Every wire, in the order of the documentation.
-    pub const ALL: [Wire; 4] = [
-        Wire::OpenaiChat,
-        Wire::OpenaiResponses,
-        Wire::Anthropic,
-        Wire::Gemini,
-    ];
-
-    /// This wire's module behind the one [`WireFormat`] trait: the only
-    /// place the variants are mapped to their modules.
-    pub(crate) fn format(self) -> &'static dyn WireFormat {
-        match self {
-            Wire::OpenaiChat => &openai_chat::OpenaiChat,
-            Wire::OpenaiResponses => &openai_responses::OpenaiResponses,
-            Wire::Anthropic => &anthropic::Anthropic,
-            Wire::Gemini => &gemini::Gemini,
-        }
-    }
-
     /// The name as written in a profile.
     pub fn name(self) -> &'static str {
         self.format().name()
@@ -169,6 +188,49 @@ pub(crate) trait WireFormat: Sync {
     fn model_in_body(&self) -> bool {
         true
     }
+    /// Read one SSE event of an answer (its `event:` name or JSON `type`,
+    /// its data parsed) into `sink` (a cassette recording an upstream).
+    fn read_event(&self, kind: &str, json: &Value, sink: &mut dyn AnswerSink);
+    /// Read a whole (non-streaming) answer body into `sink`.
+    fn read_whole(&self, json: &Value, sink: &mut dyn AnswerSink);
+    /// Whether a reply's conversation is kept so that a later request can
+    /// continue it by id (Responses' `previous_response_id`).
+    fn keeps_conversations(&self) -> bool {
+        false
+    }
+    /// Whether the wire's mid-stream error event can carry a retry-after
+    /// (Gemini's `RetryInfo`; the others' error frames cannot).
+    fn mid_stream_retry_after(&self) -> bool {
+        false
+    }
+}
+
+/// What a wire's reading of one answer (an upstream's recorded stream or
+/// whole body, see [`WireFormat::read_event`]) reports, in wire-neutral
+/// terms; the cassette's decoder keeps it, bounded.
+pub(crate) trait AnswerSink {
+    /// A text chunk, or a reasoning one.
+    fn text(&mut self, text: &str, reasoning: bool);
+    /// A tool call under the wire's `key` (its index, its item id): its id
+    /// and name when this event names them, and more of its arguments.
+    fn call(&mut self, key: (usize, String), id: Option<&str>, name: Option<&str>, args: &str);
+    /// The finish reason, in the wire's own words.
+    fn reason(&mut self, reason: &str);
+    /// Token counts, where this event reports them.
+    fn usage(&mut self, input: Option<u64>, output: Option<u64>);
+    /// How many tool calls were seen so far (the key of a wire whose calls
+    /// carry no index).
+    fn calls_seen(&self) -> usize;
+}
+
+/// A string field of a JSON object.
+pub(crate) fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// A whole-number field of a JSON object.
+pub(crate) fn u64_at(v: &Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(Value::as_u64)
 }
 
 /// Whether any item of `list` has `key` set (a choice's `finish_reason`).
@@ -190,9 +252,8 @@ impl std::str::FromStr for Wire {
             .into_iter()
             .find(|w| w.name() == s)
             .ok_or_else(|| {
-                format!(
-                    "unknown wire `{s}`: expected one of openai-chat, openai-responses, anthropic, gemini"
-                )
+                let names: Vec<&str> = Wire::ALL.iter().map(|w| w.name()).collect();
+                format!("unknown wire `{s}`: expected one of {}", names.join(", "))
             })
     }
 }

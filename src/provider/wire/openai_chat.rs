@@ -7,8 +7,9 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::request::{content_text, Msg, Request};
-use super::{data_frame, json_error, Answer, ErrorInfo, Event, Meta, Route, Usage};
+use super::request::{content_text, Request};
+use crate::message::{Message, ToolCall};
+use super::{str_at, u64_at, AnswerSink, data_frame, json_error, Answer, ErrorInfo, Event, Meta, Route, Usage};
 
 pub(crate) fn route(method: &str, path: &str) -> Route {
     match (method, path) {
@@ -210,9 +211,7 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<Request, String> {
         .messages
         .unwrap_or_default()
         .into_iter()
-        .map(|m| Msg {
-            role: m.role.unwrap_or_default(),
-            text: content_text(m.content.as_ref()),
+        .map(|m| Message {
             tool_call_id: m.tool_call_id,
             tool_calls: m
                 .tool_calls
@@ -223,14 +222,14 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<Request, String> {
                         Some(f) => (f.name, super::request::args_string(f.arguments.as_ref())),
                         None => (None, String::new()),
                     };
-                    (
-                        c.id.unwrap_or_default(),
-                        name.unwrap_or_default(),
-                        arguments,
-                    )
+                    ToolCall::new(c.id.unwrap_or_default(), name.unwrap_or_default(), arguments)
                 })
                 .collect(),
             reasoning: content_text(m.reasoning_content.as_ref().or(m.reasoning.as_ref())),
+            ..Message::new(
+                m.role.as_deref().unwrap_or_default(),
+                content_text(m.content.as_ref()),
+            )
         })
         .collect();
     Ok(Request {
@@ -246,10 +245,67 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<Request, String> {
     })
 }
 
+/// Usage of a chunk or a whole body.
+fn read_usage(v: &Value, sink: &mut dyn AnswerSink) {
+    if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+        sink.usage(u64_at(u, "prompt_tokens"), u64_at(u, "completion_tokens"));
+    }
+}
+
+/// One `chat.completion.chunk` of an upstream's answer.
+fn read_event(_kind: &str, v: &Value, sink: &mut dyn AnswerSink) {
+    read_usage(v, sink);
+    let Some(choice) = v["choices"].get(0) else {
+        return;
+    };
+    let d = &choice["delta"];
+    let reasoning = str_at(d, "reasoning_content").or(str_at(d, "reasoning"));
+    sink.text(reasoning.unwrap_or(""), true);
+    sink.text(str_at(d, "content").unwrap_or(""), false);
+    for tc in d["tool_calls"].as_array().into_iter().flatten() {
+        let key = (u64_at(tc, "index").unwrap_or(0) as usize, String::new());
+        let f = &tc["function"];
+        let args = str_at(f, "arguments").unwrap_or("");
+        sink.call(key, str_at(tc, "id"), str_at(f, "name"), args);
+    }
+    if let Some(r) = str_at(choice, "finish_reason") {
+        sink.reason(r);
+    }
+}
+
+/// A whole `chat.completion` of an upstream.
+fn read_whole(v: &Value, sink: &mut dyn AnswerSink) {
+    read_usage(v, sink);
+    let Some(choice) = v["choices"].get(0) else {
+        return;
+    };
+    let m = &choice["message"];
+    let reasoning = str_at(m, "reasoning_content").or(str_at(m, "reasoning"));
+    sink.text(reasoning.unwrap_or(""), true);
+    sink.text(str_at(m, "content").unwrap_or(""), false);
+    for (i, tc) in m["tool_calls"].as_array().into_iter().flatten().enumerate() {
+        let f = &tc["function"];
+        let name = Some(str_at(f, "name").unwrap_or_default());
+        let args = str_at(f, "arguments").unwrap_or("{}");
+        sink.call((i, String::new()), str_at(tc, "id"), name, args);
+    }
+    if let Some(r) = str_at(choice, "finish_reason") {
+        sink.reason(r);
+    }
+}
+
 /// This wire behind the one [`super::WireFormat`] trait.
 pub(crate) struct OpenaiChat;
 
 impl super::WireFormat for OpenaiChat {
+    fn read_event(&self, kind: &str, json: &Value, sink: &mut dyn super::AnswerSink) {
+        read_event(kind, json, sink)
+    }
+
+    fn read_whole(&self, json: &Value, sink: &mut dyn super::AnswerSink) {
+        read_whole(json, sink)
+    }
+
     fn name(&self) -> &'static str {
         "openai-chat"
     }
@@ -350,7 +406,7 @@ mod tests {
         assert_eq!(r.messages[0].reasoning, "");
         assert_eq!(r.messages[1].reasoning, "think");
         assert_eq!(r.messages[2].reasoning, "other");
-        assert_eq!(r.messages[1].text, "ok");
+        assert_eq!(r.messages[1].content, "ok");
     }
 
     #[test]
@@ -399,8 +455,8 @@ mod tests {
         });
         let r = parse_request(body.to_string().as_bytes()).unwrap();
         assert!(r.stream && r.has_tools);
-        assert_eq!(r.messages[0].text, "a\nb");
-        assert_eq!(r.messages[1].tool_calls[0].0, "c1");
+        assert_eq!(r.messages[0].content, "a\nb");
+        assert_eq!(r.messages[1].tool_calls[0].id, "c1");
         assert_eq!(r.messages[2].tool_call_id.as_deref(), Some("c1"));
     }
 }
