@@ -529,3 +529,48 @@ fn qwen_code_real_transcript_reads_through_the_shipped_profile() {
         m[11]
     );
 }
+
+/// Saved runs from before the one message model stored a persisted
+/// message's calls as `tool_call_ids`: a golden observation in that shape is
+/// read with every such id as a call of the message (so re-judging it pairs
+/// the same calls), and written back in the one model's `tool_calls` shape.
+#[test]
+fn older_saved_store_messages_keep_their_call_ids() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/mcp_tool_schema_changes--mcp_stale_schema/observation.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let raw: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let saved: Vec<Vec<String>> = raw["store"]["messages"]["Ok"]
+        .as_array()
+        .expect("a read store")
+        .iter()
+        .map(|m| {
+            m["tool_call_ids"]
+                .as_array()
+                .map(|ids| {
+                    ids.iter()
+                        .map(|i| i.as_str().unwrap().to_string())
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .collect();
+    assert!(saved.iter().filter(|ids| !ids.is_empty()).count() >= 2);
+    let obs: chaosrun::observe::Observation = serde_json::from_str(&text).unwrap();
+    let msgs = obs.store.messages().expect("read");
+    let read: Vec<Vec<String>> = msgs
+        .iter()
+        .map(|m| m.call_ids().iter().map(|s| s.to_string()).collect())
+        .collect();
+    assert_eq!(read, saved);
+    let again = serde_json::to_value(&obs).unwrap();
+    let first = again["store"]["messages"]["Ok"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m.get("tool_calls").is_some())
+        .expect("calls written as tool_calls");
+    assert!(first.get("tool_call_ids").is_none(), "{first}");
+    let back: chaosrun::observe::Observation = serde_json::from_value(again).unwrap();
+    assert_eq!(back.store, obs.store);
+}

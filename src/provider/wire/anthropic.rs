@@ -21,17 +21,6 @@ use super::request::{content_text, offers_tools, str_field, Request};
 use crate::message::{Message, ToolCall};
 use super::{str_at, u64_at, AnswerSink, args_object, json_error, typed_frame, Answer, ErrorInfo, Event, Meta, Route};
 
-pub(crate) fn route(method: &str, path: &str) -> Route {
-    match (method, path) {
-        ("POST", "/v1/messages") => Route::Generate {
-            stream: None,
-            model: None,
-        },
-        ("GET", "/v1/models") => Route::Models,
-        _ => Route::NotServed,
-    }
-}
-
 /// Anthropic's error `type` for a status.
 pub(crate) fn error_type_for(status: u16) -> &'static str {
     match status {
@@ -49,10 +38,6 @@ pub(crate) fn error_type_for(status: u16) -> &'static str {
 fn error_body(e: &ErrorInfo) -> Value {
     let kind = e.code.as_deref().unwrap_or(error_type_for(e.status));
     json!({"type": "error", "error": {"type": kind, "message": e.message}})
-}
-
-pub(crate) fn error_response(e: &ErrorInfo) -> axum::response::Response {
-    json_error(e.status, &error_body(e), e.retry_after)
 }
 
 /// Chat finish reasons in Anthropic terms.
@@ -217,27 +202,6 @@ impl super::Encoder for Stream {
     }
 }
 
-/// A whole non-streaming `message`.
-pub(crate) fn whole(meta: &Meta, a: &Answer) -> Value {
-    let (reason, usage) = a.finish_or_default(meta);
-    let mut content = Vec::new();
-    if let Some(r) = &a.reasoning {
-        content.push(json!({"type": "thinking", "thinking": r, "signature": "chaosrun"}));
-    }
-    if !a.text.is_empty() || a.calls.is_empty() {
-        content.push(json!({"type": "text", "text": a.text}));
-    }
-    for c in &a.calls {
-        content.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": args_object(&c.arguments)}));
-    }
-    message(
-        meta,
-        content,
-        Some(stop_reason(&reason)),
-        usage.completion_tokens,
-    )
-}
-
 // ---- request ---------------------------------------------------------------
 
 pub(crate) fn parse_request(v: &Value) -> Result<Request, String> {
@@ -315,80 +279,72 @@ fn message_in(m: &Value, messages: &mut Vec<Message>) -> Result<(), String> {
     Ok(())
 }
 
-/// One event of an upstream's Messages stream.
-fn read_event(kind: &str, v: &Value, sink: &mut dyn AnswerSink) {
-    let i = u64_at(v, "index").unwrap_or(0) as usize;
-    match kind {
-        "message_start" => {
-            let input = u64_at(&v["message"]["usage"], "input_tokens").unwrap_or(0);
-            sink.usage(Some(input), None);
-        }
-        "content_block_start" => {
-            let b = &v["content_block"];
-            match str_at(b, "type") {
-                Some("tool_use") => {
-                    let id = str_at(b, "id").unwrap_or_default();
-                    let name = str_at(b, "name").unwrap_or_default();
-                    sink.call((i, String::new()), Some(id), Some(name), "");
-                }
-                Some("text") => sink.text(str_at(b, "text").unwrap_or(""), false),
-                _ => {}
-            }
-        }
-        "content_block_delta" => {
-            let d = &v["delta"];
-            match str_at(d, "type") {
-                Some("text_delta") => sink.text(str_at(d, "text").unwrap_or(""), false),
-                Some("thinking_delta") => sink.text(str_at(d, "thinking").unwrap_or(""), true),
-                Some("input_json_delta") => {
-                    let more = str_at(d, "partial_json").unwrap_or("");
-                    sink.call((i, String::new()), None, None, more)
-                }
-                _ => {}
-            }
-        }
-        "message_delta" => {
-            sink.usage(None, u64_at(&v["usage"], "output_tokens"));
-            if let Some(r) = str_at(&v["delta"], "stop_reason") {
-                sink.reason(r);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// A whole message of an upstream.
-fn read_whole(v: &Value, sink: &mut dyn AnswerSink) {
-    let usage = &v["usage"];
-    let tokens = |k| Some(u64_at(usage, k).unwrap_or(0));
-    sink.usage(tokens("input_tokens"), tokens("output_tokens"));
-    for (i, b) in v["content"].as_array().into_iter().flatten().enumerate() {
-        match str_at(b, "type") {
-            Some("text") => sink.text(str_at(b, "text").unwrap_or(""), false),
-            Some("thinking") => sink.text(str_at(b, "thinking").unwrap_or(""), true),
-            Some("tool_use") => {
-                let args = b["input"].to_string();
-                let name = Some(str_at(b, "name").unwrap_or_default());
-                sink.call((i, String::new()), str_at(b, "id"), name, &args);
-            }
-            _ => {}
-        }
-    }
-    if let Some(r) = str_at(v, "stop_reason") {
-        sink.reason(r);
-    }
-}
-
 /// This wire behind the one [`super::WireFormat`] trait.
 pub(crate) struct Anthropic;
 
 impl super::WireFormat for Anthropic {
-    fn read_event(&self, kind: &str, json: &Value, sink: &mut dyn super::AnswerSink) {
-        read_event(kind, json, sink)
+    /// One event of an upstream's Messages stream.
+    fn read_event(&self, kind: &str, v: &Value, sink: &mut dyn AnswerSink) {
+        let i = u64_at(v, "index").unwrap_or(0) as usize;
+        match kind {
+            "message_start" => {
+                let input = u64_at(&v["message"]["usage"], "input_tokens").unwrap_or(0);
+                sink.usage(Some(input), None);
+            }
+            "content_block_start" => {
+                let b = &v["content_block"];
+                match str_at(b, "type") {
+                    Some("tool_use") => {
+                        let id = str_at(b, "id").unwrap_or_default();
+                        let name = str_at(b, "name").unwrap_or_default();
+                        sink.call((i, String::new()), Some(id), Some(name), "");
+                    }
+                    Some("text") => sink.text(str_at(b, "text").unwrap_or(""), false),
+                    _ => {}
+                }
+            }
+            "content_block_delta" => {
+                let d = &v["delta"];
+                match str_at(d, "type") {
+                    Some("text_delta") => sink.text(str_at(d, "text").unwrap_or(""), false),
+                    Some("thinking_delta") => sink.text(str_at(d, "thinking").unwrap_or(""), true),
+                    Some("input_json_delta") => {
+                        let more = str_at(d, "partial_json").unwrap_or("");
+                        sink.call((i, String::new()), None, None, more)
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                sink.usage(None, u64_at(&v["usage"], "output_tokens"));
+                if let Some(r) = str_at(&v["delta"], "stop_reason") {
+                    sink.reason(r);
+                }
+            }
+            _ => {}
+        }
     }
 
-    fn read_whole(&self, json: &Value, sink: &mut dyn super::AnswerSink) {
-        read_whole(json, sink)
+    /// A whole message of an upstream.
+    fn read_whole(&self, v: &Value, sink: &mut dyn AnswerSink) {
+        let usage = &v["usage"];
+        let tokens = |k| Some(u64_at(usage, k).unwrap_or(0));
+        sink.usage(tokens("input_tokens"), tokens("output_tokens"));
+        for (i, b) in v["content"].as_array().into_iter().flatten().enumerate() {
+            match str_at(b, "type") {
+                Some("text") => sink.text(str_at(b, "text").unwrap_or(""), false),
+                Some("thinking") => sink.text(str_at(b, "thinking").unwrap_or(""), true),
+                Some("tool_use") => {
+                    let args = b["input"].to_string();
+                    let name = Some(str_at(b, "name").unwrap_or_default());
+                    sink.call((i, String::new()), str_at(b, "id"), name, &args);
+                }
+                _ => {}
+            }
+        }
+        if let Some(r) = str_at(v, "stop_reason") {
+            sink.reason(r);
+        }
     }
 
     fn name(&self) -> &'static str {
@@ -400,7 +356,14 @@ impl super::WireFormat for Anthropic {
     }
 
     fn route(&self, method: &str, path: &str) -> Route {
-        route(method, path)
+        match (method, path) {
+            ("POST", "/v1/messages") => Route::Generate {
+                stream: None,
+                model: None,
+            },
+            ("GET", "/v1/models") => Route::Models,
+            _ => Route::NotServed,
+        }
     }
 
     fn parse(&self, body: &[u8]) -> Result<Request, String> {
@@ -408,7 +371,7 @@ impl super::WireFormat for Anthropic {
     }
 
     fn error_response(&self, e: &ErrorInfo) -> axum::response::Response {
-        error_response(e)
+        json_error(e.status, &error_body(e), e.retry_after)
     }
 
     fn quota_error(&self) -> (u16, String, Option<&'static str>) {
@@ -441,8 +404,25 @@ impl super::WireFormat for Anthropic {
         Box::new(Stream::new(meta))
     }
 
-    fn whole(&self, meta: &Meta, answer: &Answer) -> Value {
-        whole(meta, answer)
+    /// A whole non-streaming `message`.
+    fn whole(&self, meta: &Meta, a: &Answer) -> Value {
+        let (reason, usage) = a.finish_or_default(meta);
+        let mut content = Vec::new();
+        if let Some(r) = &a.reasoning {
+            content.push(json!({"type": "thinking", "thinking": r, "signature": "chaosrun"}));
+        }
+        if !a.text.is_empty() || a.calls.is_empty() {
+            content.push(json!({"type": "text", "text": a.text}));
+        }
+        for c in &a.calls {
+            content.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": args_object(&c.arguments)}));
+        }
+        message(
+            meta,
+            content,
+            Some(stop_reason(&reason)),
+            usage.completion_tokens,
+        )
     }
 
     fn is_terminal(&self, kind: &str, _data: &str, _json: &Value) -> bool {

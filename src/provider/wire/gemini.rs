@@ -92,11 +92,6 @@ fn error_body(e: &ErrorInfo) -> Value {
     json!({ "error": err })
 }
 
-/// Retry-after travels in the body (`RetryInfo`), not in a header.
-pub(crate) fn error_response(e: &ErrorInfo) -> axum::response::Response {
-    json_error(e.status, &error_body(e), None)
-}
-
 fn finish_reason(reason: &str) -> String {
     match reason {
         "stop" | "tool_calls" => "STOP".into(),
@@ -180,25 +175,6 @@ impl super::Encoder for Stream {
         };
         data_frame(out, &v);
     }
-}
-
-/// A whole non-streaming `GenerateContentResponse`.
-pub(crate) fn whole(meta: &Meta, a: &Answer) -> Value {
-    let (reason, usage) = a.finish_or_default(meta);
-    let mut parts = Vec::new();
-    if let Some(r) = &a.reasoning {
-        parts.push(json!({"text": r, "thought": true}));
-    }
-    if !a.text.is_empty() || a.calls.is_empty() {
-        parts.push(json!({"text": a.text}));
-    }
-    for c in &a.calls {
-        parts.push(call_part(&c.id, &c.name, &c.arguments));
-    }
-    let mut v = chunk(meta, parts);
-    v["candidates"][0]["finishReason"] = finish_reason(&reason).into();
-    v["usageMetadata"] = usage_json(usage);
-    v
 }
 
 // ---- request ---------------------------------------------------------------
@@ -344,14 +320,6 @@ fn read_event(_kind: &str, v: &Value, sink: &mut dyn AnswerSink) {
     }
 }
 
-/// A whole body of an upstream: one response, or a list of them.
-fn read_whole(v: &Value, sink: &mut dyn AnswerSink) {
-    match v.as_array() {
-        Some(list) => list.iter().for_each(|c| read_event("", c, sink)),
-        None => read_event("", v, sink),
-    }
-}
-
 /// This wire behind the one [`super::WireFormat`] trait.
 pub(crate) struct Gemini;
 
@@ -360,8 +328,12 @@ impl super::WireFormat for Gemini {
         read_event(kind, json, sink)
     }
 
-    fn read_whole(&self, json: &Value, sink: &mut dyn super::AnswerSink) {
-        read_whole(json, sink)
+    /// A whole body of an upstream: one response, or a list of them.
+    fn read_whole(&self, v: &Value, sink: &mut dyn AnswerSink) {
+        match v.as_array() {
+            Some(list) => list.iter().for_each(|c| read_event("", c, sink)),
+            None => read_event("", v, sink),
+        }
     }
 
     fn mid_stream_retry_after(&self) -> bool {
@@ -384,8 +356,9 @@ impl super::WireFormat for Gemini {
         parse_request(&super::request::json(body)?)
     }
 
+    /// Retry-after travels in the body (`RetryInfo`), not in a header.
     fn error_response(&self, e: &ErrorInfo) -> axum::response::Response {
-        error_response(e)
+        json_error(e.status, &error_body(e), None)
     }
 
     fn quota_error(&self) -> (u16, String, Option<&'static str>) {
@@ -422,8 +395,23 @@ impl super::WireFormat for Gemini {
         Box::new(Stream::new(meta))
     }
 
-    fn whole(&self, meta: &Meta, answer: &Answer) -> Value {
-        whole(meta, answer)
+    /// A whole non-streaming `GenerateContentResponse`.
+    fn whole(&self, meta: &Meta, a: &Answer) -> Value {
+        let (reason, usage) = a.finish_or_default(meta);
+        let mut parts = Vec::new();
+        if let Some(r) = &a.reasoning {
+            parts.push(json!({"text": r, "thought": true}));
+        }
+        if !a.text.is_empty() || a.calls.is_empty() {
+            parts.push(json!({"text": a.text}));
+        }
+        for c in &a.calls {
+            parts.push(call_part(&c.id, &c.name, &c.arguments));
+        }
+        let mut v = chunk(meta, parts);
+        v["candidates"][0]["finishReason"] = finish_reason(&reason).into();
+        v["usageMetadata"] = usage_json(usage);
+        v
     }
 
     fn is_terminal(&self, _kind: &str, _data: &str, json: &Value) -> bool {

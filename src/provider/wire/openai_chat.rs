@@ -11,17 +11,6 @@ use super::request::{content_text, Request};
 use crate::message::{Message, ToolCall};
 use super::{str_at, u64_at, AnswerSink, data_frame, json_error, Answer, ErrorInfo, Event, Meta, Route, Usage};
 
-pub(crate) fn route(method: &str, path: &str) -> Route {
-    match (method, path) {
-        ("POST", "/v1/chat/completions" | "/chat/completions") => Route::Generate {
-            stream: None,
-            model: None,
-        },
-        ("GET", "/v1/models" | "/models") => Route::Models,
-        _ => Route::NotServed,
-    }
-}
-
 /// The OpenAI error `type` and `code` conventionally used with a status.
 pub(crate) fn error_type_for(status: u16) -> (&'static str, &'static str) {
     match status {
@@ -120,43 +109,6 @@ impl super::Encoder for Stream {
     }
 }
 
-/// A whole non-streaming `chat.completion`.
-pub(crate) fn whole(meta: &Meta, a: &Answer) -> Value {
-    let (reason, usage) = a.finish_or_default(meta);
-    let mut message = if a.calls.is_empty() {
-        json!({"role": "assistant", "content": a.text})
-    } else {
-        let calls: Vec<Value> = a
-            .calls
-            .iter()
-            .map(|c| {
-                json!({
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                })
-            })
-            .collect();
-        let content = if a.text.is_empty() {
-            Value::Null
-        } else {
-            a.text.clone().into()
-        };
-        json!({"role": "assistant", "content": content, "tool_calls": calls})
-    };
-    if let Some(r) = &a.reasoning {
-        message["reasoning_content"] = r.clone().into();
-    }
-    json!({
-        "id": meta.id,
-        "object": "chat.completion",
-        "created": meta.created,
-        "model": meta.model,
-        "choices": [{"index": 0, "message": message, "finish_reason": reason}],
-        "usage": usage_json(usage),
-    })
-}
-
 // ---- request ---------------------------------------------------------------
 
 #[derive(Deserialize)]
@@ -252,58 +204,50 @@ fn read_usage(v: &Value, sink: &mut dyn AnswerSink) {
     }
 }
 
-/// One `chat.completion.chunk` of an upstream's answer.
-fn read_event(_kind: &str, v: &Value, sink: &mut dyn AnswerSink) {
-    read_usage(v, sink);
-    let Some(choice) = v["choices"].get(0) else {
-        return;
-    };
-    let d = &choice["delta"];
-    let reasoning = str_at(d, "reasoning_content").or(str_at(d, "reasoning"));
-    sink.text(reasoning.unwrap_or(""), true);
-    sink.text(str_at(d, "content").unwrap_or(""), false);
-    for tc in d["tool_calls"].as_array().into_iter().flatten() {
-        let key = (u64_at(tc, "index").unwrap_or(0) as usize, String::new());
-        let f = &tc["function"];
-        let args = str_at(f, "arguments").unwrap_or("");
-        sink.call(key, str_at(tc, "id"), str_at(f, "name"), args);
-    }
-    if let Some(r) = str_at(choice, "finish_reason") {
-        sink.reason(r);
-    }
-}
-
-/// A whole `chat.completion` of an upstream.
-fn read_whole(v: &Value, sink: &mut dyn AnswerSink) {
-    read_usage(v, sink);
-    let Some(choice) = v["choices"].get(0) else {
-        return;
-    };
-    let m = &choice["message"];
-    let reasoning = str_at(m, "reasoning_content").or(str_at(m, "reasoning"));
-    sink.text(reasoning.unwrap_or(""), true);
-    sink.text(str_at(m, "content").unwrap_or(""), false);
-    for (i, tc) in m["tool_calls"].as_array().into_iter().flatten().enumerate() {
-        let f = &tc["function"];
-        let name = Some(str_at(f, "name").unwrap_or_default());
-        let args = str_at(f, "arguments").unwrap_or("{}");
-        sink.call((i, String::new()), str_at(tc, "id"), name, args);
-    }
-    if let Some(r) = str_at(choice, "finish_reason") {
-        sink.reason(r);
-    }
-}
-
 /// This wire behind the one [`super::WireFormat`] trait.
 pub(crate) struct OpenaiChat;
 
 impl super::WireFormat for OpenaiChat {
-    fn read_event(&self, kind: &str, json: &Value, sink: &mut dyn super::AnswerSink) {
-        read_event(kind, json, sink)
+    /// One `chat.completion.chunk` of an upstream's answer.
+    fn read_event(&self, _kind: &str, v: &Value, sink: &mut dyn AnswerSink) {
+        read_usage(v, sink);
+        let Some(choice) = v["choices"].get(0) else {
+            return;
+        };
+        let d = &choice["delta"];
+        let reasoning = str_at(d, "reasoning_content").or(str_at(d, "reasoning"));
+        sink.text(reasoning.unwrap_or(""), true);
+        sink.text(str_at(d, "content").unwrap_or(""), false);
+        for tc in d["tool_calls"].as_array().into_iter().flatten() {
+            let key = (u64_at(tc, "index").unwrap_or(0) as usize, String::new());
+            let f = &tc["function"];
+            let args = str_at(f, "arguments").unwrap_or("");
+            sink.call(key, str_at(tc, "id"), str_at(f, "name"), args);
+        }
+        if let Some(r) = str_at(choice, "finish_reason") {
+            sink.reason(r);
+        }
     }
 
-    fn read_whole(&self, json: &Value, sink: &mut dyn super::AnswerSink) {
-        read_whole(json, sink)
+    /// A whole `chat.completion` of an upstream.
+    fn read_whole(&self, v: &Value, sink: &mut dyn AnswerSink) {
+        read_usage(v, sink);
+        let Some(choice) = v["choices"].get(0) else {
+            return;
+        };
+        let m = &choice["message"];
+        let reasoning = str_at(m, "reasoning_content").or(str_at(m, "reasoning"));
+        sink.text(reasoning.unwrap_or(""), true);
+        sink.text(str_at(m, "content").unwrap_or(""), false);
+        for (i, tc) in m["tool_calls"].as_array().into_iter().flatten().enumerate() {
+            let f = &tc["function"];
+            let name = Some(str_at(f, "name").unwrap_or_default());
+            let args = str_at(f, "arguments").unwrap_or("{}");
+            sink.call((i, String::new()), str_at(tc, "id"), name, args);
+        }
+        if let Some(r) = str_at(choice, "finish_reason") {
+            sink.reason(r);
+        }
     }
 
     fn name(&self) -> &'static str {
@@ -315,7 +259,14 @@ impl super::WireFormat for OpenaiChat {
     }
 
     fn route(&self, method: &str, path: &str) -> Route {
-        route(method, path)
+        match (method, path) {
+            ("POST", "/v1/chat/completions" | "/chat/completions") => Route::Generate {
+                stream: None,
+                model: None,
+            },
+            ("GET", "/v1/models" | "/models") => Route::Models,
+            _ => Route::NotServed,
+        }
     }
 
     fn parse(&self, body: &[u8]) -> Result<Request, String> {
@@ -355,8 +306,41 @@ impl super::WireFormat for OpenaiChat {
         Box::new(Stream::new(meta))
     }
 
-    fn whole(&self, meta: &Meta, answer: &Answer) -> Value {
-        whole(meta, answer)
+    /// A whole non-streaming `chat.completion`.
+    fn whole(&self, meta: &Meta, a: &Answer) -> Value {
+        let (reason, usage) = a.finish_or_default(meta);
+        let mut message = if a.calls.is_empty() {
+            json!({"role": "assistant", "content": a.text})
+        } else {
+            let calls: Vec<Value> = a
+                .calls
+                .iter()
+                .map(|c| {
+                    json!({
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments},
+                    })
+                })
+                .collect();
+            let content = if a.text.is_empty() {
+                Value::Null
+            } else {
+                a.text.clone().into()
+            };
+            json!({"role": "assistant", "content": content, "tool_calls": calls})
+        };
+        if let Some(r) = &a.reasoning {
+            message["reasoning_content"] = r.clone().into();
+        }
+        json!({
+            "id": meta.id,
+            "object": "chat.completion",
+            "created": meta.created,
+            "model": meta.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": reason}],
+            "usage": usage_json(usage),
+        })
     }
 
     fn is_terminal(&self, _kind: &str, data: &str, json: &Value) -> bool {

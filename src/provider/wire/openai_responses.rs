@@ -22,19 +22,9 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::request::{args_string, content_text, offers_tools, push_call, str_field, Request};
+use super::openai_chat::OpenaiChat;
 use crate::message::{Message, ToolCall};
 use super::{str_at, u64_at, AnswerSink, typed_frame, Answer, ErrorInfo, Event, Meta, Route, Usage};
-
-pub(crate) fn route(method: &str, path: &str) -> Route {
-    match (method, path) {
-        ("POST", "/v1/responses" | "/responses") => Route::Generate {
-            stream: None,
-            model: None,
-        },
-        ("GET", "/v1/models" | "/models") => Route::Models,
-        _ => Route::NotServed,
-    }
-}
 
 pub(crate) fn error_response(e: &ErrorInfo) -> axum::response::Response {
     super::openai_chat::error_response(e)
@@ -380,28 +370,6 @@ impl Stream {
     }
 }
 
-/// A whole non-streaming `response`.
-pub(crate) fn whole(meta: &Meta, a: &Answer) -> Value {
-    let (reason, usage) = a.finish_or_default(meta);
-    let mut output = Vec::new();
-    if let Some(r) = &a.reasoning {
-        output.push(reasoning_item(&format!("rs_{}_0", meta.id), r));
-    }
-    if !a.text.is_empty() || a.calls.is_empty() {
-        let id = format!("msg_{}_{}", meta.id, output.len());
-        output.push(message_item(&id, &a.text, "completed"));
-    }
-    for c in &a.calls {
-        let id = format!("fc_{}_{}", meta.id, output.len());
-        output.push(call_item(&id, &c.id, &c.name, &c.arguments, "completed"));
-    }
-    let (status, _, details) = terminal(&reason);
-    let mut r = response(meta, status, output);
-    r["usage"] = usage_json(usage);
-    r["incomplete_details"] = details;
-    r
-}
-
 // ---- request ---------------------------------------------------------------
 
 fn role_of(role: &str) -> &str {
@@ -536,61 +504,53 @@ fn read_item(i: usize, item: &Value, sink: &mut dyn AnswerSink) {
     }
 }
 
-/// One event of an upstream's Responses stream.
-fn read_event(kind: &str, v: &Value, sink: &mut dyn AnswerSink) {
-    match kind {
-        "response.output_text.delta" => sink.text(str_at(v, "delta").unwrap_or(""), false),
-        "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
-            sink.text(str_at(v, "delta").unwrap_or(""), true)
-        }
-        "response.output_item.done" => {
-            let i = u64_at(v, "output_index").unwrap_or(0) as usize;
-            read_item(i, &v["item"], sink);
-        }
-        "response.completed" => {
-            read_usage(&v["response"], sink);
-            sink.reason("stop");
-        }
-        "response.incomplete" => {
-            read_usage(&v["response"], sink);
-            sink.reason("length");
-        }
-        _ => {}
-    }
-}
-
-/// A whole response object of an upstream.
-fn read_whole(v: &Value, sink: &mut dyn AnswerSink) {
-    read_usage(v, sink);
-    for (i, item) in v["output"].as_array().into_iter().flatten().enumerate() {
-        match str_at(item, "type") {
-            Some("message") => {
-                for part in item["content"].as_array().into_iter().flatten() {
-                    sink.text(str_at(part, "text").unwrap_or(""), false);
-                }
-            }
-            Some("reasoning") => {
-                for part in item["summary"].as_array().into_iter().flatten() {
-                    sink.text(str_at(part, "text").unwrap_or(""), true);
-                }
-            }
-            _ => read_item(i, item, sink),
-        }
-    }
-    let incomplete = str_at(v, "status") == Some("incomplete");
-    sink.reason(if incomplete { "length" } else { "stop" });
-}
-
 /// This wire behind the one [`super::WireFormat`] trait.
 pub(crate) struct OpenaiResponses;
 
 impl super::WireFormat for OpenaiResponses {
-    fn read_event(&self, kind: &str, json: &Value, sink: &mut dyn super::AnswerSink) {
-        read_event(kind, json, sink)
+    /// One event of an upstream's Responses stream.
+    fn read_event(&self, kind: &str, v: &Value, sink: &mut dyn AnswerSink) {
+        match kind {
+            "response.output_text.delta" => sink.text(str_at(v, "delta").unwrap_or(""), false),
+            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
+                sink.text(str_at(v, "delta").unwrap_or(""), true)
+            }
+            "response.output_item.done" => {
+                let i = u64_at(v, "output_index").unwrap_or(0) as usize;
+                read_item(i, &v["item"], sink);
+            }
+            "response.completed" => {
+                read_usage(&v["response"], sink);
+                sink.reason("stop");
+            }
+            "response.incomplete" => {
+                read_usage(&v["response"], sink);
+                sink.reason("length");
+            }
+            _ => {}
+        }
     }
 
-    fn read_whole(&self, json: &Value, sink: &mut dyn super::AnswerSink) {
-        read_whole(json, sink)
+    /// A whole response object of an upstream.
+    fn read_whole(&self, v: &Value, sink: &mut dyn AnswerSink) {
+        read_usage(v, sink);
+        for (i, item) in v["output"].as_array().into_iter().flatten().enumerate() {
+            match str_at(item, "type") {
+                Some("message") => {
+                    for part in item["content"].as_array().into_iter().flatten() {
+                        sink.text(str_at(part, "text").unwrap_or(""), false);
+                    }
+                }
+                Some("reasoning") => {
+                    for part in item["summary"].as_array().into_iter().flatten() {
+                        sink.text(str_at(part, "text").unwrap_or(""), true);
+                    }
+                }
+                _ => read_item(i, item, sink),
+            }
+        }
+        let incomplete = str_at(v, "status") == Some("incomplete");
+        sink.reason(if incomplete { "length" } else { "stop" });
     }
 
     fn keeps_conversations(&self) -> bool {
@@ -606,7 +566,14 @@ impl super::WireFormat for OpenaiResponses {
     }
 
     fn route(&self, method: &str, path: &str) -> Route {
-        route(method, path)
+        match (method, path) {
+            ("POST", "/v1/responses" | "/responses") => Route::Generate {
+                stream: None,
+                model: None,
+            },
+            ("GET", "/v1/models" | "/models") => Route::Models,
+            _ => Route::NotServed,
+        }
     }
 
     fn parse(&self, body: &[u8]) -> Result<Request, String> {
@@ -617,25 +584,19 @@ impl super::WireFormat for OpenaiResponses {
         error_response(e)
     }
 
+    /// OpenAI's account-level error, as on Chat Completions.
     fn quota_error(&self) -> (u16, String, Option<&'static str>) {
-        (
-            429,
-            "You exceeded your current quota, please check your plan and billing details."
-                .to_string(),
-            Some("insufficient_quota"),
-        )
+        OpenaiChat.quota_error()
     }
 
+    /// OpenAI's context-window error, as on Chat Completions.
     fn context_error(&self, tokens: u64, max_tokens: u64) -> (u16, String, Option<&'static str>) {
-        (400, format!("This model's maximum context length is {max_tokens} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."), Some("context_length_exceeded"))
+        OpenaiChat.context_error(tokens, max_tokens)
     }
 
+    /// OpenAI's model listing, as on Chat Completions.
     fn models(&self, created: u64) -> Value {
-        let _ = created;
-        json!({
-            "object": "list",
-            "data": [{"id": "chaosrun", "object": "model", "created": created, "owned_by": "chaosrun"}],
-        })
+        OpenaiChat.models(created)
     }
 
     fn id_prefix(&self) -> &'static str {
@@ -646,8 +607,26 @@ impl super::WireFormat for OpenaiResponses {
         Box::new(Stream::new(meta))
     }
 
-    fn whole(&self, meta: &Meta, answer: &Answer) -> Value {
-        whole(meta, answer)
+    /// A whole non-streaming `response`.
+    fn whole(&self, meta: &Meta, a: &Answer) -> Value {
+        let (reason, usage) = a.finish_or_default(meta);
+        let mut output = Vec::new();
+        if let Some(r) = &a.reasoning {
+            output.push(reasoning_item(&format!("rs_{}_0", meta.id), r));
+        }
+        if !a.text.is_empty() || a.calls.is_empty() {
+            let id = format!("msg_{}_{}", meta.id, output.len());
+            output.push(message_item(&id, &a.text, "completed"));
+        }
+        for c in &a.calls {
+            let id = format!("fc_{}_{}", meta.id, output.len());
+            output.push(call_item(&id, &c.id, &c.name, &c.arguments, "completed"));
+        }
+        let (status, _, details) = terminal(&reason);
+        let mut r = response(meta, status, output);
+        r["usage"] = usage_json(usage);
+        r["incomplete_details"] = details;
+        r
     }
 
     fn is_terminal(&self, kind: &str, _data: &str, _json: &Value) -> bool {
