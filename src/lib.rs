@@ -24,6 +24,7 @@ pub mod history;
 pub mod input;
 pub mod listen;
 pub mod mcp;
+pub mod message;
 pub mod observe;
 pub mod oracle;
 pub mod output;

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::proc_hygiene::ProcInfo;
 use crate::provider::Recording;
-pub use crate::store::{is_placeholder_id, StoreObservation, StoredMessage, TranscriptRead};
+pub use crate::store::{is_placeholder_id, StoreObservation, TranscriptRead};
 
 /// A phase of a scenario run, each with its own deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,6 +18,7 @@ const LAYERS: &[&[&str]] = &[
         "term",
         "redact",
         "listen",
+        "message",
     ],
     &["provider", "mcp"],
     &["scenarios", "profile", "store"],

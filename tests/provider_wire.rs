@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chaosrun::provider::recording::CONTENT_KEEP_CHARS;
+use chaosrun::message::CONTENT_KEEP_CHARS;
 use chaosrun::provider::{CallKind, Provider, ProviderConfig, Rule, ToolMapping};
 use futures_util::StreamExt;
 use serde_json::{json, Value};

@@ -821,7 +821,7 @@ fn assert_error_shape(wire: Wire, v: &Value, status: u16) {
 
 /// The recorded messages of a request, with ids replaced by their order of
 /// first appearance (ids differ between providers).
-fn shape(msgs: &[chaosrun::provider::WireMessage]) -> Vec<Value> {
+fn shape(msgs: &[chaosrun::message::Message]) -> Vec<Value> {
     let mut ids: Vec<String> = Vec::new();
     let mut id = |s: &str| {
         let pos = ids.iter().position(|x| x == s).unwrap_or_else(|| {

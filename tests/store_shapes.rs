@@ -5,7 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use chaosrun::observe::{StoreObservation, StoredMessage};
+use chaosrun::message::Message;
+use chaosrun::observe::StoreObservation;
 use chaosrun::profile::StoreSpec;
 use chaosrun::store::jsonl;
 
@@ -23,14 +24,14 @@ fn spec(agent: &str) -> StoreSpec {
 }
 
 /// (role, content, the id a result answers, call ids).
-fn summary(m: &[StoredMessage]) -> Vec<(String, String, String, Vec<String>)> {
+fn summary(m: &[Message]) -> Vec<(String, String, String, Vec<String>)> {
     m.iter()
         .map(|m| {
             (
                 m.role.clone(),
                 m.content.clone(),
                 m.tool_call_id.clone().unwrap_or_default(),
-                m.tool_call_ids.clone(),
+                m.call_ids().iter().map(|s| s.to_string()).collect(),
             )
         })
         .collect()
@@ -216,7 +217,7 @@ fn a_dangling_call_in_a_transcript_stays_unanswered() {
     );
     let store = observe(home.path(), "codex");
     let msgs = store.messages().expect("read");
-    assert_eq!(msgs[1].tool_call_ids, ["call_X"]);
+    assert_eq!(msgs[1].call_ids(), ["call_X"]);
     assert!(msgs.iter().all(|m| m.role != "tool"));
 }
 
@@ -230,10 +231,8 @@ fn placeholder_ids_stay_placeholders_in_a_transcript() {
     let home = home_with(".claude/projects/-w/s.jsonl", &lines.join("\n"));
     let store = observe(home.path(), "claude-code");
     let msgs = store.messages().expect("read");
-    assert_eq!(msgs[1].tool_call_ids, ["__fake_id__", ""]);
-    assert!(chaosrun::observe::is_placeholder_id(
-        &msgs[1].tool_call_ids[1]
-    ));
+    assert_eq!(msgs[1].call_ids(), ["__fake_id__", ""]);
+    assert!(chaosrun::observe::is_placeholder_id(msgs[1].call_ids()[1]));
     assert_eq!(msgs[2].tool_call_id.as_deref(), Some("__fake_id__"));
 }
 
@@ -517,16 +516,61 @@ fn qwen_code_real_transcript_reads_through_the_shipped_profile() {
     want.extend(["tool"; 8]);
     want.extend(["assistant", "user", "assistant"]);
     assert_eq!(roles, want, "{m:#?}");
-    let calls = &m[1].tool_call_ids;
+    let calls = m[1].call_ids();
     assert_eq!(calls.len(), 8);
-    let answered: Vec<&String> = m[2..10]
+    let answered: Vec<&str> = m[2..10]
         .iter()
-        .filter_map(|t| t.tool_call_id.as_ref())
+        .filter_map(|t| t.tool_call_id.as_deref())
         .collect();
-    assert_eq!(answered, calls.iter().collect::<Vec<_>>());
+    assert_eq!(answered, calls);
     assert!(
         m[11].content.contains("Are you still there?"),
         "{:?}",
         m[11]
     );
+}
+
+/// Saved runs from before the one message model stored a persisted
+/// message's calls as `tool_call_ids`: a golden observation in that shape is
+/// read with every such id as a call of the message (so re-judging it pairs
+/// the same calls), and written back in the one model's `tool_calls` shape.
+#[test]
+fn older_saved_store_messages_keep_their_call_ids() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/mcp_tool_schema_changes--mcp_stale_schema/observation.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let raw: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let saved: Vec<Vec<String>> = raw["store"]["messages"]["Ok"]
+        .as_array()
+        .expect("a read store")
+        .iter()
+        .map(|m| {
+            m["tool_call_ids"]
+                .as_array()
+                .map(|ids| {
+                    ids.iter()
+                        .map(|i| i.as_str().unwrap().to_string())
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .collect();
+    assert!(saved.iter().filter(|ids| !ids.is_empty()).count() >= 2);
+    let obs: chaosrun::observe::Observation = serde_json::from_str(&text).unwrap();
+    let msgs = obs.store.messages().expect("read");
+    let read: Vec<Vec<String>> = msgs
+        .iter()
+        .map(|m| m.call_ids().iter().map(|s| s.to_string()).collect())
+        .collect();
+    assert_eq!(read, saved);
+    let again = serde_json::to_value(&obs).unwrap();
+    let first = again["store"]["messages"]["Ok"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m.get("tool_calls").is_some())
+        .expect("calls written as tool_calls");
+    assert!(first.get("tool_call_ids").is_none(), "{first}");
+    let back: chaosrun::observe::Observation = serde_json::from_value(again).unwrap();
+    assert_eq!(back.store, obs.store);
 }

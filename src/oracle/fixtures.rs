@@ -1,8 +1,9 @@
 //! Recorded observations for the oracle's unit tests: a healthy run to start
 //! from, and small builders to break it.
 
+use crate::message::{Message, ToolCall};
 use crate::observe::*;
-use crate::provider::recording::{CallKind, RequestRecord, WireMessage, WireToolCall};
+use crate::provider::recording::{CallKind, RequestRecord};
 use crate::provider::Recording;
 use crate::scenarios::Scenario;
 
@@ -48,40 +49,23 @@ pub fn end_interrupted(i: u64) -> TurnEnd {
     }
 }
 
-pub fn msg(role: &str, content: &str) -> WireMessage {
-    WireMessage {
-        role: role.into(),
-        content: content.into(),
-        content_chars: content.chars().count(),
-        tool_call_id: None,
-        tool_calls: vec![],
-        reasoning: String::new(),
-        reasoning_chars: 0,
-    }
+pub fn msg(role: &str, content: &str) -> Message {
+    Message::new(role, content)
 }
 
-pub fn assistant_calls(ids: &[&str]) -> WireMessage {
-    WireMessage {
-        tool_calls: ids
-            .iter()
-            .map(|id| WireToolCall {
-                id: id.to_string(),
-                name: "shell".into(),
-                arguments: "{}".into(),
-            })
+pub fn assistant_calls(ids: &[&str]) -> Message {
+    Message::assistant_calls(
+        ids.iter()
+            .map(|id| ToolCall::new(*id, "shell", "{}"))
             .collect(),
-        ..msg("assistant", "")
-    }
+    )
 }
 
-pub fn tool(id: &str, content: &str) -> WireMessage {
-    WireMessage {
-        tool_call_id: Some(id.into()),
-        ..msg("tool", content)
-    }
+pub fn tool(id: &str, content: &str) -> Message {
+    Message::tool_result(id, content)
 }
 
-pub fn request(seq: u64, kind: CallKind, messages: Vec<WireMessage>) -> RequestRecord {
+pub fn request(seq: u64, kind: CallKind, messages: Vec<Message>) -> RequestRecord {
     RequestRecord {
         seq,
         at: seq as f64,
@@ -105,18 +89,11 @@ pub fn request(seq: u64, kind: CallKind, messages: Vec<WireMessage>) -> RequestR
     }
 }
 
-pub fn stored(
-    role: &str,
-    content: &str,
-    call_id: Option<&str>,
-    call_ids: &[&str],
-) -> StoredMessage {
-    StoredMessage {
-        role: role.into(),
-        content: content.into(),
-        content_chars: content.chars().count(),
+pub fn stored(role: &str, content: &str, call_id: Option<&str>, call_ids: &[&str]) -> Message {
+    Message {
         tool_call_id: call_id.map(String::from),
-        tool_call_ids: call_ids.iter().map(|s| s.to_string()).collect(),
+        tool_calls: call_ids.iter().map(|id| ToolCall::id_only(*id)).collect(),
+        ..Message::new(role, content)
     }
 }
 

@@ -13,8 +13,8 @@
 use std::collections::BTreeSet;
 
 use super::{clip, with_nonce, Check, Invariant};
-use crate::observe::{is_placeholder_id, Observation, StoreObservation, StoredMessage};
-use crate::provider::recording::WireMessage;
+use crate::message::Message;
+use crate::observe::{is_placeholder_id, Observation, StoreObservation};
 use crate::provider::CallKind;
 use crate::scenarios::Scenario;
 
@@ -23,42 +23,19 @@ pub const MAX_REQUEST_BYTES: usize = 2 * 1024 * 1024;
 /// Longest persisted message content allowed, in characters.
 pub const MAX_PERSISTED_CHARS: usize = 1_000_000;
 
-/// The fields of a message that history checks read.
-struct View<'a> {
-    role: &'a str,
-    call_ids: Vec<&'a str>,
-    tool_call_id: Option<&'a str>,
-}
-
-fn wire_view(m: &WireMessage) -> View<'_> {
-    View {
-        role: &m.role,
-        call_ids: m.tool_calls.iter().map(|c| c.id.as_str()).collect(),
-        tool_call_id: m.tool_call_id.as_deref(),
-    }
-}
-
-fn store_view(m: &StoredMessage) -> View<'_> {
-    View {
-        role: &m.role,
-        call_ids: m.tool_call_ids.iter().map(String::as_str).collect(),
-        tool_call_id: m.tool_call_id.as_deref(),
-    }
-}
-
 /// Ids of assistant tool calls with no `tool` message in the block right after.
-fn unanswered<'a>(msgs: &[View<'a>]) -> Vec<&'a str> {
+fn unanswered(msgs: &[Message]) -> Vec<&str> {
     let mut missing = Vec::new();
     for (i, m) in msgs.iter().enumerate() {
-        if m.role != "assistant" || m.call_ids.is_empty() {
+        if m.role != "assistant" || m.tool_calls.is_empty() {
             continue;
         }
         let answered: BTreeSet<&str> = msgs[i + 1..]
             .iter()
             .take_while(|f| f.role == "tool")
-            .filter_map(|f| f.tool_call_id)
+            .filter_map(|f| f.tool_call_id.as_deref())
             .collect();
-        missing.extend(m.call_ids.iter().filter(|id| !answered.contains(*id)));
+        missing.extend(m.call_ids().into_iter().filter(|id| !answered.contains(id)));
     }
     missing
 }
@@ -74,8 +51,7 @@ fn wire_results(obs: &Observation) -> Check {
     let mut seen = BTreeSet::new();
     let mut v = Vec::new();
     for r in sent_requests(obs) {
-        let views: Vec<View> = r.messages.iter().map(wire_view).collect();
-        for id in unanswered(&views) {
+        for id in unanswered(&r.messages) {
             if seen.insert(id.to_string()) {
                 v.push(format!(
                     "request #{} sent tool call {id} without its result right after it",
@@ -88,7 +64,7 @@ fn wire_results(obs: &Observation) -> Check {
 }
 
 /// The store's messages, or why they cannot be checked.
-fn stored(obs: &Observation) -> Result<&[StoredMessage], String> {
+fn stored(obs: &Observation) -> Result<&[Message], String> {
     match &obs.store {
         StoreObservation::NotConfigured => Err("the adapter profile names no durable store".into()),
         StoreObservation::Missing { path } => Err(format!("the store {path} does not exist")),
@@ -121,19 +97,22 @@ fn stored(obs: &Observation) -> Result<&[StoredMessage], String> {
 
 /// The store's pairing: (calls with no result, turns that cannot be paired
 /// because of placeholder ids).
-fn store_pairing<'a>(msgs: &[View<'a>]) -> (Vec<String>, Vec<String>) {
+fn store_pairing(msgs: &[Message]) -> (Vec<String>, Vec<String>) {
     let (mut missing, mut ambiguous) = (Vec::new(), Vec::new());
     for (i, m) in msgs.iter().enumerate() {
-        if m.role != "assistant" || m.call_ids.is_empty() {
+        if m.role != "assistant" || m.tool_calls.is_empty() {
             continue;
         }
-        let block: Vec<&View> = msgs[i + 1..]
+        let call_ids = m.call_ids();
+        let block: Vec<&Message> = msgs[i + 1..]
             .iter()
             .take_while(|f| f.role == "tool")
             .collect();
-        let result_ids: Vec<&str> = block.iter().map(|f| f.tool_call_id.unwrap_or("")).collect();
-        let placeholders: BTreeSet<&str> = m
-            .call_ids
+        let result_ids: Vec<&str> = block
+            .iter()
+            .map(|f| f.tool_call_id.as_deref().unwrap_or(""))
+            .collect();
+        let placeholders: BTreeSet<&str> = call_ids
             .iter()
             .chain(result_ids.iter())
             .copied()
@@ -142,7 +121,7 @@ fn store_pairing<'a>(msgs: &[View<'a>]) -> (Vec<String>, Vec<String>) {
         if placeholders.is_empty() {
             let answered: BTreeSet<&str> = result_ids.into_iter().collect();
             missing.extend(
-                m.call_ids
+                call_ids
                     .iter()
                     .filter(|id| !answered.contains(*id))
                     .map(|id| id.to_string()),
@@ -154,19 +133,19 @@ fn store_pairing<'a>(msgs: &[View<'a>]) -> (Vec<String>, Vec<String>) {
             .map(|p| format!("{p:?}"))
             .collect::<Vec<_>>()
             .join(", ");
-        if block.len() < m.call_ids.len() {
+        if block.len() < call_ids.len() {
             missing.push(format!(
                 "{} of message #{i}'s {} calls (only {} result(s) follow; ids {shown} are placeholders)",
-                m.call_ids.len() - block.len(),
-                m.call_ids.len(),
+                call_ids.len() - block.len(),
+                call_ids.len(),
                 block.len()
             ));
-        } else if m.call_ids.len() == 1 && block.len() == 1 {
+        } else if call_ids.len() == 1 && block.len() == 1 {
             // One call, one result right after it: paired by position.
         } else {
             ambiguous.push(format!(
                 "message #{i} has {} calls and {} results with placeholder id(s) {shown}",
-                m.call_ids.len(),
+                call_ids.len(),
                 block.len()
             ));
         }
@@ -195,8 +174,7 @@ fn store_results(obs: &Observation) -> Check {
         Err(why) => return Check::skipped(inv, "store_tool_results", why),
         Ok(msgs) => msgs,
     };
-    let views: Vec<View> = msgs.iter().map(store_view).collect();
-    let (open, ambiguous) = store_pairing(&views);
+    let (open, ambiguous) = store_pairing(msgs);
     if !open.is_empty() && killed_mid_run(obs) {
         return Check::skipped(
             inv,
@@ -290,7 +268,7 @@ fn own_outputs(obs: &Observation) -> Check {
             "the provider issued no `echo TOKEN` tool calls",
         );
     }
-    let wire: Vec<&WireMessage> = sent_requests(obs).flat_map(|r| &r.messages).collect();
+    let wire: Vec<&Message> = sent_requests(obs).flat_map(|r| &r.messages).collect();
     let ended = obs.turn_end(0).is_some();
     let mut v = Vec::new();
     for (id, token) in &calls {
@@ -459,7 +437,7 @@ mod tests {
         c.iter().find(|c| c.name == name).unwrap()
     }
 
-    fn with_wire(msgs: Vec<WireMessage>) -> (Scenario, Observation) {
+    fn with_wire(msgs: Vec<Message>) -> (Scenario, Observation) {
         let s = scenario("expect: ended\ncheck_echo_tokens: true");
         let mut o = healthy(&s, end(0, true, false, "done"));
         o.recording.requests.push(request(2, CallKind::Main, msgs));
@@ -630,7 +608,7 @@ mod tests {
         assert!(!named(&check(&s, &o), "tool_result_contains").failed());
     }
 
-    fn with_store(msgs: Vec<StoredMessage>) -> (Scenario, Observation) {
+    fn with_store(msgs: Vec<Message>) -> (Scenario, Observation) {
         let (s, mut o) = with_wire(vec![]);
         o.store = StoreObservation::Read {
             path: "p".into(),

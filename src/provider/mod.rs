@@ -26,9 +26,7 @@ pub mod upstream;
 pub mod wire;
 
 pub use context_window::ContextWindow;
-pub use recording::{
-    CallKind, RecordLimits, Recording, ReplyError, RequestRecord, WireMessage, WireToolCall,
-};
+pub use recording::{CallKind, RecordLimits, Recording, ReplyError, RequestRecord};
 pub use replies::{Reply, ToolCallSpec};
 pub use rules::{CallMatch, Rule, WaitFor, When};
 pub use wire::Wire;

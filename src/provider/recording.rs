@@ -8,8 +8,9 @@ use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-/// How much of one message's content is kept; the full length is always kept.
-pub const CONTENT_KEEP_CHARS: usize = 16 * 1024;
+use crate::message::Message;
+pub use crate::message::CONTENT_KEEP_CHARS;
+
 /// How many header bytes are kept per request.
 pub const HEADERS_KEEP_BYTES: usize = 4 * 1024;
 
@@ -27,39 +28,6 @@ pub enum CallKind {
     /// subagent's call, counted apart; rules with `subagent: true` answer it
     /// (unmatched: `subagent done NONCE`).
     Subagent,
-}
-
-/// One tool call inside a message, as sent on the wire.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WireToolCall {
-    pub id: String,
-    pub name: String,
-    /// The arguments string, bounded to [`CONTENT_KEEP_CHARS`].
-    pub arguments: String,
-}
-
-/// One message of a request's `messages`, bounded.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct WireMessage {
-    pub role: String,
-    /// Text content (string content, or the text parts joined), bounded to
-    /// [`CONTENT_KEEP_CHARS`] characters.
-    pub content: String,
-    /// Length in characters of the whole content before bounding.
-    pub content_chars: usize,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_calls: Vec<WireToolCall>,
-    /// Reasoning the request carries back for this message (Responses
-    /// `reasoning` items, Anthropic `thinking` blocks, chat
-    /// `reasoning_content` / `reasoning`, Gemini `thought: true` parts),
-    /// bounded like `content`. Kept for the observation; not judged.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub reasoning: String,
-    /// Length in characters of the whole reasoning before bounding.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub reasoning_chars: usize,
 }
 
 /// One request as recorded.
@@ -92,7 +60,7 @@ pub struct RequestRecord {
     pub tools: Vec<String>,
     /// Parsed messages (empty if the body was not JSON); the last
     /// [`RecordLimits::messages`] of them.
-    pub messages: Vec<WireMessage>,
+    pub messages: Vec<Message>,
     /// Messages of the request left out (its first ones) to stay in bounds.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub messages_dropped: usize,
@@ -379,7 +347,7 @@ impl Recorder {
 mod tests {
     use super::*;
 
-    fn record(seq: u64, messages: Vec<WireMessage>) -> RequestRecord {
+    fn record(seq: u64, messages: Vec<Message>) -> RequestRecord {
         RequestRecord {
             seq,
             at: 0.0,
@@ -403,16 +371,8 @@ mod tests {
         }
     }
 
-    fn msg(role: &str, content: &str) -> WireMessage {
-        WireMessage {
-            role: role.into(),
-            content: content.into(),
-            content_chars: content.chars().count(),
-            tool_call_id: None,
-            tool_calls: vec![],
-            reasoning: String::new(),
-            reasoning_chars: 0,
-        }
+    fn msg(role: &str, content: &str) -> Message {
+        Message::new(role, content)
     }
 
     #[test]

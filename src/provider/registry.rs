@@ -139,3 +139,77 @@ macro_rules! registry {
     };
 }
 pub(crate) use registry;
+
+#[cfg(test)]
+mod tests {
+    use crate::mcp::replies as mcp;
+    use crate::provider::replies::{self, Reply};
+    use crate::provider::upstream::faults::{self, Fault};
+
+    /// Every family: names unique and the `kind_names()` list is the registry's.
+    #[test]
+    fn each_family_lists_its_kinds_once() {
+        for names in [
+            replies::kind_names(),
+            faults::kind_names(),
+            mcp::kind_names(),
+        ] {
+            let mut sorted = names.to_vec();
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(sorted.len(), names.len(), "{names:?}");
+        }
+        assert!(replies::kind_names().contains(&"stall_mid_stream"));
+        assert!(faults::kind_names().contains(&"answer_then_hang"));
+        assert!(mcp::kind_names().contains(&"schema_swap"));
+    }
+
+    /// An unknown kind names itself and every known one; a missing `kind` too.
+    #[test]
+    fn unknown_and_missing_kinds_list_the_known_ones() {
+        let e = serde_yaml::from_str::<Reply>("{kind: hangg}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown reply kind `hangg`"), "{e}");
+        assert!(replies::kind_names().iter().all(|k| e.contains(k)), "{e}");
+        let e = serde_yaml::from_str::<Fault>("{events: 3}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("missing field `kind`"), "{e}");
+        assert!(faults::kind_names().iter().all(|k| e.contains(k)), "{e}");
+        let e = serde_yaml::from_str::<mcp::Reply>("{kind: 7}")
+            .unwrap_err()
+            .to_string();
+        assert!(mcp::kind_names().iter().all(|k| e.contains(k)), "{e}");
+        let e = serde_yaml::from_str::<Reply>("{kind: hang, secnds: 3}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`hang`") && e.contains("secnds"), "{e}");
+    }
+
+    /// `{kind: NAME, ...fields}` written and read back the same, in YAML and
+    /// JSON (saved observations), for a kind with fields and one without.
+    #[test]
+    fn kinds_round_trip() {
+        for y in [
+            "{kind: hang, seconds: 5}",
+            "{kind: quota_exhausted}",
+            "{kind: relay, fault: {kind: error, status: 429, retry_after: 2}}",
+            "{kind: tool_call, calls: [{tool: shell, args: {cmd: ls}}]}",
+        ] {
+            let r: Reply = serde_yaml::from_str(y).unwrap();
+            let json = serde_json::to_string(&r).unwrap();
+            assert!(
+                json.starts_with(&format!("{{\"kind\":\"{}\"", r.kind_name())),
+                "{json}"
+            );
+            assert_eq!(serde_json::from_str::<Reply>(&json).unwrap(), r, "{json}");
+            let yaml = serde_yaml::to_string(&r).unwrap();
+            assert_eq!(serde_yaml::from_str::<Reply>(&yaml).unwrap(), r, "{yaml}");
+        }
+        let m: mcp::Reply = serde_yaml::from_str("{kind: slow, seconds: 2}").unwrap();
+        assert_eq!(m.kind_name(), "slow");
+        let back: mcp::Reply = serde_json::from_value(serde_json::to_value(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
+    }
+}

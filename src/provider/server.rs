@@ -21,12 +21,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::recording::{
     BodyHash, CallKind, IssuedToolCall, Recorder, Recording, RequestRecord, WaitOutcome,
-    WireMessage, WireToolCall, HEADERS_KEEP_BYTES,
+    HEADERS_KEEP_BYTES,
 };
 use super::replies::{secs, wait_or_cancel, Beat, Plan, Reply, ReplyCtx, Text};
 use super::rules::{self, Rule, WaitFor};
 use super::wire::{self, json_response, request, Answer, ErrorInfo, Event, Meta, Route, Wire};
 use super::{ProcessCounter, ProviderConfig, ToolMapping};
+use crate::message::{Message, ToolCall};
 
 use super::RequestObserver as Observer;
 
@@ -77,7 +78,7 @@ struct Shared {
     /// Main calls answered by each responder rule (exact, like the counters).
     rule_hits: Vec<AtomicU64>,
     /// Responses: response id → the conversation up to and with its answer.
-    conversations: Mutex<VecDeque<(String, Vec<WireMessage>)>>,
+    conversations: Mutex<VecDeque<(String, Vec<Message>)>>,
     /// Proxy mode: where unmatched calls and `relay` rules go, and what the
     /// relays left.
     upstream: Option<Arc<super::upstream::Upstream>>,
@@ -411,14 +412,14 @@ impl Shared {
     }
 
     /// The conversation stored under a Responses id.
-    fn conversation(&self, id: &str) -> Option<Vec<WireMessage>> {
+    fn conversation(&self, id: &str) -> Option<Vec<Message>> {
         let kept = self.conversations.lock().unwrap();
         kept.iter().find(|(k, _)| k == id).map(|(_, m)| m.clone())
     }
 
     /// Keep `history` and the answer `beats` give under `id`, when the answer
     /// finishes (a cut or failed reply leaves nothing to continue).
-    fn remember(&self, id: &str, mut history: Vec<WireMessage>, beats: &[Beat]) {
+    fn remember(&self, id: &str, mut history: Vec<Message>, beats: &[Beat]) {
         let events: Vec<Event> = beats
             .iter()
             .filter_map(|b| match b {
@@ -434,7 +435,7 @@ impl Shared {
         let (content, content_chars) = request::bound(answer.text, &mut truncated);
         let (reasoning, reasoning_chars) =
             request::bound(answer.reasoning.unwrap_or_default(), &mut truncated);
-        history.push(WireMessage {
+        history.push(Message {
             role: "assistant".into(),
             content,
             content_chars,
@@ -444,7 +445,7 @@ impl Shared {
             tool_calls: answer
                 .calls
                 .into_iter()
-                .map(|c| WireToolCall {
+                .map(|c| ToolCall {
                     id: c.id,
                     name: c.name,
                     arguments: request::bound(c.arguments, &mut truncated).0,
@@ -705,7 +706,10 @@ async fn generate(
     };
     let (key, tape) = shared.cassette_key(reply, relayed.is_some(), kind, main_index, &parsed);
     // Responses: what this reply's conversation is, to continue it later.
-    let history = (wire == Wire::OpenaiResponses).then(|| parsed.messages.clone());
+    let history = wire
+        .format()
+        .keeps_conversations()
+        .then(|| parsed.messages.clone());
     let path = head.path.clone();
     let served = match &relayed {
         Some(_) => Served::named("relay"),
@@ -750,7 +754,7 @@ struct Accepted<'a> {
     /// Relayed upstream, with this fault (or none).
     relayed: Option<Option<super::upstream::faults::Fault>>,
     /// Responses: the conversation, to continue it later.
-    history: Option<Vec<WireMessage>>,
+    history: Option<Vec<Message>>,
     path: String,
     stream: bool,
     model: Option<String>,
@@ -876,7 +880,7 @@ impl Served {
             hint.status = wire.shape_error(&ErrorInfo::of_class(class)).status;
         }
         if let (Some(hint), Reply::Error(e)) = (error.as_mut(), reply) {
-            if e.mid_stream && stream && wire != Wire::Gemini {
+            if e.mid_stream && stream && !wire.format().mid_stream_retry_after() {
                 hint.retry_after = None;
             }
         }

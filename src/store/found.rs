@@ -1,23 +1,10 @@
 //! What reading the agent's store back found: its messages in the one
-//! message model ([`StoredMessage`]), and how the read went
+//! message model ([`Message`], persisted), and how the read went
 //! ([`StoreObservation`], [`TranscriptRead`]). Saved in the observation.
 
 use serde::{Deserialize, Serialize};
 
-/// One message as the agent persisted it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoredMessage {
-    pub role: String,
-    /// Content, bounded like the wire recording.
-    pub content: String,
-    pub content_chars: usize,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
-    /// Tool call ids of an assistant message (`<unparseable>` if the column
-    /// was not valid JSON).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tool_call_ids: Vec<String>,
-}
+use crate::message::Message;
 
 /// Whether a persisted tool-call id is a placeholder rather than an id
 /// (empty, missing, `__fake_id__` and the like, which many SDKs store):
@@ -51,13 +38,13 @@ pub enum StoreObservation {
     Read {
         path: String,
         integrity: String,
-        messages: Result<Vec<StoredMessage>, String>,
+        messages: Result<Vec<Message>, String>,
     },
     /// A Postgres store (worker mode): its messages, or why they could not be
     /// read. It has no integrity check of SQLite's kind.
     Postgres {
         dsn: String,
-        messages: Result<Vec<StoredMessage>, String>,
+        messages: Result<Vec<Message>, String>,
     },
     /// JSONL transcripts (the glob under HOME): the profile mapping's
     /// messages (or why none could be made), and what the bounded read saw.
@@ -65,7 +52,7 @@ pub enum StoreObservation {
     Jsonl {
         glob: String,
         read: TranscriptRead,
-        messages: Result<Vec<StoredMessage>, String>,
+        messages: Result<Vec<Message>, String>,
     },
 }
 
@@ -153,7 +140,7 @@ impl TranscriptRead {
 
 impl StoreObservation {
     /// The session's messages, when they could be read.
-    pub fn messages(&self) -> Option<&[StoredMessage]> {
+    pub fn messages(&self) -> Option<&[Message]> {
         match self {
             StoreObservation::Read {
                 messages: Ok(m), ..

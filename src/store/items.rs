@@ -5,8 +5,7 @@
 //! result is a `tool` message carrying the id it answers. Pairing is left to
 //! the oracle, which pairs by id and names placeholder ids.
 
-use super::StoredMessage;
-use crate::provider::recording::CONTENT_KEEP_CHARS;
+use crate::message::{Message, ToolCall, CONTENT_KEEP_CHARS};
 
 /// A message being built: content kept within [`CONTENT_KEEP_CHARS`] while
 /// its whole length is counted.
@@ -52,20 +51,21 @@ impl Draft {
         self.chars == 0 && self.call_ids.is_empty() && self.tool_call_id.is_none()
     }
 
-    pub fn finish(self) -> StoredMessage {
-        StoredMessage {
+    pub fn finish(self) -> Message {
+        Message {
             role: self.role,
             content: self.content,
             content_chars: self.chars,
             tool_call_id: self.tool_call_id,
-            tool_call_ids: self.call_ids,
+            tool_calls: self.call_ids.into_iter().map(ToolCall::id_only).collect(),
+            ..Message::default()
         }
     }
 }
 
 /// Turns: consecutive assistant drafts merged into one (text joined, calls
 /// in order); everything else kept as it is, in order.
-pub(crate) fn turns(drafts: Vec<Draft>) -> Vec<StoredMessage> {
+pub(crate) fn turns(drafts: Vec<Draft>) -> Vec<Message> {
     let mut out: Vec<Draft> = Vec::new();
     for d in drafts {
         match out.last_mut() {
@@ -119,7 +119,7 @@ fn kind(k: &str) -> Kind {
 /// (the text row before it included), a result row is a `tool` message
 /// answering its `call_id` (an empty id stays empty: the oracle names it),
 /// reasoning rows carry no message text.
-pub fn fold(rows: Vec<ItemRow>) -> Vec<StoredMessage> {
+pub fn fold(rows: Vec<ItemRow>) -> Vec<Message> {
     let mut drafts = Vec::new();
     for r in rows {
         let id = r.call_id.unwrap_or_default();
@@ -172,7 +172,7 @@ mod tests {
         ]);
         let roles: Vec<&str> = m.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(roles, ["user", "assistant", "tool", "tool", "assistant"]);
-        assert_eq!(m[1].tool_call_ids, ["c1", "c2"]);
+        assert_eq!(m[1].call_ids(), ["c1", "c2"]);
         assert_eq!(m[1].content, "running two");
         assert_eq!(m[2].tool_call_id.as_deref(), Some("c1"));
         assert_eq!(m[3].content, "B");

@@ -182,7 +182,7 @@ fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> (usize, bool) {
 pub fn read_files(
     spec: &StoreSpec,
     files: &[PathBuf],
-) -> (Result<Vec<super::StoredMessage>, String>, TranscriptRead) {
+) -> (Result<Vec<super::Message>, String>, TranscriptRead) {
     let mut r = Reader {
         spec,
         drafts: Vec::new(),

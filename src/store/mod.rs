@@ -19,8 +19,8 @@ use std::path::Path;
 use rusqlite::{Connection, OpenFlags};
 use serde::{Deserialize, Serialize};
 
-use crate::provider::recording::CONTENT_KEEP_CHARS;
-pub use found::{is_placeholder_id, StoreObservation, StoredMessage, TranscriptRead};
+use crate::message::{Message, ToolCall, CONTENT_KEEP_CHARS};
+pub use found::{is_placeholder_id, StoreObservation, TranscriptRead};
 pub use spec::StoreSpec;
 
 /// How a SQL store's rows map onto messages.
@@ -65,21 +65,22 @@ pub fn call_ids(raw: &str) -> Vec<String> {
 }
 
 /// Messages from the query's text columns, in the profile's shape.
-fn build(shape: Shape, rows: Vec<[Option<String>; 4]>) -> Vec<StoredMessage> {
+fn build(shape: Shape, rows: Vec<[Option<String>; 4]>) -> Vec<Message> {
     match shape {
         Shape::Messages => rows
             .into_iter()
             .map(|[role, content, id, calls]| {
                 let (content, content_chars) = bounded(content.as_deref().unwrap_or(""));
-                StoredMessage {
+                Message {
                     role: role.unwrap_or_default(),
                     content,
                     content_chars,
                     tool_call_id: id.filter(|s| !s.is_empty()),
-                    tool_call_ids: calls
+                    tool_calls: calls
                         .filter(|s| !s.trim().is_empty())
-                        .map(|s| call_ids(&s))
+                        .map(|s| call_ids(&s).into_iter().map(ToolCall::id_only).collect())
                         .unwrap_or_default(),
+                    ..Message::default()
                 }
             })
             .collect(),
@@ -109,11 +110,7 @@ fn text_col(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<String>>
     })
 }
 
-fn query(
-    conn: &Connection,
-    spec: &StoreSpec,
-    session_id: &str,
-) -> rusqlite::Result<Vec<StoredMessage>> {
+fn query(conn: &Connection, spec: &StoreSpec, session_id: &str) -> rusqlite::Result<Vec<Message>> {
     let mut stmt = conn.prepare(&spec.messages_sql)?;
     let has_param = stmt.parameter_index(":session_id")?.is_some();
     let map = |r: &rusqlite::Row<'_>| {
@@ -274,7 +271,7 @@ mod tests {
                 assert_eq!(integrity, "ok");
                 let m = messages.unwrap();
                 assert_eq!(m.len(), 3);
-                assert_eq!(m[1].tool_call_ids, ["c1", "c2"]);
+                assert_eq!(m[1].call_ids(), ["c1", "c2"]);
                 assert_eq!(m[2].tool_call_id.as_deref(), Some("c1"));
             }
             other => panic!("{other:?}"),
@@ -361,7 +358,7 @@ mod tests {
         let m = observe(Some(&db), &sql_spec(sql, Shape::Items), "s1");
         let m = m.messages().unwrap();
         assert_eq!(m.len(), 5, "{m:?}");
-        assert_eq!(m[1].tool_call_ids, ["call_a", "call_b"]);
+        assert_eq!(m[1].call_ids(), ["call_a", "call_b"]);
         assert_eq!(m[3].tool_call_id.as_deref(), Some("call_b"));
         assert_eq!(m[3].content, "/w");
     }

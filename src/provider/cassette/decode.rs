@@ -11,6 +11,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::{Recorded, EVENTS_CAP, TEXT_CAP};
+use crate::provider::wire::{str_at, AnswerSink};
 use crate::provider::Wire;
 
 /// The most tool calls recorded for one answer.
@@ -37,14 +38,6 @@ pub(crate) struct Decoder {
     output: u64,
     finish_at: f64,
     truncated: bool,
-}
-
-fn s<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
-}
-
-fn n(v: &Value, key: &str) -> Option<u64> {
-    v.get(key).and_then(Value::as_u64)
 }
 
 impl Decoder {
@@ -88,7 +81,7 @@ impl Decoder {
         }
     }
 
-    fn text(&mut self, text: &str, reasoning: bool) {
+    fn add_text(&mut self, text: &str, reasoning: bool) {
         if text.is_empty() {
             return;
         }
@@ -102,7 +95,7 @@ impl Decoder {
 
     /// The call under `key`, begun now if new (past [`CALLS_CAP`] calls,
     /// the last one is reused and the entry marked truncated).
-    fn call(&mut self, key: (usize, String)) -> &mut Call {
+    fn call_entry(&mut self, key: (usize, String)) -> &mut Call {
         let at = self.now();
         let fresh = self.calls.len();
         let key = if fresh >= CALLS_CAP && !self.calls.contains_key(&key) {
@@ -119,17 +112,12 @@ impl Decoder {
     }
 
     fn args(&mut self, key: (usize, String), more: &str) {
-        let c = self.call(key);
+        let c = self.call_entry(key);
         if c.arguments.len() + more.len() <= TEXT_CAP {
             c.arguments.push_str(more);
         } else {
             self.truncated = true;
         }
-    }
-
-    fn reason(&mut self, r: &str) {
-        self.reason = Some(r.to_string());
-        self.finish_at = self.now();
     }
 
     /// One SSE event (its raw bytes, boundary included).
@@ -142,16 +130,11 @@ impl Decoder {
             return;
         };
         let kind = if name.is_empty() {
-            s(&v, "type").unwrap_or_default().to_string()
+            str_at(&v, "type").unwrap_or_default().to_string()
         } else {
             name
         };
-        match self.wire {
-            Wire::OpenaiChat => self.chat_chunk(&v),
-            Wire::OpenaiResponses => self.responses_event(&kind, &v),
-            Wire::Anthropic => self.anthropic_event(&kind, &v),
-            Wire::Gemini => self.gemini_chunk(&v),
-        }
+        self.wire.format().read_event(&kind, &v, self);
     }
 
     /// A whole (non-streaming) JSON body.
@@ -159,15 +142,7 @@ impl Decoder {
         let Ok(v) = serde_json::from_slice::<Value>(body) else {
             return;
         };
-        match self.wire {
-            Wire::OpenaiChat => self.chat_whole(&v),
-            Wire::OpenaiResponses => self.responses_whole(&v),
-            Wire::Anthropic => self.anthropic_whole(&v),
-            Wire::Gemini => match v.as_array() {
-                Some(list) => list.iter().for_each(|c| self.gemini_chunk(c)),
-                None => self.gemini_chunk(&v),
-            },
-        }
+        self.wire.format().read_whole(&v, self);
     }
 
     /// The events, tool calls and finish last; whether anything was cut.
@@ -210,235 +185,36 @@ impl Decoder {
         self.events.sort_by(|a, b| a.at().total_cmp(&b.at()));
         (self.events, self.truncated)
     }
+}
 
-    // ---- OpenAI Chat -------------------------------------------------------
-
-    fn chat_usage(&mut self, v: &Value) {
-        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-            self.input = n(u, "prompt_tokens").unwrap_or(self.input);
-            self.output = n(u, "completion_tokens").unwrap_or(self.output);
-        }
+impl AnswerSink for Decoder {
+    fn text(&mut self, text: &str, reasoning: bool) {
+        self.add_text(text, reasoning);
     }
 
-    fn chat_chunk(&mut self, v: &Value) {
-        self.chat_usage(v);
-        let Some(choice) = v["choices"].get(0) else {
-            return;
-        };
-        let d = &choice["delta"];
-        self.text(
-            s(d, "reasoning_content")
-                .or(s(d, "reasoning"))
-                .unwrap_or(""),
-            true,
-        );
-        self.text(s(d, "content").unwrap_or(""), false);
-        for tc in d["tool_calls"].as_array().into_iter().flatten() {
-            let key = (n(tc, "index").unwrap_or(0) as usize, String::new());
-            let c = self.call(key.clone());
-            if let Some(id) = s(tc, "id") {
-                c.id = id.to_string();
-            }
-            if let Some(name) = s(&tc["function"], "name") {
-                c.name = name.to_string();
-            }
-            self.args(key, s(&tc["function"], "arguments").unwrap_or(""));
-        }
-        if let Some(r) = s(choice, "finish_reason") {
-            self.reason(r);
-        }
-    }
-
-    fn chat_whole(&mut self, v: &Value) {
-        self.chat_usage(v);
-        let Some(choice) = v["choices"].get(0) else {
-            return;
-        };
-        let m = &choice["message"];
-        self.text(
-            s(m, "reasoning_content")
-                .or(s(m, "reasoning"))
-                .unwrap_or(""),
-            true,
-        );
-        self.text(s(m, "content").unwrap_or(""), false);
-        for (i, tc) in m["tool_calls"].as_array().into_iter().flatten().enumerate() {
-            self.whole_call(
-                (i, String::new()),
-                s(tc, "id"),
-                s(&tc["function"], "name"),
-                s(&tc["function"], "arguments").unwrap_or("{}"),
-            );
-        }
-        if let Some(r) = s(choice, "finish_reason") {
-            self.reason(r);
-        }
-    }
-
-    fn whole_call(
-        &mut self,
-        key: (usize, String),
-        id: Option<&str>,
-        name: Option<&str>,
-        args: &str,
-    ) {
-        let c = self.call(key.clone());
+    fn call(&mut self, key: (usize, String), id: Option<&str>, name: Option<&str>, args: &str) {
+        let c = self.call_entry(key.clone());
         if let Some(id) = id {
             c.id = id.to_string();
         }
-        c.name = name.unwrap_or_default().to_string();
+        if let Some(name) = name {
+            c.name = name.to_string();
+        }
         self.args(key, args);
     }
 
-    // ---- OpenAI Responses --------------------------------------------------
-
-    fn responses_usage(&mut self, r: &Value) {
-        if let Some(u) = r.get("usage").filter(|u| u.is_object()) {
-            self.input = n(u, "input_tokens").unwrap_or(self.input);
-            self.output = n(u, "output_tokens").unwrap_or(self.output);
-        }
+    fn reason(&mut self, r: &str) {
+        self.reason = Some(r.to_string());
+        self.finish_at = self.now();
     }
 
-    fn responses_item(&mut self, i: usize, item: &Value) {
-        if s(item, "type") == Some("function_call") {
-            let key = (i, s(item, "id").unwrap_or_default().to_string());
-            let id = s(item, "call_id").or(s(item, "id"));
-            self.whole_call(
-                key,
-                id,
-                s(item, "name"),
-                s(item, "arguments").unwrap_or("{}"),
-            );
-        }
+    fn usage(&mut self, input: Option<u64>, output: Option<u64>) {
+        self.input = input.unwrap_or(self.input);
+        self.output = output.unwrap_or(self.output);
     }
 
-    fn responses_event(&mut self, kind: &str, v: &Value) {
-        match kind {
-            "response.output_text.delta" => self.text(s(v, "delta").unwrap_or(""), false),
-            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
-                self.text(s(v, "delta").unwrap_or(""), true)
-            }
-            "response.output_item.done" => {
-                let i = n(v, "output_index").unwrap_or(0) as usize;
-                self.responses_item(i, &v["item"]);
-            }
-            "response.completed" => {
-                self.responses_usage(&v["response"]);
-                self.reason("stop");
-            }
-            "response.incomplete" => {
-                self.responses_usage(&v["response"]);
-                self.reason("length");
-            }
-            _ => {}
-        }
-    }
-
-    fn responses_whole(&mut self, v: &Value) {
-        self.responses_usage(v);
-        for (i, item) in v["output"].as_array().into_iter().flatten().enumerate() {
-            match s(item, "type") {
-                Some("message") => {
-                    for part in item["content"].as_array().into_iter().flatten() {
-                        self.text(s(part, "text").unwrap_or(""), false);
-                    }
-                }
-                Some("reasoning") => {
-                    for part in item["summary"].as_array().into_iter().flatten() {
-                        self.text(s(part, "text").unwrap_or(""), true);
-                    }
-                }
-                _ => self.responses_item(i, item),
-            }
-        }
-        let incomplete = s(v, "status") == Some("incomplete");
-        self.reason(if incomplete { "length" } else { "stop" });
-    }
-
-    // ---- Anthropic ---------------------------------------------------------
-
-    fn anthropic_event(&mut self, kind: &str, v: &Value) {
-        let i = n(v, "index").unwrap_or(0) as usize;
-        match kind {
-            "message_start" => {
-                self.input = n(&v["message"]["usage"], "input_tokens").unwrap_or(0);
-            }
-            "content_block_start" => {
-                let b = &v["content_block"];
-                match s(b, "type") {
-                    Some("tool_use") => {
-                        let c = self.call((i, String::new()));
-                        c.id = s(b, "id").unwrap_or_default().to_string();
-                        c.name = s(b, "name").unwrap_or_default().to_string();
-                    }
-                    Some("text") => self.text(s(b, "text").unwrap_or(""), false),
-                    _ => {}
-                }
-            }
-            "content_block_delta" => {
-                let d = &v["delta"];
-                match s(d, "type") {
-                    Some("text_delta") => self.text(s(d, "text").unwrap_or(""), false),
-                    Some("thinking_delta") => self.text(s(d, "thinking").unwrap_or(""), true),
-                    Some("input_json_delta") => {
-                        self.args((i, String::new()), s(d, "partial_json").unwrap_or(""))
-                    }
-                    _ => {}
-                }
-            }
-            "message_delta" => {
-                self.output = n(&v["usage"], "output_tokens").unwrap_or(self.output);
-                if let Some(r) = s(&v["delta"], "stop_reason") {
-                    self.reason(r);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn anthropic_whole(&mut self, v: &Value) {
-        self.input = n(&v["usage"], "input_tokens").unwrap_or(0);
-        self.output = n(&v["usage"], "output_tokens").unwrap_or(0);
-        for (i, b) in v["content"].as_array().into_iter().flatten().enumerate() {
-            match s(b, "type") {
-                Some("text") => self.text(s(b, "text").unwrap_or(""), false),
-                Some("thinking") => self.text(s(b, "thinking").unwrap_or(""), true),
-                Some("tool_use") => {
-                    let args = b["input"].to_string();
-                    self.whole_call((i, String::new()), s(b, "id"), s(b, "name"), &args);
-                }
-                _ => {}
-            }
-        }
-        if let Some(r) = s(v, "stop_reason") {
-            self.reason(r);
-        }
-    }
-
-    // ---- Gemini ------------------------------------------------------------
-
-    fn gemini_chunk(&mut self, v: &Value) {
-        if let Some(u) = v.get("usageMetadata") {
-            self.input = n(u, "promptTokenCount").unwrap_or(self.input);
-            self.output = n(u, "candidatesTokenCount").unwrap_or(self.output);
-        }
-        let Some(c) = v["candidates"].get(0) else {
-            return;
-        };
-        for part in c["content"]["parts"].as_array().into_iter().flatten() {
-            if let Some(t) = s(part, "text") {
-                let thought = part["thought"].as_bool() == Some(true);
-                self.text(t, thought);
-            }
-            if let Some(f) = part.get("functionCall") {
-                let key = (self.calls.len(), String::new());
-                let args = f.get("args").map_or("{}".to_string(), Value::to_string);
-                self.whole_call(key, s(f, "id"), s(f, "name"), &args);
-            }
-        }
-        if let Some(r) = s(c, "finishReason") {
-            self.reason(r);
-        }
+    fn calls_seen(&self) -> usize {
+        self.calls.len()
     }
 }
 

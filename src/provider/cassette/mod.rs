@@ -25,7 +25,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::recording::WireMessage;
+use crate::message::Message;
 
 pub use player::Player;
 
@@ -87,7 +87,7 @@ pub struct Entry {
     /// The request in the one message model (for a reader; replay matches on
     /// `match` only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub request: Vec<WireMessage>,
+    pub request: Vec<Message>,
 }
 
 /// One wire-neutral event of a recorded answer; `at` is seconds from the
@@ -154,7 +154,7 @@ pub(crate) fn hide_nonce(text: &str, nonce: &str) -> String {
 }
 
 /// The match key of a request whose last message is `last`.
-pub(crate) fn key_of(last: Option<&WireMessage>, nonce: &str) -> MatchKey {
+pub(crate) fn key_of(last: Option<&Message>, nonce: &str) -> MatchKey {
     let Some(m) = last else {
         return MatchKey::default();
     };
@@ -293,15 +293,7 @@ mod tests {
 
     #[test]
     fn keys_collapse_whitespace_and_hide_the_nonce() {
-        let m = WireMessage {
-            role: "tool".into(),
-            content: " out  N123\nend ".into(),
-            content_chars: 0,
-            tool_call_id: None,
-            tool_calls: vec![],
-            reasoning: String::new(),
-            reasoning_chars: 0,
-        };
+        let m = Message::new("tool", " out  N123\nend ");
         let k = key_of(Some(&m), "N123");
         assert_eq!(k.text.as_deref(), Some("out {{nonce}} end"));
         assert_eq!(k.role, "tool");

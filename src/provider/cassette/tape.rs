@@ -7,7 +7,7 @@
 
 use super::decode::Decoder;
 use super::{hide_nonce, Entry, MatchKey, Recorded};
-use crate::provider::recording::WireMessage;
+use crate::message::Message;
 use crate::provider::Wire;
 
 /// The most bytes of a whole (non-streaming) body or error body kept.
@@ -20,7 +20,7 @@ const ERROR_CAP: usize = 2048;
 pub(crate) struct TapeStart {
     pub main_index: u64,
     pub key: MatchKey,
-    pub request: Vec<WireMessage>,
+    pub request: Vec<Message>,
     pub nonce: String,
 }
 

@@ -213,14 +213,9 @@ impl Upstream {
     /// The upstream URL for a request the agent sent to `path`: the wire's
     /// own version prefix (`/v1` on the OpenAI wires) is the base URL's.
     fn target(&self, wire: Wire, path: &str, query: Option<&str>) -> String {
-        let path = match wire {
-            Wire::OpenaiChat | Wire::OpenaiResponses => path.strip_prefix("/v1").unwrap_or(path),
-            Wire::Anthropic | Wire::Gemini => path,
-        };
-        let path = match (&self.model, wire) {
-            (Some(m), Wire::Gemini) => gemini_model(path, m),
-            _ => path.to_string(),
-        };
+        let format = wire.format();
+        let path = path.strip_prefix(format.base_path()).unwrap_or(path);
+        let path = format.upstream_path(path, self.model.as_deref());
         // The agent's `?key=` (Gemini) is its own credential: never forwarded.
         let query: Vec<&str> = query
             .unwrap_or_default()
@@ -236,7 +231,11 @@ impl Upstream {
 
     /// The request body, with the model rewritten when configured.
     fn body(&self, wire: Wire, body: Vec<u8>) -> Vec<u8> {
-        let Some(model) = self.model.as_deref().filter(|_| wire != Wire::Gemini) else {
+        let Some(model) = self
+            .model
+            .as_deref()
+            .filter(|_| wire.format().model_in_body())
+        else {
             return body;
         };
         match serde_json::from_slice::<serde_json::Value>(&body) {
@@ -262,11 +261,7 @@ impl Upstream {
             }
         }
         if let Some(key) = &self.key {
-            req = match wire {
-                Wire::OpenaiChat | Wire::OpenaiResponses => req.bearer_auth(key),
-                Wire::Anthropic => req.header("x-api-key", key),
-                Wire::Gemini => req.header("x-goog-api-key", key),
-            };
+            req = wire.format().auth(req, key);
         }
         req = req.header(LOOP_HEADER, self.hops(call.headers));
         match tokio::time::timeout(self.bounds.first_byte, req.send()).await {
@@ -291,15 +286,6 @@ impl Upstream {
         hops.push(&self.token);
         hops.join(",")
     }
-}
-
-/// `models/NAME:method` with NAME replaced.
-fn gemini_model(path: &str, model: &str) -> String {
-    let Some(start) = path.find("/models/").map(|i| i + "/models/".len()) else {
-        return path.to_string();
-    };
-    let end = path[start..].find(':').map_or(path.len(), |i| start + i);
-    format!("{}{model}{}", &path[..start], &path[end..])
 }
 
 /// Whether the agent's header goes upstream: not its credentials, not the

@@ -84,28 +84,13 @@ pub(crate) fn fields(event: &[u8]) -> (String, String) {
 /// Whether `event` is the one that finishes the answer on `wire`.
 pub(crate) fn is_terminal(wire: Wire, event: &[u8]) -> bool {
     let (name, data) = fields(event);
-    if wire == Wire::OpenaiChat && data.trim() == "[DONE]" {
-        return true;
-    }
     let json: serde_json::Value = serde_json::from_str(&data).unwrap_or_default();
     let kind = if name.is_empty() {
         json["type"].as_str().unwrap_or_default().to_string()
     } else {
         name
     };
-    let any_choice = |list: &serde_json::Value, key: &str| {
-        list.as_array()
-            .is_some_and(|a| a.iter().any(|c| !c[key].is_null()))
-    };
-    match wire {
-        Wire::OpenaiChat => any_choice(&json["choices"], "finish_reason"),
-        Wire::OpenaiResponses => matches!(
-            kind.as_str(),
-            "response.completed" | "response.incomplete" | "response.failed"
-        ),
-        Wire::Anthropic => matches!(kind.as_str(), "message_delta" | "message_stop"),
-        Wire::Gemini => any_choice(&json["candidates"], "finishReason"),
-    }
+    wire.format().is_terminal(&kind, &data, &json)
 }
 
 #[cfg(test)]

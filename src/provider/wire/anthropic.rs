@@ -17,19 +17,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::request::{content_text, offers_tools, str_field, Msg, Request};
-use super::{args_object, json_error, typed_frame, Answer, ErrorInfo, Event, Meta, Route};
-
-pub(crate) fn route(method: &str, path: &str) -> Route {
-    match (method, path) {
-        ("POST", "/v1/messages") => Route::Generate {
-            stream: None,
-            model: None,
-        },
-        ("GET", "/v1/models") => Route::Models,
-        _ => Route::NotServed,
-    }
-}
+use super::request::{content_text, offers_tools, str_field, Request};
+use crate::message::{Message, ToolCall};
+use super::{str_at, u64_at, AnswerSink, args_object, json_error, typed_frame, Answer, ErrorInfo, Event, Meta, Route};
 
 /// Anthropic's error `type` for a status.
 pub(crate) fn error_type_for(status: u16) -> &'static str {
@@ -48,10 +38,6 @@ pub(crate) fn error_type_for(status: u16) -> &'static str {
 fn error_body(e: &ErrorInfo) -> Value {
     let kind = e.code.as_deref().unwrap_or(error_type_for(e.status));
     json!({"type": "error", "error": {"type": kind, "message": e.message}})
-}
-
-pub(crate) fn error_response(e: &ErrorInfo) -> axum::response::Response {
-    json_error(e.status, &error_body(e), e.retry_after)
 }
 
 /// Chat finish reasons in Anthropic terms.
@@ -216,27 +202,6 @@ impl super::Encoder for Stream {
     }
 }
 
-/// A whole non-streaming `message`.
-pub(crate) fn whole(meta: &Meta, a: &Answer) -> Value {
-    let (reason, usage) = a.finish_or_default(meta);
-    let mut content = Vec::new();
-    if let Some(r) = &a.reasoning {
-        content.push(json!({"type": "thinking", "thinking": r, "signature": "chaosrun"}));
-    }
-    if !a.text.is_empty() || a.calls.is_empty() {
-        content.push(json!({"type": "text", "text": a.text}));
-    }
-    for c in &a.calls {
-        content.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": args_object(&c.arguments)}));
-    }
-    message(
-        meta,
-        content,
-        Some(stop_reason(&reason)),
-        usage.completion_tokens,
-    )
-}
-
 // ---- request ---------------------------------------------------------------
 
 pub(crate) fn parse_request(v: &Value) -> Result<Request, String> {
@@ -244,7 +209,7 @@ pub(crate) fn parse_request(v: &Value) -> Result<Request, String> {
     match v.get("system") {
         None | Some(Value::Null) => {}
         Some(s @ (Value::String(_) | Value::Array(_))) => {
-            messages.push(Msg::new("system", content_text(Some(s))))
+            messages.push(Message::new("system", content_text(Some(s))))
         }
         Some(_) => return Err("`system` must be a string or an array of text blocks".into()),
     }
@@ -267,7 +232,7 @@ pub(crate) fn parse_request(v: &Value) -> Result<Request, String> {
     })
 }
 
-fn message_in(m: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
+fn message_in(m: &Value, messages: &mut Vec<Message>) -> Result<(), String> {
     let role = m
         .get("role")
         .and_then(Value::as_str)
@@ -275,7 +240,7 @@ fn message_in(m: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
     let blocks = match m.get("content") {
         Some(Value::Array(blocks)) => blocks,
         other => {
-            messages.push(Msg::new(role, content_text(other)));
+            messages.push(Message::new(role, content_text(other)));
             return Ok(());
         }
     };
@@ -289,12 +254,12 @@ fn message_in(m: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
             Some("thinking") => {
                 thinking.push(b.get("thinking").and_then(Value::as_str).unwrap_or(""))
             }
-            Some("tool_use") => calls.push((
+            Some("tool_use") => calls.push(ToolCall::new(
                 str_field(b, "id").unwrap_or_default(),
                 str_field(b, "name").unwrap_or_default(),
                 super::request::args_string(b.get("input")),
             )),
-            Some("tool_result") => results.push(Msg::tool_result(
+            Some("tool_result") => results.push(Message::tool_result(
                 str_field(b, "tool_use_id").unwrap_or_default(),
                 content_text(b.get("content")),
             )),
@@ -305,15 +270,168 @@ fn message_in(m: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
     let has_results = !results.is_empty();
     messages.extend(results);
     if !text.is_empty() || !calls.is_empty() || !thinking.is_empty() || !has_results {
-        messages.push(Msg {
-            role: role.to_string(),
-            text: text.join("\n"),
-            tool_call_id: None,
+        messages.push(Message {
             tool_calls: calls,
             reasoning: thinking.join("\n"),
+            ..Message::new(role, text.join("\n"))
         });
     }
     Ok(())
+}
+
+/// This wire behind the one [`super::WireFormat`] trait.
+pub(crate) struct Anthropic;
+
+impl super::WireFormat for Anthropic {
+    /// One event of an upstream's Messages stream.
+    fn read_event(&self, kind: &str, v: &Value, sink: &mut dyn AnswerSink) {
+        let i = u64_at(v, "index").unwrap_or(0) as usize;
+        match kind {
+            "message_start" => {
+                let input = u64_at(&v["message"]["usage"], "input_tokens").unwrap_or(0);
+                sink.usage(Some(input), None);
+            }
+            "content_block_start" => {
+                let b = &v["content_block"];
+                match str_at(b, "type") {
+                    Some("tool_use") => {
+                        let id = str_at(b, "id").unwrap_or_default();
+                        let name = str_at(b, "name").unwrap_or_default();
+                        sink.call((i, String::new()), Some(id), Some(name), "");
+                    }
+                    Some("text") => sink.text(str_at(b, "text").unwrap_or(""), false),
+                    _ => {}
+                }
+            }
+            "content_block_delta" => {
+                let d = &v["delta"];
+                match str_at(d, "type") {
+                    Some("text_delta") => sink.text(str_at(d, "text").unwrap_or(""), false),
+                    Some("thinking_delta") => sink.text(str_at(d, "thinking").unwrap_or(""), true),
+                    Some("input_json_delta") => {
+                        let more = str_at(d, "partial_json").unwrap_or("");
+                        sink.call((i, String::new()), None, None, more)
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                sink.usage(None, u64_at(&v["usage"], "output_tokens"));
+                if let Some(r) = str_at(&v["delta"], "stop_reason") {
+                    sink.reason(r);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A whole message of an upstream.
+    fn read_whole(&self, v: &Value, sink: &mut dyn AnswerSink) {
+        let usage = &v["usage"];
+        let tokens = |k| Some(u64_at(usage, k).unwrap_or(0));
+        sink.usage(tokens("input_tokens"), tokens("output_tokens"));
+        for (i, b) in v["content"].as_array().into_iter().flatten().enumerate() {
+            match str_at(b, "type") {
+                Some("text") => sink.text(str_at(b, "text").unwrap_or(""), false),
+                Some("thinking") => sink.text(str_at(b, "thinking").unwrap_or(""), true),
+                Some("tool_use") => {
+                    let args = b["input"].to_string();
+                    let name = Some(str_at(b, "name").unwrap_or_default());
+                    sink.call((i, String::new()), str_at(b, "id"), name, &args);
+                }
+                _ => {}
+            }
+        }
+        if let Some(r) = str_at(v, "stop_reason") {
+            sink.reason(r);
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        "anthropic"
+    }
+
+    fn base_path(&self) -> &'static str {
+        ""
+    }
+
+    fn route(&self, method: &str, path: &str) -> Route {
+        match (method, path) {
+            ("POST", "/v1/messages") => Route::Generate {
+                stream: None,
+                model: None,
+            },
+            ("GET", "/v1/models") => Route::Models,
+            _ => Route::NotServed,
+        }
+    }
+
+    fn parse(&self, body: &[u8]) -> Result<Request, String> {
+        parse_request(&super::request::json(body)?)
+    }
+
+    fn error_response(&self, e: &ErrorInfo) -> axum::response::Response {
+        json_error(e.status, &error_body(e), e.retry_after)
+    }
+
+    fn quota_error(&self) -> (u16, String, Option<&'static str>) {
+        (400, "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.".to_string(), None)
+    }
+
+    fn context_error(&self, tokens: u64, max_tokens: u64) -> (u16, String, Option<&'static str>) {
+        (
+            400,
+            format!("prompt is too long: {tokens} tokens > {max_tokens} maximum"),
+            None,
+        )
+    }
+
+    fn models(&self, created: u64) -> Value {
+        let _ = created;
+        json!({
+            "data": [{"type": "model", "id": "chaosrun", "display_name": "chaosrun", "created_at": "2025-01-01T00:00:00Z"}],
+            "has_more": false,
+            "first_id": "chaosrun",
+            "last_id": "chaosrun",
+        })
+    }
+
+    fn id_prefix(&self) -> &'static str {
+        "msg_"
+    }
+
+    fn encoder(&self, meta: &Meta) -> Box<dyn super::Encoder> {
+        Box::new(Stream::new(meta))
+    }
+
+    /// A whole non-streaming `message`.
+    fn whole(&self, meta: &Meta, a: &Answer) -> Value {
+        let (reason, usage) = a.finish_or_default(meta);
+        let mut content = Vec::new();
+        if let Some(r) = &a.reasoning {
+            content.push(json!({"type": "thinking", "thinking": r, "signature": "chaosrun"}));
+        }
+        if !a.text.is_empty() || a.calls.is_empty() {
+            content.push(json!({"type": "text", "text": a.text}));
+        }
+        for c in &a.calls {
+            content.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": args_object(&c.arguments)}));
+        }
+        message(
+            meta,
+            content,
+            Some(stop_reason(&reason)),
+            usage.completion_tokens,
+        )
+    }
+
+    fn is_terminal(&self, kind: &str, _data: &str, _json: &Value) -> bool {
+        matches!(kind, "message_delta" | "message_stop")
+    }
+
+    fn auth(&self, req: reqwest::RequestBuilder, key: &str) -> reqwest::RequestBuilder {
+        req.header("x-api-key", key)
+    }
 }
 
 #[cfg(test)]
@@ -343,9 +461,9 @@ mod tests {
         assert!(r.stream && r.has_tools);
         let roles: Vec<&str> = r.messages.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
-        assert_eq!(r.messages[2].tool_calls[0].2, "{\"command\":\"ls\"}");
+        assert_eq!(r.messages[2].tool_calls[0].arguments, "{\"command\":\"ls\"}");
         assert_eq!(r.messages[2].reasoning, "hmm", "thinking kept as reasoning");
-        assert_eq!(r.messages[4].text, "b");
+        assert_eq!(r.messages[4].content, "b");
         assert_eq!(r.messages[4].tool_call_id.as_deref(), Some("t2"));
     }
 

@@ -16,8 +16,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::request::{content_text, offers_tools, Msg, Request};
-use super::{args_object, data_frame, json_error, Answer, ErrorInfo, Event, Meta, Route, Usage};
+use super::request::{content_text, offers_tools, Request};
+use crate::message::{Message, ToolCall};
+use super::{str_at, u64_at, AnswerSink, args_object, data_frame, json_error, Answer, ErrorInfo, Event, Meta, Route, Usage};
 
 pub(crate) fn route(method: &str, path: &str) -> Route {
     if method == "GET" && matches!(path, "/v1beta/models" | "/v1/models") {
@@ -89,11 +90,6 @@ fn error_body(e: &ErrorInfo) -> Value {
         err["details"] = Value::Array(details);
     }
     json!({ "error": err })
-}
-
-/// Retry-after travels in the body (`RetryInfo`), not in a header.
-pub(crate) fn error_response(e: &ErrorInfo) -> axum::response::Response {
-    json_error(e.status, &error_body(e), None)
 }
 
 fn finish_reason(reason: &str) -> String {
@@ -181,25 +177,6 @@ impl super::Encoder for Stream {
     }
 }
 
-/// A whole non-streaming `GenerateContentResponse`.
-pub(crate) fn whole(meta: &Meta, a: &Answer) -> Value {
-    let (reason, usage) = a.finish_or_default(meta);
-    let mut parts = Vec::new();
-    if let Some(r) = &a.reasoning {
-        parts.push(json!({"text": r, "thought": true}));
-    }
-    if !a.text.is_empty() || a.calls.is_empty() {
-        parts.push(json!({"text": a.text}));
-    }
-    for c in &a.calls {
-        parts.push(call_part(&c.id, &c.name, &c.arguments));
-    }
-    let mut v = chunk(meta, parts);
-    v["candidates"][0]["finishReason"] = finish_reason(&reason).into();
-    v["usageMetadata"] = usage_json(usage);
-    v
-}
-
 // ---- request ---------------------------------------------------------------
 
 pub(crate) fn parse_request(v: &Value) -> Result<Request, String> {
@@ -209,8 +186,8 @@ pub(crate) fn parse_request(v: &Value) -> Result<Request, String> {
         .or_else(|| v.get("system_instruction"))
     {
         None | Some(Value::Null) => {}
-        Some(Value::String(s)) => messages.push(Msg::new("system", s.clone())),
-        Some(c @ Value::Object(_)) => messages.push(Msg::new("system", parts_text(c))),
+        Some(Value::String(s)) => messages.push(Message::new("system", s.clone())),
+        Some(c @ Value::Object(_)) => messages.push(Message::new("system", parts_text(c))),
         Some(_) => return Err("`systemInstruction` must be a Content object".into()),
     }
     match v.get("contents") {
@@ -247,7 +224,7 @@ fn parts_text(c: &Value) -> String {
         .unwrap_or_default()
 }
 
-fn content_in(c: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
+fn content_in(c: &Value, messages: &mut Vec<Message>) -> Result<(), String> {
     if !c.is_object() {
         return Err("every `contents` entry must be an object".into());
     }
@@ -276,7 +253,7 @@ fn content_in(c: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
         if let Some(fc) = p.get("functionCall") {
             let name = fc.get("name").and_then(Value::as_str).unwrap_or_default();
             let args = super::request::args_string(fc.get("args"));
-            calls.push((id_of(fc, name), name.to_string(), args));
+            calls.push(ToolCall::new(id_of(fc, name), name, args));
         } else if let Some(fr) = p.get("functionResponse") {
             let name = fr.get("name").and_then(Value::as_str).unwrap_or_default();
             let response = fr.get("response");
@@ -284,7 +261,7 @@ fn content_in(c: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
                 Some(Value::String(s)) => s.clone(),
                 _ => content_text(response),
             };
-            results.push(Msg::tool_result(id_of(fr, name), text));
+            results.push(Message::tool_result(id_of(fr, name), text));
         }
     }
     let text = parts_text(c);
@@ -297,15 +274,164 @@ fn content_in(c: &Value, messages: &mut Vec<Msg>) -> Result<(), String> {
     let has_results = !results.is_empty();
     messages.extend(results);
     if !text.is_empty() || !calls.is_empty() || !thoughts.is_empty() || !has_results {
-        messages.push(Msg {
-            role: role.to_string(),
-            text,
-            tool_call_id: None,
+        messages.push(Message {
             tool_calls: calls,
             reasoning: thoughts,
+            ..Message::new(role, text)
         });
     }
     Ok(())
+}
+
+/// `models/NAME:method` with NAME replaced.
+fn with_model(path: &str, model: &str) -> String {
+    let Some(start) = path.find("/models/").map(|i| i + "/models/".len()) else {
+        return path.to_string();
+    };
+    let end = path[start..].find(':').map_or(path.len(), |i| start + i);
+    format!("{}{model}{}", &path[..start], &path[end..])
+}
+
+/// One `GenerateContentResponse` of an upstream (a stream chunk or a whole
+/// body's element).
+fn read_event(_kind: &str, v: &Value, sink: &mut dyn AnswerSink) {
+    if let Some(u) = v.get("usageMetadata") {
+        sink.usage(
+            u64_at(u, "promptTokenCount"),
+            u64_at(u, "candidatesTokenCount"),
+        );
+    }
+    let Some(c) = v["candidates"].get(0) else {
+        return;
+    };
+    for part in c["content"]["parts"].as_array().into_iter().flatten() {
+        if let Some(t) = str_at(part, "text") {
+            sink.text(t, part["thought"].as_bool() == Some(true));
+        }
+        if let Some(f) = part.get("functionCall") {
+            let key = (sink.calls_seen(), String::new());
+            let args = f.get("args").map_or("{}".to_string(), Value::to_string);
+            let name = Some(str_at(f, "name").unwrap_or_default());
+            sink.call(key, str_at(f, "id"), name, &args);
+        }
+    }
+    if let Some(r) = str_at(c, "finishReason") {
+        sink.reason(r);
+    }
+}
+
+/// This wire behind the one [`super::WireFormat`] trait.
+pub(crate) struct Gemini;
+
+impl super::WireFormat for Gemini {
+    fn read_event(&self, kind: &str, json: &Value, sink: &mut dyn super::AnswerSink) {
+        read_event(kind, json, sink)
+    }
+
+    /// A whole body of an upstream: one response, or a list of them.
+    fn read_whole(&self, v: &Value, sink: &mut dyn AnswerSink) {
+        match v.as_array() {
+            Some(list) => list.iter().for_each(|c| read_event("", c, sink)),
+            None => read_event("", v, sink),
+        }
+    }
+
+    fn mid_stream_retry_after(&self) -> bool {
+        true
+    }
+
+    fn name(&self) -> &'static str {
+        "gemini"
+    }
+
+    fn base_path(&self) -> &'static str {
+        ""
+    }
+
+    fn route(&self, method: &str, path: &str) -> Route {
+        route(method, path)
+    }
+
+    fn parse(&self, body: &[u8]) -> Result<Request, String> {
+        parse_request(&super::request::json(body)?)
+    }
+
+    /// Retry-after travels in the body (`RetryInfo`), not in a header.
+    fn error_response(&self, e: &ErrorInfo) -> axum::response::Response {
+        json_error(e.status, &error_body(e), None)
+    }
+
+    fn quota_error(&self) -> (u16, String, Option<&'static str>) {
+        (
+            429,
+            "You exceeded your current quota, please check your plan and billing details."
+                .to_string(),
+            None,
+        )
+    }
+
+    fn context_error(&self, tokens: u64, max_tokens: u64) -> (u16, String, Option<&'static str>) {
+        (400, format!("The input token count ({tokens}) exceeds the maximum number of tokens allowed ({max_tokens})."), None)
+    }
+
+    fn models(&self, created: u64) -> Value {
+        let _ = created;
+        json!({
+            "models": [{
+                "name": "models/chaosrun",
+                "displayName": "chaosrun",
+                "inputTokenLimit": 1_000_000,
+                "outputTokenLimit": 65_536,
+                "supportedGenerationMethods": ["generateContent", "streamGenerateContent"],
+            }],
+        })
+    }
+
+    fn id_prefix(&self) -> &'static str {
+        "gem_"
+    }
+
+    fn encoder(&self, meta: &Meta) -> Box<dyn super::Encoder> {
+        Box::new(Stream::new(meta))
+    }
+
+    /// A whole non-streaming `GenerateContentResponse`.
+    fn whole(&self, meta: &Meta, a: &Answer) -> Value {
+        let (reason, usage) = a.finish_or_default(meta);
+        let mut parts = Vec::new();
+        if let Some(r) = &a.reasoning {
+            parts.push(json!({"text": r, "thought": true}));
+        }
+        if !a.text.is_empty() || a.calls.is_empty() {
+            parts.push(json!({"text": a.text}));
+        }
+        for c in &a.calls {
+            parts.push(call_part(&c.id, &c.name, &c.arguments));
+        }
+        let mut v = chunk(meta, parts);
+        v["candidates"][0]["finishReason"] = finish_reason(&reason).into();
+        v["usageMetadata"] = usage_json(usage);
+        v
+    }
+
+    fn is_terminal(&self, _kind: &str, _data: &str, json: &Value) -> bool {
+        super::any_set(&json["candidates"], "finishReason")
+    }
+
+    fn auth(&self, req: reqwest::RequestBuilder, key: &str) -> reqwest::RequestBuilder {
+        req.header("x-goog-api-key", key)
+    }
+
+    fn upstream_path(&self, path: &str, model: Option<&str>) -> String {
+        match model {
+            Some(m) => with_model(path, m),
+            None => path.to_string(),
+        }
+    }
+
+    fn model_in_body(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]
@@ -351,13 +477,13 @@ mod tests {
         assert!(r.has_tools);
         let roles: Vec<&str> = r.messages.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
-        assert_eq!(r.messages[2].text, "");
+        assert_eq!(r.messages[2].content, "");
         assert_eq!(
             r.messages[2].reasoning, "hmm",
             "thought parts kept as reasoning"
         );
-        assert_eq!(r.messages[2].tool_calls[1].0, "shell#0");
-        assert_eq!(r.messages[3].text, "a");
+        assert_eq!(r.messages[2].tool_calls[1].id, "shell#0");
+        assert_eq!(r.messages[3].content, "a");
         assert_eq!(r.messages[4].tool_call_id.as_deref(), Some("shell#0"));
     }
 

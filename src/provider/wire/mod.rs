@@ -6,15 +6,11 @@
 //! (one module per wire) decides the bytes: SSE frames for a streaming request,
 //! one JSON body otherwise, its own error shapes and retry-after convention,
 //! its routes and model listing, and how its request body maps onto the one
-//! message model the oracle reads ([`super::recording::WireMessage`]).
+//! message model the oracle reads ([`super::recording::Message`]).
 //!
-//! Adding a reply kind touches no wire; adding a wire is one module here plus
-//! a variant of [`Wire`].
+//! Adding a reply kind touches no wire; adding a wire is one module here
+//! implementing [`WireFormat`] and its line in the `wires!` registry below.
 
-pub mod anthropic;
-pub mod gemini;
-pub mod openai_chat;
-pub mod openai_responses;
 mod render;
 pub(crate) mod request;
 
@@ -23,112 +19,100 @@ pub(crate) use render::render;
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-/// A wire protocol, as named in a profile's `wire:` and `chaosrun serve --wire`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Wire {
+/// The [`Wire`] enum, its `ALL` list and [`Wire::format`] from ONE list of
+/// `Variant(module::Type)` lines (each module declared here too): the only
+/// place a wire is named outside its own module.
+macro_rules! wires {
+    ($( $(#[$doc:meta])* $variant:ident($module:ident :: $ty:ident) ),+ $(,)?) => {
+        $( pub mod $module; )+
+
+        /// A wire protocol, as named in a profile's `wire:` and
+        /// `chaosrun serve --wire` (the name is its module's
+        /// [`WireFormat::name`]; the first one is the default).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Wire {
+            $( $(#[$doc])* $variant, )+
+        }
+
+        impl Wire {
+            /// Every wire, in registry order (the order of the documentation).
+            pub const ALL: [Wire; [$(stringify!($variant)),+].len()] = [$(Wire::$variant,)+];
+
+            /// This wire's module behind the one [`WireFormat`] trait.
+            pub(crate) fn format(self) -> &'static dyn WireFormat {
+                match self {
+                    $( Wire::$variant => &$module::$ty, )+
+                }
+            }
+        }
+    };
+}
+
+wires! {
     /// OpenAI Chat Completions (`POST /v1/chat/completions`).
-    #[default]
-    OpenaiChat,
+    OpenaiChat(openai_chat::OpenaiChat),
     /// OpenAI Responses (`POST /v1/responses`).
-    OpenaiResponses,
+    OpenaiResponses(openai_responses::OpenaiResponses),
     /// Anthropic Messages (`POST /v1/messages`).
-    Anthropic,
+    Anthropic(anthropic::Anthropic),
     /// Google Gemini (`POST /v1beta/models/{model}:generateContent`).
-    Gemini,
+    Gemini(gemini::Gemini),
+}
+
+impl Default for Wire {
+    fn default() -> Wire {
+        Wire::ALL[0]
+    }
+}
+
+impl serde::Serialize for Wire {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Wire {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Wire, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 impl Wire {
-    /// Every wire, in the order of the documentation.
-    pub const ALL: [Wire; 4] = [
-        Wire::OpenaiChat,
-        Wire::OpenaiResponses,
-        Wire::Anthropic,
-        Wire::Gemini,
-    ];
-
     /// The name as written in a profile.
     pub fn name(self) -> &'static str {
-        match self {
-            Wire::OpenaiChat => "openai-chat",
-            Wire::OpenaiResponses => "openai-responses",
-            Wire::Anthropic => "anthropic",
-            Wire::Gemini => "gemini",
-        }
+        self.format().name()
     }
 
     /// The base URL a client of this wire is given, for a provider at `addr`
     /// (OpenAI clients take `/v1`; the Anthropic and Gemini SDKs add their own
     /// version segment).
     pub fn base_url(self, addr: std::net::SocketAddr) -> String {
-        match self {
-            Wire::OpenaiChat | Wire::OpenaiResponses => format!("http://{addr}/v1"),
-            Wire::Anthropic | Wire::Gemini => format!("http://{addr}"),
-        }
+        format!("http://{addr}{}", self.format().base_path())
     }
 
     /// What a request for `method path` is on this wire.
     pub(crate) fn route(self, method: &str, path: &str) -> Route {
-        match self {
-            Wire::OpenaiChat => openai_chat::route(method, path),
-            Wire::OpenaiResponses => openai_responses::route(method, path),
-            Wire::Anthropic => anthropic::route(method, path),
-            Wire::Gemini => gemini::route(method, path),
-        }
+        self.format().route(method, path)
     }
 
     /// This wire's error response (before any body byte), with its
     /// retry-after convention.
     pub(crate) fn error_response(self, e: &ErrorInfo) -> Response {
-        let e = &self.shape_error(e);
-        match self {
-            Wire::OpenaiChat => openai_chat::error_response(e),
-            Wire::OpenaiResponses => openai_responses::error_response(e),
-            Wire::Anthropic => anthropic::error_response(e),
-            Wire::Gemini => gemini::error_response(e),
-        }
+        self.format().error_response(&self.shape_error(e))
     }
 
     /// `e` with its class's status, message and code as this wire documents
     /// them (a plain error is returned as it is).
     pub(crate) fn shape_error(self, e: &ErrorInfo) -> ErrorInfo {
-        let (status, message, code) = match (e.class, self) {
-            (ErrorClass::Plain, _) => return e.clone(),
-            (ErrorClass::Quota, Wire::OpenaiChat | Wire::OpenaiResponses) => (
-                429,
-                "You exceeded your current quota, please check your plan and billing details."
-                    .to_string(),
-                Some("insufficient_quota"),
-            ),
-            (ErrorClass::Quota, Wire::Anthropic) => (
-                400,
-                "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.".to_string(),
-                None,
-            ),
-            (ErrorClass::Quota, Wire::Gemini) => (
-                429,
-                "You exceeded your current quota, please check your plan and billing details."
-                    .to_string(),
-                None,
-            ),
-            (ErrorClass::ContextLength { tokens, max_tokens }, Wire::OpenaiChat | Wire::OpenaiResponses) => (
-                400,
-                format!("This model's maximum context length is {max_tokens} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."),
-                Some("context_length_exceeded"),
-            ),
-            (ErrorClass::ContextLength { tokens, max_tokens }, Wire::Anthropic) => (
-                400,
-                format!("prompt is too long: {tokens} tokens > {max_tokens} maximum"),
-                None,
-            ),
-            (ErrorClass::ContextLength { tokens, max_tokens }, Wire::Gemini) => (
-                400,
-                format!("The input token count ({tokens}) exceeds the maximum number of tokens allowed ({max_tokens})."),
-                None,
-            ),
+        let (status, message, code) = match e.class {
+            ErrorClass::Plain => return e.clone(),
+            ErrorClass::Quota => self.format().quota_error(),
+            ErrorClass::ContextLength { tokens, max_tokens } => {
+                self.format().context_error(tokens, max_tokens)
+            }
         };
         ErrorInfo {
             status,
@@ -141,59 +125,118 @@ impl Wire {
 
     /// The model listing body.
     pub(crate) fn models(self, created: u64) -> Value {
-        match self {
-            Wire::OpenaiChat | Wire::OpenaiResponses => json!({
-                "object": "list",
-                "data": [{"id": "chaosrun", "object": "model", "created": created, "owned_by": "chaosrun"}],
-            }),
-            Wire::Anthropic => json!({
-                "data": [{"type": "model", "id": "chaosrun", "display_name": "chaosrun", "created_at": "2025-01-01T00:00:00Z"}],
-                "has_more": false,
-                "first_id": "chaosrun",
-                "last_id": "chaosrun",
-            }),
-            Wire::Gemini => json!({
-                "models": [{
-                    "name": "models/chaosrun",
-                    "displayName": "chaosrun",
-                    "inputTokenLimit": 1_000_000,
-                    "outputTokenLimit": 65_536,
-                    "supportedGenerationMethods": ["generateContent", "streamGenerateContent"],
-                }],
-            }),
-        }
+        self.format().models(created)
     }
 
     /// The id prefix of one reply.
     pub(crate) fn id_prefix(self) -> &'static str {
-        match self {
-            Wire::OpenaiChat => "chatcmpl-",
-            Wire::OpenaiResponses => "resp_",
-            Wire::Anthropic => "msg_",
-            Wire::Gemini => "gem_",
-        }
+        self.format().id_prefix()
     }
 
     /// A fresh streaming encoder for one reply.
     pub(crate) fn encoder(self, meta: &Meta) -> Box<dyn Encoder> {
-        match self {
-            Wire::OpenaiChat => Box::new(openai_chat::Stream::new(meta)),
-            Wire::OpenaiResponses => Box::new(openai_responses::Stream::new(meta)),
-            Wire::Anthropic => Box::new(anthropic::Stream::new(meta)),
-            Wire::Gemini => Box::new(gemini::Stream::new(meta)),
-        }
+        self.format().encoder(meta)
     }
 
     /// The whole non-streaming body for `events`.
     pub(crate) fn whole(self, meta: &Meta, events: &[Event]) -> Value {
-        let answer = Answer::collect(events);
-        match self {
-            Wire::OpenaiChat => openai_chat::whole(meta, &answer),
-            Wire::OpenaiResponses => openai_responses::whole(meta, &answer),
-            Wire::Anthropic => anthropic::whole(meta, &answer),
-            Wire::Gemini => gemini::whole(meta, &answer),
-        }
+        self.format().whole(meta, &Answer::collect(events))
     }
+}
+
+/// One wire: implemented by a unit type in each wire's module, used by the
+/// scripted provider (routes, request parsing, event encoding, errors) and
+/// by the proxy (the upstream path and credential, the event that finishes
+/// an answer) alike. Adding a wire is one module implementing this trait,
+/// a [`Wire`] variant and its line in [`Wire::format`]; no reply kind changes.
+pub(crate) trait WireFormat: Sync {
+    /// The name as written in a profile (`wire:`) and on the command line.
+    fn name(&self) -> &'static str;
+    /// The version prefix a client's base URL carries (`/v1` on OpenAI's
+    /// wires); an upstream's base URL carries its own.
+    fn base_path(&self) -> &'static str;
+    /// What a request for `method path` is.
+    fn route(&self, method: &str, path: &str) -> Route;
+    /// A request body in the one message model (before bounding).
+    fn parse(&self, body: &[u8]) -> Result<request::Request, String>;
+    /// The error response for an already shaped error.
+    fn error_response(&self, e: &ErrorInfo) -> Response;
+    /// Status, message and code of "quota exhausted" as the wire documents it.
+    fn quota_error(&self) -> (u16, String, Option<&'static str>);
+    /// Status, message and code of "context window exceeded".
+    fn context_error(&self, tokens: u64, max_tokens: u64) -> (u16, String, Option<&'static str>);
+    /// The model listing body.
+    fn models(&self, created: u64) -> Value;
+    /// The id prefix of one reply.
+    fn id_prefix(&self) -> &'static str;
+    /// A fresh streaming encoder for one reply.
+    fn encoder(&self, meta: &Meta) -> Box<dyn Encoder>;
+    /// The whole non-streaming body of an answer.
+    fn whole(&self, meta: &Meta, answer: &Answer) -> Value;
+    /// Whether an SSE event (its `event:` name or its JSON `type`, its
+    /// `data`, parsed) finishes the answer.
+    fn is_terminal(&self, kind: &str, data: &str, json: &Value) -> bool;
+    /// An upstream request carrying the profile's key the wire's way.
+    fn auth(&self, req: reqwest::RequestBuilder, key: &str) -> reqwest::RequestBuilder;
+    /// The upstream path for the agent's `path`, the version prefix already
+    /// removed, with the configured model when the wire puts it in the path.
+    fn upstream_path(&self, path: &str, _model: Option<&str>) -> String {
+        path.to_string()
+    }
+    /// Whether the model is named in the request body (rewritten there when
+    /// the upstream names one).
+    fn model_in_body(&self) -> bool {
+        true
+    }
+    /// Read one SSE event of an answer (its `event:` name or JSON `type`,
+    /// its data parsed) into `sink` (a cassette recording an upstream).
+    fn read_event(&self, kind: &str, json: &Value, sink: &mut dyn AnswerSink);
+    /// Read a whole (non-streaming) answer body into `sink`.
+    fn read_whole(&self, json: &Value, sink: &mut dyn AnswerSink);
+    /// Whether a reply's conversation is kept so that a later request can
+    /// continue it by id (Responses' `previous_response_id`).
+    fn keeps_conversations(&self) -> bool {
+        false
+    }
+    /// Whether the wire's mid-stream error event can carry a retry-after
+    /// (Gemini's `RetryInfo`; the others' error frames cannot).
+    fn mid_stream_retry_after(&self) -> bool {
+        false
+    }
+}
+
+/// What a wire's reading of one answer (an upstream's recorded stream or
+/// whole body, see [`WireFormat::read_event`]) reports, in wire-neutral
+/// terms; the cassette's decoder keeps it, bounded.
+pub(crate) trait AnswerSink {
+    /// A text chunk, or a reasoning one.
+    fn text(&mut self, text: &str, reasoning: bool);
+    /// A tool call under the wire's `key` (its index, its item id): its id
+    /// and name when this event names them, and more of its arguments.
+    fn call(&mut self, key: (usize, String), id: Option<&str>, name: Option<&str>, args: &str);
+    /// The finish reason, in the wire's own words.
+    fn reason(&mut self, reason: &str);
+    /// Token counts, where this event reports them.
+    fn usage(&mut self, input: Option<u64>, output: Option<u64>);
+    /// How many tool calls were seen so far (the key of a wire whose calls
+    /// carry no index).
+    fn calls_seen(&self) -> usize;
+}
+
+/// A string field of a JSON object.
+pub(crate) fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// A whole-number field of a JSON object.
+pub(crate) fn u64_at(v: &Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(Value::as_u64)
+}
+
+/// Whether any item of `list` has `key` set (a choice's `finish_reason`).
+pub(crate) fn any_set(list: &Value, key: &str) -> bool {
+    list.as_array()
+        .is_some_and(|a| a.iter().any(|c| !c[key].is_null()))
 }
 
 impl std::fmt::Display for Wire {
@@ -209,9 +252,8 @@ impl std::str::FromStr for Wire {
             .into_iter()
             .find(|w| w.name() == s)
             .ok_or_else(|| {
-                format!(
-                    "unknown wire `{s}`: expected one of openai-chat, openai-responses, anthropic, gemini"
-                )
+                let names: Vec<&str> = Wire::ALL.iter().map(|w| w.name()).collect();
+                format!("unknown wire `{s}`: expected one of {}", names.join(", "))
             })
     }
 }

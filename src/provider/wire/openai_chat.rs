@@ -7,19 +7,9 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::request::{content_text, Msg, Request};
-use super::{data_frame, json_error, Answer, ErrorInfo, Event, Meta, Route, Usage};
-
-pub(crate) fn route(method: &str, path: &str) -> Route {
-    match (method, path) {
-        ("POST", "/v1/chat/completions" | "/chat/completions") => Route::Generate {
-            stream: None,
-            model: None,
-        },
-        ("GET", "/v1/models" | "/models") => Route::Models,
-        _ => Route::NotServed,
-    }
-}
+use super::request::{content_text, Request};
+use crate::message::{Message, ToolCall};
+use super::{str_at, u64_at, AnswerSink, data_frame, json_error, Answer, ErrorInfo, Event, Meta, Route, Usage};
 
 /// The OpenAI error `type` and `code` conventionally used with a status.
 pub(crate) fn error_type_for(status: u16) -> (&'static str, &'static str) {
@@ -119,43 +109,6 @@ impl super::Encoder for Stream {
     }
 }
 
-/// A whole non-streaming `chat.completion`.
-pub(crate) fn whole(meta: &Meta, a: &Answer) -> Value {
-    let (reason, usage) = a.finish_or_default(meta);
-    let mut message = if a.calls.is_empty() {
-        json!({"role": "assistant", "content": a.text})
-    } else {
-        let calls: Vec<Value> = a
-            .calls
-            .iter()
-            .map(|c| {
-                json!({
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                })
-            })
-            .collect();
-        let content = if a.text.is_empty() {
-            Value::Null
-        } else {
-            a.text.clone().into()
-        };
-        json!({"role": "assistant", "content": content, "tool_calls": calls})
-    };
-    if let Some(r) = &a.reasoning {
-        message["reasoning_content"] = r.clone().into();
-    }
-    json!({
-        "id": meta.id,
-        "object": "chat.completion",
-        "created": meta.created,
-        "model": meta.model,
-        "choices": [{"index": 0, "message": message, "finish_reason": reason}],
-        "usage": usage_json(usage),
-    })
-}
-
 // ---- request ---------------------------------------------------------------
 
 #[derive(Deserialize)]
@@ -210,9 +163,7 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<Request, String> {
         .messages
         .unwrap_or_default()
         .into_iter()
-        .map(|m| Msg {
-            role: m.role.unwrap_or_default(),
-            text: content_text(m.content.as_ref()),
+        .map(|m| Message {
             tool_call_id: m.tool_call_id,
             tool_calls: m
                 .tool_calls
@@ -223,14 +174,14 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<Request, String> {
                         Some(f) => (f.name, super::request::args_string(f.arguments.as_ref())),
                         None => (None, String::new()),
                     };
-                    (
-                        c.id.unwrap_or_default(),
-                        name.unwrap_or_default(),
-                        arguments,
-                    )
+                    ToolCall::new(c.id.unwrap_or_default(), name.unwrap_or_default(), arguments)
                 })
                 .collect(),
             reasoning: content_text(m.reasoning_content.as_ref().or(m.reasoning.as_ref())),
+            ..Message::new(
+                m.role.as_deref().unwrap_or_default(),
+                content_text(m.content.as_ref()),
+            )
         })
         .collect();
     Ok(Request {
@@ -244,6 +195,161 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<Request, String> {
         messages,
         previous_response_id: None,
     })
+}
+
+/// Usage of a chunk or a whole body.
+fn read_usage(v: &Value, sink: &mut dyn AnswerSink) {
+    if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+        sink.usage(u64_at(u, "prompt_tokens"), u64_at(u, "completion_tokens"));
+    }
+}
+
+/// This wire behind the one [`super::WireFormat`] trait.
+pub(crate) struct OpenaiChat;
+
+impl super::WireFormat for OpenaiChat {
+    /// One `chat.completion.chunk` of an upstream's answer.
+    fn read_event(&self, _kind: &str, v: &Value, sink: &mut dyn AnswerSink) {
+        read_usage(v, sink);
+        let Some(choice) = v["choices"].get(0) else {
+            return;
+        };
+        let d = &choice["delta"];
+        let reasoning = str_at(d, "reasoning_content").or(str_at(d, "reasoning"));
+        sink.text(reasoning.unwrap_or(""), true);
+        sink.text(str_at(d, "content").unwrap_or(""), false);
+        for tc in d["tool_calls"].as_array().into_iter().flatten() {
+            let key = (u64_at(tc, "index").unwrap_or(0) as usize, String::new());
+            let f = &tc["function"];
+            let args = str_at(f, "arguments").unwrap_or("");
+            sink.call(key, str_at(tc, "id"), str_at(f, "name"), args);
+        }
+        if let Some(r) = str_at(choice, "finish_reason") {
+            sink.reason(r);
+        }
+    }
+
+    /// A whole `chat.completion` of an upstream.
+    fn read_whole(&self, v: &Value, sink: &mut dyn AnswerSink) {
+        read_usage(v, sink);
+        let Some(choice) = v["choices"].get(0) else {
+            return;
+        };
+        let m = &choice["message"];
+        let reasoning = str_at(m, "reasoning_content").or(str_at(m, "reasoning"));
+        sink.text(reasoning.unwrap_or(""), true);
+        sink.text(str_at(m, "content").unwrap_or(""), false);
+        for (i, tc) in m["tool_calls"].as_array().into_iter().flatten().enumerate() {
+            let f = &tc["function"];
+            let name = Some(str_at(f, "name").unwrap_or_default());
+            let args = str_at(f, "arguments").unwrap_or("{}");
+            sink.call((i, String::new()), str_at(tc, "id"), name, args);
+        }
+        if let Some(r) = str_at(choice, "finish_reason") {
+            sink.reason(r);
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        "openai-chat"
+    }
+
+    fn base_path(&self) -> &'static str {
+        "/v1"
+    }
+
+    fn route(&self, method: &str, path: &str) -> Route {
+        match (method, path) {
+            ("POST", "/v1/chat/completions" | "/chat/completions") => Route::Generate {
+                stream: None,
+                model: None,
+            },
+            ("GET", "/v1/models" | "/models") => Route::Models,
+            _ => Route::NotServed,
+        }
+    }
+
+    fn parse(&self, body: &[u8]) -> Result<Request, String> {
+        parse_request(body)
+    }
+
+    fn error_response(&self, e: &ErrorInfo) -> axum::response::Response {
+        error_response(e)
+    }
+
+    fn quota_error(&self) -> (u16, String, Option<&'static str>) {
+        (
+            429,
+            "You exceeded your current quota, please check your plan and billing details."
+                .to_string(),
+            Some("insufficient_quota"),
+        )
+    }
+
+    fn context_error(&self, tokens: u64, max_tokens: u64) -> (u16, String, Option<&'static str>) {
+        (400, format!("This model's maximum context length is {max_tokens} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."), Some("context_length_exceeded"))
+    }
+
+    fn models(&self, created: u64) -> Value {
+        let _ = created;
+        json!({
+            "object": "list",
+            "data": [{"id": "chaosrun", "object": "model", "created": created, "owned_by": "chaosrun"}],
+        })
+    }
+
+    fn id_prefix(&self) -> &'static str {
+        "chatcmpl-"
+    }
+
+    fn encoder(&self, meta: &Meta) -> Box<dyn super::Encoder> {
+        Box::new(Stream::new(meta))
+    }
+
+    /// A whole non-streaming `chat.completion`.
+    fn whole(&self, meta: &Meta, a: &Answer) -> Value {
+        let (reason, usage) = a.finish_or_default(meta);
+        let mut message = if a.calls.is_empty() {
+            json!({"role": "assistant", "content": a.text})
+        } else {
+            let calls: Vec<Value> = a
+                .calls
+                .iter()
+                .map(|c| {
+                    json!({
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments},
+                    })
+                })
+                .collect();
+            let content = if a.text.is_empty() {
+                Value::Null
+            } else {
+                a.text.clone().into()
+            };
+            json!({"role": "assistant", "content": content, "tool_calls": calls})
+        };
+        if let Some(r) = &a.reasoning {
+            message["reasoning_content"] = r.clone().into();
+        }
+        json!({
+            "id": meta.id,
+            "object": "chat.completion",
+            "created": meta.created,
+            "model": meta.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": reason}],
+            "usage": usage_json(usage),
+        })
+    }
+
+    fn is_terminal(&self, _kind: &str, data: &str, json: &Value) -> bool {
+        data.trim() == "[DONE]" || super::any_set(&json["choices"], "finish_reason")
+    }
+
+    fn auth(&self, req: reqwest::RequestBuilder, key: &str) -> reqwest::RequestBuilder {
+        req.bearer_auth(key)
+    }
 }
 
 #[cfg(test)]
@@ -284,7 +390,7 @@ mod tests {
         assert_eq!(r.messages[0].reasoning, "");
         assert_eq!(r.messages[1].reasoning, "think");
         assert_eq!(r.messages[2].reasoning, "other");
-        assert_eq!(r.messages[1].text, "ok");
+        assert_eq!(r.messages[1].content, "ok");
     }
 
     #[test]
@@ -333,8 +439,8 @@ mod tests {
         });
         let r = parse_request(body.to_string().as_bytes()).unwrap();
         assert!(r.stream && r.has_tools);
-        assert_eq!(r.messages[0].text, "a\nb");
-        assert_eq!(r.messages[1].tool_calls[0].0, "c1");
+        assert_eq!(r.messages[0].content, "a\nb");
+        assert_eq!(r.messages[1].tool_calls[0].id, "c1");
         assert_eq!(r.messages[2].tool_call_id.as_deref(), Some("c1"));
     }
 }

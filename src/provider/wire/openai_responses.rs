@@ -21,19 +21,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::request::{args_string, content_text, offers_tools, push_call, str_field, Msg, Request};
-use super::{typed_frame, Answer, ErrorInfo, Event, Meta, Route, Usage};
-
-pub(crate) fn route(method: &str, path: &str) -> Route {
-    match (method, path) {
-        ("POST", "/v1/responses" | "/responses") => Route::Generate {
-            stream: None,
-            model: None,
-        },
-        ("GET", "/v1/models" | "/models") => Route::Models,
-        _ => Route::NotServed,
-    }
-}
+use super::request::{args_string, content_text, offers_tools, push_call, str_field, Request};
+use super::openai_chat::OpenaiChat;
+use crate::message::{Message, ToolCall};
+use super::{str_at, u64_at, AnswerSink, typed_frame, Answer, ErrorInfo, Event, Meta, Route, Usage};
 
 pub(crate) fn error_response(e: &ErrorInfo) -> axum::response::Response {
     super::openai_chat::error_response(e)
@@ -379,28 +370,6 @@ impl Stream {
     }
 }
 
-/// A whole non-streaming `response`.
-pub(crate) fn whole(meta: &Meta, a: &Answer) -> Value {
-    let (reason, usage) = a.finish_or_default(meta);
-    let mut output = Vec::new();
-    if let Some(r) = &a.reasoning {
-        output.push(reasoning_item(&format!("rs_{}_0", meta.id), r));
-    }
-    if !a.text.is_empty() || a.calls.is_empty() {
-        let id = format!("msg_{}_{}", meta.id, output.len());
-        output.push(message_item(&id, &a.text, "completed"));
-    }
-    for c in &a.calls {
-        let id = format!("fc_{}_{}", meta.id, output.len());
-        output.push(call_item(&id, &c.id, &c.name, &c.arguments, "completed"));
-    }
-    let (status, _, details) = terminal(&reason);
-    let mut r = response(meta, status, output);
-    r["usage"] = usage_json(usage);
-    r["incomplete_details"] = details;
-    r
-}
-
 // ---- request ---------------------------------------------------------------
 
 fn role_of(role: &str) -> &str {
@@ -414,11 +383,11 @@ fn role_of(role: &str) -> &str {
 pub(crate) fn parse_request(v: &Value) -> Result<Request, String> {
     let mut messages = Vec::new();
     if let Some(text) = v.get("instructions").and_then(Value::as_str) {
-        messages.push(Msg::new("system", text));
+        messages.push(Message::new("system", text));
     }
     match v.get("input") {
         None | Some(Value::Null) => {}
-        Some(Value::String(s)) => messages.push(Msg::new("user", s.clone())),
+        Some(Value::String(s)) => messages.push(Message::new("user", s.clone())),
         Some(Value::Array(items)) => {
             let mut pending = String::new();
             for item in items {
@@ -453,7 +422,7 @@ fn reasoning_text(item: &Value) -> String {
 /// Give `pending` reasoning to the assistant message it preceded (the last
 /// one), or, at the end of the input or before a non-assistant item, to the
 /// last assistant message or a message of its own.
-fn attach_reasoning(messages: &mut Vec<Msg>, pending: &mut String, own_if_none: bool) {
+fn attach_reasoning(messages: &mut Vec<Message>, pending: &mut String, own_if_none: bool) {
     let text = std::mem::take(pending);
     match messages.last_mut() {
         Some(m) if m.role == "assistant" => {
@@ -462,16 +431,16 @@ fn attach_reasoning(messages: &mut Vec<Msg>, pending: &mut String, own_if_none: 
             }
             m.reasoning.push_str(&text);
         }
-        _ if own_if_none => messages.push(Msg {
+        _ if own_if_none => messages.push(Message {
             role: "assistant".into(),
             reasoning: text,
-            ..Msg::default()
+            ..Message::default()
         }),
         _ => *pending = text,
     }
 }
 
-fn input_item(item: &Value, messages: &mut Vec<Msg>, pending: &mut String) -> Result<(), String> {
+fn input_item(item: &Value, messages: &mut Vec<Message>, pending: &mut String) -> Result<(), String> {
     if !item.is_object() {
         return Err("every `input` item must be an object".into());
     }
@@ -495,19 +464,19 @@ fn input_item(item: &Value, messages: &mut Vec<Msg>, pending: &mut String) -> Re
     match kind {
         Some("function_call") => push_call(
             messages,
-            (
+            ToolCall::new(
                 str_field(item, "call_id").unwrap_or_default(),
                 call_name(item),
                 args_string(item.get("arguments")),
             ),
         ),
-        Some("function_call_output") => messages.push(Msg::tool_result(
+        Some("function_call_output") => messages.push(Message::tool_result(
             str_field(item, "call_id").unwrap_or_default(),
             content_text(item.get("output")),
         )),
         Some("message") | None if item.get("role").is_some() => {
             let role = item.get("role").and_then(Value::as_str).unwrap_or_default();
-            messages.push(Msg::new(role_of(role), content_text(item.get("content"))));
+            messages.push(Message::new(role_of(role), content_text(item.get("content"))));
         }
         // Other items carry no message of the model.
         _ => {}
@@ -516,6 +485,160 @@ fn input_item(item: &Value, messages: &mut Vec<Msg>, pending: &mut String) -> Re
         attach_reasoning(messages, pending, true);
     }
     Ok(())
+}
+
+/// Usage of a response object.
+fn read_usage(r: &Value, sink: &mut dyn AnswerSink) {
+    if let Some(u) = r.get("usage").filter(|u| u.is_object()) {
+        sink.usage(u64_at(u, "input_tokens"), u64_at(u, "output_tokens"));
+    }
+}
+
+/// A finished output item: a function call is kept whole.
+fn read_item(i: usize, item: &Value, sink: &mut dyn AnswerSink) {
+    if str_at(item, "type") == Some("function_call") {
+        let key = (i, str_at(item, "id").unwrap_or_default().to_string());
+        let id = str_at(item, "call_id").or(str_at(item, "id"));
+        let name = Some(str_at(item, "name").unwrap_or_default());
+        sink.call(key, id, name, str_at(item, "arguments").unwrap_or("{}"));
+    }
+}
+
+/// This wire behind the one [`super::WireFormat`] trait.
+pub(crate) struct OpenaiResponses;
+
+impl super::WireFormat for OpenaiResponses {
+    /// One event of an upstream's Responses stream.
+    fn read_event(&self, kind: &str, v: &Value, sink: &mut dyn AnswerSink) {
+        match kind {
+            "response.output_text.delta" => sink.text(str_at(v, "delta").unwrap_or(""), false),
+            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
+                sink.text(str_at(v, "delta").unwrap_or(""), true)
+            }
+            "response.output_item.done" => {
+                let i = u64_at(v, "output_index").unwrap_or(0) as usize;
+                read_item(i, &v["item"], sink);
+            }
+            "response.completed" => {
+                read_usage(&v["response"], sink);
+                sink.reason("stop");
+            }
+            "response.incomplete" => {
+                read_usage(&v["response"], sink);
+                sink.reason("length");
+            }
+            _ => {}
+        }
+    }
+
+    /// A whole response object of an upstream.
+    fn read_whole(&self, v: &Value, sink: &mut dyn AnswerSink) {
+        read_usage(v, sink);
+        for (i, item) in v["output"].as_array().into_iter().flatten().enumerate() {
+            match str_at(item, "type") {
+                Some("message") => {
+                    for part in item["content"].as_array().into_iter().flatten() {
+                        sink.text(str_at(part, "text").unwrap_or(""), false);
+                    }
+                }
+                Some("reasoning") => {
+                    for part in item["summary"].as_array().into_iter().flatten() {
+                        sink.text(str_at(part, "text").unwrap_or(""), true);
+                    }
+                }
+                _ => read_item(i, item, sink),
+            }
+        }
+        let incomplete = str_at(v, "status") == Some("incomplete");
+        sink.reason(if incomplete { "length" } else { "stop" });
+    }
+
+    fn keeps_conversations(&self) -> bool {
+        true
+    }
+
+    fn name(&self) -> &'static str {
+        "openai-responses"
+    }
+
+    fn base_path(&self) -> &'static str {
+        "/v1"
+    }
+
+    fn route(&self, method: &str, path: &str) -> Route {
+        match (method, path) {
+            ("POST", "/v1/responses" | "/responses") => Route::Generate {
+                stream: None,
+                model: None,
+            },
+            ("GET", "/v1/models" | "/models") => Route::Models,
+            _ => Route::NotServed,
+        }
+    }
+
+    fn parse(&self, body: &[u8]) -> Result<Request, String> {
+        parse_request(&super::request::json(body)?)
+    }
+
+    fn error_response(&self, e: &ErrorInfo) -> axum::response::Response {
+        error_response(e)
+    }
+
+    /// OpenAI's account-level error, as on Chat Completions.
+    fn quota_error(&self) -> (u16, String, Option<&'static str>) {
+        OpenaiChat.quota_error()
+    }
+
+    /// OpenAI's context-window error, as on Chat Completions.
+    fn context_error(&self, tokens: u64, max_tokens: u64) -> (u16, String, Option<&'static str>) {
+        OpenaiChat.context_error(tokens, max_tokens)
+    }
+
+    /// OpenAI's model listing, as on Chat Completions.
+    fn models(&self, created: u64) -> Value {
+        OpenaiChat.models(created)
+    }
+
+    fn id_prefix(&self) -> &'static str {
+        "resp_"
+    }
+
+    fn encoder(&self, meta: &Meta) -> Box<dyn super::Encoder> {
+        Box::new(Stream::new(meta))
+    }
+
+    /// A whole non-streaming `response`.
+    fn whole(&self, meta: &Meta, a: &Answer) -> Value {
+        let (reason, usage) = a.finish_or_default(meta);
+        let mut output = Vec::new();
+        if let Some(r) = &a.reasoning {
+            output.push(reasoning_item(&format!("rs_{}_0", meta.id), r));
+        }
+        if !a.text.is_empty() || a.calls.is_empty() {
+            let id = format!("msg_{}_{}", meta.id, output.len());
+            output.push(message_item(&id, &a.text, "completed"));
+        }
+        for c in &a.calls {
+            let id = format!("fc_{}_{}", meta.id, output.len());
+            output.push(call_item(&id, &c.id, &c.name, &c.arguments, "completed"));
+        }
+        let (status, _, details) = terminal(&reason);
+        let mut r = response(meta, status, output);
+        r["usage"] = usage_json(usage);
+        r["incomplete_details"] = details;
+        r
+    }
+
+    fn is_terminal(&self, kind: &str, _data: &str, _json: &Value) -> bool {
+        matches!(
+            kind,
+            "response.completed" | "response.incomplete" | "response.failed"
+        )
+    }
+
+    fn auth(&self, req: reqwest::RequestBuilder, key: &str) -> reqwest::RequestBuilder {
+        req.bearer_auth(key)
+    }
 }
 
 #[cfg(test)]
@@ -545,7 +668,7 @@ mod tests {
         assert_eq!(r.previous_response_id.as_deref(), Some("resp_1"));
         let roles: Vec<&str> = r.messages.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
-        assert_eq!(r.messages[2].text, "on it");
+        assert_eq!(r.messages[2].content, "on it");
         assert_eq!(r.messages[2].tool_calls.len(), 2);
         assert_eq!(
             r.messages[2].reasoning, "plan",

@@ -1,45 +1,13 @@
 //! Request normalisation: every wire's request body, parsed by its own module
-//! into [`Request`] (the one message model: roles `system` / `user` /
-//! `assistant` / `tool`, assistant tool calls with ids, tool results with the
-//! id they answer), then bounded and classified here the same way for all
+//! into [`Request`] (messages in the one message model, [`Message`]), then
+//! bounded and classified here the same way for all
 //! wires (probe marker in the latest user message, last message a tool
 //! result, "main call" = the request offers tools).
 
 use serde_json::Value;
 
 use super::Wire;
-use crate::provider::recording::{WireMessage, WireToolCall, CONTENT_KEEP_CHARS};
-
-/// One message before bounding.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Msg {
-    pub role: String,
-    pub text: String,
-    pub tool_call_id: Option<String>,
-    /// `(id, name, arguments)`.
-    pub tool_calls: Vec<(String, String, String)>,
-    /// Reasoning / thinking text sent back with the message.
-    pub reasoning: String,
-}
-
-impl Msg {
-    pub fn new(role: &str, text: impl Into<String>) -> Msg {
-        Msg {
-            role: role.to_string(),
-            text: text.into(),
-            ..Msg::default()
-        }
-    }
-
-    pub fn tool_result(id: impl Into<String>, text: impl Into<String>) -> Msg {
-        Msg {
-            role: "tool".into(),
-            text: text.into(),
-            tool_call_id: Some(id.into()),
-            ..Msg::default()
-        }
-    }
-}
+use crate::message::{Message, ToolCall, CONTENT_KEEP_CHARS};
 
 /// A request in the one message model, before bounding.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -49,7 +17,8 @@ pub(crate) struct Request {
     pub has_tools: bool,
     /// The tools the request offered, as [`offered_tools`] writes them.
     pub tools: Vec<String>,
-    pub messages: Vec<Msg>,
+    /// Unbounded: [`bound_request`] bounds them.
+    pub messages: Vec<Message>,
     /// Responses: the stored response this request continues.
     pub previous_response_id: Option<String>,
 }
@@ -61,7 +30,7 @@ pub(crate) struct Parsed {
     pub stream: bool,
     pub has_tools: bool,
     pub tools: Vec<String>,
-    pub messages: Vec<WireMessage>,
+    pub messages: Vec<Message>,
     pub truncated: bool,
     pub last_is_tool: bool,
     /// The nonce of a `[[probe:NONCE]]` marker in the latest user message.
@@ -84,12 +53,7 @@ pub(crate) fn parse(
     if first != Some(&b'{') {
         return Err("request body must be a JSON object".into());
     }
-    let mut req = match wire {
-        Wire::OpenaiChat => super::openai_chat::parse_request(body)?,
-        Wire::OpenaiResponses => super::openai_responses::parse_request(&json(body)?)?,
-        Wire::Anthropic => super::anthropic::parse_request(&json(body)?)?,
-        Wire::Gemini => super::gemini::parse_request(&json(body)?)?,
-    };
+    let mut req = wire.format().parse(body)?;
     if let Some(s) = stream {
         req.stream = s;
     }
@@ -99,7 +63,7 @@ pub(crate) fn parse(
     Ok(bound_request(req, nonce))
 }
 
-fn json(body: &[u8]) -> Result<Value, String> {
+pub(crate) fn json(body: &[u8]) -> Result<Value, String> {
     serde_json::from_slice(body).map_err(|e| e.to_string())
 }
 
@@ -112,33 +76,18 @@ pub(crate) fn bound_request(req: Request, nonce: &str) -> Parsed {
         .messages
         .iter()
         .find(|m| m.role == "user")
-        .is_some_and(|m| subagent_marker(&m.text, nonce));
+        .is_some_and(|m| subagent_marker(&m.content, nonce));
     let last_is_tool = req.messages.last().is_some_and(|m| m.role == "tool");
-    let mut messages = Vec::with_capacity(req.messages.len());
-    for (pos, m) in req.messages.into_iter().enumerate() {
+    let mut messages = req.messages;
+    for (pos, m) in messages.iter_mut().enumerate() {
         if Some(pos) == last_user {
-            probe = probe_marker(&m.text, nonce);
+            probe = probe_marker(&m.content, nonce);
         }
-        let (content, content_chars) = bound(m.text, &mut truncated);
-        let (reasoning, reasoning_chars) = bound(m.reasoning, &mut truncated);
-        let tool_calls = m
-            .tool_calls
-            .into_iter()
-            .map(|(id, name, arguments)| WireToolCall {
-                id,
-                name,
-                arguments: bound(arguments, &mut truncated).0,
-            })
-            .collect();
-        messages.push(WireMessage {
-            role: m.role,
-            content,
-            content_chars,
-            tool_call_id: m.tool_call_id,
-            tool_calls,
-            reasoning,
-            reasoning_chars,
-        });
+        (m.content, m.content_chars) = bound(std::mem::take(&mut m.content), &mut truncated);
+        (m.reasoning, m.reasoning_chars) = bound(std::mem::take(&mut m.reasoning), &mut truncated);
+        for c in &mut m.tool_calls {
+            c.arguments = bound(std::mem::take(&mut c.arguments), &mut truncated).0;
+        }
     }
     Parsed {
         model: req.model,
@@ -297,14 +246,10 @@ pub(crate) fn probe_marker(text: &str, nonce: &str) -> Option<String> {
 
 /// Append an assistant tool call, joining it to the assistant message right
 /// before when there is one (consecutive call items form one turn).
-pub(crate) fn push_call(messages: &mut Vec<Msg>, call: (String, String, String)) {
+pub(crate) fn push_call(messages: &mut Vec<Message>, call: ToolCall) {
     match messages.last_mut() {
         Some(m) if m.role == "assistant" => m.tool_calls.push(call),
-        _ => messages.push(Msg {
-            role: "assistant".into(),
-            tool_calls: vec![call],
-            ..Msg::default()
-        }),
+        _ => messages.push(Message::assistant_calls(vec![call])),
     }
 }
 
@@ -350,7 +295,7 @@ mod tests {
 
     #[test]
     fn a_subagents_request_is_known_by_its_first_user_message() {
-        let sub = |msgs: Vec<Msg>| {
+        let sub = |msgs: Vec<Message>| {
             bound_request(
                 Request {
                     messages: msgs,
@@ -361,20 +306,20 @@ mod tests {
             .subagent
         };
         assert!(sub(vec![
-            Msg::new("system", "s"),
-            Msg::new("user", "look [[subagent:N]]")
+            Message::new("system", "s"),
+            Message::new("user", "look [[subagent:N]]")
         ]));
         // The parent's later requests carry the marker only in a tool call's arguments.
         assert!(!sub(vec![
-            Msg::new("user", "task"),
-            Msg::new("tool", "[[subagent:N]] done")
+            Message::new("user", "task"),
+            Message::new("tool", "[[subagent:N]] done")
         ]));
-        assert!(!sub(vec![Msg::new("user", "look [[subagent:OTHER]]")]));
+        assert!(!sub(vec![Message::new("user", "look [[subagent:OTHER]]")]));
     }
 
     #[test]
     fn reasoning_is_bounded_like_content() {
-        let mut m = Msg::new("assistant", "ok");
+        let mut m = Message::new("assistant", "ok");
         m.reasoning = "r".repeat(CONTENT_KEEP_CHARS + 5);
         let p = bound_request(
             Request {
@@ -406,8 +351,8 @@ mod tests {
         let big = "x".repeat(CONTENT_KEEP_CHARS + 10);
         let req = Request {
             messages: vec![
-                Msg::new("user", "a [[probe:N]]"),
-                Msg::tool_result("c1", big),
+                Message::new("user", "a [[probe:N]]"),
+                Message::tool_result("c1", big),
             ],
             ..Request::default()
         };
