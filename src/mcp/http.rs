@@ -111,6 +111,7 @@ async fn on_delete(State(s): State<Arc<Http>>, h: HeaderMap) -> Response {
         return status(StatusCode::NOT_FOUND, "unknown session\n");
     }
     s.engine.note(&format!("http:{sid}"), "<delete>");
+    s.engine.detach(&format!("http:{sid}")).await;
     status(StatusCode::OK, "")
 }
 

@@ -251,6 +251,9 @@ async fn start_mcp(
         dir: root.to_path_buf(),
         start,
         bind,
+        // The row's real server, else the profile's (proxy mode).
+        upstream: spec.upstream.clone().or(shared.profile.mcp_upstream.clone()),
+        run: Some(shared.run_id.clone()),
     })
     .await
     .map(Some)
