@@ -294,3 +294,103 @@ fn a_server_that_exits_at_once_is_refused_with_its_stderr() {
     let err = serve("upstream: {command: [/nonexistent/mcp-server]}\n").err().expect("refused");
     assert!(err.contains("cannot start `/nonexistent/mcp-server`"), "{err}");
 }
+
+/// The reference agent's profile with `mcp.upstream` set to `upstream` (YAML).
+fn proxied_profile(dir: &std::path::Path, upstream: &str) -> std::path::PathBuf {
+    let reference = common::repo().join("examples/reference");
+    let text = std::fs::read_to_string(reference.join("agent.yaml")).unwrap();
+    let text = text.replace("{{profile_dir}}", &reference.display().to_string());
+    let mcp_line = text.lines().find(|l| l.starts_with("mcp:")).unwrap().to_string();
+    let text = text.replace(
+        &mcp_line,
+        &format!("mcp: {{transports: [stdio, http], upstream: {upstream}}}"),
+    );
+    let path = dir.join("agent.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `chaosrun TABLE --agent PROFILE ARGS --json` (bounded): exit code, report, output.
+fn table(table: &std::path::Path, profile: &std::path::Path, args: &[&str]) -> (Option<i32>, Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut cmd = Command::new(common::bin());
+    cmd.arg(table).arg("--agent").arg(profile).args(args).args(["--no-progress", "--json"]).arg(&json);
+    let out = cmd.output().unwrap();
+    let report = std::fs::read_to_string(&json).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(Value::Null);
+    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code(), report, text)
+}
+
+/// Every `mcp_*` row of scenarios.yaml against the reference agent, with a
+/// real (fake) server behind chaosrun's: all pass but the schema swap, N/A.
+#[test]
+fn the_tables_mcp_rows_pass_through_the_proxy() {
+    let mark = common::new_mark("mcp-rows");
+    let dir = tempfile::tempdir().unwrap();
+    let profile = proxied_profile(dir.path(), &format!("{{command: {}}}", fake(&mark, "")));
+    let yaml = std::fs::read_to_string(common::repo().join("scenarios.yaml")).unwrap();
+    let ids: Vec<String> = yaml
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- id: "))
+        .filter(|id| id.contains("mcp"))
+        .map(str::to_string)
+        .collect();
+    assert!(ids.len() >= 12, "{ids:?}");
+    let mut args = Vec::new();
+    for id in &ids {
+        args.extend(["--only", id.as_str()]);
+    }
+    let art = dir.path().join("art");
+    args.extend(["--keep-all", "--artifacts", art.to_str().unwrap()]);
+    let (_, report, out) = table(&common::repo().join("scenarios.yaml"), &profile, &args);
+    for id in &ids {
+        let s = common::scenario(&report, id);
+        let verdict = s["verdict"].as_str().unwrap_or_default();
+        if id == "mcp_tool_schema_changes" {
+            assert_eq!(verdict, "not_applicable", "{s}");
+            assert!(s.to_string().contains("chaosrun's own probe tool"), "{s}");
+            continue;
+        }
+        assert_eq!(verdict, "pass", "{id}: {s}\n{out}");
+        // The real server answered (relayed), except where the row's fault
+        // stops every call before an answer could be relayed.
+        let obs = common::read_json(&art.join(id).join("observation.json"));
+        assert!(obs["mcp"]["upstream"].as_str().unwrap_or_default().contains("mcp_fake_upstream.py"), "{id}");
+        if id != "mcp_http_unauthorized" {
+            assert!(obs["mcp"]["relayed"].as_u64().unwrap_or(0) > 0, "{id}: {}", obs["mcp"]);
+        }
+    }
+    assert!(gone(&mark).is_empty(), "upstream left after the run: {:?}", alive(&mark));
+}
+
+#[test]
+fn a_rows_server_that_exits_at_once_is_an_error_and_bad_yaml_is_exit_2() {
+    let mark = common::new_mark("mcp-row-exit");
+    let dir = tempfile::tempdir().unwrap();
+    let profile = proxied_profile(dir.path(), &format!("{{command: {}}}", fake(&mark, "")));
+    let row = |mcp: &str| {
+        format!(
+            "scenarios:\n  - id: proxied\n    mcp:\n      {mcp}\n    responder:\n      - when: {{after_tool: false}}\n        reply: {{kind: tool_call, calls: [{{tool: mcp_probe, args: {{text: \"{{{{nonce}}}}\"}}}}]}}\n      - reply: {{kind: text, text: \"ok {{{{nonce}}}}\"}}\n    expect: {{answer: \"ok {{{{nonce}}}}\"}}\n"
+        )
+    };
+    let t = dir.path().join("exit.yaml");
+    std::fs::write(&t, row(&format!("upstream: {{command: {}}}", fake(&mark, ", --exit-at-once")))).unwrap();
+    let (code, report, out) = table(&t, &profile, &[]);
+    let s = common::scenario(&report, "proxied");
+    assert_eq!(s["verdict"], "error", "{s}\n{out}");
+    let text = s.to_string();
+    assert!(text.contains("mcp_fake_upstream.py") && text.contains("cannot open its config (boom)"), "{text}");
+    assert_ne!(code, Some(0), "{out}");
+    for (bad, says) in [
+        ("upstream: {}", "needs `command"),
+        ("upstream: {command: python3}", "invalid type"),
+        ("upstream: {command: [a], url: 'http://127.0.0.1:9/mcp'}", "not both"),
+    ] {
+        std::fs::write(&t, row(bad)).unwrap();
+        let (code, _, out) = table(&t, &profile, &[]);
+        assert_eq!(code, Some(2), "{bad}: {out}");
+        assert!(out.contains(says) && out.contains("exit.yaml:4:"), "{bad}: {out}");
+    }
+    assert!(gone(&mark).is_empty(), "{:?}", alive(&mark));
+}

@@ -99,7 +99,7 @@ impl McpSpec {
             .iter()
             .find(|r| matches!(r.reply, Reply::SchemaSwap(_)))
             .map(|_| {
-                "`schema_swap` changes chaosrun's own probe tool; it cannot apply to a real                  server behind `mcp.upstream`"
+                "`schema_swap` changes chaosrun's own probe tool; it cannot apply to a real server behind `mcp.upstream`"
                     .to_string()
             })
     }
