@@ -133,9 +133,11 @@ impl Client {
     }
 
     fn init(&mut self) -> Value {
-        self.send(json!({"jsonrpc": "2.0", "id": "init-1", "method": "initialize",
+        self.send(
+            json!({"jsonrpc": "2.0", "id": "init-1", "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": {"roots": {}},
-                "clientInfo": {"name": "t", "version": "1"}}}));
+                "clientInfo": {"name": "t", "version": "1"}}}),
+        );
         let a = self.answer(&json!("init-1"));
         self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         a
@@ -161,10 +163,15 @@ fn alive(mark: &str) -> Vec<String> {
         if e.file_name().to_string_lossy().parse::<u32>().is_err() {
             continue;
         }
-        let cmd = String::from_utf8_lossy(&std::fs::read(e.path().join("cmdline")).unwrap_or_default())
-            .replace('\0', " ");
+        let cmd =
+            String::from_utf8_lossy(&std::fs::read(e.path().join("cmdline")).unwrap_or_default())
+                .replace('\0', " ");
         let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let zombie = stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()) == Some("Z");
+        let zombie = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next())
+            == Some("Z");
         if !zombie && cmd.contains(mark) {
             out.push(cmd);
         }
@@ -190,34 +197,79 @@ fn unmatched_traffic_is_relayed_as_is_both_ways() {
     let s = serve(&format!("upstream: {{command: {}}}\n", fake(&mark, ""))).unwrap();
     let mut c = client(&s.socket);
     let init = c.init();
-    assert_eq!(init["result"]["serverInfo"]["name"], "fake-upstream", "{init}");
+    assert_eq!(
+        init["result"]["serverInfo"]["name"], "fake-upstream",
+        "{init}"
+    );
     c.send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}));
     let list = c.answer(&json!(7));
-    let names: Vec<&str> = list["result"]["tools"].as_array().unwrap().iter()
-        .map(|t| t["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["probe", "echo", "ask", "seen"]);
     // A string id comes back as sent; the upstream's answer, not chaosrun's.
     let a = c.call(json!("a-b"), "echo", json!({"message": "hi"}));
-    assert_eq!((a["id"].clone(), text(&a)), (json!("a-b"), "Echo: hi".into()), "{a}");
+    assert_eq!(
+        (a["id"].clone(), text(&a)),
+        (json!("a-b"), "Echo: hi".into()),
+        "{a}"
+    );
     // The server's own notification and request reach the client; its answer goes back.
     c.send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "ask", "arguments": {}}}));
     let note = c.recv();
     assert_eq!(note["method"], "notifications/message", "{note}");
     let req = c.recv();
-    assert_eq!((req["method"].clone(), req["id"].clone()), (json!("roots/list"), json!("srv-1")), "{req}");
+    assert_eq!(
+        (req["method"].clone(), req["id"].clone()),
+        (json!("roots/list"), json!("srv-1")),
+        "{req}"
+    );
     c.send(json!({"jsonrpc": "2.0", "id": "srv-1", "result": {"roots": [{"uri": "file:///w"}]}}));
-    assert_eq!(text(&c.answer(&json!(9))), r#"roots: {"roots": [{"uri": "file:///w"}]}"#);
+    assert_eq!(
+        text(&c.answer(&json!(9))),
+        r#"roots: {"roots": [{"uri": "file:///w"}]}"#
+    );
     // What the server saw: fresh numeric ids, the notifications forwarded.
     let seen: Value = serde_json::from_str(&text(&c.call(json!(10), "seen", json!({})))).unwrap();
-    let methods: Vec<&str> = seen.as_array().unwrap().iter()
-        .map(|m| m["method"].as_str().unwrap_or("<response>")).collect();
-    assert_eq!(methods, ["initialize", "notifications/initialized", "tools/list", "tools/call", "tools/call", "<response>", "tools/call"]);
-    assert!(seen.as_array().unwrap().iter().filter(|m| m.get("method").is_some_and(|m| m != "notifications/initialized"))
-        .all(|m| m["id"].is_u64()), "{seen}");
+    let methods: Vec<&str> = seen
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["method"].as_str().unwrap_or("<response>"))
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call",
+            "tools/call",
+            "<response>",
+            "tools/call"
+        ]
+    );
+    assert!(
+        seen.as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m
+                .get("method")
+                .is_some_and(|m| m != "notifications/initialized"))
+            .all(|m| m["id"].is_u64()),
+        "{seen}"
+    );
     // The child lives while its connection does, and goes with it.
     assert_eq!(alive(&mark).len(), 1, "{:?}", alive(&mark));
     c.close();
-    assert!(gone(&mark).is_empty(), "upstream left after its connection: {:?}", alive(&mark));
+    assert!(
+        gone(&mark).is_empty(),
+        "upstream left after its connection: {:?}",
+        alive(&mark)
+    );
     s.stop();
 }
 
@@ -239,18 +291,38 @@ fn rules_apply_to_relayed_calls() {
     c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"message": "x"}}}));
     let e = c.call(json!(2), "echo", json!({"message": "y"}));
     assert_eq!(e["error"]["message"], "replaced", "{e}");
-    assert_eq!(text(&c.call(json!(3), "echo", json!({"message": "slow"}))), "Echo: slow");
+    assert_eq!(
+        text(&c.call(json!(3), "echo", json!({"message": "slow"}))),
+        "Echo: slow"
+    );
     c.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "echo", "arguments": {"message": "s"}}}));
     let storm: Vec<Value> = (0..4).map(|_| c.recv()).collect();
-    assert!(storm[..3].iter().all(|n| n["method"] == "notifications/tools/list_changed"), "{storm:?}");
-    assert_eq!((storm[3]["id"].clone(), text(&storm[3])), (json!(4), "Echo: s".into()));
+    assert!(
+        storm[..3]
+            .iter()
+            .all(|n| n["method"] == "notifications/tools/list_changed"),
+        "{storm:?}"
+    );
+    assert_eq!(
+        (storm[3]["id"].clone(), text(&storm[3])),
+        (json!(4), "Echo: s".into())
+    );
     // The hung call was never answered; its cancellation reaches nobody
     // upstream (the server had answered it already), the client's next call works.
-    c.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}));
-    assert_eq!(text(&c.call(json!(5), "echo", json!({"message": "after"}))), "Echo: after");
+    c.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}),
+    );
+    assert_eq!(
+        text(&c.call(json!(5), "echo", json!({"message": "after"}))),
+        "Echo: after"
+    );
     c.close();
     s.stop();
-    assert!(gone(&mark).is_empty(), "upstream left after the server stopped: {:?}", alive(&mark));
+    assert!(
+        gone(&mark).is_empty(),
+        "upstream left after the server stopped: {:?}",
+        alive(&mark)
+    );
 }
 
 #[test]
@@ -265,7 +337,10 @@ fn a_cancellation_reaches_the_server_under_its_own_id() {
     let seen = seen.as_array().unwrap();
     let wait_id = seen.iter().find(|m| m["method"] == "tools/call").unwrap()["id"].clone();
     assert!(wait_id.is_u64(), "{seen:?}");
-    let cancel = seen.iter().find(|m| m["method"] == "notifications/cancelled").expect("forwarded");
+    let cancel = seen
+        .iter()
+        .find(|m| m["method"] == "notifications/cancelled")
+        .expect("forwarded");
     assert_eq!(cancel["params"]["requestId"], wait_id, "{seen:?}");
     c.close();
     s.stop();
@@ -275,24 +350,46 @@ fn a_cancellation_reaches_the_server_under_its_own_id() {
 #[test]
 fn a_server_that_never_answers_initialize_is_refused_within_its_bound() {
     let mark = common::new_mark("mcp-silent");
-    let err = serve(&format!("upstream: {{command: {}, init_timeout: 1}}\n", fake(&mark, ", --silent")))
-        .err()
-        .expect("refused");
-    assert!(err.contains("exit Some(2)") && err.contains("did not answer within 1 s") && err.contains("initialize"), "{err}");
+    let err = serve(&format!(
+        "upstream: {{command: {}, init_timeout: 1}}\n",
+        fake(&mark, ", --silent")
+    ))
+    .err()
+    .expect("refused");
+    assert!(
+        err.contains("exit Some(2)")
+            && err.contains("did not answer within 1 s")
+            && err.contains("initialize"),
+        "{err}"
+    );
     assert!(gone(&mark).is_empty(), "{:?}", alive(&mark));
 }
 
 #[test]
 fn a_server_that_exits_at_once_is_refused_with_its_stderr() {
     let mark = common::new_mark("mcp-exit");
-    let err = serve(&format!("upstream: {{command: {}}}\n", fake(&mark, ", --exit-at-once")))
+    let err = serve(&format!(
+        "upstream: {{command: {}}}\n",
+        fake(&mark, ", --exit-at-once")
+    ))
+    .err()
+    .expect("refused");
+    assert!(err.contains("exit Some(2)"), "{err}");
+    assert!(
+        err.contains("mcp_fake_upstream.py"),
+        "names the command: {err}"
+    );
+    assert!(
+        err.contains("exit status: 3") && err.contains("cannot open its config (boom)"),
+        "{err}"
+    );
+    let err = serve("upstream: {command: [/nonexistent/mcp-server]}\n")
         .err()
         .expect("refused");
-    assert!(err.contains("exit Some(2)"), "{err}");
-    assert!(err.contains("mcp_fake_upstream.py"), "names the command: {err}");
-    assert!(err.contains("exit status: 3") && err.contains("cannot open its config (boom)"), "{err}");
-    let err = serve("upstream: {command: [/nonexistent/mcp-server]}\n").err().expect("refused");
-    assert!(err.contains("cannot start `/nonexistent/mcp-server`"), "{err}");
+    assert!(
+        err.contains("cannot start `/nonexistent/mcp-server`"),
+        "{err}"
+    );
 }
 
 /// The reference agent's profile with `mcp.upstream` set to `upstream` (YAML).
@@ -300,7 +397,11 @@ fn proxied_profile(dir: &std::path::Path, upstream: &str) -> std::path::PathBuf 
     let reference = common::repo().join("examples/reference");
     let text = std::fs::read_to_string(reference.join("agent.yaml")).unwrap();
     let text = text.replace("{{profile_dir}}", &reference.display().to_string());
-    let mcp_line = text.lines().find(|l| l.starts_with("mcp:")).unwrap().to_string();
+    let mcp_line = text
+        .lines()
+        .find(|l| l.starts_with("mcp:"))
+        .unwrap()
+        .to_string();
     let text = text.replace(
         &mcp_line,
         &format!("mcp: {{transports: [stdio, http], upstream: {upstream}}}"),
@@ -311,14 +412,30 @@ fn proxied_profile(dir: &std::path::Path, upstream: &str) -> std::path::PathBuf 
 }
 
 /// `chaosrun TABLE --agent PROFILE ARGS --json` (bounded): exit code, report, output.
-fn table(table: &std::path::Path, profile: &std::path::Path, args: &[&str]) -> (Option<i32>, Value, String) {
+fn table(
+    table: &std::path::Path,
+    profile: &std::path::Path,
+    args: &[&str],
+) -> (Option<i32>, Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let mut cmd = Command::new(common::bin());
-    cmd.arg(table).arg("--agent").arg(profile).args(args).args(["--no-progress", "--json"]).arg(&json);
+    cmd.arg(table)
+        .arg("--agent")
+        .arg(profile)
+        .args(args)
+        .args(["--no-progress", "--json"])
+        .arg(&json);
     let out = cmd.output().unwrap();
-    let report = std::fs::read_to_string(&json).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(Value::Null);
-    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let report = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     (out.status.code(), report, text)
 }
 
@@ -356,12 +473,26 @@ fn the_tables_mcp_rows_pass_through_the_proxy() {
         // The real server answered (relayed), except where the row's fault
         // stops every call before an answer could be relayed.
         let obs = common::read_json(&art.join(id).join("observation.json"));
-        assert!(obs["mcp"]["upstream"].as_str().unwrap_or_default().contains("mcp_fake_upstream.py"), "{id}");
+        assert!(
+            obs["mcp"]["upstream"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("mcp_fake_upstream.py"),
+            "{id}"
+        );
         if id != "mcp_http_unauthorized" {
-            assert!(obs["mcp"]["relayed"].as_u64().unwrap_or(0) > 0, "{id}: {}", obs["mcp"]);
+            assert!(
+                obs["mcp"]["relayed"].as_u64().unwrap_or(0) > 0,
+                "{id}: {}",
+                obs["mcp"]
+            );
         }
     }
-    assert!(gone(&mark).is_empty(), "upstream left after the run: {:?}", alive(&mark));
+    assert!(
+        gone(&mark).is_empty(),
+        "upstream left after the run: {:?}",
+        alive(&mark)
+    );
 }
 
 #[test]
@@ -375,22 +506,38 @@ fn a_rows_server_that_exits_at_once_is_an_error_and_bad_yaml_is_exit_2() {
         )
     };
     let t = dir.path().join("exit.yaml");
-    std::fs::write(&t, row(&format!("upstream: {{command: {}}}", fake(&mark, ", --exit-at-once")))).unwrap();
+    std::fs::write(
+        &t,
+        row(&format!(
+            "upstream: {{command: {}}}",
+            fake(&mark, ", --exit-at-once")
+        )),
+    )
+    .unwrap();
     let (code, report, out) = table(&t, &profile, &[]);
     let s = common::scenario(&report, "proxied");
     assert_eq!(s["verdict"], "error", "{s}\n{out}");
     let text = s.to_string();
-    assert!(text.contains("mcp_fake_upstream.py") && text.contains("cannot open its config (boom)"), "{text}");
+    assert!(
+        text.contains("mcp_fake_upstream.py") && text.contains("cannot open its config (boom)"),
+        "{text}"
+    );
     assert_ne!(code, Some(0), "{out}");
     for (bad, says) in [
         ("upstream: {}", "needs `command"),
         ("upstream: {command: python3}", "invalid type"),
-        ("upstream: {command: [a], url: 'http://127.0.0.1:9/mcp'}", "not both"),
+        (
+            "upstream: {command: [a], url: 'http://127.0.0.1:9/mcp'}",
+            "not both",
+        ),
     ] {
         std::fs::write(&t, row(bad)).unwrap();
         let (code, _, out) = table(&t, &profile, &[]);
         assert_eq!(code, Some(2), "{bad}: {out}");
-        assert!(out.contains(says) && out.contains("exit.yaml:4:"), "{bad}: {out}");
+        assert!(
+            out.contains(says) && out.contains("exit.yaml:4:"),
+            "{bad}: {out}"
+        );
     }
     assert!(gone(&mark).is_empty(), "{:?}", alive(&mark));
 }

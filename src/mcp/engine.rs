@@ -55,7 +55,7 @@ pub enum Incoming {
     /// A notification or a response: nothing to send.
     Nothing,
     /// A request to answer.
-    Request(Job),
+    Request(Box<Job>),
     /// Not a JSON-RPC message: answer this error frame.
     Invalid(Frame),
 }
@@ -273,7 +273,7 @@ impl Engine {
             self.calls_tx.send_replace(i + 1);
         }
         let relay = link.zip(raw).map(|(l, raw)| l.request(raw));
-        Incoming::Request(Job {
+        Incoming::Request(Box::new(Job {
             ctx: Ctx {
                 id,
                 method: method.into(),
@@ -286,13 +286,14 @@ impl Engine {
             reply: picked.map(|(_, r)| r.reply.clone()),
             relay,
             slot,
-        })
+        }))
     }
 
     /// Play `job` into `tx`; when it sent its final answer, record when. A
     /// job whose sink closed (its HTTP client disconnected, its stdio relay
     /// went away) ends there, and its state with it.
-    pub async fn play(&self, mut job: Job, tx: Tx) {
+    pub async fn play(&self, job: Box<Job>, tx: Tx) {
+        let mut job = *job;
         let playing = async {
             if let Some(p) = job.relay.take() {
                 job.ctx.relayed = Some(self.relayed(p, &job.ctx).await);

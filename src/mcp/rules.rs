@@ -132,8 +132,16 @@ mod tests {
             let e = check(&rules(yaml)[0], false).unwrap_err();
             assert!(e.contains(says), "{yaml}: {e}");
         }
-        assert!(check(&rules("- {when: {tool: probe}, reply: {kind: hang}}")[0], false).is_ok());
+        assert!(check(
+            &rules("- {when: {tool: probe}, reply: {kind: hang}}")[0],
+            false
+        )
+        .is_ok());
         // Behind an upstream any tool may be named (checked against its list at start).
-        assert!(check(&rules("- {when: {tool: echo}, reply: {kind: hang}}")[0], true).is_ok());
+        assert!(check(
+            &rules("- {when: {tool: echo}, reply: {kind: hang}}")[0],
+            true
+        )
+        .is_ok());
     }
 }

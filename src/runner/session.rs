@@ -252,7 +252,10 @@ async fn start_mcp(
         start,
         bind,
         // The row's real server, else the profile's (proxy mode).
-        upstream: spec.upstream.clone().or(shared.profile.mcp_upstream.clone()),
+        upstream: spec
+            .upstream
+            .clone()
+            .or(shared.profile.mcp_upstream.clone()),
         run: Some(shared.run_id.clone()),
     })
     .await

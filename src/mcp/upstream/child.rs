@@ -29,7 +29,9 @@ impl Tail {
 
     /// The tail as text, trimmed; `(no stderr)` when empty.
     pub fn text(&self) -> String {
-        let t = String::from_utf8_lossy(&self.0.lock().unwrap()).trim().to_string();
+        let t = String::from_utf8_lossy(&self.0.lock().unwrap())
+            .trim()
+            .to_string();
         if t.is_empty() {
             "(no stderr)".into()
         } else {

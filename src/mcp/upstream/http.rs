@@ -62,7 +62,10 @@ async fn exchange(link: &Link, req: reqwest::RequestBuilder, id: Option<u64>) {
     let status = resp.status();
     if !status.is_success() {
         if let Some(id) = id {
-            link.fail_request(id, format!("upstream MCP server {} answered HTTP {status}", link.what));
+            link.fail_request(
+                id,
+                format!("upstream MCP server {} answered HTTP {status}", link.what),
+            );
         }
         return;
     }
@@ -81,7 +84,8 @@ async fn exchange(link: &Link, req: reqwest::RequestBuilder, id: Option<u64>) {
             }
         }
         if buf.len() > MAX_FRAME {
-            link.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            link.dropped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return;
         }
     }
@@ -90,7 +94,13 @@ async fn exchange(link: &Link, req: reqwest::RequestBuilder, id: Option<u64>) {
     }
     if let Some(id) = id {
         // The stream ended without its answer.
-        link.fail_request(id, format!("upstream MCP server {} ended its answer stream without a result", link.what));
+        link.fail_request(
+            id,
+            format!(
+                "upstream MCP server {} ended its answer stream without a result",
+                link.what
+            ),
+        );
     }
 }
 
@@ -104,7 +114,11 @@ fn take_events(buf: &mut Vec<u8>) -> Vec<Vec<u8>> {
             .windows(2)
             .position(|w| w == b"\n\n")
             .map(|p| (p, 2))
-            .or_else(|| text.windows(4).position(|w| w == b"\r\n\r\n").map(|p| (p, 4)));
+            .or_else(|| {
+                text.windows(4)
+                    .position(|w| w == b"\r\n\r\n")
+                    .map(|p| (p, 4))
+            });
         let Some((at, sep)) = end else {
             return out;
         };
@@ -146,7 +160,8 @@ mod tests {
 
     #[test]
     fn events_are_cut_at_blank_lines_and_data_lines_joined() {
-        let mut b = b"event: message\ndata: {\"a\":1}\n\ndata: x\r\ndata: y\r\n\r\ndata: part".to_vec();
+        let mut b =
+            b"event: message\ndata: {\"a\":1}\n\ndata: x\r\ndata: y\r\n\r\ndata: part".to_vec();
         let ev = take_events(&mut b);
         assert_eq!(ev, vec![b"{\"a\":1}".to_vec(), b"x\ny".to_vec()]);
         assert_eq!(b, b"data: part");

@@ -97,7 +97,11 @@ impl Link {
     }
 
     /// A link that could not be started, for `reason`.
-    pub fn dead(what: String, reason: String, failure: Arc<dyn Fn(String) + Send + Sync>) -> Arc<Link> {
+    pub fn dead(
+        what: String,
+        reason: String,
+        failure: Arc<dyn Fn(String) + Send + Sync>,
+    ) -> Arc<Link> {
         let l = Link::new(what, Carrier::Dead, None, failure);
         l.die(reason);
         l

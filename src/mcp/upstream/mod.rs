@@ -121,7 +121,10 @@ impl Upstream {
         let out = self.handshake(&link).await;
         let tail = link.stderr_tail();
         link.close().await;
-        self.links.lock().unwrap().retain(|l| !Arc::ptr_eq(l, &link));
+        self.links
+            .lock()
+            .unwrap()
+            .retain(|l| !Arc::ptr_eq(l, &link));
         // The preflight's own failure is the answer here, not the row's.
         self.failure.lock().unwrap().take();
         out.map_err(|e| match tail {
@@ -136,9 +139,10 @@ impl Upstream {
         let init = link.request(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {"protocolVersion": crate::mcp::jsonrpc::VERSIONS[0], "capabilities": {},
                 "clientInfo": {"name": "chaosrun-preflight", "version": env!("CARGO_PKG_VERSION")}}}));
-        let answer = init.wait(bound, &never).await.map_err(|e| {
-            format!("{e} (before answering initialize)")
-        })?;
+        let answer = init
+            .wait(bound, &never)
+            .await
+            .map_err(|e| format!("{e} (before answering initialize)"))?;
         if let Some(err) = answer.get("error") {
             return Err(format!(
                 "upstream MCP server {} refused initialize: {err}",

@@ -80,9 +80,11 @@ impl TryFrom<Raw> for UpstreamSpec {
                     .into())
             }
             (None, None) => {
-                return Err("`mcp.upstream` needs `command: [PROGRAM, ARGS...]` (a stdio \
+                return Err(
+                    "`mcp.upstream` needs `command: [PROGRAM, ARGS...]` (a stdio \
                             server) or `url: http://HOST:PORT/mcp` (Streamable HTTP)"
-                    .into())
+                        .into(),
+                )
             }
             (Some(argv), None) => {
                 if argv.is_empty() || argv[0].is_empty() {
