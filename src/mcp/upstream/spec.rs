@@ -132,8 +132,18 @@ impl TryFrom<Raw> for UpstreamSpec {
 mod tests {
     use super::*;
 
+    /// Parsed as a value in a map (as in a table), so errors carry a location.
     fn parse(y: &str) -> Result<UpstreamSpec, String> {
-        serde_yaml::from_str(y).map_err(|e| e.to_string())
+        #[derive(Deserialize)]
+        struct In {
+            upstream: UpstreamSpec,
+        }
+        serde_yaml::from_str::<In>(&format!("upstream: {y}"))
+            .map(|i| i.upstream)
+            .map_err(|e| {
+                let at = e.location().map(|l| (l.line(), l.column()));
+                format!("{e} @{at:?}")
+            })
     }
 
     #[test]
@@ -155,7 +165,7 @@ mod tests {
         ] {
             let e = parse(y).unwrap_err();
             assert!(e.contains(says), "{y}: {e}");
-            assert!(e.contains("line 1 column"), "{y}: no location in {e}");
+            assert!(e.contains("@Some((1, "), "{y}: no location in {e}");
         }
     }
 }
