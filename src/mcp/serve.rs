@@ -41,7 +41,7 @@ pub async fn run(rules: &Path, nonce: Option<String>) -> anyhow::Result<()> {
         start: tokio::time::Instant::now(),
         bind: None,
         upstream: spec.upstream,
-        run: None,
+        host: None,
     })
     .await?;
     {

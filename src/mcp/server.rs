@@ -28,8 +28,9 @@ pub struct McpConfig {
     pub bind: Option<crate::listen::Binder>,
     /// Proxy mode: the real server every request is relayed to.
     pub upstream: Option<super::upstream::UpstreamSpec>,
-    /// The run's id, marking the upstream's processes for the run's guard.
-    pub run: Option<String>,
+    /// What the upstream's processes get from the runner (environment,
+    /// child registry); None: [`super::upstream::Host::default`].
+    pub host: Option<super::upstream::Host>,
 }
 
 /// A running MCP server.
@@ -50,7 +51,11 @@ impl McpServer {
     pub async fn start(mut c: McpConfig) -> anyhow::Result<McpServer> {
         let mut engine = Engine::new(Vec::new(), c.nonce.clone(), c.start, c.linger);
         if let Some(spec) = c.upstream.take() {
-            let up = super::upstream::Upstream::new(spec, c.dir.join("mcp-upstream"), c.run.take());
+            let up = super::upstream::Upstream::new(
+                spec,
+                c.dir.join("mcp-upstream"),
+                c.host.take().unwrap_or_default(),
+            );
             let tools = up.preflight().await.map_err(|e| anyhow::anyhow!("{e}"))?;
             c.rules = proxied_rules(c.rules, &up.spec, &tools)?;
             engine = engine.with_upstream(up);

@@ -1,9 +1,11 @@
 //! The upstream MCP server process: started as chaosrun's child in a process
-//! group of its own, with an allow-listed environment (the agent's rules:
-//! none of the caller's secrets, a private HOME and TMPDIR under the
-//! scenario's directory, `CHAOS_RUN` so the run's guard sweeps it if chaosrun
-//! dies), its stderr kept as a bounded tail, killed (the whole group) and
-//! reaped by [`Child::kill`].
+//! group of its own, with the environment its [`Host`] gives (in a table
+//! run: the agent's allow-list, none of the caller's secrets, and the run
+//! marker so the run's guard sweeps it if chaosrun dies) plus a private HOME
+//! and TMPDIR under the scenario's directory, its stderr kept as a bounded
+//! tail, killed (the whole group) and reaped by [`Child::kill`]. The host is
+//! handed down by the runner, so this layer needs neither the driver's
+//! environment rules nor the process registry.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -44,33 +46,47 @@ impl Tail {
 pub struct Child {
     child: tokio::process::Child,
     pid: i32,
+    disown: fn(i32),
     pub tail: Tail,
     /// The stderr reader: done once every holder of the pipe closed it.
     stderr: Option<tokio::task::JoinHandle<()>>,
 }
 
-/// The server's environment: the caller's allow-listed variables, a HOME and
-/// TMPDIR of its own under `dir`, the run marker, then the spec's `env`.
-pub fn environment(
-    dir: &Path,
-    run: Option<&str>,
-    extra: &BTreeMap<String, String>,
-) -> BTreeMap<String, String> {
-    use crate::driver::env::{is_allowed, is_proxy, LOOPBACK_NO_PROXY};
-    let mut env: BTreeMap<String, String> = std::env::vars()
-        .filter(|(k, _)| is_allowed(k) && !is_proxy(k))
-        .collect();
-    env.insert("HOME".into(), dir.join("home").display().to_string());
-    env.insert("TMPDIR".into(), dir.join("tmp").display().to_string());
-    env.insert("NO_PROXY".into(), LOOPBACK_NO_PROXY.into());
-    if let Some(r) = run {
-        env.insert(crate::proc_hygiene::RUN_VAR.into(), r.into());
-    }
-    for (k, v) in extra {
-        if !is_proxy(k) {
-            env.insert(k.clone(), v.clone());
+/// What the runner gives the upstream's processes: their base environment,
+/// and the registry of children whose exit status chaosrun waits for itself
+/// (so the orphan reaper never takes it, and a pid is never signalled after
+/// it could have been reused).
+#[derive(Clone)]
+pub struct Host {
+    pub env: BTreeMap<String, String>,
+    pub own: fn(i32),
+    pub disown: fn(i32),
+}
+
+impl Default for Host {
+    /// `chaosrun serve`: only PATH and LANG of the caller; no reaper runs.
+    fn default() -> Host {
+        Host {
+            env: std::env::vars()
+                .filter(|(k, _)| k == "PATH" || k == "LANG")
+                .collect(),
+            own: |_| {},
+            disown: |_| {},
         }
     }
+}
+
+/// The server's environment: the host's, a HOME and TMPDIR of its own under
+/// `dir`, then the spec's `env`.
+pub fn environment(
+    dir: &Path,
+    host: &Host,
+    extra: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    let mut env = host.env.clone();
+    env.insert("HOME".into(), dir.join("home").display().to_string());
+    env.insert("TMPDIR".into(), dir.join("tmp").display().to_string());
+    env.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
     env
 }
 
@@ -78,6 +94,7 @@ pub fn environment(
 /// for frames, stderr read into the tail.
 pub fn spawn(
     argv: &[String],
+    host: &Host,
     env: &BTreeMap<String, String>,
     dir: &Path,
     cwd: Option<&Path>,
@@ -101,7 +118,7 @@ pub fn spawn(
         .map_err(|e| format!("cannot start `{}`: {e}", argv[0]))?;
     let pid = child.id().map_or(-1, |p| p as i32);
     // Waited for by `kill`: the orphan reaper leaves it alone.
-    crate::proc_hygiene::own(pid);
+    (host.own)(pid);
     let tail = Tail::default();
     let mut stderr = None;
     if let Some(mut err) = child.stderr.take() {
@@ -123,6 +140,7 @@ pub fn spawn(
         Child {
             child,
             pid,
+            disown: host.disown,
             tail,
             stderr,
         },
@@ -144,7 +162,7 @@ impl Child {
         let _ = self.child.start_kill();
         let status =
             tokio::time::timeout(std::time::Duration::from_secs(5), self.child.wait()).await;
-        crate::proc_hygiene::disown(self.pid);
+        (self.disown)(self.pid);
         // The last of its stderr, once the pipe closed (bounded: a
         // grandchild still holding it does not hold this up).
         if let Some(h) = self.stderr.take() {

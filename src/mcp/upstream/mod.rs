@@ -22,6 +22,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
+pub use child::Host;
 pub use link::Link;
 pub use spec::{Target, UpstreamSpec};
 
@@ -32,18 +33,18 @@ pub struct Upstream {
     pub spec: UpstreamSpec,
     /// Working directory of the children (their HOME and TMPDIR inside).
     dir: PathBuf,
-    run: Option<String>,
+    host: child::Host,
     client: reqwest::Client,
     failure: Arc<Mutex<Option<String>>>,
     links: Mutex<Vec<Arc<Link>>>,
 }
 
 impl Upstream {
-    pub fn new(spec: UpstreamSpec, dir: PathBuf, run: Option<String>) -> Arc<Upstream> {
+    pub fn new(spec: UpstreamSpec, dir: PathBuf, host: child::Host) -> Arc<Upstream> {
         Arc::new(Upstream {
             spec,
             dir,
-            run,
+            host,
             // Loopback servers: never through a proxy.
             client: reqwest::Client::builder()
                 .no_proxy()
@@ -83,8 +84,8 @@ impl Upstream {
                 self.reporter(),
             ),
             Target::Command { argv, env, cwd } => {
-                let env = child::environment(&self.dir, self.run.as_deref(), env);
-                match child::spawn(argv, &env, &self.dir, cwd.as_deref()) {
+                let env = child::environment(&self.dir, &self.host, env);
+                match child::spawn(argv, &self.host, &env, &self.dir, cwd.as_deref()) {
                     Err(e) => Link::dead(
                         what.clone(),
                         format!("upstream MCP server {what}: {e}"),
