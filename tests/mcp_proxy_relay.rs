@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 struct Serve {
     child: Child,
     socket: String,
+    url: String,
     _dir: tempfile::TempDir,
 }
 
@@ -55,6 +56,11 @@ fn serve(rules: &str) -> Result<Serve, String> {
     };
     Ok(Serve {
         socket: socket.to_string(),
+        url: first
+            .split_whitespace()
+            .nth(6)
+            .unwrap_or_default()
+            .to_string(),
         child,
         _dir: dir,
     })
@@ -540,4 +546,128 @@ fn a_rows_server_that_exits_at_once_is_an_error_and_bad_yaml_is_exit_2() {
         );
     }
     assert!(gone(&mark).is_empty(), "{:?}", alive(&mark));
+}
+
+/// The real server's environment (in a table run): the agent's allow-list,
+/// none of the caller's secrets, a HOME of its own, the run marker.
+#[test]
+fn the_real_server_gets_no_secrets_and_its_own_home() {
+    let dir = tempfile::tempdir().unwrap();
+    let env_file = dir.path().join("env.jsonl");
+    let profile = proxied_profile(
+        dir.path(),
+        &format!(
+            "{{command: {}}}",
+            fake("m", &format!(", '--env-to={}'", env_file.display()))
+        ),
+    );
+    let out = Command::new(common::bin())
+        .arg(common::repo().join("scenarios.yaml"))
+        .arg("--agent")
+        .arg(&profile)
+        .args(["--only", "mcp_error_result", "--no-progress"])
+        .env("CHAOSRUN_TEST_SECRET", "s3cret-must-not-leak")
+        .env("OPENAI_API_KEY", "sk-must-not-leak")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("1 passed"), "{text}");
+    let envs: Vec<Value> = std::fs::read_to_string(&env_file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The preflight's server and the agent's connection's.
+    assert!(envs.len() >= 2, "{envs:?}");
+    let home = std::env::var("HOME").unwrap_or_default();
+    for e in &envs {
+        let all = e.to_string();
+        assert!(
+            !all.contains("must-not-leak"),
+            "a secret reached the server: {all}"
+        );
+        assert!(e["PATH"].is_string() && e["CHAOS_RUN"].is_string(), "{all}");
+        let h = e["HOME"].as_str().unwrap();
+        assert!(h.ends_with("mcp-upstream/home") && h != home, "{h}");
+    }
+}
+
+/// A Streamable HTTP upstream (chaosrun's own scripted server on loopback,
+/// its answers marked by its rules): JSON and SSE answers relayed, its
+/// notifications on an SSE stream reach the stdio client, the session kept.
+#[test]
+fn a_streamable_http_upstream_is_relayed() {
+    let real = serve(
+        "rules:\n\
+         \x20 - {when: {call: 0}, reply: {kind: result, text: from-upstream}}\n\
+         \x20 - {when: {call: 1}, reply: {kind: slow, seconds: 0.1}}\n\
+         \x20 - {when: {call: 2}, reply: {kind: list_changed_storm, count: 2, interval: 0}}\n",
+    )
+    .unwrap();
+    assert!(real.url.starts_with("http://127.0.0.1:"), "{}", real.url);
+    let proxy = serve(&format!("upstream: {{url: '{}'}}\n", real.url)).unwrap();
+    let mut c = client(&proxy.socket);
+    let init = c.init();
+    assert_eq!(
+        init["result"]["serverInfo"]["name"], "chaosrun-mcp",
+        "{init}"
+    );
+    let a = c.call(json!("x1"), "probe", json!({"text": "a"}));
+    assert_eq!(
+        (a["id"].clone(), text(&a)),
+        (json!("x1"), "from-upstream".into()),
+        "{a}"
+    );
+    // An SSE answer (slow), then notifications before the answer (storm).
+    assert_eq!(
+        text(&c.call(json!(2), "probe", json!({"text": "b"}))),
+        "probe:b"
+    );
+    c.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "probe", "arguments": {"text": "c"}}}));
+    let got: Vec<Value> = (0..3).map(|_| c.recv()).collect();
+    assert!(
+        got[..2]
+            .iter()
+            .all(|n| n["method"] == "notifications/tools/list_changed"),
+        "{got:?}"
+    );
+    assert_eq!(
+        (got[2]["id"].clone(), text(&got[2])),
+        (json!(3), "probe:c".into())
+    );
+    c.close();
+    proxy.stop();
+    // The real server saw two sessions, each ended by a DELETE: the
+    // preflight's (initialize, tools/list) and the client's.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(real.child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = real.child.wait_with_output().unwrap();
+    let rec = String::from_utf8_lossy(&out.stdout);
+    let rec: Value = serde_json::from_str(rec.lines().last().unwrap()).unwrap();
+    assert_eq!(rec["http_sessions"], 2, "{rec}");
+    let methods: Vec<&str> = rec["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "<delete>",
+            "initialize",
+            "notifications/initialized",
+            "tools/call",
+            "tools/call",
+            "tools/call",
+            "<delete>"
+        ],
+        "{rec}"
+    );
 }
