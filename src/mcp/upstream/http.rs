@@ -14,32 +14,67 @@ use serde_json::Value;
 
 use super::link::{Link, MAX_FRAME};
 
-/// POST `msg` (request `id`, if one) and deliver what comes back.
+/// How long a POST waits for the previous one's response headers before it
+/// goes anyway (a server that answers JSON only when done).
+const TURN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// POST `msg` (request `id`, if one) and deliver what comes back. Posts go
+/// out in the order they were made: each waits for its predecessor's
+/// response headers (at most [`TURN`]), so the server gets
+/// `notifications/initialized` before the next request, and the session id
+/// issued at `initialize` before anything else.
 pub(super) fn post(link: &Arc<Link>, msg: Value, id: Option<u64>) {
-    let Some((client, url, session)) = link.http() else {
+    let Some((_, _, _, turn)) = link.http() else {
         return;
     };
-    let mut req = client
-        .post(url)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .json(&msg);
-    if let Some(s) = session.lock().unwrap().clone() {
-        req = req.header("mcp-session-id", s);
-    }
+    let (done, next) = tokio::sync::oneshot::channel();
+    let prev = turn.lock().unwrap().replace(next);
     // A post ends with the link's closing.
     let link = link.clone();
     let closed = link.closed().clone();
     tokio::spawn(async move {
+        if let Some(prev) = prev {
+            let _ = tokio::time::timeout(TURN, prev).await;
+        }
+        let Some((client, url, session, _)) = link.http() else {
+            return;
+        };
+        let mut req = client
+            .post(url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .json(&msg);
+        if let Some(s) = session.lock().unwrap().clone() {
+            req = req.header("mcp-session-id", s);
+        }
         tokio::select! {
             _ = closed.cancelled() => {}
-            _ = exchange(&link, req, id) => {}
+            _ = exchange(&link, req, id, done) => {}
         }
     });
 }
 
-async fn exchange(link: &Link, req: reqwest::RequestBuilder, id: Option<u64>) {
-    let resp = match req.send().await {
+async fn exchange(
+    link: &Link,
+    req: reqwest::RequestBuilder,
+    id: Option<u64>,
+    done: tokio::sync::oneshot::Sender<()>,
+) {
+    let sent = req.send().await;
+    if let Ok(r) = &sent {
+        if let Some(s) = r
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        {
+            if let Some((_, _, session, _)) = link.http() {
+                *session.lock().unwrap() = Some(s.to_string());
+            }
+        }
+    }
+    // The next post may go (its session header is known by now).
+    let _ = done.send(());
+    let resp = match sent {
         Ok(r) => r,
         Err(e) => {
             let why = format!("upstream MCP server {} unreachable: {e}", link.what);
@@ -50,15 +85,6 @@ async fn exchange(link: &Link, req: reqwest::RequestBuilder, id: Option<u64>) {
             return;
         }
     };
-    if let Some(s) = resp
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-    {
-        if let Some((_, _, session)) = link.http() {
-            *session.lock().unwrap() = Some(s.to_string());
-        }
-    }
     let status = resp.status();
     if !status.is_success() {
         if let Some(id) = id {
@@ -141,7 +167,7 @@ fn take_events(buf: &mut Vec<u8>) -> Vec<Vec<u8>> {
 
 /// End the link's HTTP session, if it has one (bounded).
 pub(super) async fn delete(link: &Link) {
-    let Some((client, url, session)) = link.http() else {
+    let Some((client, url, session, _)) = link.http() else {
         return;
     };
     let Some(s) = session.lock().unwrap().take() else {

@@ -41,10 +41,21 @@ pub enum Carrier {
         client: reqwest::Client,
         url: String,
         session: Mutex<Option<String>>,
+        /// Fires when the last post got its response headers (see
+        /// [`super::http::post`]).
+        turn: Mutex<Option<oneshot::Receiver<()>>>,
     },
     /// It could not be started: every request gets the reason.
     Dead,
 }
+
+/// The HTTP carrier's client, URL, session id and ordering turn.
+pub(super) type HttpParts<'a> = (
+    &'a reqwest::Client,
+    &'a str,
+    &'a Mutex<Option<String>>,
+    &'a Mutex<Option<oneshot::Receiver<()>>>,
+);
 
 /// One agent connection's session with the real server.
 pub struct Link {
@@ -284,13 +295,14 @@ impl Link {
     }
 
     /// The HTTP carrier's parts.
-    pub(super) fn http(&self) -> Option<(&reqwest::Client, &str, &Mutex<Option<String>>)> {
+    pub(super) fn http(&self) -> Option<HttpParts<'_>> {
         match &self.carrier {
             Carrier::Http {
                 client,
                 url,
                 session,
-            } => Some((client, url, session)),
+                turn,
+            } => Some((client, url, session, turn)),
             _ => None,
         }
     }

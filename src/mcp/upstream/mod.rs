@@ -37,6 +37,8 @@ pub struct Upstream {
     client: reqwest::Client,
     failure: Arc<Mutex<Option<String>>>,
     links: Mutex<Vec<Arc<Link>>>,
+    /// Set by [`Upstream::close`]: no server is started after it.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl Upstream {
@@ -52,6 +54,7 @@ impl Upstream {
                 .unwrap_or_default(),
             failure: Arc::default(),
             links: Mutex::default(),
+            closed: Default::default(),
         })
     }
 
@@ -72,6 +75,10 @@ impl Upstream {
     /// answered with the reason) and a failure.
     pub fn connect(&self, sink: Option<Tx>) -> Arc<Link> {
         let what = self.spec.describe();
+        if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+            let noop: Arc<dyn Fn(String) + Send + Sync> = Arc::new(|_| {});
+            return Link::dead(what, "the scenario ended".into(), noop);
+        }
         let link = match &self.spec.target {
             Target::Url(url) => Link::new(
                 what,
@@ -79,6 +86,7 @@ impl Upstream {
                     client: self.client.clone(),
                     url: url.clone(),
                     session: Mutex::default(),
+                    turn: Mutex::default(),
                 },
                 sink,
                 self.reporter(),
@@ -177,6 +185,7 @@ impl Upstream {
 
     /// Close every relay session (children killed and reaped).
     pub async fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
         let links = std::mem::take(&mut *self.links.lock().unwrap());
         for l in links {
             l.close().await;
