@@ -74,6 +74,7 @@ lane copilot bash .ci/copilot_subset.sh
 lane pydantic_ai bash .ci/pydantic_ai_subset.sh
 lane claude_code bash .ci/claude_code_subset.sh
 lane sdk_venv bash scripts/sdk_venv.sh
+lane mcp_everything bash examples/mcp-everything/setup.sh
 lane postgres apt_lane
 
 echo "== format and lint (while the installs run)"
@@ -95,6 +96,9 @@ settle pydantic_ai "pydantic-ai could not be installed" pydantic_ai_subset_verdi
 settle claude_code "Claude Code could not be installed" claude_code_subset_verdicts
 settle chromium "chromium is not installed (apt-get install chromium, as root)" \
     html_report_renders_in_chromium history_strip_renders_in_chromium
+settle mcp_everything "server-everything could not be installed (examples/mcp-everything/setup.sh)" \
+    every_mcp_row_passes_in_front_of_server_everything \
+    a_server_command_that_exits_at_once_is_an_error_with_its_stderr
 settle sdk_venv "the SDK venv (with the mcp SDK) could not be made (scripts/sdk_venv.sh)" \
     every_reply_kind_on_every_wire_with_the_official_sdks \
     every_mcp_reply_kind_on_both_transports_with_the_python_sdk

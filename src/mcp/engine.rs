@@ -10,8 +10,9 @@
 //! job ends as soon as its client went away (its sink closed), and each
 //! transport caps the jobs in flight per session ([`MAX_IN_FLIGHT`]).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use tokio::time::Instant;
@@ -20,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::record::{prefix, McpExchange, McpRecording, Recorder};
 use super::replies::{Ctx, Frame, Out, Reply, Tx};
 use super::rules::{self, Rule};
+use super::upstream::{Link, Upstream};
 
 /// Requests in flight (received, not yet answered) per stdio connection or
 /// HTTP session; past it the transport stops reading that client (stdio) or
@@ -34,6 +36,9 @@ pub struct Job {
     pub ctx: Ctx,
     /// `None`: the healthy answer.
     pub reply: Option<Reply>,
+    /// Proxy mode: the request relayed to the real server, its answer
+    /// awaited before the reply plays (it stands for the healthy answer).
+    relay: Option<super::upstream::link::Pending>,
     /// Where its exchange was recorded (None past the cap).
     slot: Option<usize>,
 }
@@ -50,7 +55,7 @@ pub enum Incoming {
     /// A notification or a response: nothing to send.
     Nothing,
     /// A request to answer.
-    Request(Job),
+    Request(Box<Job>),
     /// Not a JSON-RPC message: answer this error frame.
     Invalid(Frame),
 }
@@ -68,6 +73,9 @@ pub struct Engine {
     rec: Mutex<Recorder>,
     /// A `schema_swap` changed the probe tool (see its file).
     swapped: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Proxy mode: the real server, and each connection's relay session.
+    upstream: Option<Arc<Upstream>>,
+    links: Mutex<HashMap<String, Arc<Link>>>,
 }
 
 impl Engine {
@@ -84,6 +92,59 @@ impl Engine {
             hits,
             rec: Mutex::new(Recorder::default()),
             swapped: Default::default(),
+            upstream: None,
+            links: Mutex::default(),
+        }
+    }
+
+    /// Answer by `rules` (replacing those given to [`Engine::new`]).
+    pub fn with_rules(mut self, rules: Vec<Rule>) -> Engine {
+        self.hits = rules.iter().map(|_| AtomicU64::new(0)).collect();
+        self.rules = rules;
+        self
+    }
+
+    /// Relay every request to `up` (proxy mode).
+    pub fn with_upstream(mut self, up: Arc<Upstream>) -> Engine {
+        self.upstream = Some(up);
+        self
+    }
+
+    /// Proxy mode: open `conn`'s relay session now, with `sink` taking what
+    /// the server sends on its own (a stdio connection).
+    pub(crate) fn attach(&self, conn: &str, sink: Tx) {
+        if let Some(up) = &self.upstream {
+            let l = up.connect(Some(sink));
+            self.links.lock().unwrap().insert(conn.to_string(), l);
+        }
+    }
+
+    /// `conn`'s relay session, opened on its first message when not attached
+    /// (an HTTP session: the server's own messages have nowhere to go).
+    fn link(&self, conn: &str) -> Option<Arc<Link>> {
+        let up = self.upstream.as_ref()?;
+        let mut links = self.links.lock().unwrap();
+        Some(
+            links
+                .entry(conn.to_string())
+                .or_insert_with(|| up.connect(None))
+                .clone(),
+        )
+    }
+
+    /// Proxy mode: `conn` ended; its relay session closes (child reaped).
+    pub(crate) async fn detach(&self, conn: &str) {
+        let l = self.links.lock().unwrap().remove(conn);
+        if let (Some(up), Some(l)) = (&self.upstream, l) {
+            up.disconnect(&l).await;
+        }
+    }
+
+    /// Proxy mode: close every relay session (children killed and reaped).
+    pub(crate) async fn close_upstream(&self) {
+        self.links.lock().unwrap().clear();
+        if let Some(up) = &self.upstream {
+            up.close().await;
         }
     }
 
@@ -141,6 +202,7 @@ impl Engine {
             Ok(_) | Err(_) => return self.invalid(bytes, base),
         };
         let id = msg.get("id").filter(|v| !v.is_null()).cloned();
+        let link = self.link(conn);
         let Some(method) = msg
             .get("method")
             .and_then(Value::as_str)
@@ -152,11 +214,19 @@ impl Engine {
                 params: json_prefix(&msg),
                 ..base
             });
+            if let Some(l) = link {
+                l.forward(msg);
+            }
             return Incoming::Nothing;
         };
         let method = method.as_str();
+        // Proxy mode: the whole message goes up (the job keeps a cut copy).
+        let raw = link.as_ref().map(|_| msg.clone());
         let (params, params_text) = take_params(msg);
         let Some(id) = id else {
+            if let (Some(l), Some(raw)) = (&link, raw) {
+                l.forward(raw);
+            }
             let cancels = (method == "notifications/cancelled")
                 .then(|| params.get("requestId").cloned())
                 .flatten();
@@ -202,7 +272,8 @@ impl Engine {
         if let Some(i) = call_index {
             self.calls_tx.send_replace(i + 1);
         }
-        Incoming::Request(Job {
+        let relay = link.zip(raw).map(|(l, raw)| l.request(raw));
+        Incoming::Request(Box::new(Job {
             ctx: Ctx {
                 id,
                 method: method.into(),
@@ -210,17 +281,23 @@ impl Engine {
                 nonce: self.nonce.clone(),
                 cancel: self.cancel.clone(),
                 swapped: self.swapped.clone(),
+                relayed: None,
             },
             reply: picked.map(|(_, r)| r.reply.clone()),
+            relay,
             slot,
-        })
+        }))
     }
 
     /// Play `job` into `tx`; when it sent its final answer, record when. A
     /// job whose sink closed (its HTTP client disconnected, its stdio relay
     /// went away) ends there, and its state with it.
-    pub async fn play(&self, job: Job, tx: Tx) {
+    pub async fn play(&self, job: Box<Job>, tx: Tx) {
+        let mut job = *job;
         let playing = async {
+            if let Some(p) = job.relay.take() {
+                job.ctx.relayed = Some(self.relayed(p, &job.ctx).await);
+            }
             match &job.reply {
                 Some(r) => r.play(&job.ctx, &tx).await,
                 None => super::replies::send(&tx, Out::Frame(job.ctx.healthy())).await,
@@ -240,6 +317,29 @@ impl Engine {
         }
     }
 
+    /// The real server's answer to a relayed request, under the agent's id;
+    /// when none comes, a JSON-RPC error saying why (and for `initialize`,
+    /// bounded by `init_timeout`, a failure of the row).
+    async fn relayed(&self, p: super::upstream::link::Pending, ctx: &Ctx) -> Frame {
+        let up = self.upstream.as_ref();
+        let init = ctx.method == "initialize";
+        let bound = up.filter(|_| init).map(|u| u.init_bound());
+        match p.wait(bound, &self.cancel).await {
+            Ok(mut v) => {
+                v["id"] = ctx.id.clone();
+                self.rec.lock().unwrap().rec.relayed += 1;
+                Frame::json(&v)
+            }
+            Err(why) => {
+                if let (Some(u), true) = (up, init) {
+                    u.fail(format!("{why} (initialize)"));
+                }
+                Frame::json(&json!({"jsonrpc": "2.0", "id": ctx.id,
+                    "error": {"code": -32603, "message": format!("chaosrun relay: {why}")}}))
+            }
+        }
+    }
+
     /// Watches the count of `tools/call` requests.
     pub fn calls_watch(&self) -> tokio::sync::watch::Receiver<u64> {
         self.calls_tx.subscribe()
@@ -254,6 +354,10 @@ impl Engine {
     pub fn recording(&self) -> McpRecording {
         let mut rec = self.rec.lock().unwrap().rec.clone();
         rec.rule_hits = self.hits.iter().map(|h| h.load(Ordering::SeqCst)).collect();
+        if let Some(up) = &self.upstream {
+            rec.upstream = Some(up.spec.describe());
+            rec.upstream_error = up.failure();
+        }
         rec
     }
 }

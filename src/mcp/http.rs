@@ -111,6 +111,7 @@ async fn on_delete(State(s): State<Arc<Http>>, h: HeaderMap) -> Response {
         return status(StatusCode::NOT_FOUND, "unknown session\n");
     }
     s.engine.note(&format!("http:{sid}"), "<delete>");
+    s.engine.detach(&format!("http:{sid}")).await;
     status(StatusCode::OK, "")
 }
 
@@ -192,8 +193,10 @@ async fn on_post(State(s): State<Arc<Http>>, h: HeaderMap, body: Body) -> Respon
         Incoming::Invalid(f) => json_response(StatusCode::BAD_REQUEST, &f),
         Incoming::Request(job) => {
             if let Some(super::Reply::Unauthorized(u)) = &job.reply {
-                // No session for a refused client.
+                // No session for a refused client (nor, in proxy mode, its
+                // relay session upstream).
                 s.sessions.lock().unwrap().remove(&sid);
+                s.engine.detach(&format!("http:{sid}")).await;
                 let mut r = status(StatusCode::UNAUTHORIZED, &u.http_body(&job.ctx));
                 let h = r.headers_mut();
                 h.insert("content-type", HeaderValue::from_static("application/json"));

@@ -4,7 +4,9 @@
 //! dispatcher and its bounded recording ([`engine`], [`record`]), the two
 //! transports ([`stdio`]: a private Unix socket the `chaosrun mcp-stdio`
 //! relay ([`shim`]) connects back to; [`http`]: Streamable HTTP on loopback),
-//! and [`server`], which runs both for one scenario. Frames are raw
+//! and [`server`], which runs both for one scenario; [`upstream`] puts a
+//! real MCP server behind it (proxy mode: requests relayed, rules applied to
+//! the real traffic). Frames are raw
 //! newline-delimited JSON-RPC written here, not through an SDK: faults need
 //! byte-level control (a malformed frame, a crash mid-call, a 30 MB result
 //! streamed), and the healthy path is a few fixed answers.
@@ -19,6 +21,7 @@ pub mod serve;
 pub mod server;
 pub mod shim;
 pub mod stdio;
+pub mod upstream;
 
 use serde::{Deserialize, Serialize};
 
@@ -64,13 +67,22 @@ pub struct McpSpec {
     pub offered: bool,
     #[serde(default)]
     pub rules: Vec<Rule>,
+    /// Proxy mode: the real MCP server behind chaosrun's (see [`upstream`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<upstream::UpstreamSpec>,
 }
 
 impl McpSpec {
-    /// Every rule valid, and `linger` only where it means something.
+    /// Every rule valid, and `linger` only where it means something. With an
+    /// upstream, a rule's `tool` names one of the real server's tools
+    /// (checked when the scenario starts, against its `tools/list`).
     pub fn check(&self) -> Result<(), String> {
+        let proxied = self.upstream.is_some();
         for (n, r) in self.rules.iter().enumerate() {
-            rules::check(r).map_err(|e| format!("mcp rule {}: {e}", n + 1))?;
+            rules::check(r, proxied).map_err(|e| format!("mcp rule {}: {e}", n + 1))?;
+        }
+        if let (true, Some(e)) = (proxied, self.needs_own_server()) {
+            return Err(e);
         }
         if self.linger && self.transport == Some(Transport::Http) {
             return Err(
@@ -78,6 +90,18 @@ impl McpSpec {
             );
         }
         Ok(())
+    }
+
+    /// Why this row cannot run against a real server, if it cannot: a rule
+    /// that changes chaosrun's own probe tool.
+    pub fn needs_own_server(&self) -> Option<String> {
+        self.rules
+            .iter()
+            .find(|r| matches!(r.reply, Reply::SchemaSwap(_)))
+            .map(|_| {
+                "`schema_swap` changes chaosrun's own probe tool; it cannot apply to a real server behind `mcp.upstream`"
+                    .to_string()
+            })
     }
 
     /// The transport this row runs on, given what the profile registers.
@@ -101,37 +125,59 @@ pub enum McpSupport {
     Transports(Vec<Transport>),
 }
 
+/// A profile's `mcp:` key: what the agent registers, and (proxy mode) the
+/// real server every MCP row relays to unless the row names its own.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct McpDoc {
+    pub support: McpSupport,
+    pub upstream: Option<upstream::UpstreamSpec>,
+}
+
 impl<'de> Deserialize<'de> for McpSupport {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        McpDoc::deserialize(d).map(|m| m.support)
+    }
+}
+
+impl<'de> Deserialize<'de> for McpDoc {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::{Error, MapAccess, Visitor};
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = McpSupport;
+            type Value = McpDoc;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str(
-                    "`false` (no MCP client) or `{transports: [stdio, http]}` (one or both, \
-                     what the agent's config registers)",
+                    "`false` (no MCP client) or `{transports: [stdio, http], upstream?: {...}}` \
+                     (one or both, what the agent's config registers)",
                 )
             }
-            fn visit_bool<E: Error>(self, v: bool) -> Result<McpSupport, E> {
+            fn visit_bool<E: Error>(self, v: bool) -> Result<McpDoc, E> {
                 if v {
                     return Err(E::custom(
                         "`mcp: true` does not say how the agent reaches the server; write \
                          `mcp: {transports: [stdio]}` (stdio, http or both)",
                     ));
                 }
-                Ok(McpSupport::None)
+                Ok(McpDoc {
+                    support: McpSupport::None,
+                    upstream: None,
+                })
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<McpSupport, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<McpDoc, A::Error> {
                 let mut transports: Option<Vec<Transport>> = None;
+                let mut upstream = None;
                 while let Some(k) = m.next_key::<String>()? {
-                    if k != "transports" {
-                        return Err(A::Error::unknown_field(&k, &["transports"]));
+                    match k.as_str() {
+                        "transports" => transports = Some(m.next_value()?),
+                        "upstream" => upstream = Some(m.next_value()?),
+                        _ => return Err(A::Error::unknown_field(&k, &["transports", "upstream"])),
                     }
-                    transports = Some(m.next_value()?);
                 }
                 match transports {
-                    Some(t) if !t.is_empty() => Ok(McpSupport::Transports(t)),
+                    Some(t) if !t.is_empty() => Ok(McpDoc {
+                        support: McpSupport::Transports(t),
+                        upstream,
+                    }),
                     _ => Err(A::Error::custom(
                         "`mcp.transports` needs at least one transport (stdio, http)",
                     )),
@@ -178,6 +224,11 @@ pub fn vars(
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect()
+}
+
+/// Whether a count is zero (serde's `skip_serializing_if`).
+pub(crate) fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Template variable names provided by [`vars`].

@@ -69,6 +69,16 @@ pub struct McpRecording {
     pub stdio_connections: u64,
     /// HTTP sessions opened by `initialize`.
     pub http_sessions: u64,
+    /// Proxy mode: the real server (its command line or URL).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+    /// Proxy mode: answers of the real server relayed to the agent.
+    #[serde(default, skip_serializing_if = "crate::mcp::is_zero")]
+    pub relayed: u64,
+    /// Proxy mode: why the real server failed (it could not start, exited,
+    /// or left `initialize` unanswered); the row is then an ERROR.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_error: Option<String>,
 }
 
 impl McpRecording {

@@ -1,6 +1,7 @@
 //! `chaosrun serve --mcp RULES.yaml`: the scripted MCP server alone (both
 //! transports), for a client written by hand or a wire test. RULES.yaml is a
-//! row's `mcp:` section (`{linger?, rules: [...]}`), checked like a table's.
+//! row's `mcp:` section (`{linger?, rules: [...], upstream?}`), checked like
+//! a table's; with `upstream` it is the MCP proxy in front of that server.
 //! Prints `chaosrun MCP server: socket PATH url URL` once both listen; a
 //! client reaches stdio by running `chaosrun mcp-stdio --socket PATH`. On
 //! SIGINT/SIGTERM it prints the recording as one JSON line and exits 0.
@@ -39,6 +40,8 @@ pub async fn run(rules: &Path, nonce: Option<String>) -> anyhow::Result<()> {
         dir: dir.path().to_path_buf(),
         start: tokio::time::Instant::now(),
         bind: None,
+        upstream: spec.upstream,
+        host: None,
     })
     .await?;
     {

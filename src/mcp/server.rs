@@ -26,6 +26,11 @@ pub struct McpConfig {
     /// Where the HTTP transport binds (a scenario's network namespace);
     /// None: the host.
     pub bind: Option<crate::listen::Binder>,
+    /// Proxy mode: the real server every request is relayed to.
+    pub upstream: Option<super::upstream::UpstreamSpec>,
+    /// What the upstream's processes get from the runner (environment,
+    /// child registry); None: [`super::upstream::Host::default`].
+    pub host: Option<super::upstream::Host>,
 }
 
 /// A running MCP server.
@@ -43,8 +48,19 @@ pub struct McpServer {
 const MAX_SOCKET_PATH: usize = 100;
 
 impl McpServer {
-    pub async fn start(c: McpConfig) -> anyhow::Result<McpServer> {
-        let engine = Arc::new(Engine::new(c.rules, c.nonce, c.start, c.linger));
+    pub async fn start(mut c: McpConfig) -> anyhow::Result<McpServer> {
+        let mut engine = Engine::new(Vec::new(), c.nonce.clone(), c.start, c.linger);
+        if let Some(spec) = c.upstream.take() {
+            let up = super::upstream::Upstream::new(
+                spec,
+                c.dir.join("mcp-upstream"),
+                c.host.take().unwrap_or_default(),
+            );
+            let tools = up.preflight().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+            c.rules = proxied_rules(c.rules, &up.spec, &tools)?;
+            engine = engine.with_upstream(up);
+        }
+        let engine = Arc::new(engine.with_rules(c.rules));
         let mut socket = c.dir.join("mcp.sock");
         let mut short = None;
         if socket.as_os_str().len() > MAX_SOCKET_PATH {
@@ -98,14 +114,48 @@ impl McpServer {
         r
     }
 
-    /// Stop both transports and return the recording.
+    /// Stop both transports (and, in proxy mode, kill and reap every
+    /// upstream child) and return the recording.
     pub async fn shutdown(mut self) -> McpRecording {
         self.engine.cancel.cancel();
         for t in self.tasks.drain(..) {
             t.abort();
             let _ = t.await;
         }
+        self.engine.close_upstream().await;
         let _ = std::fs::remove_file(&self.socket);
         self.recording()
     }
+}
+
+/// The row's rules against a real server: `tool: probe` stands for the
+/// upstream's `probe` tool when it names one, and every named tool must be
+/// one the server lists.
+fn proxied_rules(
+    mut rules: Vec<Rule>,
+    spec: &super::upstream::UpstreamSpec,
+    tools: &[String],
+) -> anyhow::Result<Vec<Rule>> {
+    for (n, r) in rules.iter_mut().enumerate() {
+        let Some(t) = r.when.tool.as_mut() else {
+            continue;
+        };
+        if let (true, Some(alias)) = (t == super::jsonrpc::PROBE_TOOL, &spec.probe) {
+            *t = alias.clone();
+        }
+        if !tools.contains(t) {
+            anyhow::bail!(
+                "mcp rule {}: tool `{t}` is not a tool upstream MCP server {} lists (it lists: {}){}",
+                n + 1,
+                spec.describe(),
+                tools.join(", "),
+                if spec.probe.is_none() && t == super::jsonrpc::PROBE_TOOL {
+                    "; set `mcp.upstream.probe: TOOL` to the tool that stands for `probe`"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    Ok(rules)
 }

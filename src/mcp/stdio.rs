@@ -108,6 +108,9 @@ async fn connection(stream: UnixStream, conn: String, engine: Arc<Engine>) {
     let (r, w) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Out>(QUEUE);
     let writing = tokio::spawn(writer(w, rx, engine.clone()));
+    // Proxy mode: this connection's own upstream session (what the server
+    // sends on its own goes out on this connection).
+    engine.attach(&conn, tx.clone());
     let in_flight = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
     let mut r = BufReader::new(r);
     let mut line = Vec::new();
@@ -169,6 +172,9 @@ async fn connection(stream: UnixStream, conn: String, engine: Arc<Engine>) {
     // The relay's stdin ended (or the engine stopped).
     if !engine.cancel.is_cancelled() {
         engine.note(&conn, "<stdin closed>");
+    }
+    if !engine.linger {
+        engine.detach(&conn).await;
     }
     if engine.linger {
         // Keep the relay running: hold the socket open (answers in flight

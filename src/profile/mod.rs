@@ -138,9 +138,10 @@ struct ProfileDoc {
     /// Proxy mode: forward model calls to this real server.
     #[serde(default)]
     upstream: Option<crate::provider::upstream::UpstreamSpec>,
-    /// `false`, or the MCP transports the agent's config registers.
+    /// `false`, or the MCP transports the agent's config registers (and,
+    /// proxy mode, the real server behind chaosrun's).
     #[serde(default)]
-    mcp: crate::mcp::McpSupport,
+    mcp: crate::mcp::McpDoc,
     /// `namespace`: the agent's own network namespace, loopback only;
     /// `host` (default for now): the host's network, reported as such.
     #[serde(default)]
@@ -197,6 +198,9 @@ pub struct Profile {
     pub upstream: Option<crate::provider::upstream::UpstreamSpec>,
     /// Whether (and how) the agent's config registers an MCP server.
     pub mcp: crate::mcp::McpSupport,
+    /// `mcp.upstream`: the real MCP server behind every MCP row that names
+    /// none of its own (see [`crate::mcp::upstream`]).
+    pub mcp_upstream: Option<crate::mcp::upstream::UpstreamSpec>,
     /// `network:` (see [`NetworkMode`]).
     pub network: NetworkMode,
 }
@@ -355,7 +359,8 @@ impl Profile {
             exec: doc.exec,
             upstream: doc.upstream,
             dir: dir.to_path_buf(),
-            mcp: doc.mcp,
+            mcp: doc.mcp.support,
+            mcp_upstream: doc.mcp.upstream,
             network: doc.network,
         };
         profile.validate_templates()?;

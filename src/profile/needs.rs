@@ -67,6 +67,9 @@ fn mcp_gap(profile: &Profile, s: &Scenario) -> Option<String> {
                 t.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
             ))
         }
+        McpSupport::Transports(_) if profile.mcp_upstream.is_some() && m.upstream.is_none() => {
+            m.needs_own_server()
+        }
         McpSupport::Transports(_) => None,
     }
 }
@@ -175,6 +178,7 @@ mod tests {
             dir: Default::default(),
             upstream: None,
             mcp,
+            mcp_upstream: None,
             network: Default::default(),
         };
         for (logical, name, args) in tools {

@@ -251,8 +251,30 @@ async fn start_mcp(
         dir: root.to_path_buf(),
         start,
         bind,
+        // The row's real server, else the profile's (proxy mode).
+        upstream: spec
+            .upstream
+            .clone()
+            .or(shared.profile.mcp_upstream.clone()),
+        host: Some(upstream_host(&shared.run_id)),
     })
     .await
     .map(Some)
     .map_err(|e| format!("cannot start the MCP server: {e:#}"))
+}
+
+/// What a real MCP server (proxy mode) gets: the agent's environment
+/// allow-list (none of the caller's secrets, no proxy), the run marker (the
+/// run's guard sweeps it if chaosrun dies), and the child registry.
+fn upstream_host(run_id: &str) -> crate::mcp::upstream::Host {
+    let mut env: BTreeMap<String, String> = std::env::vars()
+        .filter(|(k, _)| env::is_allowed(k) && !env::is_proxy(k))
+        .collect();
+    env.insert("NO_PROXY".into(), env::LOOPBACK_NO_PROXY.into());
+    env.insert(crate::proc_hygiene::RUN_VAR.into(), run_id.into());
+    crate::mcp::upstream::Host {
+        env,
+        own: crate::proc_hygiene::own,
+        disown: crate::proc_hygiene::disown,
+    }
 }

@@ -145,6 +145,8 @@ pub struct Ctx {
     /// Whether a `schema_swap` changed the probe tool's schema (shared by
     /// every request of the scenario's server).
     pub swapped: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Proxy mode: the real server's answer, which stands for the healthy one.
+    pub relayed: Option<Frame>,
 }
 
 impl Ctx {
@@ -186,9 +188,13 @@ impl Ctx {
         Frame::json(&serde_json::json!({"jsonrpc": "2.0", "id": self.id, "result": result}))
     }
 
-    /// The healthy answer to this request (see [`super::jsonrpc::healthy`]).
+    /// The healthy answer to this request (see [`super::jsonrpc::healthy`]);
+    /// in proxy mode, the real server's answer.
     pub fn healthy(&self) -> Frame {
-        super::jsonrpc::healthy(self)
+        match &self.relayed {
+            Some(f) => f.clone(),
+            None => super::jsonrpc::healthy(self),
+        }
     }
 }
 
@@ -242,6 +248,7 @@ pub(crate) mod test_support {
             nonce: "N0NCE".into(),
             cancel: CancellationToken::new(),
             swapped: Default::default(),
+            relayed: None,
         }
     }
 
