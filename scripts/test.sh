@@ -98,7 +98,8 @@ settle chromium "chromium is not installed (apt-get install chromium, as root)" 
     html_report_renders_in_chromium history_strip_renders_in_chromium
 settle mcp_everything "server-everything could not be installed (examples/mcp-everything/setup.sh)" \
     every_mcp_row_passes_in_front_of_server_everything \
-    a_server_command_that_exits_at_once_is_an_error_with_its_stderr
+    a_server_command_that_exits_at_once_is_an_error_with_its_stderr \
+    an_error_and_a_list_changed_storm_land_on_the_real_echo
 settle sdk_venv "the SDK venv (with the mcp SDK) could not be made (scripts/sdk_venv.sh)" \
     every_reply_kind_on_every_wire_with_the_official_sdks \
     every_mcp_reply_kind_on_both_transports_with_the_python_sdk

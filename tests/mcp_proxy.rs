@@ -174,3 +174,76 @@ fn a_server_command_that_exits_at_once_is_an_error_with_its_stderr() {
         "{t}"
     );
 }
+
+/// The two MCP faults no `mcp_*` row puts on a real tool, each on the real
+/// `echo`: a JSON-RPC error in place of its answer (handed to the model as
+/// the tool's error), and a storm of `tools/list_changed` before the real
+/// answer (which still reaches the model).
+const REAL_TOOL_FAULTS: &str = r#"scenarios:
+  - id: mcp_real_echo_jsonrpc_error
+    mcp:
+      rules:
+        - when: {call: 0}
+          reply: {kind: jsonrpc_error, code: -32603, message: "echo refused {{nonce}}"}
+    responder:
+      - when: {after_tool: false}
+        reply: {kind: tool_call, calls: [{tool: mcp_probe, args: {text: "{{nonce}}"}}]}
+      - reply: {kind: text, text: "tools settled {{nonce}}"}
+    expect: {answer: "tools settled {{nonce}}"}
+    calls: {max: 4}
+    tool_result_contains: "echo refused {{nonce}}"
+  - id: mcp_real_echo_list_changed_storm
+    mcp:
+      rules:
+        - when: {call: 0}
+          reply: {kind: list_changed_storm, count: 20, interval: 0.01}
+    responder:
+      - when: {after_tool: false}
+        reply: {kind: tool_call, calls: [{tool: mcp_probe, args: {text: "{{nonce}}"}}]}
+      - reply: {kind: text, text: "tools settled {{nonce}}"}
+    expect: {answer: "tools settled {{nonce}}"}
+    calls: {max: 4}
+    tool_result_contains: "{{nonce}}"
+"#;
+
+#[test]
+#[ignore = "needs server-everything: examples/mcp-everything/setup.sh"]
+fn an_error_and_a_list_changed_storm_land_on_the_real_echo() {
+    let entry = entry();
+    let mark = common::new_mark("everything-faults");
+    let dir = tempfile::tempdir().unwrap();
+    let up = format!(
+        "{{command: [node, '{}', stdio, '--{mark}'], probe: echo}}",
+        entry.display()
+    );
+    let profile = profile(dir.path(), &up);
+    let table = dir.path().join("faults.yaml");
+    std::fs::write(&table, REAL_TOOL_FAULTS).unwrap();
+    let art = dir.path().join("art");
+    let args = ["--keep-all", "--artifacts", art.to_str().unwrap()];
+    let (code, report, out) = run(&table, &profile, &args);
+    assert_eq!(code, Some(0), "{out}");
+    for id in [
+        "mcp_real_echo_jsonrpc_error",
+        "mcp_real_echo_list_changed_storm",
+    ] {
+        let s = common::scenario(&report, id);
+        assert_eq!(s["verdict"], "pass", "{id}: {s}\n{out}");
+        let obs = common::read_json(&art.join(id).join("observation.json"));
+        let landed = obs["mcp"]["exchanges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["rule"] == 0 && e["tool"] == "echo");
+        assert!(
+            landed,
+            "{id}: the fault did not land on the real echo: {}",
+            obs["mcp"]
+        );
+    }
+    assert!(
+        alive(&mark).is_empty(),
+        "server-everything left after the run: {:?}",
+        alive(&mark)
+    );
+}
