@@ -73,10 +73,26 @@ impl serde::Serialize for Wire {
     }
 }
 
+/// A wire name read from YAML or JSON. The name is checked inside the
+/// visitor, so serde_yaml puts the scalar's `line:col` on an unknown one (an
+/// error raised after the value was read carries none).
+struct WireName;
+
+impl serde::de::Visitor<'_> for WireName {
+    type Value = Wire;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a wire name")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Wire, E> {
+        v.parse().map_err(E::custom)
+    }
+}
+
 impl<'de> serde::Deserialize<'de> for Wire {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Wire, D::Error> {
-        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        name.parse().map_err(serde::de::Error::custom)
+        d.deserialize_str(WireName)
     }
 }
 
