@@ -52,6 +52,15 @@ fn profile(dir: &Path, upstream: &str) -> PathBuf {
     path
 }
 
+/// `mcp.upstream` for the installed server-everything on stdio, its argv
+/// carrying `mark` (so a survivor is found by it), `echo` standing for `probe`.
+fn everything(mark: &str) -> String {
+    format!(
+        "{{command: [node, '{}', stdio, '--{mark}'], probe: echo}}",
+        entry().display()
+    )
+}
+
 fn run(table: &Path, profile: &Path, args: &[&str]) -> (Option<i32>, Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
@@ -95,14 +104,9 @@ fn alive(mark: &str) -> Vec<String> {
 #[test]
 #[ignore = "needs server-everything: examples/mcp-everything/setup.sh"]
 fn every_mcp_row_passes_in_front_of_server_everything() {
-    let entry = entry();
     let mark = common::new_mark("everything");
     let dir = tempfile::tempdir().unwrap();
-    let up = format!(
-        "{{command: [node, '{}', stdio, '--{mark}'], probe: echo}}",
-        entry.display()
-    );
-    let profile = profile(dir.path(), &up);
+    let profile = profile(dir.path(), &everything(&mark));
     let yaml = std::fs::read_to_string(common::repo().join("scenarios.yaml")).unwrap();
     let ids: Vec<&str> = yaml
         .lines()
@@ -209,14 +213,9 @@ const REAL_TOOL_FAULTS: &str = r#"scenarios:
 #[test]
 #[ignore = "needs server-everything: examples/mcp-everything/setup.sh"]
 fn an_error_and_a_list_changed_storm_land_on_the_real_echo() {
-    let entry = entry();
     let mark = common::new_mark("everything-faults");
     let dir = tempfile::tempdir().unwrap();
-    let up = format!(
-        "{{command: [node, '{}', stdio, '--{mark}'], probe: echo}}",
-        entry.display()
-    );
-    let profile = profile(dir.path(), &up);
+    let profile = profile(dir.path(), &everything(&mark));
     let table = dir.path().join("faults.yaml");
     std::fs::write(&table, REAL_TOOL_FAULTS).unwrap();
     let art = dir.path().join("art");
