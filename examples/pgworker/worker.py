@@ -39,7 +39,7 @@ Turn leases (table ``turns``, one row per (session_id, i))
     runs its command; a registered one is found and killed by the fencer.
 
 Taking a turn over (the previous owner died or froze past its lease)
-  1. fence: kill every not-ended ``bg_jobs`` row of the session whose owner token
+  1. fence (every claim does, before it prints ``turn_start``): kill every not-ended ``bg_jobs`` row of the session whose owner token
      is not the turn's current token, or whose owner process is gone (pid + start
      time, as agent.py's ``kill_job``: a reused pid is never hit), then its group;
   2. repair: the last assistant message's tool calls without a result get
@@ -522,9 +522,8 @@ class Worker(ref.Agent):
     # ------------------------------------------------------------ one claimed turn
 
     def run_claimed(self, i, text, claims):
-        """Run claimed turn i: fence, load, repair, then the reference loop. Returns (result, breaker)."""
-        if claims > 1:
-            self.fence(f"takeover of turn {i}")
+        """Run claimed turn i (fenced at the claim): load, repair, then the reference loop.
+        Returns (result, breaker)."""
         self.history = self.store.load()
         if self.store.has_user_message(i):
             last = self.store.last_message()
@@ -601,6 +600,10 @@ class Worker(ref.Agent):
         """Run claimed turn i in a thread while this thread keeps the lease."""
         self.turn_i, self.token = i, token
         self.fenced.clear()
+        # Fence before announcing the turn: a worker frozen (SIGSTOP) right after
+        # `turn_start` must not leave a dead peer's background job writing into
+        # the turn it announced.
+        self.fence(f"claim of turn {i}" + (" (takeover)" if claims > 1 else ""))
         emit({"ev": "turn_start", "i": i})
         log(f"claimed turn {i} token {token} (claim #{claims})")
         started = time.monotonic()
