@@ -190,8 +190,9 @@ const CASES: &[Case] = &[
     },
 ];
 
-/// Cases run at once: more agents booting together on a small machine can
-/// take longer than a 0.25-scaled boot deadline (30 s) to say `ready`.
+/// Cases run at once (a pool: a new case starts as soon as one ends): more
+/// agents booting together on a small machine can take longer than a
+/// 0.25-scaled boot deadline (30 s) to say `ready`.
 const AT_ONCE: usize = 7;
 
 /// Every wire the provider and the reference agent speak.
@@ -213,79 +214,82 @@ fn each_bug_fails_on_its_own_invariant_only_on_every_wire() {
     };
     let covered: std::collections::BTreeSet<_> = plan.iter().map(|(w, _)| *w).collect();
     assert_eq!(covered.len(), WIRES.len(), "every wire is exercised");
-    let problems: Vec<String> = plan.chunks(AT_ONCE).flat_map(cases_on).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let problems: Vec<String> = std::thread::scope(|s| {
+        let pool: Vec<_> = (0..AT_ONCE)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut found = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let Some(&(wire, c)) = plan.get(i) else {
+                            return found;
+                        };
+                        found.extend(case_on(wire, c));
+                    }
+                })
+            })
+            .collect();
+        pool.into_iter().flat_map(|t| t.join().unwrap()).collect()
+    });
     assert!(problems.is_empty(), "\n{}", problems.join("\n\n"));
 }
 
-/// Run `cases` (each on its wire) at once; the problems found, each naming its wire.
-fn cases_on(cases: &[(&'static str, &'static Case)]) -> Vec<String> {
+/// Run `c` on `wire`; the problems found, each naming its wire.
+fn case_on(wire: &'static str, c: &'static Case) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
-    let runs: Vec<_> = cases
-        .iter()
-        .map(|&(wire, c)| {
-            let json = dir
-                .path()
-                .join(format!("{}-{}-{wire}.json", c.bug, c.scenario));
-            let mark = new_mark(c.bug);
-            let handle = {
-                let (json, mark) = (json.clone(), mark.clone());
-                std::thread::spawn(move || {
-                    chaosrun(
-                        &mark,
-                        &[
-                            "scenarios.yaml",
-                            "--only",
-                            c.scenario,
-                            &format!("--agent-arg=--bug={}", c.bug),
-                            "--wire",
-                            wire,
-                            "--deadline-scale",
-                            c.scale,
-                            "--json",
-                            json.to_str().unwrap(),
-                        ],
-                    )
-                })
-            };
-            (c, json, mark, handle, wire)
-        })
-        .collect();
+    let json = dir
+        .path()
+        .join(format!("{}-{}-{wire}.json", c.bug, c.scenario));
+    let mark = new_mark(c.bug);
+    let out = chaosrun(
+        &mark,
+        &[
+            "scenarios.yaml",
+            "--only",
+            c.scenario,
+            &format!("--agent-arg=--bug={}", c.bug),
+            "--wire",
+            wire,
+            "--deadline-scale",
+            c.scale,
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
     let mut problems = Vec::new();
-    for (c, json, mark, handle, wire) in runs {
-        let out = handle.join().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        if out.status.code() != Some(1) {
-            problems.push(format!(
-                "[wire {wire}] {}: exit {:?}, expected 1\n{stdout}",
-                c.bug, out.status
-            ));
-            continue;
-        }
-        let report = read_json(&json);
-        let failed = failed_invariants(&report, c.scenario);
-        if failed != [c.invariant] {
-            problems.push(format!(
-                "[wire {wire}] {}: failed {failed:?}, expected only [{}]\n{}",
-                c.bug,
-                c.invariant,
-                violations(&report, c.scenario).join("\n")
-            ));
-        } else if !violations(&report, c.scenario).join("\n").contains(c.says) {
-            problems.push(format!(
-                "[wire {wire}] {}: violation does not say {:?}:\n{}",
-                c.bug,
-                c.says,
-                violations(&report, c.scenario).join("\n")
-            ));
-        }
-        let left = wait_unmarked(&mark, Duration::from_secs(5));
-        kill_marked(&mark);
-        if !left.is_empty() {
-            problems.push(format!(
-                "[wire {wire}] {}: chaosrun left processes behind: {left:?}",
-                c.bug
-            ));
-        }
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    if out.status.code() != Some(1) {
+        problems.push(format!(
+            "[wire {wire}] {}: exit {:?}, expected 1\n{stdout}",
+            c.bug, out.status
+        ));
+        return problems;
+    }
+    let report = read_json(&json);
+    let failed = failed_invariants(&report, c.scenario);
+    if failed != [c.invariant] {
+        problems.push(format!(
+            "[wire {wire}] {}: failed {failed:?}, expected only [{}]\n{}",
+            c.bug,
+            c.invariant,
+            violations(&report, c.scenario).join("\n")
+        ));
+    } else if !violations(&report, c.scenario).join("\n").contains(c.says) {
+        problems.push(format!(
+            "[wire {wire}] {}: violation does not say {:?}:\n{}",
+            c.bug,
+            c.says,
+            violations(&report, c.scenario).join("\n")
+        ));
+    }
+    let left = wait_unmarked(&mark, Duration::from_secs(5));
+    kill_marked(&mark);
+    if !left.is_empty() {
+        problems.push(format!(
+            "[wire {wire}] {}: chaosrun left processes behind: {left:?}",
+            c.bug
+        ));
     }
     problems
 }
