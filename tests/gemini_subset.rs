@@ -1,7 +1,12 @@
-//! A bounded real-agent lane: six fast seed scenarios against Gemini CLI
+//! A bounded real-agent lane: seven fast seed scenarios against Gemini CLI
 //! 0.61.0 in exec mode (`examples/gemini-cli/gemini-cli.yaml`), with the
 //! verdicts the full-table runs recorded in examples/gemini-cli/README.md.
-//! Four pass; two fail on real Gemini CLI behaviour:
+//! Five pass; two fail on real Gemini CLI behaviour:
+//!
+//! * `mcp_error_result` passes only if chaosrun's MCP server is registered:
+//!   the profile's `mcp-exec.sh` merges it into the user settings, since
+//!   Gemini CLI skips a system settings file under the temp dir (where the
+//!   scenario's HOME lives) as insecure.
 //!
 //! * `tool_background_swarm`: a one-shot `gemini -p` exits after its turn and
 //!   leaves its `is_background: true` job (and its eight children) running.
@@ -23,6 +28,7 @@ const PASSING: &[&str] = &[
     "tool_name_unknown",
     "parallel_8_terminal_calls",
     "interrupt_endless_tool_loop",
+    "mcp_error_result",
 ];
 
 /// (scenario, the invariants it fails, a phrase of the violation)
