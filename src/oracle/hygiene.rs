@@ -217,6 +217,40 @@ fn adopted(obs: &Observation) -> Option<Check> {
 /// Seconds a dying job may take to stop writing after its agent is gone.
 pub const JOURNAL_GRACE_S: f64 = 1.0;
 
+/// The worker running a turn at `t` (None: a single agent): the one whose
+/// `turn_start` came last at or before `t`, unless that turn had already
+/// ended by `t`; then the next turn to start. A turn's `turn_start` line and
+/// its first request travel separately (stdout, the provider's socket), so
+/// the request can be seen first: a call made after the last turn ended
+/// belongs to the next one.
+fn turn_owner(obs: &Observation, t: f64) -> Option<usize> {
+    let starts = || {
+        obs.events.iter().filter_map(|e| match e.event {
+            Event::TurnStart { i } => Some((e.at, e.worker, i)),
+            _ => None,
+        })
+    };
+    let last = starts()
+        .filter(|s| s.0 <= t)
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    let ended = |(at, worker, i): (f64, Option<usize>, u64)| {
+        obs.events.iter().any(|e| {
+            matches!(&e.event, Event::TurnEnd(end) if end.i == i)
+                && e.worker == worker
+                && e.at > at
+                && e.at <= t
+        })
+    };
+    match last {
+        Some(s) if !ended(s) => s.1,
+        _ => starts()
+            .filter(|s| s.0 > t)
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .or(last)
+            .and_then(|s| s.1),
+    }
+}
+
 /// A background job's heartbeats (`bg UNIX_TIME [CALL]` journal lines) must
 /// stop once the agent that owns it is gone: after a kill, by the time the
 /// restarted agent is ready; at the end, when the agent has exited. `CALL`, the
@@ -270,14 +304,7 @@ fn background_silent(obs: &Observation) -> Option<Check> {
         })
         .unwrap_or(0.0)
     };
-    // The worker running a turn at `t` (None: a single agent).
-    let owner = |t: f64| -> Option<usize> {
-        obs.events
-            .iter()
-            .rev()
-            .find(|e| e.at <= t && matches!(e.event, Event::TurnStart { .. }))
-            .and_then(|e| e.worker)
-    };
+    let owner = |t: f64| turn_owner(obs, t);
     let exit = obs.exited().map(|(at, _)| at);
     let (mut after_restart, mut after_exit): (Vec<f64>, Vec<f64>) = (vec![], vec![]);
     for (beat, call) in beats {
@@ -369,6 +396,57 @@ mod tests {
         let c = check(&s, &o);
         assert!(named(&c, "background_silent_after_death").violations()[0]
             .contains("after the agent exited"));
+    }
+
+    /// Worker mode, the timings of a CI soak (seconds on the run clock):
+    /// worker 1's request for turn 48 (call 96, which starts the job) reached
+    /// the provider 3 ms before its `turn_start` line reached chaosrun, just
+    /// after worker 2 ended turn 47; worker 2's later kill is not the job's
+    /// owner's.
+    #[test]
+    fn a_call_seen_before_its_turn_start_belongs_to_the_next_turn() {
+        use crate::provider::recording::CallKind;
+        let s = scenario("expect: ended");
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        let w = |t: f64, worker: usize, e: Event| crate::observe::Timed {
+            worker: Some(worker),
+            ..at(t, e)
+        };
+        let kill = || Event::ProcessFault {
+            action: "kill".into(),
+            signalled: 1,
+            main_calls: 99,
+            start_up: false,
+        };
+        o.events = vec![
+            w(40.21, 2, Event::TurnStart { i: 47 }),
+            w(41.58, 2, Event::TurnEnd(end(47, true, false, "x"))),
+            w(41.618, 1, Event::TurnStart { i: 48 }),
+            w(42.10, 1, Event::TurnEnd(end(48, true, false, "x"))),
+            w(42.36, 2, kill()),
+            w(42.79, 0, Event::TurnStart { i: 50 }),
+            w(44.78, 1, kill()),
+        ];
+        let mut call = request(96, CallKind::Main, vec![]);
+        call.at = 41.615 - o.provider_offset;
+        o.recording.requests = vec![call];
+        let t0 = o.started_unix;
+        o.journal = [42.03, 43.04, 44.05]
+            .iter()
+            .map(|b| format!("bg {} 96", t0 + b))
+            .collect();
+        assert_eq!(turn_owner(&o, 41.615), Some(1));
+        assert_eq!(turn_owner(&o, 41.0), Some(2));
+        assert!(!named(&check(&s, &o), "background_silent_after_death").failed());
+        // Had worker 1 (the owner) been killed at 42.36, the beat at 44.05
+        // would be 1.26 s past the next turn's start: a violation.
+        o.events[4].worker = Some(1);
+        let c = check(&s, &o);
+        assert!(
+            named(&c, "background_silent_after_death").failed(),
+            "{:?}",
+            named(&c, "background_silent_after_death")
+        );
     }
 
     #[test]
