@@ -161,7 +161,13 @@ class Fenced(Exception):
 
 
 def owner_alive(pid, start_ticks):
-    return pid is not None and start_ticks is not None and proc_start_ticks(pid) == start_ticks
+    """The process `pid` started at `start_ticks` is running. A zombie (killed,
+    not yet reaped by its parent) is not: the fence must not spare its jobs
+    while chaosrun has still to reap and restart it."""
+    if pid is None or start_ticks is None:
+        return False
+    st = ref.proc_stat(pid)
+    return st is not None and st[2] == start_ticks and st[0] not in ("Z", "X")
 
 
 # ---------------------------------------------------------------- store
