@@ -843,8 +843,8 @@ async fn read_stdout(
                 let picked = pick_final(sels, &mut seen.picks, &rec, FINAL_KEEP_CHARS);
                 seen.final_text = picked;
             }
-            if spec.failed.jsonl.as_ref().is_some_and(|f| f.matches(&rec)) {
-                seen.failed = true;
+            if let Some(failed) = spec.failed.judge_line(&rec) {
+                seen.failed = failed;
             }
         }
     };

@@ -164,6 +164,13 @@ pub struct FailedSel {
     /// A stdout JSON line matching `where` (its `field` is not used).
     #[serde(default)]
     pub jsonl: Option<JsonlSel>,
+    /// With `jsonl`: only the LAST stdout JSON line matching these `where`
+    /// pairs is judged, and the turn failed if that line also matches
+    /// `jsonl`. For an agent that prints an error line and then goes on: a
+    /// retried call's error event before the answer (pi), a subagent's own
+    /// `result` line before the parent's (qwen-code).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_of: Option<BTreeMap<String, serde_json::Value>>,
     /// A regex any stderr line matches.
     #[serde(default)]
     pub stderr: Option<String>,
@@ -178,6 +185,7 @@ impl Default for FailedSel {
         FailedSel {
             exit_code_nonzero: true,
             jsonl: None,
+            last_of: None,
             stderr: None,
         }
     }
@@ -331,6 +339,9 @@ impl TryFrom<ExecDoc> for ExecSpec {
         if let Some(r) = &d.failed.stderr {
             check_regex(r, "exec.failed.stderr")?;
         }
+        if d.failed.last_of.is_some() && d.failed.jsonl.is_none() {
+            return Err("`exec.failed.last_of` picks which line `exec.failed.jsonl` judges: give `jsonl` too".into());
+        }
         let grace = d.interrupt_grace.unwrap_or(5.0);
         if !(grace.is_finite() && (0.0..=600.0).contains(&grace)) {
             return Err("`exec.interrupt_grace` is seconds, 0 to 600".into());
@@ -437,19 +448,41 @@ pub fn at_path<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_jso
     })
 }
 
+/// Whether `rec` is an object matching every `where` pair (see
+/// [`JsonlSel::matches`]).
+pub fn matches_where(
+    where_: &BTreeMap<String, serde_json::Value>,
+    rec: &serde_json::Value,
+) -> bool {
+    rec.is_object()
+        && where_.iter().all(|(k, want)| {
+            let got = at_path(rec, k).unwrap_or(&serde_json::Value::Null);
+            match want {
+                serde_json::Value::Array(any) => any.contains(got),
+                one => one == got,
+            }
+        })
+}
+
+impl FailedSel {
+    /// Whether stdout JSON line `rec` decides the turn failed: `Some(true)`
+    /// it failed, `Some(false)` (only with `last_of`) a later line cleared
+    /// an earlier failure, `None` the line says nothing.
+    pub fn judge_line(&self, rec: &serde_json::Value) -> Option<bool> {
+        let sel = self.jsonl.as_ref()?;
+        match &self.last_of {
+            Some(of) => matches_where(of, rec).then(|| sel.matches(rec)),
+            None => sel.matches(rec).then_some(true),
+        }
+    }
+}
+
 impl JsonlSel {
     /// Whether the record matches every `where` pair: a list is any of its
     /// values (Codex ends a turn with `item.completed` or `turn.failed`), and
     /// `null` is a path that is absent (or null).
     pub fn matches(&self, rec: &serde_json::Value) -> bool {
-        rec.is_object()
-            && self.where_.iter().all(|(k, want)| {
-                let got = at_path(rec, k).unwrap_or(&serde_json::Value::Null);
-                match want {
-                    serde_json::Value::Array(any) => any.contains(got),
-                    one => one == got,
-                }
-            })
+        matches_where(&self.where_, rec)
     }
 
     /// The `field` of a matching record, as text.
@@ -547,6 +580,10 @@ mod tests {
                 "unknown variant",
             ),
             (
+                "first: [a]\nfinal: {last_line: true}\nfailed: {last_of: {type: result}}\n",
+                "give `jsonl` too",
+            ),
+            (
                 "first: [a]\nfinal: {last_line: true}\ninterrupt_grace: -1\n",
                 "0 to 600",
             ),
@@ -581,6 +618,45 @@ mod tests {
         let one: JsonlSel = serde_yaml::from_str("{field: result}").unwrap();
         assert_eq!(one.field, Some(vec!["result".to_string()]));
         assert!(!sel.matches(&serde_json::json!("result")));
+    }
+
+    /// Judge `lines` in order as a turn's stdout would be.
+    fn failed_after(failed: &str, lines: &[serde_json::Value]) -> bool {
+        let f: FailedSel = serde_yaml::from_str(failed).unwrap();
+        let mut out = false;
+        for l in lines {
+            if let Some(v) = f.judge_line(l) {
+                out = v;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn last_of_judges_only_the_last_line_of_its_kind() {
+        use serde_json::json;
+        // qwen-code: a subagent's LOOP_DETECTED result, then the parent's success.
+        let sub = json!({"type": "result", "is_error": true, "num_turns": 0});
+        let ok = json!({"type": "result", "is_error": false, "result": "done"});
+        let any = "{jsonl: {where: {type: result, is_error: true}}}";
+        let last = "{jsonl: {where: {type: result, is_error: true}}, last_of: {type: result}}";
+        assert!(failed_after(any, &[sub.clone(), ok.clone()]));
+        assert!(!failed_after(last, &[sub.clone(), ok.clone()]));
+        assert!(failed_after(last, &[ok.clone(), sub.clone()]));
+        // pi: an assistant message_end with stopReason error (a retried call),
+        // then one that stops normally; other lines do not move the verdict.
+        let err =
+            json!({"type": "message_end", "message": {"role": "assistant", "stopReason": "error"}});
+        let stop =
+            json!({"type": "message_end", "message": {"role": "assistant", "stopReason": "stop"}});
+        let user = json!({"type": "message_end", "message": {"role": "user"}});
+        let pi = "{jsonl: {where: {message.stopReason: [error, aborted]}}, \
+                  last_of: {type: message_end, message.role: assistant}}";
+        assert!(!failed_after(
+            pi,
+            &[err.clone(), stop.clone(), user.clone()]
+        ));
+        assert!(failed_after(pi, &[stop, err, user]));
     }
 
     #[test]
