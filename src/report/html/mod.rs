@@ -144,6 +144,8 @@ const EXIT_COLOUR: &str = "#263238";
 const TURN0_COLOUR: &str = "#90caf9";
 const TURN1_COLOUR: &str = "#a5d6a7";
 const HUNG_COLOUR: &str = "#ffcdd2";
+/// Exec mode: a turn's start-up, spawn to first provider call.
+const START_UP_COLOUR: &str = "#b0bec5";
 const PROCS_COLOUR: &str = "#9575cd";
 
 const CSS: &str = r#"
@@ -241,6 +243,38 @@ mod tests {
         assert!(
             svg.contains("30 s</text>"),
             "the axis is labelled in seconds"
+        );
+    }
+
+    #[test]
+    fn an_exec_turns_start_up_is_a_band_and_its_deadline_runs_from_the_first_call() {
+        let mut r = sample_results().remove(1);
+        let start = r.observation.turn_start(0).unwrap();
+        let first = start + 4.0;
+        let at = r
+            .observation
+            .events
+            .iter()
+            .position(|e| e.at > first)
+            .unwrap_or(r.observation.events.len());
+        r.observation.events.insert(
+            at,
+            crate::observe::Timed {
+                at: first,
+                worker: None,
+                event: crate::observe::Event::FirstCall {
+                    turn: 0,
+                    after_spawn: 4.0,
+                },
+            },
+        );
+        let svg = timeline(&r, &[(Phase::FaultedTurn, 90.0), (Phase::Interrupt, 15.0)]);
+        assert_eq!(svg.matches("class=\"start-up\"").count(), 1, "{svg}");
+        assert!(svg.contains("turn 0 start-up: first provider call 4.0 s after the spawn"));
+        let due = first + 90.0;
+        assert!(
+            svg.contains(&format!("turn deadline at {due:.1} s (90 s) →")),
+            "the turn deadline runs from the first call: {svg}"
         );
     }
 

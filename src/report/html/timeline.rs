@@ -1,15 +1,15 @@
 //! The inline SVG timeline of one scenario on its run clock: lanes for the
 //! two turns, main calls, probe/aux calls and the tagged processes alive;
-//! the axis; turn spans (a hung one in its own colour); bands where a call
-//! was left waiting; a mark per provider call; the process step area. The
+//! the axis; turn spans (a hung one in its own colour), under each an exec
+//! turn's start-up band; bands where a call was left waiting; a mark per provider call; the process step area. The
 //! vertical markers are [`super::marks`], the legend [`super::legend`].
 
 use std::fmt::Write as _;
 
 use super::marks;
 use super::{
-    esc, reply_colour, HUNG_COLOUR, LABEL_ROWS, MISSED_COLOUR, PROCS_COLOUR, TURN0_COLOUR,
-    TURN1_COLOUR,
+    esc, reply_colour, HUNG_COLOUR, LABEL_ROWS, MISSED_COLOUR, PROCS_COLOUR, START_UP_COLOUR,
+    TURN0_COLOUR, TURN1_COLOUR,
 };
 use crate::observe::{Event, Observation, Phase};
 use crate::provider::recording::{CallKind, Recording};
@@ -141,11 +141,16 @@ impl<'a> Timeline<'a> {
         }
 
         // Deadlines: the faulted turn's runs from `ready` (when the runner armed
-        // it); the interrupt's from the moment it was sent.
+        // it), or in exec mode from the turn's first provider call (its
+        // start-up before that is the boot deadline's); the interrupt's from
+        // the moment it was sent.
         let ready = obs
             .find(|e| matches!(e, Event::Ready).then_some(()))
             .map(|(t, _)| t);
-        let turn_deadline = ready
+        let turn_deadline = obs
+            .first_call(0)
+            .map(|(t, _)| t)
+            .or(ready)
             .or_else(|| obs.turn_start(0))
             .zip(deadline_of(Phase::FaultedTurn))
             .map(|(t, d)| (t + d, d));
@@ -266,6 +271,30 @@ impl<'a> Timeline<'a> {
         );
     }
 
+    /// Exec mode: the turn's start-up, from its process's spawn (the turn's
+    /// start) to its first provider call, as a pale band under the turn's
+    /// span; its deadline is the boot deadline, not the turn's.
+    fn start_up(&mut self, i: u64, start: f64, end_t: f64, lane_y: f64) {
+        let Some((first, after_spawn)) = self.obs.first_call(i) else {
+            return;
+        };
+        let until = first.min(end_t);
+        if until <= start {
+            return;
+        }
+        let (x0, x1) = (self.f.x(start), self.f.x(until));
+        let _ = writeln!(
+            self.body,
+            "<rect class=\"start-up\" x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"4\" fill=\"{START_UP_COLOUR}\"><title>{}</title></rect>",
+            lane_y + LANE - 4.0,
+            (x1 - x0).max(1.0),
+            esc(&format!(
+                "turn {i} start-up: first provider call {} s after the spawn (bounded by the boot deadline; the turn's deadline runs from the call)",
+                fmt1(after_spawn)
+            ))
+        );
+    }
+
     /// Turns: 0 (faulted) and 1 (probe). A turn that never ended runs to the
     /// next thing that ended it (missed deadline, exit) in the hung colour.
     fn turns(&mut self) {
@@ -308,6 +337,7 @@ impl<'a> Timeline<'a> {
             ),
         };
         let (x0, x1) = (self.f.x(start), self.f.x(end_t));
+        self.start_up(i, start, end_t, lane_y);
         let stroke = if fill == HUNG_COLOUR {
             MISSED_COLOUR
         } else {
