@@ -71,16 +71,14 @@ impl NetNs {
     }
 
     /// A namespace for a scenario, or why there is none: `host` (the
-    /// profile's `network: host`, the default) opts out.
+    /// profile's `network: host`) opts out.
     pub fn for_scenario(host: bool) -> (Option<Arc<NetNs>>, Network) {
         if host {
             return (
                 None,
                 Network {
                     contained: false,
-                    reason: Some(
-                        "`network: host` (the default; `network: namespace` contains it)".into(),
-                    ),
+                    reason: Some("the profile says `network: host`".into()),
                 },
             );
         }

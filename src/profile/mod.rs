@@ -142,8 +142,8 @@ struct ProfileDoc {
     /// proxy mode, the real server behind chaosrun's).
     #[serde(default)]
     mcp: crate::mcp::McpDoc,
-    /// `namespace`: the agent's own network namespace, loopback only;
-    /// `host` (default for now): the host's network, reported as such.
+    /// `namespace` (the default): the agent's own network namespace,
+    /// loopback only; `host`: the host's network, reported as such.
     #[serde(default)]
     network: NetworkMode,
 }
@@ -154,11 +154,10 @@ struct ProfileDoc {
 pub enum NetworkMode {
     /// A network namespace of its own whose only interface is loopback, with
     /// the scenario's provider and MCP server on it.
-    Namespace,
-    /// The host's network; the run is reported as not network-contained.
-    /// The default until exec-mode interrupts in a namespace are as prompt
-    /// under load as on the host (tests/exec_mode.rs's interrupt rows).
     #[default]
+    Namespace,
+    /// The host's network, for an agent that needs a real server (the
+    /// Postgres workers); the run is reported as not network-contained.
     Host,
 }
 
