@@ -1,8 +1,9 @@
 //! The inline SVG timeline of one scenario on its run clock: lanes for the
 //! two turns, main calls, probe/aux calls and the tagged processes alive;
 //! the axis; turn spans (a hung one in its own colour), under each an exec
-//! turn's start-up band; bands where a call was left waiting; a mark per provider call; the process step area. The
-//! vertical markers are [`super::marks`], the legend [`super::legend`].
+//! turn's start-up band; bands where a call was left waiting; a mark per
+//! provider call; the process step area. The vertical markers are
+//! [`super::marks`], the legend [`super::legend`].
 
 use std::fmt::Write as _;
 
