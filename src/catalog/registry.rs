@@ -20,7 +20,7 @@ pub const AGENTS: &[Entry] = &[
     entry("pydantic-ai", "pydantic-ai.yaml", "2.62.0", Pip("pydantic-ai-slim")),
     entry("pgworker", "pgworker", "3.2.*", Pip("psycopg")),
     entry("opencode", "opencode.yaml", "1.18.33", Npm("opencode-ai")),
-    entry("kilo", "kilo.yaml", "7.8.1", Npm("@kilocode/cli")),
+    entry("kilo", "kilo.yaml", "7.7.7", Npm("@kilocode/cli")),
     entry("pi", "pi.yaml", "0.73.1", Npm("@mariozechner/pi-coding-agent")),
     entry("copilot", "copilot.yaml", "1.0.102", Npm("@github/copilot")),
 ];
