@@ -450,10 +450,7 @@ pub fn at_path<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_jso
 
 /// Whether `rec` is an object matching every `where` pair (see
 /// [`JsonlSel::matches`]).
-pub fn matches_where(
-    where_: &BTreeMap<String, serde_json::Value>,
-    rec: &serde_json::Value,
-) -> bool {
+fn matches_where(where_: &BTreeMap<String, serde_json::Value>, rec: &serde_json::Value) -> bool {
     rec.is_object()
         && where_.iter().all(|(k, want)| {
             let got = at_path(rec, k).unwrap_or(&serde_json::Value::Null);
