@@ -39,9 +39,11 @@ Turn leases (table ``turns``, one row per (session_id, i))
     runs its command; a registered one is found and killed by the fencer.
 
 Taking a turn over (the previous owner died or froze past its lease)
-  1. fence (every claim does, before it prints ``turn_start``): kill every not-ended ``bg_jobs`` row of the session whose owner token
-     is not the turn's current token, or whose owner process is gone (pid + start
-     time, as agent.py's ``kill_job``: a reused pid is never hit), then its group;
+  1. fence (every claim does, before it prints ``turn_start``): kill every
+     not-ended ``bg_jobs`` row of the session whose owner token is not the turn's
+     current token, or whose owner process is gone (pid + start time, as
+     agent.py's ``kill_job``: a reused pid is never hit; a zombie is gone), then
+     its group;
   2. repair: the last assistant message's tool calls without a result get
      ``interrupted: the previous worker died before this call returned; not
      re-run`` (never re-run: they may have had side effects);
