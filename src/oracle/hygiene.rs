@@ -219,10 +219,11 @@ pub const JOURNAL_GRACE_S: f64 = 1.0;
 
 /// The worker running a turn at `t` (None: a single agent): the one whose
 /// `turn_start` came last at or before `t`, unless that turn had already
-/// ended by `t`; then the next turn to start. A turn's `turn_start` line and
-/// its first request travel separately (stdout, the provider's socket), so
-/// the request can be seen first: a call made after the last turn ended
-/// belongs to the next one.
+/// ended by `t`, or its worker had been killed by `t` (another worker takes
+/// the turn over); then the next turn to start. A turn's `turn_start` line
+/// and its first request travel separately (stdout, the provider's socket),
+/// so the request can be seen first: a call made after the last turn ended,
+/// or after its worker died, belongs to the next one.
 fn turn_owner(obs: &Observation, t: f64) -> Option<usize> {
     let starts = || {
         obs.events.iter().filter_map(|e| match e.event {
@@ -233,22 +234,71 @@ fn turn_owner(obs: &Observation, t: f64) -> Option<usize> {
     let last = starts()
         .filter(|s| s.0 <= t)
         .max_by(|a, b| a.0.total_cmp(&b.0));
-    let ended = |(at, worker, i): (f64, Option<usize>, u64)| {
+    let gone = |(at, worker, i): (f64, Option<usize>, u64)| {
         obs.events.iter().any(|e| {
-            matches!(&e.event, Event::TurnEnd(end) if end.i == i)
-                && e.worker == worker
-                && e.at > at
-                && e.at <= t
+            let over = match &e.event {
+                Event::TurnEnd(end) => end.i == i,
+                Event::ProcessFault {
+                    action, signalled, ..
+                } => action == "kill" && *signalled > 0,
+                _ => false,
+            };
+            over && e.worker == worker && e.at > at && e.at <= t
         })
     };
     match last {
-        Some(s) if !ended(s) => s.1,
+        Some(s) if !gone(s) => s.1,
         _ => starts()
             .filter(|s| s.0 > t)
             .min_by(|a, b| a.0.total_cmp(&b.0))
             .or(last)
             .and_then(|s| s.1),
     }
+}
+
+/// A landed kill: when, which worker (None: the single agent), and when that
+/// worker's jobs must have been fenced by: its restarted incarnation's
+/// `ready`, or the second turn any worker started after it, whichever came
+/// first. Not the first: that turn may have been claimed (and its fence run)
+/// just before the kill, its `turn_start` line printed just after; the next
+/// turn is claimed only once that one is done.
+struct Kill {
+    at: f64,
+    worker: Option<usize>,
+    fenced: Option<f64>,
+}
+
+fn kills(obs: &Observation) -> Vec<Kill> {
+    let fenced = |at: f64, worker: Option<usize>| {
+        let ready = obs
+            .events
+            .iter()
+            .find(|r| r.at > at && r.worker == worker && matches!(r.event, Event::Ready))
+            .map(|r| r.at);
+        let second_turn = obs
+            .events
+            .iter()
+            .filter(|r| r.at > at && matches!(r.event, Event::TurnStart { .. }))
+            .nth(1)
+            .map(|r| r.at);
+        match (ready, second_turn) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    };
+    obs.events
+        .iter()
+        .filter_map(|t| match &t.event {
+            Event::ProcessFault {
+                action, signalled, ..
+            } if action == "kill" && *signalled > 0 => Some(Kill {
+                at: t.at,
+                worker: t.worker,
+                fenced: fenced(t.at, t.worker),
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A background job's heartbeats (`bg UNIX_TIME [CALL]` journal lines) must
@@ -269,31 +319,7 @@ fn background_silent(obs: &Observation) -> Option<Check> {
     if beats.is_empty() {
         return None;
     }
-    // Kills that landed: when, which worker (None: the single agent), and
-    // when the job's owner must have been fenced by: the next `ready` of that
-    // worker, or the next turn any worker started, whichever came first.
-    let kills: Vec<(f64, Option<usize>, Option<f64>)> = obs
-        .events
-        .iter()
-        .filter_map(|t| match &t.event {
-            Event::ProcessFault {
-                action, signalled, ..
-            } if action == "kill" && *signalled > 0 => {
-                let fenced = obs
-                    .events
-                    .iter()
-                    .filter(|r| r.at > t.at)
-                    .find(|r| match r.event {
-                        Event::Ready => r.worker == t.worker,
-                        Event::TurnStart { .. } => true,
-                        _ => false,
-                    })
-                    .map(|r| r.at);
-                Some((t.at, t.worker, fenced))
-            }
-            _ => None,
-        })
-        .collect();
+    let kills = kills(obs);
     let born = |call: Option<u64>| -> f64 {
         call.and_then(|c| {
             obs.recording
@@ -304,16 +330,27 @@ fn background_silent(obs: &Observation) -> Option<Check> {
         })
         .unwrap_or(0.0)
     };
-    let owner = |t: f64| turn_owner(obs, t);
     let exit = obs.exited().map(|(at, _)| at);
     let (mut after_restart, mut after_exit): (Vec<f64>, Vec<f64>) = (vec![], vec![]);
+    // The worst late beat after a restart: which job, whose, killed when.
+    let mut worst_job: Option<(f64, Option<u64>, &Kill)> = None;
     for (beat, call) in beats {
         let beat = beat - obs.started_unix;
-        let (start, who) = (born(call), owner(born(call)));
-        let owner_killed = kills.iter().find(|(k, w, _)| *k > start && *w == who);
-        if let Some((_, _, Some(fenced))) = owner_killed {
+        let start = born(call);
+        let who = turn_owner(obs, start);
+        let owner_killed = kills.iter().find(|k| k.at > start && k.worker == who);
+        if let Some(
+            kill @ Kill {
+                fenced: Some(fenced),
+                ..
+            },
+        ) = owner_killed
+        {
             if beat > fenced + JOURNAL_GRACE_S {
                 after_restart.push(beat - fenced);
+                if worst_job.is_none_or(|w| beat - fenced > w.0) {
+                    worst_job = Some((beat - fenced, call, kill));
+                }
             }
         }
         if let Some(exit) = exit {
@@ -326,9 +363,10 @@ fn background_silent(obs: &Observation) -> Option<Check> {
     let mut v = Vec::new();
     if !after_restart.is_empty() {
         v.push(format!(
-            "a background job of a killed agent still wrote to the journal {:.1} s after the restarted agent was ready ({} late writes)",
+            "a background job of a killed agent still wrote to the journal {:.1} s after the restarted agent was ready ({} late writes){}",
             worst(&after_restart),
-            after_restart.len()
+            after_restart.len(),
+            worst_job.map(whose).unwrap_or_default()
         ));
     }
     if !after_exit.is_empty() {
@@ -343,6 +381,20 @@ fn background_silent(obs: &Observation) -> Option<Check> {
         "background_silent_after_death",
         v,
     ))
+}
+
+/// Which job wrote the worst late beat, in worker mode (a single agent's
+/// message is already whole): its call, its owner, the kill and the fence.
+fn whose((_, call, kill): (f64, Option<u64>, &Kill)) -> String {
+    match (kill.worker, kill.fenced) {
+        (Some(w), Some(fenced)) => format!(
+            "; the worst from the job started by call {}, owned by worker {w}, killed at {:.2} s, fenced by {:.2} s",
+            call.map_or("?".into(), |c| c.to_string()),
+            kill.at,
+            fenced
+        ),
+        _ => String::new(),
+    }
 }
 
 #[cfg(test)]
@@ -439,14 +491,96 @@ mod tests {
         assert_eq!(turn_owner(&o, 41.0), Some(2));
         assert!(!named(&check(&s, &o), "background_silent_after_death").failed());
         // Had worker 1 (the owner) been killed at 42.36, the beat at 44.05
-        // would be 1.26 s past the next turn's start: a violation.
+        // would be 1.25 s past its restarted incarnation's `ready`: a
+        // violation, named with the job's call, owner, kill and fence.
         o.events[4].worker = Some(1);
+        o.events.insert(5, w(42.80, 1, Event::Ready));
         let c = check(&s, &o);
+        let v = named(&c, "background_silent_after_death").violations();
+        assert_eq!(v.len(), 1, "{v:?}");
         assert!(
-            named(&c, "background_silent_after_death").failed(),
-            "{:?}",
-            named(&c, "background_silent_after_death")
+            v[0].contains("1.2 s after the restarted agent was ready (1 late writes)")
+                && v[0]
+                    .contains("call 96, owned by worker 1, killed at 42.36 s, fenced by 42.80 s"),
+            "{v:?}"
         );
+    }
+
+    /// A turn taken over after its worker's kill: the taker's first request
+    /// is seen before its `turn_start` line, while the last `turn_start` is
+    /// still the dead worker's (its turn never ended). The job is the
+    /// taker's; the dead worker's second kill is not its owner's.
+    #[test]
+    fn a_call_of_a_taken_over_turn_belongs_to_the_taker() {
+        use crate::provider::recording::CallKind;
+        let s = scenario("expect: ended");
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        let w = |t: f64, worker: usize, e: Event| crate::observe::Timed {
+            worker: Some(worker),
+            ..at(t, e)
+        };
+        let kill = || Event::ProcessFault {
+            action: "kill".into(),
+            signalled: 1,
+            main_calls: 99,
+            start_up: false,
+        };
+        o.events = vec![
+            w(10.0, 1, Event::TurnStart { i: 48 }),
+            w(10.5, 1, kill()),
+            w(11.0, 1, Event::Ready),
+            w(12.003, 2, Event::TurnStart { i: 48 }),
+            w(12.8, 1, kill()),
+            w(13.0, 1, Event::Ready),
+            w(15.0, 2, Event::TurnEnd(end(48, true, false, "x"))),
+        ];
+        let mut call = request(96, CallKind::Main, vec![]);
+        call.at = 12.0 - o.provider_offset;
+        o.recording.requests = vec![call];
+        let t0 = o.started_unix;
+        o.journal = [12.5, 13.5, 14.5]
+            .iter()
+            .map(|b| format!("bg {} 96", t0 + b))
+            .collect();
+        assert_eq!(turn_owner(&o, 10.2), Some(1));
+        assert_eq!(turn_owner(&o, 12.0), Some(2));
+        assert!(!named(&check(&s, &o), "background_silent_after_death").failed());
+    }
+
+    /// The first turn to start after a kill may have been claimed, and its
+    /// fence run, just before the kill: only the second turn after it (or
+    /// the killed worker's own restart) bounds when the job must be gone.
+    #[test]
+    fn a_turn_claimed_before_the_kill_is_not_its_fence() {
+        let s = scenario("expect: ended");
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        let w = |t: f64, worker: usize, e: Event| crate::observe::Timed {
+            worker: Some(worker),
+            ..at(t, e)
+        };
+        let kill = Event::ProcessFault {
+            action: "kill".into(),
+            signalled: 1,
+            main_calls: 3,
+            start_up: false,
+        };
+        o.events = vec![
+            w(1.0, 0, Event::TurnStart { i: 0 }),
+            w(1.5, 0, Event::TurnEnd(end(0, true, false, "x"))),
+            w(2.000, 0, kill),
+            w(2.004, 1, Event::TurnStart { i: 1 }),
+            w(4.0, 1, Event::TurnEnd(end(1, true, false, "x"))),
+            w(4.2, 2, Event::TurnStart { i: 2 }),
+        ];
+        let t0 = o.started_unix;
+        o.journal = vec![format!("bg {} 0", t0 + 3.5)];
+        let mut call = request(0, crate::provider::recording::CallKind::Main, vec![]);
+        call.at = 1.1 - o.provider_offset;
+        o.recording.requests = vec![call];
+        assert!(!named(&check(&s, &o), "background_silent_after_death").failed());
+        // A beat 1.3 s after the second turn's start is late.
+        o.journal.push(format!("bg {} 0", t0 + 5.5));
+        assert!(named(&check(&s, &o), "background_silent_after_death").failed());
     }
 
     #[test]
