@@ -159,7 +159,8 @@ fn each_cli_bug_fails_on_its_own_invariant() {
             "ignore_sigint",
             "interrupt_provider_hang",
             "termination",
-            "did not stop within",
+            // The profile's 3 s grace, scaled by --deadline-scale 0.5.
+            "did not stop within 1.5 s of SIGINT",
         ),
         (
             "leak_child",

@@ -166,10 +166,11 @@ pub fn main(args: Args) -> u8 {
     if args.dry_run {
         return dry_run(seed, args.trials.unwrap_or(5).min(1000), &cfg);
     }
-    let agent = match args.agent.resolve(&mut [], Extra::default()) {
+    let mut agent = match args.agent.resolve(&mut [], Extra::default()) {
         Ok(a) => a,
         Err(e) => return usage(e),
     };
+    agent.profile.scale_deadlines(args.deadline_scale);
     if let Some(out) = &args.out {
         if let Err(e) = check_out(&args, out, &agent) {
             return usage(e);

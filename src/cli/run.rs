@@ -212,7 +212,9 @@ fn agent_profile(args: &Args, selected: &mut [Scenario]) -> Result<Agent, Stop> 
         record: args.record.clone(),
         urls: args.history.iter().map(String::as_str).collect(),
     };
-    args.agent.resolve(selected, extra).map_err(usage)
+    let mut agent = args.agent.resolve(selected, extra).map_err(usage)?;
+    agent.profile.scale_deadlines(args.deadline_scale);
+    Ok(agent)
 }
 
 /// Vet every output path against the inputs (and the artifacts folder),

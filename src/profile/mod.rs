@@ -256,6 +256,14 @@ fn absolute(p: &Path) -> PathBuf {
 }
 
 impl Profile {
+    /// `--deadline-scale F`: the profile's own deadlines scale with the
+    /// rows' (today one: exec mode's `interrupt_grace`, SIGINT to SIGKILL).
+    pub fn scale_deadlines(&mut self, f: f64) {
+        if let Some(e) = &mut self.exec {
+            e.interrupt_grace *= f;
+        }
+    }
+
     /// Resolve `--agent PATH`.
     pub fn resolve(agent: &str) -> Result<Profile, String> {
         let path = Path::new(agent);
