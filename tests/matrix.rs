@@ -1,8 +1,9 @@
-//! `chaosrun matrix`: the agent × scenario table from JSON reports. No
-//! agent's real report is committed on this branch, so the table is built
-//! from fixture reports (tests/fixtures/matrix/: two agents with a table and
-//! a process-fault report, verdicts of every kind, repeated runs) and must
-//! match the committed tests/fixtures/matrix/expected.md byte for byte.
+//! `chaosrun matrix`: the agent × scenario table from JSON reports. The
+//! table of fixture reports (tests/fixtures/matrix/: two agents with a table
+//! and a process-fault report, verdicts of every kind, repeated runs) must
+//! match the committed tests/fixtures/matrix/expected.md byte for byte, and
+//! the docs' results table (docs/results.md) must be the matrix of the real
+//! agents' committed reports, byte for byte.
 //! Regenerate it after a deliberate change with
 //! `chaosrun matrix tests/fixtures/matrix/{hermes-scenarios,hermes-process-faults,codex-scenarios,reference-repeat}.json > tests/fixtures/matrix/expected.md`.
 
@@ -72,6 +73,40 @@ fn the_matrix_of_the_fixture_reports_is_the_committed_one() {
         stdout.contains("| **passed** | **3/6** | **1/3** | **1/2** |"),
         "{stdout}"
     );
+}
+
+/// The real agents' complete full-table reports the docs' results table is
+/// built from (docs/matrix.md says how to regenerate it).
+const REAL_REPORTS: &[&str] = &[
+    "examples/copilot/report.json",
+    "examples/copilot/process-faults-report.json",
+    "examples/kilo/seed-table.json",
+    "examples/kilo/process-faults-report.json",
+    "examples/opencode/process-faults-report.json",
+    "examples/pi/process-faults-report.json",
+];
+
+#[test]
+fn the_docs_results_table_is_the_matrix_of_the_committed_reports() {
+    let mut args = REAL_REPORTS.to_vec();
+    args.extend(["--link-prefix", "../"]);
+    let out = matrix(&args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let committed = std::fs::read_to_string(repo().join("docs/results.md")).unwrap();
+    assert_eq!(
+        stdout, committed,
+        "docs/results.md is stale: regenerate it as docs/matrix.md says"
+    );
+    for r in REAL_REPORTS {
+        let doc = read_json(&repo().join(r));
+        assert_eq!(doc["complete"], true, "{r} is not a complete run");
+    }
 }
 
 #[test]
