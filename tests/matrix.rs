@@ -28,6 +28,18 @@ fn matrix(args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `chaosrun matrix ARGS`'s table; it must exit 0.
+fn table(args: &[&str]) -> String {
+    let out = matrix(args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 fn fixture(name: &str) -> String {
     format!("tests/fixtures/matrix/{name}")
 }
@@ -36,14 +48,7 @@ fn fixture(name: &str) -> String {
 fn the_matrix_of_the_fixture_reports_is_the_committed_one() {
     let args: Vec<String> = REPORTS.iter().map(|r| fixture(r)).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let out = matrix(&args);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = table(&args);
     let want = std::fs::read_to_string(repo().join(fixture("expected.md"))).unwrap();
     assert_eq!(stdout, want);
     // What the committed table says, spelled out.
@@ -90,14 +95,7 @@ const REAL_REPORTS: &[&str] = &[
 fn the_docs_results_table_is_the_matrix_of_the_committed_reports() {
     let mut args = REAL_REPORTS.to_vec();
     args.extend(["--link-prefix", "../"]);
-    let out = matrix(&args);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = table(&args);
     let committed = std::fs::read_to_string(repo().join("docs/results.md")).unwrap();
     assert_eq!(
         stdout, committed,

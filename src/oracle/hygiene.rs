@@ -412,6 +412,24 @@ mod tests {
         }
     }
 
+    /// An event of worker `worker` at `t` s.
+    fn w(t: f64, worker: usize, e: Event) -> crate::observe::Timed {
+        crate::observe::Timed {
+            worker: Some(worker),
+            ..at(t, e)
+        }
+    }
+
+    /// A kill chaosrun landed.
+    fn kill() -> Event {
+        Event::ProcessFault {
+            action: "kill".into(),
+            signalled: 1,
+            main_calls: 99,
+            start_up: false,
+        }
+    }
+
     fn named<'a>(c: &'a [Check], name: &str) -> &'a Check {
         c.iter().find(|c| c.name == name).unwrap()
     }
@@ -460,16 +478,6 @@ mod tests {
         use crate::provider::recording::CallKind;
         let s = scenario("expect: ended");
         let mut o = healthy(&s, end(0, true, false, "x"));
-        let w = |t: f64, worker: usize, e: Event| crate::observe::Timed {
-            worker: Some(worker),
-            ..at(t, e)
-        };
-        let kill = || Event::ProcessFault {
-            action: "kill".into(),
-            signalled: 1,
-            main_calls: 99,
-            start_up: false,
-        };
         o.events = vec![
             w(40.21, 2, Event::TurnStart { i: 47 }),
             w(41.58, 2, Event::TurnEnd(end(47, true, false, "x"))),
@@ -515,16 +523,6 @@ mod tests {
         use crate::provider::recording::CallKind;
         let s = scenario("expect: ended");
         let mut o = healthy(&s, end(0, true, false, "x"));
-        let w = |t: f64, worker: usize, e: Event| crate::observe::Timed {
-            worker: Some(worker),
-            ..at(t, e)
-        };
-        let kill = || Event::ProcessFault {
-            action: "kill".into(),
-            signalled: 1,
-            main_calls: 99,
-            start_up: false,
-        };
         o.events = vec![
             w(10.0, 1, Event::TurnStart { i: 48 }),
             w(10.5, 1, kill()),
@@ -554,20 +552,10 @@ mod tests {
     fn a_turn_claimed_before_the_kill_is_not_its_fence() {
         let s = scenario("expect: ended");
         let mut o = healthy(&s, end(0, true, false, "x"));
-        let w = |t: f64, worker: usize, e: Event| crate::observe::Timed {
-            worker: Some(worker),
-            ..at(t, e)
-        };
-        let kill = Event::ProcessFault {
-            action: "kill".into(),
-            signalled: 1,
-            main_calls: 3,
-            start_up: false,
-        };
         o.events = vec![
             w(1.0, 0, Event::TurnStart { i: 0 }),
             w(1.5, 0, Event::TurnEnd(end(0, true, false, "x"))),
-            w(2.000, 0, kill),
+            w(2.000, 0, kill()),
             w(2.004, 1, Event::TurnStart { i: 1 }),
             w(4.0, 1, Event::TurnEnd(end(1, true, false, "x"))),
             w(4.2, 2, Event::TurnStart { i: 2 }),
