@@ -87,7 +87,9 @@ const REAL_REPORTS: &[&str] = &[
     "examples/copilot/process-faults-report.json",
     "examples/kilo/seed-table.json",
     "examples/kilo/process-faults-report.json",
+    "examples/opencode/report.json",
     "examples/opencode/process-faults-report.json",
+    "examples/pi/report.json",
     "examples/pi/process-faults-report.json",
 ];
 
