@@ -238,10 +238,7 @@ fn turn_owner(obs: &Observation, t: f64) -> Option<usize> {
         obs.events.iter().any(|e| {
             let over = match &e.event {
                 Event::TurnEnd(end) => end.i == i,
-                Event::ProcessFault {
-                    action, signalled, ..
-                } => action == "kill" && *signalled > 0,
-                _ => false,
+                other => landed_kill(other),
             };
             over && e.worker == worker && e.at > at && e.at <= t
         })
@@ -254,6 +251,11 @@ fn turn_owner(obs: &Observation, t: f64) -> Option<usize> {
             .or(last)
             .and_then(|s| s.1),
     }
+}
+
+/// A kill chaosrun sent that reached at least one process.
+fn landed_kill(e: &Event) -> bool {
+    matches!(e, Event::ProcessFault { action, signalled, .. } if action == "kill" && *signalled > 0)
 }
 
 /// A landed kill: when, which worker (None: the single agent), and when that
@@ -281,22 +283,15 @@ fn kills(obs: &Observation) -> Vec<Kill> {
             .filter(|r| r.at > at && matches!(r.event, Event::TurnStart { .. }))
             .nth(1)
             .map(|r| r.at);
-        match (ready, second_turn) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        ready.into_iter().chain(second_turn).reduce(f64::min)
     };
     obs.events
         .iter()
-        .filter_map(|t| match &t.event {
-            Event::ProcessFault {
-                action, signalled, ..
-            } if action == "kill" && *signalled > 0 => Some(Kill {
-                at: t.at,
-                worker: t.worker,
-                fenced: fenced(t.at, t.worker),
-            }),
-            _ => None,
+        .filter(|t| landed_kill(&t.event))
+        .map(|t| Kill {
+            at: t.at,
+            worker: t.worker,
+            fenced: fenced(t.at, t.worker),
         })
         .collect()
 }
@@ -331,9 +326,9 @@ fn background_silent(obs: &Observation) -> Option<Check> {
         .unwrap_or(0.0)
     };
     let exit = obs.exited().map(|(at, _)| at);
-    let (mut after_restart, mut after_exit): (Vec<f64>, Vec<f64>) = (vec![], vec![]);
-    // The worst late beat after a restart: which job, whose, killed when.
-    let mut worst_job: Option<(f64, Option<u64>, &Kill)> = None;
+    // Late beats after a restart (how late, the job's call, its owner's
+    // kill), and after the exit (how late).
+    let (mut after_restart, mut after_exit): (Vec<Late>, Vec<f64>) = (vec![], vec![]);
     for (beat, call) in beats {
         let beat = beat - obs.started_unix;
         let start = born(call);
@@ -347,10 +342,7 @@ fn background_silent(obs: &Observation) -> Option<Check> {
         ) = owner_killed
         {
             if beat > fenced + JOURNAL_GRACE_S {
-                after_restart.push(beat - fenced);
-                if worst_job.is_none_or(|w| beat - fenced > w.0) {
-                    worst_job = Some((beat - fenced, call, kill));
-                }
+                after_restart.push((beat - fenced, call, kill));
             }
         }
         if let Some(exit) = exit {
@@ -361,12 +353,17 @@ fn background_silent(obs: &Observation) -> Option<Check> {
     }
     let worst = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
     let mut v = Vec::new();
-    if !after_restart.is_empty() {
+    // The first of the latest beats after a restart.
+    let worst_job = after_restart
+        .iter()
+        .copied()
+        .reduce(|a, b| if b.0 > a.0 { b } else { a });
+    if let Some(job) = worst_job {
         v.push(format!(
             "a background job of a killed agent still wrote to the journal {:.1} s after the restarted agent was ready ({} late writes){}",
-            worst(&after_restart),
+            job.0,
             after_restart.len(),
-            worst_job.map(whose).unwrap_or_default()
+            whose(job)
         ));
     }
     if !after_exit.is_empty() {
@@ -383,9 +380,13 @@ fn background_silent(obs: &Observation) -> Option<Check> {
     ))
 }
 
+/// A beat written after its owner's fence: seconds past the fence, the
+/// job's call, the owner's kill.
+type Late<'a> = (f64, Option<u64>, &'a Kill);
+
 /// Which job wrote the worst late beat, in worker mode (a single agent's
 /// message is already whole): its call, its owner, the kill and the fence.
-fn whose((_, call, kill): (f64, Option<u64>, &Kill)) -> String {
+fn whose((_, call, kill): Late) -> String {
     match (kill.worker, kill.fenced) {
         (Some(w), Some(fenced)) => format!(
             "; the worst from the job started by call {}, owned by worker {w}, killed at {:.2} s, fenced by {:.2} s",
