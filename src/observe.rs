@@ -9,6 +9,26 @@ use crate::proc_hygiene::ProcInfo;
 use crate::provider::Recording;
 pub use crate::store::{is_placeholder_id, StoreObservation, TranscriptRead};
 
+/// The user message of chaos turn `k` (1 ≤ k < the probe turn; turn 0 is
+/// the scenario's fault message).
+pub fn chaos_turn_message(k: u64) -> String {
+    format!("Chaos turn {k}: carry on with the task.")
+}
+
+/// The turn whose user message `text` is: 0 for `fault_message`, k for
+/// [`chaos_turn_message`]`(k)` (a prefix is enough: recorded contents may be cut).
+pub fn turn_of_message(text: &str, fault_message: &str) -> Option<u64> {
+    let text = text.trim_end_matches('…');
+    if !text.is_empty() && fault_message.starts_with(text) {
+        return Some(0);
+    }
+    text.strip_prefix("Chaos turn ")?
+        .split(':')
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// A phase of a scenario run, each with its own deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

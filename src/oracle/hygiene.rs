@@ -223,11 +223,14 @@ pub const JOURNAL_GRACE_S: f64 = 1.0;
 /// the turn over); then the next turn to start. A turn's `turn_start` line
 /// and its first request travel separately (stdout, the provider's socket),
 /// so the request can be seen first: a call made after the last turn ended,
-/// or after its worker died, belongs to the next one.
-fn turn_owner(obs: &Observation, t: f64) -> Option<usize> {
+/// or after its worker died, belongs to the next one. When the call's turn
+/// is known (`turn`, from its last user message), only that turn's starts
+/// count: a turn's first request can even arrive before the previous
+/// turn's `turn_end` line.
+fn turn_owner(obs: &Observation, t: f64, turn: Option<u64>) -> Option<usize> {
     let starts = || {
         obs.events.iter().filter_map(|e| match e.event {
-            Event::TurnStart { i } => Some((e.at, e.worker, i)),
+            Event::TurnStart { i } if turn.is_none_or(|k| k == i) => Some((e.at, e.worker, i)),
             _ => None,
         })
     };
@@ -315,15 +318,20 @@ fn background_silent(obs: &Observation) -> Option<Check> {
         return None;
     }
     let kills = kills(obs);
-    let born = |call: Option<u64>| -> f64 {
-        call.and_then(|c| {
+    // When the main call that started a job was made, and in which turn
+    // (its last user message).
+    let born = |call: Option<u64>| -> (f64, Option<u64>) {
+        let r = call.and_then(|c| {
             obs.recording
                 .requests
                 .iter()
                 .find(|r| r.main_index == Some(c))
-                .map(|r| r.at + obs.provider_offset)
-        })
-        .unwrap_or(0.0)
+        });
+        let turn = r.and_then(|r| {
+            let last = r.messages.iter().rev().find(|m| m.role == "user")?;
+            crate::observe::turn_of_message(&last.content, &obs.fault_message)
+        });
+        (r.map_or(0.0, |r| r.at + obs.provider_offset), turn)
     };
     let exit = obs.exited().map(|(at, _)| at);
     // Late beats after a restart (how late, the job's call, its owner's
@@ -331,8 +339,8 @@ fn background_silent(obs: &Observation) -> Option<Check> {
     let (mut after_restart, mut after_exit): (Vec<Late>, Vec<f64>) = (vec![], vec![]);
     for (beat, call) in beats {
         let beat = beat - obs.started_unix;
-        let start = born(call);
-        let who = turn_owner(obs, start);
+        let (start, turn) = born(call);
+        let who = turn_owner(obs, start, turn);
         let owner_killed = kills.iter().find(|k| k.at > start && k.worker == who);
         if let Some(
             kill @ Kill {
@@ -402,6 +410,7 @@ fn whose((_, call, kill): Late) -> String {
 mod tests {
     use super::super::fixtures::*;
     use super::*;
+    use crate::message::Message;
     use crate::proc_hygiene::ProcInfo;
 
     fn proc(cmd: &str) -> ProcInfo {
@@ -419,6 +428,11 @@ mod tests {
             worker: Some(worker),
             ..at(t, e)
         }
+    }
+
+    /// The owner of a call at `t` whose turn is not known.
+    fn turn_owner_at(o: &Observation, t: f64) -> Option<usize> {
+        turn_owner(o, t, None)
     }
 
     /// A kill chaosrun landed.
@@ -496,8 +510,8 @@ mod tests {
             .iter()
             .map(|b| format!("bg {} 96", t0 + b))
             .collect();
-        assert_eq!(turn_owner(&o, 41.615), Some(1));
-        assert_eq!(turn_owner(&o, 41.0), Some(2));
+        assert_eq!(turn_owner_at(&o, 41.615), Some(1));
+        assert_eq!(turn_owner_at(&o, 41.0), Some(2));
         assert!(!named(&check(&s, &o), "background_silent_after_death").failed());
         // Had worker 1 (the owner) been killed at 42.36, the beat at 44.05
         // would be 1.25 s past its restarted incarnation's `ready`: a
@@ -541,9 +555,53 @@ mod tests {
             .iter()
             .map(|b| format!("bg {} 96", t0 + b))
             .collect();
-        assert_eq!(turn_owner(&o, 10.2), Some(1));
-        assert_eq!(turn_owner(&o, 12.0), Some(2));
+        assert_eq!(turn_owner_at(&o, 10.2), Some(1));
+        assert_eq!(turn_owner_at(&o, 12.0), Some(2));
         assert!(!named(&check(&s, &o), "background_silent_after_death").failed());
+    }
+
+    /// A local soak's timings: worker 0's first request of turn 43 (call 86,
+    /// which starts the job) reached the provider 8 ms before worker 2's
+    /// `turn_end` line for turn 42, just after worker 2's SIGCONT. By time
+    /// alone turn 42's worker 2 owned it; its last user message says turn
+    /// 43, so worker 2's later kill is not the owner's.
+    #[test]
+    fn a_call_belongs_to_the_turn_its_last_user_message_names() {
+        use crate::provider::recording::CallKind;
+        let s = scenario("expect: ended");
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        o.events = vec![
+            w(21.33, 2, Event::TurnStart { i: 42 }),
+            w(22.004, 2, Event::TurnEnd(end(42, true, false, "x"))),
+            w(22.02, 0, Event::TurnStart { i: 43 }),
+            w(22.37, 0, Event::TurnEnd(end(43, true, false, "x"))),
+            w(22.601, 2, kill()),
+            w(23.03, 2, Event::Ready),
+        ];
+        let user = |text: &str| Message {
+            role: "user".into(),
+            content: text.into(),
+            ..Message::default()
+        };
+        let msgs = vec![
+            user("Chaos turn 42: carry on with the task."),
+            user(&crate::observe::chaos_turn_message(43)),
+        ];
+        let mut call = request(86, CallKind::Main, msgs);
+        call.at = 21.996 - o.provider_offset;
+        o.recording.requests = vec![call];
+        let t0 = o.started_unix;
+        o.journal = [22.36, 23.366, 24.37]
+            .iter()
+            .map(|b| format!("bg {} 86", t0 + b))
+            .collect();
+        assert_eq!(turn_owner_at(&o, 21.996), Some(2), "by time alone");
+        assert_eq!(turn_owner(&o, 21.996, Some(43)), Some(0));
+        assert!(!named(&check(&s, &o), "background_silent_after_death").failed());
+        assert_eq!(
+            crate::observe::turn_of_message(&o.fault_message, &o.fault_message),
+            Some(0)
+        );
     }
 
     /// The first turn to start after a kill may have been claimed, and its

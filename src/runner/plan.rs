@@ -74,7 +74,7 @@ impl Plan {
             "Chaos scenario {}: please carry out the task for session {}.",
             scenario.id, ids.nonce
         )];
-        turns.extend((1..probe_turn).map(|k| format!("Chaos turn {k}: carry on with the task.")));
+        turns.extend((1..probe_turn).map(crate::observe::chaos_turn_message));
         turns.push(format!(
             "Are you still there? Reply with [[probe:{}]]",
             ids.nonce
