@@ -120,7 +120,7 @@ pub fn setup(
     embedded::write_out(&dir, files).map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
     let script = dir.join("setup.sh");
     if script.is_file() {
-        let status = std::process::Command::new(&script)
+        let status = script_command(&script)?
             .current_dir(&dir)
             .stdin(std::process::Stdio::null())
             .status()
@@ -147,6 +147,35 @@ pub fn setup(
             dir.display()
         )),
     }
+}
+
+/// The command that runs `script` as the kernel would, its `#!` line read
+/// here (`#!INTERPRETER [ONE-ARG]`, else `/bin/sh`): the script is only
+/// opened for reading, never executed itself, so a fork elsewhere in the
+/// process that still holds the write handle of the just-written file cannot
+/// make the run fail with "Text file busy" (ETXTBSY).
+fn script_command(script: &Path) -> Result<std::process::Command, String> {
+    let cap = crate::input::Cap {
+        what: "setup script",
+        bytes: 1 << 20,
+    };
+    let text = crate::input::read_input(script, cap)
+        .map_err(|e| format!("cannot read the setup script {e}"))?;
+    let first = text.split(|b| *b == b'\n').next().unwrap_or_default();
+    let shebang = first
+        .strip_prefix(b"#!")
+        .map(|rest| String::from_utf8_lossy(rest).trim().to_string())
+        .filter(|line| !line.is_empty());
+    let (interpreter, arg) = match &shebang {
+        Some(line) => match line.split_once([' ', '\t']) {
+            Some((i, a)) => (i.to_string(), Some(a.trim().to_string())),
+            None => (line.clone(), None),
+        },
+        None => ("/bin/sh".to_string(), None),
+    };
+    let mut cmd = std::process::Command::new(interpreter);
+    cmd.args(arg.filter(|a| !a.is_empty())).arg(script);
+    Ok(cmd)
 }
 
 #[cfg(test)]
@@ -196,6 +225,27 @@ mod tests {
         let (_, files) = fixture();
         let err = setup(&wrong, &files, cache.path()).unwrap_err();
         assert!(err.contains("1.2.3") && err.contains("9.9.9"), "{err}");
+    }
+
+    /// The script runs through the interpreter its `#!` line names, with
+    /// that line's one argument, and without one through `/bin/sh`.
+    #[test]
+    fn the_script_runs_through_its_shebang_interpreter() {
+        let d = tempfile::tempdir().unwrap();
+        let cases: [(&[u8], &str, &[&str]); 3] = [
+            (b"#!/usr/bin/env bash\necho\n", "/usr/bin/env", &["bash"]),
+            (b"#! /bin/sh  \necho\n", "/bin/sh", &[]),
+            (b"echo\n", "/bin/sh", &[]),
+        ];
+        for (i, (text, program, args)) in cases.into_iter().enumerate() {
+            let script = d.path().join(format!("s{i}.sh"));
+            std::fs::write(&script, text).unwrap();
+            let cmd = script_command(&script).unwrap();
+            assert_eq!(cmd.get_program(), program);
+            let mut want: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+            want.push(script.as_os_str());
+            assert_eq!(cmd.get_args().collect::<Vec<_>>(), want);
+        }
     }
 
     #[test]
