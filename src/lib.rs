@@ -17,6 +17,7 @@ macro_rules! say_err {
 }
 
 pub mod catalog;
+pub mod children;
 pub mod cli;
 pub mod driver;
 pub mod explore;

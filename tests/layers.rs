@@ -19,6 +19,7 @@ const LAYERS: &[&[&str]] = &[
         "redact",
         "listen",
         "message",
+        "children",
     ],
     &["provider", "mcp"],
     &["scenarios", "profile", "store"],

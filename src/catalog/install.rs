@@ -120,10 +120,16 @@ pub fn setup(
     embedded::write_out(&dir, files).map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
     let script = dir.join("setup.sh");
     if script.is_file() {
-        let status = script_command(&script)?
-            .current_dir(&dir)
-            .stdin(std::process::Stdio::null())
-            .status()
+        let mut cmd = script_command(&script)?;
+        cmd.current_dir(&dir).stdin(std::process::Stdio::null());
+        // Owned while it runs: a reaper in this process must not take its
+        // exit status (`wait` would fail with ECHILD).
+        let status = crate::children::start_owned(|| cmd.spawn(), |c| Some(c.id()))
+            .and_then(|mut child| {
+                let status = child.wait();
+                crate::children::disown(child.id() as i32);
+                status
+            })
             .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
         if !status.success() {
             return Err(format!(

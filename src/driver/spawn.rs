@@ -70,8 +70,7 @@ pub fn spawn(spec: SpawnSpec<'_>) -> anyhow::Result<(Child, i32)> {
             });
         }
     }
-    let child = cmd
-        .args(&argv[1..])
+    cmd.args(&argv[1..])
         .env_clear()
         .envs(spec.env)
         .current_dir(spec.cwd)
@@ -79,12 +78,12 @@ pub fn spawn(spec: SpawnSpec<'_>) -> anyhow::Result<(Child, i32)> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
+        .kill_on_drop(true);
+    // Owned before the orphan reaper can see it (it may exit at once).
+    let child = crate::proc_hygiene::start_owned(|| cmd.spawn(), Child::id)
         .with_context(|| format!("cannot start {} `{}`", spec.what, argv[0]))?;
     drop(procs);
     let pid = child.id().map(|p| p as i32).unwrap_or(-1);
-    crate::proc_hygiene::own(pid);
     spec.scope.started(pid);
     Ok((child, pid))
 }

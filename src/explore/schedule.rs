@@ -329,12 +329,12 @@ mod tests {
         assert!(!cmd.contains("$(") && !cmd.contains('`'), "{cmd}");
         let journal = std::env::temp_dir().join(format!("chaos-bg-{}", std::process::id()));
         let _ = std::fs::remove_file(&journal);
-        let mut child = std::process::Command::new("sh")
-            .arg("-c")
+        let mut sh = std::process::Command::new("sh");
+        sh.arg("-c")
             .arg(cmd.replace("{{nonce}}", "n0nce"))
-            .env("CHAOS_JOURNAL", &journal)
-            .spawn()
-            .unwrap();
+            .env("CHAOS_JOURNAL", &journal);
+        // Owned: another test's orphan reaping must leave it to this one.
+        let mut child = crate::children::start_owned(|| sh.spawn(), |c| Some(c.id())).unwrap();
         let t0 = std::time::Instant::now();
         let line = loop {
             let text = std::fs::read_to_string(&journal).unwrap_or_default();
@@ -346,6 +346,7 @@ mod tests {
         };
         child.kill().unwrap();
         child.wait().unwrap();
+        crate::children::disown(child.id() as i32);
         let _ = std::fs::remove_file(&journal);
         let mut it = line.split_whitespace();
         assert_eq!(it.next(), Some("bg"), "{line}");

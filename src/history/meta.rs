@@ -99,8 +99,8 @@ fn agent_version_within(argv: &[String], limit: Duration) -> Result<String, Stri
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-    let mut child = cmd
-        .spawn()
+    // Owned: a run's orphan reaper must leave its exit status to us.
+    let mut child = crate::children::start_owned(|| cmd.spawn(), |c| Some(c.id()))
         .map_err(|e| format!("version_cmd `{prog}` did not start: {e}"))?;
     let mut out = child.stdout.take().expect("piped stdout");
     let reader = std::thread::spawn(move || {
@@ -121,6 +121,7 @@ fn agent_version_within(argv: &[String], limit: Duration) -> Result<String, Stri
     let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
     let _ = child.kill();
     let _ = child.wait();
+    crate::children::disown(child.id() as i32);
     let stdout = reader.join().unwrap_or_default();
     let Some(status) = status else {
         return Err(format!(

@@ -204,11 +204,11 @@ impl RunContainment {
     }
 }
 
-/// Live untagged children of chaosrun that it does not wait for itself:
-/// descendants orphaned onto the subreaper.
-fn orphans(run_id: &str) -> Vec<ProcInfo> {
+/// Live untagged children of chaosrun that it does not wait for itself
+/// (`owned`, taken with the gate held: no child is between its start and
+/// its registration): descendants orphaned onto the subreaper.
+fn orphans(run_id: &str, owned: &[i32]) -> Vec<ProcInfo> {
     let me = std::process::id() as i32;
-    let owned = super::owned();
     scan::children(me)
         .into_iter()
         .filter(|p| !owned.contains(&p.pid) && !scan::has_env(p.pid, RUN_VAR, run_id))
@@ -219,7 +219,8 @@ fn orphans(run_id: &str) -> Vec<ProcInfo> {
 /// we reap it, and the pidfd pins it). Returns how many were hit.
 fn kill_orphans(run_id: &str) -> usize {
     let me = std::process::id() as i32;
-    orphans(run_id)
+    let (_gate, owned) = crate::children::reaping();
+    orphans(run_id, &owned)
         .iter()
         .filter(|p| kill::pidfd_signal_if(p.pid, libc::SIGKILL, |pid| tree_parent(pid) == Some(me)))
         .count()
@@ -501,7 +502,8 @@ impl Scope {
             return Vec::new();
         }
         let trees = self.trees.refresh();
-        orphans(&self.run_id)
+        let (_gate, owned) = crate::children::reaping();
+        orphans(&self.run_id, &owned)
             .into_iter()
             .filter(|p| {
                 let start = super::tree::stat(p.pid).map(|(_, s)| s);

@@ -28,16 +28,14 @@ impl Guard {
         for dir in remove {
             cmd.arg("--remove").arg(dir);
         }
-        let child = cmd
-            .env_remove(RUN_VAR)
+        cmd.env_remove(RUN_VAR)
             .env_remove(super::TAG_VAR)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
-            .process_group(0)
-            .spawn()?;
+            .process_group(0);
         // Waited for by `finish`: the orphan reaper leaves it alone, and the
         // fallback does not take it for an orphaned agent process.
-        super::own(child.id() as i32);
+        let child = super::start_owned(|| cmd.spawn(), |c| Some(c.id()))?;
         Ok(Guard { child })
     }
 

@@ -90,20 +90,17 @@ mod tests {
     #[test]
     fn kills_only_processes_with_the_marker() {
         let tag = format!("kill-test-{}", std::process::id());
-        let mut ours = Command::new("sleep")
-            .arg("30")
-            .env(TAG_VAR, &tag)
-            .spawn()
-            .unwrap();
-        let mut other = Command::new("sleep")
-            .arg("30")
-            .env(TAG_VAR, format!("{tag}-other"))
-            .spawn()
-            .unwrap();
-        // Registered, as the runner registers its children, so the sweep's
-        // orphan reaping leaves their exit status to us.
-        crate::proc_hygiene::own(ours.id() as i32);
-        crate::proc_hygiene::own(other.id() as i32);
+        // Owned from the start, as the runner's children are, so the
+        // sweep's orphan reaping leaves their exit status to us.
+        let start = |cmd: &mut Command| {
+            crate::children::start_owned(|| cmd.spawn(), |c| Some(c.id())).unwrap()
+        };
+        let mut ours = start(Command::new("sleep").arg("30").env(TAG_VAR, &tag));
+        let mut other = start(
+            Command::new("sleep")
+                .arg("30")
+                .env(TAG_VAR, format!("{tag}-other")),
+        );
         // Until `exec` the child's environ is still ours (no tag): the sweep
         // must start once both carry their markers, or it may see none.
         let deadline = Instant::now() + Duration::from_secs(10);

@@ -42,32 +42,14 @@ pub fn become_subreaper() -> std::io::Result<()> {
     }
 }
 
-static OWNED: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
-
-/// Register a child whose exit status someone else (tokio) waits for, so
-/// [`reap_orphans`] never steals it.
-pub fn own(pid: i32) {
-    OWNED.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
-}
-
-/// The registered children.
-fn owned() -> Vec<i32> {
-    OWNED.lock().unwrap_or_else(|e| e.into_inner()).clone()
-}
-
-/// Undo [`own`] once the child has been waited for.
-pub fn disown(pid: i32) {
-    OWNED
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .retain(|&p| p != pid);
-}
+pub use crate::children::{disown, own, start_owned};
 
 /// Reap zombies that re-parented to us (we are a subreaper), leaving alone the
 /// children registered with [`own`].
 pub fn reap_orphans() {
     let me = std::process::id() as i32;
-    let owned = owned();
+    // No child is between its start and its registration while we look.
+    let (_gate, owned) = crate::children::reaping();
     for p in scan::zombie_children(me) {
         if !owned.contains(&p) {
             // SAFETY: waitpid on a specific zombie child of ours, non-blocking.
@@ -81,4 +63,38 @@ pub fn reap_orphans() {
 /// A new random tag body (hex), unique enough for concurrent runs.
 pub fn new_id(rng: &mut impl rand::Rng) -> String {
     format!("{:012x}", rng.gen::<u64>() & 0xffff_ffff_ffff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    /// With the orphan reaper running flat out on another thread, every
+    /// child started with [`start_owned`] is still ours to wait for: none
+    /// exits into an unregistered zombie the reaper takes (its `wait` would
+    /// fail with ECHILD, as `agents setup`'s did in CI).
+    #[test]
+    fn the_reaper_never_takes_a_child_started_owned() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let reaper = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    reap_orphans();
+                    std::thread::yield_now();
+                }
+            })
+        };
+        for _ in 0..200 {
+            let mut cmd = std::process::Command::new("true");
+            let mut child = start_owned(|| cmd.spawn(), |c| Some(c.id())).unwrap();
+            let status = child.wait();
+            disown(child.id() as i32);
+            assert!(status.expect("waited for").success());
+        }
+        stop.store(true, Ordering::Relaxed);
+        reaper.join().unwrap();
+    }
 }

@@ -107,13 +107,11 @@ mod tests {
     fn follows_a_grandchild_with_a_cleared_environment_after_it_reparents() {
         // sh starts an env-less sleeper in the background, then waits for a
         // line on stdin: the tree sees the sleeper while sh is its parent.
-        let mut sh = Command::new("sh")
-            .args(["-c", "env -i sleep 30 & echo $!; read x"])
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "env -i sleep 30 & echo $!; read x"])
             .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        crate::proc_hygiene::own(sh.id() as i32);
+            .stdout(std::process::Stdio::piped());
+        let mut sh = crate::children::start_owned(|| cmd.spawn(), |c| Some(c.id())).unwrap();
         let mut line = String::new();
         std::io::BufRead::read_line(
             &mut std::io::BufReader::new(sh.stdout.as_mut().unwrap()),

@@ -265,16 +265,12 @@ async fn start_mcp(
 
 /// What a real MCP server (proxy mode) gets: the agent's environment
 /// allow-list (none of the caller's secrets, no proxy), the run marker (the
-/// run's guard sweeps it if chaosrun dies), and the child registry.
+/// run's guard sweeps it if chaosrun dies).
 fn upstream_host(run_id: &str) -> crate::mcp::upstream::Host {
     let mut env: BTreeMap<String, String> = std::env::vars()
         .filter(|(k, _)| env::is_allowed(k) && !env::is_proxy(k))
         .collect();
     env.insert("NO_PROXY".into(), env::LOOPBACK_NO_PROXY.into());
     env.insert(crate::proc_hygiene::RUN_VAR.into(), run_id.into());
-    crate::mcp::upstream::Host {
-        env,
-        own: crate::proc_hygiene::own,
-        disown: crate::proc_hygiene::disown,
-    }
+    crate::mcp::upstream::Host { env }
 }

@@ -3,9 +3,10 @@
 //! run: the agent's allow-list, none of the caller's secrets, and the run
 //! marker so the run's guard sweeps it if chaosrun dies) plus a private HOME
 //! and TMPDIR under the scenario's directory, its stderr kept as a bounded
-//! tail, killed (the whole group) and reaped by [`Child::kill`]. The host is
-//! handed down by the runner, so this layer needs neither the driver's
-//! environment rules nor the process registry.
+//! tail, killed (the whole group) and reaped by [`Child::kill`]; registered
+//! in [`crate::children`] while it lives, so the orphan reaper leaves it to
+//! us. The host is handed down by the runner, so this layer does not need
+//! the driver's environment rules.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -46,32 +47,24 @@ impl Tail {
 pub struct Child {
     child: tokio::process::Child,
     pid: i32,
-    disown: fn(i32),
     pub tail: Tail,
     /// The stderr reader: done once every holder of the pipe closed it.
     stderr: Option<tokio::task::JoinHandle<()>>,
 }
 
-/// What the runner gives the upstream's processes: their base environment,
-/// and the registry of children whose exit status chaosrun waits for itself
-/// (so the orphan reaper never takes it, and a pid is never signalled after
-/// it could have been reused).
+/// What the runner gives the upstream's processes: their base environment.
 #[derive(Clone)]
 pub struct Host {
     pub env: BTreeMap<String, String>,
-    pub own: fn(i32),
-    pub disown: fn(i32),
 }
 
 impl Default for Host {
-    /// `chaosrun serve`: only PATH and LANG of the caller; no reaper runs.
+    /// `chaosrun serve`: only PATH and LANG of the caller.
     fn default() -> Host {
         Host {
             env: std::env::vars()
                 .filter(|(k, _)| k == "PATH" || k == "LANG")
                 .collect(),
-            own: |_| {},
-            disown: |_| {},
         }
     }
 }
@@ -94,7 +87,6 @@ pub fn environment(
 /// for frames, stderr read into the tail.
 pub fn spawn(
     argv: &[String],
-    host: &Host,
     env: &BTreeMap<String, String>,
     dir: &Path,
     cwd: Option<&Path>,
@@ -104,8 +96,7 @@ pub fn spawn(
             .map_err(|e| format!("cannot make {}: {e}", dir.join(d).display()))?;
     }
     let mut cmd = tokio::process::Command::new(&argv[0]);
-    let mut child = cmd
-        .args(&argv[1..])
+    cmd.args(&argv[1..])
         .env_clear()
         .envs(env)
         .current_dir(cwd.unwrap_or(dir))
@@ -113,12 +104,11 @@ pub fn spawn(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
+        .kill_on_drop(true);
+    // Waited for by `kill`: the orphan reaper leaves it alone.
+    let mut child = crate::children::start_owned(|| cmd.spawn(), tokio::process::Child::id)
         .map_err(|e| format!("cannot start `{}`: {e}", argv[0]))?;
     let pid = child.id().map_or(-1, |p| p as i32);
-    // Waited for by `kill`: the orphan reaper leaves it alone.
-    (host.own)(pid);
     let tail = Tail::default();
     let mut stderr = None;
     if let Some(mut err) = child.stderr.take() {
@@ -140,7 +130,6 @@ pub fn spawn(
         Child {
             child,
             pid,
-            disown: host.disown,
             tail,
             stderr,
         },
@@ -162,7 +151,7 @@ impl Child {
         let _ = self.child.start_kill();
         let status =
             tokio::time::timeout(std::time::Duration::from_secs(5), self.child.wait()).await;
-        (self.disown)(self.pid);
+        crate::children::disown(self.pid);
         // The last of its stderr, once the pipe closed (bounded: a
         // grandchild still holding it does not hold this up).
         if let Some(h) = self.stderr.take() {

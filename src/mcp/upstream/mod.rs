@@ -93,7 +93,7 @@ impl Upstream {
             ),
             Target::Command { argv, env, cwd } => {
                 let env = child::environment(&self.dir, &self.host, env);
-                match child::spawn(argv, &self.host, &env, &self.dir, cwd.as_deref()) {
+                match child::spawn(argv, &env, &self.dir, cwd.as_deref()) {
                     Err(e) => Link::dead(
                         what.clone(),
                         format!("upstream MCP server {what}: {e}"),

@@ -1,0 +1,78 @@
+//! The children whose exit status chaosrun waits for itself, and the gate
+//! that keeps the orphan reaper off a child while it starts.
+//!
+//! chaosrun is a child subreaper: zombies that re-parent to it are reaped by
+//! `proc_hygiene::reap_orphans`, which must never take a child someone else
+//! waits for (its `wait` would fail with ECHILD, and its pid could be reused
+//! while still signalled). A child is registered with [`own`] — but between
+//! `spawn` returning and `own` running, a child that exits at once is an
+//! unregistered zombie. [`start_owned`] closes that window: it starts and
+//! registers the child while holding the gate, and the reaper takes the
+//! gate ([`reaping`]) before it looks.
+
+use std::sync::{Mutex, RwLock, RwLockWriteGuard};
+
+static OWNED: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// Held (shared) while a child starts and is registered; held (exclusive)
+/// while the reaper scans and reaps.
+static GATE: RwLock<()> = RwLock::new(());
+
+/// Register a child whose exit status someone else waits for, so the orphan
+/// reaper never steals it. Prefer [`start_owned`], which leaves no window.
+pub fn own(pid: i32) {
+    OWNED.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+}
+
+/// Undo [`own`] once the child has been waited for.
+pub fn disown(pid: i32) {
+    OWNED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|&p| p != pid);
+}
+
+/// Start a child with `start` and register it (its pid from `pid`) before
+/// the orphan reaper can see it.
+pub fn start_owned<C>(
+    start: impl FnOnce() -> std::io::Result<C>,
+    pid: impl FnOnce(&C) -> Option<u32>,
+) -> std::io::Result<C> {
+    let _starting = GATE.read().unwrap_or_else(|e| e.into_inner());
+    let child = start()?;
+    if let Some(p) = pid(&child) {
+        own(p as i32);
+    }
+    Ok(child)
+}
+
+/// For the reaper: no child is starting while the guard is held, and the
+/// registered children at that moment.
+pub fn reaping() -> (RwLockWriteGuard<'static, ()>, Vec<i32>) {
+    let gate = GATE.write().unwrap_or_else(|e| e.into_inner());
+    let owned = OWNED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    (gate, owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A child that exits at once is registered before `start_owned`
+    /// returns, and the reaper's view (taken after) lists it.
+    #[test]
+    fn a_started_child_is_owned_before_the_gate_opens() {
+        let mut child = start_owned(
+            || std::process::Command::new("true").spawn(),
+            |c| Some(c.id()),
+        )
+        .unwrap();
+        let pid = child.id() as i32;
+        let (gate, owned) = reaping();
+        assert!(owned.contains(&pid));
+        drop(gate);
+        assert!(child.wait().unwrap().success());
+        disown(pid);
+        assert!(!reaping().1.contains(&pid));
+    }
+}
