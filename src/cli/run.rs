@@ -258,6 +258,7 @@ fn outputs(
         Some(dir) => Some(output::ArtifactsDir::take(dir).map_err(usage)?),
         None => None,
     };
+    warn_inherited(args.keep_artifacts.as_deref());
     let Some(db) = &args.history else {
         return Ok((artifacts, None));
     };
@@ -271,6 +272,34 @@ fn outputs(
     };
     let history = crate::history::recorder::open(db, meta).map_err(usage)?;
     Ok((artifacts, Some(history)))
+}
+
+/// Warn when the folders above the runs' work dirs hold files agents read
+/// from there (their instructions would reach the agent under test).
+fn warn_inherited(artifacts: Option<&Path>) {
+    let base = artifacts.map_or_else(std::env::temp_dir, Path::to_path_buf);
+    let found = crate::driver::home::inherited_files(&base);
+    if found.is_empty() {
+        return;
+    }
+    let shown: Vec<String> = found
+        .iter()
+        .take(4)
+        .map(|p| p.display().to_string())
+        .collect();
+    let more = found.len().saturating_sub(shown.len());
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    crate::say_err!(
+        "chaosrun: warning: the agents' work dirs sit below {}, and the folders above hold {}{more}: \
+         an agent that reads project instructions or config from parent folders will see them \
+         (put --artifacts outside a project, or set the agent's switch for it in the profile)",
+        base.display(),
+        shown.join(", ")
+    );
 }
 
 /// The agent as reports name it: the profile's source, or `bundled`.

@@ -342,6 +342,31 @@ pub fn worker_spec(
     Ok((argv, path))
 }
 
+/// Files that agents read from the folders above their work dir (project
+/// instructions, project config, a git root they take as the project).
+pub const INHERITED: &[&str] = &[
+    "AGENTS.md",
+    "CLAUDE.md",
+    "GEMINI.md",
+    "QWEN.md",
+    "opencode.json",
+    "opencode.jsonc",
+    "kilo.json",
+    ".git",
+];
+
+/// The [`INHERITED`] files in `base` and the folders above it: a run's work
+/// dir sits below `base` (the `--artifacts` folder, else the temp dir), so an
+/// agent that walks up from its work dir may read them (Claude Code reads
+/// every CLAUDE.md up to `/`; opencode every opencode.json and AGENTS.md).
+pub fn inherited_files(base: &Path) -> Vec<PathBuf> {
+    let base = std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
+    base.ancestors()
+        .flat_map(|dir| INHERITED.iter().map(move |name| dir.join(name)))
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -398,5 +423,31 @@ mod tests {
         std::fs::write(home.join("logs/real.log"), "ok").unwrap();
         std::os::unix::fs::symlink("real.log", home.join("logs/in.log")).unwrap();
         assert!(resolve_inside(&home, &home.join("logs/in.log")).is_ok());
+    }
+
+    /// Instruction files and a git root above the base are found, nearest
+    /// first; a folder without them gives nothing.
+    #[test]
+    fn files_agents_inherit_from_above_the_work_dir_are_found() {
+        let d = tempfile::tempdir().unwrap();
+        let base = d.path().join("repo/target/chaos");
+        std::fs::create_dir_all(&base).unwrap();
+        std::fs::create_dir_all(d.path().join("repo/.git")).unwrap();
+        std::fs::write(d.path().join("repo/AGENTS.md"), "x").unwrap();
+        std::fs::write(d.path().join("CLAUDE.md"), "x").unwrap();
+        let found = inherited_files(&base);
+        let ours: Vec<_> = found.iter().filter(|p| p.starts_with(d.path())).collect();
+        assert_eq!(
+            ours,
+            [
+                &d.path().join("repo/AGENTS.md"),
+                &d.path().join("repo/.git"),
+                &d.path().join("CLAUDE.md"),
+            ]
+        );
+        let clean = tempfile::tempdir().unwrap();
+        assert!(inherited_files(clean.path())
+            .iter()
+            .all(|p| !p.starts_with(clean.path())));
     }
 }
