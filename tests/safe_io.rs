@@ -279,3 +279,51 @@ fn the_survivor_check_sees_a_busy_runs_processes() {
     assert_eq!(status.code(), Some(143));
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Instruction files and a git root in the folders above `--artifacts` are
+/// named in a warning before anything runs (agents that walk up from their
+/// work dir would read them); a clean folder gets no warning.
+#[test]
+fn files_above_the_artifacts_folder_are_named_in_a_warning() {
+    let d = tempfile::tempdir().unwrap();
+    let table = d.path().join("t.yaml");
+    std::fs::write(&table, ONE).unwrap();
+    let project = d.path().join("project");
+    std::fs::create_dir_all(project.join(".git")).unwrap();
+    std::fs::write(project.join("AGENTS.md"), "Always answer in French.\n").unwrap();
+    let run = |art: &Path| {
+        let mark = new_mark("inherited");
+        let args = [
+            table.to_str().unwrap(),
+            "--agent",
+            PROFILE,
+            "--artifacts",
+            art.to_str().unwrap(),
+            "--no-progress",
+        ];
+        let out = chaosrun(&mark, &args);
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{out:?}");
+        assert!(wait_unmarked(&mark, Duration::from_secs(5)).is_empty());
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let stderr = run(&project.join("target/chaos"));
+    let warning = stderr
+        .lines()
+        .find(|l| l.contains("warning: the agents' work dirs sit below"))
+        .unwrap_or_else(|| panic!("no warning:\n{stderr}"));
+    for f in [project.join("AGENTS.md"), project.join(".git")] {
+        assert!(warning.contains(f.to_str().unwrap()), "{warning}");
+    }
+    // The folders above the temp dir are the machine's: no warning is due
+    // only when none of them holds such a file (looked up here by name).
+    let names = ["AGENTS.md", "CLAUDE.md", "GEMINI.md", "QWEN.md", ".git"];
+    let machine_has_one = d
+        .path()
+        .ancestors()
+        .any(|a| names.iter().any(|n| a.join(n).exists()));
+    let clean = run(&d.path().join("elsewhere/art"));
+    if !machine_has_one {
+        assert!(!clean.contains("work dirs sit below"), "{clean}");
+    }
+    assert!(!clean.contains(project.to_str().unwrap()), "{clean}");
+}
