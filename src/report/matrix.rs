@@ -56,7 +56,7 @@ pub struct Agent {
     pub name: String,
     /// Its README, as the link to print (None: no README beside the profile).
     pub readme: Option<String>,
-    /// (scenario id, cell) in the order its reports hold them.
+    /// (scenario id, cell) in its tables' order.
     pub cells: Vec<(String, Cell)>,
 }
 
@@ -80,7 +80,9 @@ impl Agent {
     }
 }
 
-/// The whole table: the scenarios (rows, in first-seen order) and the agents.
+/// The whole table: the scenarios (rows, in the tables' order: a row only a
+/// later agent ran stands after the row it follows in that agent's order)
+/// and the agents.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Matrix {
     pub scenarios: Vec<String>,
@@ -106,7 +108,9 @@ fn agent_of(agent: &str, link_prefix: &str) -> (String, Option<String>) {
     (name, readme)
 }
 
-/// One agent's cells from its merged report.
+/// One agent's cells from its merged report, in the order of its tables
+/// (`selected`: the order the rows stand in the tables, not the order they
+/// finished in); a scenario `selected` does not name goes last.
 fn cells(doc: &Value) -> Vec<(String, Cell)> {
     let mut runs: Vec<(String, Vec<&str>)> = Vec::new();
     for s in doc["scenarios"].as_array().into_iter().flatten() {
@@ -117,6 +121,18 @@ fn cells(doc: &Value) -> Vec<(String, Cell)> {
             None => runs.push((id, vec![verdict])),
         }
     }
+    let selected: Vec<&str> = doc["selected"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    runs.sort_by_key(|(id, _)| {
+        selected
+            .iter()
+            .position(|s| s == id)
+            .unwrap_or(selected.len())
+    });
     runs.into_iter()
         .map(|(id, v)| {
             let cell = match v.as_slice() {
@@ -169,11 +185,7 @@ pub fn build(reports: &[PathBuf], link_prefix: &str) -> Result<Matrix, String> {
             ));
         }
         let cells = cells(&doc);
-        for (id, _) in &cells {
-            if !m.scenarios.contains(id) {
-                m.scenarios.push(id.clone());
-            }
-        }
+        add_rows(&mut m.scenarios, &cells);
         m.agents.push(Agent {
             name,
             readme,
@@ -181,6 +193,22 @@ pub fn build(reports: &[PathBuf], link_prefix: &str) -> Result<Matrix, String> {
         });
     }
     Ok(m)
+}
+
+/// Add an agent's rows to `rows`: one it adds goes right after the row
+/// before it in the agent's own order, so rows keep their tables' order
+/// across agents that ran different subsets.
+fn add_rows(rows: &mut Vec<String>, cells: &[(String, Cell)]) {
+    let mut at = 0;
+    for (id, _) in cells {
+        match rows.iter().position(|s| s == id) {
+            Some(i) => at = i + 1,
+            None => {
+                rows.insert(at, id.clone());
+                at += 1;
+            }
+        }
+    }
 }
 
 /// Markdown text safe inside a table cell and a link's text.
@@ -277,6 +305,27 @@ mod tests {
             "agent": agent,
             "scenarios": runs.iter().map(|(id, v)| serde_json::json!({"id": id, "verdict": v})).collect::<Vec<_>>(),
         })
+    }
+
+    /// Cells follow the tables' order (`selected`), not the order the runs
+    /// finished in; rows only a later agent ran stand where its order puts
+    /// them.
+    #[test]
+    fn rows_keep_the_tables_order_across_agents() {
+        let mut d = doc("a", &[("c", "pass"), ("a", "fail"), ("z", "pass")]);
+        d["selected"] = serde_json::json!(["a", "c"]);
+        let ids: Vec<String> = cells(&d).into_iter().map(|(i, _)| i).collect();
+        assert_eq!(ids, ["a", "c", "z"]);
+        let mut rows = vec!["a".to_string(), "c".to_string()];
+        let later = [
+            ("a", Cell::Pass),
+            ("b", Cell::Pass),
+            ("c", Cell::Pass),
+            ("d", Cell::Fail),
+        ];
+        let later: Vec<(String, Cell)> = later.into_iter().map(|(i, c)| (i.into(), c)).collect();
+        add_rows(&mut rows, &later);
+        assert_eq!(rows, ["a", "b", "c", "d"]);
     }
 
     #[test]
