@@ -83,14 +83,26 @@ fn the_matrix_of_the_fixture_reports_is_the_committed_one() {
 /// The real agents' complete full-table reports the docs' results table is
 /// built from (docs/matrix.md says how to regenerate it).
 const REAL_REPORTS: &[&str] = &[
-    "examples/copilot/report.json",
-    "examples/copilot/process-faults-report.json",
-    "examples/kilo/seed-table.json",
-    "examples/kilo/process-faults-report.json",
+    "examples/hermes/report.json",
+    "examples/hermes/process-faults-report.json",
+    "examples/claude-code/report.json",
+    "examples/claude-code/process-faults-report.json",
+    "examples/codex/report.json",
+    "examples/codex/process-faults-report.json",
+    "examples/gemini-cli/report.json",
+    "examples/gemini-cli/process-faults-report.json",
+    "examples/qwen-code/report.json",
+    "examples/qwen-code/process-faults-report.json",
+    "examples/pydantic-ai/report.json",
+    "examples/pydantic-ai/process-faults-report.json",
     "examples/opencode/report.json",
     "examples/opencode/process-faults-report.json",
+    "examples/kilo/seed-table.json",
+    "examples/kilo/process-faults-report.json",
     "examples/pi/report.json",
     "examples/pi/process-faults-report.json",
+    "examples/copilot/report.json",
+    "examples/copilot/process-faults-report.json",
 ];
 
 #[test]
