@@ -46,6 +46,11 @@ pub fn start_owned<C>(
     Ok(child)
 }
 
+/// [`start_owned`] for a `std` command: spawned and registered.
+pub fn spawn_owned(cmd: &mut std::process::Command) -> std::io::Result<std::process::Child> {
+    start_owned(|| cmd.spawn(), |c| Some(c.id()))
+}
+
 /// For the reaper: no child is starting while the guard is held, and the
 /// registered children at that moment.
 pub fn reaping() -> (RwLockWriteGuard<'static, ()>, Vec<i32>) {
@@ -62,11 +67,7 @@ mod tests {
     /// returns, and the reaper's view (taken after) lists it.
     #[test]
     fn a_started_child_is_owned_before_the_gate_opens() {
-        let mut child = start_owned(
-            || std::process::Command::new("true").spawn(),
-            |c| Some(c.id()),
-        )
-        .unwrap();
+        let mut child = spawn_owned(&mut std::process::Command::new("true")).unwrap();
         let pid = child.id() as i32;
         let (gate, owned) = reaping();
         assert!(owned.contains(&pid));

@@ -9,10 +9,13 @@ use crate::proc_hygiene::ProcInfo;
 use crate::provider::Recording;
 pub use crate::store::{is_placeholder_id, StoreObservation, TranscriptRead};
 
+/// What every chaos turn's user message starts with, before its number.
+const CHAOS_TURN: &str = "Chaos turn ";
+
 /// The user message of chaos turn `k` (1 ≤ k < the probe turn; turn 0 is
 /// the scenario's fault message).
 pub fn chaos_turn_message(k: u64) -> String {
-    format!("Chaos turn {k}: carry on with the task.")
+    format!("{CHAOS_TURN}{k}: carry on with the task.")
 }
 
 /// The turn whose user message `text` is: 0 for `fault_message`, k for
@@ -22,7 +25,7 @@ pub fn turn_of_message(text: &str, fault_message: &str) -> Option<u64> {
     if !text.is_empty() && fault_message.starts_with(text) {
         return Some(0);
     }
-    text.strip_prefix("Chaos turn ")?
+    text.strip_prefix(CHAOS_TURN)?
         .split(':')
         .next()?
         .parse()

@@ -124,7 +124,7 @@ pub fn setup(
         cmd.current_dir(&dir).stdin(std::process::Stdio::null());
         // Owned while it runs: a reaper in this process must not take its
         // exit status (`wait` would fail with ECHILD).
-        let status = crate::children::start_owned(|| cmd.spawn(), |c| Some(c.id()))
+        let status = crate::children::spawn_owned(&mut cmd)
             .and_then(|mut child| {
                 let status = child.wait();
                 crate::children::disown(child.id() as i32);

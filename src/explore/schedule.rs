@@ -334,7 +334,7 @@ mod tests {
             .arg(cmd.replace("{{nonce}}", "n0nce"))
             .env("CHAOS_JOURNAL", &journal);
         // Owned: another test's orphan reaping must leave it to this one.
-        let mut child = crate::children::start_owned(|| sh.spawn(), |c| Some(c.id())).unwrap();
+        let mut child = crate::children::spawn_owned(&mut sh).unwrap();
         let t0 = std::time::Instant::now();
         let line = loop {
             let text = std::fs::read_to_string(&journal).unwrap_or_default();

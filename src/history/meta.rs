@@ -100,7 +100,7 @@ fn agent_version_within(argv: &[String], limit: Duration) -> Result<String, Stri
         .stderr(Stdio::null());
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     // Owned: a run's orphan reaper must leave its exit status to us.
-    let mut child = crate::children::start_owned(|| cmd.spawn(), |c| Some(c.id()))
+    let mut child = crate::children::spawn_owned(&mut cmd)
         .map_err(|e| format!("version_cmd `{prog}` did not start: {e}"))?;
     let mut out = child.stdout.take().expect("piped stdout");
     let reader = std::thread::spawn(move || {

@@ -316,7 +316,7 @@ mod tests {
                     .map_err(std::io::Error::from)
             });
         }
-        let mut child = crate::children::start_owned(|| cmd.spawn(), |c| Some(c.id())).unwrap();
+        let mut child = crate::children::spawn_owned(&mut cmd).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         // sh and its sleep; the escaped sleep (setsid's sh exits at once).
         while cg.pids().len() < 3 {

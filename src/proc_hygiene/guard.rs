@@ -35,7 +35,7 @@ impl Guard {
             .process_group(0);
         // Waited for by `finish`: the orphan reaper leaves it alone, and the
         // fallback does not take it for an orphaned agent process.
-        let child = super::start_owned(|| cmd.spawn(), |c| Some(c.id()))?;
+        let child = super::spawn_owned(&mut cmd)?;
         Ok(Guard { child })
     }
 

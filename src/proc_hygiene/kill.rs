@@ -92,9 +92,7 @@ mod tests {
         let tag = format!("kill-test-{}", std::process::id());
         // Owned from the start, as the runner's children are, so the
         // sweep's orphan reaping leaves their exit status to us.
-        let start = |cmd: &mut Command| {
-            crate::children::start_owned(|| cmd.spawn(), |c| Some(c.id())).unwrap()
-        };
+        let start = |cmd: &mut Command| crate::children::spawn_owned(cmd).unwrap();
         let mut ours = start(Command::new("sleep").arg("30").env(TAG_VAR, &tag));
         let mut other = start(
             Command::new("sleep")

@@ -42,7 +42,7 @@ pub fn become_subreaper() -> std::io::Result<()> {
     }
 }
 
-pub use crate::children::{disown, own, start_owned};
+pub use crate::children::{disown, own, spawn_owned, start_owned};
 
 /// Reap zombies that re-parented to us (we are a subreaper), leaving alone the
 /// children registered with [`own`].
@@ -89,7 +89,7 @@ mod tests {
         };
         for _ in 0..200 {
             let mut cmd = std::process::Command::new("true");
-            let mut child = start_owned(|| cmd.spawn(), |c| Some(c.id())).unwrap();
+            let mut child = spawn_owned(&mut cmd).unwrap();
             let status = child.wait();
             disown(child.id() as i32);
             assert!(status.expect("waited for").success());

@@ -202,7 +202,7 @@ mod tests {
     /// Started and owned before a concurrent orphan reaping (another test's
     /// sweep) can see it, so its exit status is left to the test.
     fn start(cmd: &mut Command) -> Child {
-        crate::children::start_owned(|| cmd.spawn(), |c| Some(c.id())).unwrap()
+        crate::children::spawn_owned(cmd).unwrap()
     }
 
     #[test]

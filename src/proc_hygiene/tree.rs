@@ -111,7 +111,7 @@ mod tests {
         cmd.args(["-c", "env -i sleep 30 & echo $!; read x"])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped());
-        let mut sh = crate::children::start_owned(|| cmd.spawn(), |c| Some(c.id())).unwrap();
+        let mut sh = crate::children::spawn_owned(&mut cmd).unwrap();
         let mut line = String::new();
         std::io::BufRead::read_line(
             &mut std::io::BufReader::new(sh.stdout.as_mut().unwrap()),
