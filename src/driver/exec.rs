@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -345,7 +344,7 @@ struct Started {
     /// When it was started, and the provider's request count just before.
     spawned: Instant,
     requests_before: u64,
-    child: tokio::process::Child,
+    child: super::child::Child,
     seen: Arc<Mutex<Seen>>,
     stdout: tokio::task::JoinHandle<()>,
     stderr: tokio::task::JoinHandle<String>,
@@ -453,8 +452,8 @@ impl Turn {
         let requests_before = *self.requests.borrow();
         let spawned = Instant::now();
         let stdin = match self.run.spec.stdin {
-            Stdin::Closed => Stdio::null(),
-            Stdin::Message => Stdio::piped(),
+            Stdin::Closed => super::child::Stdin::Null,
+            Stdin::Message => super::child::Stdin::Piped,
         };
         let (mut child, pid) = super::spawn::spawn(SpawnSpec {
             argv: &argv,

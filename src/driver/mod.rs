@@ -1,10 +1,11 @@
 //! The agent process: its hermetic environment ([`env`]), its HOME and spec
 //! file ([`home`]), its network namespace ([`netns`]), the one way it is
-//! started and killed ([`spawn`]), the running process speaking the driver
+//! started and killed ([`spawn`], through [`child`]: no fork), the running process speaking the driver
 //! protocol ([`process`]): `CHAOS ` events on stdout, `interrupt` on stdin; a
 //! one-shot CLI run per turn ([`exec`]); and what it writes, read within caps
 //! ([`output`]).
 
+pub mod child;
 pub mod env;
 pub mod exec;
 pub mod home;

@@ -6,7 +6,6 @@
 //! for control lines until the process exits.
 
 use std::collections::BTreeMap;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -134,7 +133,7 @@ impl AgentProcess {
             argv,
             env,
             cwd: &prep.dirs.work,
-            stdin: Stdio::piped(),
+            stdin: super::child::Stdin::Piped,
             scope,
             netns: prep.netns.as_deref(),
             what: "agent command",

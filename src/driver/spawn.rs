@@ -8,18 +8,17 @@
 //! wait once more, then give up waiting.
 
 use std::collections::BTreeMap;
+use std::os::fd::AsFd;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
-use tokio::process::{Child, Command};
-
+use super::child::{self, Child, Stdin};
 use super::exec::Agent;
 use super::netns::NetNs;
 use super::process::Exit;
 use crate::proc_hygiene::Scope;
+use anyhow::Context;
 
 /// How long a process chaosrun killed may take to be reaped, per attempt.
 pub const KILL_WAIT: Duration = Duration::from_secs(10);
@@ -30,7 +29,7 @@ pub struct SpawnSpec<'a> {
     /// Exactly the environment the process gets.
     pub env: &'a BTreeMap<String, String>,
     pub cwd: &'a Path,
-    pub stdin: Stdio,
+    pub stdin: Stdin,
     /// The scenario's containment: its cgroup (joined before exec) and the
     /// fallback's tracker.
     pub scope: &'a Scope,
@@ -47,43 +46,19 @@ pub fn spawn(spec: SpawnSpec<'_>) -> anyhow::Result<(Child, i32)> {
     let argv = spec.argv;
     anyhow::ensure!(!argv.is_empty(), "the {} is empty", spec.what);
     let procs = spec.scope.procs_file()?;
-    let mut cmd = Command::new(&argv[0]);
-    let cgroup_fd = procs.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-    let netns_fd = spec.netns.map(NetNs::raw_fd);
-    if cgroup_fd.is_some() || netns_fd.is_some() {
-        use std::os::fd::BorrowedFd;
-        // SAFETY: the closure runs in the forked child before exec and only
-        // makes write(2) and setns(2) calls on fds the parent keeps open
-        // until spawn returns (async-signal-safe, no allocation).
-        unsafe {
-            cmd.pre_exec(move || {
-                if let Some(fd) = cgroup_fd {
-                    nix::unistd::write(BorrowedFd::borrow_raw(fd), b"0")
-                        .map_err(std::io::Error::from)?;
-                }
-                if let Some(fd) = netns_fd {
-                    if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
-        }
-    }
-    cmd.args(&argv[1..])
-        .env_clear()
-        .envs(spec.env)
-        .current_dir(spec.cwd)
-        .stdin(spec.stdin)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+    let cmd = child::Command {
+        argv,
+        env: spec.env,
+        cwd: spec.cwd,
+        stdin: spec.stdin,
+        cgroup: procs.as_ref().map(AsFd::as_fd),
+        netns: spec.netns.map(NetNs::fd),
+    };
     // Owned before the orphan reaper can see it (it may exit at once).
-    let child = crate::proc_hygiene::start_owned(|| cmd.spawn(), Child::id)
+    let child = crate::children::start_owned(|| child::start(&cmd), |c| Some(c.id()))
         .with_context(|| format!("cannot start {} `{}`", spec.what, argv[0]))?;
     drop(procs);
-    let pid = child.id().map(|p| p as i32).unwrap_or(-1);
+    let pid = child.id() as i32;
     spec.scope.started(pid);
     Ok((child, pid))
 }
