@@ -100,7 +100,7 @@ pub(super) fn zombie_children(parent: i32) -> Vec<i32> {
 /// (a few small files instead of every process's stat); None where the
 /// kernel has no such file. A child forked while it is read may be missed:
 /// the next call finds it.
-fn own_children() -> Option<Vec<i32>> {
+pub(super) fn own_children() -> Option<Vec<i32>> {
     let mut out = Vec::new();
     for task in fs::read_dir("/proc/self/task").ok()?.flatten() {
         match fs::read_to_string(task.path().join("children")) {

@@ -69,12 +69,7 @@ pub async fn run_all(
         total: expected,
         jobs,
     });
-    let reaper = tokio::spawn(async {
-        loop {
-            crate::proc_hygiene::reap_orphans();
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    });
+    let reaper = tokio::spawn(crate::proc_hygiene::reap_orphans_forever());
     let sampler = sampler::Sampler::start(Duration::from_millis(500), shared.containment.clone());
     let caps = Capabilities {
         breaker: shared.profile.breaker,
