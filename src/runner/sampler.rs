@@ -133,9 +133,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// CPU and resident memory of given processes, through `sysinfo` (its
 /// per-process CPU is the time used since that process's previous refresh).
-#[derive(Default)]
+/// Where `sysinfo` cannot start, usage reads as zero.
 struct Meter {
-    sys: System,
+    sys: Option<System>,
+}
+
+impl Default for Meter {
+    fn default() -> Meter {
+        Meter {
+            sys: System::new().ok(),
+        }
+    }
 }
 
 impl Meter {
@@ -147,15 +155,20 @@ impl Meter {
             .flatten()
             .map(|p| Pid::from_u32(p.pid as u32))
             .collect();
-        let kind = ProcessRefreshKind::new().with_cpu().with_memory();
-        self.sys
-            .refresh_processes_specifics(ProcessesToUpdate::Some(&pids), true, kind);
+        let kind = ProcessRefreshKind::nothing()
+            .with_cpu()
+            .with_memory()
+            .without_tasks();
+        let Some(sys) = self.sys.as_mut() else {
+            return HashMap::new();
+        };
+        sys.refresh_processes_specifics(ProcessesToUpdate::Some(&pids), true, kind);
         found
             .iter()
             .map(|(tag, procs)| {
                 let sum = procs
                     .iter()
-                    .filter_map(|p| self.sys.process(Pid::from_u32(p.pid as u32)))
+                    .filter_map(|p| sys.process(Pid::from_u32(p.pid as u32)))
                     .fold((0.0, 0), |(c, m), p| (c + p.cpu_usage(), m + p.memory()));
                 (tag.clone(), sum)
             })
