@@ -2,13 +2,14 @@
 //! scenario's servers bind their listeners inside it ([`NetNs::binder`]) and
 //! the agent joins it before exec (`driver::spawn`), so the agent reaches the
 //! scenario's provider and MCP server and nothing else: any other address,
-//! the host's own 127.0.0.1 included, fails at once. Made by a short-lived
-//! helper thread that unshares its network namespace and keeps an fd to it;
-//! the namespace lives as long as that fd. Needs CAP_SYS_ADMIN; where it
+//! the host's own 127.0.0.1 included, fails at once. Made on chaosrun's
+//! one namespace thread, which unshares a network namespace, keeps an fd to
+//! it (the namespace lives as long as that fd) and returns to the host's
+//! namespace. Needs CAP_SYS_ADMIN; where it
 //! cannot be made, [`Network`] says why and the run is reported as not
 //! network-contained.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
 use crate::listen::{Binder, Network};
@@ -19,16 +20,66 @@ pub struct NetNs {
     fd: OwnedFd,
 }
 
-/// Run `f` on a fresh thread (namespace changes stay on that thread, which
-/// then exits) and return its result.
+/// A job for the namespace thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The one thread that enters namespaces (their changes stay on it); it
+/// returns to the host's namespace after every job. One long-lived thread
+/// instead of a new thread per namespace and per listener: creating a thread
+/// (its stack, guard page, signal stack) was a visible part of chaosrun's own
+/// CPU per row.
+static WORKER: std::sync::Mutex<Option<std::sync::mpsc::Sender<Job>>> = std::sync::Mutex::new(None);
+
+/// Start the namespace thread: it serves jobs until one leaves it where it
+/// cannot get back to the host's namespace (it then ends, and the next job
+/// starts a fresh thread).
+fn start_worker() -> std::io::Result<std::sync::mpsc::Sender<Job>> {
+    let (tx, rx) = std::sync::mpsc::channel::<Job>();
+    let host: OwnedFd = std::fs::File::open("/proc/thread-self/ns/net")?.into();
+    std::thread::Builder::new()
+        .name("chaosrun-netns".into())
+        .spawn(move || {
+            for job in rx {
+                job();
+                // SAFETY: setns(2) on an fd this thread owns; it changes this
+                // thread only.
+                if unsafe { libc::setns(host.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                    return;
+                }
+            }
+        })?;
+    Ok(tx)
+}
+
+/// Run `f` on the namespace thread and return its result.
 fn on_thread<T: Send + 'static>(
     f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> std::io::Result<T> {
-    std::thread::Builder::new()
-        .name("chaosrun-netns".into())
-        .spawn(f)?
-        .join()
-        .unwrap_or_else(|_| Err(std::io::Error::other("the netns thread panicked")))
+    let (done, result) = std::sync::mpsc::sync_channel(1);
+    let mut job: Job = Box::new(move || {
+        let _ = done.send(f());
+    });
+    let mut worker = WORKER.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..2 {
+        let tx = match worker.as_ref() {
+            Some(tx) => tx.clone(),
+            None => worker.insert(start_worker()?).clone(),
+        };
+        match tx.send(job) {
+            Ok(()) => {
+                drop(worker);
+                return result
+                    .recv()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("the netns thread ended")));
+            }
+            // The thread ended: start another.
+            Err(std::sync::mpsc::SendError(back)) => {
+                job = back;
+                *worker = None;
+            }
+        }
+    }
+    Err(std::io::Error::other("cannot start the netns thread"))
 }
 
 /// Set the loopback interface up (in the calling thread's namespace).
@@ -100,9 +151,10 @@ impl NetNs {
         }
     }
 
-    /// The fd `setns(2)` takes (valid while `self` lives).
-    pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+    /// The fd `setns(2)` takes.
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        self.fd.as_fd()
     }
 
     /// Bind a TCP listener on 127.0.0.1:`port` inside the namespace.
