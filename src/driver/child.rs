@@ -365,7 +365,7 @@ mod tests {
         BTreeMap::from([("PATH".to_string(), path.to_string())])
     }
 
-    async fn run(argv: &[&str], stdin: Stdin, input: &[u8]) -> (String, String, ExitStatus) {
+    async fn run(argv: &[&str], stdin: Stdin, input: &[u8]) -> (String, String, ExitStatus, i32) {
         let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
         let env = env("/usr/bin:/bin");
         let cwd = std::env::temp_dir();
@@ -393,12 +393,12 @@ mod tests {
         se.read_to_string(&mut err).await.unwrap();
         let st = child.wait().await.unwrap();
         crate::children::disown(child.id() as i32);
-        (out, err, st)
+        (out, err, st, child.id() as i32)
     }
 
     #[tokio::test]
     async fn runs_with_exactly_the_given_environment_cwd_and_stdio() {
-        let (out, err, st) = run(
+        let (out, err, st, _) = run(
             &[
                 "sh",
                 "-c",
@@ -414,22 +414,20 @@ mod tests {
         assert_eq!(st.code(), Some(3));
     }
 
+    /// Read by the exec'd program itself (a shell would show its own mask,
+    /// which it changes while it waits for a child).
     #[tokio::test]
     async fn its_own_process_group_default_signals_and_an_empty_mask() {
         // SIGPIPE is ignored in chaosrun (Rust's runtime) and must not be in
-        // the child; its pgid is its pid.
-        let (out, _, st) = run(
-            &[
-                "sh",
-                "-c",
-                "grep -E '^(SigIgn|SigBlk)' /proc/$$/status; cut -d' ' -f5 /proc/$$/stat; echo $$",
-            ],
+        // the child; nothing is blocked.
+        let (out, _, st, _) = run(
+            &["grep", "-E", "^(SigBlk|SigIgn)", "/proc/self/status"],
             Stdin::Null,
             b"",
         )
         .await;
         assert!(st.success(), "{out}");
-        let lines: Vec<&str> = out.lines().map(str::trim).collect();
+        let lines: Vec<&str> = out.lines().collect();
         let mask = |l: &str| u64::from_str_radix(l.split_whitespace().nth(1).unwrap(), 16).unwrap();
         assert_eq!(mask(lines[0]), 0, "nothing blocked: {out}");
         assert_eq!(
@@ -437,32 +435,39 @@ mod tests {
             0,
             "SIGPIPE not ignored: {out}"
         );
-        assert_eq!(lines[2], lines[3], "pgid is the pid: {out}");
+        // Field 5 of /proc/self/stat (after the parenthesised name) is the pgid.
+        let (out, _, st, pid) = run(&["cat", "/proc/self/stat"], Stdin::Null, b"").await;
+        assert!(st.success());
+        let after_name = out.rsplit_once(") ").unwrap().1;
+        let pgid: i32 = after_name
+            .split_whitespace()
+            .nth(2)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(pgid, pid, "a process group of its own: {out}");
     }
 
+    fn start_error(program: &str) -> io::Error {
+        let argv = vec![program.to_string()];
+        start(&Command {
+            argv: &argv,
+            env: &env("/usr/bin:/bin"),
+            cwd: Path::new("/"),
+            stdin: Stdin::Null,
+            cgroup: None,
+            netns: None,
+        })
+        .unwrap_err()
+    }
+
+    /// Not found in PATH: refused before any clone. Found but not
+    /// executable: the child's exec fails and its errno comes back.
     #[tokio::test]
-    async fn a_missing_program_is_not_found_and_leaves_no_child() {
-        let argv = vec!["chaosrun-no-such-program".to_string()];
-        let e = start(&Command {
-            argv: &argv,
-            env: &env("/usr/bin:/bin"),
-            cwd: Path::new("/"),
-            stdin: Stdin::Null,
-            cgroup: None,
-            netns: None,
-        })
-        .unwrap_err();
+    async fn a_missing_or_unexecutable_program_is_an_error_with_its_errno() {
+        let e = start_error("chaosrun-no-such-program");
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
-        let argv = vec!["/".to_string()];
-        let e = start(&Command {
-            argv: &argv,
-            env: &env("/usr/bin:/bin"),
-            cwd: Path::new("/"),
-            stdin: Stdin::Null,
-            cgroup: None,
-            netns: None,
-        })
-        .unwrap_err();
+        let e = start_error("/");
         assert_eq!(e.raw_os_error(), Some(libc::EACCES), "{e}");
     }
 
@@ -473,7 +478,7 @@ mod tests {
         std::fs::write(&script, "echo plain-ran\n").unwrap();
         std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
-        let (out, _, st) = run(&[script.to_str().unwrap()], Stdin::Null, b"").await;
+        let (out, _, st, _) = run(&[script.to_str().unwrap()], Stdin::Null, b"").await;
         assert!(st.success());
         assert_eq!(out.trim(), "plain-ran");
     }

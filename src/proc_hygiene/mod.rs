@@ -57,8 +57,9 @@ pub fn reap_orphans() {
     owned.sort_unstable();
     // Peek at one waitable zombie at a time: one it does not own is reaped;
     // none at all ends the pass without reading /proc. An owned zombie (its
-    // waiter has not reaped it yet) hides the others: then the full pass.
-    loop {
+    // waiter has not reaped it yet) hides the others: then the full pass
+    // (so does one that would not go, never to spin).
+    for _ in 0..1024 {
         match waitable_zombie() {
             None => return,
             Some(p) if owned.binary_search(&p).is_ok() => break,
@@ -151,5 +152,70 @@ mod tests {
         }
         stop.store(true, Ordering::Relaxed);
         reaper.join().unwrap();
+    }
+
+    /// Block until `pid` (our child) has exited, through its pidfd; false
+    /// when it is gone already (another test's reaper took it).
+    fn exited(pid: i32) -> bool {
+        use std::os::fd::AsRawFd;
+        let Some(fd) = pidfd_open(pid) else {
+            return false;
+        };
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll(2) on one valid pollfd.
+        assert_eq!(
+            unsafe { libc::poll(&mut p, 1, 10_000) },
+            1,
+            "{pid} never exited"
+        );
+        true
+    }
+
+    /// Whether `pid` is a zombie child of ours, still waitable.
+    fn waitable(pid: i32) -> bool {
+        // SAFETY: waitid(2) on one pid with WNOWAIT: it only looks.
+        unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+            libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) == 0
+                && info.si_pid() == pid
+        }
+    }
+
+    /// A zombie nobody owns is reaped whether it is the first one `waitid`
+    /// shows or hides behind an owned zombie (then the full pass runs); the
+    /// owned one stays ours to wait for.
+    #[test]
+    fn an_unowned_zombie_is_reaped_and_an_owned_one_is_left() {
+        for owned_first in [false, true] {
+            let mut owned = None;
+            if owned_first {
+                let child = spawn_owned(&mut std::process::Command::new("true")).unwrap();
+                assert!(exited(child.id() as i32), "an owned child is never taken");
+                owned = Some(child);
+            }
+            // Started unowned on purpose: an orphan's stand-in. Another
+            // test's reaper may take it first: then try again.
+            let stray = (0..20)
+                .find_map(|_| {
+                    let pid = std::process::Command::new("true").spawn().unwrap().id() as i32;
+                    (exited(pid) && waitable(pid)).then_some(pid)
+                })
+                .expect("a stray zombie to reap");
+            reap_orphans();
+            assert!(
+                !waitable(stray),
+                "the stray was reaped (owned first: {owned_first})"
+            );
+            if let Some(mut child) = owned {
+                assert!(waitable(child.id() as i32), "the owned zombie was left");
+                assert!(child.wait().unwrap().success());
+                disown(child.id() as i32);
+            }
+        }
     }
 }
