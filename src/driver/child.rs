@@ -293,21 +293,25 @@ pub fn start(cmd: &Command<'_>) -> io::Result<Child> {
         // SAFETY: the OwnedFd stays open, the same fd, as long as the AsyncFd.
         unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }.ok()
     });
-    let stdin = stdin_w
-        .map(|w| ChildStdin::from_std(std::process::ChildStdin::from(w)))
-        .transpose()?;
-    Ok(Child {
+    // From here on a failure drops the child, which kills it.
+    let mut child = Child {
         pid,
         pidfd,
         status: None,
-        stdin,
-        stdout: Some(ChildStdout::from_std(std::process::ChildStdout::from(
-            out_r,
-        ))?),
-        stderr: Some(ChildStderr::from_std(std::process::ChildStderr::from(
-            err_r,
-        ))?),
-    })
+        stdin: None,
+        stdout: None,
+        stderr: None,
+    };
+    child.stdin = stdin_w
+        .map(|w| ChildStdin::from_std(std::process::ChildStdin::from(w)))
+        .transpose()?;
+    child.stdout = Some(ChildStdout::from_std(std::process::ChildStdout::from(
+        out_r,
+    ))?);
+    child.stderr = Some(ChildStderr::from_std(std::process::ChildStderr::from(
+        err_r,
+    ))?);
+    Ok(child)
 }
 
 impl Child {
