@@ -430,8 +430,8 @@ impl Turn {
         crate::output::append_log(if stream == STDOUT { &out } else { &err })
     }
 
-    /// [`Self::spawn`] for a later turn, off the runtime's worker: fork and
-    /// exec block until the child execs, and a child that joins a cgroup
+    /// [`Self::spawn`] for a later turn, off the runtime's worker: the
+    /// clone blocks the calling thread until the child execs, and a child that joins a cgroup
     /// frozen by a chaos stop does not exec until the thaw. Run on the worker
     /// itself, that wait starved the runtime's timers, so the thaw (and every
     /// deadline) never came and the run hung (Claude Code's chaos_soak).

@@ -60,7 +60,7 @@ pub fn reap_orphans() {
     // waiter has not reaped it yet) hides the others: then the full pass
     // (so does one that would not go, never to spin).
     for _ in 0..1024 {
-        match waitable_zombie() {
+        match waitable_zombie(None) {
             None => return,
             Some(p) if owned.binary_search(&p).is_ok() => break,
             // SAFETY: waitpid on a specific zombie child of ours.
@@ -80,14 +80,19 @@ pub fn reap_orphans() {
     }
 }
 
-/// A zombie child of ours, left unreaped (`waitid` with `WNOWAIT`).
-fn waitable_zombie() -> Option<i32> {
+/// A zombie child of ours (any one, or `pid`), left unreaped (`waitid`
+/// with `WNOWAIT`).
+fn waitable_zombie(pid: Option<i32>) -> Option<i32> {
+    let (idtype, id) = match pid {
+        Some(p) => (libc::P_PID, p as libc::id_t),
+        None => (libc::P_ALL, 0),
+    };
     // SAFETY: waitid(2) into a zeroed siginfo; WNOWAIT leaves the child
     // waitable, WNOHANG returns at once (si_pid 0: none has exited).
     unsafe {
         let mut info: libc::siginfo_t = std::mem::zeroed();
         let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
-        if libc::waitid(libc::P_ALL, 0, &mut info, flags) != 0 {
+        if libc::waitid(idtype, id, &mut info, flags) != 0 {
             return None;
         }
         let pid = info.si_pid();
@@ -177,13 +182,7 @@ mod tests {
 
     /// Whether `pid` is a zombie child of ours, still waitable.
     fn waitable(pid: i32) -> bool {
-        // SAFETY: waitid(2) on one pid with WNOWAIT: it only looks.
-        unsafe {
-            let mut info: libc::siginfo_t = std::mem::zeroed();
-            let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
-            libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) == 0
-                && info.si_pid() == pid
-        }
+        waitable_zombie(Some(pid)) == Some(pid)
     }
 
     /// A zombie nobody owns is reaped whether it is the first one `waitid`
