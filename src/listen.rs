@@ -11,7 +11,11 @@ use serde::{Deserialize, Serialize};
 
 /// Binds a listener on 127.0.0.1 at the given port (0: any free one)
 /// somewhere other than the host's network namespace.
-pub type Binder = Arc<dyn Fn(u16) -> std::io::Result<std::net::TcpListener> + Send + Sync>;
+pub type Binder = Arc<
+    dyn Fn(u16) -> futures_util::future::BoxFuture<'static, std::io::Result<std::net::TcpListener>>
+        + Send
+        + Sync,
+>;
 
 /// A TCP listener on 127.0.0.1:`port`: through `binder` when there is one,
 /// else on the host.
@@ -22,11 +26,8 @@ pub async fn loopback(
     match binder {
         None => tokio::net::TcpListener::bind(("127.0.0.1", port)).await,
         Some(b) => {
-            // Binding in another namespace blocks on a thread of its own.
-            let b = b.clone();
-            let std = tokio::task::spawn_blocking(move || b(port))
-                .await
-                .map_err(std::io::Error::other)??;
+            // Bound in another namespace, by the thread that enters it.
+            let std = b(port).await?;
             std.set_nonblocking(true)?;
             tokio::net::TcpListener::from_std(std)
         }

@@ -51,14 +51,9 @@ fn start_worker() -> std::io::Result<std::sync::mpsc::Sender<Job>> {
     Ok(tx)
 }
 
-/// Run `f` on the namespace thread and return its result.
-fn on_thread<T: Send + 'static>(
-    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
-) -> std::io::Result<T> {
-    let (done, result) = std::sync::mpsc::sync_channel(1);
-    let mut job: Job = Box::new(move || {
-        let _ = done.send(f());
-    });
+/// Hand `job` to the namespace thread (starting it if it is not running or
+/// has ended).
+fn submit(mut job: Job) -> std::io::Result<()> {
     let mut worker = WORKER.lock().unwrap_or_else(|e| e.into_inner());
     for _ in 0..2 {
         let tx = match worker.as_ref() {
@@ -66,12 +61,7 @@ fn on_thread<T: Send + 'static>(
             None => worker.insert(start_worker()?).clone(),
         };
         match tx.send(job) {
-            Ok(()) => {
-                drop(worker);
-                return result
-                    .recv()
-                    .unwrap_or_else(|_| Err(std::io::Error::other("the netns thread ended")));
-            }
+            Ok(()) => return Ok(()),
             // The thread ended: start another.
             Err(std::sync::mpsc::SendError(back)) => {
                 job = back;
@@ -80,6 +70,33 @@ fn on_thread<T: Send + 'static>(
         }
     }
     Err(std::io::Error::other("cannot start the netns thread"))
+}
+
+fn ended() -> std::io::Error {
+    std::io::Error::other("the netns thread ended")
+}
+
+/// Run `f` on the namespace thread and wait (blocking) for its result.
+fn on_thread<T: Send + 'static>(
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    let (done, result) = std::sync::mpsc::sync_channel(1);
+    submit(Box::new(move || {
+        let _ = done.send(f());
+    }))?;
+    result.recv().unwrap_or_else(|_| Err(ended()))
+}
+
+/// Run `f` on the namespace thread and await its result: the async task
+/// waits on a channel, not on a blocking-pool thread that waits in turn.
+async fn on_thread_async<T: Send + 'static>(
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    let (done, result) = tokio::sync::oneshot::channel();
+    submit(Box::new(move || {
+        let _ = done.send(f());
+    }))?;
+    result.await.unwrap_or_else(|_| Err(ended()))
 }
 
 /// Set the loopback interface up (in the calling thread's namespace).
@@ -110,45 +127,24 @@ fn loopback_up() -> std::io::Result<()> {
 impl NetNs {
     /// A new network namespace with loopback up.
     pub fn new() -> std::io::Result<NetNs> {
-        on_thread(|| {
-            // SAFETY: unshare(2) with one flag; it changes this thread only.
-            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let fd: OwnedFd = std::fs::File::open("/proc/thread-self/ns/net")?.into();
-            loopback_up()?;
-            Ok(NetNs { fd })
-        })
+        on_thread(make)
     }
 
     /// A namespace for a scenario, or why there is none: `host` (the
     /// profile's `network: host`) opts out.
     pub fn for_scenario(host: bool) -> (Option<Arc<NetNs>>, Network) {
         if host {
-            return (
-                None,
-                Network {
-                    contained: false,
-                    reason: Some("the profile says `network: host`".into()),
-                },
-            );
+            return host_network();
         }
-        match NetNs::new() {
-            Ok(ns) => (
-                Some(Arc::new(ns)),
-                Network {
-                    contained: true,
-                    reason: None,
-                },
-            ),
-            Err(e) => (
-                None,
-                Network {
-                    contained: false,
-                    reason: Some(format!("cannot create a network namespace: {e}")),
-                },
-            ),
+        contained(NetNs::new())
+    }
+
+    /// [`NetNs::for_scenario`] from an async task.
+    pub async fn for_scenario_async(host: bool) -> (Option<Arc<NetNs>>, Network) {
+        if host {
+            return host_network();
         }
+        contained(on_thread_async(make).await)
     }
 
     /// The fd `setns(2)` takes.
@@ -158,9 +154,9 @@ impl NetNs {
     }
 
     /// Bind a TCP listener on 127.0.0.1:`port` inside the namespace.
-    pub fn bind(&self, port: u16) -> std::io::Result<std::net::TcpListener> {
+    pub async fn bind(&self, port: u16) -> std::io::Result<std::net::TcpListener> {
         let fd = self.fd.try_clone()?;
-        on_thread(move || {
+        on_thread_async(move || {
             // SAFETY: setns(2) on an fd owned by this closure; it changes
             // this thread only.
             if unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
@@ -168,12 +164,55 @@ impl NetNs {
             }
             std::net::TcpListener::bind(("127.0.0.1", port))
         })
+        .await
     }
 
     /// [`NetNs::bind`] as the servers' hook.
     pub fn binder(self: &Arc<Self>) -> Binder {
         let ns = self.clone();
-        Arc::new(move |port| ns.bind(port))
+        Arc::new(move |port| {
+            let ns = ns.clone();
+            Box::pin(async move { ns.bind(port).await })
+        })
+    }
+}
+
+/// On the namespace thread: unshare a network namespace, keep an fd to it,
+/// set loopback up.
+fn make() -> std::io::Result<NetNs> {
+    // SAFETY: unshare(2) with one flag; it changes this thread only.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let fd: OwnedFd = std::fs::File::open("/proc/thread-self/ns/net")?.into();
+    loopback_up()?;
+    Ok(NetNs { fd })
+}
+
+fn host_network() -> (Option<Arc<NetNs>>, Network) {
+    let net = Network {
+        contained: false,
+        reason: Some("the profile says `network: host`".into()),
+    };
+    (None, net)
+}
+
+fn contained(made: std::io::Result<NetNs>) -> (Option<Arc<NetNs>>, Network) {
+    match made {
+        Ok(ns) => {
+            let net = Network {
+                contained: true,
+                reason: None,
+            };
+            (Some(Arc::new(ns)), net)
+        }
+        Err(e) => {
+            let net = Network {
+                contained: false,
+                reason: Some(format!("cannot create a network namespace: {e}")),
+            };
+            (None, net)
+        }
     }
 }
 

@@ -167,16 +167,7 @@ async fn open_netns(
     crate::listen::Network,
 ) {
     let host = shared.profile.network == crate::profile::NetworkMode::Host;
-    tokio::task::spawn_blocking(move || crate::driver::netns::NetNs::for_scenario(host))
-        .await
-        .unwrap_or_else(|e| {
-            let reason = Some(format!("cannot create a network namespace: {e}"));
-            let net = crate::listen::Network {
-                contained: false,
-                reason,
-            };
-            (None, net)
-        })
+    crate::driver::netns::NetNs::for_scenario_async(host).await
 }
 
 /// The fault provider on the profile's wire (relaying the profile's
