@@ -10,7 +10,9 @@
 
 use std::fs;
 use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Where cgroup2 is mounted, from `/proc/self/mountinfo`.
@@ -75,11 +77,22 @@ pub fn run_path(run_id: &str) -> Option<PathBuf> {
     base().ok().map(|b| b.join(format!("chaosrun-{run_id}")))
 }
 
-/// One cgroup directory.
+/// One cgroup directory and, where it was made or opened here, a handle on
+/// it: its files are then opened relative to that handle instead of by a
+/// walk of the whole cgroupfs path each time (the sampler reads every
+/// running scenario's `cgroup.procs` twice a second). A handle on a cgroup
+/// that is removed (and maybe made again) opens nothing: it is gone.
 #[derive(Debug, Clone)]
 pub struct Cgroup {
     pub path: PathBuf,
+    dir: Option<Arc<OwnedFd>>,
+    /// `cgroup.procs` kept open for reading (with the handle): each listing
+    /// reads it again from offset 0.
+    procs: Option<Arc<std::sync::Mutex<fs::File>>>,
 }
+
+/// Longest `cgroup.procs` read: a pid per line, 4M pids at most.
+const PROCS_MAX: usize = 32 << 20;
 
 impl Cgroup {
     /// Make `path` (its parent must exist). An existing one is reused.
@@ -89,7 +102,7 @@ impl Cgroup {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
-        let cg = Cgroup { path };
+        let cg = Cgroup::open(path)?;
         // cgroup.kill (Linux 5.14) is what makes the kill atomic: without it
         // this is no containment worth the name.
         if !cg.path.join("cgroup.kill").exists() {
@@ -97,6 +110,74 @@ impl Cgroup {
             return Err(std::io::Error::other("this kernel has no cgroup.kill"));
         }
         Ok(cg)
+    }
+
+    /// The existing cgroup at `path`, with a handle on it.
+    pub fn open(path: PathBuf) -> std::io::Result<Cgroup> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let dir = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(&path)?;
+        let mut cg = Cgroup {
+            path,
+            dir: Some(Arc::new(dir.into())),
+            procs: None,
+        };
+        cg.procs = cg
+            .file("cgroup.procs", false)
+            .ok()
+            .map(|f| Arc::new(std::sync::Mutex::new(f)));
+        Ok(cg)
+    }
+
+    /// The cgroup at `path` by its path alone (it may not exist).
+    pub fn at(path: PathBuf) -> Cgroup {
+        Cgroup {
+            path,
+            dir: None,
+            procs: None,
+        }
+    }
+
+    /// One of the cgroup's own files, for reading or for writing.
+    fn file(&self, name: &str, write: bool) -> std::io::Result<fs::File> {
+        let Some(dir) = &self.dir else {
+            return fs::OpenOptions::new()
+                .read(!write)
+                .write(write)
+                .open(self.path.join(name));
+        };
+        let name = std::ffi::CString::new(name)?;
+        let mode = if write {
+            libc::O_WRONLY
+        } else {
+            libc::O_RDONLY
+        };
+        // SAFETY: openat(2) of a NUL-terminated name relative to a directory
+        // fd we hold; the fd it returns is ours alone.
+        let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), mode | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a fresh fd owned by nothing else.
+        Ok(unsafe { fs::File::from_raw_fd(fd) })
+    }
+
+    /// Whether the cgroup has child cgroups: a cgroup directory's link
+    /// count is 2 plus its child cgroups (one stat instead of listing the
+    /// ~40 control files).
+    fn nested(&self) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let Some(dir) = &self.dir else {
+            return fs::metadata(&self.path).is_ok_and(|m| m.nlink() != 2);
+        };
+        // SAFETY: fstat(2) into a zeroed stat of a directory fd we hold
+        // (an O_PATH fd can be stat'ed).
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            libc::fstat(dir.as_raw_fd(), &mut st) == 0 && st.st_nlink != 2
+        }
     }
 
     /// A child cgroup named `name`.
@@ -107,21 +188,18 @@ impl Cgroup {
     /// `cgroup.procs` opened for writing: a process that writes `0` to it
     /// moves itself in (the agent does, before exec: `driver::child`).
     pub fn procs_file(&self) -> std::io::Result<fs::File> {
-        fs::OpenOptions::new()
-            .write(true)
-            .open(self.path.join("cgroup.procs"))
+        self.file("cgroup.procs", true)
     }
 
     fn write(&self, file: &str, value: &str) -> std::io::Result<()> {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .open(self.path.join(file))?;
-        f.write_all(value.as_bytes())
+        self.file(file, true)?.write_all(value.as_bytes())
     }
 
     /// A `KEY VALUE` line of `cgroup.events`.
     fn event(&self, key: &str) -> Option<bool> {
-        let text = fs::read_to_string(self.path.join("cgroup.events")).ok()?;
+        let f = self.file("cgroup.events", false).ok()?;
+        let raw = super::pseudo::read_file(&f, 4096).ok()?;
+        let text = String::from_utf8_lossy(&raw);
         text.lines()
             .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
             .map(|v| v.trim() == "1")
@@ -137,23 +215,27 @@ impl Cgroup {
     /// own), sorted.
     pub fn pids(&self) -> Vec<i32> {
         let mut out = Vec::new();
-        let mut stack = vec![self.path.clone()];
-        while let Some(dir) = stack.pop() {
-            if let Ok(text) = fs::read_to_string(dir.join("cgroup.procs")) {
-                out.extend(text.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+        let top = match &self.procs {
+            Some(kept) => {
+                let f = kept.lock().unwrap_or_else(|e| e.into_inner());
+                super::pseudo::reread(&f, PROCS_MAX)
             }
-            // A cgroup directory's link count is 2 plus its child cgroups:
-            // one stat instead of listing the ~40 control files each time.
-            let nested = fs::metadata(&dir).is_ok_and(|m| {
-                use std::os::unix::fs::MetadataExt;
-                m.nlink() != 2
-            });
-            if !nested {
-                continue;
-            }
-            for e in fs::read_dir(&dir).into_iter().flatten().flatten() {
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    stack.push(e.path());
+            None => self
+                .file("cgroup.procs", false)
+                .and_then(|f| super::pseudo::read_file(&f, PROCS_MAX)),
+        };
+        parse_pids(top, &mut out);
+        if self.nested() {
+            let mut stack = vec![self.path.clone()];
+            while let Some(dir) = stack.pop() {
+                for e in fs::read_dir(&dir).into_iter().flatten().flatten() {
+                    if e.file_type().is_ok_and(|t| t.is_dir()) {
+                        parse_pids(
+                            super::pseudo::read(e.path().join("cgroup.procs"), PROCS_MAX),
+                            &mut out,
+                        );
+                        stack.push(e.path());
+                    }
                 }
             }
         }
@@ -235,6 +317,14 @@ impl Cgroup {
     }
 }
 
+/// The pids of one `cgroup.procs` text (nothing, when it could not be read).
+fn parse_pids(raw: std::io::Result<Vec<u8>>, out: &mut Vec<i32>) {
+    if let Ok(raw) = raw {
+        let text = String::from_utf8_lossy(&raw);
+        out.extend(text.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+    }
+}
+
 fn remove_tree(dir: &Path, deadline: Instant) -> bool {
     for e in fs::read_dir(dir).into_iter().flatten().flatten() {
         if e.file_type().is_ok_and(|t| t.is_dir()) {
@@ -283,7 +373,7 @@ pub fn end_run(run_id: &str) -> usize {
     if !path.exists() {
         return 0;
     }
-    let cg = Cgroup { path };
+    let cg = Cgroup::at(path);
     cg.evict_older_than_self();
     let n = cg.kill();
     cg.kill_until_empty(Duration::from_secs(5));

@@ -181,15 +181,21 @@ impl RunContainment {
         }
     }
 
-    /// Blocking: the live processes in scenario `tag`'s cgroup (its
-    /// sub-cgroups included), or `None` when the run has no cgroups (the
-    /// caller then finds them by tag).
-    pub fn members_of(&self, tag: &str) -> Option<Vec<ProcInfo>> {
+    /// Whether the run's scenarios have cgroups (else they are found by tag).
+    pub fn has_cgroups(&self) -> bool {
+        self.parent.is_ok()
+    }
+
+    /// Blocking: scenario `tag`'s cgroup with a handle on it (for a caller
+    /// that reads it again and again), if the run has cgroups and it exists.
+    pub fn cgroup_of(&self, tag: &str) -> Option<Cgroup> {
         let parent = self.parent.as_ref().ok()?;
-        let cg = Cgroup {
-            path: parent.path.join(tag),
-        };
-        Some(cg.pids().into_iter().filter_map(scan::live_info).collect())
+        Cgroup::open(parent.path.join(tag)).ok()
+    }
+
+    /// Blocking: the live processes in `cg` and its sub-cgroups.
+    pub fn members_in(cg: &Cgroup) -> Vec<ProcInfo> {
+        cg.pids().into_iter().filter_map(scan::live_info).collect()
     }
 
     /// Blocking: kill whatever is left of the run (its cgroup tree and, in

@@ -13,6 +13,7 @@ pub mod cgroup;
 mod contain;
 mod guard;
 mod kill;
+mod pseudo;
 mod scan;
 pub mod stat;
 mod tree;

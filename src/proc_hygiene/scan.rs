@@ -35,11 +35,8 @@ fn read_stat(pid: i32) -> Option<(i32, char)> {
 pub const CMDLINE_KEEP: usize = 4096;
 
 fn read_cmdline(pid: i32) -> String {
-    use std::io::Read;
-    let mut raw = Vec::new();
-    if let Ok(f) = fs::File::open(format!("/proc/{pid}/cmdline")) {
-        let _ = f.take(CMDLINE_KEEP as u64 + 4).read_to_end(&mut raw);
-    }
+    let raw =
+        super::pseudo::read(format!("/proc/{pid}/cmdline"), CMDLINE_KEEP + 4).unwrap_or_default();
     let mut s: String = String::from_utf8_lossy(&raw)
         .trim_end_matches('\0')
         .replace('\0', " ");

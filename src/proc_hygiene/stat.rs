@@ -3,8 +3,6 @@
 //! spaces or parentheses cannot shift them. CPU and memory sampling go
 //! through `sysinfo` (the process sampler), not through this.
 
-use std::fs;
-
 /// What chaosrun reads of one process's `/proc/PID/stat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
@@ -25,8 +23,12 @@ impl Stat {
 
 /// `pid`'s stat, if the process exists.
 pub fn read(pid: i32) -> Option<Stat> {
-    parse(&fs::read(format!("/proc/{pid}/stat")).ok()?)
+    parse(&super::pseudo::read(format!("/proc/{pid}/stat"), MAX).ok()?)
 }
+
+/// More than a stat line can hold (its longest field, the command name, is
+/// 16 bytes; the other 51 are numbers).
+const MAX: usize = 4096;
 
 /// The fields of one `/proc/PID/stat` text.
 pub fn parse(raw: &[u8]) -> Option<Stat> {

@@ -16,6 +16,7 @@ use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
 use tokio::time::Instant;
 
 use crate::observe::ProcSample;
+use crate::proc_hygiene::cgroup::Cgroup;
 use crate::proc_hygiene::{by_value, ProcInfo, RunContainment, TAG_VAR};
 
 /// Distinct command lines kept per tag, and characters kept of each.
@@ -27,6 +28,8 @@ struct Watched {
     start: Option<Instant>,
     samples: Vec<ProcSample>,
     seen: Vec<String>,
+    /// The scenario's cgroup, once it could be opened.
+    cgroup: Option<Cgroup>,
 }
 
 impl Watched {
@@ -60,22 +63,25 @@ impl Sampler {
                 let any = !shared.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
                 if any {
                     let now = Instant::now();
-                    let tags: Vec<String> = shared
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .keys()
-                        .cloned()
+                    let targets: Vec<(String, Option<Cgroup>)> = lock(&shared)
+                        .iter()
+                        .map(|(tag, w)| (tag.clone(), w.cgroup.clone()))
                         .collect();
                     let (containment, meter) = (containment.clone(), meter.clone());
                     let counts = tokio::task::spawn_blocking(move || {
-                        let found = members(&containment, tags);
+                        let (found, opened) = members(&containment, targets);
                         let usage = lock(&meter).usage(&found);
-                        (found, usage)
+                        (found, usage, opened)
                     })
                     .await
                     .unwrap_or_default();
-                    let (counts, usage) = counts;
-                    let mut tags = shared.lock().unwrap_or_else(|e| e.into_inner());
+                    let (counts, usage, opened) = counts;
+                    let mut tags = lock(&shared);
+                    for (tag, cg) in opened {
+                        if let Some(w) = tags.get_mut(&tag) {
+                            w.cgroup = Some(cg);
+                        }
+                    }
                     for (tag, w) in tags.iter_mut() {
                         if let Some(start) = w.start {
                             let procs = counts.get(tag).map(Vec::as_slice).unwrap_or_default();
@@ -176,23 +182,33 @@ impl Meter {
     }
 }
 
-/// Each tag's live processes: from its cgroup, or (in the tag fallback) one
-/// /proc scan for all of them.
-fn members(containment: &RunContainment, tags: Vec<String>) -> HashMap<String, Vec<ProcInfo>> {
+/// Each tag's live processes.
+type Found = HashMap<String, Vec<ProcInfo>>;
+
+/// Each tag's live processes: from its cgroup (opened once, through the
+/// handle kept from an earlier tick), or (in the tag fallback) one /proc
+/// scan for all of them. Also the cgroups opened this time, to keep.
+fn members(
+    containment: &RunContainment,
+    targets: Vec<(String, Option<Cgroup>)>,
+) -> (Found, Vec<(String, Cgroup)>) {
     let mut out = HashMap::new();
-    let mut untracked = false;
-    for tag in tags {
-        match containment.members_of(&tag) {
-            Some(m) => {
-                out.insert(tag, m);
-            }
-            None => untracked = true,
-        }
-    }
-    if untracked {
+    let mut opened = Vec::new();
+    if !containment.has_cgroups() {
         for (tag, procs) in by_value(TAG_VAR) {
-            out.entry(tag).or_insert(procs);
+            out.insert(tag, procs);
         }
+        return (out, opened);
     }
-    out
+    for (tag, cg) in targets {
+        let cg = cg.or_else(|| {
+            let cg = containment.cgroup_of(&tag)?;
+            opened.push((tag.clone(), cg.clone()));
+            Some(cg)
+        });
+        // A cgroup not made yet (or gone) has no members.
+        let procs = cg.as_ref().map(RunContainment::members_in);
+        out.insert(tag, procs.unwrap_or_default());
+    }
+    (out, opened)
 }
