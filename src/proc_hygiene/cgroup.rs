@@ -434,6 +434,9 @@ mod tests {
         assert_eq!(cg.kill(), 0, "an empty cgroup: nothing hit");
         assert!(cg.remove(Duration::from_secs(5)));
         assert!(!cg.path.exists());
+        // The handles kept on a removed cgroup read nothing (it is gone).
+        assert!(cg.pids().is_empty());
+        assert!(!cg.populated());
     }
 
     /// `pids` lists a cgroup's sub-cgroups only when its link count says
