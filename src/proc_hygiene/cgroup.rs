@@ -10,7 +10,6 @@
 
 use std::fs;
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -77,17 +76,15 @@ pub fn run_path(run_id: &str) -> Option<PathBuf> {
     base().ok().map(|b| b.join(format!("chaosrun-{run_id}")))
 }
 
-/// One cgroup directory and, where it was made or opened here, a handle on
-/// it: its files are then opened relative to that handle instead of by a
-/// walk of the whole cgroupfs path each time (the sampler reads every
-/// running scenario's `cgroup.procs` twice a second). A handle on a cgroup
-/// that is removed (and maybe made again) opens nothing: it is gone.
+/// One cgroup directory. One opened with [`Cgroup::open`] keeps its
+/// `cgroup.procs` open and lists its members by reading it again from
+/// offset 0 (a seq_file starts over there), with no open and close each
+/// time: the sampler lists every running scenario twice a second. That is
+/// one fd per such handle, so only the sampler keeps one. A kept file of a
+/// cgroup that is removed (and maybe made again) reads nothing: it is gone.
 #[derive(Debug, Clone)]
 pub struct Cgroup {
     pub path: PathBuf,
-    dir: Option<Arc<OwnedFd>>,
-    /// `cgroup.procs` kept open for reading (with the handle): each listing
-    /// reads it again from offset 0.
     procs: Option<Arc<std::sync::Mutex<fs::File>>>,
 }
 
@@ -102,7 +99,7 @@ impl Cgroup {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
-        let cg = Cgroup::open(path)?;
+        let cg = Cgroup::at(path);
         // cgroup.kill (Linux 5.14) is what makes the kill atomic: without it
         // this is no containment worth the name.
         if !cg.path.join("cgroup.kill").exists() {
@@ -112,72 +109,18 @@ impl Cgroup {
         Ok(cg)
     }
 
-    /// The existing cgroup at `path`, with a handle on it.
+    /// The existing cgroup at `path`, its `cgroup.procs` kept open.
     pub fn open(path: PathBuf) -> std::io::Result<Cgroup> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let dir = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
-            .open(&path)?;
-        let mut cg = Cgroup {
+        let procs = fs::File::open(path.join("cgroup.procs"))?;
+        Ok(Cgroup {
             path,
-            dir: Some(Arc::new(dir.into())),
-            procs: None,
-        };
-        cg.procs = cg
-            .file("cgroup.procs", false)
-            .ok()
-            .map(|f| Arc::new(std::sync::Mutex::new(f)));
-        Ok(cg)
+            procs: Some(Arc::new(std::sync::Mutex::new(procs))),
+        })
     }
 
-    /// The cgroup at `path` by its path alone (it may not exist).
+    /// The cgroup at `path` (it may not exist).
     pub fn at(path: PathBuf) -> Cgroup {
-        Cgroup {
-            path,
-            dir: None,
-            procs: None,
-        }
-    }
-
-    /// One of the cgroup's own files, for reading or for writing.
-    fn file(&self, name: &str, write: bool) -> std::io::Result<fs::File> {
-        let Some(dir) = &self.dir else {
-            return fs::OpenOptions::new()
-                .read(!write)
-                .write(write)
-                .open(self.path.join(name));
-        };
-        let name = std::ffi::CString::new(name)?;
-        let mode = if write {
-            libc::O_WRONLY
-        } else {
-            libc::O_RDONLY
-        };
-        // SAFETY: openat(2) of a NUL-terminated name relative to a directory
-        // fd we hold; the fd it returns is ours alone.
-        let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), mode | libc::O_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: a fresh fd owned by nothing else.
-        Ok(unsafe { fs::File::from_raw_fd(fd) })
-    }
-
-    /// Whether the cgroup has child cgroups: a cgroup directory's link
-    /// count is 2 plus its child cgroups (one stat instead of listing the
-    /// ~40 control files).
-    fn nested(&self) -> bool {
-        use std::os::unix::fs::MetadataExt;
-        let Some(dir) = &self.dir else {
-            return fs::metadata(&self.path).is_ok_and(|m| m.nlink() != 2);
-        };
-        // SAFETY: fstat(2) into a zeroed stat of a directory fd we hold
-        // (an O_PATH fd can be stat'ed).
-        unsafe {
-            let mut st: libc::stat = std::mem::zeroed();
-            libc::fstat(dir.as_raw_fd(), &mut st) == 0 && st.st_nlink != 2
-        }
+        Cgroup { path, procs: None }
     }
 
     /// A child cgroup named `name`.
@@ -188,17 +131,21 @@ impl Cgroup {
     /// `cgroup.procs` opened for writing: a process that writes `0` to it
     /// moves itself in (the agent does, before exec: `driver::child`).
     pub fn procs_file(&self) -> std::io::Result<fs::File> {
-        self.file("cgroup.procs", true)
+        fs::OpenOptions::new()
+            .write(true)
+            .open(self.path.join("cgroup.procs"))
     }
 
     fn write(&self, file: &str, value: &str) -> std::io::Result<()> {
-        self.file(file, true)?.write_all(value.as_bytes())
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .open(self.path.join(file))?;
+        f.write_all(value.as_bytes())
     }
 
     /// A `KEY VALUE` line of `cgroup.events`.
     fn event(&self, key: &str) -> Option<bool> {
-        let f = self.file("cgroup.events", false).ok()?;
-        let raw = super::pseudo::read_file(&f, 4096).ok()?;
+        let raw = super::pseudo::read(self.path.join("cgroup.events"), 4096).ok()?;
         let text = String::from_utf8_lossy(&raw);
         text.lines()
             .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
@@ -220,22 +167,25 @@ impl Cgroup {
                 let f = kept.lock().unwrap_or_else(|e| e.into_inner());
                 super::pseudo::reread(&f, PROCS_MAX)
             }
-            None => self
-                .file("cgroup.procs", false)
-                .and_then(|f| super::pseudo::read_file(&f, PROCS_MAX)),
+            None => super::pseudo::read(self.path.join("cgroup.procs"), PROCS_MAX),
         };
         parse_pids(top, &mut out);
-        if self.nested() {
-            let mut stack = vec![self.path.clone()];
-            while let Some(dir) = stack.pop() {
-                for e in fs::read_dir(&dir).into_iter().flatten().flatten() {
-                    if e.file_type().is_ok_and(|t| t.is_dir()) {
-                        parse_pids(
-                            super::pseudo::read(e.path().join("cgroup.procs"), PROCS_MAX),
-                            &mut out,
-                        );
-                        stack.push(e.path());
-                    }
+        let mut stack = vec![self.path.clone()];
+        while let Some(dir) = stack.pop() {
+            // A cgroup directory's link count is 2 plus its child cgroups:
+            // one stat instead of listing the ~40 control files each time.
+            let nested = fs::metadata(&dir).is_ok_and(|m| {
+                use std::os::unix::fs::MetadataExt;
+                m.nlink() != 2
+            });
+            if !nested {
+                continue;
+            }
+            for e in fs::read_dir(&dir).into_iter().flatten().flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    let procs = e.path().join("cgroup.procs");
+                    parse_pids(super::pseudo::read(procs, PROCS_MAX), &mut out);
+                    stack.push(e.path());
                 }
             }
         }
@@ -402,6 +352,11 @@ mod tests {
         use std::os::fd::{AsRawFd, BorrowedFd};
         use std::os::unix::process::CommandExt;
         let cg = test_cgroup("ops");
+        // A handle opened while the cgroup is empty lists, through its kept
+        // cgroup.procs, what joins and leaves later, and reads nothing once
+        // the cgroup is removed.
+        let kept = Cgroup::open(cg.path.clone()).unwrap();
+        assert!(kept.pids().is_empty());
         let procs = cg.procs_file().unwrap();
         let fd = procs.as_raw_fd();
         let mut cmd = std::process::Command::new("sh");
@@ -423,6 +378,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert!(cg.pids().contains(&(child.id() as i32)));
+        assert_eq!(kept.pids(), cg.pids());
         assert!(cg.populated());
         assert_eq!(cg.freeze(true, Duration::from_secs(2)), 3);
         assert_eq!(cg.event("frozen"), Some(true));
@@ -432,10 +388,10 @@ mod tests {
         crate::proc_hygiene::disown(child.id() as i32);
         assert!(cg.kill_until_empty(Duration::from_secs(5)));
         assert_eq!(cg.kill(), 0, "an empty cgroup: nothing hit");
+        assert!(kept.pids().is_empty());
         assert!(cg.remove(Duration::from_secs(5)));
         assert!(!cg.path.exists());
-        // The handles kept on a removed cgroup read nothing (it is gone).
-        assert!(cg.pids().is_empty());
+        assert!(kept.pids().is_empty());
         assert!(!cg.populated());
     }
 
