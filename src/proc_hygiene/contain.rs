@@ -186,8 +186,9 @@ impl RunContainment {
         self.parent.is_ok()
     }
 
-    /// Blocking: scenario `tag`'s cgroup with a handle on it (for a caller
-    /// that reads it again and again), if the run has cgroups and it exists.
+    /// Blocking: scenario `tag`'s cgroup with its `cgroup.procs` kept open
+    /// (for a caller that lists it again and again: one fd while it is
+    /// kept), if the run has cgroups and it exists.
     pub fn cgroup_of(&self, tag: &str) -> Option<Cgroup> {
         let parent = self.parent.as_ref().ok()?;
         Cgroup::open(parent.path.join(tag)).ok()
