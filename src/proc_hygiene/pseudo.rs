@@ -13,13 +13,8 @@ const PAGE: usize = 4096;
 
 /// The whole of `path`, at most `limit` bytes.
 pub(crate) fn read(path: impl AsRef<Path>, limit: usize) -> std::io::Result<Vec<u8>> {
-    read_file(&File::open(path)?, limit)
-}
-
-/// The whole of an open kernel-generated file, at most `limit` bytes.
-pub(crate) fn read_file(f: &File, limit: usize) -> std::io::Result<Vec<u8>> {
     let mut buf = Vec::with_capacity(limit.min(PAGE));
-    f.take(limit as u64).read_to_end(&mut buf)?;
+    File::open(path)?.take(limit as u64).read_to_end(&mut buf)?;
     Ok(buf)
 }
 
