@@ -46,8 +46,10 @@ pub fn start_owned<C>(
     Ok(child)
 }
 
-/// [`start_owned`] for a `std` command: spawned and registered.
+/// [`start_owned`] for a `std` command: spawned (with the open-file limit
+/// chaosrun started with: [`crate::fd_limit`]) and registered.
 pub fn spawn_owned(cmd: &mut std::process::Command) -> std::io::Result<std::process::Child> {
+    crate::fd_limit::restore_in(cmd);
     start_owned(|| cmd.spawn(), |c| Some(c.id()))
 }
 

@@ -21,6 +21,7 @@ pub mod children;
 pub mod cli;
 pub mod driver;
 pub mod explore;
+pub mod fd_limit;
 pub mod history;
 pub mod input;
 pub mod listen;

@@ -20,6 +20,7 @@ const LAYERS: &[&[&str]] = &[
         "listen",
         "message",
         "children",
+        "fd_limit",
     ],
     &["provider", "mcp"],
     &["scenarios", "profile", "store"],

@@ -163,6 +163,9 @@ impl Run {
             .and_then(|exe| Guard::spawn(&exe, &run_id, &temp))
             .map_err(|e| crate::say_err!("chaosrun: warning: no cleanup guard ({e}); a SIGKILL of chaosrun may leave processes behind"))
             .ok();
+        // After the guard started (it is chaosrun too): room for the
+        // handles kept per running scenario. Children get the old limit.
+        crate::fd_limit::raise();
         let shared = Arc::new(Shared {
             profile: agent.profile,
             agent_args: agent_args.to_vec(),

@@ -11,7 +11,8 @@
 //! the child runs on a small stack of its own inside chaosrun's memory, with
 //! every signal blocked, makes only plain system calls (signal dispositions
 //! back to default, join the cgroup, join the namespace, stdio, a process
-//! group of its own, cwd, an empty signal mask) and execs; the calling thread
+//! group of its own, cwd, the open-file limit chaosrun started with, an
+//! empty signal mask) and execs; the calling thread
 //! resumes once it has (or has failed, the error passed back in shared
 //! memory). Everything the child reads is prepared before the clone: it never
 //! allocates nor takes a lock.
@@ -151,6 +152,9 @@ struct Shared {
     stdio: [RawFd; 3],
     cgroup: RawFd,
     netns: RawFd,
+    /// The open-file limit chaosrun started with, when it raised its own
+    /// ([`crate::fd_limit`]): set again before exec.
+    nofile: Option<libc::rlimit>,
     err: AtomicI32,
 }
 
@@ -194,6 +198,11 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         }
         if libc::setpgid(0, 0) != 0 || libc::chdir(s.cwd) != 0 {
             fail(s);
+        }
+        if let Some(limit) = &s.nofile {
+            if libc::setrlimit(libc::RLIMIT_NOFILE, limit) != 0 {
+                fail(s);
+            }
         }
         let mut none: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut none);
@@ -285,6 +294,7 @@ pub fn start(cmd: &Command<'_>) -> io::Result<Child> {
         stdio: [stdin_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
         cgroup: cmd.cgroup.map_or(-1, |f| f.as_raw_fd()),
         netns: cmd.netns.map_or(-1, |f| f.as_raw_fd()),
+        nofile: crate::fd_limit::for_children(),
         err: AtomicI32::new(0),
     };
     let pid = clone_and_exec(&shared)?;

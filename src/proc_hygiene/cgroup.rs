@@ -10,6 +10,7 @@
 
 use std::fs;
 use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -71,20 +72,58 @@ pub fn base() -> Result<PathBuf, String> {
     Ok(base)
 }
 
+/// A directory handle (`O_PATH`: for `openat` and `fstat` only).
+fn open_dir(path: &Path) -> std::io::Result<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(path)?;
+    Ok(dir.into())
+}
+
+/// Whether the cgroup directory at `path` has child cgroups (its link
+/// count is 2 plus their number); a directory that is gone has none.
+fn has_children(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(path).is_ok_and(|m| m.nlink() != 2)
+}
+
+/// The pids in every cgroup below `top` (which has child cgroups).
+fn nested_pids(top: &Path, out: &mut Vec<i32>) {
+    let mut stack = vec![top.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        if dir != top && !has_children(&dir) {
+            continue;
+        }
+        for e in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                let procs = e.path().join("cgroup.procs");
+                parse_pids(super::pseudo::read(procs, PROCS_MAX), out);
+                stack.push(e.path());
+            }
+        }
+    }
+}
+
 /// The run's parent cgroup path (whether or not it exists).
 pub fn run_path(run_id: &str) -> Option<PathBuf> {
     base().ok().map(|b| b.join(format!("chaosrun-{run_id}")))
 }
 
-/// One cgroup directory. One opened with [`Cgroup::open`] keeps its
+/// One cgroup directory. Where the open-file limit leaves room
+/// ([`crate::fd_limit::roomy`]), one made or opened here keeps a handle on
+/// its directory: its files are then opened relative to it, and whether it
+/// has child cgroups is one `fstat`, instead of a walk of the whole
+/// cgroupfs path each time. One opened with [`Cgroup::open`] also keeps its
 /// `cgroup.procs` open and lists its members by reading it again from
-/// offset 0 (a seq_file starts over there), with no open and close each
-/// time: the sampler lists every running scenario twice a second. That is
-/// one fd per such handle, so only the sampler keeps one. A kept file of a
-/// cgroup that is removed (and maybe made again) reads nothing: it is gone.
+/// offset 0 (a seq_file starts over there): the sampler lists every running
+/// scenario twice a second. A handle on a cgroup that is removed (and maybe
+/// made again) opens and lists nothing: it is gone.
 #[derive(Debug, Clone)]
 pub struct Cgroup {
     pub path: PathBuf,
+    dir: Option<Arc<OwnedFd>>,
     procs: Option<Arc<std::sync::Mutex<fs::File>>>,
 }
 
@@ -99,7 +138,10 @@ impl Cgroup {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
-        let cg = Cgroup::at(path);
+        let mut cg = Cgroup::at(path);
+        if crate::fd_limit::roomy() {
+            cg.dir = Some(Arc::new(open_dir(&cg.path)?));
+        }
         // cgroup.kill (Linux 5.14) is what makes the kill atomic: without it
         // this is no containment worth the name.
         if !cg.path.join("cgroup.kill").exists() {
@@ -109,18 +151,64 @@ impl Cgroup {
         Ok(cg)
     }
 
-    /// The existing cgroup at `path`, its `cgroup.procs` kept open.
+    /// The existing cgroup at `path`, its `cgroup.procs` kept open (and its
+    /// directory, where there is room).
     pub fn open(path: PathBuf) -> std::io::Result<Cgroup> {
-        let procs = fs::File::open(path.join("cgroup.procs"))?;
-        Ok(Cgroup {
-            path,
-            procs: Some(Arc::new(std::sync::Mutex::new(procs))),
-        })
+        let mut cg = Cgroup::at(path);
+        if crate::fd_limit::roomy() {
+            cg.dir = Some(Arc::new(open_dir(&cg.path)?));
+        }
+        let procs = cg.file("cgroup.procs", false)?;
+        cg.procs = Some(Arc::new(std::sync::Mutex::new(procs)));
+        Ok(cg)
     }
 
-    /// The cgroup at `path` (it may not exist).
+    /// The cgroup at `path` by its path alone (it may not exist).
     pub fn at(path: PathBuf) -> Cgroup {
-        Cgroup { path, procs: None }
+        Cgroup {
+            path,
+            dir: None,
+            procs: None,
+        }
+    }
+
+    /// One of the cgroup's own files, for reading or for writing.
+    fn file(&self, name: &str, write: bool) -> std::io::Result<fs::File> {
+        let Some(dir) = &self.dir else {
+            return fs::OpenOptions::new()
+                .read(!write)
+                .write(write)
+                .open(self.path.join(name));
+        };
+        let name = std::ffi::CString::new(name)?;
+        let mode = if write {
+            libc::O_WRONLY
+        } else {
+            libc::O_RDONLY
+        };
+        // SAFETY: openat(2) of a NUL-terminated name relative to a directory
+        // fd we hold; the fd it returns is ours alone.
+        let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), mode | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a fresh fd owned by nothing else.
+        Ok(unsafe { fs::File::from_raw_fd(fd) })
+    }
+
+    /// Whether the cgroup has child cgroups: a cgroup directory's link
+    /// count is 2 plus its child cgroups (one stat instead of listing the
+    /// ~40 control files).
+    fn nested(&self) -> bool {
+        let Some(dir) = &self.dir else {
+            return has_children(&self.path);
+        };
+        // SAFETY: fstat(2) into a zeroed stat of a directory fd we hold
+        // (an O_PATH fd can be stat'ed).
+        unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            libc::fstat(dir.as_raw_fd(), &mut st) == 0 && st.st_nlink != 2
+        }
     }
 
     /// A child cgroup named `name`.
@@ -131,21 +219,17 @@ impl Cgroup {
     /// `cgroup.procs` opened for writing: a process that writes `0` to it
     /// moves itself in (the agent does, before exec: `driver::child`).
     pub fn procs_file(&self) -> std::io::Result<fs::File> {
-        fs::OpenOptions::new()
-            .write(true)
-            .open(self.path.join("cgroup.procs"))
+        self.file("cgroup.procs", true)
     }
 
     fn write(&self, file: &str, value: &str) -> std::io::Result<()> {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .open(self.path.join(file))?;
-        f.write_all(value.as_bytes())
+        self.file(file, true)?.write_all(value.as_bytes())
     }
 
     /// A `KEY VALUE` line of `cgroup.events`.
     fn event(&self, key: &str) -> Option<bool> {
-        let raw = super::pseudo::read(self.path.join("cgroup.events"), 4096).ok()?;
+        let f = self.file("cgroup.events", false).ok()?;
+        let raw = super::pseudo::reread(&f, 4096).ok()?;
         let text = String::from_utf8_lossy(&raw);
         text.lines()
             .find_map(|l| l.strip_prefix(key)?.strip_prefix(' '))
@@ -167,27 +251,13 @@ impl Cgroup {
                 let f = kept.lock().unwrap_or_else(|e| e.into_inner());
                 super::pseudo::reread(&f, PROCS_MAX)
             }
-            None => super::pseudo::read(self.path.join("cgroup.procs"), PROCS_MAX),
+            None => self
+                .file("cgroup.procs", false)
+                .and_then(|f| super::pseudo::reread(&f, PROCS_MAX)),
         };
         parse_pids(top, &mut out);
-        let mut stack = vec![self.path.clone()];
-        while let Some(dir) = stack.pop() {
-            // A cgroup directory's link count is 2 plus its child cgroups:
-            // one stat instead of listing the ~40 control files each time.
-            let nested = fs::metadata(&dir).is_ok_and(|m| {
-                use std::os::unix::fs::MetadataExt;
-                m.nlink() != 2
-            });
-            if !nested {
-                continue;
-            }
-            for e in fs::read_dir(&dir).into_iter().flatten().flatten() {
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    let procs = e.path().join("cgroup.procs");
-                    parse_pids(super::pseudo::read(procs, PROCS_MAX), &mut out);
-                    stack.push(e.path());
-                }
-            }
+        if self.nested() {
+            nested_pids(&self.path, &mut out);
         }
         out.sort_unstable();
         out.dedup();
@@ -335,15 +405,20 @@ pub fn end_run(run_id: &str) -> usize {
 mod tests {
     use super::*;
 
-    /// A cgroup under chaosrun's base; the test fails where none can be made
-    /// (it is `#[ignore]`d by default and run by scripts/test.sh).
+    /// A cgroup under chaosrun's base, with a directory handle where the
+    /// raised open-file limit leaves room (as in a run); the test fails where
+    /// none can be made (it is `#[ignore]`d by default and run by
+    /// scripts/test.sh).
     fn test_cgroup(name: &str) -> Cgroup {
-        base()
+        crate::fd_limit::raise();
+        let cg = base()
             .and_then(|b| {
                 Cgroup::create(b.join(format!("chaosrun-test-{name}-{}", std::process::id())))
                     .map_err(|e| e.to_string())
             })
-            .unwrap_or_else(|e| panic!("missing prerequisite: root and cgroup v2 ({e})"))
+            .unwrap_or_else(|e| panic!("missing prerequisite: root and cgroup v2 ({e})"));
+        assert_eq!(cg.dir.is_some(), crate::fd_limit::roomy());
+        cg
     }
 
     #[test]
@@ -379,7 +454,10 @@ mod tests {
         }
         assert!(cg.pids().contains(&(child.id() as i32)));
         assert_eq!(kept.pids(), cg.pids());
-        assert!(cg.populated());
+        // By its path alone, the same.
+        let by_path = Cgroup::at(cg.path.clone());
+        assert_eq!(by_path.pids(), cg.pids());
+        assert!(cg.populated() && by_path.populated());
         assert_eq!(cg.freeze(true, Duration::from_secs(2)), 3);
         assert_eq!(cg.event("frozen"), Some(true));
         assert_eq!(cg.freeze(false, Duration::from_secs(2)), 3);
@@ -410,6 +488,8 @@ mod tests {
         let pid = child.id() as i32;
         inner.write("cgroup.procs", &pid.to_string()).unwrap();
         assert_eq!(cg.pids(), vec![pid], "found through the nested cgroup");
+        let by_path = Cgroup::at(cg.path.clone());
+        assert_eq!(by_path.pids(), vec![pid], "by its path alone, the same");
         assert_eq!(inner.pids(), vec![pid]);
         assert_eq!(cg.kill(), 1);
         child.wait().unwrap();

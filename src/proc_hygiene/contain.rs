@@ -188,7 +188,8 @@ impl RunContainment {
 
     /// Blocking: scenario `tag`'s cgroup with its `cgroup.procs` kept open
     /// (for a caller that lists it again and again: one fd while it is
-    /// kept), if the run has cgroups and it exists.
+    /// kept, two with its directory where there is room: [`Cgroup`]), if
+    /// the run has cgroups and it exists.
     pub fn cgroup_of(&self, tag: &str) -> Option<Cgroup> {
         let parent = self.parent.as_ref().ok()?;
         Cgroup::open(parent.path.join(tag)).ok()
