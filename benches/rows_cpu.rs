@@ -13,6 +13,7 @@
 //! there is one. Issue 23's target: <= 3 s of CPU per 1,000 rows (it was
 //! 8.2 s: user 2.3, sys 5.9). Figures are printed, never asserted; the last
 //! measured ones are in docs/testing.md.
+
 mod common;
 use common::chaosrun_bin;
 use std::fmt::Write as _;
