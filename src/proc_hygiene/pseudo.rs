@@ -5,7 +5,6 @@
 //! reads for any of the small ones.
 
 use std::fs::File;
-use std::io::Read;
 use std::path::Path;
 
 /// What is read into at once.
@@ -13,9 +12,7 @@ const PAGE: usize = 4096;
 
 /// The whole of `path`, at most `limit` bytes.
 pub(crate) fn read(path: impl AsRef<Path>, limit: usize) -> std::io::Result<Vec<u8>> {
-    let mut buf = Vec::with_capacity(limit.min(PAGE));
-    File::open(path)?.take(limit as u64).read_to_end(&mut buf)?;
-    Ok(buf)
+    reread(&File::open(path)?, limit)
 }
 
 /// A kernel-generated file read again from its start through an fd kept
