@@ -138,10 +138,7 @@ impl Cgroup {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
-        let mut cg = Cgroup::at(path);
-        if crate::fd_limit::roomy() {
-            cg.dir = Some(Arc::new(open_dir(&cg.path)?));
-        }
+        let cg = Cgroup::handled(path)?;
         // cgroup.kill (Linux 5.14) is what makes the kill atomic: without it
         // this is no containment worth the name.
         if !cg.path.join("cgroup.kill").exists() {
@@ -154,12 +151,19 @@ impl Cgroup {
     /// The existing cgroup at `path`, its `cgroup.procs` kept open (and its
     /// directory, where there is room).
     pub fn open(path: PathBuf) -> std::io::Result<Cgroup> {
+        let mut cg = Cgroup::handled(path)?;
+        let procs = cg.file("cgroup.procs", false)?;
+        cg.procs = Some(Arc::new(std::sync::Mutex::new(procs)));
+        Ok(cg)
+    }
+
+    /// The existing cgroup at `path`, with a handle on its directory where
+    /// there is room ([`crate::fd_limit::roomy`]), else by its path.
+    fn handled(path: PathBuf) -> std::io::Result<Cgroup> {
         let mut cg = Cgroup::at(path);
         if crate::fd_limit::roomy() {
             cg.dir = Some(Arc::new(open_dir(&cg.path)?));
         }
-        let procs = cg.file("cgroup.procs", false)?;
-        cg.procs = Some(Arc::new(std::sync::Mutex::new(procs)));
         Ok(cg)
     }
 
