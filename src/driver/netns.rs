@@ -76,15 +76,26 @@ fn ended() -> std::io::Error {
     std::io::Error::other("the netns thread ended")
 }
 
-/// Run `f` on the namespace thread and wait (blocking) for its result.
-fn on_thread<T: Send + 'static>(
+/// Hand `f` to the namespace thread; its result comes on the channel
+/// returned.
+fn dispatch<T: Send + 'static>(
     f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
-) -> std::io::Result<T> {
-    let (done, result) = std::sync::mpsc::sync_channel(1);
+) -> std::io::Result<tokio::sync::oneshot::Receiver<std::io::Result<T>>> {
+    let (done, result) = tokio::sync::oneshot::channel();
     submit(Box::new(move || {
         let _ = done.send(f());
     }))?;
-    result.recv().unwrap_or_else(|_| Err(ended()))
+    Ok(result)
+}
+
+/// Run `f` on the namespace thread and wait (blocking; never from an async
+/// task) for its result.
+fn on_thread<T: Send + 'static>(
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    dispatch(f)?
+        .blocking_recv()
+        .unwrap_or_else(|_| Err(ended()))
 }
 
 /// Run `f` on the namespace thread and await its result: the async task
@@ -92,11 +103,7 @@ fn on_thread<T: Send + 'static>(
 async fn on_thread_async<T: Send + 'static>(
     f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
 ) -> std::io::Result<T> {
-    let (done, result) = tokio::sync::oneshot::channel();
-    submit(Box::new(move || {
-        let _ = done.send(f());
-    }))?;
-    result.await.unwrap_or_else(|_| Err(ended()))
+    dispatch(f)?.await.unwrap_or_else(|_| Err(ended()))
 }
 
 /// Set the loopback interface up (in the calling thread's namespace).
