@@ -7,15 +7,19 @@
 #   scripts/postgres.sh                  # run: prints the DSN line
 #   source scripts/postgres.sh           # source: also exports CHAOS_PG_DSN
 #   eval "$(scripts/postgres.sh | tail -n1 | sed 's/^/export /')"
+#   scripts/postgres.sh stop             # stop the server (if it runs)
 #
 # Idempotent, and fast (< 1 s) when the server already answers. Installs
 # PostgreSQL with apt-get if initdb/pg_ctl are missing. Postgres refuses to run
 # as root, so as root the cluster is owned by the system user `chaosrun-pg`.
 # Data, socket and log live in $CHAOSRUN_PG_DIR (default /var/tmp/chaosrun-pg).
 # Exit 3 with a line `SKIP: postgres unavailable: <why>` when it cannot be had.
+# When this call started the server (it was not running), a line
+# `CHAOS_PG_STARTED=<data dir>` comes before the DSN line: scripts/test.sh
+# reads it to stop, at its end, the server its own run started (and leaves
+# alone one that was already running).
 #
-# Stop it:   runuser -u chaosrun-pg -- /usr/lib/postgresql/*/bin/pg_ctl -D /var/tmp/chaosrun-pg/data stop
-#            (as a non-root user: pg_ctl -D "$CHAOSRUN_PG_DIR/data" stop)
+# Stop it:   scripts/postgres.sh stop
 # Remove it: stop it, then rm -rf /var/tmp/chaosrun-pg
 
 if [[ "${BASH_SOURCE[0]}" != "$0" ]]; then
@@ -39,9 +43,30 @@ LOG="$PGDIR/server.log"
 PGUSER_SYS=chaosrun-pg
 
 skip() {
+    if [ -n "${started:-}" ]; then
+        echo "CHAOS_PG_STARTED=$DATA"
+    fi
     echo "SKIP: postgres unavailable: $*"
     exit 3
 }
+
+# As root the cluster's owner is $PGUSER_SYS; pg_ctl runs as the owner.
+as_owner() {
+    if [ "$(id -u)" = 0 ]; then runuser -u "$PGUSER_SYS" -- "$@"; else "$@"; fi
+}
+
+if [ "${1:-}" = stop ]; then
+    # The binaries of the cluster's own major version; nothing to stop
+    # without a cluster or a running server.
+    [ -s "$DATA/PG_VERSION" ] || exit 0
+    ctl="/usr/lib/postgresql/$(cat "$DATA/PG_VERSION")/bin/pg_ctl"
+    [ -x "$ctl" ] || ctl="$(command -v pg_ctl || true)"
+    [ -n "$ctl" ] || { echo "postgres.sh: no pg_ctl to stop $DATA with" >&2; exit 1; }
+    as_owner "$ctl" -D "$DATA" status >/dev/null 2>&1 || exit 0
+    echo "postgres.sh: stopping postgres ($DATA)" >&2
+    as_owner "$ctl" -D "$DATA" -m fast -w stop >&2
+    exit
+fi
 
 # Fast path: the server answers and the database exists.
 if command -v psql >/dev/null 2>&1 \
@@ -87,10 +112,8 @@ if [ "$(id -u)" = 0 ]; then
             || id -u "$PGUSER_SYS" >/dev/null 2>&1 \
             || skip "cannot create system user $PGUSER_SYS"
     fi
-    as_owner() { runuser -u "$PGUSER_SYS" -- "$@"; }
     OWNER="$PGUSER_SYS"
 else
-    as_owner() { "$@"; }
     OWNER="$(id -un)"
 fi
 
@@ -127,6 +150,7 @@ if ! as_owner "$BIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
         -o "-c listen_addresses=127.0.0.1 -p $PORT -k $PGDIR" start >&2; then
         skip "pg_ctl start failed; see $LOG: $(tail -n 3 "$LOG" 2>/dev/null | tr '\n' ' ')"
     fi
+    started=1
 fi
 
 deadline=$((SECONDS + 30))
@@ -146,4 +170,7 @@ fi
 "$BIN/psql" "$DSN" -XAtqc 'SELECT 1' >/dev/null 2>&1 \
     || skip "server runs but $DSN does not answer (another server on port $PORT?)"
 
+if [ -n "${started:-}" ]; then
+    echo "CHAOS_PG_STARTED=$DATA"
+fi
 echo "CHAOS_PG_DSN=$DSN"

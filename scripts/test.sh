@@ -37,8 +37,16 @@ python3 --version
 # installs share one lane (apt holds a lock).
 logs=target/ci-logs
 rm -rf "$logs"; mkdir -p "$logs"
-# A lint or build failure exits early: never leave an install running behind.
-trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+# However the run ends (a lint or build failure exits early): no install left
+# running behind, and the PostgreSQL server stopped if this run started it
+# (scripts/postgres.sh says so in its log; one that was already running stays).
+finish() {
+    kill $(jobs -p) 2>/dev/null || true
+    if grep -q '^CHAOS_PG_STARTED=' "$logs/postgres.log" 2>/dev/null; then
+        bash scripts/postgres.sh stop || true
+    fi
+}
+trap finish EXIT
 lane() { # lane NAME COMMAND...: run COMMAND in the background
     local name=$1; shift
     ( if "$@" >"$logs/$name.log" 2>&1; then echo 0; else echo $?; fi >"$logs/$name.rc" ) &
