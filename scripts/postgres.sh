@@ -55,26 +55,6 @@ as_owner() {
     if [ "$(id -u)" = 0 ]; then runuser -u "$PGUSER_SYS" -- "$@"; else "$@"; fi
 }
 
-if [ "${1:-}" = stop ]; then
-    # The binaries of the cluster's own major version; nothing to stop
-    # without a cluster or a running server.
-    [ -s "$DATA/PG_VERSION" ] || exit 0
-    ctl="/usr/lib/postgresql/$(cat "$DATA/PG_VERSION")/bin/pg_ctl"
-    [ -x "$ctl" ] || ctl="$(command -v pg_ctl || true)"
-    [ -n "$ctl" ] || { echo "postgres.sh: no pg_ctl to stop $DATA with" >&2; exit 1; }
-    as_owner "$ctl" -D "$DATA" status >/dev/null 2>&1 || exit 0
-    echo "postgres.sh: stopping postgres ($DATA)" >&2
-    as_owner "$ctl" -D "$DATA" -m fast -w stop >&2
-    exit
-fi
-
-# Fast path: the server answers and the database exists.
-if command -v psql >/dev/null 2>&1 \
-    && PGCONNECT_TIMEOUT=2 psql "$DSN" -XAtqc 'SELECT 1' >/dev/null 2>&1; then
-    echo "CHAOS_PG_DSN=$DSN"
-    exit 0
-fi
-
 find_bindir() {
     # The newest /usr/lib/postgresql/N/bin with initdb and pg_ctl, else $PATH.
     local d best=""
@@ -88,6 +68,32 @@ find_bindir() {
     fi
     echo "$best"
 }
+
+# The cluster's own major version's binaries, when installed (several
+# versions may be); fails without them.
+cluster_bindir() {
+    local d
+    d="/usr/lib/postgresql/$(cat "$DATA/PG_VERSION")/bin"
+    [ -x "$d/pg_ctl" ] && echo "$d"
+}
+
+if [ "${1:-}" = stop ]; then
+    # Nothing to stop without a cluster or a running server.
+    [ -s "$DATA/PG_VERSION" ] || exit 0
+    bin="$(cluster_bindir || find_bindir)"
+    [ -n "$bin" ] || { echo "postgres.sh: no pg_ctl to stop $DATA with" >&2; exit 1; }
+    as_owner "$bin/pg_ctl" -D "$DATA" status >/dev/null 2>&1 || exit 0
+    echo "postgres.sh: stopping postgres ($DATA)" >&2
+    as_owner "$bin/pg_ctl" -D "$DATA" -m fast -w stop >&2
+    exit
+fi
+
+# Fast path: the server answers and the database exists.
+if command -v psql >/dev/null 2>&1 \
+    && PGCONNECT_TIMEOUT=2 psql "$DSN" -XAtqc 'SELECT 1' >/dev/null 2>&1; then
+    echo "CHAOS_PG_DSN=$DSN"
+    exit 0
+fi
 
 BIN="$(find_bindir)"
 if [ -z "$BIN" ]; then
@@ -136,9 +142,8 @@ if [ ! -s "$DATA/PG_VERSION" ]; then
 fi
 
 # The cluster's major version picks the binaries when several are installed.
-want="$(cat "$DATA/PG_VERSION")"
-if [ -x "/usr/lib/postgresql/$want/bin/pg_ctl" ]; then
-    BIN="/usr/lib/postgresql/$want/bin"
+if own="$(cluster_bindir)"; then
+    BIN="$own"
 fi
 
 ready() { "$BIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -t 1 >/dev/null 2>&1; }
