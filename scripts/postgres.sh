@@ -6,7 +6,7 @@
 #
 #   scripts/postgres.sh                  # run: prints the DSN line
 #   source scripts/postgres.sh           # source: also exports CHAOS_PG_DSN
-#   eval "$(scripts/postgres.sh | tail -n1 | sed 's/^/export /')"
+#   export CHAOS_PG_DSN="$(scripts/postgres.sh | tail -n1 | sed 's/^CHAOS_PG_DSN=//')"
 #   scripts/postgres.sh stop             # stop the server (if it runs)
 #
 # Idempotent, and fast (< 1 s) when the server already answers. Installs
