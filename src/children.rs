@@ -61,6 +61,19 @@ pub fn reaping() -> (RwLockWriteGuard<'static, ()>, Vec<i32>) {
     (gate, owned)
 }
 
+/// [`reaping`] without waiting: `None` while a child is starting (a start
+/// holds the gate until its child has exec'd). For the reaper on the async
+/// runtime, which must never block a worker thread on it.
+pub fn try_reaping() -> Option<(RwLockWriteGuard<'static, ()>, Vec<i32>)> {
+    let gate = match GATE.try_write() {
+        Ok(g) => g,
+        Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return None,
+    };
+    let owned = OWNED.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    Some((gate, owned))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -326,3 +326,60 @@ fn copy_reference_agent(reference: &std::path::Path, dir: &std::path::Path) {
         std::fs::copy(reference.join(f), dir.join(f)).unwrap();
     }
 }
+
+/// A scenario can never outlive its bound (every deadline plus the grace,
+/// src/runner/drive/bound.rs): a drive stuck inside chaosrun (the
+/// debug-build hook `CHAOSRUN_TEST_STUCK=<id>` sticks it after the boot,
+/// with a 3 s bound) ends in ERROR naming the bound, the agent it had
+/// started is gone (found by the test's marker), and the run ends.
+#[test]
+#[cfg_attr(
+    not(debug_assertions),
+    ignore = "needs a debug build: the CHAOSRUN_TEST_STUCK hook (src/runner/drive/bound.rs) is compiled only there"
+)]
+fn a_stuck_drive_ends_at_its_bound_as_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mark = new_mark("stuck");
+    let json_arg = json.to_str().unwrap();
+    let args = [
+        "scenarios.yaml",
+        "--only",
+        "tool_args_garbage",
+        "--no-progress",
+        "--json",
+        json_arg,
+    ];
+    let mut cmd = command(&mark, &args);
+    cmd.env("CHAOSRUN_TEST_STUCK", "tool_args_garbage");
+    let child = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    // The bound is 3 s after the boot, the close within the exit deadline:
+    // far inside a minute unless the bound does not hold.
+    let Ok(out) = rx.recv_timeout(Duration::from_secs(60)) else {
+        let _ = Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .status();
+        panic!("chaosrun did not end within 60 s: the bound did not hold");
+    };
+    let out = out.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("ERROR tool_args_garbage")),
+        "{stdout}"
+    );
+    let report = read_json(&json);
+    let row = scenario(&report, "tool_args_garbage");
+    assert_eq!(row["verdict"], "error");
+    let cause = row["cause"].as_str().unwrap_or_default();
+    assert!(cause.contains("ran past its bound of 3 s"), "{row}");
+    assert_eq!(
+        wait_unmarked(&mark, Duration::from_secs(10)),
+        Vec::<String>::new()
+    );
+}

@@ -156,6 +156,20 @@ struct Shared {
     /// ([`crate::fd_limit`]): set again before exec.
     nofile: Option<libc::rlimit>,
     err: AtomicI32,
+    /// Where the child says its pid, for the hand-off's watchdog.
+    pid: *const AtomicI32,
+    /// Tests only: a flag the child raises once it is in the scenario's
+    /// cgroup, and how long it then waits before its exec (the window a
+    /// freeze must never land in).
+    #[cfg(test)]
+    pause: Option<(*const std::sync::atomic::AtomicBool, libc::timespec)>,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests only: [`Shared::pause`] for the next start on this thread.
+    pub(crate) static PAUSE_BEFORE_EXEC: std::cell::Cell<Option<(*const std::sync::atomic::AtomicBool, std::time::Duration)>> =
+        const { std::cell::Cell::new(None) };
 }
 
 /// Pass errno back to the parent and end the child.
@@ -172,6 +186,7 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
     // plain system call wrapper on prepared data: no allocation, no lock.
     unsafe {
         let s = &*(arg as *const Shared);
+        (*s.pid).store(libc::syscall(libc::SYS_gettid) as i32, Ordering::SeqCst);
         // Handlers are chaosrun's code: none may run in the child. Ignored
         // signals stay ignored across exec, except SIGPIPE (Rust ignores it).
         for sig in 1..=libc::SIGRTMAX() {
@@ -187,6 +202,11 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         }
         if s.cgroup >= 0 && libc::write(s.cgroup, b"0".as_ptr().cast(), 1) != 1 {
             fail(s);
+        }
+        #[cfg(test)]
+        if let Some((flag, wait)) = s.pause {
+            (*flag).store(true, Ordering::SeqCst);
+            libc::nanosleep(&wait, std::ptr::null_mut());
         }
         if s.netns >= 0 && libc::setns(s.netns, libc::CLONE_NEWNET) != 0 {
             fail(s);
@@ -221,8 +241,28 @@ const STACK: usize = 64 * 1024;
 
 /// `clone(CLONE_VM | CLONE_VFORK)` running `child_main` with every signal
 /// blocked in the calling thread meanwhile; the child's pid, or the errno
-/// of the step it failed at (the child then reaped).
-fn clone_and_exec(shared: &Shared) -> io::Result<i32> {
+/// of the step it failed at (the child then reaped). A child that has not
+/// exec'd within [`super::handoff::DEADLINE`] is killed and reaped, and the
+/// start fails.
+fn clone_and_exec(shared: &mut Shared) -> io::Result<i32> {
+    let slot = super::handoff::watch(super::handoff::DEADLINE);
+    shared.pid = &slot.pid;
+    let pid = clone_vfork(shared)?;
+    if !slot.settle() {
+        // SAFETY: waitpid on our own child, just SIGKILLed by the watchdog.
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "the process had not exec'd {} s after its clone (its cgroup frozen by something other than chaosrun?); killed",
+                super::handoff::DEADLINE.as_secs()
+            ),
+        ));
+    }
+    Ok(pid)
+}
+
+fn clone_vfork(shared: &Shared) -> io::Result<i32> {
     let mut stack = vec![0u8; STACK];
     // SAFETY: the top of our buffer, 16-byte aligned, as clone(2) wants.
     let top = unsafe { stack.as_mut_ptr().add(STACK) } as usize & !15;
@@ -284,7 +324,7 @@ pub fn start(cmd: &Command<'_>) -> io::Result<Child> {
     };
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
-    let shared = Shared {
+    let mut shared = Shared {
         program: program.as_ptr(),
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
@@ -296,8 +336,17 @@ pub fn start(cmd: &Command<'_>) -> io::Result<Child> {
         netns: cmd.netns.map_or(-1, |f| f.as_raw_fd()),
         nofile: crate::fd_limit::for_children(),
         err: AtomicI32::new(0),
+        pid: std::ptr::null(),
+        #[cfg(test)]
+        pause: PAUSE_BEFORE_EXEC.with(|p| p.take()).map(|(flag, wait)| {
+            let ts = libc::timespec {
+                tv_sec: wait.as_secs() as libc::time_t,
+                tv_nsec: wait.subsec_nanos() as libc::c_long,
+            };
+            (flag, ts)
+        }),
     };
-    let pid = clone_and_exec(&shared)?;
+    let pid = clone_and_exec(&mut shared)?;
     drop((stdin_r, out_w, err_w));
     let pidfd = crate::proc_hygiene::pidfd_open(pid).and_then(|fd| {
         // SAFETY: the OwnedFd stays open, the same fd, as long as the AsyncFd.

@@ -8,6 +8,7 @@
 pub mod child;
 pub mod env;
 pub mod exec;
+mod handoff;
 pub mod home;
 pub mod netns;
 pub mod output;

@@ -19,6 +19,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::cgroup::{self, Cgroup};
+use super::freeze_gate::{
+    FreezeGate, Spawning, FREEZE_SETTLE, FREEZE_WAITS_FOR_EXEC, SPAWN_WAITS_FOR_THAW,
+};
 use super::scan::{self, ProcInfo};
 use super::tree::Tree;
 use super::{kill, RUN_VAR, TAG_VAR};
@@ -178,6 +181,7 @@ impl RunContainment {
             trees: self.trees.clone(),
             spawned: Mutex::new(None),
             adopted: Mutex::new(Vec::new()),
+            gate: FreezeGate::default(),
         }
     }
 
@@ -272,6 +276,8 @@ pub struct Scope {
     spawned: Mutex<Option<u64>>,
     /// Older processes found in the cgroup and moved out (see the module doc).
     adopted: Mutex<Vec<ProcInfo>>,
+    /// No spawn into a frozen scope, no freeze inside a spawn.
+    gate: FreezeGate,
 }
 
 impl Scope {
@@ -281,6 +287,14 @@ impl Scope {
         } else {
             Kind::Tag
         }
+    }
+
+    /// Blocking: before a process is started into the scope. Waits (bounded)
+    /// while chaosrun has the scope frozen; the guard, held until the spawn
+    /// has exec'd, keeps a freeze from landing meanwhile
+    /// ([`super::freeze_gate`]).
+    pub fn spawning(&self) -> std::io::Result<Spawning<'_>> {
+        self.gate.spawning(SPAWN_WAITS_FOR_THAW)
     }
 
     /// What to hand the spawn: the scenario cgroup's `cgroup.procs`, which
@@ -407,11 +421,24 @@ impl Scope {
 
     /// Blocking: stop (`true`) or continue every process of the scenario:
     /// `cgroup.freeze` (atomic), or SIGSTOP/SIGCONT in the fallback. How many
-    /// were hit (0 when a freeze did not settle within 2 s).
+    /// were hit (0 when a freeze did not settle within 2 s, or a spawn in
+    /// flight did not exec in time: then nothing was stopped). A stop waits
+    /// for the spawns in flight to exec, and spawns wait for the continue.
     pub fn freeze(&self, stop: bool) -> usize {
+        if stop && !self.gate.freezing(FREEZE_WAITS_FOR_EXEC) {
+            return 0;
+        }
+        let n = self.freeze_now(stop);
+        if !stop {
+            self.gate.thawed();
+        }
+        n
+    }
+
+    fn freeze_now(&self, stop: bool) -> usize {
         match &self.cgroup {
             Some(cg) => {
-                let n = cg.freeze(stop, Duration::from_secs(2));
+                let n = cg.freeze(stop, FREEZE_SETTLE);
                 if stop && !self.evict_adopted(cg) {
                     // An adopted process that could not be moved out is
                     // thawed on its own: never stopped by chaosrun.

@@ -11,6 +11,7 @@
 
 pub mod cgroup;
 mod contain;
+mod freeze_gate;
 mod guard;
 mod kill;
 mod pseudo;
@@ -19,6 +20,7 @@ pub mod stat;
 mod tree;
 
 pub use contain::{Containment, Kind, RunContainment, Scope, NO_CGROUP_VAR};
+pub use freeze_gate::{Spawning, FREEZE_SETTLE, FREEZE_WAITS_FOR_EXEC};
 pub use guard::{run_guard, Guard};
 pub use kill::{
     kill_marked, pidfd_kill_if_marked, pidfd_open, pidfd_send, pidfd_signal_if,
@@ -52,9 +54,26 @@ pub use crate::children::{disown, own, spawn_owned, start_owned};
 /// `/proc/PID/stat` per child, which made the cost of a pass grow with the
 /// agents running).
 pub fn reap_orphans() {
+    let (gate, owned) = crate::children::reaping();
+    reap_with(gate, owned);
+}
+
+/// [`reap_orphans`] unless a child is starting right now (the pass would
+/// wait for its exec); whether the pass was made.
+pub fn try_reap_orphans() -> bool {
+    match crate::children::try_reaping() {
+        Some((gate, owned)) => {
+            reap_with(gate, owned);
+            true
+        }
+        None => false,
+    }
+}
+
+/// A reaping pass; `_gate` held throughout: no child is between its start
+/// and its registration while we look.
+fn reap_with(_gate: std::sync::RwLockWriteGuard<'static, ()>, mut owned: Vec<i32>) {
     let me = std::process::id() as i32;
-    // No child is between its start and its registration while we look.
-    let (_gate, mut owned) = crate::children::reaping();
     owned.sort_unstable();
     // Peek at one waitable zombie at a time: one it does not own is reaped;
     // none at all ends the pass without reading /proc. An owned zombie (its
@@ -105,13 +124,18 @@ fn waitable_zombie(pid: Option<i32>) -> Option<i32> {
 /// burst within 50 ms makes one pass) and at least every 5 s; every 250 ms
 /// where no SIGCHLD stream can be had. A pass per exit instead of four a
 /// second for the whole run: with many agents running, polling was a large
-/// part of chaosrun's own CPU.
+/// part of chaosrun's own CPU. It never waits for the start gate on the
+/// runtime's thread: while a child is starting, the pass is tried again
+/// 50 ms later.
 pub async fn reap_orphans_forever() {
     use std::time::Duration;
     use tokio::signal::unix::{signal, SignalKind};
     let mut chld = signal(SignalKind::child()).ok();
     loop {
-        reap_orphans();
+        if !try_reap_orphans() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        }
         match chld.as_mut() {
             Some(s) => {
                 let _ = tokio::time::timeout(Duration::from_secs(5), s.recv()).await;

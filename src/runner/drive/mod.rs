@@ -11,6 +11,7 @@
 //! own: the script and the later stages use its methods, and it hands on a
 //! [`Driven`].
 
+mod bound;
 mod chaos;
 mod clock;
 mod turns;
@@ -141,11 +142,30 @@ impl<'a> Drive<'a> {
     /// Play the scenario's script, then close every process (one that does
     /// not exit by itself within the exit deadline is killed). `Err`: the
     /// first process could not be started, so nothing ran (a setup error).
+    /// The whole drive is bounded ([`bound`]): past it the agent is killed
+    /// and the scenario is an error (chaosrun itself was stuck).
     pub(crate) async fn run(mut self, s: &Scenario, script: Script<'_>) -> Result<Driven, String> {
         let (chaos, provider, mcp) = script;
-        let played = match chaos {
-            Some(c) => chaos::drive(&mut self, s, &c.schedule, provider).await,
-            None => turns::drive(&mut self, s, provider, mcp).await,
+        let stuck = bound::test_stuck(&s.id);
+        let limit = stuck.unwrap_or_else(|| {
+            bound::seconds(s, self.count(), chaos.map(|c| c.schedule.as_slice()))
+        });
+        let play = async {
+            if stuck.is_some() {
+                let _ = self.boot_all(s.deadlines.boot).await;
+                return std::future::pending().await;
+            }
+            match chaos {
+                Some(c) => chaos::drive(&mut self, s, &c.schedule, provider).await,
+                None => turns::drive(&mut self, s, provider, mcp).await,
+            }
+        };
+        let Ok(played) = tokio::time::timeout(secs(limit), play).await else {
+            self.close(false, s.deadlines.exit).await;
+            return Err(format!(
+                "chaosrun's drive of this scenario ran past its bound of {limit:.0} s (every deadline it can wait on plus {:.0} s) and was stopped, the agent killed: a chaosrun bug, please report it with this row",
+                bound::GRACE
+            ));
         };
         let clean = match played {
             Ok(clean) => clean,
