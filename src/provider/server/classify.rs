@@ -1,0 +1,207 @@
+//! What a model call is (probe, subagent, main with its rule or over the
+//! context window, auxiliary), counted; what the record says was served;
+//! the record itself, kept and shown to the observer.
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::intake::RequestHead;
+use super::Shared;
+use crate::provider::recording::{CallKind, RequestRecord};
+use crate::provider::replies::{Reply, Text};
+use crate::provider::rules::{self, Rule};
+use crate::provider::wire::{self, request, ErrorInfo, Wire};
+
+/// The answer to a call no rule scripts: `alive NONCE` to a probe,
+/// `subagent done NONCE` to a subagent's call, `ok` otherwise.
+pub(super) fn unscripted(kind: CallKind, probe: Option<&str>, nonce: &str) -> Reply {
+    let text = match kind {
+        CallKind::Probe => format!("alive {}", probe.unwrap_or_default()),
+        CallKind::Subagent => format!("subagent done {nonce}"),
+        _ => "ok".to_string(),
+    };
+    Reply::Text(Text::plain(text))
+}
+
+/// What one model call is: its kind, main index and rule, or, for a main
+/// call over the context window, the record and error that answer it.
+pub(super) struct Classified<'a> {
+    pub(super) kind: CallKind,
+    pub(super) main_index: Option<u64>,
+    pub(super) picked: Option<(usize, &'a Rule)>,
+    pub(super) overflow: Option<(Served, ErrorInfo)>,
+}
+
+/// What a record says was served.
+pub(super) struct Served {
+    reply: String,
+    error: Option<crate::provider::recording::ReplyError>,
+}
+
+impl Served {
+    pub(super) fn named(reply: &str) -> Served {
+        Served {
+            reply: reply.to_string(),
+            error: None,
+        }
+    }
+
+    /// The reply's error hint as this wire delivers it: the status the wire
+    /// gives a classed error, and no retry-after where the wire's mid-stream
+    /// error event cannot carry one (only Gemini's error frame has
+    /// `RetryInfo`).
+    pub(super) fn reply(reply: &Reply, wire: Wire, stream: bool) -> Served {
+        let mut error = reply.error_hint();
+        if let (Some(hint), Reply::QuotaExhausted(_)) = (error.as_mut(), reply) {
+            let class = wire::ErrorClass::Quota;
+            hint.status = wire.shape_error(&ErrorInfo::of_class(class)).status;
+        }
+        if let (Some(hint), Reply::Error(e)) = (error.as_mut(), reply) {
+            if e.mid_stream && stream && !wire.format().mid_stream_retry_after() {
+                hint.retry_after = None;
+            }
+        }
+        Served {
+            reply: reply.kind_name().to_string(),
+            error,
+        }
+    }
+}
+
+impl Shared {
+    pub(super) fn push(&self, record: RequestRecord) {
+        if let Some(observer) = &self.observer {
+            observer(&record);
+        }
+        self.records.lock().unwrap().push(record);
+    }
+
+    /// Record a request that is not a model call, or one refused (counted as
+    /// auxiliary).
+    pub(super) fn push_other(
+        &self,
+        head: RequestHead,
+        reply: &str,
+        previous_response_id: Option<String>,
+    ) {
+        self.aux.fetch_add(1, Ordering::SeqCst);
+        self.push(RequestRecord {
+            seq: head.seq,
+            at: head.at,
+            kind: CallKind::Aux,
+            main_index: None,
+            method: head.method,
+            path: head.path,
+            headers: head.headers,
+            size: head.size,
+            body_sha256: head.body_sha256,
+            stream: false,
+            model: None,
+            tools: Vec::new(),
+            messages: Vec::new(),
+            messages_dropped: 0,
+            truncated: false,
+            reply: reply.to_string(),
+            rule: None,
+            previous_response_id,
+            error: None,
+        });
+    }
+
+    /// Probe, main (with its rule, or over the context window) or auxiliary,
+    /// counted.
+    pub(super) fn classify(&self, parsed: &request::Parsed, size: usize) -> Classified<'_> {
+        let mut out = Classified {
+            kind: CallKind::Aux,
+            main_index: None,
+            picked: None,
+            overflow: None,
+        };
+        if parsed.probe.is_some() {
+            self.probe.fetch_add(1, Ordering::SeqCst);
+            out.kind = CallKind::Probe;
+            return out;
+        }
+        if parsed.subagent {
+            let index = self.subagent.fetch_add(1, Ordering::SeqCst);
+            self.subagent_tx.send_modify(|v| *v = (*v).max(index + 1));
+            out.kind = CallKind::Subagent;
+            out.main_index = Some(index);
+            out.picked = rules::pick_at(&self.rules, index, parsed.last_is_tool, true, 0.0);
+            if let Some((i, _)) = out.picked {
+                self.rule_hits[i].fetch_add(1, Ordering::SeqCst);
+            }
+            return out;
+        }
+        if !parsed.has_tools {
+            self.aux.fetch_add(1, Ordering::SeqCst);
+            return out;
+        }
+        let index = self.main.fetch_add(1, Ordering::SeqCst);
+        self.main_tx.send_modify(|v| *v = (*v).max(index + 1));
+        out.kind = CallKind::Main;
+        out.main_index = Some(index);
+        let elapsed = self.first_main.get_or_init(Instant::now).elapsed();
+        let first = *self.first_main_bytes.get_or_init(|| size);
+        let window = self.context_window.map(|w| w.limit(first));
+        if let Some(max) = window.filter(|max| size > *max) {
+            let class = wire::ErrorClass::ContextLength {
+                tokens: (size as u64).div_ceil(4),
+                max_tokens: (max as u64) / 4,
+            };
+            let e = self.wire.shape_error(&ErrorInfo::of_class(class));
+            let served = Served {
+                reply: "context_length_exceeded".into(),
+                error: Some(crate::provider::recording::ReplyError {
+                    status: e.status,
+                    retry_after: None,
+                    retryable: false,
+                }),
+            };
+            out.overflow = Some((served, e));
+            return out;
+        }
+        out.picked = rules::pick_at(
+            &self.rules,
+            index,
+            parsed.last_is_tool,
+            false,
+            elapsed.as_secs_f64(),
+        );
+        if let Some((i, _)) = out.picked {
+            self.rule_hits[i].fetch_add(1, Ordering::SeqCst);
+        }
+        out
+    }
+}
+
+/// The record of a model call.
+pub(super) fn record(
+    head: RequestHead,
+    parsed: request::Parsed,
+    kind: CallKind,
+    main_index: Option<u64>,
+    rule: Option<usize>,
+    served: Served,
+) -> RequestRecord {
+    RequestRecord {
+        seq: head.seq,
+        at: head.at,
+        kind,
+        main_index,
+        method: head.method,
+        path: head.path,
+        headers: head.headers,
+        size: head.size,
+        body_sha256: head.body_sha256,
+        stream: parsed.stream,
+        model: parsed.model,
+        tools: parsed.tools,
+        messages: parsed.messages,
+        messages_dropped: 0,
+        truncated: parsed.truncated,
+        reply: served.reply,
+        rule,
+        previous_response_id: parsed.previous_response_id,
+        error: served.error,
+    }
+}

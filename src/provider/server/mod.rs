@@ -1,0 +1,245 @@
+//! The axum server behind [`super::Provider`]: its shared state, start-up on
+//! loopback, the counters and recording it hands out, and a shutdown that
+//! cuts every long wait at once. A request goes [`intake`] (read, routed,
+//! parsed) → [`classify`] (kind, rule, record) → [`wait`] (`wait_for`) →
+//! [`answer`] (played, [`replay`]ed from a cassette, or relayed upstream);
+//! [`conversations`] keeps the Responses conversations.
+
+mod answer;
+mod classify;
+mod conversations;
+mod intake;
+mod replay;
+mod wait;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::serve::ListenerExt;
+use axum::Router;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::recording::{IssuedToolCall, Recorder, Recording, WaitOutcome};
+use super::rules::Rule;
+use super::wire::Wire;
+use super::{ProcessCounter, ProviderConfig, ToolMapping};
+use crate::message::Message;
+
+use super::RequestObserver as Observer;
+
+/// Largest request body held and parsed (an agent may send a 30 MB tool
+/// output); a longer one is drained, counted and hashed as it arrives, never
+/// held, and refused with 413.
+pub(crate) const BODY_LIMIT: usize = 64 * 1024 * 1024;
+/// How long `shutdown` lets connections close by themselves before aborting.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
+/// A serving provider.
+pub(crate) struct Running {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    wire: Wire,
+    rules: Vec<Rule>,
+    nonce: String,
+    tools: BTreeMap<String, ToolMapping>,
+    process_counter: Option<ProcessCounter>,
+    observer: Option<Observer>,
+    started: Instant,
+    /// Random-ish per server, so ids differ between providers.
+    prefix: String,
+    seq: AtomicU64,
+    /// A watch on `seq`: requests received so far, every route.
+    seq_tx: watch::Sender<u64>,
+    reply_seq: AtomicU64,
+    main: AtomicU64,
+    probe: AtomicU64,
+    aux: AtomicU64,
+    main_tx: watch::Sender<u64>,
+    /// Subagent calls (see [`CallKind::Subagent`]), and a watch on them.
+    subagent: AtomicU64,
+    subagent_tx: watch::Sender<u64>,
+    records: Mutex<Recorder>,
+    issued: Mutex<Vec<IssuedToolCall>>,
+    waits: Mutex<Vec<WaitOutcome>>,
+    /// Main calls answered by each responder rule (exact, like the counters).
+    rule_hits: Vec<AtomicU64>,
+    /// Responses: response id → the conversation up to and with its answer.
+    conversations: Mutex<VecDeque<(String, Vec<Message>)>>,
+    /// Proxy mode: where unmatched calls and `relay` rules go, and what the
+    /// relays left.
+    upstream: Option<Arc<super::upstream::Upstream>>,
+    relays: Arc<super::upstream::RelayLog>,
+    /// Per responder rule: the cassette a `cassette` rule replays.
+    players: Vec<Option<Arc<super::cassette::Player>>>,
+    cancel: CancellationToken,
+    /// Main calls over this many bytes get the context-length error.
+    context_window: Option<super::ContextWindow>,
+    /// The size of the first main call (a relative window counts from it).
+    first_main_bytes: std::sync::OnceLock<usize>,
+    /// When the first main call arrived (`within` rules count from it).
+    first_main: std::sync::OnceLock<Instant>,
+}
+
+impl Running {
+    pub(crate) async fn start(config: ProviderConfig) -> anyhow::Result<Running> {
+        Running::start_observed(config, None).await
+    }
+
+    pub(crate) async fn start_observed(
+        config: ProviderConfig,
+        observer: Option<Observer>,
+    ) -> anyhow::Result<Running> {
+        let listener = crate::listen::loopback(config.bind.as_ref(), config.port)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot bind 127.0.0.1:{}: {e} (pick another --port, or 0 for any free one)",
+                    config.port
+                )
+            })?;
+        let addr = listener.local_addr()?;
+        if let Some(up) = &config.upstream {
+            if up.points_at(addr).await {
+                anyhow::bail!(
+                    "upstream {} is this proxy's own address {addr}: every call would be \
+                     relayed to itself; give the real server's URL",
+                    up.base()
+                );
+            }
+        }
+        let (main_tx, _) = watch::channel(0u64);
+        let players = replay::load_players(&config.rules).map_err(anyhow::Error::msg)?;
+        let rule_hits = config.rules.iter().map(|_| AtomicU64::new(0)).collect();
+        let shared = Arc::new(Shared {
+            wire: config.wire,
+            rules: config.rules,
+            nonce: config.nonce,
+            tools: config.tools,
+            process_counter: config.process_counter,
+            observer,
+            started: Instant::now(),
+            prefix: format!("{:06x}", rand::random::<u32>() & 0xff_ffff),
+            seq: AtomicU64::new(0),
+            seq_tx: watch::channel(0u64).0,
+            reply_seq: AtomicU64::new(0),
+            main: AtomicU64::new(0),
+            probe: AtomicU64::new(0),
+            aux: AtomicU64::new(0),
+            main_tx,
+            subagent: AtomicU64::new(0),
+            subagent_tx: watch::channel(0u64).0,
+            records: Mutex::new(Recorder::new(config.record)),
+            waits: Mutex::new(Vec::new()),
+            rule_hits,
+            issued: Mutex::new(Vec::new()),
+            conversations: Mutex::new(VecDeque::new()),
+            upstream: config.upstream,
+            relays: Default::default(),
+            players,
+            cancel: CancellationToken::new(),
+            context_window: config.context_window,
+            first_main_bytes: std::sync::OnceLock::new(),
+            first_main: std::sync::OnceLock::new(),
+        });
+        let app = router(shared.clone());
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let cancel = shared.cancel.clone();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { cancel.cancelled().await })
+                .await;
+        });
+        Ok(Running {
+            addr,
+            shared,
+            task: Some(task),
+        })
+    }
+
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub(crate) fn wire(&self) -> Wire {
+        self.shared.wire
+    }
+
+    pub(crate) fn main_calls(&self) -> watch::Receiver<u64> {
+        self.shared.main_tx.subscribe()
+    }
+
+    pub(crate) fn subagent_calls(&self) -> watch::Receiver<u64> {
+        self.shared.subagent_tx.subscribe()
+    }
+
+    pub(crate) fn requests(&self) -> watch::Receiver<u64> {
+        self.shared.seq_tx.subscribe()
+    }
+
+    pub(crate) fn recording(&self) -> Recording {
+        let (requests, requests_dropped) = self.shared.records.lock().unwrap().snapshot();
+        Recording {
+            requests,
+            requests_dropped,
+            issued_tool_calls: self.shared.issued.lock().unwrap().clone(),
+            waits: self.shared.waits.lock().unwrap().clone(),
+            rule_hits: self
+                .shared
+                .rule_hits
+                .iter()
+                .map(|n| n.load(Ordering::SeqCst))
+                .collect(),
+            main_calls: self.shared.main.load(Ordering::SeqCst),
+            probe_calls: self.shared.probe.load(Ordering::SeqCst),
+            aux_calls: self.shared.aux.load(Ordering::SeqCst),
+            subagent_calls: self.shared.subagent.load(Ordering::SeqCst),
+            relays: self.shared.relays.relays.lock().unwrap().clone(),
+            upstream_errors: self.shared.relays.errors.lock().unwrap().clone(),
+        }
+    }
+
+    /// What the relays left (cassette entries recorded with `--record`).
+    pub(crate) fn relay_log(&self) -> Arc<super::upstream::RelayLog> {
+        self.shared.relays.clone()
+    }
+
+    /// Total requests received (every route).
+    pub(crate) fn request_count(&self) -> u64 {
+        self.shared.seq.load(Ordering::SeqCst)
+    }
+
+    pub(crate) async fn shutdown(mut self) -> Recording {
+        self.shared.cancel.cancel();
+        if let Some(task) = self.task.take() {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(SHUTDOWN_GRACE, task).await.is_err() {
+                abort.abort();
+            }
+        }
+        self.recording()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.shared.cancel.cancel();
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new().fallback(intake::dispatch).with_state(shared)
+}
