@@ -107,7 +107,12 @@ impl Running {
                 )
             })?;
         let addr = listener.local_addr()?;
-        if let Some(up) = &config.upstream {
+        // A listener bound in a scenario's own network namespace shares no
+        // port with the upstream (reached from chaosrun's namespace): the
+        // same number there is not this proxy (a relayed loop is still
+        // refused per request, by its header).
+        let own_namespace = config.bind.is_none();
+        if let Some(up) = config.upstream.as_ref().filter(|_| own_namespace) {
             if up.points_at(addr).await {
                 anyhow::bail!(
                     "upstream {} is this proxy's own address {addr}: every call would be \
