@@ -11,37 +11,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::input::Cap;
-use crate::observe::{Capabilities, Observation};
 use crate::oracle::Status;
 use crate::report::text::Text;
 use crate::report::Reporter;
+use crate::runner::artifacts;
 use crate::runner::{RunEvent, ScenarioResult, Stats, Verdict};
-use crate::scenarios::Scenario;
-
-/// The files of a saved scenario folder.
-pub const OBSERVATION: &str = "observation.json";
-pub const ROW: &str = "row.json";
-pub const CHECKS: &str = "checks.json";
-/// The schema `row.json` carries.
-pub const ROW_SCHEMA: &str = "chaosrun-row/1";
-
-/// The cap on a saved observation (its recording is bounded by chaosrun's
-/// own caps, far below this).
-const OBSERVATION_CAP: Cap = Cap {
-    what: "saved observation",
-    bytes: 256 * 1024 * 1024,
-};
-/// The cap on `row.json` and `checks.json`.
-const SMALL_CAP: Cap = Cap {
-    what: "saved row or checks",
-    bytes: 16 * 1024 * 1024,
-};
-/// Scenario folders one `judge` reads at most.
-const MAX_FOLDERS: usize = 10_000;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -53,15 +29,6 @@ pub struct Args {
     pub json: bool,
 }
 
-/// `row.json`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SavedRow {
-    schema: String,
-    row: Scenario,
-    capabilities: Capabilities,
-}
-
 /// One saved scenario, re-judged.
 #[derive(Debug)]
 pub struct Judged {
@@ -71,118 +38,21 @@ pub struct Judged {
     pub changed: Option<Vec<String>>,
 }
 
-/// The saved scenario folders under `dir`: `dir` itself when it holds an
-/// observation, else its sub-folders that do (two levels, for `--repeat`),
-/// in name order. Symbolic links are never followed.
-pub fn find_saved(dir: &Path) -> Result<Vec<PathBuf>, String> {
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    if !meta.is_dir() {
-        return Err(format!(
-            "{} is {}, not a folder: give a saved scenario folder (`--artifacts DIR` keeps DIR/ID/)",
-            dir.display(),
-            crate::input::kind(&meta)
-        ));
-    }
-    let mut out = Vec::new();
-    collect(dir, 0, &mut out)?;
-    if out.is_empty() {
-        return Err(format!(
-            "{} holds no saved scenario: a folder with {OBSERVATION} and {ROW}, as \
-             `chaosrun TABLE --artifacts DIR --keep-all` writes under DIR/ID/",
-            dir.display()
-        ));
-    }
-    Ok(out)
-}
-
-fn collect(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), String> {
-    if is_file(&dir.join(OBSERVATION)) {
-        out.push(dir.to_path_buf());
-        return Ok(());
-    }
-    if depth == 2 {
-        return Ok(());
-    }
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut subs: Vec<PathBuf> = entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .map(|e| e.path())
-        .collect();
-    subs.sort();
-    for sub in subs {
-        if out.len() >= MAX_FOLDERS {
-            return Err(format!(
-                "{} holds more than {MAX_FOLDERS} saved scenarios; judge a part of it",
-                dir.display()
-            ));
-        }
-        collect(&sub, depth + 1, out)?;
-    }
-    Ok(())
-}
-
-fn is_file(p: &Path) -> bool {
-    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file())
-}
-
-/// Parse `path` (at most `cap`) as JSON into `T`; errors name
-/// `PATH:LINE:COL`.
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path, cap: Cap) -> Result<T, String> {
-    let bytes = crate::input::read_input(path, cap)?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        format!(
-            "{}:{}:{}: not a saved scenario file chaosrun can read: {e}",
-            path.display(),
-            e.line(),
-            e.column()
-        )
-    })
-}
-
 /// Re-run the oracle over the saved scenario in `dir`.
 pub fn judge_folder(dir: &Path) -> Result<Judged, String> {
-    let row_path = dir.join(ROW);
-    if !is_file(&row_path) {
-        return Err(format!(
-            "{}: no {ROW} beside {OBSERVATION} (saved by a chaosrun before `judge` existed, or \
-             not by chaosrun): run the scenario again with --artifacts to judge it",
-            dir.display()
-        ));
-    }
-    let saved: SavedRow = read_json(&row_path, SMALL_CAP)?;
-    if saved.schema != ROW_SCHEMA {
-        return Err(format!(
-            "{}: schema `{}`; this chaosrun reads `{ROW_SCHEMA}`",
-            row_path.display(),
-            saved.schema
-        ));
-    }
-    let obs: Observation = read_json(&dir.join(OBSERVATION), OBSERVATION_CAP)?;
-    if obs.scenario != saved.row.id {
-        return Err(format!(
-            "{}: the observation is of scenario `{}` but {ROW} of `{}`",
-            dir.display(),
-            obs.scenario,
-            saved.row.id
-        ));
-    }
-    let checks = crate::oracle::check(&saved.row, saved.capabilities, &obs);
+    let saved = artifacts::read(dir)?;
+    let (row, obs) = (saved.row, saved.observation);
+    let checks = crate::oracle::check(&row, saved.capabilities, &obs);
     let verdict = Verdict::judge(&checks, &obs);
-    let recorded = dir.join(CHECKS);
-    let changed = if is_file(&recorded) {
-        let recorded: Vec<Value> = read_json(&recorded, SMALL_CAP)?;
-        Some(differences(
+    let changed = saved.recorded_checks.map(|recorded| {
+        differences(
             &recorded,
             &serde_json::to_value(&checks).unwrap_or_default(),
-        ))
-    } else {
-        None
-    };
+        )
+    });
     Ok(Judged {
         result: ScenarioResult {
-            id: saved.row.id.clone(),
+            id: row.id.clone(),
             attempt: 1,
             attempts: 1,
             verdict,
@@ -294,7 +164,7 @@ pub fn text(judged: &[Judged], stats: Stats) -> String {
 
 /// Judge every saved scenario under `dir`.
 pub fn judge_all(dir: &Path) -> Result<(Vec<Judged>, Stats), String> {
-    let folders = find_saved(dir)?;
+    let folders = artifacts::find(dir)?;
     let judged = folders
         .iter()
         .map(|f| judge_folder(f))

@@ -5,6 +5,7 @@
 //! `ERROR` (never a dropped result); a scenario the profile cannot support is
 //! `N/A`. Artifacts are kept for failures (or all) when asked.
 
+pub mod artifacts;
 mod collect;
 mod drive;
 pub mod events;
@@ -217,8 +218,7 @@ impl Ctx {
                     let keep = opts.artifacts.is_some() && (opts.keep_all || !verdict.passed());
                     let artifacts = if keep {
                         if let Some(base) = &opts.artifacts {
-                            write_artifacts(base, &root, &obs, &checks);
-                            write_row(base, &root, &s, &self.caps);
+                            artifacts::write(base, &root, &obs, &checks, &s, &self.caps);
                         }
                         Some(root)
                     } else {
@@ -329,49 +329,6 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         format!("panic: {s}")
     } else {
         "panic (no message)".to_string()
-    }
-}
-
-/// Write the observation, the checks and the requests (JSONL) beside the
-/// spec, home files and logs already in `root` (below `base`, the artifacts
-/// directory), never following a symlink the agent planted there.
-fn write_artifacts(
-    base: &std::path::Path,
-    root: &std::path::Path,
-    obs: &crate::observe::Observation,
-    checks: &[crate::oracle::Check],
-) {
-    let rel = root.strip_prefix(base).unwrap_or(root);
-    let write = |name: &str, bytes: Vec<u8>| {
-        if let Err(e) = crate::output::write_beneath(base, &rel.join(name), &bytes) {
-            crate::say_err!("chaosrun: cannot write {}: {e}", root.join(name).display());
-        }
-    };
-    write(
-        "observation.json",
-        serde_json::to_vec_pretty(obs).unwrap_or_default(),
-    );
-    write(
-        "checks.json",
-        serde_json::to_vec_pretty(checks).unwrap_or_default(),
-    );
-    let mut jsonl = Vec::new();
-    for r in &obs.recording.requests {
-        if serde_json::to_writer(&mut jsonl, r).is_ok() {
-            jsonl.push(b'\n');
-        }
-    }
-    write("requests.jsonl", jsonl);
-}
-
-/// Save the resolved row and the profile's capabilities beside the
-/// observation (`row.json`), so `chaosrun judge` can re-run the oracle.
-fn write_row(base: &std::path::Path, root: &std::path::Path, s: &Scenario, caps: &Capabilities) {
-    let doc = serde_json::json!({"schema": "chaosrun-row/1", "row": s, "capabilities": caps});
-    let rel = root.strip_prefix(base).unwrap_or(root).join("row.json");
-    let bytes = serde_json::to_vec_pretty(&doc).unwrap_or_default();
-    if let Err(e) = crate::output::write_beneath(base, &rel, &bytes) {
-        crate::say_err!("chaosrun: cannot write {}: {e}", base.join(rel).display());
     }
 }
 

@@ -285,7 +285,7 @@ mod tests {
             .unwrap()
             .flatten()
             .map(|e| e.path())
-            .filter(|p| p.join("observation.json").is_file())
+            .filter(|p| p.join(crate::runner::artifacts::OBSERVATION).is_file())
             .collect();
         dirs.sort();
         dirs.iter()
