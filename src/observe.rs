@@ -75,6 +75,11 @@ pub struct TurnEnd {
     pub final_text: String,
     #[serde(default)]
     pub exit_reason: String,
+    /// Exec mode: the last characters (at most 2,000) of what the turn's
+    /// process printed on stderr, as chaosrun read it; `None` where nothing
+    /// was recorded (a driver-protocol agent, an older observation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
 }
 
 /// One thing that happened, agent-side or chaosrun-side.

@@ -81,6 +81,9 @@ pub fn parse_line(line: &[u8]) -> Option<Event> {
         Ok(Wire::TurnEnd(mut t)) => {
             clip_in_place(&mut t.final_text, FINAL_KEEP_CHARS);
             clip_in_place(&mut t.exit_reason, 200);
+            // chaosrun's own reading of an exec turn's stderr, never an
+            // agent's word.
+            t.stderr = None;
             Event::TurnEnd(t)
         }
         Ok(Wire::Closed) => Event::Closed,

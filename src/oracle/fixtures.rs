@@ -39,6 +39,7 @@ pub fn end(i: u64, completed: bool, failed: bool, final_text: &str) -> TurnEnd {
         completed,
         final_text: final_text.into(),
         exit_reason: String::new(),
+        stderr: None,
     }
 }
 

@@ -12,6 +12,7 @@ mod hygiene;
 mod mcp;
 mod reuse;
 mod side_effects;
+mod stderr_note;
 mod store;
 mod termination;
 

@@ -50,7 +50,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
         end.completed,
         end.failed,
         clip(&end.final_text, 200)
-    );
+    ) + &super::stderr_note::unread_stderr(&end);
     if s.probe == ProbeMode::Breaker && caps.breaker {
         let mut v = Vec::new();
         if !probes.is_empty() {

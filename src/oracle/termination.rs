@@ -215,7 +215,7 @@ fn outcome(s: &Scenario, obs: &Observation, end: &TurnEnd) -> Vec<String> {
         end.completed,
         clip(&end.final_text, 200),
         end.exit_reason
-    );
+    ) + &super::stderr_note::unread_stderr(end);
     let surfaced = !end.final_text.trim().is_empty();
     let mut v = Vec::new();
     match &s.expect {

@@ -2,7 +2,8 @@
 //! without a driver script. chaosrun runs one process per turn from an argv
 //! template (`first`, `next`, `resume`), feeds stdin as told, and reads the
 //! turn's outcome from its output through the selectors declared here
-//! (`final`, `failed`), and takes values it printed (`capture`: its own
+//! (`final`, `failed`; stdout, or stderr with `from: stderr`), and takes
+//! values it printed (`capture`: its own
 //! session id) for later turns' argv and the store query. Everything is
 //! checked at load, so a bad selector is a
 //! `FILE:LINE:COL` error (exit 2) before any agent starts; the runtime is
@@ -25,7 +26,46 @@ pub enum Stdin {
     Message,
 }
 
-/// Picks one JSON-lines record of stdout: the LAST line that is a JSON object
+/// Which of a turn's output streams a selector reads (`from:`): stdout
+/// unless told. An agent that answers, or prints its error, on stderr (the
+/// Continue CLI's error JSON) is read with `from: stderr`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    #[default]
+    Stdout,
+    Stderr,
+}
+
+/// A stream's name; anything else (a list, a number, a misspelling) says
+/// which two there are.
+impl<'de> Deserialize<'de> for Source {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Name;
+        impl serde::de::Visitor<'_> for Name {
+            type Value = Source;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("`stdout` or `stderr`")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Source, E> {
+                match v {
+                    "stdout" => Ok(Source::Stdout),
+                    "stderr" => Ok(Source::Stderr),
+                    _ => Err(E::unknown_variant(v, &["stdout", "stderr"])),
+                }
+            }
+        }
+        d.deserialize_str(Name)
+    }
+}
+
+impl Source {
+    fn is_stdout(&self) -> bool {
+        *self == Source::Stdout
+    }
+}
+
+/// Picks one JSON-lines record of the stream read (stdout unless `from:`): the LAST line that is a JSON object
 /// whose dotted paths in `where` equal the given values (as in a store
 /// mapping's `when`: a list is any of its values, `null` is absent); `field` (a dotted
 /// path, or a list of them: the first present wins, e.g. `[result,
@@ -69,16 +109,23 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<Stri
     })
 }
 
-/// Where the turn's answer (`final`) is.
+/// Where the turn's answer (`final`) is, and which stream it is read from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "FinalDoc", into = "FinalDoc")]
+pub struct Final {
+    pub sel: FinalSel,
+    pub from: Source,
+}
+
+/// How the turn's answer is picked from its stream's lines.
+#[derive(Debug, Clone, PartialEq)]
 pub enum FinalSel {
     /// `{jsonl: {where: {...}, field: PATH}}`, or a list of such selectors:
     /// the first that found a non-empty text wins.
     Jsonl(Vec<JsonlSel>),
-    /// `{last_line: true}`: the last non-empty stdout line.
+    /// `{last_line: true}`: the last non-empty line.
     LastLine,
-    /// `{regex: "..."}`: the last stdout line matching; its first capture
+    /// `{regex: "..."}`: the last line matching; its first capture
     /// group (or the whole match).
     Regex(String),
 }
@@ -92,6 +139,25 @@ struct FinalDoc {
     last_line: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     regex: Option<String>,
+    #[serde(default, skip_serializing_if = "Source::is_stdout")]
+    from: Source,
+}
+
+impl TryFrom<FinalDoc> for Final {
+    type Error = String;
+    fn try_from(d: FinalDoc) -> Result<Self, String> {
+        let from = d.from;
+        FinalSel::try_from(d).map(|sel| Final { sel, from })
+    }
+}
+
+impl From<Final> for FinalDoc {
+    fn from(f: Final) -> FinalDoc {
+        FinalDoc {
+            from: f.from,
+            ..FinalDoc::from(f.sel)
+        }
+    }
 }
 
 impl TryFrom<FinalDoc> for FinalSel {
@@ -161,10 +227,11 @@ pub struct FailedSel {
     /// A nonzero exit code (or death by a signal chaosrun did not send).
     #[serde(default = "yes")]
     pub exit_code_nonzero: bool,
-    /// A stdout JSON line matching `where` (its `field` is not used).
+    /// A JSON line matching `where` (its `field` is not used), on the
+    /// stream `from` names.
     #[serde(default)]
     pub jsonl: Option<JsonlSel>,
-    /// With `jsonl`: only the LAST stdout JSON line matching these `where`
+    /// With `jsonl`: only the LAST JSON line matching these `where`
     /// pairs is judged, and the turn failed if that line also matches
     /// `jsonl`. For an agent that prints an error line and then goes on: a
     /// retried call's error event before the answer (pi), a subagent's own
@@ -174,6 +241,9 @@ pub struct FailedSel {
     /// A regex any stderr line matches.
     #[serde(default)]
     pub stderr: Option<String>,
+    /// The stream `jsonl` (and `last_of`) read: stdout unless told.
+    #[serde(default, skip_serializing_if = "Source::is_stdout")]
+    pub from: Source,
 }
 
 fn yes() -> bool {
@@ -187,6 +257,7 @@ impl Default for FailedSel {
             jsonl: None,
             last_of: None,
             stderr: None,
+            from: Source::Stdout,
         }
     }
 }
@@ -197,13 +268,21 @@ fn check_regex(r: &str, what: &str) -> Result<(), String> {
         .map_err(|e| format!("`{what}` is not a valid regex: {e}"))
 }
 
-/// Where a captured value is in a turn's stdout (`exec.capture.NAME`): a
+/// Where a captured value is in a turn's output (`exec.capture.NAME`;
+/// stdout unless `from: stderr`): a
 /// JSON line matching `jsonl` (its `field`, as `final.jsonl` reads it), or
 /// the first group (or whole match) of `regex` on any line. The latest match
 /// of any turn so far is the value; later turns' argv, the resume argv and
 /// `store_session` use it as `{{captured.NAME}}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "CaptureDoc", into = "CaptureDoc")]
+pub struct Capture {
+    pub sel: CaptureSel,
+    pub from: Source,
+}
+
+/// How a captured value is picked from its stream's lines.
+#[derive(Debug, Clone, PartialEq)]
 pub enum CaptureSel {
     Jsonl(JsonlSel),
     Regex(String),
@@ -216,12 +295,15 @@ struct CaptureDoc {
     jsonl: Option<JsonlSel>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     regex: Option<String>,
+    #[serde(default, skip_serializing_if = "Source::is_stdout")]
+    from: Source,
 }
 
-impl TryFrom<CaptureDoc> for CaptureSel {
+impl TryFrom<CaptureDoc> for Capture {
     type Error = String;
     fn try_from(d: CaptureDoc) -> Result<Self, String> {
-        match (d.jsonl, d.regex) {
+        let from = d.from;
+        let sel: CaptureSel = match (d.jsonl, d.regex) {
             (Some(j), None) => {
                 if j.join {
                     return Err("`exec.capture.*.jsonl` takes no `join`".into());
@@ -232,28 +314,28 @@ impl TryFrom<CaptureDoc> for CaptureSel {
                 {
                     return Err("`exec.capture.*.jsonl` needs a `field` (the value's dotted path, e.g. `session_id`)".into());
                 }
-                Ok(CaptureSel::Jsonl(j))
+                CaptureSel::Jsonl(j)
             }
             (None, Some(r)) => {
                 check_regex(&r, "exec.capture.*.regex")?;
-                Ok(CaptureSel::Regex(r))
+                CaptureSel::Regex(r)
             }
-            _ => Err("a capture takes exactly one of `jsonl: {where: {...}, field: PATH}` or `regex: \"...\"`".into()),
-        }
+            _ => return Err("a capture takes exactly one of `jsonl: {where: {...}, field: PATH}` or `regex: \"...\"`".into()),
+        };
+        Ok(Capture { sel, from })
     }
 }
 
-impl From<CaptureSel> for CaptureDoc {
-    fn from(s: CaptureSel) -> CaptureDoc {
-        match s {
-            CaptureSel::Jsonl(j) => CaptureDoc {
-                jsonl: Some(j),
-                regex: None,
-            },
-            CaptureSel::Regex(r) => CaptureDoc {
-                jsonl: None,
-                regex: Some(r),
-            },
+impl From<Capture> for CaptureDoc {
+    fn from(c: Capture) -> CaptureDoc {
+        let (jsonl, regex) = match c.sel {
+            CaptureSel::Jsonl(j) => (Some(j), None),
+            CaptureSel::Regex(r) => (None, Some(r)),
+        };
+        CaptureDoc {
+            jsonl,
+            regex,
+            from: c.from,
         }
     }
 }
@@ -279,12 +361,12 @@ pub struct ExecSpec {
     /// argv of the first turn after a kill (default: `next`).
     pub resume: Vec<String>,
     pub stdin: Stdin,
-    pub final_sel: FinalSel,
+    pub final_sel: Final,
     pub failed: FailedSel,
     /// Seconds between SIGINT to the turn's process group and SIGKILL.
     pub interrupt_grace: f64,
     /// Values taken from the agent's output, by name.
-    pub capture: BTreeMap<String, CaptureSel>,
+    pub capture: BTreeMap<String, Capture>,
     /// The value bound as the store query's session id (`:session_id`,
     /// `$1`); default `{{session_id}}`, e.g. `{{captured.session}}`.
     pub store_session: String,
@@ -301,13 +383,13 @@ struct ExecDoc {
     #[serde(default)]
     stdin: Stdin,
     #[serde(rename = "final")]
-    final_sel: FinalSel,
+    final_sel: Final,
     #[serde(default)]
     failed: FailedSel,
     #[serde(default)]
     interrupt_grace: Option<f64>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    capture: BTreeMap<String, CaptureSel>,
+    capture: BTreeMap<String, Capture>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     store_session: Option<String>,
 }
@@ -338,6 +420,9 @@ impl TryFrom<ExecDoc> for ExecSpec {
             .map_err(|e| format!("`exec.store_session`: {e}"))?;
         if let Some(r) = &d.failed.stderr {
             check_regex(r, "exec.failed.stderr")?;
+        }
+        if d.failed.from == Source::Stderr && d.failed.jsonl.is_none() {
+            return Err("`exec.failed.from` says which stream `exec.failed.jsonl` reads: give `jsonl` too (`exec.failed.stderr` is a pattern on stderr already)".into());
         }
         if d.failed.last_of.is_some() && d.failed.jsonl.is_none() {
             return Err("`exec.failed.last_of` picks which line `exec.failed.jsonl` judges: give `jsonl` too".into());
@@ -381,7 +466,7 @@ fn check_argv(name: &str, argv: &[String], vars: &Vars) -> Result<(), String> {
 }
 
 /// Capture names are identifiers; at most [`MAX_CAPTURES`].
-fn check_captures(capture: &BTreeMap<String, CaptureSel>) -> Result<(), String> {
+fn check_captures(capture: &BTreeMap<String, Capture>) -> Result<(), String> {
     if capture.len() > MAX_CAPTURES {
         return Err(format!(
             "`exec.capture` declares {} values; at most {MAX_CAPTURES}",
@@ -588,10 +673,42 @@ mod tests {
                 "first: [a]\nfinal: {last_line: true}\nfinale: 1\n",
                 "unknown field",
             ),
+            (
+                "first: [a]\nfinal: {last_line: true, from: stdrr}\n",
+                "unknown variant `stdrr`, expected `stdout` or `stderr`",
+            ),
+            (
+                "first: [a]\nfinal: {last_line: true}\nfailed: {from: stderr}\n",
+                "give `jsonl` too",
+            ),
+            (
+                "first: [a]\nfinal: {last_line: true}\ncapture: {s: {regex: x, from: [stderr]}}\n",
+                "expected `stdout` or `stderr`",
+            ),
         ] {
             let e = parse(y).unwrap_err();
             assert!(e.contains(says), "{y}: {e}");
         }
+    }
+
+    #[test]
+    fn from_names_the_stream_and_defaults_to_stdout() {
+        let s = parse(
+            "first: [a]\nfinal: {regex: \"^A: (.*)\", from: stderr}\n\
+             failed: {jsonl: {where: {error: true}}, from: stderr}\n\
+             capture: {id: {regex: \"id=(\\\\w+)\", from: stderr}, other: {regex: x}}\n",
+        )
+        .unwrap();
+        assert_eq!(s.final_sel.from, Source::Stderr);
+        assert_eq!(s.failed.from, Source::Stderr);
+        assert_eq!(s.capture["id"].from, Source::Stderr);
+        assert_eq!(s.capture["other"].from, Source::Stdout);
+        // What a profile says survives a round trip (`--explain`, the report).
+        let back: ExecSpec = serde_yaml::from_str(&serde_yaml::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+        let d = parse("first: [a]\nfinal: {last_line: true}\n").unwrap();
+        assert_eq!(d.final_sel.from, Source::Stdout);
+        assert_eq!(d.failed.from, Source::Stdout);
     }
 
     #[test]
@@ -682,7 +799,7 @@ mod tests {
             "first: [a]\nfinal: {jsonl: [{where: {type: message, role: assistant}, field: content, join: true},\n  {where: {type: result}, field: error.message}]}\n",
         )
         .unwrap();
-        let FinalSel::Jsonl(sels) = &s.final_sel else {
+        let FinalSel::Jsonl(sels) = &s.final_sel.sel else {
             panic!("{:?}", s.final_sel)
         };
         let lines = [
