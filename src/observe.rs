@@ -343,8 +343,15 @@ pub struct Observation {
     pub logs_missing: Vec<String>,
     /// Lines on stdout that were not `CHAOS ` events (kept as an artifact).
     pub stdout_other_lines: u64,
-    /// Why the run could not be driven (spawn failure, setup error), if so.
+    /// Why the run could not be driven (spawn failure, setup error), if so:
+    /// the agent never ran.
     pub setup_error: Option<String>,
+    /// What chaosrun could not do after the agent ran (a drive past its
+    /// bound, a cassette it could not write, a capture the store query
+    /// needed, a failed MCP upstream), if anything: the run is an ERROR, its
+    /// checks are still made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_error: Option<String>,
     /// Wall seconds of the whole run.
     pub wall: f64,
     /// Unix time (seconds) when the run started: event times are relative to it.

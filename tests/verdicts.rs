@@ -330,8 +330,10 @@ fn copy_reference_agent(reference: &std::path::Path, dir: &std::path::Path) {
 /// A scenario can never outlive its bound (every deadline plus the grace,
 /// src/runner/drive/bound.rs): a drive stuck inside chaosrun (the
 /// debug-build hook `CHAOSRUN_TEST_STUCK=<id>` sticks it after the boot,
-/// with a 3 s bound) ends in ERROR naming the bound, the agent it had
-/// started is gone (found by the test's marker), and the run ends.
+/// with a 3 s bound) ends in ERROR naming the bound, with the checks of
+/// what the agent did still made (a run error, not a setup error); the
+/// agent it had started is gone (found by the test's marker), and the run
+/// ends.
 #[test]
 #[cfg_attr(
     not(debug_assertions),
@@ -378,6 +380,16 @@ fn a_stuck_drive_ends_at_its_bound_as_an_error() {
     assert_eq!(row["verdict"], "error");
     let cause = row["cause"].as_str().unwrap_or_default();
     assert!(cause.contains("ran past its bound of 3 s"), "{row}");
+    // The agent ran: its checks are made, not replaced by "never ran".
+    assert!(cause.contains("after the agent ran"), "{row}");
+    let checks = row["checks"].as_array().expect("checks");
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["name"] == "turn_returned" || c["invariant"] == "termination"),
+        "{row}"
+    );
+    assert!(!row.to_string().contains("the agent never ran"), "{row}");
     assert_eq!(
         wait_unmarked(&mark, Duration::from_secs(10)),
         Vec::<String>::new()

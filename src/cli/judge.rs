@@ -17,7 +17,7 @@ use crate::oracle::Status;
 use crate::report::text::Text;
 use crate::report::Reporter;
 use crate::runner::artifacts;
-use crate::runner::{RunEvent, ScenarioResult, Stats, Verdict};
+use crate::runner::{RunEvent, ScenarioResult, Stats};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -42,8 +42,8 @@ pub struct Judged {
 pub fn judge_folder(dir: &Path) -> Result<Judged, String> {
     let saved = artifacts::read(dir)?;
     let (row, obs) = (saved.row, saved.observation);
-    let checks = crate::oracle::check(&row, saved.capabilities, &obs);
-    let verdict = Verdict::judge(&checks, &obs);
+    let crate::oracle::Judged { checks, verdict } =
+        crate::oracle::judge(&row, saved.capabilities, &obs);
     let changed = saved.recorded_checks.map(|recorded| {
         differences(
             &recorded,

@@ -178,6 +178,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
         logs_missing: vec![],
         stdout_other_lines: 0,
         setup_error: None,
+        run_error: None,
         wall: 4.0,
         started_unix: 1_700_000_000.0,
         journal: vec![],

@@ -15,6 +15,7 @@ mod side_effects;
 mod stderr_note;
 mod store;
 mod termination;
+mod verdict;
 
 #[cfg(test)]
 pub(crate) mod fixtures;
@@ -166,6 +167,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
 
 pub use backoff::{violations as backoff_violations, EPISODE_FLOOR, RETRY_AFTER_TOLERANCE};
 pub use store::configuration_error;
+pub use verdict::{judge, Judged, Verdict};
 
 /// A check made on partial data (a cap cut what chaosrun kept): its
 /// violations stand, but a pass would claim more than was seen, so it is

@@ -324,7 +324,7 @@ impl Observation {
         obs.recording = c.closed.recording;
         // A real MCP server that failed (proxy mode) makes the row an ERROR.
         let upstream_error = c.closed.mcp.as_ref().and_then(|m| m.upstream_error.clone());
-        obs.setup_error = c.cassette_error.or(upstream_error);
+        obs.run_error = driven.overran().or(c.cassette_error).or(upstream_error);
         obs.mcp = c.closed.mcp;
         obs.stdout_other_lines = driven.other_lines();
         obs.stderr_tail = c.left.stderr_tail;

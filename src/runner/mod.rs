@@ -213,8 +213,7 @@ impl Ctx {
             let outcome = AssertUnwindSafe(run).catch_unwind().await;
             let _ = self.sampler.take(&ids.tag);
             match outcome {
-                Ok((obs, checks)) => {
-                    let verdict = Verdict::judge(&checks, &obs);
+                Ok((obs, crate::oracle::Judged { checks, verdict })) => {
                     let keep = opts.artifacts.is_some() && (opts.keep_all || !verdict.passed());
                     let artifacts = if keep {
                         if let Some(base) = &opts.artifacts {
@@ -285,7 +284,7 @@ async fn run_one(
     sampler: &sampler::Sampler,
     caps: Capabilities,
     events: &mpsc::UnboundedSender<RunEvent>,
-) -> (crate::observe::Observation, Vec<crate::oracle::Check>) {
+) -> (crate::observe::Observation, crate::oracle::Judged) {
     test_panic(&s.id);
     let phase_events = events.clone();
     let id = s.id.clone();
@@ -299,8 +298,8 @@ async fn run_one(
     sampler.watch(&ids.tag, start);
     let mut obs = scenario::observe(shared, s, ids, root, start, &on_phase).await;
     (obs.proc_samples, obs.processes_seen) = sampler.take(&ids.tag);
-    let checks = crate::oracle::check(s, caps, &obs);
-    (obs, checks)
+    let judged = crate::oracle::judge(s, caps, &obs);
+    (obs, judged)
 }
 
 /// Why `s` cannot apply to this profile (N/A, not run), if so (see

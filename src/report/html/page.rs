@@ -268,6 +268,9 @@ fn facts(h: &mut String, r: &ScenarioResult) {
     if let Some(err) = &obs.setup_error {
         let _ = writeln!(h, "<dt>setup error</dt><dd>{}</dd>", esc(err));
     }
+    if let Some(err) = &obs.run_error {
+        let _ = writeln!(h, "<dt>run error</dt><dd>{}</dd>", esc(err));
+    }
     if !obs.survivors.is_empty() {
         let _ = writeln!(
             h,

@@ -2,8 +2,9 @@
 //! script can wait on, plus [`GRACE`]. Each wait of the script has its own
 //! deadline; this one holds when they all do, so a drive past it means
 //! chaosrun itself is stuck (a spawn into a frozen scope was one such
-//! case). [`super::Drive::run`] then kills the agent and the scenario ends
-//! in ERROR, never a run that does not end.
+//! case). [`super::Drive::run`] then closes the agent (killed if it does
+//! not exit) and the scenario ends in ERROR with its checks still made,
+//! never a run that does not end.
 
 use crate::driver::spawn::KILL_WAIT;
 use crate::observe::ScheduledFault;
@@ -55,6 +56,13 @@ pub(crate) fn seconds(s: &Scenario, workers: usize, schedule: Option<&[Scheduled
         }
     };
     ends + body
+}
+
+/// What the observation says of a drive stopped at its bound of `limit` s.
+pub(crate) fn overran(limit: f64) -> String {
+    format!(
+        "its drive ran past its bound of {limit:.0} s (every deadline it can wait on plus {GRACE:.0} s) and was stopped, the agent closed: a chaosrun bug, please report it with this row"
+    )
 }
 
 /// Debug builds only: `CHAOSRUN_TEST_STUCK=<scenario id>` makes that

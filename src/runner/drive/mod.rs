@@ -88,9 +88,17 @@ pub(crate) struct Driven {
     agents: Vec<Agent>,
     budget: Arc<Budget>,
     killed: bool,
+    /// Why the drive was stopped at its bound, if it was.
+    overran: Option<String>,
 }
 
 impl Driven {
+    /// Why chaosrun stopped the drive at its bound (chaosrun itself was
+    /// stuck), if it did.
+    pub(crate) fn overran(&self) -> Option<String> {
+        self.overran.clone()
+    }
+
     /// Whether chaosrun killed a process that did not exit by itself.
     pub(crate) fn killed(&self) -> bool {
         self.killed
@@ -142,8 +150,10 @@ impl<'a> Drive<'a> {
     /// Play the scenario's script, then close every process (one that does
     /// not exit by itself within the exit deadline is killed). `Err`: the
     /// first process could not be started, so nothing ran (a setup error).
-    /// The whole drive is bounded ([`bound`]): past it the agent is killed
-    /// and the scenario is an error (chaosrun itself was stuck).
+    /// The whole drive is bounded ([`bound`]): past it the script is
+    /// dropped, the agent closed (killed when it does not exit) and the
+    /// overrun handed on (the scenario is an error: chaosrun itself was
+    /// stuck).
     pub(crate) async fn run(mut self, s: &Scenario, script: Script<'_>) -> Result<Driven, String> {
         let (chaos, provider, mcp) = script;
         let stuck = bound::test_stuck(&s.id);
@@ -160,12 +170,9 @@ impl<'a> Drive<'a> {
                 None => turns::drive(&mut self, s, provider, mcp).await,
             }
         };
-        let Ok(played) = tokio::time::timeout(secs(limit), play).await else {
-            self.close(false, s.deadlines.exit).await;
-            return Err(format!(
-                "chaosrun's drive of this scenario ran past its bound of {limit:.0} s (every deadline it can wait on plus {:.0} s) and was stopped, the agent killed: a chaosrun bug, please report it with this row",
-                bound::GRACE
-            ));
+        let (played, overran) = match tokio::time::timeout(secs(limit), play).await {
+            Ok(played) => (played, None),
+            Err(_) => (Ok(false), Some(bound::overran(limit))),
         };
         let clean = match played {
             Ok(clean) => clean,
@@ -182,6 +189,7 @@ impl<'a> Drive<'a> {
             agents: self.workers.into_iter().flatten().collect(),
             budget: self.budget,
             killed,
+            overran,
         })
     }
 

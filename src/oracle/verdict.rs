@@ -1,0 +1,201 @@
+//! A scenario's verdict and the one place it is decided: [`judge`] makes the
+//! checks of an observation and owns every rule that makes a run an ERROR
+//! (chaosrun could not set it up, could not finish it after the agent ran,
+//! an upstream or a recorded session that could not serve it, a store the
+//! profile's query cannot read); [`Verdict::rejudge`] is the same rule over
+//! recorded checks (`merge`).
+
+use serde::{Deserialize, Serialize};
+
+use super::{Check, Status};
+use crate::observe::{Capabilities, Observation};
+use crate::scenarios::Scenario;
+
+/// An observed run judged: its checks and its verdict.
+pub struct Judged {
+    pub checks: Vec<Check>,
+    pub verdict: Verdict,
+}
+
+/// Judge the observation of row `s` with the profile's capabilities: every
+/// check ([`super::check`]), then the verdict. An `Error` when chaosrun could
+/// not set the run up (provider, home, spawning the agent: the checks say
+/// the agent never ran), could not finish it after the agent ran (a drive
+/// past its bound, a cassette it could not write, a capture the store query
+/// needed, a failed MCP upstream: the checks are still made and shown), an
+/// upstream or a recorded session could not serve a call, or the store's
+/// query could not read a healthy store; else what the checks make.
+pub fn judge(s: &Scenario, caps: Capabilities, obs: &Observation) -> Judged {
+    let checks = super::check(s, caps, obs);
+    let verdict = error_of(obs).map_or_else(
+        || Verdict::from_checks(&checks),
+        |cause| Verdict::Error { cause },
+    );
+    Judged { checks, verdict }
+}
+
+/// The cause that makes a run an ERROR whatever its checks say, if any.
+fn error_of(obs: &Observation) -> Option<String> {
+    if let Some(err) = &obs.setup_error {
+        return Some(format!("the scenario could not be run: {err}"));
+    }
+    if let Some(err) = &obs.run_error {
+        return Some(format!(
+            "chaosrun could not finish the scenario after the agent ran: {err}"
+        ));
+    }
+    // Proxy mode: an upstream that failed on its own is chaosrun's failure
+    // to run the scenario, not the agent's. A replayed cassette that has no
+    // entry for a call is the same.
+    if let Some(e) = obs.recording.upstream_errors.first() {
+        let what = if e.starts_with("cassette ") {
+            "the recorded session"
+        } else {
+            "the upstream"
+        };
+        return Some(format!("{what} could not serve the scenario: {e}"));
+    }
+    super::configuration_error(obs)
+}
+
+/// A scenario's verdict (DESIGN.md "Verdicts"). Deserialized (by `merge`)
+/// with exactly these names: any other verdict is refused.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum Verdict {
+    /// Every check passed or could not be made (with its reason).
+    Pass,
+    /// At least one check failed.
+    Fail,
+    /// chaosrun itself could not run the scenario (a panic, a store it could
+    /// not query): counts as not passed.
+    Error {
+        #[serde(default)]
+        cause: String,
+    },
+    /// The profile declares the capability the scenario needs absent: shown
+    /// apart, never counted as a pass.
+    NotApplicable {
+        #[serde(default)]
+        reason: String,
+    },
+}
+
+impl Verdict {
+    /// The verdict the checks make: `Fail` when any check failed.
+    pub fn from_checks(checks: &[Check]) -> Verdict {
+        Verdict::from_statuses(checks.iter().map(|c| &c.status))
+    }
+
+    /// The one rule over check outcomes, shared by the run ([`judge`])
+    /// and `merge` ([`Verdict::rejudge`]): any failed check fails the
+    /// scenario; a check that could not be made is never a failure.
+    pub fn from_statuses<'a>(statuses: impl IntoIterator<Item = &'a Status>) -> Verdict {
+        if statuses
+            .into_iter()
+            .any(|s| matches!(s, Status::Fail { .. }))
+        {
+            Verdict::Fail
+        } else {
+            Verdict::Pass
+        }
+    }
+
+    /// A recorded verdict judged again from its recorded checks (`merge`):
+    /// an error stays an error (it never passes anyway); a failed check
+    /// fails it whatever it says; an N/A stays apart; a pass or fail with no
+    /// check at all is an error (nothing was checked); else the checks'
+    /// verdict by [`Verdict::from_statuses`], never the recorded one.
+    pub fn rejudge(recorded: Verdict, checks: &[Status]) -> Verdict {
+        let by_checks = Verdict::from_statuses(checks);
+        match recorded {
+            e @ Verdict::Error { .. } => e,
+            _ if by_checks == Verdict::Fail => Verdict::Fail,
+            na @ Verdict::NotApplicable { .. } => na,
+            _ if checks.is_empty() => Verdict::Error {
+                cause: "the report holds no check for it".into(),
+            },
+            _ => by_checks,
+        }
+    }
+
+    /// `PASS`, `FAIL`, `ERROR` or `N/A`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::Error { .. } => "ERROR",
+            Verdict::NotApplicable { .. } => "N/A",
+        }
+    }
+
+    /// The JSON name: `pass`, `fail`, `error`, `not_applicable`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Error { .. } => "error",
+            Verdict::NotApplicable { .. } => "not_applicable",
+        }
+    }
+
+    /// The error's cause or the N/A reason.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            Verdict::Error { cause } => Some(cause),
+            Verdict::NotApplicable { reason } => Some(reason),
+            _ => None,
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        matches!(self, Verdict::Pass)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::*;
+    use super::*;
+
+    /// An error found after the agent ran (a cassette that could not be
+    /// written, a capture the store query needed) makes the run an ERROR
+    /// with every check still made from what the agent did; only a setup
+    /// error (the agent never ran) replaces them.
+    #[test]
+    fn a_run_error_keeps_the_checks_a_setup_error_replaces_them() {
+        let s = scenario("expect: error");
+        let mut obs = healthy(&s, end(0, true, false, "all good"));
+        let clean = judge(&s, Capabilities::default(), &obs);
+        assert_eq!(
+            clean.verdict,
+            Verdict::Fail,
+            "the answer fails `expect: error`"
+        );
+        obs.run_error = Some("cannot write cassettes/s.jsonl: read-only".into());
+        let ran = judge(&s, Capabilities::default(), &obs);
+        let cause = ran.verdict.detail().unwrap_or_default().to_string();
+        assert!(
+            matches!(ran.verdict, Verdict::Error { .. }),
+            "{:?}",
+            ran.verdict
+        );
+        assert!(
+            cause.contains("after the agent ran: cannot write cassettes"),
+            "{cause}"
+        );
+        assert_eq!(ran.checks, clean.checks, "the same checks, made");
+        assert!(ran.checks.iter().any(|c| c.failed()));
+        obs.setup_error = Some("cannot bind 127.0.0.1:1: in use".into());
+        let never = judge(&s, Capabilities::default(), &obs);
+        assert!(never
+            .verdict
+            .detail()
+            .unwrap_or_default()
+            .contains("could not be run"));
+        assert!(never
+            .checks
+            .iter()
+            .any(|c| c.not_checked_reason() == Some("the agent never ran")));
+    }
+}
