@@ -395,3 +395,36 @@ fn a_stuck_drive_ends_at_its_bound_as_an_error() {
         Vec::<String>::new()
     );
 }
+
+/// The sampler's view of a scenario's processes (CPU and RSS over time,
+/// every command line) is taken inside the run's collect stage and saved
+/// with the observation: a hung tool's `sleep` is among the processes seen.
+#[test]
+fn the_saved_observation_keeps_what_the_sampler_saw() {
+    let dir = tempfile::tempdir().unwrap();
+    let art = dir.path().join("art");
+    let mark = new_mark("sampled");
+    let args = [
+        "scenarios.yaml",
+        "--only",
+        "tool_hang_past_timeout",
+        "--no-progress",
+    ];
+    let out = command(&mark, &args)
+        .args(["--artifacts", art.to_str().unwrap(), "--keep-all"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let obs = read_json(&art.join("tool_hang_past_timeout/observation.json"));
+    assert!(
+        !obs["proc_samples"].as_array().unwrap().is_empty(),
+        "no samples"
+    );
+    let seen = obs["processes_seen"].to_string();
+    assert!(seen.contains("sleep"), "the hung tool was not seen: {seen}");
+}

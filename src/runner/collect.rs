@@ -173,6 +173,9 @@ pub(crate) struct Collected {
     network: crate::listen::Network,
     store: StoreObservation,
     closed: Closed,
+    /// What the sampler saw of the scenario's processes (CPU and RSS over
+    /// time, every command line).
+    samples: (Vec<crate::observe::ProcSample>, Vec<String>),
     /// A capture the store query needed that never matched, or a
     /// `--record` cassette that could not be written.
     cassette_error: Option<String>,
@@ -186,6 +189,7 @@ pub(crate) async fn collect(
     plan: &Plan,
     session: Session,
     driven: &Driven,
+    sampler: &super::sampler::Sampler,
     on_phase: &(dyn Fn(Phase, f64) + Sync),
 ) -> Collected {
     // A killed agent had no chance to clean up: take the survivors as they are.
@@ -196,6 +200,8 @@ pub(crate) async fn collect(
     };
     on_phase(Phase::Reap, reap);
     let (survivors, containment) = reap_and_sweep(&session, reap).await;
+    // Every process of the scenario is gone: the sampler has seen them all.
+    let samples = sampler.take(plan.tag());
     // Exec mode may bind a value captured from the agent (its own session id).
     let (session_id, capture_error) =
         match crate::driver::exec::store_session(&session.prepared, &plan.session_id) {
@@ -221,6 +227,7 @@ pub(crate) async fn collect(
         network,
         store,
         closed,
+        samples,
         cassette_error,
         left,
     }
@@ -322,6 +329,7 @@ impl Observation {
         obs.network = c.network;
         obs.store = c.store;
         obs.recording = c.closed.recording;
+        (obs.proc_samples, obs.processes_seen) = c.samples;
         // A real MCP server that failed (proxy mode) makes the row an ERROR.
         let upstream_error = c.closed.mcp.as_ref().and_then(|m| m.upstream_error.clone());
         obs.run_error = driven.overran().or(c.cassette_error).or(upstream_error);

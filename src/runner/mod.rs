@@ -295,9 +295,7 @@ async fn run_one(
             deadline,
         });
     };
-    sampler.watch(&ids.tag, start);
-    let mut obs = scenario::observe(shared, s, ids, root, start, &on_phase).await;
-    (obs.proc_samples, obs.processes_seen) = sampler.take(&ids.tag);
+    let obs = scenario::observe(shared, s, ids, root, start, sampler, &on_phase).await;
     let judged = crate::oracle::judge(s, caps, &obs);
     (obs, judged)
 }

@@ -60,6 +60,11 @@ pub(crate) struct Plan {
 }
 
 impl Plan {
+    /// The scenario run's tag (its processes carry it; the sampler keys on it).
+    pub(crate) fn tag(&self) -> &str {
+        &self.tag
+    }
+
     pub(crate) fn new(shared: &Shared, scenario: &Scenario, ids: &Ids, start: Instant) -> Plan {
         let workers = shared.profile.workers.max(1);
         let chaos = scenario.chaos.as_ref().map(|c| {

@@ -14,20 +14,24 @@ use tokio::time::Instant;
 use super::collect::collect;
 use super::drive::{Drive, Launch};
 use super::plan::{Ids, Plan, Shared};
+use super::sampler::Sampler;
 use super::session::Session;
 use crate::observe::{Observation, Phase};
 use crate::scenarios::Scenario;
 
 /// Run one scenario with its run directory at `root`. `start` is the moment
-/// the run began (the sampler's clock too).
+/// the run began (the sampler's clock too): the `sampler` watches the
+/// scenario's processes from here, and `collect` takes what it saw.
 pub async fn observe(
     shared: &Shared,
     scenario: &Scenario,
     ids: &Ids,
     root: &Path,
     start: Instant,
+    sampler: &Sampler,
     on_phase: &(dyn Fn(Phase, f64) + Sync),
 ) -> Observation {
+    sampler.watch(&ids.tag, start);
     let plan = Plan::new(shared, scenario, ids, start);
     let provider_offset = (Instant::now() - start).as_secs_f64();
     let session = match Session::open(shared, scenario, ids, root, start, &plan).await {
@@ -50,6 +54,6 @@ pub async fn observe(
             return Observation::setup_failed(plan, provider_offset, failed);
         }
     };
-    let collected = collect(shared, scenario, &plan, session, &driven, on_phase).await;
+    let collected = collect(shared, scenario, &plan, session, &driven, sampler, on_phase).await;
     Observation::assemble(plan, provider_offset, driven, collected, start)
 }
