@@ -5,6 +5,7 @@
 //! one-shot CLI run per turn ([`exec`]); and what it writes, read within caps
 //! ([`output`]).
 
+pub mod agent;
 pub mod child;
 pub mod env;
 pub mod exec;
@@ -15,7 +16,7 @@ pub mod output;
 pub mod process;
 pub mod spawn;
 
-pub use exec::Agent;
+pub use agent::Agent;
 pub use home::{Prepared, RunDirs};
 pub use output::Budget;
 pub use process::{AgentProcess, Exit, Line, Sink, Tagged};

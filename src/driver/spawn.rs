@@ -13,8 +13,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::agent::Agent;
 use super::child::{self, Child, Stdin};
-use super::exec::Agent;
 use super::netns::NetNs;
 use super::process::Exit;
 use crate::proc_hygiene::Scope;

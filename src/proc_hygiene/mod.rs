@@ -11,6 +11,7 @@
 
 pub mod cgroup;
 mod contain;
+mod descendants;
 mod freeze_gate;
 mod guard;
 mod kill;
@@ -20,6 +21,7 @@ pub mod stat;
 mod tree;
 
 pub use contain::{Containment, Kind, RunContainment, Scope, NO_CGROUP_VAR};
+pub use descendants::{descendant_pidfds, kill_pidfds};
 pub use freeze_gate::{Spawning, FREEZE_SETTLE, FREEZE_WAITS_FOR_EXEC};
 pub use guard::{run_guard, Guard};
 pub use kill::{
