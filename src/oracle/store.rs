@@ -1,4 +1,8 @@
-//! Store integrity: the agent's SQLite store passes `PRAGMA integrity_check`;
+//! Store integrity: the agent wrote its store at all (`store_written`, made
+//! only when the store is missing: a fail when the agent ended a turn and
+//! persisted nothing, not checked when it was stopped before any turn
+//! ended; a missing store is never an `integrity_check` failure too);
+//! the agent's SQLite store passes `PRAGMA integrity_check`;
 //! a JSONL transcript has every line a JSON object (a torn or garbled record
 //! is corruption an agent reads back on resume); a Postgres store has no
 //! such check (not checked, with why), nor has a transcript whose read was
@@ -55,26 +59,59 @@ fn missing_capture(obs: &Observation) -> Option<String> {
 }
 
 pub fn check(obs: &Observation) -> Vec<Check> {
+    match &obs.store {
+        StoreObservation::Missing { path } => vec![written(obs, path), integrity(obs)],
+        _ => vec![integrity(obs)],
+    }
+}
+
+/// `store_written`, for a store that does not exist after the run: a fail
+/// when the agent ended a turn (it had the chance to persist it), not
+/// checked when it was stopped before any turn ended.
+fn written(obs: &Observation, path: &str) -> Check {
+    let (inv, name) = (Invariant::StoreIntegrity, "store_written");
+    let ended: Vec<u64> = obs
+        .events
+        .iter()
+        .filter_map(|t| match &t.event {
+            crate::observe::Event::TurnEnd(e) => Some(e.i),
+            _ => None,
+        })
+        .collect();
+    if ended.is_empty() {
+        return Check::skipped(
+            inv,
+            name,
+            format!(
+                "the agent ended no turn, so nothing had to be persisted yet (no store at {path})"
+            ),
+        );
+    }
+    let what = if path.contains(['*', '?']) {
+        format!("no transcript matches the profile's store glob {path}")
+    } else {
+        format!("the store {path} named by the profile does not exist")
+    };
+    Check::new(
+        inv,
+        name,
+        vec![format!(
+            "{what} after the agent ended turn(s) {ended:?}: it persisted nothing (or the profile's `store` points elsewhere: compare with the files under the run's HOME)"
+        )],
+    )
+}
+
+/// `integrity_check` of a store that exists (or is not configured).
+fn integrity(obs: &Observation) -> Check {
     let inv = Invariant::StoreIntegrity;
     let name = "integrity_check";
-    vec![match &obs.store {
+    match &obs.store {
         StoreObservation::NotConfigured => {
             Check::skipped(inv, name, "the adapter profile names no durable store")
         }
-        StoreObservation::Missing { path } if path.contains(['*', '?']) => Check::new(
-            inv,
-            name,
-            vec![format!(
-                "no transcript matches the profile's store glob {path} after the run"
-            )],
-        ),
-        StoreObservation::Missing { path } => Check::new(
-            inv,
-            name,
-            vec![format!(
-                "the store {path} named by the profile does not exist after the run"
-            )],
-        ),
+        StoreObservation::Missing { .. } => {
+            Check::skipped(inv, name, "no store to check (see store_written)")
+        }
         StoreObservation::Unreadable { path, error } => Check::new(
             inv,
             name,
@@ -119,7 +156,7 @@ pub fn check(obs: &Observation) -> Vec<Check> {
                 )]
             },
         ),
-    }]
+    }
 }
 
 #[cfg(test)]
@@ -214,5 +251,32 @@ mod tests {
             messages: Err("no record of 5 read matched a rule".into()),
         };
         assert!(configuration_error(&o).unwrap().contains("store.records"));
+    }
+
+    /// A missing store is `store_written`'s, never an integrity failure:
+    /// a fail once the agent ended a turn, not checked before any turn ended.
+    #[test]
+    fn a_missing_store_is_store_written_never_integrity() {
+        let s = scenario("expect: ended");
+        let mut o = healthy(&s, end(0, true, false, "done"));
+        o.store = StoreObservation::Missing {
+            path: "/h/.agent/state.db".into(),
+        };
+        let c = check(&o);
+        let by = |n: &str| c.iter().find(|c| c.name == n).expect(n).clone();
+        assert!(by("store_written").failed(), "{c:?}");
+        assert!(
+            by("store_written").violations()[0].contains("ended turn(s) [0, 1]"),
+            "{c:?}"
+        );
+        assert!(by("integrity_check").not_checked(), "{c:?}");
+        assert!(!by("integrity_check").failed());
+        // Stopped before any turn ended: nothing had to be persisted.
+        o.events
+            .retain(|t| !matches!(t.event, crate::observe::Event::TurnEnd(_)));
+        let c = check(&o);
+        let w = c.iter().find(|c| c.name == "store_written").unwrap();
+        assert!(w.not_checked() && !w.failed(), "{c:?}");
+        assert!(c.iter().all(|c| !c.failed()), "{c:?}");
     }
 }
