@@ -23,6 +23,9 @@ use crate::provider::OPTIONAL_ARGS;
 
 /// Why `s` does not apply to `profile` (N/A, not run), with a hint, if so.
 pub fn not_applicable(profile: &Profile, s: &Scenario) -> Option<String> {
+    if let Some((adapted, _)) = adapt(profile, s) {
+        return not_applicable(profile, &adapted);
+    }
     mcp_gap(profile, s)
         .or_else(|| {
             tool_gaps(profile, s)
@@ -134,6 +137,51 @@ fn tool_gaps(profile: &Profile, s: &Scenario) -> Vec<Gap> {
     gaps
 }
 
+/// A row whose tool-call replies mix calls the profile can make with
+/// `background: true` calls it cannot (its tool maps no `background`
+/// argument): those calls dropped, the rest of the row kept (a soak is not
+/// lost for one call), and the note that says so. `None` when nothing needs
+/// dropping, or when a reply would be left with no call (then the row is
+/// N/A, [`not_applicable`]).
+pub fn adapt(profile: &Profile, s: &Scenario) -> Option<(Scenario, String)> {
+    let mut out = s.clone();
+    let mut dropped = Vec::new();
+    for rule in &mut out.responder {
+        let Reply::ToolCall(t) = &mut rule.reply else {
+            continue;
+        };
+        let (cannot, can): (Vec<_>, Vec<_>) = t
+            .calls
+            .drain(..)
+            .partition(|c| unbackgroundable(profile, c).is_some());
+        if can.is_empty() {
+            return None;
+        }
+        dropped.extend(cannot.iter().filter_map(|c| unbackgroundable(profile, c)));
+        t.calls = can;
+    }
+    dropped.dedup();
+    let why = dropped.first()?;
+    let note = format!(
+        "{}: its `background: true` call(s) dropped from the replies that also make other calls ({why}); the rest of the row runs",
+        s.id
+    );
+    Some((out, note))
+}
+
+/// Why `call` is a background call `profile` cannot make, if it is one.
+fn unbackgroundable(profile: &Profile, call: &ToolCallSpec) -> Option<String> {
+    let background = call.args.get("background").is_some_and(|b| b != false);
+    let mapping = profile.tools.get(&call.tool)?;
+    let unmapped = !mapping.args.is_empty() && !mapping.args.contains_key("background");
+    (background && unmapped).then(|| {
+        format!(
+            "the profile's `tools.{}` (the agent's `{}`) maps no `background` argument",
+            call.tool, mapping.name
+        )
+    })
+}
+
 /// Why a background shell step cannot be expressed for `profile` (its shell
 /// tool maps no `background` argument), or `None` when it can: explore draws
 /// no background steps for such an agent instead of erroring every such trial.
@@ -205,6 +253,48 @@ mod tests {
     const BG_ROW: &str = "  - id: bg\n    responder:\n      - reply: {kind: tool_call, calls: [{tool: shell, args: {command: x, background: true, timeout: 3}}]}\n    expect: ended\n";
     const MCP_ROW: &str = "  - id: m\n    mcp: {transport: http}\n    responder:\n      - reply: {kind: text, text: hi}\n    expect: ended\n";
     const SUB_ROW: &str = "  - id: s\n    responder:\n      - reply: {kind: tool_call, calls: [{tool: subagent, args: {prompt: go}}]}\n    expect: ended\n";
+
+    /// A row like `chaos_soak`, whose reply makes a side-effect call and a
+    /// background call: for a profile that cannot make the background call,
+    /// that call is dropped (with a note) and the row runs, never N/A as a
+    /// whole; a reply of background calls only still makes the row N/A.
+    #[test]
+    fn a_background_call_beside_others_is_dropped_not_the_row() {
+        const SOAK: &str = "  - id: soak\n    responder:\n      - reply: {kind: tool_call, calls: [{tool: shell, args: {command: a}}, {tool: shell, args: {command: b, background: true}}]}\n      - reply: {kind: text, text: done}\n    expect: ended\n";
+        let p = profile(
+            &[("shell", "exec_command", &[("command", "cmd")])],
+            McpSupport::None,
+        );
+        let soak = row(SOAK);
+        assert_eq!(not_applicable(&p, &soak), None);
+        let (adapted, note) = adapt(&p, &soak).expect("adapted");
+        let Reply::ToolCall(t) = &adapted.responder[0].reply else {
+            panic!("a tool call")
+        };
+        assert_eq!(t.calls.len(), 1);
+        assert_eq!(t.calls[0].args["command"], "a");
+        assert!(
+            note.starts_with("soak: its `background: true` call(s) dropped"),
+            "{note}"
+        );
+        assert!(
+            note.contains("`tools.shell` (the agent's `exec_command`) maps no `background`"),
+            "{note}"
+        );
+        // Only background calls: nothing to keep, the row is N/A.
+        assert!(adapt(&p, &row(BG_ROW)).is_none());
+        assert!(not_applicable(&p, &row(BG_ROW)).is_some());
+        // A profile that maps `background` runs the row as written.
+        let mapped = profile(
+            &[(
+                "shell",
+                "Bash",
+                &[("command", "command"), ("background", "bg")],
+            )],
+            McpSupport::None,
+        );
+        assert!(adapt(&mapped, &soak).is_none());
+    }
 
     #[test]
     fn an_unmapped_required_argument_makes_the_row_na_with_a_hint() {

@@ -92,6 +92,7 @@ pub async fn run_all(
         repeat,
     };
     let mut tasks = Vec::new();
+    let (scenarios, adapted) = adapt_all(&ctx.shared.profile, scenarios);
     let runs = scenarios
         .into_iter()
         .flat_map(|s| (1..=repeat).map(move |attempt| (s.clone(), attempt)));
@@ -136,7 +137,7 @@ pub async fn run_all(
     }
     reaper.abort();
     sampler.stop();
-    for w in warnings(&results) {
+    for w in adapted.into_iter().chain(warnings(&results)) {
         let _ = events.send(RunEvent::Warning(w));
     }
     let _ = events.send(RunEvent::Finished {
@@ -298,6 +299,27 @@ async fn run_one(
     let obs = scenario::observe(shared, s, ids, root, start, sampler, &on_phase).await;
     let judged = crate::oracle::judge(s, caps, &obs);
     (obs, judged)
+}
+
+/// The rows as this profile can run them ([`crate::profile::needs::adapt`]:
+/// a background call it cannot make dropped from a row that makes others),
+/// and a note for each row changed.
+fn adapt_all(
+    profile: &crate::profile::Profile,
+    rows: Vec<Scenario>,
+) -> (Vec<Scenario>, Vec<String>) {
+    let mut notes = Vec::new();
+    let rows = rows
+        .into_iter()
+        .map(|s| match crate::profile::needs::adapt(profile, &s) {
+            Some((adapted, note)) => {
+                notes.push(note);
+                adapted
+            }
+            None => s,
+        })
+        .collect();
+    (rows, notes)
 }
 
 /// Why `s` cannot apply to this profile (N/A, not run), if so (see
