@@ -5,6 +5,7 @@
 
 mod backoff;
 mod calls;
+mod discovery;
 mod exercised;
 mod giveup;
 mod history;
@@ -147,6 +148,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
         return out;
     }
     let mut out = termination::check(s, obs);
+    out.extend(discovery::check(s, obs));
     out.extend(giveup::check(s, obs));
     out.extend(mcp::cancellation(s, obs));
     out.extend(calls::check(s, obs));

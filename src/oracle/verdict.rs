@@ -26,12 +26,49 @@ pub struct Judged {
 /// upstream or a recorded session could not serve a call, or the store's
 /// query could not read a healthy store; else what the checks make.
 pub fn judge(s: &Scenario, caps: Capabilities, obs: &Observation) -> Judged {
+    let mistake = unmapped_mcp_probe(s, &caps, obs);
     let checks = super::check(s, caps, obs);
-    let verdict = error_of(obs).map_or_else(
+    let verdict = error_of(obs).or(mistake).map_or_else(
         || Verdict::from_checks(&checks),
         |cause| Verdict::Error { cause },
     );
     Judged { checks, verdict }
+}
+
+/// A profile mistake the run shows: the row's model calls `mcp_probe` but
+/// the profile maps no `tools.mcp_probe`, so the name sent is one the agent
+/// does not have. The cause names the fix from the tools the agent offered
+/// (the chaos server's `probe` under the agent's own name).
+fn unmapped_mcp_probe(s: &Scenario, caps: &Capabilities, obs: &Observation) -> Option<String> {
+    use crate::provider::Reply;
+    let calls_probe = s.responder.iter().any(|r| match &r.reply {
+        Reply::ToolCall(t) => t.calls.iter().any(|c| c.tool == "mcp_probe"),
+        _ => false,
+    });
+    if s.mcp.is_none() || caps.mcp_tool.is_some() || !calls_probe {
+        return None;
+    }
+    let mut offered: Vec<&str> = obs
+        .recording
+        .requests
+        .iter()
+        .flat_map(|r| r.tools.iter())
+        .map(|t| t.split('(').next().unwrap_or(t))
+        .collect();
+    offered.sort_unstable();
+    offered.dedup();
+    let fix = match offered.iter().find(|t| t.ends_with("probe") && **t != "mcp_probe") {
+        Some(name) => format!(
+            "the agent offered the chaos server's `probe` as `{name}`: add `tools: {{mcp_probe: {{name: {name}}}}}`"
+        ),
+        None => format!(
+            "no offered tool is named like `probe` (offered: {}): map it to the name the agent gives the chaos server's `probe` tool",
+            super::clip(&offered.join(", "), 300)
+        ),
+    };
+    Some(format!(
+        "profile mistake: the profile maps no `tools.mcp_probe`, so the model asked for a tool literally named `mcp_probe`, which the agent does not have; {fix}"
+    ))
 }
 
 /// The cause that makes a run an ERROR whatever its checks say, if any.

@@ -39,7 +39,7 @@ pub fn not_applicable(profile: &Profile, s: &Scenario) -> Option<String> {
 /// Run-wide warnings about the selected rows (an optional argument dropped
 /// because the profile does not map it), each once.
 pub fn warnings(profile: &Profile, scenarios: &[Scenario]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
+    let mut out: Vec<String> = unmapped_mcp_probe(profile, scenarios).into_iter().collect();
     for s in scenarios {
         if not_applicable(profile, s).is_some() {
             continue;
@@ -51,6 +51,21 @@ pub fn warnings(profile: &Profile, scenarios: &[Scenario]) -> Vec<String> {
         }
     }
     out
+}
+
+/// A profile that registers the chaos MCP server but maps no
+/// `tools.mcp_probe`, with rows that call it: said once at load (those rows
+/// end in ERROR naming the tool the agent offered).
+fn unmapped_mcp_probe(profile: &Profile, scenarios: &[Scenario]) -> Option<String> {
+    let calls = |s: &Scenario| s.mcp.is_some() && tool_calls(s).any(|c| c.tool == "mcp_probe");
+    let declared = matches!(profile.mcp, McpSupport::Transports(_));
+    (declared && !profile.tools.contains_key("mcp_probe") && scenarios.iter().any(calls)).then(|| {
+        "the profile registers the MCP server (`mcp.transports`) but maps no `tools.mcp_probe`: \
+         MCP rows would ask for a tool literally named `mcp_probe`; add `tools: {mcp_probe: {name: \
+         <the agent's name for the chaos server's probe tool>}}` (each such row's ERROR names the \
+         tool the agent offered)"
+            .to_string()
+    })
 }
 
 fn mcp_gap(profile: &Profile, s: &Scenario) -> Option<String> {
