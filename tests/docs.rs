@@ -365,3 +365,34 @@ fn the_checks_catch_mistakes() {
     let known = known_flags();
     assert!(!known.contains("--no-such-flag") && !known.contains("--typo"));
 }
+
+/// Every `docs/PAGE.md#anchor` the command line's help names exists: the
+/// page, and a heading whose GitHub anchor is that anchor.
+#[test]
+fn help_texts_point_at_docs_that_exist() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let re = regex::Regex::new(r"docs/([a-z0-9-]+\.md)(?:#([a-z0-9-]+))?").unwrap();
+    let mut seen = 0;
+    for entry in std::fs::read_dir(root.join("src/cli")).unwrap().flatten() {
+        let text = std::fs::read_to_string(entry.path()).unwrap();
+        for line in text.lines().filter(|l| l.trim_start().starts_with("///")) {
+            for c in re.captures_iter(line) {
+                seen += 1;
+                let page = root.join("docs").join(&c[1]);
+                let body = std::fs::read_to_string(&page).unwrap_or_else(|_| {
+                    panic!("{}: docs/{} does not exist", entry.path().display(), &c[1])
+                });
+                if let Some(anchor) = c.get(2) {
+                    assert!(
+                        anchors(&body).contains(anchor.as_str()),
+                        "{}: docs/{}#{} names no heading there",
+                        entry.path().display(),
+                        &c[1],
+                        anchor.as_str()
+                    );
+                }
+            }
+        }
+    }
+    assert!(seen > 0, "no help text names a docs page");
+}

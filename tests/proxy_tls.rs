@@ -159,6 +159,55 @@ fn certificate_problems_are_errors_that_name_them() {
     kill_marked(&mark);
 }
 
+/// A self-signed upstream certificate (what `openssl req -x509` makes for an
+/// internal gateway: `CA:TRUE`, which path validation refuses as
+/// `CaUsedAsEndEntity`) given with `--upstream-ca` is trusted as itself:
+/// the row passes through the relay. Another self-signed certificate given
+/// instead is refused, and the cause says what to give.
+#[test]
+fn a_self_signed_upstream_given_with_upstream_ca_is_trusted_as_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = serve(&["--quiet"]);
+    let (cert, key, pem) = self_signed(dir.path(), "gateway");
+    let (_, _, other) = self_signed(dir.path(), "other");
+    let tls = tls_terminator(up.addr(), &cert, &key);
+    let url = format!("https://127.0.0.1:{}/v1", tls.port());
+    let mark = new_mark("proxy-tls-self-signed");
+    for (given, passes) in [(&pem, true), (&other, false)] {
+        let json = dir.path().join("r.json");
+        let args = [
+            "scenarios.yaml",
+            "--only",
+            "tool_args_garbage",
+            "--upstream",
+            &url,
+            "--upstream-ca",
+            given.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        let out = chaosrun(&mark, &args);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let report = read_json(&json);
+        let sc = scenario(&report, "tool_args_garbage");
+        if passes {
+            assert_eq!(out.status.code(), Some(0), "{stdout}");
+            assert_eq!(sc["verdict"], "pass", "{sc}");
+        } else {
+            assert_eq!(sc["verdict"], "error", "{sc}");
+            let cause = sc["cause"].as_str().unwrap_or_default();
+            assert!(cause.contains("TLS certificate problem"), "{cause}");
+            assert!(
+                cause.contains(
+                    "give with --upstream-ca exactly the certificate the upstream presents"
+                ),
+                "{cause}"
+            );
+        }
+    }
+    kill_marked(&mark);
+}
+
 /// The reference agent's profile with `upstream:` at `url` under tight bounds.
 fn bounded_profile(dir: &std::path::Path, url: &str) -> String {
     let text = std::fs::read_to_string(repo().join("examples/reference/agent.yaml")).unwrap();

@@ -42,7 +42,7 @@ pub struct Args {
     #[command(flatten)]
     pub agent: AgentFlags,
     /// Proxy mode: write each scenario's relayed main calls as a cassette,
-    /// DIR/<scenario id>.jsonl (see "Record and replay" in the README).
+    /// DIR/<scenario id>.jsonl (see docs/proxy.md#record-and-replay).
     #[arg(long, value_name = "DIR", conflicts_with = "replay")]
     pub record: Option<PathBuf>,
     /// Answer each scenario's main calls that its own rules do not from

@@ -44,15 +44,16 @@ pub struct AgentFlags {
     pub wire: Option<crate::provider::Wire>,
     /// Proxy mode: forward the model calls no rule answers (and `relay`
     /// rules) to this real server on the agent's wire (its base URL,
-    /// http://...), overriding the profile's `upstream.url`.
+    /// https://... or http://...), overriding the profile's `upstream.url`.
     #[arg(long, value_name = "URL")]
     pub upstream: Option<String>,
     /// The variable holding the upstream's API key (also give --pass-env NAME),
     /// overriding the profile's `upstream.key_env`.
     #[arg(long = "upstream-key-env", value_name = "NAME")]
     pub upstream_key_env: Option<String>,
-    /// A PEM file of CA certificates to trust for an https:// upstream (a
-    /// private CA), overriding the profile's `upstream.ca`.
+    /// A PEM file of certificates to trust for an https:// upstream: a
+    /// private CA, or the upstream's own (self-signed) certificate, trusted
+    /// as itself; overriding the profile's `upstream.ca`.
     #[arg(long = "upstream-ca", value_name = "FILE")]
     pub upstream_ca: Option<PathBuf>,
 }

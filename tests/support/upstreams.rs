@@ -222,3 +222,22 @@ async fn hostile_conn(mut tcp: tokio::net::TcpStream, how: Hostile) {
         }
     }
 }
+
+/// A self-signed certificate shaped like `openssl req -x509 -newkey rsa:2048
+/// -nodes -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1` makes
+/// (`CA:TRUE`, its own issuer, for 127.0.0.1), its key, and its PEM file.
+pub fn self_signed(
+    dir: &std::path::Path,
+    name: &str,
+) -> (rcgen::Certificate, rcgen::KeyPair, std::path::PathBuf) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "127.0.0.1");
+    let cert = params.self_signed(&key).unwrap();
+    let pem = dir.join(format!("{name}.pem"));
+    std::fs::write(&pem, cert.pem()).unwrap();
+    (cert, key, pem)
+}

@@ -1,6 +1,7 @@
 //! The HTTP client that reaches the upstream: rustls TLS with the Mozilla
-//! roots compiled in (webpki-roots) plus an optional private CA (`upstream.ca`
-//! / `--upstream-ca`), the upstream's time bounds, and what a failed call is
+//! roots compiled in (webpki-roots) plus an optional private CA or the
+//! upstream's own certificate (`upstream.ca` / `--upstream-ca`; see
+//! [`super::trust`]), the upstream's time bounds, and what a failed call is
 //! called in a report (a certificate problem by name, a time bound by its
 //! setting).
 
@@ -32,23 +33,23 @@ pub(crate) struct Bounds {
 
 /// The client: no proxy from the environment, no redirects, rustls.
 pub(super) fn build(ca: Option<&Path>) -> Result<reqwest::Client, String> {
-    let mut builder = reqwest::Client::builder()
+    let given = match ca {
+        Some(path) => read_ca(path)?,
+        None => Vec::new(),
+    };
+    reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .no_proxy()
-        .use_rustls_tls()
-        .redirect(reqwest::redirect::Policy::none());
-    if let Some(path) = ca {
-        for cert in read_ca(path)? {
-            builder = builder.add_root_certificate(cert);
-        }
-    }
-    builder
+        .use_preconfigured_tls(super::trust::client_config(given)?)
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| format!("cannot build the upstream client: {e}"))
 }
 
-/// The certificates of a PEM file (one CA or a bundle), bounded in size.
-fn read_ca(path: &Path) -> Result<Vec<reqwest::Certificate>, String> {
+/// The certificates of a PEM file (one CA, a bundle, or the upstream's own
+/// certificate), bounded in size.
+fn read_ca(path: &Path) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, String> {
+    use rustls::pki_types::pem::PemObject;
     use std::io::Read;
     let shown = path.display();
     // Checked before opening: opening a FIFO would block.
@@ -66,7 +67,8 @@ fn read_ca(path: &Path) -> Result<Vec<reqwest::Certificate>, String> {
             "upstream CA {shown}: over the {CA_FILE_CAP}-byte limit of a CA file"
         ));
     }
-    let certs = reqwest::Certificate::from_pem_bundle(&pem)
+    let certs = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("upstream CA {shown}: not PEM certificates: {e}"))?;
     if certs.is_empty() {
         return Err(format!(

@@ -31,6 +31,7 @@ pub mod faults;
 mod relay;
 pub mod setup;
 pub(crate) mod sse;
+mod trust;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
