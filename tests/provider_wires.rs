@@ -1022,3 +1022,55 @@ fn serve_names_its_wire_and_refuses_an_unknown_one() {
     );
     assert!(status.success(), "{status:?}");
 }
+
+/// `chaosrun serve`'s log line names each request's method and path, so a
+/// profile's base URL can be checked against the path the agent calls
+/// (docs/profile-guide.md, step 2).
+#[test]
+fn serve_logs_each_request_with_its_method_and_path() {
+    use std::io::{BufRead, Read, Write};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_chaosrun"))
+        .args(["serve", "--wire", "openai-chat"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let addr = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://"))
+        .and_then(|w| w.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],
+        "tools":[{"type":"function","function":{"name":"terminal","parameters":{}}}]}"#;
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        s,
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(
+        err.lines()
+            .any(|l| l == "#0 POST /v1/chat/completions main 0 text"),
+        "{err}"
+    );
+}

@@ -217,7 +217,13 @@ fn log_request(r: &RequestRecord) {
         CallKind::Subagent => "subagent",
     };
     let index = r.main_index.map_or("-".to_string(), |i| i.to_string());
-    crate::say_err!("#{} {kind} {index} {}", r.seq, r.reply);
+    crate::say_err!(
+        "#{} {} {} {kind} {index} {}",
+        r.seq,
+        r.method,
+        r.path,
+        r.reply
+    );
 }
 
 /// SIGINT or SIGTERM. Both are registered now, before the caller announces
