@@ -10,11 +10,16 @@
 //! number), `| json` (a JSON string literal, quotes included), and
 //! `| default: "text"` (used when the name is unknown or the variable unset;
 //! the text is a double-quoted string). An unknown filter is an error.
+//! docs/profiles.md documents each filter ([`FILTERS`]; tests/docs.rs
+//! keeps the two lists equal).
 
 use std::collections::BTreeMap;
 
 /// Values available to a template.
 pub type Vars = BTreeMap<String, String>;
+
+/// Every filter [`render`] implements, by name (`default` takes an argument).
+pub const FILTERS: [&str; 4] = ["ms", "int", "json", "default"];
 
 /// Replace every `{{name | filter ...}}` (whitespace inside the braces
 /// allowed) with its value.
@@ -57,7 +62,8 @@ fn expand(expr: &str, vars: &Vars) -> Result<String, String> {
             f if f.starts_with("default") => value,
             other => {
                 return Err(format!(
-                    "unknown filter `{other}` in `{{{{{expr}}}}}`; known: ms, int, json, default: \"text\""
+                    "unknown filter `{other}` in `{{{{{expr}}}}}`; known: {} (`default: \"text\"`)",
+                    FILTERS.join(", ")
                 ))
             }
         };
@@ -195,6 +201,17 @@ mod tests {
         let mut v = vars();
         v.insert("msg".into(), "say \"hi\"\n".into());
         assert_eq!(render("{{msg | json}}", &v).unwrap(), r#""say \"hi\"\n""#);
+    }
+
+    #[test]
+    fn every_listed_filter_is_implemented() {
+        for f in FILTERS {
+            let expr = match f {
+                "default" => "{{a | default: \"x\"}}".to_string(),
+                f => format!("{{{{a | {f}}}}}"),
+            };
+            assert!(render(&expr, &vars()).is_ok(), "{expr}");
+        }
     }
 
     #[test]

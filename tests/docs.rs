@@ -3,7 +3,9 @@
 //! exists in `chaosrun --help` of some subcommand, and the reply-kind
 //! reference (docs/reply-kinds.md) lists exactly the kinds the table loader
 //! accepts (read from its own "expected one of" message, so the test does not
-//! depend on how the kinds are implemented).
+//! depend on how the kinds are implemented), and the template filter table
+//! in docs/profiles.md lists exactly the filters `template::FILTERS` names,
+//! each example rendering as documented.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -395,4 +397,52 @@ fn help_texts_point_at_docs_that_exist() {
         }
     }
     assert!(seen > 0, "no help text names a docs page");
+}
+
+/// The rows of the filter table in docs/profiles.md (`## Template filters`):
+/// (name, example, what it renders as), `\|` read back as `|`.
+fn documented_filters() -> Vec<(String, String, String)> {
+    let text = std::fs::read_to_string(repo().join("docs/profiles.md")).unwrap();
+    let start = text
+        .find("\n## Template filters\n")
+        .expect("docs/profiles.md has no section `## Template filters`");
+    let body = &text[start + 1..];
+    let body = &body[..body[3..].find("\n## ").map_or(body.len(), |i| i + 3)];
+    let code = |cell: &str| cell.trim().trim_matches('`').replace("\\|", "|");
+    body.lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let cells: Vec<String> = l
+                .replace("\\|", "\u{1}")
+                .split('|')
+                .map(|c| c.replace('\u{1}', "\\|"))
+                .collect();
+            let name = code(&cells[1]);
+            let name = name.split([':', ' ']).next().unwrap().to_string();
+            (name, code(&cells[3]), code(&cells[4]))
+        })
+        .collect()
+}
+
+/// The profile reference lists exactly the template filters the code
+/// implements, and each example renders as documented.
+#[test]
+fn template_filter_reference_matches_the_code() {
+    let documented = documented_filters();
+    let names: BTreeSet<String> = documented.iter().map(|d| d.0.clone()).collect();
+    let implemented: BTreeSet<String> = chaosrun::template::FILTERS
+        .iter()
+        .map(|f| f.to_string())
+        .collect();
+    assert_eq!(names, implemented, "documented vs implemented filters");
+    let vars: chaosrun::template::Vars = [
+        ("stale_timeout".to_string(), "2.5".to_string()),
+        ("message".to_string(), "say \"hi\"".to_string()),
+    ]
+    .into();
+    for (name, example, want) in documented {
+        let got = chaosrun::template::render(&example, &vars)
+            .unwrap_or_else(|e| panic!("`{name}`: {example} does not render: {e}"));
+        assert_eq!(got, want, "`{name}`: {example}");
+    }
 }
