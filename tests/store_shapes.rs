@@ -151,6 +151,27 @@ fn gemini_cli_jsonl_records_map_to_the_wire_ids() {
     assert_eq!(read.malformed, 0);
 }
 
+/// A transcript that is one JSON document (`document: messages`), in the
+/// shape of Gemini CLI's `.json` chats (written by hand after the JSONL
+/// fixture's records): the session header around the list is no record, and
+/// the results each call carries under `result` answer it.
+#[test]
+fn gemini_cli_one_document_transcript_maps_to_messages() {
+    let spec = spec("gemini-cli-json");
+    let (m, read) = jsonl::read_files(&spec, &[fixture("gemini-cli.json")]);
+    assert_eq!(summary(&m.unwrap()), expected("call_A", "call_B"));
+    assert_eq!((read.records, read.malformed), (3, 0), "{read:?}");
+    // Read line by line instead (no `document:`), the same file is no
+    // transcript: its lines are not JSON records.
+    let lines = StoreSpec {
+        document: None,
+        ..spec
+    };
+    let (_, read) = jsonl::read_files(&lines, &[fixture("gemini-cli.json")]);
+    assert_eq!(read.records, 0, "{read:?}");
+    assert!(read.malformed > 0, "{read:?}");
+}
+
 #[test]
 fn qwen_code_parts_map_to_messages_without_thoughts() {
     let (m, read) = jsonl::read_files(&spec("qwen-code"), &[fixture("qwen-code.jsonl")]);
@@ -480,6 +501,7 @@ fn the_docs_show_each_mapping_as_tested() {
         "gemini-cli",
         "qwen-code",
         "pydantic-ai",
+        "gemini-cli-json",
     ] {
         let text = std::fs::read_to_string(fixture(&format!("{agent}.store.yaml"))).unwrap();
         for line in text.lines().filter(|l| !l.starts_with('#')) {
