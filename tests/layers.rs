@@ -1,5 +1,5 @@
-//! The module layering of DESIGN.md ("Lower layers never import higher
-//! ones"), checked on the source: every `crate::MODULE` path outside test
+//! The module layering of docs/architecture.md ("Layers": lower layers
+//! never import higher ones), checked on the source: every `crate::MODULE` path outside test
 //! code is read, and an import from a lower layer to a higher one fails this
 //! test unless it is one of the few named in [`ALLOWED`], each with the
 //! reason it stays.

@@ -95,7 +95,7 @@ fn error_of(obs: &Observation) -> Option<String> {
     super::configuration_error(obs)
 }
 
-/// A scenario's verdict (DESIGN.md "Verdicts"). Deserialized (by `merge`)
+/// A scenario's verdict (docs/architecture.md "Verdicts"). Deserialized (by `merge`)
 /// with exactly these names: any other verdict is refused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "verdict", rename_all = "snake_case")]
