@@ -10,9 +10,11 @@
 //! itself: the agents it spawns are not counted), scaled to 1,000 rows:
 //! each run's, then their median and range, with the largest peak RSS.
 //! Then again with the rows' scratch folders on a tmpfs (`/dev/shm`), where
-//! there is one. Issue 23's target: <= 3 s of CPU per 1,000 rows (it was
-//! 8.2 s: user 2.3, sys 5.9). Figures are printed, never asserted; the last
-//! measured ones are in docs/testing.md.
+//! there is one. A regression guard, with no absolute target (issue 23's
+//! 3 s per 1,000 rows was withdrawn): no change may raise chaosrun's CPU per
+//! row by more than 10% on the same machine, measured by running this bench
+//! on the base commit and on the change, alternating. Figures are printed,
+//! never asserted; the last measured ones are in docs/testing.md.
 
 mod common;
 use common::chaosrun_bin;
@@ -23,7 +25,6 @@ use std::time::Instant;
 
 const DEFAULT_ROWS: usize = 100;
 const DEFAULT_RUNS: usize = 3;
-const CPU_PER_1000_TARGET: f64 = 3.0;
 
 /// A table of `n` healthy rows.
 fn table(n: usize) -> String {
@@ -122,18 +123,16 @@ fn measure(path: &Path, rows: usize, runs: usize, tmp: Option<&Path>, label: &st
     let (cpu, user, sys, _) = all[all.len() / 2];
     let (low, high) = (all[0].0 * per, all[all.len() - 1].0 * per);
     let rss = all.iter().map(|f| f.3).fold(0.0, f64::max);
-    let verdict = if cpu * per <= CPU_PER_1000_TARGET {
-        "ok"
-    } else {
-        "OVER"
-    };
     println!(
-        "  chaosrun cpu per 1,000 rows {:>7.2} s median (user {:.2}, sys {:.2}; range {low:.2}-{high:.2})   target <= {CPU_PER_1000_TARGET} s   {verdict}",
+        "  chaosrun cpu per 1,000 rows {:>7.2} s median (user {:.2}, sys {:.2}; range {low:.2}-{high:.2})",
         cpu * per,
         user * per,
         sys * per
     );
     println!("  chaosrun peak rss          {rss:>7.1} MB (largest)");
+    println!(
+        "  regression guard, no absolute target: run this bench on the base commit and on the change, alternating, on one machine; the change may raise the median by at most 10%"
+    );
 }
 
 /// A positive count from the environment variable `var`, at most `max`.
