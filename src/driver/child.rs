@@ -167,6 +167,9 @@ struct Shared {
 
 #[cfg(test)]
 thread_local! {
+    /// Tests only: the hand-off of the last start on this thread.
+    static LAST_SLOT: std::cell::RefCell<Option<std::sync::Arc<super::handoff::Slot>>> =
+        const { std::cell::RefCell::new(None) };
     /// Tests only: [`Shared::pause`] for the next start on this thread.
     pub(crate) static PAUSE_BEFORE_EXEC: std::cell::Cell<Option<(*const std::sync::atomic::AtomicBool, std::time::Duration)>> =
         const { std::cell::Cell::new(None) };
@@ -247,10 +250,22 @@ const STACK: usize = 64 * 1024;
 fn clone_and_exec(shared: &mut Shared) -> io::Result<i32> {
     let slot = super::handoff::watch(super::handoff::DEADLINE);
     shared.pid = &slot.pid;
-    let pid = clone_vfork(shared)?;
-    if !slot.settle() {
-        // SAFETY: waitpid on our own child, just SIGKILLed by the watchdog.
+    #[cfg(test)]
+    LAST_SLOT.with(|l| l.replace(Some(slot.clone())));
+    let cloned = clone_vfork(shared);
+    // Settled on every path, and before any reaping: a slot left open
+    // (a failed exec) would have its pid, reused, killed at the deadline.
+    let in_time = slot.settle();
+    let (pid, err) = cloned?;
+    if err != 0 || !in_time {
+        // SAFETY: waitpid on our own child, which exited (its exec failed)
+        // or was just SIGKILLed by the watchdog.
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+    }
+    if err != 0 {
+        return Err(io::Error::from_raw_os_error(err));
+    }
+    if !in_time {
         return Err(io::Error::new(
             io::ErrorKind::TimedOut,
             format!(
@@ -262,7 +277,9 @@ fn clone_and_exec(shared: &mut Shared) -> io::Result<i32> {
     Ok(pid)
 }
 
-fn clone_vfork(shared: &Shared) -> io::Result<i32> {
+/// The clone: the child's pid and the errno of the step it failed at (0:
+/// it exec'd, or was killed first). The child is not reaped here.
+fn clone_vfork(shared: &Shared) -> io::Result<(i32, i32)> {
     let mut stack = vec![0u8; STACK];
     // SAFETY: the top of our buffer, 16-byte aligned, as clone(2) wants.
     let top = unsafe { stack.as_mut_ptr().add(STACK) } as usize & !15;
@@ -285,13 +302,7 @@ fn clone_vfork(shared: &Shared) -> io::Result<i32> {
         if pid < 0 {
             return Err(clone_err);
         }
-        let err = shared.err.load(Ordering::SeqCst);
-        if err != 0 {
-            let mut st = 0;
-            libc::waitpid(pid, &mut st, 0);
-            return Err(io::Error::from_raw_os_error(err));
-        }
-        Ok(pid)
+        Ok((pid, shared.err.load(Ordering::SeqCst)))
     }
 }
 
@@ -532,6 +543,11 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
         let e = start_error("/");
         assert_eq!(e.raw_os_error(), Some(libc::EACCES), "{e}");
+        // The failed exec's hand-off is settled: its watchdog never fires
+        // on the dead child's pid (which another process may have by then).
+        let slot = LAST_SLOT.with(|l| l.borrow().clone()).expect("a hand-off");
+        assert!(slot.pid.load(Ordering::SeqCst) > 0);
+        assert!(!slot.settle(), "left open after the failed start");
     }
 
     #[tokio::test]
