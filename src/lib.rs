@@ -24,6 +24,7 @@ pub mod explore;
 pub mod fd_limit;
 pub mod history;
 pub mod input;
+pub mod kinds;
 pub mod listen;
 pub mod mcp;
 pub mod message;

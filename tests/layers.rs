@@ -21,6 +21,7 @@ const LAYERS: &[&[&str]] = &[
         "message",
         "children",
         "fd_limit",
+        "kinds",
     ],
     &["provider", "mcp"],
     &["scenarios", "profile", "store"],

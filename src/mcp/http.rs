@@ -192,12 +192,12 @@ async fn on_post(State(s): State<Arc<Http>>, h: HeaderMap, body: Body) -> Respon
         Incoming::Nothing => status(StatusCode::ACCEPTED, ""),
         Incoming::Invalid(f) => json_response(StatusCode::BAD_REQUEST, &f),
         Incoming::Request(job) => {
-            if let Some(super::Reply::Unauthorized(u)) = &job.reply {
+            if let Some(body) = job.reply.as_ref().and_then(|r| r.http_refusal(&job.ctx)) {
                 // No session for a refused client (nor, in proxy mode, its
                 // relay session upstream).
                 s.sessions.lock().unwrap().remove(&sid);
                 s.engine.detach(&format!("http:{sid}")).await;
-                let mut r = status(StatusCode::UNAUTHORIZED, &u.http_body(&job.ctx));
+                let mut r = status(StatusCode::UNAUTHORIZED, &body);
                 let h = r.headers_mut();
                 h.insert("content-type", HeaderValue::from_static("application/json"));
                 h.insert(

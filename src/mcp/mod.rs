@@ -97,7 +97,7 @@ impl McpSpec {
     pub fn needs_own_server(&self) -> Option<String> {
         self.rules
             .iter()
-            .find(|r| matches!(r.reply, Reply::SchemaSwap(_)))
+            .find(|r| r.reply.changes_probe_tool())
             .map(|_| {
                 "`schema_swap` changes chaosrun's own probe tool; it cannot apply to a real server behind `mcp.upstream`"
                     .to_string()

@@ -16,12 +16,12 @@ use crate::provider::CallKind;
 use crate::scenarios::Scenario;
 
 pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
-    let hung = obs
-        .mcp
-        .as_ref()?
-        .exchanges
-        .iter()
-        .find(|e| e.kind.as_deref() == Some("list_hang") && e.answered.is_none())?;
+    let hung = obs.mcp.as_ref()?.exchanges.iter().find(|e| {
+        e.kind
+            .as_deref()
+            .is_some_and(crate::mcp::Reply::withholds_listing)
+            && e.answered.is_none()
+    })?;
     let offered = obs
         .recording
         .requests

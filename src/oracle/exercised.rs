@@ -16,7 +16,7 @@
 
 use super::{clip, Check, Invariant};
 use crate::observe::{Event, Observation};
-use crate::provider::{CallKind, Reply};
+use crate::provider::CallKind;
 use crate::scenarios::{ChaosSpec, FaultAction, Scenario, Trigger};
 
 #[cfg(test)]
@@ -113,14 +113,6 @@ fn process_fault(action: FaultAction, at: &Trigger, obs: &Observation) -> Check 
     Check::new(Invariant::Exercised, "process_fault_landed", v)
 }
 
-/// Whether a rule's reply is a fault (anything but an immediate plain answer).
-fn is_fault(reply: &Reply) -> bool {
-    match reply {
-        Reply::Text(t) => t.delay_per_chunk > 0.0,
-        _ => true,
-    }
-}
-
 /// A `context_window` row: some main call was refused for its size.
 fn context_window(s: &Scenario, obs: &Observation) -> Option<Check> {
     let window = s.context_window?;
@@ -146,7 +138,7 @@ fn provider_rules(s: &Scenario, obs: &Observation) -> Vec<Check> {
         .responder
         .iter()
         .enumerate()
-        .filter(|(_, r)| is_fault(&r.reply))
+        .filter(|(_, r)| r.reply.is_fault())
         .map(|(i, r)| (i, r.reply.kind_name()))
         .collect();
     if faults.is_empty() {
@@ -288,10 +280,10 @@ fn background_job(
     obs: &Observation,
     marker: Option<&crate::profile::BackgroundSpec>,
 ) -> Option<Check> {
-    let asked = s.responder.iter().any(|r| match &r.reply {
-        Reply::ToolCall(t) => t.calls.iter().any(|c| background(&c.args)),
-        _ => false,
-    });
+    let asked = s
+        .responder
+        .iter()
+        .any(|r| r.reply.tool_calls().iter().any(|c| background(&c.args)));
     if !asked {
         return None;
     }

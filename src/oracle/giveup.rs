@@ -8,23 +8,10 @@
 use super::{Check, Invariant};
 use crate::observe::Observation;
 use crate::provider::recording::CallKind;
-use crate::provider::replies::Reply;
 use crate::provider::rules;
 use crate::scenarios::{Expect, Scenario};
 
 const NAME: &str = "gave_up_with_retries_left";
-
-/// Whether `r` is a fault a retrying agent should ride through.
-fn retryable(r: &Reply) -> bool {
-    match r {
-        Reply::Error(e) => e.status == 429 || e.status >= 500,
-        Reply::Hang(_)
-        | Reply::StallMidStream(_)
-        | Reply::DropMidStream(_)
-        | Reply::SilentAfterHeaders(_) => true,
-        _ => false,
-    }
-}
 
 pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let inv = Invariant::Termination;
@@ -54,7 +41,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let is_fault = |r: &&crate::provider::recording::RequestRecord| {
         r.rule
             .and_then(|i| s.responder.get(i))
-            .is_some_and(|rule| retryable(&rule.reply))
+            .is_some_and(|rule| rule.reply.retryable())
     };
     let failed = main.iter().rev().take_while(|r| is_fault(r)).count() as u64;
     if failed == 0 {
@@ -68,7 +55,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let last_is_tool = last.messages.last().is_some_and(|m| m.role == "tool");
     let next = rec.main_calls;
     let cleared =
-        rules::pick(&s.responder, next, last_is_tool).is_none_or(|r| !retryable(&r.reply));
+        rules::pick(&s.responder, next, last_is_tool).is_none_or(|r| !r.reply.retryable());
     let retries = u64::from(s.knobs.api_max_retries);
     let used = failed - 1;
     if !cleared || used >= retries || next >= s.calls.limit() {

@@ -80,7 +80,7 @@ pub fn schema_relisted(s: &Scenario, mapped: Option<&str>, obs: &Observation) ->
     let i = spec
         .rules
         .iter()
-        .position(|r| matches!(r.reply, crate::mcp::Reply::SchemaSwap(_)))?;
+        .position(|r| r.reply.changes_probe_tool())?;
     let rec = recording(obs)?;
     if rec.rule_hits.get(i).copied().unwrap_or(0) == 0 {
         return None; // never landed: the `exercised` check says so
@@ -123,7 +123,7 @@ pub fn unauthorized_retries(s: &Scenario, obs: &Observation) -> Option<Check> {
         .rules
         .iter()
         .enumerate()
-        .filter(|(_, r)| matches!(r.reply, crate::mcp::Reply::Unauthorized(_)))
+        .filter(|(_, r)| r.reply.refuses())
         .map(|(i, _)| i)
         .collect();
     if refusing.is_empty() {

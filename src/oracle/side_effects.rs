@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use super::{Check, Invariant};
 use crate::observe::Observation;
-use crate::provider::{CallKind, Reply};
+use crate::provider::CallKind;
 use crate::scenarios::Scenario;
 
 /// `echo TOKEN >> "$CHAOS_JOURNAL"...` → TOKEN.
@@ -57,15 +57,14 @@ fn results<'a>(obs: &'a Observation, id: &str) -> Vec<&'a str> {
 /// Whether the scenario's responder asks for a tool call that journals a
 /// side effect.
 fn table_journals(s: &Scenario) -> bool {
-    s.responder.iter().any(|r| match &r.reply {
-        Reply::ToolCall(t) => t.calls.iter().any(|c| {
+    s.responder.iter().any(|r| {
+        r.reply.tool_calls().iter().any(|c| {
             c.args
                 .get("command")
                 .and_then(|v| v.as_str())
                 .and_then(journal_token)
                 .is_some()
-        }),
-        _ => false,
+        })
     })
 }
 

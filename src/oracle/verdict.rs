@@ -40,11 +40,10 @@ pub fn judge(s: &Scenario, caps: Capabilities, obs: &Observation) -> Judged {
 /// does not have. The cause names the fix from the tools the agent offered
 /// (the chaos server's `probe` under the agent's own name).
 fn unmapped_mcp_probe(s: &Scenario, caps: &Capabilities, obs: &Observation) -> Option<String> {
-    use crate::provider::Reply;
-    let calls_probe = s.responder.iter().any(|r| match &r.reply {
-        Reply::ToolCall(t) => t.calls.iter().any(|c| c.tool == "mcp_probe"),
-        _ => false,
-    });
+    let calls_probe = s
+        .responder
+        .iter()
+        .any(|r| r.reply.tool_calls().iter().any(|c| c.tool == "mcp_probe"));
     if s.mcp.is_none() || caps.mcp_tool.is_some() || !calls_probe {
         return None;
     }

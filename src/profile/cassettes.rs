@@ -10,8 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use super::Profile;
-use crate::provider::replies::CassetteReply;
-use crate::provider::{cassette, Reply, Rule};
+use crate::provider::replies::{CassetteReply, Source};
+use crate::provider::{cassette, Rule};
 use crate::scenarios::Scenario;
 
 /// The cassette file of scenario `id` in `dir`.
@@ -61,12 +61,13 @@ pub fn replay(scenarios: &mut [Scenario], dir: Option<&Path>) -> Result<(), Stri
                 ));
             }
             for r in &mut s.responder {
-                if let Reply::Relay(relay) = &r.reply {
-                    let fault = relay.fault.clone();
-                    r.reply = Reply::Cassette(CassetteReply {
+                if let Source::Upstream { fault } = r.reply.source() {
+                    let fault = fault.cloned();
+                    r.reply = CassetteReply {
                         file: file.clone(),
                         fault,
-                    });
+                    }
+                    .into();
                 }
             }
             // Not when a rule already answers every call (the oracle reports
@@ -79,15 +80,15 @@ pub fn replay(scenarios: &mut [Scenario], dir: Option<&Path>) -> Result<(), Stri
                 s.responder.push(Rule {
                     when: Default::default(),
                     wait_for: None,
-                    reply: Reply::Cassette(CassetteReply { file, fault: None }),
+                    reply: CassetteReply { file, fault: None }.into(),
                 });
             }
         }
     }
     for s in scenarios.iter() {
         for r in &s.responder {
-            if let Reply::Cassette(c) = &r.reply {
-                cassette::load(&c.file).map_err(|e| format!("scenario `{}`: {e}", s.id))?;
+            if let Source::Replayed { file, .. } = r.reply.source() {
+                cassette::load(file).map_err(|e| format!("scenario `{}`: {e}", s.id))?;
             }
         }
     }

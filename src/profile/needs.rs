@@ -8,7 +8,7 @@
 
 use crate::mcp::McpSupport;
 use crate::profile::Profile;
-use crate::provider::{Reply, ToolCallSpec};
+use crate::provider::ToolCallSpec;
 use crate::scenarios::{FaultAction, Scenario};
 
 /// Logical tools whose meaning depends on the profile's mapping: a row that
@@ -111,10 +111,7 @@ struct Gap {
 
 /// Every tool call the row's responder can issue.
 fn tool_calls(s: &Scenario) -> impl Iterator<Item = &ToolCallSpec> {
-    s.responder.iter().flat_map(|r| match &r.reply {
-        Reply::ToolCall(t) => t.calls.iter().collect::<Vec<_>>(),
-        _ => Vec::new(),
-    })
+    s.responder.iter().flat_map(|r| r.reply.tool_calls())
 }
 
 fn tool_gaps(profile: &Profile, s: &Scenario) -> Vec<Gap> {
@@ -162,18 +159,17 @@ pub fn adapt(profile: &Profile, s: &Scenario) -> Option<(Scenario, String)> {
     let mut out = s.clone();
     let mut dropped = Vec::new();
     for rule in &mut out.responder {
-        let Reply::ToolCall(t) = &mut rule.reply else {
+        let Some(calls) = rule.reply.tool_calls_mut() else {
             continue;
         };
-        let (cannot, can): (Vec<_>, Vec<_>) = t
-            .calls
+        let (cannot, can): (Vec<_>, Vec<_>) = calls
             .drain(..)
             .partition(|c| unbackgroundable(profile, c).is_some());
         if can.is_empty() {
             return None;
         }
         dropped.extend(cannot.iter().filter_map(|c| unbackgroundable(profile, c)));
-        t.calls = can;
+        *calls = can;
     }
     dropped.dedup();
     let why = dropped.first()?;
@@ -283,11 +279,9 @@ mod tests {
         let soak = row(SOAK);
         assert_eq!(not_applicable(&p, &soak), None);
         let (adapted, note) = adapt(&p, &soak).expect("adapted");
-        let Reply::ToolCall(t) = &adapted.responder[0].reply else {
-            panic!("a tool call")
-        };
-        assert_eq!(t.calls.len(), 1);
-        assert_eq!(t.calls[0].args["command"], "a");
+        let calls = adapted.responder[0].reply.tool_calls();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].args["command"], "a");
         assert!(
             note.starts_with("soak: its `background: true` call(s) dropped"),
             "{note}"

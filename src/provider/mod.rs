@@ -17,7 +17,6 @@
 pub mod cassette;
 pub mod context_window;
 pub mod recording;
-pub mod registry;
 pub mod replies;
 pub mod rules;
 pub mod serve;

@@ -119,8 +119,7 @@ fn check_counts(
     knobs: &Knobs,
     defaults: &super::schema::Defaults,
 ) -> Result<(), String> {
-    use crate::provider::Reply;
-    use crate::units::{count, MAX_COUNT, MAX_SECONDS};
+    use crate::units::{count, MAX_COUNT};
     count("api_max_retries", knobs.api_max_retries.into(), MAX_COUNT)?;
     count("max_turns", knobs.max_turns.into(), MAX_COUNT)?;
     count("max_calls", defaults.max_calls, MAX_COUNT)?;
@@ -163,50 +162,11 @@ fn check_counts(
     for (n, rule) in s.responder.iter().enumerate() {
         let at = |e: String| format!("responder rule {}: {e}", n + 1);
         // `repeat`, `chunk_chars` and `wait_for.count` are bounded where they
-        // are read (crate::units); what spans fields is checked here.
-        match &rule.reply {
-            Reply::ToolCall(t) => {
-                if t.calls.is_empty() {
-                    return Err(at("a `tool_call` reply needs at least one call".into()));
-                }
-                let repeat = t.repeat.unwrap_or(1) as u64;
-                count(
-                    "calls × repeat",
-                    (t.calls.len() as u64).saturating_mul(repeat),
-                    MAX_COUNT,
-                )
-                .map_err(at)?;
-                let prompted = |c: &crate::provider::ToolCallSpec| {
-                    c.args
-                        .get("prompt")
-                        .and_then(|p| p.as_str())
-                        .is_some_and(|p| !p.trim().is_empty())
-                };
-                if t.calls.iter().any(|c| c.tool == SUBAGENT && !prompted(c)) {
-                    return Err(at(
-                        "a `subagent` call needs `args: {prompt: TEXT}` (the task the parent hands its \
-                         subagent; chaosrun appends the marker that tells the subagent's calls apart)"
-                            .into(),
-                    ));
-                }
-            }
-            Reply::Error(e) => {
-                if let Some(r) = e.retry_after {
-                    if r as f64 > MAX_SECONDS {
-                        return Err(at(format!(
-                            "`retry_after` is {r} s; the ceiling is {MAX_SECONDS} s (one week)"
-                        )));
-                    }
-                }
-            }
-            _ => {}
-        }
+        // are read (crate::units); what spans fields the kind checks.
+        rule.reply.check().map_err(at)?;
     }
     Ok(())
 }
-
-/// The logical subagent tool (the profile's `tools.subagent`).
-const SUBAGENT: &str = "subagent";
 
 /// serde_yaml's message, minus its own location suffix (we print ours first).
 fn explain(msg: &str) -> String {

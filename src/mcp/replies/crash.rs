@@ -26,7 +26,7 @@ impl Crash {
     }
 }
 
-impl crate::provider::registry::Kind for Crash {
+impl crate::kinds::Kind for Crash {
     const NAME: &'static str = "crash";
 }
 

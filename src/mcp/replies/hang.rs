@@ -16,7 +16,7 @@ impl Hang {
     }
 }
 
-impl crate::provider::registry::Kind for Hang {
+impl crate::kinds::Kind for Hang {
     const NAME: &'static str = "hang";
 }
 

@@ -46,7 +46,7 @@ impl Huge {
     }
 }
 
-impl crate::provider::registry::Kind for Huge {
+impl crate::kinds::Kind for Huge {
     const NAME: &'static str = "huge";
 }
 

@@ -33,7 +33,7 @@ impl JsonrpcError {
     }
 }
 
-impl crate::provider::registry::Kind for JsonrpcError {
+impl crate::kinds::Kind for JsonrpcError {
     const NAME: &'static str = "jsonrpc_error";
 }
 

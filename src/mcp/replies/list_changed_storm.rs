@@ -52,7 +52,7 @@ impl ListChangedStorm {
     }
 }
 
-impl crate::provider::registry::Kind for ListChangedStorm {
+impl crate::kinds::Kind for ListChangedStorm {
     const NAME: &'static str = "list_changed_storm";
 }
 

@@ -17,8 +17,12 @@ impl ListHang {
     }
 }
 
-impl crate::provider::registry::Kind for ListHang {
+impl crate::kinds::Kind for ListHang {
     const NAME: &'static str = "list_hang";
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts {
+        withholds_listing: true,
+        ..crate::kinds::Facts::NONE
+    };
 }
 
 impl super::McpReply for ListHang {

@@ -30,7 +30,7 @@ impl Malformed {
     }
 }
 
-impl crate::provider::registry::Kind for Malformed {
+impl crate::kinds::Kind for Malformed {
     const NAME: &'static str = "malformed";
 }
 

@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-crate::provider::registry::registry! {
+crate::kinds::registry! {
     /// A reply to one MCP request: `{kind: NAME, ...fields}`.
     "MCP reply", Reply: dyn McpReply {
         Result(result::ResultReply),
@@ -55,6 +55,23 @@ pub(crate) trait McpReply: Send + Sync {
     /// (checked at load).
     fn check(&self, _method: &str) -> Result<(), String> {
         Ok(())
+    }
+
+    /// Over HTTP, a refusal instead of any frame: the 401 body (the
+    /// transport adds the challenge and keeps no session); `None` answers.
+    fn http_refusal(&self, _ctx: &Ctx) -> Option<String> {
+        None
+    }
+
+    /// Refuses the client's credentials (the oracle bounds such requests).
+    fn refuses(&self) -> bool {
+        false
+    }
+
+    /// Changes chaosrun's own probe tool, so it cannot apply to a real
+    /// server (and the oracle looks for the agent's re-listing).
+    fn changes_probe_tool(&self) -> bool {
+        false
     }
 }
 
@@ -227,6 +244,26 @@ impl Reply {
     /// (checked at load).
     pub fn check(&self, method: &str) -> Result<(), String> {
         self.as_dyn().check(method)
+    }
+
+    /// Over HTTP, the 401 body that refuses the request, if it is refused.
+    pub fn http_refusal(&self, ctx: &Ctx) -> Option<String> {
+        self.as_dyn().http_refusal(ctx)
+    }
+
+    /// Refuses the client's credentials.
+    pub fn refuses(&self) -> bool {
+        self.as_dyn().refuses()
+    }
+
+    /// Changes chaosrun's own probe tool.
+    pub fn changes_probe_tool(&self) -> bool {
+        self.as_dyn().changes_probe_tool()
+    }
+
+    /// Whether the kind recorded as `name` withholds the discovery answer.
+    pub fn withholds_listing(name: &str) -> bool {
+        Self::facts_of(name).is_some_and(|f| f.withholds_listing)
     }
 
     /// Play the reply: send its frames to `tx`. Returns whether the request

@@ -46,7 +46,7 @@ impl ProgressForever {
     }
 }
 
-impl crate::provider::registry::Kind for ProgressForever {
+impl crate::kinds::Kind for ProgressForever {
     const NAME: &'static str = "progress_forever";
 }
 

@@ -40,7 +40,7 @@ impl ResultReply {
     }
 }
 
-impl crate::provider::registry::Kind for ResultReply {
+impl crate::kinds::Kind for ResultReply {
     const NAME: &'static str = "result";
 }
 

@@ -28,11 +28,15 @@ impl SchemaSwap {
     }
 }
 
-impl crate::provider::registry::Kind for SchemaSwap {
+impl crate::kinds::Kind for SchemaSwap {
     const NAME: &'static str = "schema_swap";
 }
 
 impl super::McpReply for SchemaSwap {
+    fn changes_probe_tool(&self) -> bool {
+        true
+    }
+
     fn answer<'a>(&'a self, ctx: &'a super::Ctx, tx: &'a super::Tx) -> super::Answering<'a> {
         Box::pin(self.play(ctx, tx))
     }

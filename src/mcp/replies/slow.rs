@@ -27,7 +27,7 @@ impl Slow {
     }
 }
 
-impl crate::provider::registry::Kind for Slow {
+impl crate::kinds::Kind for Slow {
     const NAME: &'static str = "slow";
 }
 

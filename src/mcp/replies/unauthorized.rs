@@ -44,7 +44,7 @@ impl Unauthorized {
     }
 }
 
-impl crate::provider::registry::Kind for Unauthorized {
+impl crate::kinds::Kind for Unauthorized {
     const NAME: &'static str = "unauthorized";
 }
 
@@ -54,6 +54,14 @@ impl super::McpReply for Unauthorized {
     }
 
     fn single_frame(&self) -> bool {
+        true
+    }
+
+    fn http_refusal(&self, ctx: &Ctx) -> Option<String> {
+        Some(self.http_body(ctx))
+    }
+
+    fn refuses(&self) -> bool {
         true
     }
 }

@@ -24,11 +24,19 @@ pub struct CassetteReply {
     pub fault: Option<Fault>,
 }
 
-impl crate::provider::registry::Kind for CassetteReply {
+impl crate::kinds::Kind for CassetteReply {
     const NAME: &'static str = "cassette";
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts::coloured("#455a64");
 }
 
 impl super::ReplyKind for CassetteReply {
+    fn source(&self) -> super::Source<'_> {
+        super::Source::Replayed {
+            file: &self.file,
+            fault: self.fault.as_ref(),
+        }
+    }
+
     /// Played only when the provider could not load the cassette (never in a
     /// run: loading is checked before the run starts).
     fn plan(&self, _ctx: &super::ReplyCtx<'_>) -> super::Plan {

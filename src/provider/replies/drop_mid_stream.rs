@@ -17,11 +17,16 @@ fn default_chars() -> String {
     "Partial ans".into()
 }
 
-impl crate::provider::registry::Kind for DropMidStream {
+impl crate::kinds::Kind for DropMidStream {
     const NAME: &'static str = "drop_mid_stream";
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts::coloured("#795548");
 }
 
 impl super::ReplyKind for DropMidStream {
+    fn retryable(&self) -> bool {
+        true
+    }
+
     fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
         use super::{render, Beat};
         use crate::provider::wire::Event;

@@ -38,8 +38,9 @@ fn default_interval() -> f64 {
     0.01
 }
 
-impl crate::provider::registry::Kind for EndlessText {
+impl crate::kinds::Kind for EndlessText {
     const NAME: &'static str = "endless_text";
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts::coloured("#558b2f");
 }
 
 impl super::ReplyKind for EndlessText {

@@ -23,11 +23,38 @@ fn default_message() -> String {
     "chaosrun injected error".into()
 }
 
-impl crate::provider::registry::Kind for ErrorReply {
+impl crate::kinds::Kind for ErrorReply {
     const NAME: &'static str = "error";
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts::coloured("#d32f2f");
 }
 
 impl super::ReplyKind for ErrorReply {
+    /// A status providers mean as "try again later".
+    fn retryable(&self) -> bool {
+        super::retryable_status(self.status)
+    }
+
+    /// No retry-after where the wire's mid-stream error event cannot carry
+    /// one (only Gemini's error frame has `RetryInfo`).
+    fn error_hint_on(&self, wire: crate::provider::wire::Wire, stream: bool) -> Option<super::ReplyError> {
+        let mut hint = self.error_hint()?;
+        if self.mid_stream && stream && !wire.format().mid_stream_retry_after() {
+            hint.retry_after = None;
+        }
+        Some(hint)
+    }
+
+    /// `retry_after` within the seconds bound.
+    fn check(&self) -> Result<(), String> {
+        use crate::units::MAX_SECONDS;
+        match self.retry_after {
+            Some(r) if r as f64 > MAX_SECONDS => Err(format!(
+                "`retry_after` is {r} s; the ceiling is {MAX_SECONDS} s (one week)"
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
         use super::{Beat, Plan};
         use crate::provider::wire::{ErrorInfo, Event};

@@ -14,11 +14,19 @@ pub struct Hang {
     pub seconds: f64,
 }
 
-impl crate::provider::registry::Kind for Hang {
+impl crate::kinds::Kind for Hang {
     const NAME: &'static str = "hang";
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts {
+        waits: true,
+        ..crate::kinds::Facts::coloured("#7b1fa2")
+    };
 }
 
 impl super::ReplyKind for Hang {
+    fn retryable(&self) -> bool {
+        true
+    }
+
     fn plan(&self, _ctx: &super::ReplyCtx<'_>) -> super::Plan {
         super::Plan::Hang(super::secs(self.seconds))
     }

@@ -30,8 +30,12 @@ fn default_interval() -> f64 {
     0.5
 }
 
-impl crate::provider::registry::Kind for KeepaliveForever {
+impl crate::kinds::Kind for KeepaliveForever {
     const NAME: &'static str = "keepalive_forever";
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts {
+        waits: true,
+        ..crate::kinds::Facts::coloured("#0277bd")
+    };
 }
 
 impl super::ReplyKind for KeepaliveForever {

@@ -3,7 +3,7 @@
 //! file says its wire behaviour in its doc comment and carries its own tests.
 //!
 //! The YAML form is internally tagged: `{kind: hang, seconds: 3600}`. The
-//! kinds are registered once, in the [`registry!`](crate::provider::registry)
+//! kinds are registered once, in the [`registry!`](crate::kinds)
 //! list below; an unknown kind is rejected with the list of known kinds.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -15,12 +15,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::recording::IssuedToolCall;
 pub use super::recording::ReplyError;
-use super::wire::{ErrorInfo, Event};
+use super::wire::{ErrorInfo, Event, Wire};
 use super::ToolMapping;
 
 pub use tool_call::ToolCallSpec;
 
-crate::provider::registry::registry! {
+crate::kinds::registry! {
     /// A reply to one main call: `{kind: NAME, ...fields}`.
     "reply", Reply: dyn ReplyKind {
         Text(text::Text),
@@ -44,7 +44,10 @@ pub fn kind_names() -> &'static [&'static str] {
     Reply::KINDS
 }
 
-/// What a reply kind does, whatever the wire: plan its events.
+/// What a reply kind does, whatever the wire: plan its events; and what the
+/// rest of the code asks of a kind (where its answer comes from, whether it
+/// is a fault a retrying agent rides through, the tool calls it issues, its
+/// error as a wire delivers it), so no other file names a kind.
 pub(crate) trait ReplyKind {
     /// What happens and when.
     fn plan(&self, ctx: &ReplyCtx<'_>) -> Plan;
@@ -62,6 +65,62 @@ pub(crate) trait ReplyKind {
     fn error_hint(&self) -> Option<ReplyError> {
         None
     }
+
+    /// The error hint as `wire` delivers it to a request (`stream`): a wire
+    /// may give a classed error its own status, or drop a retry-after its
+    /// mid-stream error event cannot carry.
+    fn error_hint_on(&self, _wire: Wire, _stream: bool) -> Option<ReplyError> {
+        self.error_hint()
+    }
+
+    /// Where the answer comes from: chaosrun itself, the upstream, a cassette.
+    fn source(&self) -> Source<'_> {
+        Source::Local
+    }
+
+    /// A fault a retrying agent should ride through (a retryable status, a
+    /// hang, a broken stream).
+    fn retryable(&self) -> bool {
+        false
+    }
+
+    /// A fault at all: anything but an immediate plain answer.
+    fn is_fault(&self) -> bool {
+        true
+    }
+
+    /// The tool calls the reply asks the agent for.
+    fn tool_calls(&self) -> &[ToolCallSpec] {
+        &[]
+    }
+
+    /// The same, to change (a profile adapts a row's calls); `None` for a
+    /// kind that asks for none.
+    fn tool_calls_mut(&mut self) -> Option<&mut Vec<ToolCallSpec>> {
+        None
+    }
+
+    /// What is wrong with the kind's fields beyond its schema (checked at
+    /// load), if anything.
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Where a reply's answer comes from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Source<'a> {
+    /// chaosrun plans it.
+    Local,
+    /// The upstream's real answer, with this fault applied (proxy mode).
+    Upstream {
+        fault: Option<&'a crate::provider::upstream::faults::Fault>,
+    },
+    /// A recorded answer from this cassette, with this fault applied.
+    Replayed {
+        file: &'a std::path::Path,
+        fault: Option<&'a crate::provider::upstream::faults::Fault>,
+    },
 }
 
 /// Default length of every long fault: an hour, so a turn still running at its
@@ -81,9 +140,55 @@ impl Reply {
         self.as_dyn().error_hint()
     }
 
+    /// The error hint as `wire` delivers it (see [`ReplyKind::error_hint_on`]).
+    pub fn error_hint_on(&self, wire: Wire, stream: bool) -> Option<ReplyError> {
+        self.as_dyn().error_hint_on(wire, stream)
+    }
+
     /// Plan the reply.
     pub(crate) fn plan(&self, ctx: &ReplyCtx<'_>) -> Planned {
         self.as_dyn().planned(ctx)
+    }
+
+    /// Where the answer comes from.
+    pub fn source(&self) -> Source<'_> {
+        self.as_dyn().source()
+    }
+
+    /// A fault a retrying agent should ride through.
+    pub fn retryable(&self) -> bool {
+        self.as_dyn().retryable()
+    }
+
+    /// A fault at all: anything but an immediate plain answer.
+    pub fn is_fault(&self) -> bool {
+        self.as_dyn().is_fault()
+    }
+
+    /// The tool calls the reply asks the agent for.
+    pub fn tool_calls(&self) -> &[ToolCallSpec] {
+        self.as_dyn().tool_calls()
+    }
+
+    /// The tool calls, to change; `None` for a kind that asks for none.
+    pub fn tool_calls_mut(&mut self) -> Option<&mut Vec<ToolCallSpec>> {
+        self.as_dyn_mut().tool_calls_mut()
+    }
+
+    /// What is wrong with the kind's fields beyond its schema, if anything.
+    pub fn check(&self) -> Result<(), String> {
+        self.as_dyn().check()
+    }
+
+    /// The colour of the kind recorded as `name` on the HTML timeline (a
+    /// reply kind's own; `None` for a name that is no reply kind).
+    pub fn colour_of(name: &str) -> Option<&'static str> {
+        Self::facts_of(name).and_then(|f| f.colour)
+    }
+
+    /// Whether the kind recorded as `name` leaves its request waiting.
+    pub fn waits(name: &str) -> bool {
+        Self::facts_of(name).is_some_and(|f| f.waits)
     }
 }
 
@@ -267,6 +372,95 @@ pub(crate) fn abort_body() -> Body {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn reply(y: &str) -> Reply {
+        serde_yaml::from_str(y).unwrap()
+    }
+
+    /// Every kind has its own colour, and the legend's order is the registry's.
+    #[test]
+    fn every_kind_declares_a_distinct_colour() {
+        let mut colours: Vec<&str> = Reply::KINDS
+            .iter()
+            .map(|k| Reply::colour_of(k).unwrap_or_else(|| panic!("{k} has no colour")))
+            .collect();
+        colours.sort();
+        colours.dedup();
+        assert_eq!(colours.len(), Reply::KINDS.len(), "{colours:?}");
+        assert_eq!(Reply::colour_of("not_found"), None);
+    }
+
+    /// One rule of what is retryable: the error kind's own, matching the
+    /// hint it records; the broken-answer kinds; never a quota or an answer.
+    #[test]
+    fn what_a_retrying_agent_should_ride_through() {
+        for (y, want) in [
+            ("{kind: error, status: 429}", true),
+            ("{kind: error, status: 408}", true),
+            ("{kind: error, status: 529}", true),
+            ("{kind: error, status: 400}", false),
+            ("{kind: hang}", true),
+            ("{kind: stall_mid_stream}", true),
+            ("{kind: drop_mid_stream}", true),
+            ("{kind: silent_after_headers}", true),
+            ("{kind: quota_exhausted}", false),
+            ("{kind: text, text: hi}", false),
+        ] {
+            let r = reply(y);
+            assert_eq!(r.retryable(), want, "{y}");
+            if let Some(hint) = r.error_hint().filter(|_| r.kind_name() == "error") {
+                assert_eq!(hint.retryable, want, "{y}: the recorded hint agrees");
+            }
+        }
+        assert!(Reply::waits("hang") && Reply::waits("keepalive_forever"));
+        assert!(!Reply::waits("text") && !Reply::waits("drop_mid_stream"));
+    }
+
+    /// Where an answer comes from, and the tool calls a kind asks for.
+    #[test]
+    fn sources_and_tool_calls() {
+        assert_eq!(reply("{kind: hang}").source(), Source::Local);
+        let r = reply("{kind: relay, fault: {kind: cut_before_terminal}}");
+        assert!(matches!(r.source(), Source::Upstream { fault: Some(_) }));
+        let r = reply("{kind: cassette, file: a.jsonl}");
+        assert!(
+            matches!(r.source(), Source::Replayed { file, fault: None } if file == std::path::Path::new("a.jsonl"))
+        );
+        let mut r = reply("{kind: tool_call, calls: [{tool: shell, args: {}}]}");
+        assert_eq!(r.tool_calls().len(), 1);
+        r.tool_calls_mut().unwrap().clear();
+        assert!(r.check().unwrap_err().contains("at least one call"));
+        assert!(reply("{kind: text, text: a}").tool_calls_mut().is_none());
+        assert!(!reply("{kind: text, text: a}").is_fault());
+        assert!(reply("{kind: text, text: a, delay_per_chunk: 1}").is_fault());
+    }
+
+    /// Each wire's status for a quota error, and a mid-stream retry-after
+    /// dropped where the wire cannot carry it.
+    #[test]
+    fn error_hints_as_each_wire_delivers_them() {
+        let q = reply("{kind: quota_exhausted}");
+        assert_eq!(q.error_hint_on(Wire::Anthropic, false).unwrap().status, 400);
+        assert_eq!(
+            q.error_hint_on(Wire::OpenaiChat, false).unwrap().status,
+            429
+        );
+        let e = reply("{kind: error, status: 503, retry_after: 2, mid_stream: true}");
+        assert_eq!(
+            e.error_hint_on(Wire::OpenaiChat, true).unwrap().retry_after,
+            None
+        );
+        assert_eq!(
+            e.error_hint_on(Wire::Gemini, true).unwrap().retry_after,
+            Some(2)
+        );
+        assert_eq!(
+            e.error_hint_on(Wire::OpenaiChat, false)
+                .unwrap()
+                .retry_after,
+            Some(2)
+        );
+    }
 
     #[test]
     fn render_substitutes_nonce_and_index() {

@@ -13,11 +13,20 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct QuotaExhausted {}
 
-impl crate::provider::registry::Kind for QuotaExhausted {
+impl crate::kinds::Kind for QuotaExhausted {
     const NAME: &'static str = "quota_exhausted";
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts::coloured("#ad1457");
 }
 
 impl super::ReplyKind for QuotaExhausted {
+    /// The status this wire gives a quota error (429, Anthropic's 400).
+    fn error_hint_on(&self, wire: crate::provider::wire::Wire, _stream: bool) -> Option<super::ReplyError> {
+        use crate::provider::wire::{ErrorClass, ErrorInfo};
+        let mut hint = self.error_hint()?;
+        hint.status = wire.shape_error(&ErrorInfo::of_class(ErrorClass::Quota)).status;
+        Some(hint)
+    }
+
     fn plan(&self, _ctx: &super::ReplyCtx<'_>) -> super::Plan {
         use crate::provider::wire::{ErrorClass, ErrorInfo};
         super::Plan::Error(ErrorInfo::of_class(ErrorClass::Quota))

@@ -21,8 +21,9 @@ fn default_content_type() -> String {
     "application/json".into()
 }
 
-impl crate::provider::registry::Kind for Raw {
+impl crate::kinds::Kind for Raw {
     const NAME: &'static str = "raw";
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts::coloured("#00897b");
 }
 
 impl super::ReplyKind for Raw {

@@ -18,11 +18,18 @@ pub struct Relay {
     pub fault: Option<Fault>,
 }
 
-impl crate::provider::registry::Kind for Relay {
+impl crate::kinds::Kind for Relay {
     const NAME: &'static str = "relay";
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts::coloured("#5e35b1");
 }
 
 impl super::ReplyKind for Relay {
+    fn source(&self) -> super::Source<'_> {
+        super::Source::Upstream {
+            fault: self.fault.as_ref(),
+        }
+    }
+
     /// Played only when the provider has no upstream.
     fn plan(&self, _ctx: &super::ReplyCtx<'_>) -> super::Plan {
         super::Plan::Error(crate::provider::wire::ErrorInfo::new(

@@ -13,11 +13,19 @@ pub struct SilentAfterHeaders {
     pub seconds: f64,
 }
 
-impl crate::provider::registry::Kind for SilentAfterHeaders {
+impl crate::kinds::Kind for SilentAfterHeaders {
     const NAME: &'static str = "silent_after_headers";
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts {
+        waits: true,
+        ..crate::kinds::Facts::coloured("#e91e63")
+    };
 }
 
 impl super::ReplyKind for SilentAfterHeaders {
+    fn retryable(&self) -> bool {
+        true
+    }
+
     fn plan(&self, _ctx: &super::ReplyCtx<'_>) -> super::Plan {
         use super::{secs, Beat};
         super::Plan::Beats(vec![Beat::Wait(secs(self.seconds)), Beat::Cut])

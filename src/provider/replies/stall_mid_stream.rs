@@ -20,11 +20,19 @@ fn default_chars() -> String {
     "Thinking".into()
 }
 
-impl crate::provider::registry::Kind for StallMidStream {
+impl crate::kinds::Kind for StallMidStream {
     const NAME: &'static str = "stall_mid_stream";
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts {
+        waits: true,
+        ..crate::kinds::Facts::coloured("#ef6c00")
+    };
 }
 
 impl super::ReplyKind for StallMidStream {
+    fn retryable(&self) -> bool {
+        true
+    }
+
     fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
         use super::{render, secs, Beat};
         use crate::provider::wire::Event;

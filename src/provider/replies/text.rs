@@ -46,11 +46,17 @@ impl Text {
 
 }
 
-impl crate::provider::registry::Kind for Text {
+impl crate::kinds::Kind for Text {
     const NAME: &'static str = "text";
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts::coloured("#2e7d32");
 }
 
 impl super::ReplyKind for Text {
+    /// A paced answer is a fault; an immediate one is not.
+    fn is_fault(&self) -> bool {
+        self.delay_per_chunk > 0.0
+    }
+
     fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
         use super::{render, secs, Beat, Plan};
         use crate::provider::wire::{split_chars, Event, Usage};

@@ -10,6 +10,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The logical subagent tool (the profile's `tools.subagent`).
+pub const SUBAGENT: &str = "subagent";
+
 /// One call in the batch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -129,11 +132,46 @@ impl ToolCall {
     }
 }
 
-impl crate::provider::registry::Kind for ToolCall {
+impl crate::kinds::Kind for ToolCall {
     const NAME: &'static str = "tool_call";
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts::coloured("#1565c0");
 }
 
 impl super::ReplyKind for ToolCall {
+    fn tool_calls(&self) -> &[ToolCallSpec] {
+        &self.calls
+    }
+
+    fn tool_calls_mut(&mut self) -> Option<&mut Vec<ToolCallSpec>> {
+        Some(&mut self.calls)
+    }
+
+    /// At least one call, `calls × repeat` within the count bound, and a
+    /// prompt for every `subagent` call.
+    fn check(&self) -> Result<(), String> {
+        use crate::units::{count, MAX_COUNT};
+        if self.calls.is_empty() {
+            return Err("a `tool_call` reply needs at least one call".into());
+        }
+        let repeat = self.repeat.unwrap_or(1) as u64;
+        let n = (self.calls.len() as u64).saturating_mul(repeat);
+        count("calls × repeat", n, MAX_COUNT)?;
+        let prompted = |c: &ToolCallSpec| {
+            c.args
+                .get("prompt")
+                .and_then(|p| p.as_str())
+                .is_some_and(|p| !p.trim().is_empty())
+        };
+        if self.calls.iter().any(|c| c.tool == SUBAGENT && !prompted(c)) {
+            return Err(
+                "a `subagent` call needs `args: {prompt: TEXT}` (the task the parent hands its \
+                 subagent; chaosrun appends the marker that tells the subagent's calls apart)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
     fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
         self.plan_calls(ctx).0
     }
@@ -189,7 +227,7 @@ fn with_fixed(
 /// `[[subagent:NONCE]]` marker, so the requests of the subagent it starts
 /// (their first user message) are told apart from the parent's.
 fn with_subagent_marker(tool: &str, mut args: serde_json::Value, nonce: &str) -> serde_json::Value {
-    if tool != "subagent" {
+    if tool != SUBAGENT {
         return args;
     }
     if let Some(serde_json::Value::String(p)) = args.get_mut("prompt") {

@@ -10,7 +10,7 @@ use super::classify::{record, unscripted, Served};
 use super::intake::{parse_call, Forward, ReadBody, RequestHead};
 use super::Shared;
 use crate::message::Message;
-use crate::provider::replies::{Plan, Reply, ReplyCtx};
+use crate::provider::replies::{Plan, Reply, ReplyCtx, Source};
 use crate::provider::rules::Rule;
 use crate::provider::wire::{self, Meta};
 
@@ -45,8 +45,8 @@ pub(super) async fn generate(
     }
 
     // Proxy mode: unmatched calls and `relay` rules go upstream.
-    let relayed = match (&shared.upstream, reply) {
-        (Some(_), Reply::Relay(r)) => Some(r.fault.clone()),
+    let relayed = match (&shared.upstream, reply.source()) {
+        (Some(_), Source::Upstream { fault }) => Some(fault.cloned()),
         (Some(_), _) if rule.is_none() => Some(None),
         _ => None,
     };
@@ -125,9 +125,9 @@ async fn answer(
         tools: &shared.tools,
         call_id_prefix: &call_id_prefix,
     };
-    let planned = match (call.reply, call.picked, &call.key) {
-        (Reply::Cassette(c), Some((i, _)), Some(key)) => {
-            shared.replay(i, c, call.main_index.unwrap_or(0), key, &ctx)
+    let planned = match (call.reply.source(), call.picked, &call.key) {
+        (Source::Replayed { .. }, Some((i, _)), Some(key)) => {
+            shared.replay(i, call.reply, call.main_index.unwrap_or(0), key, &ctx)
         }
         _ => call.reply.plan(&ctx),
     };

@@ -19,7 +19,7 @@ pub(super) fn unscripted(kind: CallKind, probe: Option<&str>, nonce: &str) -> Re
         CallKind::Subagent => format!("subagent done {nonce}"),
         _ => "ok".to_string(),
     };
-    Reply::Text(Text::plain(text))
+    Text::plain(text).into()
 }
 
 /// What one model call is: its kind, main index and rule, or, for a main
@@ -50,19 +50,9 @@ impl Served {
     /// error event cannot carry one (only Gemini's error frame has
     /// `RetryInfo`).
     pub(super) fn reply(reply: &Reply, wire: Wire, stream: bool) -> Served {
-        let mut error = reply.error_hint();
-        if let (Some(hint), Reply::QuotaExhausted(_)) = (error.as_mut(), reply) {
-            let class = wire::ErrorClass::Quota;
-            hint.status = wire.shape_error(&ErrorInfo::of_class(class)).status;
-        }
-        if let (Some(hint), Reply::Error(e)) = (error.as_mut(), reply) {
-            if e.mid_stream && stream && !wire.format().mid_stream_retry_after() {
-                hint.retry_after = None;
-            }
-        }
         Served {
             reply: reply.kind_name().to_string(),
-            error,
+            error: reply.error_hint_on(wire, stream),
         }
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::Shared;
 use crate::provider::recording::CallKind;
-use crate::provider::replies::{Plan, Reply, ReplyCtx};
+use crate::provider::replies::{Plan, Reply, ReplyCtx, Source};
 use crate::provider::rules::Rule;
 use crate::provider::wire::{request, ErrorInfo};
 
@@ -18,20 +18,20 @@ pub(super) fn load_players(
     let mut by_file: Vec<(std::path::PathBuf, Arc<crate::provider::cassette::Player>)> = Vec::new();
     let mut out = Vec::with_capacity(rules.len());
     for rule in rules {
-        let Reply::Cassette(c) = &rule.reply else {
+        let Source::Replayed { file, .. } = rule.reply.source() else {
             out.push(None);
             continue;
         };
-        if let Some((_, p)) = by_file.iter().find(|(f, _)| *f == c.file) {
+        if let Some((_, p)) = by_file.iter().find(|(f, _)| f == file) {
             out.push(Some(p.clone()));
             continue;
         }
-        let cassette = crate::provider::cassette::load(&c.file)?;
+        let cassette = crate::provider::cassette::load(file)?;
         let p = Arc::new(crate::provider::cassette::Player::new(
-            c.file.display().to_string(),
+            file.display().to_string(),
             cassette,
         ));
-        by_file.push((c.file.clone(), p.clone()));
+        by_file.push((file.to_path_buf(), p.clone()));
         out.push(Some(p));
     }
     Ok(out)
@@ -53,7 +53,7 @@ impl Shared {
     ) {
         let taped =
             relayed && kind == CallKind::Main && self.upstream.as_ref().is_some_and(|u| u.tape);
-        if !taped && !matches!(reply, Reply::Cassette(_)) {
+        if !taped && !matches!(reply.source(), Source::Replayed { .. }) {
             return (None, None);
         }
         let key = crate::provider::cassette::key_of(parsed.messages.last(), &self.nonce);
@@ -72,16 +72,20 @@ impl Shared {
     pub(super) fn replay(
         &self,
         i: usize,
-        c: &crate::provider::replies::CassetteReply,
+        reply: &Reply,
         index: u64,
         key: &crate::provider::cassette::MatchKey,
         ctx: &ReplyCtx<'_>,
     ) -> crate::provider::replies::Planned {
         use crate::provider::replies::ReplyKind;
         let Some(player) = self.players.get(i).and_then(Option::as_ref) else {
-            return c.planned(ctx);
+            return reply.plan(ctx);
         };
-        let fault = crate::provider::upstream::faults::acting(c.fault.as_ref());
+        let fault = match reply.source() {
+            Source::Replayed { fault, .. } => fault,
+            _ => None,
+        };
+        let fault = crate::provider::upstream::faults::acting(fault);
         let plan = match (player.take(index, key), fault.replacement()) {
             (Ok(_), Some(e)) => e.plan(ctx),
             (Ok(entry), None) => {

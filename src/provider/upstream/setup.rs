@@ -3,7 +3,7 @@
 //! user passed with `--pass-env`), and that `relay` rules have an upstream.
 
 use super::{Upstream, UpstreamSpec};
-use crate::provider::Reply;
+use crate::provider::replies::Source;
 use crate::scenarios::Scenario;
 
 /// The command line's upstream flags.
@@ -55,7 +55,7 @@ pub fn check(
         if let Some(s) = scenarios.iter().find(|s| {
             s.responder
                 .iter()
-                .any(|r| matches!(r.reply, Reply::Relay(_)))
+                .any(|r| matches!(r.reply.source(), Source::Upstream { .. }))
         }) {
             return Err(format!(
                 "scenario `{}` has a `relay` reply, which needs an upstream: give --upstream URL \

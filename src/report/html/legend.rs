@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use super::timeline::{LEFT, RIGHT, W};
 use super::{
-    esc, reply_colour, EXIT_COLOUR, HUNG_COLOUR, INTERRUPT_COLOUR, MISSED_COLOUR, PROCS_COLOUR,
-    REPLY_COLOURS, TURN0_COLOUR, TURN1_COLOUR,
+    esc, legend_rank, reply_colour, EXIT_COLOUR, HUNG_COLOUR, INTERRUPT_COLOUR, MISSED_COLOUR,
+    PROCS_COLOUR, TURN0_COLOUR, TURN1_COLOUR, WAITING_COLOUR,
 };
 use crate::provider::recording::Recording;
 
@@ -53,12 +53,7 @@ fn reply_kinds(legend: &mut String, flow: &mut Flow, rec: &Recording, top: f64) 
             kinds.push(&q.reply);
         }
     }
-    kinds.sort_by_key(|k| {
-        REPLY_COLOURS
-            .iter()
-            .position(|(c, _)| c == k)
-            .unwrap_or(usize::MAX)
-    });
+    kinds.sort_by_key(|k| legend_rank(k));
     let _ = writeln!(
         legend,
         "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"lane\">reply kinds</text>",
@@ -110,7 +105,7 @@ fn marks(legend: &mut String, flow: &mut Flow) {
         format!(
             "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"18\" height=\"8\" fill=\"{}\" fill-opacity=\"0.3\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"legend\">{name}</text>\n",
             y + 2.0,
-            reply_colour("hang"),
+            WAITING_COLOUR,
             x + 22.0,
             y + 10.0
         )

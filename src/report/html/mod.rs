@@ -29,6 +29,7 @@ pub use timeline::timeline;
 use super::junit::write_atomically;
 use super::Reporter;
 use crate::observe::Phase;
+use crate::provider::Reply;
 use crate::runner::{RunEvent, ScenarioResult};
 
 pub struct Html {
@@ -111,28 +112,37 @@ pub fn esc(s: &str) -> String {
     out
 }
 
-/// The colour of a reply kind, and the kinds in legend order.
-const REPLY_COLOURS: &[(&str, &str)] = &[
-    ("text", "#2e7d32"),
-    ("tool_call", "#1565c0"),
-    ("error", "#d32f2f"),
-    ("hang", "#7b1fa2"),
-    ("stall_mid_stream", "#ef6c00"),
-    ("drop_mid_stream", "#795548"),
-    ("silent_after_headers", "#e91e63"),
-    ("raw", "#00897b"),
+/// The colours of what a record names that is no reply kind (each kind's
+/// colour is in its own file), after the kinds in legend order.
+const SERVED_COLOURS: &[(&str, &str)] = &[
     ("bad_request", "#fbc02d"),
     ("not_found", "#9e9e9e"),
     ("models", "#90a4ae"),
 ];
 const OTHER_COLOUR: &str = "#212121";
+/// The legend's swatch for a call left waiting (each band is drawn in its
+/// reply kind's colour).
+const WAITING_COLOUR: &str = "#7b1fa2";
 
 fn reply_colour(kind: &str) -> &'static str {
-    REPLY_COLOURS
-        .iter()
-        .find(|(k, _)| *k == kind)
-        .map(|(_, c)| *c)
+    Reply::colour_of(kind)
+        .or_else(|| {
+            SERVED_COLOURS
+                .iter()
+                .find(|(k, _)| *k == kind)
+                .map(|(_, c)| *c)
+        })
         .unwrap_or(OTHER_COLOUR)
+}
+
+/// Where `kind` goes in the legend: the reply kinds in registry order, then
+/// the other names the server records.
+fn legend_rank(kind: &str) -> usize {
+    let served = || SERVED_COLOURS.iter().position(|(k, _)| *k == kind);
+    match Reply::KINDS.iter().position(|k| *k == kind) {
+        Some(i) => i,
+        None => served().map_or(usize::MAX, |i| Reply::KINDS.len() + i),
+    }
 }
 
 /// Rows of marker labels above the lanes.

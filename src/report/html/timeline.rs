@@ -377,12 +377,7 @@ impl<'a> Timeline<'a> {
         let (obs, rec, off) = (self.obs, self.rec, self.off);
         let turn0_stop = obs.turn_end(0).map(|(t, _)| t).unwrap_or(self.stop);
         for (n, q) in rec.requests.iter().enumerate() {
-            if q.kind != CallKind::Main
-                || !matches!(
-                    q.reply.as_str(),
-                    "hang" | "stall_mid_stream" | "silent_after_headers"
-                )
-            {
+            if q.kind != CallKind::Main || !crate::provider::Reply::waits(&q.reply) {
                 continue;
             }
             let t = q.at + off;

@@ -15,7 +15,7 @@ pub struct AnswerThenHang {
     pub seconds: f64,
 }
 
-impl crate::provider::registry::Kind for AnswerThenHang {
+impl crate::kinds::Kind for AnswerThenHang {
     const NAME: &'static str = "answer_then_hang";
 }
 

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields)]
 pub struct CutBeforeTerminal {}
 
-impl crate::provider::registry::Kind for CutBeforeTerminal {
+impl crate::kinds::Kind for CutBeforeTerminal {
     const NAME: &'static str = "cut_before_terminal";
 }
 

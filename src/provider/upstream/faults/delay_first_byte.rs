@@ -11,7 +11,7 @@ pub struct DelayFirstByte {
     pub seconds: f64,
 }
 
-impl crate::provider::registry::Kind for DelayFirstByte {
+impl crate::kinds::Kind for DelayFirstByte {
     const NAME: &'static str = "delay_first_byte";
 }
 

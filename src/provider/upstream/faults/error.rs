@@ -10,7 +10,7 @@ use crate::provider::replies::ErrorReply;
 #[serde(transparent)]
 pub struct ErrorFault(pub ErrorReply);
 
-impl crate::provider::registry::Kind for ErrorFault {
+impl crate::kinds::Kind for ErrorFault {
     const NAME: &'static str = "error";
 }
 

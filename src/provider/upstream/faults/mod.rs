@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::provider::replies::ErrorReply;
 
-crate::provider::registry::registry! {
+crate::kinds::registry! {
     /// One fault on a relayed (or replayed) answer.
     "relay fault", Fault: dyn RelayFault {
         DelayFirstByte(delay_first_byte::DelayFirstByte),

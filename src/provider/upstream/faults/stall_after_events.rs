@@ -17,7 +17,7 @@ pub struct StallAfterEvents {
     pub seconds: f64,
 }
 
-impl crate::provider::registry::Kind for StallAfterEvents {
+impl crate::kinds::Kind for StallAfterEvents {
     const NAME: &'static str = "stall_after_events";
 }
 

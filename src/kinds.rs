@@ -2,8 +2,11 @@
 //! implements [`Kind`] (its YAML name; its schema is its serde derive) and the
 //! family's behaviour trait; [`registry!`] turns ONE list of kinds into the
 //! family's tagged enum (`{kind: NAME, ...fields}`), its `KINDS` list, its
+//! `FACTS` (what other code reads of a kind by its recorded name), its
 //! `kind_name`, its parsing (an unknown kind names every known one) and its
 //! dispatch (`as_dyn`). Adding a kind is one new file and one registry line.
+//! The registries live here, below every family (`provider` and `mcp` both
+//! use them).
 
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserializer, Serialize, Serializer};
@@ -12,6 +15,41 @@ use serde::{Deserializer, Serialize, Serializer};
 pub trait Kind: Serialize + DeserializeOwned {
     /// The kind's name as written in YAML (`kind: NAME`).
     const NAME: &'static str;
+    /// What the rest of the code reads of the kind by its recorded name.
+    const FACTS: Facts = Facts::NONE;
+}
+
+/// What a report or a check reads of a kind by the name a recording keeps
+/// (`"hang"`), declared in the kind's own file, so no other file lists
+/// kinds by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Facts {
+    /// Its colour on the HTML timeline and legend (`None`: the report's
+    /// colour for anything else).
+    pub colour: Option<&'static str>,
+    /// The answer never completes: the request is left waiting until the
+    /// client gives up on it.
+    pub waits: bool,
+    /// An MCP reply that withholds the answer to the agent's discovery
+    /// (`initialize`, `tools/list`).
+    pub withholds_listing: bool,
+}
+
+impl Facts {
+    /// Nothing declared.
+    pub const NONE: Facts = Facts {
+        colour: None,
+        waits: false,
+        withholds_listing: false,
+    };
+
+    /// A kind with its colour and nothing else.
+    pub const fn coloured(colour: &'static str) -> Facts {
+        Facts {
+            colour: Some(colour),
+            ..Facts::NONE
+        }
+    }
 }
 
 /// Read a `{kind: NAME, ...}` mapping: the name and the other fields.
@@ -90,17 +128,40 @@ macro_rules! registry {
         impl $enum {
             /// Every kind's name, in registry order.
             pub const KINDS: &'static [&'static str] =
-                &[$( <$ty as $crate::provider::registry::Kind>::NAME, )+];
+                &[$( <$ty as $crate::kinds::Kind>::NAME, )+];
+
+            /// Every kind's name with its [`Facts`](crate::kinds::Facts), in
+            /// registry order.
+            pub const FACTS: &'static [(&'static str, $crate::kinds::Facts)] = &[$(
+                (
+                    <$ty as $crate::kinds::Kind>::NAME,
+                    <$ty as $crate::kinds::Kind>::FACTS,
+                ),
+            )+];
+
+            /// The facts of the kind recorded as `name`, if it is one of this
+            /// family's.
+            pub fn facts_of(name: &str) -> Option<$crate::kinds::Facts> {
+                Self::FACTS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+            }
 
             /// The kind's name as written in YAML.
             pub fn kind_name(&self) -> &'static str {
                 match self {
-                    $( Self::$variant(_) => <$ty as $crate::provider::registry::Kind>::NAME, )+
+                    $( Self::$variant(_) => <$ty as $crate::kinds::Kind>::NAME, )+
                 }
             }
 
             /// The kind behind its family's trait.
             pub(crate) fn as_dyn(&self) -> &dyn $behaviour {
+                match self {
+                    $( Self::$variant(k) => k, )+
+                }
+            }
+
+            /// The kind behind its family's trait, to change it.
+            #[allow(dead_code)]
+            pub(crate) fn as_dyn_mut(&mut self) -> &mut dyn $behaviour {
                 match self {
                     $( Self::$variant(k) => k, )+
                 }
@@ -118,7 +179,7 @@ macro_rules! registry {
         impl serde::Serialize for $enum {
             fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 match self {
-                    $( Self::$variant(k) => $crate::provider::registry::serialize(k, s), )+
+                    $( Self::$variant(k) => $crate::kinds::serialize(k, s), )+
                 }
             }
         }
@@ -126,14 +187,14 @@ macro_rules! registry {
         impl<'de> serde::Deserialize<'de> for $enum {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let (kind, fields) =
-                    $crate::provider::registry::split_kind(d, $family, Self::KINDS)?;
+                    $crate::kinds::split_kind(d, $family, Self::KINDS)?;
                 $(
-                    if kind == <$ty as $crate::provider::registry::Kind>::NAME {
-                        return $crate::provider::registry::parse::<$ty, D::Error>(fields)
+                    if kind == <$ty as $crate::kinds::Kind>::NAME {
+                        return $crate::kinds::parse::<$ty, D::Error>(fields)
                             .map(Self::$variant);
                     }
                 )+
-                Err($crate::provider::registry::unknown::<D::Error>($family, &kind, Self::KINDS))
+                Err($crate::kinds::unknown::<D::Error>($family, &kind, Self::KINDS))
             }
         }
     };
