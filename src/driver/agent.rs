@@ -1,12 +1,65 @@
 //! [`Agent`]: either kind of agent process the runner drives, behind one
-//! set of operations (pid, signal, interrupt, wait, whether a turn is still
-//! starting up, its exit, the stray stdout lines): a driver-protocol
-//! process ([`AgentProcess`]) or a one-shot CLI run per turn ([`ExecAgent`]).
+//! set of operations (start for a worker, fresh or resuming at turn K; pid,
+//! signal, interrupt, wait, whether a turn is still starting up, its exit,
+//! the stray stdout lines; what a turn's clock starts on; the session id its
+//! store is read under): a driver-protocol process ([`AgentProcess`]) or a
+//! one-shot CLI run per turn ([`ExecAgent`]). The runner never asks which.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
+
 use super::exec::ExecAgent;
-use super::process::{AgentProcess, Exit};
+use super::home::{self, Prepared};
+use super::process::{AgentProcess, Exit, Sink};
+use crate::proc_hygiene::Scope;
+
+/// What a turn's own deadline counts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockStart {
+    /// The turn's start: the agent said `ready` and takes the turn at once
+    /// (driver protocol).
+    TurnStart,
+    /// The turn process's first provider call; its start-up before that is
+    /// bounded by the boot deadline (exec mode: a process per turn).
+    FirstCall,
+}
+
+/// What starting an agent needs, the same for every start of a scenario.
+pub struct Launch<'a> {
+    pub prepared: &'a Prepared,
+    pub env: &'a BTreeMap<String, String>,
+    pub scope: &'a Arc<Scope>,
+    /// The provider's request count (exec mode: a turn's first call).
+    pub requests: &'a watch::Receiver<u64>,
+    /// How many workers the scenario runs.
+    pub workers: usize,
+}
+
+impl Launch<'_> {
+    /// What a turn's own deadline counts from, for this agent.
+    pub fn clock_start(&self) -> ClockStart {
+        clock_start(self.prepared)
+    }
+}
+
+/// What a turn's own deadline counts from, for the agent `prep` runs.
+pub fn clock_start(prep: &Prepared) -> ClockStart {
+    match prep.exec {
+        Some(_) => ClockStart::FirstCall,
+        None => ClockStart::TurnStart,
+    }
+}
+
+/// The session id the agent's store is read under: the profile's
+/// `exec.store_session` rendered with the values captured from the agent
+/// (exec mode), else `None` (the scenario's own). `Err` names a capture the
+/// agent never printed.
+pub fn store_session(prep: &Prepared) -> Result<Option<String>, String> {
+    super::exec::store_session(prep)
+}
 
 /// Either kind of agent the runner drives.
 pub enum Agent {
@@ -17,6 +70,28 @@ pub enum Agent {
 }
 
 impl Agent {
+    /// Start worker `worker` (its events into `sink`): fresh, or resuming at
+    /// turn K after a kill (`resume: Some(K)`).
+    pub fn start(
+        launch: &Launch<'_>,
+        worker: usize,
+        sink: Sink,
+        resume: Option<u64>,
+    ) -> anyhow::Result<Agent> {
+        let prep = launch.prepared;
+        if let Some(run) = &prep.exec {
+            let scope = launch.scope.clone();
+            let requests = launch.requests.clone();
+            let agent = ExecAgent::spawn(prep, run, launch.env, sink, scope, resume, requests)?;
+            return Ok(Agent::Exec(agent));
+        }
+        let (argv, spec) = home::worker_spec(prep, worker, launch.workers, resume)?;
+        let mut env = launch.env.clone();
+        env.insert("CHAOS_SPEC".into(), spec.display().to_string());
+        let agent = AgentProcess::spawn(prep, &argv, &env, sink, launch.scope)?;
+        Ok(Agent::Protocol(agent))
+    }
+
     pub fn pid(&self) -> i32 {
         match self {
             Agent::Protocol(p) => p.pid(),

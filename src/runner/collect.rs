@@ -203,11 +203,10 @@ pub(crate) async fn collect(
     // Every process of the scenario is gone: the sampler has seen them all.
     let samples = sampler.take(plan.tag());
     // Exec mode may bind a value captured from the agent (its own session id).
-    let (session_id, capture_error) =
-        match crate::driver::exec::store_session(&session.prepared, &plan.session_id) {
-            Ok(id) => (id, None),
-            Err(e) => (plan.session_id.clone(), Some(e)),
-        };
+    let (session_id, capture_error) = match driven.store_session() {
+        Ok(id) => (id.unwrap_or_else(|| plan.session_id.clone()), None),
+        Err(e) => (plan.session_id.clone(), Some(e)),
+    };
     let store = read_store(shared, &session, &session_id).await;
     let network = session.network.clone();
     let prepared = session.prepared.clone();

@@ -41,10 +41,10 @@ const STDERR_KEEP_CHARS: usize = 2000;
 
 /// The value the store query binds as the session id: the profile's
 /// `exec.store_session` rendered with the values captured so far (exec mode),
-/// else `session_id`. `Err` names a capture the agent never printed.
-pub fn store_session(prep: &Prepared, session_id: &str) -> Result<String, String> {
+/// else `None`. `Err` names a capture the agent never printed.
+pub(crate) fn store_session(prep: &Prepared) -> Result<Option<String>, String> {
     let Some(run) = &prep.exec else {
-        return Ok(session_id.to_string());
+        return Ok(None);
     };
     let mut vars = run.vars.clone();
     let captured = run.captured.lock().unwrap_or_else(|e| e.into_inner());
@@ -59,7 +59,7 @@ pub fn store_session(prep: &Prepared, session_id: &str) -> Result<String, String
             ));
         }
     }
-    crate::template::render(&run.spec.store_session, &vars)
+    crate::template::render(&run.spec.store_session, &vars).map(Some)
 }
 
 /// The running turn's process.

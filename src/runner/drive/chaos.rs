@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use tokio::time::{sleep_until, Instant};
 
 use super::{Drive, Next};
+use crate::driver::agent::ClockStart;
 use crate::observe::{Event, Phase, ScheduledFault};
 use crate::provider::Provider;
 use crate::scenarios::{FaultTarget, Scenario};
@@ -25,7 +26,7 @@ use crate::units::secs;
 struct Pace {
     turn: f64,
     boot: f64,
-    exec: bool,
+    clock: ClockStart,
     deadline: Instant,
     /// An exec-mode turn's process is starting up (the boot deadline runs).
     starting: bool,
@@ -34,7 +35,7 @@ struct Pace {
 impl Pace {
     fn on(&mut self, at: Instant, ev: &Event) {
         match ev {
-            Event::TurnStart { .. } if self.exec => {
+            Event::TurnStart { .. } if self.clock == ClockStart::FirstCall => {
                 (self.starting, self.deadline) = (true, at + secs(self.boot));
             }
             Event::FirstCall { .. } => {
@@ -148,7 +149,7 @@ pub(crate) async fn drive(
     let pace = Pace {
         turn: dl.turn,
         boot: dl.boot,
-        exec: d.exec(),
+        clock: d.clock_start(),
         deadline: t0 + secs(dl.turn),
         starting: false,
     };

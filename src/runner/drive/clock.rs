@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::Drive;
+use crate::driver::agent::ClockStart;
 use crate::observe::{Event, Phase};
 use crate::units::secs;
 
@@ -38,7 +39,7 @@ impl TurnClock {
             working: watch::channel(None).0,
             deadline: now + secs(boot),
         };
-        if !d.exec() {
+        if d.clock_start() == ClockStart::TurnStart {
             c.begin(d, now);
             return c;
         }

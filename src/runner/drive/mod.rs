@@ -23,8 +23,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep_until, Instant};
 
-use crate::driver::exec::ExecAgent;
-use crate::driver::{home, Agent, AgentProcess, Budget, Exit, Line, Prepared, Sink, Tagged};
+use crate::driver::agent::{self, ClockStart};
+use crate::driver::{Agent, Budget, Exit, Line, Prepared, Sink, Tagged};
 use crate::mcp::McpServer;
 use crate::observe::{Capped, ChaosRecord, Event, Phase, Snapshot, Timed};
 use crate::proc_hygiene::Scope;
@@ -90,6 +90,9 @@ pub(crate) struct Driven {
     killed: bool,
     /// Why the drive was stopped at its bound, if it was.
     overran: Option<String>,
+    /// The session id the agent's store is read under (see
+    /// [`agent::store_session`]).
+    store_session: Result<Option<String>, String>,
 }
 
 impl Driven {
@@ -97,6 +100,13 @@ impl Driven {
     /// stuck), if it did.
     pub(crate) fn overran(&self) -> Option<String> {
         self.overran.clone()
+    }
+
+    /// The session id the agent's store is read under: the agent's own (an
+    /// exec-mode CLI's captured value) or `None` for the scenario's; `Err`
+    /// names a value the agent never printed.
+    pub(crate) fn store_session(&self) -> Result<Option<String>, String> {
+        self.store_session.clone()
     }
 
     /// Whether chaosrun killed a process that did not exit by itself.
@@ -183,7 +193,9 @@ impl<'a> Drive<'a> {
             }
         };
         let killed = self.close(clean, s.deadlines.exit).await;
+        let store_session = agent::store_session(self.launch.prepared);
         Ok(Driven {
+            store_session,
             events: self.events,
             snapshots: self.snapshots,
             agents: self.workers.into_iter().flatten().collect(),
@@ -207,9 +219,10 @@ impl<'a> Drive<'a> {
         self.workers.len() > 1
     }
 
-    /// Exec mode: one process per turn, each with its own start-up.
-    pub(crate) fn exec(&self) -> bool {
-        self.launch.prepared.exec.is_some()
+    /// What a turn's own deadline counts from (an exec-mode CLI's turn: its
+    /// first provider call, after a start-up of its own).
+    pub(crate) fn clock_start(&self) -> ClockStart {
+        agent::clock_start(self.launch.prepared)
     }
 
     /// Whether worker `k`'s running turn is still starting up (exec mode:
@@ -336,29 +349,6 @@ impl<'a> Drive<'a> {
         resume: Option<u64>,
     ) -> anyhow::Result<OwnedSemaphorePermit> {
         let permit = self.launch.gate.clone().acquire_owned().await?;
-        if let Some(run) = &self.launch.prepared.exec {
-            // Exec mode: one process per turn, events synthesised.
-            self.incarnation[k] += 1;
-            let sink = Sink {
-                tx: self.sink.clone(),
-                worker: k,
-                incarnation: self.incarnation[k],
-                budget: self.budget.clone(),
-            };
-            let agent = ExecAgent::spawn(
-                self.launch.prepared,
-                run,
-                self.launch.env,
-                sink,
-                self.launch.scope.clone(),
-                resume,
-                self.launch.requests.clone(),
-            )?;
-            return Ok(self.started(k, Agent::Exec(agent), resume, permit));
-        }
-        let (argv, spec) = home::worker_spec(self.launch.prepared, k, self.count(), resume)?;
-        let mut env = self.launch.env.clone();
-        env.insert("CHAOS_SPEC".into(), spec.display().to_string());
         self.incarnation[k] += 1;
         let sink = Sink {
             tx: self.sink.clone(),
@@ -366,9 +356,15 @@ impl<'a> Drive<'a> {
             incarnation: self.incarnation[k],
             budget: self.budget.clone(),
         };
-        let agent =
-            AgentProcess::spawn(self.launch.prepared, &argv, &env, sink, &self.launch.scope)?;
-        Ok(self.started(k, Agent::Protocol(agent), resume, permit))
+        let launch = agent::Launch {
+            prepared: self.launch.prepared,
+            env: self.launch.env,
+            scope: &self.launch.scope,
+            requests: &self.launch.requests,
+            workers: self.count(),
+        };
+        let agent = Agent::start(&launch, k, sink, resume)?;
+        Ok(self.started(k, agent, resume, permit))
     }
 
     /// Record worker `k`'s start (or restart).
