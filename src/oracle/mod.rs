@@ -11,6 +11,7 @@ mod giveup;
 mod history;
 mod hygiene;
 mod mcp;
+mod orphan;
 mod reuse;
 mod side_effects;
 mod stderr_note;
@@ -154,6 +155,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(calls::check(s, obs));
     out.extend(backoff::check(obs));
     out.extend(calls::subagent(s, obs));
+    out.extend(orphan::check(s, obs));
     out.extend(mcp::calls(s, obs));
     out.extend(mcp::unauthorized_retries(s, obs));
     out.extend(mcp::offered(s, caps.mcp_tool.as_deref(), obs));
