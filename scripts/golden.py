@@ -86,6 +86,7 @@ BUG_ROWS = [
     ("mcp_retry_unauthorized", "mcp_http_unauthorized", "1", "provider_calls"),
     ("mcp_stale_schema", "mcp_tool_schema_changes", "1", "reusability"),
     ("subagent_no_deadline", "subagent_provider_hangs", "0.25", "termination"),
+    ("orphan_subagent", "interrupt_subagent", "1", "provider_calls"),
     ("stdin_open", "tool_background_reads_stdin", "1", "history_integrity"),
 ]
 PROCESS_BUG_ROWS = [

@@ -166,6 +166,13 @@ const CASES: &[Case] = &[
         scale: "0.25",
         says: "deadline",
     },
+    Case {
+        bug: "orphan_subagent",
+        scenario: "interrupt_subagent",
+        invariant: "provider_calls",
+        scale: "1",
+        says: "after the parent's turn ended: +",
+    },
     // Tools that hold the pipe.
     Case {
         bug: "wait_for_pipe_eof",

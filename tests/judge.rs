@@ -110,7 +110,7 @@ fn goldens_rejudge_to_their_recorded_checks() {
 /// Checks no golden case fails: each needs a fault the reference agent has
 /// no `--bug` for (a fault that never lands, an agent that never boots or
 /// never exits, a breaker that refuses), so the oracle's unit tests cover
-/// their failing side. 21 checks have both a passing and a failing golden.
+/// their failing side. 22 checks have both a passing and a failing golden.
 const NO_FAILING_GOLDEN: &[&str] = &[
     "exercised/background_job_existed",
     "exercised/context_overflowed",

@@ -79,6 +79,9 @@ history), mcp_boot_drop (a server slower than 1.5 s at boot is dropped without
 a word), mcp_retry_unauthorized (a 401 at initialize is retried in a loop),
 mcp_stale_schema (``tools/list_changed`` ignored: the old schemas stay offered);
 subagent_no_deadline (the ``task`` tool waits for its subagent for ever);
+orphan_subagent (a ``task`` tool stopped by its deadline or an interrupt
+abandons its subagent, whose loop retries its model call after the parent's
+turn ended);
 wait_for_pipe_eof (a foreground call waits for its stdout to close,
 past its timeout, so a child that keeps the pipe holds the turn); and the restart bugs:
   * replay_side_effect: an unanswered call is re-run (its command executed
@@ -148,6 +151,7 @@ KNOWN_BUGS = {
     "mcp_retry_unauthorized": "an MCP server's HTTP 401 at initialize is retried until the boot timeout",
     "mcp_stale_schema": "notifications/tools/list_changed is ignored: the model keeps the old tool schemas",
     "subagent_no_deadline": "the task tool waits for its subagent with no deadline",
+    "orphan_subagent": "a stopped task tool abandons its subagent, which keeps calling the model after the parent's turn ended",
     # Tools that hold the pipe.
     "wait_for_pipe_eof": "a foreground call returns only at stdout EOF (no grace, no timeout once the command exited)",
     # Combination bugs (chaosrun explore): each needs two faults together.
@@ -836,6 +840,7 @@ class Agent:
     base_path = None
     mcp = None
     is_subagent = False      # a nested loop run by the `task` tool (see run_subagent)
+    orphans = ()             # subagent threads left running (bug orphan_subagent)
     last_mcp_error = False
 
     def __init__(self, cfg, spec, bugs, home, wire=None):
@@ -1490,6 +1495,9 @@ class Agent:
                 stopped = "interrupted"
             elif end is not None and time.monotonic() > end:
                 stopped = "timeout"
+            if stopped and worker.is_alive() and self.bug("orphan_subagent"):
+                self._bug_orphan_subagent(sub, worker)
+                break
             if stopped and worker.is_alive():
                 sub.ctl.interrupt()
                 worker.join(5)
@@ -1503,6 +1511,25 @@ class Agent:
             return f"error: the subagent did not finish within {fmt_num(budget)}s and was stopped", False
         final = result.get("final", "")
         return (f"subagent failed: {final}" if result.get("failed") else final), False
+
+    ORPHAN_GRACE = 1.0   # --bug orphan_subagent: seconds close waits for abandoned subagents
+
+    def _bug_orphan_subagent(self, sub, worker):
+        """--bug orphan_subagent: the parent stops waiting for its subagent but
+        never stops it. It cuts the subagent's in-flight model call (so the
+        parent's turn can end at once) without setting the subagent's interrupt
+        flag, and does not wait: the subagent takes the cut for a dropped stream
+        and retries its model call after the parent's turn has ended (close
+        lets such subagents run on for ORPHAN_GRACE seconds, so the process
+        is still there when they call)."""
+        log("subagent: abandoned (bug orphan_subagent: its loop is left running)")
+        self.orphans = [*self.orphans, worker]
+        with sub.ctl.lock:
+            if sub.ctl.sock is not None:
+                try:
+                    sub.ctl.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
 
     def execute_mcp(self, server, name, raw):
         """Run one MCP tool call: (result text, interrupted). Sets last_mcp_error
@@ -1798,6 +1825,9 @@ class Agent:
             time.sleep(0.02)
 
     def close(self):
+        end = time.monotonic() + self.ORPHAN_GRACE
+        for worker in self.orphans:   # only ever filled by bug orphan_subagent
+            worker.join(max(0.0, end - time.monotonic()))
         self.close_mcp()
         if self.bug("leaked_background"):
             log("close: leaving background jobs running (bug leaked_background)")
