@@ -102,6 +102,13 @@ const CASES: &[Case] = &[
         says: "notifications/cancelled",
     },
     Case {
+        bug: "mcp_timeout_no_cancel",
+        scenario: "mcp_call_hangs",
+        invariant: "termination",
+        scale: "1",
+        says: "never sent notifications/cancelled",
+    },
+    Case {
         bug: "mcp_leak_server",
         scenario: "mcp_stdio_server_outlives_agent",
         invariant: "process_hygiene",

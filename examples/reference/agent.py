@@ -73,6 +73,7 @@ Process faults (restart on the same HOME)
 Bugs (``--bug NAME``): retry_storm, retry_400, no_stale_timeout,
 leaked_background, lost_parallel_result, wedged_after_interrupt, stdin_open,
 huge_output_whole, corrupt_store; the MCP bugs mcp_no_timeout, mcp_no_cancel,
+mcp_timeout_no_cancel (a timed-out call is forgotten, never cancelled),
 mcp_leak_server (close leaves stdio servers running; the descendant sweep
 spares them), mcp_drop_error_result (an ``isError`` result never enters the
 history), mcp_boot_drop (a server slower than 1.5 s at boot is dropped without
@@ -145,6 +146,7 @@ KNOWN_BUGS = {
     "replay_from_zero": "on resume, start_turn is ignored and the turns replay from turn 0",
     "mcp_no_timeout": "an MCP tool call has no timeout (waits until interrupted)",
     "mcp_no_cancel": "an abandoned MCP call is never cancelled (no notifications/cancelled)",
+    "mcp_timeout_no_cancel": "an MCP call whose timeout fires is forgotten: no notifications/cancelled, the connection kept open",
     "mcp_leak_server": "close never stops the stdio MCP servers",
     "mcp_drop_error_result": "an MCP result marked isError is dropped from the history",
     "mcp_boot_drop": "an MCP server not ready within 1.5 s is dropped silently (no tools, nothing said)",

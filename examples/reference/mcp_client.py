@@ -29,6 +29,8 @@ the spec: stdio closes stdin, waits, SIGTERM, waits, SIGKILL; HTTP sends DELETE.
 
 Bug switches (``bugs``): ``mcp_no_timeout`` (a call waits forever unless
 interrupted), ``mcp_no_cancel`` (no ``notifications/cancelled``),
+``mcp_timeout_no_cancel`` (a call whose timeout fires is forgotten without
+``notifications/cancelled``, the connection kept open; an interrupt still cancels),
 ``mcp_leak_server`` (close leaves stdio servers running), ``mcp_boot_drop``,
 ``mcp_retry_unauthorized``, ``mcp_stale_schema``. ``mcp_drop_error_result``
 lives in the agent (it drops the result from the history).
@@ -599,6 +601,10 @@ class McpServer:
         return p.response
 
     def _cancel(self, rid, why):
+        if why == "timeout" and "mcp_timeout_no_cancel" in self.bugs:
+            self.log(f"mcp {self.name}: request {rid} timed out; forgotten without notifications/cancelled"
+                     " (bug mcp_timeout_no_cancel)")
+            return
         if "mcp_no_cancel" in self.bugs:
             self.log(f"mcp {self.name}: request {rid} abandoned ({why}) without notifications/cancelled"
                      " (bug mcp_no_cancel)")

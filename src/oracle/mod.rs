@@ -11,6 +11,7 @@ mod giveup;
 mod history;
 mod hygiene;
 mod mcp;
+mod mcp_abandoned;
 mod orphan;
 mod reuse;
 mod side_effects;
@@ -152,6 +153,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(discovery::check(s, obs));
     out.extend(giveup::check(s, obs));
     out.extend(mcp::cancellation(s, obs));
+    out.extend(mcp_abandoned::check(s, caps.mcp_tool.as_deref(), obs));
     out.extend(calls::check(s, obs));
     out.extend(backoff::check(obs));
     out.extend(calls::subagent(s, obs));
