@@ -56,6 +56,7 @@ PASS_ROWS = [
     "interrupt_hung_tool",
     "interrupt_subagent",
     "interrupt_mcp_call",
+    "mcp_call_hangs",
     "mcp_http_unauthorized",
     "mcp_tool_schema_changes",
 ]
@@ -78,6 +79,7 @@ BUG_ROWS = [
     ("corrupt_store", "provider_500_forever", "1", "store_integrity"),
     ("mcp_no_timeout", "mcp_call_hangs", "0.25", "termination"),
     ("mcp_no_cancel", "interrupt_mcp_call", "1", "termination"),
+    ("mcp_timeout_no_cancel", "mcp_call_hangs", "1", "termination"),
     ("mcp_leak_server", "mcp_stdio_server_outlives_agent", "1", "process_hygiene"),
     ("mcp_drop_error_result", "mcp_error_result", "1", "history_integrity"),
     ("ignore_retry_after", "provider_429_retry_after_honoured", "1", "provider_calls"),
