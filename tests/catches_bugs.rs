@@ -7,6 +7,8 @@
 //! By default each case runs on one wire, the wires taken in turn, so every
 //! case and every wire is exercised in a quarter of the time (CI's bounded
 //! subset); `CHAOSRUN_FULL=1` runs every case on every wire.
+//! The MCP cancel bugs also run over streamable HTTP (their rows run over
+//! stdio, the profile's first transport, above).
 
 mod common;
 
@@ -249,28 +251,77 @@ fn each_bug_fails_on_its_own_invariant_only_on_every_wire() {
     assert!(problems.is_empty(), "\n{}", problems.join("\n\n"));
 }
 
+/// The MCP bugs whose rows run on the profile's first transport (stdio)
+/// above: caught over streamable HTTP too (the reference profile with its
+/// transports reversed), one wire each in turn.
+const OVER_HTTP: &[&str] = &["mcp_no_cancel", "mcp_timeout_no_cancel"];
+
+#[test]
+fn the_mcp_cancel_bugs_are_caught_over_http_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = repo().join("examples/reference/agent.py");
+    let yaml = std::fs::read_to_string(repo().join("examples/reference/agent.yaml")).unwrap();
+    let http_first = yaml
+        .replace("{{profile_dir}}/agent.py", agent.to_str().unwrap())
+        .replace("transports: [stdio, http]", "transports: [http, stdio]");
+    assert!(http_first.contains("transports: [http, stdio]"), "{yaml}");
+    let profile = dir.path().join("agent-http.yaml");
+    std::fs::write(&profile, http_first).unwrap();
+    let problems: Vec<String> = CASES
+        .iter()
+        .filter(|c| OVER_HTTP.contains(&c.bug))
+        .enumerate()
+        .flat_map(|(i, c)| {
+            let wire = WIRES[(i + 1) % WIRES.len()];
+            let artifacts = dir.path().join(c.bug);
+            let extra = [
+                "--agent",
+                profile.to_str().unwrap(),
+                "--artifacts",
+                artifacts.to_str().unwrap(),
+                "--keep-all",
+            ];
+            let mut found = case_with(wire, c, &extra);
+            let obs = read_json(&artifacts.join(c.scenario).join("observation.json"));
+            if obs["mcp"]["transport"] != "http" {
+                found.push(format!(
+                    "{}: ran over {}, not http",
+                    c.bug, obs["mcp"]["transport"]
+                ));
+            }
+            found
+        })
+        .collect();
+    assert!(problems.is_empty(), "\n{}", problems.join("\n\n"));
+}
+
 /// Run `c` on `wire`; the problems found, each naming its wire.
 fn case_on(wire: &'static str, c: &'static Case) -> Vec<String> {
+    case_with(wire, c, &[])
+}
+
+/// Run `c` on `wire` with `extra` arguments.
+fn case_with(wire: &'static str, c: &'static Case, extra: &[&str]) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let json = dir
         .path()
         .join(format!("{}-{}-{wire}.json", c.bug, c.scenario));
     let mark = new_mark(c.bug);
-    let out = chaosrun(
-        &mark,
-        &[
-            "scenarios.yaml",
-            "--only",
-            c.scenario,
-            &format!("--agent-arg=--bug={}", c.bug),
-            "--wire",
-            wire,
-            "--deadline-scale",
-            c.scale,
-            "--json",
-            json.to_str().unwrap(),
-        ],
-    );
+    let bug = format!("--agent-arg=--bug={}", c.bug);
+    let mut args = vec![
+        "scenarios.yaml",
+        "--only",
+        c.scenario,
+        &bug,
+        "--wire",
+        wire,
+        "--deadline-scale",
+        c.scale,
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = chaosrun(&mark, &args);
     let mut problems = Vec::new();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     if out.status.code() != Some(1) {
