@@ -1,7 +1,7 @@
 //! `mcp_timeout_cancelled`: an MCP `tools/call` the agent stopped waiting
 //! for on its own (its per-call timeout: the turn moved on, or the call's
 //! result, often a tool error, went to the model) while the server still
-//! worked on it must be cancelled: a `notifications/cancelled` naming its
+//! worked on it (no answer by [`SLACK`] after) must be cancelled: a `notifications/cancelled` naming its
 //! request id, or the connection closed (stdio stdin closed, HTTP session
 //! deleted) while the session goes on, by [`SLACK`] after the agent moved
 //! on. Else the server works for ever on a request nobody waits for.
@@ -51,7 +51,11 @@ pub fn check(s: &Scenario, mapped: Option<&str>, obs: &Observation) -> Option<Ch
         .filter(|e| interrupt.is_none_or(|t| !(e.at <= t && e.answered.is_none_or(|a| a > t))))
         .filter_map(|e| {
             let m = moved_on(e, name, obs)?;
-            e.answered.is_none_or(|a| a > m.at).then_some((e, m))
+            // Answered within the slack: the server let go by itself (and
+            // an answer is stamped once sent, maybe after the agent read it).
+            e.answered
+                .is_none_or(|a| a > m.at + SLACK)
+                .then_some((e, m))
         })
         .collect();
     if abandoned.is_empty() {
@@ -312,17 +316,24 @@ mod tests {
             ..Default::default()
         });
         assert!(check(&s, None, &o).is_none());
+        // Answered as the agent moved on (stamped just after its next call).
+        let (s1, mut o1) = judged_obs("slow", vec![]);
+        o1.mcp.as_mut().unwrap().exchanges[0].answered = Some(12.31);
+        assert!(check(&s1, Some("mcp_chaos_probe"), &o1).is_none());
+        // Answered long after: the server worked on for nobody.
+        o1.mcp.as_mut().unwrap().exchanges[0].answered = Some(20.0);
+        assert!(check(&s1, Some("mcp_chaos_probe"), &o1).unwrap().failed());
         // The server ended it itself.
         assert!(judged("crash", vec![]).is_none());
         // In flight at an interrupt: the `cancellation` check's.
         let (s2, mut o2) = judged_obs("hang", vec![]);
-        assert!(check(&s2, None, &o2).unwrap().failed());
+        assert!(check(&s2, Some("mcp_chaos_probe"), &o2).unwrap().failed());
         o2.events.push(Timed {
             at: 2.0,
             worker: None,
             event: Event::InterruptSent { main_calls: 1 },
         });
-        assert!(check(&s2, None, &o2).is_none());
+        assert!(check(&s2, Some("mcp_chaos_probe"), &o2).is_none());
         // Rows without MCP.
         assert!(check(&scenario("expect: ended"), None, &o).is_none());
     }
@@ -353,7 +364,7 @@ mod tests {
         assert!(check(&s, None, &o).unwrap().not_checked());
         let (s2, mut o2) = judged_obs("hang", vec![]);
         o2.mcp.as_mut().unwrap().dropped = 3;
-        let capped = check(&s2, None, &o2).unwrap();
+        let capped = check(&s2, Some("mcp_chaos_probe"), &o2).unwrap();
         assert!(
             capped
                 .not_checked_reason()
