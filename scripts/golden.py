@@ -59,6 +59,7 @@ PASS_ROWS = [
     "mcp_call_hangs",
     "mcp_http_unauthorized",
     "mcp_tool_schema_changes",
+    "tool_output_memory",
 ]
 PROCESS_ROWS = [
     "kill_during_tool_side_effect",
@@ -76,6 +77,7 @@ BUG_ROWS = [
     ("lost_parallel_result", "parallel_8_terminal_calls", "1", "history_integrity"),
     ("wedged_after_interrupt", "interrupt_provider_hang", "1", "reusability"),
     ("huge_output_whole", "tool_huge_output", "1", "history_integrity"),
+    ("memory_leak", "tool_output_memory", "1", "memory"),
     ("corrupt_store", "provider_500_forever", "1", "store_integrity"),
     ("mcp_no_timeout", "mcp_call_hangs", "0.25", "termination"),
     ("mcp_no_cancel", "interrupt_mcp_call", "1", "termination"),

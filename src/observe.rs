@@ -313,6 +313,10 @@ pub struct Observation {
     /// Tagged processes alive over time.
     #[serde(default)]
     pub proc_samples: Vec<ProcSample>,
+    /// The scenario cgroup's peak memory in bytes (`memory.peak`), where the
+    /// kernel keeps one; else the `memory` check reads the samples' RSS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_peak: Option<u64>,
     /// Distinct command lines of the tagged processes seen while it ran
     /// (bounded): evidence that a tool really ran.
     #[serde(default)]

@@ -83,6 +83,13 @@ const CASES: &[Case] = &[
         says: "at most",
     },
     Case {
+        bug: "memory_leak",
+        scenario: "tool_output_memory",
+        invariant: "memory",
+        scale: "1",
+        says: "memory_mb",
+    },
+    Case {
         bug: "corrupt_store",
         scenario: "provider_500_forever",
         invariant: "store_integrity",

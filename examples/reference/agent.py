@@ -72,7 +72,7 @@ Process faults (restart on the same HOME)
 
 Bugs (``--bug NAME``): retry_storm, retry_400, no_stale_timeout,
 leaked_background, lost_parallel_result, wedged_after_interrupt, stdin_open,
-huge_output_whole, corrupt_store; the MCP bugs mcp_no_timeout, mcp_no_cancel,
+huge_output_whole, memory_leak, corrupt_store; the MCP bugs mcp_no_timeout, mcp_no_cancel,
 mcp_timeout_no_cancel (a timed-out call is forgotten, never cancelled),
 mcp_leak_server (close leaves stdio servers running; the descendant sweep
 spares them), mcp_drop_error_result (an ``isError`` result never enters the
@@ -139,6 +139,7 @@ KNOWN_BUGS = {
     "wedged_after_interrupt": "the interrupt flag is never cleared",
     "stdin_open": "tools inherit the agent's stdin",
     "huge_output_whole": "tool output is not capped",
+    "memory_leak": "every tool output is kept whole in memory four times (raw bytes, text, the transcript log line, the rendered view), never trimmed",
     "corrupt_store": "state.db is corrupted at close",
     "replay_side_effect": "on resume, an unanswered tool call is re-run",
     "orphan_bg_on_restart": "on resume, the previous incarnation's background jobs are left running",
@@ -872,6 +873,7 @@ class Agent:
         self.bg_jobs = []    # (id, pid, pgid, start_ticks) of this incarnation
         self.resume = spec.get("resume") is True
         self.pending_replay = []   # --bug replay_side_effect: calls to re-run before the next turn
+        self.leaked = []           # --bug memory_leak: tool outputs kept whole, never trimmed
         state_dir = os.path.join(home, ".refagent")
         os.makedirs(state_dir, exist_ok=True)
         self.bg_dir = os.path.join(state_dir, "bg")
@@ -1605,6 +1607,14 @@ class Agent:
     def _after_tool(self):
         """Called once a foreground tool is gone; a subclass may stop the turn."""
 
+    def _leak(self, raw):
+        """--bug memory_leak: keep a tool's whole output four times over (raw
+        bytes, text, the transcript log line, the rendered view), never
+        trimmed: the agent's memory grows with every large output."""
+        text = raw.decode("utf-8", "replace")
+        self.leaked.extend([bytes(raw), text, json.dumps(text), "".join(["| ", text])])
+        log(f"kept {len(raw)} bytes of tool output four times over (bug memory_leak)")
+
     def _bg_entry(self, job_id, pid, start_ticks):
         """This incarnation's record of a background job (killed at close)."""
         return (job_id, pid, pid, start_ticks)
@@ -1632,6 +1642,7 @@ class Agent:
         fd = proc.stdout.fileno()
         cap = None if self.bug("huge_output_whole") else OUTPUT_CAP
         kept = bytearray()
+        leaked = bytearray() if self.bug("memory_leak") else None
         total = 0
         eof = False
         exited_at = None
@@ -1647,6 +1658,8 @@ class Agent:
                             eof = True
                         else:
                             total += len(data)
+                            if leaked is not None:
+                                leaked += data
                             if cap is None:
                                 kept += data
                             elif len(kept) < cap:
@@ -1685,6 +1698,8 @@ class Agent:
             self.wait_group_gone(pgid)
             self._end_tool(job_id)
         self._after_tool()
+        if leaked is not None:
+            self._leak(leaked)
         out = kept.decode("utf-8", "replace")
         if total > len(kept):
             out += f"\n[output truncated: {total} bytes total]"

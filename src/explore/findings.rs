@@ -83,6 +83,7 @@ fn check_id(invariant: &str, name: &str) -> Option<String> {
         ProcessHygiene,
         StoreIntegrity,
         SideEffects,
+        Memory,
     ]
     .into_iter()
     .find(|i| {

@@ -158,6 +158,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
             procs: vec![],
         }],
         proc_samples: vec![],
+        memory_peak: None,
         processes_seen: vec![],
         provider_offset: 0.0,
         store: StoreObservation::Read {

@@ -12,6 +12,7 @@ mod history;
 mod hygiene;
 mod mcp;
 mod mcp_abandoned;
+pub mod memory;
 mod orphan;
 mod reuse;
 mod side_effects;
@@ -42,6 +43,8 @@ pub enum Invariant {
     SideEffects,
     /// The fault landed (evidence it did), or the scenario proves nothing.
     Exercised,
+    /// The agent's processes' peak memory within the row's bound.
+    Memory,
 }
 
 impl Invariant {
@@ -55,6 +58,7 @@ impl Invariant {
             Invariant::StoreIntegrity => "store integrity",
             Invariant::SideEffects => "exactly-once side effects",
             Invariant::Exercised => "fault exercised",
+            Invariant::Memory => "bounded memory",
         }
     }
 }
@@ -168,6 +172,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(store::check(obs));
     out.extend(side_effects::check(s, obs));
     out.extend(exercised::check_with(s, obs, caps.background.as_ref()));
+    out.push(memory::check(s, obs));
     out
 }
 

@@ -5,7 +5,7 @@
 
 use super::{unless_partial, Check, Invariant};
 use crate::observe::Observation;
-use crate::provider::replies::Reply;
+use crate::provider::replies::tool_call::SUBAGENT;
 use crate::provider::CallKind;
 use crate::scenarios::Scenario;
 
@@ -18,8 +18,7 @@ const LISTED: usize = 10;
 /// the parent call the `subagent` tool.
 fn starts_subagent(s: &Scenario) -> bool {
     s.responder.iter().any(|r| {
-        r.when.subagent == Some(true)
-            || matches!(&r.reply, Reply::ToolCall(t) if t.calls.iter().any(|c| c.tool == "subagent"))
+        r.when.subagent == Some(true) || r.reply.tool_calls().iter().any(|c| c.tool == SUBAGENT)
     })
 }
 

@@ -240,6 +240,23 @@ impl Cgroup {
             .map(|v| v.trim() == "1")
     }
 
+    /// Best effort: account memory for the sub-cgroups (`+memory` in
+    /// `cgroup.subtree_control`), so each scenario's has a `memory.peak`.
+    /// Refused where this cgroup's parent does not delegate the controller
+    /// (a hybrid host's v2 hierarchy has none): the samples' RSS stands in.
+    pub fn account_memory(&self) {
+        let _ = self.write("cgroup.subtree_control", "+memory");
+    }
+
+    /// The subtree's peak memory use in bytes (`memory.peak`), where the
+    /// memory controller is enabled for it (a hybrid host's v2 hierarchy has
+    /// none: `None`).
+    pub fn memory_peak(&self) -> Option<u64> {
+        let f = self.file("memory.peak", false).ok()?;
+        let raw = super::pseudo::reread(&f, 64).ok()?;
+        String::from_utf8_lossy(&raw).trim().parse().ok()
+    }
+
     /// Whether any live process is in this subtree (`populated`); a cgroup
     /// that is gone is not populated.
     pub fn populated(&self) -> bool {
@@ -408,6 +425,17 @@ pub fn end_run(run_id: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `memory.peak` read as bytes; a cgroup without one (no memory
+    /// controller) has none.
+    #[test]
+    fn memory_peak_is_read_where_the_kernel_keeps_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let cg = Cgroup::at(dir.path().to_path_buf());
+        assert_eq!(cg.memory_peak(), None);
+        std::fs::write(dir.path().join("memory.peak"), "123456789\n").unwrap();
+        assert_eq!(cg.memory_peak(), Some(123_456_789));
+    }
 
     /// A cgroup under chaosrun's base, with a directory handle where the
     /// raised open-file limit leaves room (as in a run); the test fails where

@@ -132,8 +132,10 @@ impl RunContainment {
         } else {
             cgroup::base().and_then(|b| {
                 let path = b.join(format!("chaosrun-{run_id}"));
-                Cgroup::create(path.clone())
-                    .map_err(|e| format!("cannot create {}: {e}", path.display()))
+                let cg = Cgroup::create(path.clone())
+                    .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+                cg.account_memory();
+                Ok(cg)
             })
         };
         RunContainment {
@@ -287,6 +289,12 @@ impl Scope {
         } else {
             Kind::Tag
         }
+    }
+
+    /// Blocking: the scenario cgroup's peak memory in bytes, where the kernel
+    /// keeps one (see [`Cgroup::memory_peak`]).
+    pub fn memory_peak(&self) -> Option<u64> {
+        self.cgroup.as_ref().and_then(Cgroup::memory_peak)
     }
 
     /// Blocking: before a process is started into the scope. Waits (bounded)

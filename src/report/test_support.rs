@@ -16,7 +16,13 @@ pub const VIOLATION: &str = "the faulted turn made 61 provider calls; the bound 
 
 pub fn sample_results() -> Vec<ScenarioResult> {
     let s = scenario("expect: error");
-    let obs = healthy(&s, end(0, false, true, "x"));
+    let mut obs = healthy(&s, end(0, false, true, "x"));
+    obs.proc_samples = vec![ProcSample {
+        at: 1.0,
+        count: 1,
+        rss: 40 << 20,
+        ..ProcSample::default()
+    }];
     let checks = check(&s, Capabilities::default(), &obs);
     assert!(checks.iter().all(|c| !c.failed()), "{checks:?}");
     let ok = ScenarioResult {

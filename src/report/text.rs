@@ -50,7 +50,8 @@ fn indent(text: &str, prefix: &str) -> String {
         .join("\n")
 }
 
-/// The scenario line: `PASS  id   12.3 s   3 calls (1 probe)`.
+/// The scenario line: `PASS  id   12.3 s   3 calls  41 MB`: the verdict,
+/// seconds, main calls, the agent's peak memory where it was measured.
 pub fn scenario_line(r: &ScenarioResult, width: usize) -> String {
     let rec = &r.observation.recording;
     let not_checked = r.not_checked().count();
@@ -67,6 +68,9 @@ pub fn scenario_line(r: &ScenarioResult, width: usize) -> String {
         rec.main_calls,
         if rec.main_calls == 1 { " " } else { "s" },
     );
+    if let Some(p) = crate::oracle::memory::peak(&r.observation) {
+        line.push_str(&format!("  {:>4.0} MB", p.mb()));
+    }
     if not_checked > 0 {
         line.push_str(&format!("  ({not_checked} not checked)"));
     }

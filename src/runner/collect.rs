@@ -176,6 +176,8 @@ pub(crate) struct Collected {
     /// What the sampler saw of the scenario's processes (CPU and RSS over
     /// time, every command line).
     samples: (Vec<crate::observe::ProcSample>, Vec<String>),
+    /// The scenario cgroup's `memory.peak`, where the kernel keeps one.
+    memory_peak: Option<u64>,
     /// A capture the store query needed that never matched, or a
     /// `--record` cassette that could not be written.
     cassette_error: Option<String>,
@@ -199,7 +201,7 @@ pub(crate) async fn collect(
         scenario.deadlines.reap
     };
     on_phase(Phase::Reap, reap);
-    let (survivors, containment) = reap_and_sweep(&session, reap).await;
+    let (survivors, containment, memory_peak) = reap_and_sweep(&session, reap).await;
     // Every process of the scenario is gone: the sampler has seen them all.
     let samples = sampler.take(plan.tag());
     // Exec mode may bind a value captured from the agent (its own session id).
@@ -227,6 +229,7 @@ pub(crate) async fn collect(
         store,
         closed,
         samples,
+        memory_peak,
         cassette_error,
         left,
     }
@@ -234,9 +237,15 @@ pub(crate) async fn collect(
 
 /// The scope's survivors after `reap` seconds, the scope's record, then the
 /// sweep of whatever is left.
-async fn reap_and_sweep(session: &Session, reap: f64) -> (Vec<ProcInfo>, Containment) {
+async fn reap_and_sweep(session: &Session, reap: f64) -> (Vec<ProcInfo>, Containment, Option<u64>) {
     let scope = session.scope.clone();
     let survivors = scope.survivors(secs(reap)).await;
+    // Read while the scenario's cgroup is still there.
+    let s = scope.clone();
+    let memory_peak = tokio::task::spawn_blocking(move || s.memory_peak())
+        .await
+        .ok()
+        .flatten();
     let unattributed = match scope.kind() {
         Kind::Cgroup => Vec::new(),
         Kind::Tag => {
@@ -250,7 +259,7 @@ async fn reap_and_sweep(session: &Session, reap: f64) -> (Vec<ProcInfo>, Contain
     tokio::task::spawn_blocking(move || sweeper.sweep())
         .await
         .ok();
-    (survivors, scope.record(unattributed))
+    (survivors, scope.record(unattributed), memory_peak)
 }
 
 /// The agent's store read back (off the async workers; never through a
@@ -329,6 +338,7 @@ impl Observation {
         obs.store = c.store;
         obs.recording = c.closed.recording;
         (obs.proc_samples, obs.processes_seen) = c.samples;
+        obs.memory_peak = c.memory_peak;
         // A real MCP server that failed (proxy mode) makes the row an ERROR.
         let upstream_error = c.closed.mcp.as_ref().and_then(|m| m.upstream_error.clone());
         obs.run_error = driven.overran().or(c.cassette_error).or(upstream_error);

@@ -6,7 +6,9 @@
 //! that cleared its environment, and costs a read of a few `cgroup.procs`
 //! files instead of every process's environment. Each sample also holds the
 //! processes' summed CPU and resident memory, read through `sysinfo` for
-//! exactly those pids (never a scan of every process).
+//! exactly those pids (never a scan of every process). Besides its ticks it
+//! samples when nudged (at each phase of a scenario: a turn's end, the close),
+//! so memory an agent holds to its end is seen before it exits.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -49,6 +51,7 @@ impl Watched {
 pub struct Sampler {
     tags: Arc<Mutex<HashMap<String, Watched>>>,
     task: Arc<tokio::task::JoinHandle<()>>,
+    nudged: Arc<tokio::sync::Notify>,
 }
 
 impl Sampler {
@@ -58,6 +61,8 @@ impl Sampler {
         let tags: Arc<Mutex<HashMap<String, Watched>>> = Default::default();
         let shared = tags.clone();
         let meter: Arc<Mutex<Meter>> = Default::default();
+        let nudged = Arc::new(tokio::sync::Notify::new());
+        let woken = nudged.clone();
         let task = tokio::spawn(async move {
             loop {
                 let any = !shared.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
@@ -98,13 +103,22 @@ impl Sampler {
                         }
                     }
                 }
-                tokio::time::sleep(every).await;
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {}
+                    _ = woken.notified() => {}
+                }
             }
         });
         Sampler {
             tags,
             task: Arc::new(task),
+            nudged,
         }
+    }
+
+    /// Take the next sample now rather than at the next tick.
+    pub fn nudge(&self) {
+        self.nudged.notify_one();
     }
 
     /// Begin recording `tag`, with times relative to `start`.

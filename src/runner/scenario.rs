@@ -32,6 +32,12 @@ pub async fn observe(
     on_phase: &(dyn Fn(Phase, f64) + Sync),
 ) -> Observation {
     sampler.watch(&ids.tag, start);
+    // A sample at each phase: what the agent holds at a turn's end or at the
+    // close is seen while it still runs.
+    let on_phase = &|phase: Phase, seconds: f64| {
+        sampler.nudge();
+        on_phase(phase, seconds)
+    };
     let plan = Plan::new(shared, scenario, ids, start);
     let provider_offset = (Instant::now() - start).as_secs_f64();
     let session = match Session::open(shared, scenario, ids, root, start, &plan).await {

@@ -131,6 +131,13 @@ fn check_counts(
     if let Some(c) = &s.calls {
         count("calls", c.limit(), MAX_COUNT)?;
     }
+    let memory = s.memory_mb.unwrap_or(defaults.memory_mb);
+    if !(1..=super::schema::MAX_MEMORY_MB).contains(&memory) {
+        return Err(format!(
+            "`memory_mb` is {memory}; it is from 1 to {} (1 TB)",
+            super::schema::MAX_MEMORY_MB
+        ));
+    }
     let trigger = s
         .interrupt
         .as_ref()
@@ -227,6 +234,7 @@ fn resolve(
         chaos: s.chaos.clone(),
         mcp: s.mcp.clone(),
         context_window: s.context_window,
+        memory_mb: s.memory_mb.unwrap_or(defaults.memory_mb),
     })
 }
 
@@ -379,6 +387,32 @@ mod tests {
         let e = load_str(&bad, "t.yaml").unwrap_err();
         assert!(e.message.contains("expekt"), "{e}");
         assert_eq!(e.line, 6, "{e}");
+    }
+
+    #[test]
+    fn memory_bounds_default_and_are_bounded() {
+        let t = load_str(ONE, "t.yaml").unwrap();
+        assert_eq!(t.scenarios[0].memory_mb, 4096);
+        let row = ONE.replace("expect: error", "expect: error\n    memory_mb: 300");
+        assert_eq!(
+            load_str(&row, "t.yaml").unwrap().scenarios[0].memory_mb,
+            300
+        );
+        for bad in ["0", "1048577"] {
+            let row = ONE.replace(
+                "expect: error",
+                &format!("expect: error\n    memory_mb: {bad}"),
+            );
+            let e = load_str(&row, "t.yaml").unwrap_err();
+            assert!(e.message.contains("`memory_mb` is"), "{e}");
+            assert_eq!((e.line, e.col), (2, 5), "{e}");
+        }
+        let e = load_str(
+            &ONE.replace("expect: error", "expect: error\n    memory_mb: lots"),
+            "t.yaml",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("memory_mb"), "{e}");
     }
 
     #[test]

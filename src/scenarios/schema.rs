@@ -289,6 +289,9 @@ pub struct Defaults {
     /// Main calls allowed after `interrupt` was sent.
     #[serde(default = "default_after_interrupt")]
     pub max_calls_after_interrupt: u64,
+    /// The agent's processes' peak memory bound, in MB (the `memory` check).
+    #[serde(default = "default_memory_mb")]
+    pub memory_mb: u64,
 }
 
 impl Default for Defaults {
@@ -298,9 +301,19 @@ impl Default for Defaults {
             deadlines: DeadlineOverrides::default(),
             max_calls: default_max_calls(),
             max_calls_after_interrupt: default_after_interrupt(),
+            memory_mb: default_memory_mb(),
         }
     }
 }
+
+/// The default memory bound: 4 GB, the heap a Node.js CLI is given by default
+/// on a 64-bit machine (an agent that reaches it is OOM-killed by its runtime).
+pub fn default_memory_mb() -> u64 {
+    4096
+}
+
+/// The largest memory bound a row may set, in MB (1 TB).
+pub const MAX_MEMORY_MB: u64 = 1 << 20;
 
 fn default_max_calls() -> u64 {
     16
@@ -353,6 +366,9 @@ pub struct ScenarioDoc {
     /// A model context window (see `crate::provider::context_window`).
     #[serde(default)]
     pub context_window: Option<crate::provider::ContextWindow>,
+    /// The agent's processes' peak memory bound for this row, in MB.
+    #[serde(default)]
+    pub memory_mb: Option<u64>,
 }
 
 /// The whole file.
@@ -385,6 +401,10 @@ pub struct Scenario {
     pub chaos: Option<ChaosSpec>,
     pub mcp: Option<crate::mcp::McpSpec>,
     pub context_window: Option<crate::provider::ContextWindow>,
+    /// The agent's processes' peak memory bound, in MB (rows saved before it
+    /// existed read the default).
+    #[serde(default = "default_memory_mb")]
+    pub memory_mb: u64,
 }
 
 /// A loaded, validated table.

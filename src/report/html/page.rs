@@ -194,6 +194,9 @@ fn checks(h: &mut String, r: &ScenarioResult) {
         .iter()
         .filter(|c| !c.failed() && !c.not_checked())
         .count();
+    if let Some(p) = crate::oracle::memory::peak(&r.observation) {
+        let _ = writeln!(h, "<li>peak memory {:.0} MB ({})</li>", p.mb(), p.source);
+    }
     let _ = writeln!(
         h,
         "<li>✓ {passed} of {} checks passed</li>\n</ul>",
