@@ -11,9 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::oracle::Status;
+use crate::report::document::Scenario;
 use crate::report::text::Text;
 use crate::report::Reporter;
 use crate::runner::artifacts;
@@ -66,12 +68,22 @@ pub fn judge_folder(dir: &Path) -> Result<Judged, String> {
     })
 }
 
+/// What names a check, read leniently (`?` for what a saved file lacks).
+#[derive(Default, Deserialize)]
+struct CheckName {
+    #[serde(default)]
+    invariant: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+}
+
 /// `invariant/name` of a check as JSON.
 fn check_key(c: &Value) -> String {
+    let n = CheckName::deserialize(c).unwrap_or_default();
     format!(
         "{}/{}",
-        c["invariant"].as_str().unwrap_or("?"),
-        c["name"].as_str().unwrap_or("?")
+        n.invariant.as_deref().unwrap_or("?"),
+        n.name.as_deref().unwrap_or("?")
     )
 }
 
@@ -117,23 +129,41 @@ fn differences(recorded: &[Value], now: &Value) -> Vec<String> {
     out
 }
 
-/// The `--json` document.
+/// One re-judged scenario in the `--json` document: the report's scenario
+/// entry and how its checks changed since they were recorded.
+#[derive(Serialize)]
+struct JudgedEntry {
+    #[serde(flatten)]
+    scenario: Scenario,
+    changed_since_recorded: Option<Vec<String>>,
+}
+
+/// The `--json` document (`chaosrun-judge/1`).
+#[derive(Serialize)]
+struct JudgeDocument {
+    schema: &'static str,
+    passed: usize,
+    failed: usize,
+    errors: usize,
+    scenarios: Vec<JudgedEntry>,
+}
+
+/// The `--json` document, as JSON (keys sorted, like the report's).
 pub fn json_doc(judged: &[Judged], stats: &Stats) -> Value {
-    let scenarios: Vec<Value> = judged
-        .iter()
-        .map(|j| {
-            let mut v = crate::report::json::scenario_value(&j.result);
-            v["changed_since_recorded"] = json!(j.changed);
-            v
-        })
-        .collect();
-    json!({
-        "schema": "chaosrun-judge/1",
-        "passed": stats.passed,
-        "failed": stats.failed,
-        "errors": stats.errors,
-        "scenarios": scenarios,
-    })
+    let doc = JudgeDocument {
+        schema: "chaosrun-judge/1",
+        passed: stats.passed,
+        failed: stats.failed,
+        errors: stats.errors,
+        scenarios: judged
+            .iter()
+            .map(|j| JudgedEntry {
+                scenario: Scenario::of(&j.result),
+                changed_since_recorded: j.changed.clone(),
+            })
+            .collect(),
+    };
+    serde_json::to_value(doc).unwrap_or_default()
 }
 
 /// The text report: the table run's lines and failure details, then what

@@ -50,15 +50,13 @@ fn merge(reports: &[PathBuf], out: Option<&Path>, history: Option<&str>) -> Exit
         Err(e) => return usage(e),
     };
     if let Some(path) = out {
-        if let Err(e) =
-            output::write_atomic(path, &serde_json::to_vec_pretty(&doc).unwrap_or_default())
-        {
+        if let Err(e) = output::write_atomic(path, &doc.to_json_pretty().unwrap_or_default()) {
             return usage(format!("cannot write {}: {e}", path.display()));
         }
     }
     say(crate::report::merge::render_text(&doc));
     if let Some(store) = &mut store {
-        match crate::history::recorder::record_report(store, &doc) {
+        match crate::history::recorder::record_report(store, &doc.to_value().unwrap_or_default()) {
             Ok(id) => {
                 crate::say_err!("chaosrun: history: recorded run #{id} in {}", store.shown())
             }

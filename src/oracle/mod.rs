@@ -30,7 +30,7 @@ use crate::observe::{Capabilities, Observation};
 use crate::scenarios::Scenario;
 
 /// The invariant classes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Invariant {
     Termination,

@@ -19,14 +19,9 @@
 
 use std::path::PathBuf;
 
-use serde_json::{json, Value};
-
+use super::document::{Agents, Report, Scenario, Shard, SCHEMA};
 use super::Reporter;
-use crate::runner::{RunEvent, ScenarioResult, Stats, Verdict};
-
-/// `/2`: verdicts (`error`, `not_applicable`) apart from `failed`, and the
-/// selection (ids, shard, repeat) so `merge` can tell a missing shard.
-pub const SCHEMA: &str = "chaosrun-report/2";
+use crate::runner::{RunEvent, Stats};
 
 /// What a run selected: every id before sharding, the shard, the repeat.
 #[derive(Debug, Clone, Default)]
@@ -42,46 +37,13 @@ pub struct Json {
     seed: u64,
     agent: String,
     selection: Selection,
-    scenarios: Vec<Value>,
+    scenarios: Vec<Scenario>,
     /// The tally of the finished scenarios so far (the runner's, at the end).
     stats: Stats,
     /// The first write error, reported once.
     error: Option<String>,
     /// Run-wide warnings from the runner.
     warnings: Vec<String>,
-}
-
-/// One scenario's JSON object.
-pub fn scenario_value(r: &ScenarioResult) -> Value {
-    let rec = &r.observation.recording;
-    let mut v = json!({
-        "id": r.id,
-        "attempt": r.attempt,
-        "attempts": r.attempts,
-        "verdict": r.verdict.name(),
-        "passed": r.passed(),
-        "seconds": (r.seconds * 1000.0).round() / 1000.0,
-        "calls": {"main": rec.main_calls, "probe": rec.probe_calls, "aux": rec.aux_calls},
-        "checks": r.checks,
-        "artifacts": r.artifacts,
-        "containment": r.observation.containment.kind,
-        "network": r.observation.network,
-        "chaos": r.observation.chaos.as_ref().map(|c| {
-            let (kills, stops) = r.observation.faults_landed_working();
-            let (k, s) = r.observation.faults_landed();
-            json!({"seed": c.seed, "schedule": c.schedule, "kills": kills, "stops": stops,
-                   "in_start_up": k + s - kills - stops})
-        }),
-    });
-    if rec.subagent_calls > 0 {
-        v["calls"]["subagent"] = rec.subagent_calls.into();
-    }
-    match &r.verdict {
-        Verdict::Error { cause } => v["cause"] = cause.as_str().into(),
-        Verdict::NotApplicable { reason } => v["reason"] = reason.as_str().into(),
-        Verdict::Pass | Verdict::Fail => {}
-    }
-    v
 }
 
 impl Json {
@@ -98,24 +60,34 @@ impl Json {
         }
     }
 
+    /// The document as it stands.
+    fn document(&self, complete: bool, wall: Option<f64>) -> Report {
+        Report {
+            schema: SCHEMA.into(),
+            complete,
+            seed: Some(self.seed),
+            agent: Agents::One(self.agent.clone()),
+            seeds: None,
+            selected: self.selection.ids.clone(),
+            shard: self.selection.shard.map(|(k, n)| Shard {
+                k: k as u64,
+                n: n as u64,
+            }),
+            repeat: self.selection.repeat.max(1),
+            passed: self.stats.passed,
+            failed: self.stats.failed,
+            errors: self.stats.errors,
+            not_applicable: self.stats.not_applicable,
+            wall_seconds: wall,
+            warnings: self.warnings.clone(),
+            scenarios: self.scenarios.clone(),
+        }
+    }
+
     fn write(&mut self, complete: bool, wall: Option<f64>) {
-        let doc = json!({
-            "schema": SCHEMA,
-            "complete": complete,
-            "seed": self.seed,
-            "agent": self.agent,
-            "selected": self.selection.ids,
-            "shard": self.selection.shard.map(|(k, n)| json!({"k": k, "n": n})),
-            "repeat": self.selection.repeat.max(1),
-            "passed": self.stats.passed,
-            "failed": self.stats.failed,
-            "errors": self.stats.errors,
-            "not_applicable": self.stats.not_applicable,
-            "wall_seconds": wall,
-            "warnings": self.warnings,
-            "scenarios": self.scenarios,
-        });
-        let result = serde_json::to_vec_pretty(&doc)
+        let result = self
+            .document(complete, wall)
+            .to_json_pretty()
             .map_err(std::io::Error::other)
             .and_then(|bytes| crate::output::write_atomic(&self.path, &bytes));
         if let Err(e) = result {
@@ -132,7 +104,7 @@ impl Reporter for Json {
         match event {
             RunEvent::Started { .. } => self.write(false, None),
             RunEvent::ScenarioFinished(r) => {
-                self.scenarios.push(scenario_value(r));
+                self.scenarios.push(Scenario::of(r));
                 self.stats.add(&r.verdict);
                 self.write(false, None);
             }
@@ -150,6 +122,7 @@ impl Reporter for Json {
 mod tests {
     use super::*;
     use crate::report::test_support::{feed, sample_results, sample_with_error};
+    use serde_json::{json, Value};
 
     fn selection() -> Selection {
         Selection {
@@ -258,5 +231,24 @@ mod tests {
         for (i, bad) in cases.iter().enumerate() {
             assert!(!v.is_valid(bad), "case {i} should be rejected");
         }
+    }
+
+    /// The file, byte for byte, for a run with every optional part of an
+    /// entry (a chaos run, a subagent's calls, an error, an N/A): the
+    /// snapshot was written by the hand-built (`json!`) writer this typed
+    /// one replaced, so the typed document writes the same file.
+    #[test]
+    fn the_report_file_snapshot() {
+        let results = crate::report::test_support::sample_with_optional_parts();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report.json");
+        let selection = Selection {
+            ids: results.iter().map(|r| r.id.clone()).collect(),
+            shard: Some((1, 1)),
+            repeat: 1,
+        };
+        let mut json = Json::new(path.clone(), 3, "agent.yaml".into(), selection);
+        feed(&mut json, results);
+        insta::assert_snapshot!(String::from_utf8(std::fs::read(&path).unwrap()).unwrap());
     }
 }

@@ -10,7 +10,8 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use super::document::{Agents, Report};
+use crate::runner::Verdict;
 
 /// One cell: what the agent's runs of one scenario came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,22 +112,15 @@ fn agent_of(agent: &str, link_prefix: &str) -> (String, Option<String>) {
 /// One agent's cells from its merged report, in the order of its tables
 /// (`selected`: the order the rows stand in the tables, not the order they
 /// finished in); a scenario `selected` does not name goes last.
-fn cells(doc: &Value) -> Vec<(String, Cell)> {
-    let mut runs: Vec<(String, Vec<&str>)> = Vec::new();
-    for s in doc["scenarios"].as_array().into_iter().flatten() {
-        let id = s["id"].as_str().unwrap_or("?").to_string();
-        let verdict = s["verdict"].as_str().unwrap_or("error");
-        match runs.iter_mut().find(|(i, _)| *i == id) {
-            Some((_, v)) => v.push(verdict),
-            None => runs.push((id, vec![verdict])),
+fn cells(doc: &Report) -> Vec<(String, Cell)> {
+    let mut runs: Vec<(String, Vec<&Verdict>)> = Vec::new();
+    for s in &doc.scenarios {
+        match runs.iter_mut().find(|(i, _)| *i == s.id) {
+            Some((_, v)) => v.push(&s.verdict),
+            None => runs.push((s.id.clone(), vec![&s.verdict])),
         }
     }
-    let selected: Vec<&str> = doc["selected"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let selected = &doc.selected;
     runs.sort_by_key(|(id, _)| {
         selected
             .iter()
@@ -136,8 +130,8 @@ fn cells(doc: &Value) -> Vec<(String, Cell)> {
     runs.into_iter()
         .map(|(id, v)| {
             let cell = match v.as_slice() {
-                all if all.iter().all(|x| *x == all[0]) => cell_of(all[0]),
-                all => Cell::Mixed(all.iter().filter(|x| **x == "pass").count(), all.len()),
+                all if all.iter().all(|x| x.name() == all[0].name()) => cell_of(all[0]),
+                all => Cell::Mixed(all.iter().filter(|x| x.passed()).count(), all.len()),
             };
             (id, cell)
         })
@@ -145,12 +139,12 @@ fn cells(doc: &Value) -> Vec<(String, Cell)> {
 }
 
 /// The cell of runs that all had `verdict`.
-fn cell_of(verdict: &str) -> Cell {
+fn cell_of(verdict: &Verdict) -> Cell {
     match verdict {
-        "pass" => Cell::Pass,
-        "fail" => Cell::Fail,
-        "not_applicable" => Cell::NotApplicable,
-        _ => Cell::Error,
+        Verdict::Pass => Cell::Pass,
+        Verdict::Fail => Cell::Fail,
+        Verdict::NotApplicable { .. } => Cell::NotApplicable,
+        Verdict::Error { .. } => Cell::Error,
     }
 }
 
@@ -159,17 +153,17 @@ fn cell_of(verdict: &str) -> Cell {
 pub fn build(reports: &[PathBuf], link_prefix: &str) -> Result<Matrix, String> {
     let mut groups: Vec<(String, Vec<PathBuf>)> = Vec::new();
     for p in reports {
-        let doc = super::merge::read(p)?;
-        let Some(agent) = doc["agent"].as_str() else {
+        let doc = super::document::read(p)?;
+        let Agents::One(agent) = doc.agent else {
             return Err(format!(
                 "{}: the report names no single agent (`agent` is {}); give each agent's own reports",
                 p.display(),
-                doc["agent"]
+                doc.agent
             ));
         };
-        match groups.iter_mut().find(|(a, _)| a == agent) {
+        match groups.iter_mut().find(|(a, _)| *a == agent) {
             Some((_, ps)) => ps.push(p.clone()),
-            None => groups.push((agent.to_string(), vec![p.clone()])),
+            None => groups.push((agent, vec![p.clone()])),
         }
     }
     let mut m = Matrix {
@@ -299,6 +293,35 @@ pub fn html(m: &Matrix) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
+
+    /// The cells of a report given as JSON with only what the matrix reads
+    /// (each scenario's id and verdict, the `selected` order).
+    fn cells(doc: &Value) -> Vec<(String, Cell)> {
+        let scenarios = doc["scenarios"].as_array().unwrap().iter().map(|s| {
+            serde_json::from_value(serde_json::json!({"id": s["id"], "verdict": s["verdict"],
+                "cause": "", "reason": "", "checks": []}))
+            .unwrap()
+        });
+        let report = Report {
+            schema: super::super::document::SCHEMA.into(),
+            complete: true,
+            seed: None,
+            agent: Agents::One(doc["agent"].as_str().unwrap().into()),
+            seeds: None,
+            selected: serde_json::from_value(doc["selected"].clone()).unwrap_or_default(),
+            shard: None,
+            repeat: 1,
+            passed: 0,
+            failed: 0,
+            errors: 0,
+            not_applicable: 0,
+            wall_seconds: None,
+            warnings: Vec::new(),
+            scenarios: scenarios.collect(),
+        };
+        super::cells(&report)
+    }
 
     fn doc(agent: &str, runs: &[(&str, &str)]) -> Value {
         serde_json::json!({

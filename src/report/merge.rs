@@ -5,74 +5,70 @@
 //! schema, missing a scenario run its own selection promises, or that repeats
 //! a scenario run another report already has, is an error; so is a set of
 //! shards with a missing shard, or whose shard counts, selections or repeats
-//! differ.
+//! differ. Reports are read, merged and written as the typed
+//! [`super::document::Report`].
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::json::SCHEMA;
+use super::document::{self, Agents, Report, RunKey, Scenario, SCHEMA};
 use crate::oracle::Status;
-use crate::runner::Verdict;
+use crate::runner::{Stats, Verdict};
 
-/// A scenario as the report recorded it, typed: its verdict and each check's
-/// status must carry exactly the names the run writes (`pass`, `fail`,
-/// `error`, `not_applicable`; `pass`, `fail`, `not_checked`). Anything else
-/// (`FAIL`, `null`, missing) is refused: merge is a CI gate and never
-/// guesses.
-#[derive(Deserialize)]
-struct Recorded {
-    #[serde(flatten)]
-    verdict: Verdict,
-    checks: Vec<RecordedCheck>,
-}
-
-#[derive(Deserialize)]
-struct RecordedCheck {
-    #[serde(flatten)]
-    status: Status,
-}
-
-/// A scenario's verdict from its typed JSON, never from its `passed` flag,
-/// by the run's own rule ([`Verdict::rejudge`]).
-fn verdict(s: &Value) -> Result<Verdict, String> {
-    let r = Recorded::deserialize(s).map_err(|e| e.to_string())?;
-    let checks: Vec<Status> = r.checks.into_iter().map(|c| c.status).collect();
-    Ok(Verdict::rejudge(r.verdict, &checks))
+/// A raw scenario entry typed: its verdict and each check's status must
+/// carry exactly the names the run writes (`pass`, `fail`, `error`,
+/// `not_applicable`; `pass`, `fail`, `not_checked`). Anything else (`FAIL`,
+/// `null`, missing) is refused: merge is a CI gate and never guesses. The
+/// verdict is then judged again from the checks, never taken from its
+/// `passed` flag, by the run's own rule ([`Verdict::rejudge`]).
+fn rejudged(raw: Value) -> Result<Scenario, String> {
+    let mut s = Scenario::deserialize(raw).map_err(|e| e.to_string())?;
+    let checks: Vec<Status> = s.checks.iter().map(|c| c.status.clone()).collect();
+    let verdict = match Verdict::rejudge(s.verdict, &checks) {
+        Verdict::Error { cause } if cause.is_empty() => Verdict::Error {
+            cause: "(no cause recorded)".into(),
+        },
+        v => v,
+    };
+    s.passed = verdict.passed();
+    s.verdict = verdict;
+    Ok(s)
 }
 
 /// The scenario runs `doc` promises: its selection, sharded, × repeat.
-fn promised(doc: &Value) -> Result<Vec<(String, u64)>, String> {
-    let ids: Vec<&str> = doc["selected"]
-        .as_array()
-        .ok_or("it records no `selected` ids")?
-        .iter()
-        .map(|v| v.as_str().ok_or("`selected` holds a non-string"))
-        .collect::<Result<_, _>>()?;
-    let repeat = doc["repeat"].as_u64().unwrap_or(1).max(1);
+fn promised<S>(doc: &Report<S>) -> Result<Vec<RunKey>, String> {
+    let repeat = doc.repeat.max(1);
     let (k, n) = shard_of(doc)?.unwrap_or((1, 1));
-    Ok(ids
+    Ok(doc
+        .selected
         .iter()
         .enumerate()
         .filter(|(i, _)| *i as u64 % n + 1 == k)
-        .flat_map(|(_, id)| (1..=repeat).map(move |a| (id.to_string(), a)))
+        .flat_map(|(_, id)| {
+            (1..=repeat).map(move |attempt| RunKey {
+                id: id.clone(),
+                attempt,
+            })
+        })
         .collect())
 }
 
-fn shard_of(doc: &Value) -> Result<Option<(u64, u64)>, String> {
-    match &doc["shard"] {
-        Value::Null => Ok(None),
-        v => match (v["k"].as_u64(), v["n"].as_u64()) {
-            (Some(k), Some(n)) if 1 <= k && k <= n => Ok(Some((k, n))),
-            _ => Err(format!("its shard {v} is not K/N with 1 ≤ K ≤ N")),
-        },
+fn shard_of<S>(doc: &Report<S>) -> Result<Option<(u64, u64)>, String> {
+    match doc.shard {
+        None => Ok(None),
+        Some(s) if 1 <= s.k && s.k <= s.n => Ok(Some((s.k, s.n))),
+        Some(s) => Err(format!(
+            "its shard {}/{} is not K/N with 1 ≤ K ≤ N",
+            s.k, s.n
+        )),
     }
 }
 
 /// Read and merge reports, in the order given.
-pub fn merge(paths: &[PathBuf]) -> Result<Value, String> {
+pub fn merge(paths: &[PathBuf]) -> Result<Report, String> {
     if paths.is_empty() {
         return Err("merge needs at least one JSON report".into());
     }
@@ -83,39 +79,40 @@ pub fn merge(paths: &[PathBuf]) -> Result<Value, String> {
     m.finish()
 }
 
+/// The first sharded report: its N, selection, repeat and path.
+struct Sharding {
+    n: u64,
+    selected: Vec<String>,
+    repeat: u32,
+    first: PathBuf,
+}
+
 /// What the reports read so far add up to.
 #[derive(Default)]
 struct Merger {
-    scenarios: Vec<Value>,
-    /// (id, attempt) of every scenario run taken.
-    seen: HashSet<(String, u64)>,
-    seeds: Vec<Value>,
-    agents: Vec<Value>,
+    scenarios: Vec<Scenario>,
+    /// Every scenario run taken.
+    seen: HashSet<RunKey>,
+    seeds: Vec<Option<u64>>,
+    agents: Vec<String>,
     wall: f64,
     /// Run-wide warnings of every shard, once each.
-    warnings: Vec<Value>,
-    /// (N, selected, repeat, path) of the first sharded report.
-    sharding: Option<(u64, Value, Value, PathBuf)>,
+    warnings: Vec<String>,
+    sharding: Option<Sharding>,
     /// Each shard K seen.
     shards: BTreeSet<u64>,
     /// The first report of no shard.
     unsharded: Option<String>,
-    selected: Vec<Value>,
-    repeat: Value,
+    selected: Vec<String>,
+    repeat: Option<u32>,
 }
 
 impl Merger {
     /// Merge the report at `p` in.
     fn add(&mut self, p: &Path) -> Result<(), String> {
-        let doc = read(p)?;
+        let doc = document::read(p)?;
         let at = p.display();
-        if doc["schema"] != SCHEMA {
-            return Err(format!(
-                "{at}: not a {SCHEMA} report (schema {}); rerun it with this chaosrun",
-                doc["schema"]
-            ));
-        }
-        if doc["complete"] != true {
+        if !doc.complete {
             return Err(format!(
                 "{at}: the report is incomplete (its run was stopped before the end); rerun that shard"
             ));
@@ -123,27 +120,26 @@ impl Merger {
         let promised = promised(&doc).map_err(|e| format!("{at}: {e}"))?;
         self.place_shard(&doc, p)?;
         if self.sharding.is_none() || self.selected.is_empty() {
-            self.selected
-                .extend(doc["selected"].as_array().cloned().unwrap_or_default());
+            self.selected.extend(doc.selected.iter().cloned());
         }
-        if self.repeat.is_null() {
-            self.repeat = doc["repeat"].clone();
+        self.repeat.get_or_insert(doc.repeat);
+        self.seeds.push(doc.seed);
+        for a in doc.agent.names() {
+            if !self.agents.contains(a) {
+                self.agents.push(a.clone());
+            }
         }
-        self.seeds.push(doc["seed"].clone());
-        if !self.agents.contains(&doc["agent"]) {
-            self.agents.push(doc["agent"].clone());
-        }
-        self.wall = self.wall.max(doc["wall_seconds"].as_f64().unwrap_or(0.0));
-        for w in doc["warnings"].as_array().into_iter().flatten() {
+        self.wall = self.wall.max(doc.wall_seconds.unwrap_or(0.0));
+        for w in &doc.warnings {
             if !self.warnings.contains(w) {
                 self.warnings.push(w.clone());
             }
         }
-        let here = self.take_scenarios(&doc, p)?;
+        let here = self.take_scenarios(doc.scenarios, p)?;
         let missing: Vec<String> = promised
             .iter()
             .filter(|k| !here.contains(*k))
-            .map(|(id, a)| format!("{id} (run {a})"))
+            .map(|k| format!("{} (run {})", k.id, k.attempt))
             .collect();
         if !missing.is_empty() {
             return Err(format!(
@@ -155,13 +151,14 @@ impl Merger {
     }
 
     /// Check `doc`'s shard against the reports before it and note it.
-    fn place_shard(&mut self, doc: &Value, p: &Path) -> Result<(), String> {
+    fn place_shard(&mut self, doc: &Report<Value>, p: &Path) -> Result<(), String> {
         let at = p.display();
         let Some((k, n)) = shard_of(doc).map_err(|e| format!("{at}: {e}"))? else {
-            if let Some((n, _, _, first)) = &self.sharding {
+            if let Some(s) = &self.sharding {
                 return Err(format!(
-                    "{at}: a report of no shard cannot be merged with {}, a shard of {n}",
-                    first.display()
+                    "{at}: a report of no shard cannot be merged with {}, a shard of {}",
+                    s.first.display(),
+                    s.n
                 ));
             }
             self.unsharded = Some(at.to_string());
@@ -174,21 +171,21 @@ impl Merger {
         }
         match &self.sharding {
             None => {
-                self.sharding = Some((
+                self.sharding = Some(Sharding {
                     n,
-                    doc["selected"].clone(),
-                    doc["repeat"].clone(),
-                    p.to_path_buf(),
-                ))
+                    selected: doc.selected.clone(),
+                    repeat: doc.repeat,
+                    first: p.to_path_buf(),
+                })
             }
-            Some((n0, sel, rep, first)) => {
-                let first = first.display();
-                if *n0 != n {
+            Some(s) => {
+                let (n0, first) = (s.n, s.first.display());
+                if n0 != n {
                     return Err(format!(
                         "{at}: shard {k}/{n} does not match {first}, a shard of {n0}"
                     ));
                 }
-                if *sel != doc["selected"] || *rep != doc["repeat"] {
+                if s.selected != doc.selected || s.repeat != doc.repeat {
                     return Err(format!(
                         "{at}: its selected scenarios (or --repeat) differ from {first}'s: shards of different tables or selections"
                     ));
@@ -203,47 +200,33 @@ impl Merger {
         Ok(())
     }
 
-    /// Take `doc`'s scenario runs, each re-judged; the (id, attempt) taken.
-    fn take_scenarios(&mut self, doc: &Value, p: &Path) -> Result<HashSet<(String, u64)>, String> {
+    /// Take a report's scenario runs, each re-judged; the runs taken.
+    fn take_scenarios(&mut self, raw: Vec<Value>, p: &Path) -> Result<HashSet<RunKey>, String> {
         let at = p.display();
         let mut here = HashSet::new();
-        for s in doc["scenarios"].as_array().into_iter().flatten() {
-            let key = (
-                s["id"].as_str().unwrap_or("?").to_string(),
-                s["attempt"].as_u64().unwrap_or(1),
-            );
+        for s in raw {
+            let key = RunKey::of(&s);
             if !self.seen.insert(key.clone()) {
                 return Err(format!(
                     "{at}: scenario {} (run {}) is already in an earlier report; shards must not overlap",
-                    key.0, key.1
+                    key.id, key.attempt
                 ));
             }
-            let v = verdict(s).map_err(|e| {
+            let s = rejudged(s).map_err(|e| {
                 format!(
                     "{at}: scenario {} (run {}): {e}; refused (a status or verdict merge does not know is never counted as a pass)",
-                    key.0, key.1
+                    key.id, key.attempt
                 )
             })?;
             here.insert(key);
-            let mut s = s.clone();
-            s["verdict"] = v.name().into();
-            s["passed"] = v.passed().into();
-            if let Verdict::Error { cause } = &v {
-                let cause = if cause.is_empty() {
-                    "(no cause recorded)"
-                } else {
-                    cause
-                };
-                s["cause"] = cause.into();
-            }
             self.scenarios.push(s);
         }
         Ok(here)
     }
 
     /// The merged report, once every shard is in.
-    fn finish(self) -> Result<Value, String> {
-        if let Some((n, _, _, _)) = &self.sharding {
+    fn finish(self) -> Result<Report, String> {
+        if let Some(Sharding { n, .. }) = &self.sharding {
             let absent: Vec<String> = (1..=*n)
                 .filter(|k| !self.shards.contains(k))
                 .map(|k| format!("{k}/{n}"))
@@ -255,109 +238,112 @@ impl Merger {
                 ));
             }
         }
-        let scenarios = self.scenarios;
-        let count = |v: &str| scenarios.iter().filter(|s| s["verdict"] == v).count();
-        let (passed, failed, errors, na) = (
-            count("pass"),
-            count("fail"),
-            count("error"),
-            count("not_applicable"),
+        let stats = Stats::tally(
+            self.scenarios.iter().map(|s| &s.verdict),
+            self.scenarios.len(),
         );
-        let (seeds, agents) = (self.seeds, self.agents);
-        Ok(json!({
-            "schema": SCHEMA,
-            "complete": true,
-            "seed": if seeds.len() == 1 { seeds[0].clone() } else { Value::Null },
-            "seeds": seeds,
-            "agent": if agents.len() == 1 { agents[0].clone() } else { Value::Array(agents) },
-            "selected": self.selected,
-            "shard": Value::Null,
-            "repeat": self.repeat,
-            "passed": passed,
-            "failed": failed,
-            "errors": errors,
-            "not_applicable": na,
-            "wall_seconds": self.wall,
-            "warnings": self.warnings,
-            "scenarios": scenarios,
-        }))
+        let mut agents = self.agents;
+        Ok(Report {
+            schema: SCHEMA.into(),
+            complete: true,
+            seed: match self.seeds.as_slice() {
+                [one] => *one,
+                _ => None,
+            },
+            seeds: Some(self.seeds),
+            agent: if agents.len() == 1 {
+                Agents::One(agents.remove(0))
+            } else {
+                Agents::Several(agents)
+            },
+            selected: self.selected,
+            shard: None,
+            repeat: self.repeat.unwrap_or(1),
+            passed: stats.passed,
+            failed: stats.failed,
+            errors: stats.errors,
+            not_applicable: stats.not_applicable,
+            wall_seconds: Some(self.wall),
+            warnings: self.warnings,
+            scenarios: self.scenarios,
+        })
     }
 }
 
 /// Whether a merged report is green: no failure, no error.
-pub fn ok(doc: &Value) -> bool {
-    doc["failed"] == 0 && doc["errors"] == 0
-}
-
-/// A report file as JSON (bounded by [`crate::input::REPORT`]); errors name `PATH:LINE:COL`.
-pub(crate) fn read(p: &Path) -> Result<Value, String> {
-    let text = crate::input::read_input(p, crate::input::REPORT)?;
-    serde_json::from_slice(&text)
-        .map_err(|e| format!("{}:{}:{}: not JSON: {e}", p.display(), e.line(), e.column()))
+pub fn ok(doc: &Report) -> bool {
+    doc.stats().ok()
 }
 
 /// The text summary of a (merged) report: a line per scenario run, every
 /// violation of the failed ones and the cause of the errors, then
 /// `N passed, N failed[, N errors][, N not applicable]`.
-pub fn render_text(doc: &Value) -> String {
+pub fn render_text(doc: &Report) -> String {
     let mut out = String::new();
     let mut failures = String::new();
-    for s in doc["scenarios"].as_array().into_iter().flatten() {
-        let label = match s["verdict"].as_str() {
-            Some("pass") => "PASS",
-            Some("error") => "ERROR",
-            Some("not_applicable") => "N/A",
-            _ => "FAIL",
-        };
-        let id = s["id"].as_str().unwrap_or("?");
+    for s in &doc.scenarios {
+        let label = s.verdict.label();
         out.push_str(&format!(
             "{label:<5} {:<44} {:>6.1} s  {:>3} calls\n",
-            id,
-            s["seconds"].as_f64().unwrap_or(0.0),
-            s["calls"]["main"].as_u64().unwrap_or(0)
+            s.id, s.seconds, s.calls.main
         ));
-        if label == "ERROR" {
-            failures.push_str(&format!("ERROR {id}\n"));
-            for line in s["cause"].as_str().unwrap_or("").lines() {
-                failures.push_str(&format!("  {line}\n"));
+        match &s.verdict {
+            Verdict::Error { cause } => {
+                failures.push_str(&format!("ERROR {}\n", s.id));
+                for line in cause.lines() {
+                    failures.push_str(&format!("  {line}\n"));
+                }
             }
-        }
-        if label == "FAIL" {
-            failures.push_str(&format!("FAIL {id}\n"));
-            for c in s["checks"].as_array().into_iter().flatten() {
-                if c["status"] == "fail" {
-                    failures.push_str(&format!(
-                        "  {} / {}:\n",
-                        c["invariant"].as_str().unwrap_or("?"),
-                        c["name"].as_str().unwrap_or("?")
-                    ));
-                    for v in c["violations"].as_array().into_iter().flatten() {
-                        for line in v.as_str().unwrap_or("").lines() {
-                            failures.push_str(&format!("    {line}\n"));
-                        }
+            Verdict::Fail => {
+                failures.push_str(&format!("FAIL {}\n", s.id));
+                for c in &s.checks {
+                    let Status::Fail { violations } = &c.status else {
+                        continue;
+                    };
+                    let invariant = serde_json::to_value(c.invariant).unwrap_or_default();
+                    let invariant = invariant.as_str().unwrap_or("?");
+                    failures.push_str(&format!("  {invariant} / {}:\n", c.name));
+                    for line in violations.iter().flat_map(|v| v.lines()) {
+                        failures.push_str(&format!("    {line}\n"));
                     }
                 }
             }
+            Verdict::Pass | Verdict::NotApplicable { .. } => {}
         }
     }
     if !failures.is_empty() {
         out.push_str("\nfailures:\n\n");
         out.push_str(&failures);
     }
-    let n = |k: &str| doc[k].as_u64().unwrap_or(0) as usize;
-    let stats = crate::runner::Stats {
-        passed: n("passed"),
-        failed: n("failed"),
-        errors: n("errors"),
-        not_applicable: n("not_applicable"),
-    };
-    out.push_str(&format!("\n{}\n", stats.summary()));
+    out.push_str(&format!("\n{}\n", doc.stats().summary()));
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    // The tests look at the merged document as the JSON it writes.
+    fn merge(paths: &[PathBuf]) -> Result<Value, String> {
+        super::merge(paths).map(|m| m.to_value().unwrap())
+    }
+
+    fn typed(doc: &Value) -> Report {
+        serde_json::from_value(doc.clone()).unwrap()
+    }
+
+    fn ok(doc: &Value) -> bool {
+        super::ok(&typed(doc))
+    }
+
+    fn render_text(doc: &Value) -> String {
+        super::render_text(&typed(doc))
+    }
+
+    fn read(p: &Path) -> Result<Value, String> {
+        document::read_json(p)
+    }
 
     /// A report of shard `shard` (None: the whole selection) over `selected`,
     /// holding `runs` (id, verdict, check status).

@@ -3,8 +3,10 @@
 //! evidence, then the closing `N passed, N failed` line; the progress display
 //! shows what is running while it runs. The JSON (`--json`), JUnit XML
 //! (`--junit`) and HTML (`--html`, one self-contained page with a timeline per
-//! scenario) reporters write files.
+//! scenario) reporters write files. The JSON report's document is typed in
+//! [`document`], shared by `--json`, `merge`, `matrix` and `judge --json`.
 
+pub mod document;
 pub mod html;
 pub mod json;
 pub mod junit;

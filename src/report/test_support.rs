@@ -151,3 +151,27 @@ pub fn feed(reporter: &mut dyn Reporter, results: Vec<ScenarioResult>) {
     }
     reporter.on(&RunEvent::Finished { stats, wall: 31.5 });
 }
+
+/// The sample results with an error and the optional parts of a scenario
+/// entry: a chaos run with a subagent's calls, and an N/A run.
+pub fn sample_with_optional_parts() -> Vec<ScenarioResult> {
+    let mut results = sample_with_error();
+    let first = &mut results[0];
+    first.observation.recording.subagent_calls = 2;
+    first.observation.chaos = Some(crate::observe::ChaosRecord {
+        seed: 9,
+        schedule: vec![crate::observe::ScheduledFault {
+            at: 1.5,
+            action: "kill".into(),
+            stop_for: 0.0,
+            worker: 0,
+        }],
+    });
+    let mut na = results[0].clone();
+    na.id = "na_one".into();
+    na.verdict = Verdict::NotApplicable {
+        reason: "the profile declares no MCP".into(),
+    };
+    results.push(na);
+    results
+}
