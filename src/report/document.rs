@@ -130,6 +130,18 @@ pub struct Scenario {
     /// A chaos run's; null for other scenarios.
     #[serde(default)]
     pub chaos: Option<Chaos>,
+    /// The agent's processes' peak memory, where it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
+}
+
+/// The agent's processes' peak memory (the `memory_bounded` check's figure).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Memory {
+    /// In MB, to one decimal.
+    pub peak_mb: f64,
+    /// `cgroup memory.peak` or `sampled RSS`.
+    pub source: String,
 }
 
 /// Requests the fault provider received, by role.
@@ -212,6 +224,10 @@ impl Scenario {
                     stops,
                     in_start_up: k + s - kills - stops,
                 }
+            }),
+            memory: crate::oracle::memory::peak(obs).map(|p| Memory {
+                peak_mb: (p.mb() * 10.0).round() / 10.0,
+                source: p.source.to_string(),
             }),
         }
     }
