@@ -24,7 +24,8 @@ pub enum CallKind {
     Probe,
     /// No `tools` (titles, summaries): a plain short answer.
     Aux,
-    /// The first user message carries the row's `[[subagent:NONCE]]`: a
+    /// A user message of its opening (before any assistant or tool message)
+    /// carries the row's `[[subagent:NONCE]]`: a
     /// subagent's call, counted apart; rules with `subagent: true` answer it
     /// (unmatched: `subagent done NONCE`).
     Subagent,

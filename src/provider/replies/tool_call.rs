@@ -225,7 +225,7 @@ fn with_fixed(
 
 /// A call of the logical `subagent` tool: its `prompt` ends with the row's
 /// `[[subagent:NONCE]]` marker, so the requests of the subagent it starts
-/// (their first user message) are told apart from the parent's.
+/// (a user message of their opening) are told apart from the parent's.
 fn with_subagent_marker(tool: &str, mut args: serde_json::Value, nonce: &str) -> serde_json::Value {
     if tool != SUBAGENT {
         return args;

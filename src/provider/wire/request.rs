@@ -35,7 +35,8 @@ pub(crate) struct Parsed {
     pub last_is_tool: bool,
     /// The nonce of a `[[probe:NONCE]]` marker in the latest user message.
     pub probe: Option<String>,
-    /// The first user message carries `[[subagent:NONCE]]`.
+    /// A user message of the conversation's opening (before any assistant
+    /// or tool message) carries `[[subagent:NONCE]]`.
     pub subagent: bool,
     pub previous_response_id: Option<String>,
 }
@@ -72,11 +73,15 @@ pub(crate) fn bound_request(req: Request, nonce: &str) -> Parsed {
     let mut truncated = false;
     let mut probe = None;
     let last_user = req.messages.iter().rposition(|m| m.role == "user");
+    // The subagent's own conversation opens with its prompt: the first user
+    // message, or one after an agent's own context messages (Codex sends
+    // `<environment_context>` as a user message first). The parent's carries
+    // the marker only in a tool call's arguments and results, later.
     let subagent = req
         .messages
         .iter()
-        .find(|m| m.role == "user")
-        .is_some_and(|m| subagent_marker(&m.content, nonce));
+        .take_while(|m| m.role != "assistant" && m.role != "tool")
+        .any(|m| m.role == "user" && subagent_marker(&m.content, nonce));
     let last_is_tool = req.messages.last().is_some_and(|m| m.role == "tool");
     let mut messages = req.messages;
     for (pos, m) in messages.iter_mut().enumerate() {
@@ -294,7 +299,7 @@ mod tests {
     }
 
     #[test]
-    fn a_subagents_request_is_known_by_its_first_user_message() {
+    fn a_subagents_request_is_known_by_its_opening_user_messages() {
         let sub = |msgs: Vec<Message>| {
             bound_request(
                 Request {
@@ -315,6 +320,19 @@ mod tests {
             Message::new("tool", "[[subagent:N]] done")
         ]));
         assert!(!sub(vec![Message::new("user", "look [[subagent:OTHER]]")]));
+        // Codex: its context as a user message, then the subagent's prompt.
+        assert!(sub(vec![
+            Message::new("system", "s"),
+            Message::new("user", "<environment_context>…</environment_context>"),
+            Message::new("user", "list the files here [[subagent:N]]")
+        ]));
+        // A user message after the conversation opened is not an opening.
+        assert!(!sub(vec![
+            Message::new("user", "task"),
+            Message::new("assistant", ""),
+            Message::new("tool", "ok"),
+            Message::new("user", "again [[subagent:N]]")
+        ]));
     }
 
     #[test]
