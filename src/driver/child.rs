@@ -554,9 +554,16 @@ mod tests {
     async fn a_script_without_a_shebang_runs_through_sh() {
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("plain");
-        std::fs::write(&script, "echo plain-ran\n").unwrap();
-        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        // Written by another process: a write descriptor of this one could be
+        // inherited by a concurrent test's fork and make the exec ETXTBSY.
+        let made = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("printf 'echo plain-ran\\n' > \"$1\" && chmod 755 \"$1\"")
+            .arg("sh")
+            .arg(&script)
+            .status()
             .unwrap();
+        assert!(made.success());
         let (out, _, st, _) = run(&[script.to_str().unwrap()], Stdin::Null, b"").await;
         assert!(st.success());
         assert_eq!(out.trim(), "plain-ran");
