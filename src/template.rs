@@ -39,6 +39,22 @@ pub fn render(text: &str, vars: &Vars) -> Result<String, String> {
     Ok(out)
 }
 
+/// Whether `text` uses the variable `name` (`{{name}}`, filtered or not).
+pub fn uses(text: &str, name: &str) -> bool {
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else {
+            return false;
+        };
+        if split_filters(after[..end].trim()).first().copied() == Some(name) {
+            return true;
+        }
+        rest = &after[end + 2..];
+    }
+    false
+}
+
 /// One `{{...}}`: a name, then filters split on `|` (outside quotes).
 fn expand(expr: &str, vars: &Vars) -> Result<String, String> {
     let mut parts = split_filters(expr).into_iter();
@@ -131,6 +147,13 @@ fn lookup(name: &str, vars: &Vars) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uses_finds_a_variable_filtered_or_not() {
+        assert!(uses("{\"k\": {{ api_key | json }}}", "api_key"));
+        assert!(uses("key={{api_key}}", "api_key"));
+        assert!(!uses("key={{api_key_file}} {{model}}", "api_key"));
+    }
 
     fn vars() -> Vars {
         [("a", "1"), ("base_url", "http://x/v1")]

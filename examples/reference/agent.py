@@ -12,6 +12,10 @@ What it does
     interrupt the running turn as Ctrl+C would. Logs go to stderr.
   * Reads its config from ``$HOME/.refagent/config.json`` (base_url, model,
     stale_timeout, request_timeout, api_max_retries, max_turns, tool_timeout).
+    Its API key is read from ``$HOME/.refagent/credentials`` for every request
+    (else the config's ``api_key``). A 401 is never retried with the key it
+    refused: the agent re-reads the key and retries once if it changed, else
+    the turn fails with the error.
   * Runs a tool loop against the model API with SSE streaming over
     ``http.client``, on one of four wires (``--wire W``, else the spec's or the
     config's ``wire``, else ``openai-chat``): ``openai-chat``
@@ -106,6 +110,10 @@ shared_retry_budget (a give-up with retries left).
 Provider failure-class bugs, one per class: ignore_retry_after (backoff),
 keepalive_resets_idle (streams that look alive), compaction_loop (context
 overflow); see KNOWN_BUGS.
+
+Credential bugs: auth_retry_same_key (a 401 retried with the key it refused),
+auth_cached_key (the key read once at start, so a refreshed one is never
+seen); see KNOWN_BUGS.
 """
 
 import copy
@@ -170,6 +178,9 @@ KNOWN_BUGS = {
     "nested_retry_after_tool": "after a tool result, a model call that failed all its retries is retried again by the turn loop (retries nest)",
     "fallback_no_timeout": "after a tool result, the last-chance retry opens a fallback connection without the request timeout",
     "shared_retry_budget": "the retry counter is kept per turn, not per model call: earlier steps' errors use up later steps' retries",
+    # Credentials that expire mid-run (issue 35.1).
+    "auth_retry_same_key": "a 401 is retried with the key it refused until the retries run out",
+    "auth_cached_key": "the API key is read once at start and never again (a refreshed key is never seen)",
 }
 
 OUTPUT_CAP = 50_000          # chars of tool output kept (bytes read, decoded)
@@ -556,8 +567,9 @@ class Interrupted(Exception):
 class ProviderError(Exception):
     """One failed model-call attempt. kind: stale, dropped, garbage, timeout, connect, http."""
 
-    def __init__(self, kind, transient, msg, retry_after=None, context=False):
+    def __init__(self, kind, transient, msg, retry_after=None, context=False, key=None):
         super().__init__(msg)
+        self.key = key           # a 401: the API key the refused request carried
         self.kind = kind
         self.transient = transient
         self.msg = msg
@@ -856,6 +868,8 @@ class Agent:
         self.workdir = spec.get("workdir") or os.getcwd()
         self.model = cfg.get("model", "gpt-4o-mini")
         self.api_key = cfg.get("api_key", "chaosrun")
+        self.credentials_path = os.path.join(home, ".refagent", "credentials")
+        self._cached_key = None   # --bug auth_cached_key
         self.stale_timeout = float(cfg.get("stale_timeout", 30))
         self.request_timeout = float(cfg.get("request_timeout", 60))
         self.api_max_retries = int(cfg.get("api_max_retries", 2))
@@ -1005,14 +1019,21 @@ class Agent:
         kinds = []
         attempt = 0
         compactions = 0
+        auth = {}   # a 401's re-read key (once), or the key pinned by a bug
         while True:
             if self.ctl.interrupted():
                 raise Interrupted()
             try:
-                return self.model_attempt(body, fallback=self._bug_fallback_path(attempt))
+                return self.model_attempt(body, fallback=self._bug_fallback_path(attempt),
+                                          key=auth.pop("next", None) or auth.get("pinned"))
             except ProviderError as e:
                 kinds.append(e.kind)
                 log(f"model call attempt {attempt + 1} failed: {e.msg}")
+                if e.key is not None:
+                    fresh = self.after_unauthorized(e, auth)
+                    if fresh is not None:
+                        auth["next"] = fresh
+                        continue
                 if e.context:
                     compactions += 1
                     body = self.after_overflow(e, compactions)
@@ -1165,10 +1186,42 @@ class Agent:
             return cls(self.host, self.port)
         return cls(self.host, self.port, timeout=self.request_timeout)
 
-    def model_attempt(self, body, fallback=False):
+    def current_key(self):
+        """The API key: the credentials file as it is now (a refreshed key is
+        picked up by the next request), else the config's ``api_key``. Under
+        --bug auth_cached_key, the key read the first time, for ever."""
+        if self.bug("auth_cached_key") and self._cached_key is not None:
+            return self._cached_key
+        try:
+            with open(self.credentials_path, encoding="utf-8") as f:
+                key = f.read().strip() or self.api_key
+        except OSError:
+            key = self.api_key
+        self._cached_key = key
+        return key
+
+    def after_unauthorized(self, e, state):
+        """What to do after a 401 refused ``e.key``: the key to retry with
+        (once, when re-reading the key gave a new one), or TurnFailed. Under
+        --bug auth_retry_same_key the 401 is retried, transient, with the key
+        it refused (``state['pinned']``)."""
+        if self.bug("auth_retry_same_key"):
+            log("401: retrying with the same key (bug auth_retry_same_key)")
+            state["pinned"] = e.key
+            e.transient = True
+            return None
+        fresh = self.current_key()
+        if fresh != e.key and not state.get("reread"):
+            state["reread"] = True
+            log("401: the API key changed since that request; retrying once with the new key")
+            return fresh
+        raise TurnFailed(f"provider error: {e.msg}; the API key was refused and re-reading it "
+                         "gave no new one (not retried)", all_stale=False)
+
+    def model_attempt(self, body, fallback=False, key=None):
         conn = self._connection(fallback)
         try:
-            return self._attempt(conn, body)
+            return self._attempt(conn, body, key or self.current_key())
         except Interrupted:
             raise
         except ProviderError as e:
@@ -1188,7 +1241,7 @@ class Agent:
             except Exception:
                 pass
 
-    def _attempt(self, conn, body):
+    def _attempt(self, conn, body, key):
         rt = fmt_num(self.request_timeout)
         try:
             conn.connect()
@@ -1200,7 +1253,7 @@ class Agent:
         if self.ctl.set_sock(sock):
             raise Interrupted()
         try:
-            conn.request("POST", self.path, body=body, headers=wire_headers(self.wire, self.api_key))
+            conn.request("POST", self.path, body=body, headers=wire_headers(self.wire, key))
             resp = conn.getresponse()
         except TimeoutError:
             raise ProviderError("timeout", True, f"no response headers within {rt}s")
@@ -1233,7 +1286,8 @@ class Agent:
             if status == 400 and self.bug("retry_400"):
                 transient = True
             raise ProviderError("http", transient, msg, retry_after,
-                                context=is_context_error(status, message or detail))
+                                context=is_context_error(status, message or detail),
+                                key=key if status == 401 else None)
         # Streaming: every gap between body bytes is bounded by the stale timeout.
         read_timeout = self.request_timeout if self.bug("no_stale_timeout") else self.stale_timeout
         sock.settimeout(read_timeout)

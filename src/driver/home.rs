@@ -117,6 +117,8 @@ pub struct Inputs<'a> {
     pub agent_args: &'a [String],
     /// The MCP template variables (`crate::mcp::vars`).
     pub mcp: &'a [(String, String)],
+    /// The fake API key chaosrun gives the agent (`{{api_key}}`).
+    pub api_key: &'a str,
 }
 
 fn num(v: f64) -> String {
@@ -153,6 +155,7 @@ pub fn vars(i: &Inputs<'_>, dirs: &RunDirs) -> Vars {
         ("tag", i.tag.to_string()),
         ("profile_dir", profile_dir),
         ("wire", i.profile.wire.name().to_string()),
+        ("api_key", i.api_key.to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -221,6 +224,40 @@ pub fn expand_log(home: &Path, path: &Path) -> Vec<PathBuf> {
     }
     found.sort();
     found
+}
+
+/// What rewrites the agent's copy of its key when a row's credential is
+/// refreshed: every home file whose template uses `{{api_key}}`, rendered
+/// again with the new key, replaced whole (written beside it, then renamed,
+/// so the agent never reads half a file). None when no home file uses it.
+pub fn credential_rewriter(
+    i: &Inputs<'_>,
+    dirs: &RunDirs,
+) -> Option<Box<dyn Fn(&str) + Send + Sync>> {
+    let files: Vec<(PathBuf, String)> = i
+        .profile
+        .home_files
+        .iter()
+        .filter(|f| template::uses(&f.template, "api_key"))
+        .filter_map(|f| Some((within_home(&dirs.home, &f.path).ok()?, f.template.clone())))
+        .collect();
+    if files.is_empty() {
+        return None;
+    }
+    let vars = vars(i, dirs);
+    Some(Box::new(move |key: &str| {
+        let mut vars = vars.clone();
+        vars.insert("api_key".into(), key.to_string());
+        for (path, t) in &files {
+            let Ok(text) = template::render(t, &vars) else {
+                continue;
+            };
+            let tmp = path.with_extension("chaosrun-new");
+            if std::fs::write(&tmp, text).is_ok() {
+                let _ = std::fs::rename(&tmp, path);
+            }
+        }
+    }))
 }
 
 /// Create the run's directories, render home files and the spec.

@@ -12,7 +12,8 @@
 //! - a chaos run: at least `min_faults` kills and stops landed in a turn's
 //!   working time (exec mode: after the turn's first provider call);
 //! - an MCP row: its targeted rule matched a real request ([`super::mcp`]);
-//! - a context window: at least one main call overflowed it.
+//! - a context window: at least one main call overflowed it;
+//! - a credential that expires: a main call was refused as expired.
 
 use super::{clip, Check, Invariant};
 use crate::observe::{Event, Observation};
@@ -45,6 +46,7 @@ pub fn check_with(
         out.push(interrupt(obs));
     }
     out.extend(context_window(s, obs));
+    out.extend(credential_expired(s, obs));
     out.extend(tools_ran(s, obs));
     if s.responder.iter().all(|r| r.wait_for.is_none()) {
         out.extend(background_job(s, obs, background));
@@ -130,6 +132,24 @@ fn context_window(s: &Scenario, obs: &Observation) -> Option<Check> {
         )]
     };
     Some(Check::new(Invariant::Exercised, "context_overflowed", v))
+}
+
+/// A row's credential expired on a main call (the refusal landed).
+fn credential_expired(s: &Scenario, obs: &Observation) -> Option<Check> {
+    use crate::kinds::Kind;
+    let spec = s.credential.as_ref()?;
+    let refused = obs.recording.requests.iter().any(|r| {
+        r.kind == CallKind::Main && r.reply == crate::provider::replies::AuthExpired::NAME
+    });
+    let v = if refused {
+        vec![]
+    } else {
+        vec![format!(
+            "no main call was refused as expired (from call {} on): the faulted turn made {} main call(s)",
+            spec.expires_at_call, obs.recording.main_calls
+        )]
+    };
+    Some(Check::new(Invariant::Exercised, "credential_expired", v))
 }
 
 /// Every faulting responder rule answered at least one main call.

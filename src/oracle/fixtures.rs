@@ -87,6 +87,7 @@ pub fn request(seq: u64, kind: CallKind, messages: Vec<Message>) -> RequestRecor
         rule: (kind == CallKind::Main).then_some(0),
         previous_response_id: None,
         error: None,
+        credential: None,
     }
 }
 

@@ -5,6 +5,7 @@
 
 mod backoff;
 mod calls;
+mod credential;
 mod discovery;
 mod exercised;
 mod giveup;
@@ -160,6 +161,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(mcp_abandoned::check(s, caps.mcp_tool.as_deref(), obs));
     out.extend(calls::check(s, obs));
     out.extend(backoff::check(obs));
+    out.extend(credential::check(s, obs));
     out.extend(calls::subagent(s, obs));
     out.extend(orphan::check(s, obs));
     out.extend(mcp::calls(s, obs));

@@ -221,6 +221,7 @@ pub fn placeholder_vars() -> Vars {
         "tag",
         "profile_dir",
         "wire",
+        "api_key",
     ]
     .into_iter()
     .chain(crate::mcp::VAR_NAMES.iter().copied())

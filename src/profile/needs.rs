@@ -34,6 +34,21 @@ pub fn not_applicable(profile: &Profile, s: &Scenario) -> Option<String> {
                 .map(|g| g.reason)
         })
         .or_else(|| resume_gap(profile, s))
+        .or_else(|| credential_gap(profile, s))
+}
+
+/// A row whose credential expires needs a way to hand the agent the new
+/// key: a home file that renders `{{api_key}}` (rewritten on the refresh).
+fn credential_gap(profile: &Profile, s: &Scenario) -> Option<String> {
+    s.credential.as_ref()?;
+    let refreshable = profile
+        .home_files
+        .iter()
+        .any(|f| crate::template::uses(&f.template, "api_key"));
+    (!refreshable).then(|| {
+        "the row's credential expires and is refreshed, but no `home_files` template renders `{{api_key}}`; write the key where the agent reads it, e.g. `home_files: [{path: .agent/credentials, template: \"{{api_key}}\"}]`, and have the agent send it"
+            .to_string()
+    })
 }
 
 /// Run-wide warnings about the selected rows (an optional argument dropped
@@ -387,5 +402,22 @@ mod tests {
             McpSupport::None,
         );
         assert_eq!(not_applicable(&p, &row(SUB_ROW)), None);
+    }
+
+    #[test]
+    fn a_credential_row_needs_a_home_file_holding_the_key() {
+        const ROW: &str = "  - id: c\n    about: x\n    credential: {expires_at_call: 1, refresh: turn_end}\n    responder: [{reply: {kind: text, text: hi}}]\n    expect: error\n";
+        let mut p = profile(&[], McpSupport::None);
+        p.env.insert("API_KEY".into(), "{{api_key}}".into());
+        let why = not_applicable(&p, &row(ROW)).unwrap();
+        assert!(
+            why.contains("no `home_files` template renders `{{api_key}}`"),
+            "{why}"
+        );
+        p.home_files.push(crate::profile::HomeFile {
+            path: ".agent/credentials".into(),
+            template: "{{ api_key }}".into(),
+        });
+        assert_eq!(not_applicable(&p, &row(ROW)), None);
     }
 }

@@ -16,6 +16,7 @@
 
 pub mod cassette;
 pub mod context_window;
+pub mod credential;
 pub mod recording;
 pub mod replies;
 pub mod rules;
@@ -205,6 +206,8 @@ pub struct ProviderConfig {
     pub context_window: Option<ContextWindow>,
     /// Where to bind (a scenario's network namespace); None: the host.
     pub bind: Option<crate::listen::Binder>,
+    /// A row's credential that expires mid-run (see [`credential`]).
+    pub credential: Option<credential::CredentialSpec>,
 }
 
 /// A running provider. Dropping it without `shutdown` also stops the server.
@@ -273,6 +276,19 @@ impl Provider {
     /// (proxy mode with `record` set); read it after [`Provider::shutdown`].
     pub fn tape(&self) -> cassette::TapeHandle {
         cassette::TapeHandle(self.inner.relay_log())
+    }
+
+    /// What rewrites the agent's copy of the key when the row's credential
+    /// is refreshed (given the new key).
+    pub fn on_credential_refresh(&self, hook: credential::RefreshHook) {
+        self.inner.on_credential_refresh(hook)
+    }
+
+    /// Refresh the row's expired credential now (`refresh: turn_end`): the
+    /// new key becomes current and the hook runs. Nothing happens when the
+    /// row has no credential, the key has not expired, or it was refreshed.
+    pub fn refresh_credential(&self) {
+        self.inner.refresh_credential()
     }
 
     /// A snapshot of everything recorded so far.

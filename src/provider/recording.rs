@@ -80,6 +80,11 @@ pub struct RequestRecord {
     /// retrying (for the backoff check); absent for any other reply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ReplyError>,
+    /// A fingerprint of the credential the request carried (the first 12
+    /// hex digits of its SHA-256; the key itself is never kept), on a row
+    /// with a `credential:`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<String>,
 }
 
 /// What an error reply told the client about retrying it.
@@ -369,6 +374,7 @@ mod tests {
             rule: None,
             previous_response_id: None,
             error: None,
+            credential: None,
         }
     }
 

@@ -181,6 +181,7 @@ pub async fn serve_until(
         upstream,
         context_window: script.context_window,
         bind: None,
+        credential: None,
     };
     let provider = if args.quiet {
         Provider::start(config).await?

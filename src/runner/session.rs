@@ -94,9 +94,15 @@ impl Session {
             turns: &plan.turns,
             agent_args: &shared.agent_args,
             mcp: &mcp_vars,
+            api_key: &crate::provider::credential::key(&ids.nonce, 1),
         };
         let prepared = match prepare(root, &inputs) {
-            Ok(p) => Prepared { netns, ..p },
+            Ok(p) => {
+                if let Some(hook) = crate::driver::home::credential_rewriter(&inputs, &p.dirs) {
+                    provider.on_credential_refresh(hook);
+                }
+                Prepared { netns, ..p }
+            }
             Err(e) => {
                 let error = format!("cannot prepare the agent's home: {e:#}");
                 return Err(failed(error, close(provider, mcp, false).await));
@@ -199,6 +205,7 @@ async fn start_provider(
         record: Default::default(),
         upstream,
         context_window: scenario.context_window,
+        credential: scenario.credential.clone(),
         bind,
     })
     .await

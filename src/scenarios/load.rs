@@ -235,6 +235,7 @@ fn resolve(
         mcp: s.mcp.clone(),
         context_window: s.context_window,
         memory_mb: s.memory_mb.unwrap_or(defaults.memory_mb),
+        credential: s.credential.clone(),
     })
 }
 

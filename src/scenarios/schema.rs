@@ -369,6 +369,10 @@ pub struct ScenarioDoc {
     /// The agent's processes' peak memory bound for this row, in MB.
     #[serde(default)]
     pub memory_mb: Option<u64>,
+    /// A credential that expires mid-run and is refreshed (see
+    /// `crate::provider::credential`).
+    #[serde(default)]
+    pub credential: Option<crate::provider::credential::CredentialSpec>,
 }
 
 /// The whole file.
@@ -405,6 +409,8 @@ pub struct Scenario {
     /// existed read the default).
     #[serde(default = "default_memory_mb")]
     pub memory_mb: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<crate::provider::credential::CredentialSpec>,
 }
 
 /// A loaded, validated table.

@@ -39,6 +39,10 @@ pub(super) async fn generate(
             &default_reply
         }
     };
+    if let Some(refusal) = shared.refuse_credential(&head, kind, main_index) {
+        shared.push(record(head, parsed, kind, main_index, None, refusal.0));
+        return refusal.1;
+    }
     if let Some(overflow) = class.overflow {
         shared.push(record(head, parsed, kind, main_index, None, overflow.0));
         return wire.error_response(&overflow.1);
@@ -88,6 +92,32 @@ pub(super) async fn generate(
         size,
     };
     answer(&shared, call, upstream_body, &forward).await
+}
+
+impl Shared {
+    /// On a row with a `credential:`: a main call at or past the expiry
+    /// expires the first key, and a call whose key is not the current one
+    /// gets the wire's 401 (`auth_expired`; an `at_refusal` refresh is made
+    /// before it is sent). What the record says and the response, or None.
+    fn refuse_credential(
+        &self,
+        head: &RequestHead,
+        kind: crate::provider::CallKind,
+        main_index: Option<u64>,
+    ) -> Option<(Served, Response)> {
+        let credential = self.credential.as_ref()?;
+        if let (crate::provider::CallKind::Main, Some(i)) = (kind, main_index) {
+            credential.note_main(i);
+        }
+        if !credential.refuses(head.key.as_deref()) {
+            return None;
+        }
+        let reply = crate::provider::replies::AuthExpired::reply();
+        let served = Served::reply(&reply, self.wire, false);
+        let error = wire::ErrorInfo::of_class(wire::ErrorClass::Auth);
+        credential.refused(kind == crate::provider::CallKind::Probe);
+        Some((served, self.wire.error_response(&error)))
+    }
 }
 
 /// A recorded call, ready to be answered.

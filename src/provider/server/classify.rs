@@ -94,6 +94,7 @@ impl Shared {
             rule: None,
             previous_response_id,
             error: None,
+            credential: head.credential,
         });
     }
 
@@ -193,5 +194,6 @@ pub(super) fn record(
         rule,
         previous_response_id: parsed.previous_response_id,
         error: served.error,
+        credential: head.credential,
     }
 }

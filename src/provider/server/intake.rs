@@ -24,6 +24,10 @@ pub(super) struct RequestHead {
     pub(super) headers: Vec<String>,
     pub(super) size: usize,
     pub(super) body_sha256: String,
+    /// The credential the request carries (compared, never recorded).
+    pub(super) key: Option<String>,
+    /// Its fingerprint, recorded on a row with a `credential:`.
+    pub(super) credential: Option<String>,
 }
 
 impl Shared {
@@ -48,6 +52,12 @@ impl Shared {
         body: &ReadBody,
     ) -> RequestHead {
         let seq = self.seq.fetch_add(1, Ordering::SeqCst);
+        let key = crate::provider::credential::of_request(headers, uri.query());
+        let credential = self
+            .credential
+            .as_ref()
+            .and(key.as_deref())
+            .map(crate::provider::credential::fingerprint);
         self.seq_tx.send_modify(|v| *v = (*v).max(seq + 1));
         RequestHead {
             seq,
@@ -57,6 +67,8 @@ impl Shared {
             headers: bounded_headers(headers),
             size: body.size,
             body_sha256: body.sha256.clone(),
+            key,
+            credential,
         }
     }
 }

@@ -87,6 +87,8 @@ struct Shared {
     first_main_bytes: std::sync::OnceLock<usize>,
     /// When the first main call arrived (`within` rules count from it).
     first_main: std::sync::OnceLock<Instant>,
+    /// A row's credential that expires mid-run.
+    credential: Option<super::credential::Credential>,
 }
 
 impl Running {
@@ -124,6 +126,9 @@ impl Running {
         let (main_tx, _) = watch::channel(0u64);
         let players = replay::load_players(&config.rules).map_err(anyhow::Error::msg)?;
         let rule_hits = config.rules.iter().map(|_| AtomicU64::new(0)).collect();
+        let credential = config
+            .credential
+            .map(|c| super::credential::Credential::new(c, &config.nonce));
         let shared = Arc::new(Shared {
             wire: config.wire,
             rules: config.rules,
@@ -154,6 +159,7 @@ impl Running {
             context_window: config.context_window,
             first_main_bytes: std::sync::OnceLock::new(),
             first_main: std::sync::OnceLock::new(),
+            credential,
         });
         let app = router(shared.clone());
         let listener = listener.tap_io(|tcp| {
@@ -190,6 +196,18 @@ impl Running {
 
     pub(crate) fn requests(&self) -> watch::Receiver<u64> {
         self.shared.seq_tx.subscribe()
+    }
+
+    pub(crate) fn on_credential_refresh(&self, hook: super::credential::RefreshHook) {
+        if let Some(c) = &self.shared.credential {
+            c.set_hook(hook);
+        }
+    }
+
+    pub(crate) fn refresh_credential(&self) {
+        if let Some(c) = &self.shared.credential {
+            c.refresh();
+        }
     }
 
     pub(crate) fn recording(&self) -> Recording {

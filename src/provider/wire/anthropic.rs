@@ -378,6 +378,10 @@ impl super::WireFormat for Anthropic {
         (400, "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.".to_string(), None)
     }
 
+    fn auth_error(&self) -> (u16, String, Option<&'static str>) {
+        (401, "invalid x-api-key".to_string(), Some("authentication_error"))
+    }
+
     fn context_error(&self, tokens: u64, max_tokens: u64) -> (u16, String, Option<&'static str>) {
         (
             400,

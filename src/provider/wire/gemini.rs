@@ -370,6 +370,14 @@ impl super::WireFormat for Gemini {
         )
     }
 
+    fn auth_error(&self) -> (u16, String, Option<&'static str>) {
+        (
+            401,
+            "API key not valid. Please pass a valid API key.".to_string(),
+            Some("UNAUTHENTICATED"),
+        )
+    }
+
     fn context_error(&self, tokens: u64, max_tokens: u64) -> (u16, String, Option<&'static str>) {
         (400, format!("The input token count ({tokens}) exceeds the maximum number of tokens allowed ({max_tokens})."), None)
     }

@@ -126,6 +126,7 @@ impl Wire {
         let (status, message, code) = match e.class {
             ErrorClass::Plain => return e.clone(),
             ErrorClass::Quota => self.format().quota_error(),
+            ErrorClass::Auth => self.format().auth_error(),
             ErrorClass::ContextLength { tokens, max_tokens } => {
                 self.format().context_error(tokens, max_tokens)
             }
@@ -179,6 +180,9 @@ pub(crate) trait WireFormat: Sync {
     fn error_response(&self, e: &ErrorInfo) -> Response;
     /// Status, message and code of "quota exhausted" as the wire documents it.
     fn quota_error(&self) -> (u16, String, Option<&'static str>);
+    /// Status, message and code of "the API key is not valid" (an expired
+    /// or revoked credential) as the wire documents it: always a 401.
+    fn auth_error(&self) -> (u16, String, Option<&'static str>);
     /// Status, message and code of "context window exceeded".
     fn context_error(&self, tokens: u64, max_tokens: u64) -> (u16, String, Option<&'static str>);
     /// The model listing body.
@@ -316,6 +320,11 @@ pub(crate) enum ErrorClass {
     /// `insufficient_quota`, Anthropic 400 "credit balance is too low",
     /// Gemini 429 `RESOURCE_EXHAUSTED` with a per-day `QuotaFailure`).
     Quota,
+    /// The request's credential is not (or no longer) valid: 401, not
+    /// retryable with the same key (OpenAI `invalid_request_error` code
+    /// `invalid_api_key`, Anthropic `authentication_error`, Gemini
+    /// `UNAUTHENTICATED`).
+    Auth,
     /// The request is over the model's context window (OpenAI 400
     /// `context_length_exceeded`, Anthropic 400 "prompt is too long",
     /// Gemini 400 `INVALID_ARGUMENT` input token count). `tokens` and

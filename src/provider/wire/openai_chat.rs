@@ -32,6 +32,7 @@ pub(crate) fn error_body(e: &ErrorInfo) -> Value {
     let code = e.code.as_deref().unwrap_or(code);
     let (kind, param) = match e.class {
         ErrorClass::Quota => ("insufficient_quota", Value::Null),
+        ErrorClass::Auth => ("invalid_request_error", Value::Null),
         ErrorClass::ContextLength { .. } => ("invalid_request_error", json!("messages")),
         ErrorClass::Plain => (kind, Value::Null),
     };
@@ -283,6 +284,15 @@ impl super::WireFormat for OpenaiChat {
             "You exceeded your current quota, please check your plan and billing details."
                 .to_string(),
             Some("insufficient_quota"),
+        )
+    }
+
+    fn auth_error(&self) -> (u16, String, Option<&'static str>) {
+        (
+            401,
+            "Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys."
+                .to_string(),
+            Some("invalid_api_key"),
         )
     }
 

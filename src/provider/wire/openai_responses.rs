@@ -589,6 +589,10 @@ impl super::WireFormat for OpenaiResponses {
         OpenaiChat.quota_error()
     }
 
+    fn auth_error(&self) -> (u16, String, Option<&'static str>) {
+        OpenaiChat.auth_error()
+    }
+
     /// OpenAI's context-window error, as on Chat Completions.
     fn context_error(&self, tokens: u64, max_tokens: u64) -> (u16, String, Option<&'static str>) {
         OpenaiChat.context_error(tokens, max_tokens)

@@ -134,6 +134,8 @@ async fn faulted_turn(
                     let end = matches!(&ev, Event::TurnEnd(t) if t.i == 0);
                     d.push_from(at, k, ev);
                     if end {
+                        // A row's expired credential (`refresh: turn_end`).
+                        provider.refresh_credential();
                         return true;
                     }
                 }

@@ -1,0 +1,260 @@
+//! A row's credential that expires mid-run (`credential:` in the table): the
+//! fake key chaosrun gives the agent (`{{api_key}}`, `chaos-key-1-NONCE`;
+//! `chaos-key-2-NONCE` once refreshed), the key a request carries
+//! (`Authorization: Bearer`, `x-api-key`, `x-goog-api-key`, `api-key` or
+//! `?key=`), its short fingerprint (the only trace of it a recording keeps),
+//! and the provider's state: from main call `expires_at_call` on, every
+//! model call whose key is not the current one is refused with the wire's
+//! 401 (`auth_expired`) until a refresh makes the new key current. The
+//! refresh runs the hook that rewrites the agent's copy of the key, once:
+//! `refresh: at_refusal` as the first refusal is answered (before its 401 is
+//! sent); `refresh: turn_end` when the faulted turn ends (the runner calls
+//! [`Credential::refresh`] on its `turn_end`) or, at the latest, as a request
+//! of a later turn is refused (an agent that runs its turns back to back may
+//! start the probe before the runner read that `turn_end`; an agent that
+//! re-reads its key on a 401 then gets the new one).
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+/// A row's `credential:`: when the key expires and when the new one comes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialSpec {
+    /// The faulted turn's main call (from 0) from which the first key is
+    /// refused.
+    pub expires_at_call: u64,
+    /// When chaosrun makes a new key current and rewrites the agent's copy.
+    pub refresh: Refresh,
+}
+
+/// When a row's expired credential is replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refresh {
+    /// When the faulted turn ends (at the latest, as the next turn's first
+    /// call is refused).
+    TurnEnd,
+    /// As the first refusal is answered: the agent's copy holds the new key
+    /// before the 401 reaches it.
+    AtRefusal,
+}
+
+/// The fake key of generation `generation` (1 before a refresh, 2 after).
+pub fn key(nonce: &str, generation: u32) -> String {
+    format!("chaos-key-{generation}-{nonce}")
+}
+
+/// A short fingerprint of a credential: the first 12 hex digits of its
+/// SHA-256 (the key itself is never recorded).
+pub fn fingerprint(key: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(key.as_bytes())
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The credential a request carries, whichever way its wire sends it.
+pub(crate) fn of_request(headers: &axum::http::HeaderMap, query: Option<&str>) -> Option<String> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    if let Some(auth) = header("authorization") {
+        let key = auth.strip_prefix("Bearer ").unwrap_or(auth);
+        return Some(key.trim().to_string());
+    }
+    for name in ["x-api-key", "x-goog-api-key", "api-key"] {
+        if let Some(key) = header(name) {
+            return Some(key.trim().to_string());
+        }
+    }
+    query?
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("key="))
+        .map(String::from)
+}
+
+/// What runs when the key is refreshed: given the new key, it rewrites the
+/// agent's copy (a file in HOME).
+pub type RefreshHook = Box<dyn Fn(&str) + Send + Sync>;
+
+/// The provider's credential state for one row.
+pub(crate) struct Credential {
+    spec: CredentialSpec,
+    nonce: String,
+    expired: AtomicBool,
+    generation: AtomicU32,
+    hook: Mutex<Option<RefreshHook>>,
+}
+
+impl Credential {
+    pub(crate) fn new(spec: CredentialSpec, nonce: &str) -> Credential {
+        Credential {
+            spec,
+            nonce: nonce.to_string(),
+            expired: AtomicBool::new(false),
+            generation: AtomicU32::new(1),
+            hook: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn set_hook(&self, hook: RefreshHook) {
+        *self.hook.lock().unwrap() = Some(hook);
+    }
+
+    /// A main call with this index arrived: the first key expires at
+    /// `expires_at_call`.
+    pub(crate) fn note_main(&self, index: u64) {
+        if index >= self.spec.expires_at_call {
+            self.expired.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether a request carrying `key` is refused: the first key has
+    /// expired and `key` is not the current one.
+    pub(crate) fn refuses(&self, key: Option<&str>) -> bool {
+        if !self.expired.load(Ordering::SeqCst) {
+            return false;
+        }
+        let current = key_of(&self.nonce, self.generation.load(Ordering::SeqCst));
+        key != Some(current.as_str())
+    }
+
+    /// A refusal is about to be answered: `at_refusal` refreshes now, and
+    /// so does `turn_end` when the request is of a later turn than the
+    /// faulted one (`later_turn`: the probe).
+    pub(crate) fn refused(&self, later_turn: bool) {
+        if self.spec.refresh == Refresh::AtRefusal || later_turn {
+            self.refresh();
+        }
+    }
+
+    /// Make the second key current and run the hook, once; later calls do
+    /// nothing. Before the first key expired there is nothing to refresh.
+    pub(crate) fn refresh(&self) {
+        if !self.expired.load(Ordering::SeqCst) {
+            return;
+        }
+        if self
+            .generation
+            .compare_exchange(1, 2, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            if let Some(hook) = self.hook.lock().unwrap().as_ref() {
+                hook(&key(&self.nonce, 2));
+            }
+        }
+    }
+}
+
+/// The key of `generation`, when one is valid; generation 1 is expired once
+/// [`Credential::refuses`] asks, so only a later one can be current.
+fn key_of(nonce: &str, generation: u32) -> String {
+    if generation < 2 {
+        // No key is valid between the expiry and the refresh.
+        return String::from("\u{0}");
+    }
+    key(nonce, generation)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderMap;
+
+    #[test]
+    fn a_fingerprint_is_short_and_never_the_key() {
+        let f = fingerprint("chaos-key-1-abc");
+        assert_eq!(f.len(), 12);
+        assert!(f.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(f, fingerprint("chaos-key-2-abc"));
+        assert_eq!(f, fingerprint("chaos-key-1-abc"));
+        assert!(!f.contains("chaos"));
+    }
+
+    #[test]
+    fn the_key_is_read_the_way_each_wire_sends_it() {
+        let mut h = HeaderMap::new();
+        h.insert("authorization", "Bearer k1".parse().unwrap());
+        assert_eq!(of_request(&h, None).as_deref(), Some("k1"));
+        for name in ["x-api-key", "x-goog-api-key"] {
+            let mut h = HeaderMap::new();
+            h.insert(name, "k2".parse().unwrap());
+            assert_eq!(of_request(&h, None).as_deref(), Some("k2"), "{name}");
+        }
+        let h = HeaderMap::new();
+        assert_eq!(
+            of_request(&h, Some("alt=sse&key=k3")).as_deref(),
+            Some("k3")
+        );
+        assert_eq!(of_request(&h, Some("alt=sse")), None);
+    }
+
+    #[test]
+    fn the_first_key_is_refused_from_its_call_until_the_refresh() {
+        let c = Credential::new(
+            CredentialSpec {
+                expires_at_call: 1,
+                refresh: Refresh::TurnEnd,
+            },
+            "n",
+        );
+        let written = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let w = written.clone();
+        c.set_hook(Box::new(move |k| w.lock().unwrap().push(k.to_string())));
+        let (k1, k2) = (key("n", 1), key("n", 2));
+        c.note_main(0);
+        assert!(!c.refuses(Some(&k1)), "call 0 is before the expiry");
+        c.note_main(1);
+        assert!(c.refuses(Some(&k1)) && c.refuses(Some(&k2)) && c.refuses(None));
+        c.refused(false);
+        assert!(
+            written.lock().unwrap().is_empty(),
+            "turn_end: not at the turn's refusal"
+        );
+        c.refresh();
+        c.refresh();
+        c.refused(true);
+        assert_eq!(*written.lock().unwrap(), vec![k2.clone()], "refreshed once");
+        assert!(c.refuses(Some(&k1)));
+        assert!(!c.refuses(Some(&k2)));
+    }
+
+    #[test]
+    fn turn_end_refreshes_at_the_latest_as_a_later_turn_is_refused() {
+        let c = Credential::new(
+            CredentialSpec {
+                expires_at_call: 1,
+                refresh: Refresh::TurnEnd,
+            },
+            "n",
+        );
+        c.note_main(1);
+        assert!(c.refuses(Some(&key("n", 1))));
+        c.refused(true);
+        assert!(!c.refuses(Some(&key("n", 2))));
+    }
+
+    #[test]
+    fn at_refusal_writes_the_new_key_before_the_401_is_sent() {
+        let c = Credential::new(
+            CredentialSpec {
+                expires_at_call: 0,
+                refresh: Refresh::AtRefusal,
+            },
+            "n",
+        );
+        let written = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let w = written.clone();
+        c.set_hook(Box::new(move |k| w.lock().unwrap().push(k.to_string())));
+        c.refresh();
+        assert!(written.lock().unwrap().is_empty(), "nothing expired yet");
+        c.note_main(0);
+        assert!(c.refuses(Some(&key("n", 1))));
+        c.refused(false);
+        assert_eq!(*written.lock().unwrap(), vec![key("n", 2)]);
+        assert!(!c.refuses(Some(&key("n", 2))));
+    }
+}
