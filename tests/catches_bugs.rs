@@ -211,6 +211,21 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "eof-",
     },
+    // Credentials that expire mid-run.
+    Case {
+        bug: "auth_retry_same_key",
+        scenario: "credential_revoked_mid_turn",
+        invariant: "provider_calls",
+        scale: "1",
+        says: "retried it with the same credential",
+    },
+    Case {
+        bug: "auth_cached_key",
+        scenario: "credential_expires_mid_turn",
+        invariant: "reusability",
+        scale: "1",
+        says: "the probe was not answered",
+    },
 ];
 
 /// Cases run at once (a pool: a new case starts as soon as one ends): more

@@ -923,3 +923,87 @@ async fn a_mid_stream_error_records_no_retry_after_where_the_event_cannot_carry_
         .collect();
     assert_eq!(said, vec![None, Some(3)]);
 }
+
+/// A row's credential: before its expiry any key is answered; from main
+/// call 1 a request carrying a key that is not the current one gets the
+/// wire's 401 (`auth_expired`), the probe too; an `at_refusal` refresh
+/// runs the hook with the second key before the 401 is sent, and that key
+/// is then answered. Each request records a fingerprint, never the key.
+#[tokio::test]
+async fn an_expired_credential_is_refused_until_the_refreshed_key_comes() {
+    use chaosrun::provider::credential::{fingerprint, key, CredentialSpec, Refresh};
+    let p = start_with(ProviderConfig {
+        rules: rules("[{reply: {kind: text, text: hi}}]"),
+        nonce: NONCE.into(),
+        credential: Some(CredentialSpec {
+            expires_at_call: 1,
+            refresh: Refresh::AtRefusal,
+        }),
+        ..ProviderConfig::default()
+    })
+    .await;
+    let written = Arc::new(Mutex::new(Vec::<String>::new()));
+    let w = written.clone();
+    p.on_credential_refresh(Box::new(move |k| w.lock().unwrap().push(k.to_string())));
+    let (k1, k2) = (key(NONCE, 1), key(NONCE, 2));
+    let send = |k: &str, body: Value| {
+        reqwest::Client::new()
+            .post(format!("{}/chat/completions", p.base_url()))
+            .bearer_auth(k)
+            .json(&body)
+            .send()
+    };
+    let first = send(&k1, chat(true, false, "go", false)).await.unwrap();
+    assert_eq!(
+        text_answer(first).await,
+        "hi",
+        "call 0 is before the expiry"
+    );
+    let refused = send(&k1, chat(true, false, "go", true)).await.unwrap();
+    assert_eq!(refused.status(), 401);
+    assert_eq!(
+        *written.lock().unwrap(),
+        vec![k2.clone()],
+        "written before the 401"
+    );
+    let v: Value = refused.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "invalid_api_key");
+    let probe = chat(
+        true,
+        false,
+        &format!("are you there? [[probe:{NONCE}]]"),
+        false,
+    );
+    assert_eq!(
+        send(&k1, probe).await.unwrap().status(),
+        401,
+        "the old key, on the probe"
+    );
+    let retried = send(&k2, chat(true, false, "go", true)).await.unwrap();
+    assert_eq!(text_answer(retried).await, "hi");
+    let rec = p.shutdown().await;
+    let seen: Vec<(&str, Option<&str>)> = rec
+        .requests
+        .iter()
+        .map(|r| (r.reply.as_str(), r.credential.as_deref()))
+        .collect();
+    let (f1, f2) = (fingerprint(&k1), fingerprint(&k2));
+    assert_eq!(
+        seen,
+        vec![
+            ("text", Some(f1.as_str())),
+            ("auth_expired", Some(f1.as_str())),
+            ("auth_expired", Some(f1.as_str())),
+            ("text", Some(f2.as_str())),
+        ]
+    );
+    assert_eq!(
+        rec.requests[1].error.map(|e| (e.status, e.retryable)),
+        Some((401, false))
+    );
+    let saved = serde_json::to_string(&rec).unwrap();
+    assert!(
+        !saved.contains(&k1) && !saved.contains(&k2),
+        "no key is recorded"
+    );
+}

@@ -40,7 +40,10 @@ pub fn not_applicable(profile: &Profile, s: &Scenario) -> Option<String> {
 /// A row whose credential expires needs a way to hand the agent the new
 /// key: a home file that renders `{{api_key}}` (rewritten on the refresh).
 fn credential_gap(profile: &Profile, s: &Scenario) -> Option<String> {
-    s.credential.as_ref()?;
+    let spec = s.credential.as_ref()?;
+    if spec.refresh == crate::provider::credential::Refresh::Never {
+        return None;
+    }
     let refreshable = profile
         .home_files
         .iter()

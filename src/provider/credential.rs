@@ -12,7 +12,8 @@
 //! [`Credential::refresh`] on its `turn_end`) or, at the latest, as a request
 //! of a later turn is refused (an agent that runs its turns back to back may
 //! start the probe before the runner read that `turn_end`; an agent that
-//! re-reads its key on a 401 then gets the new one).
+//! re-reads its key on a 401 then gets the new one); `refresh: never` keeps
+//! refusing the faulted turn's calls and lets the probe through.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
@@ -40,6 +41,9 @@ pub enum Refresh {
     /// As the first refusal is answered: the agent's copy holds the new key
     /// before the 401 reaches it.
     AtRefusal,
+    /// Never: the key is revoked for good. The probe turn is exempt (as with
+    /// a context window), so reusability can still be judged.
+    Never,
 }
 
 /// The fake key of generation `generation` (1 before a refresh, 2 after).
@@ -113,9 +117,13 @@ impl Credential {
     }
 
     /// Whether a request carrying `key` is refused: the first key has
-    /// expired and `key` is not the current one.
-    pub(crate) fn refuses(&self, key: Option<&str>) -> bool {
+    /// expired and `key` is not the current one (a probe, `later_turn`, is
+    /// never refused under `refresh: never`).
+    pub(crate) fn refuses(&self, key: Option<&str>, later_turn: bool) -> bool {
         if !self.expired.load(Ordering::SeqCst) {
+            return false;
+        }
+        if later_turn && self.spec.refresh == Refresh::Never {
             return false;
         }
         let current = key_of(&self.nonce, self.generation.load(Ordering::SeqCst));
@@ -126,7 +134,9 @@ impl Credential {
     /// so does `turn_end` when the request is of a later turn than the
     /// faulted one (`later_turn`: the probe).
     pub(crate) fn refused(&self, later_turn: bool) {
-        if self.spec.refresh == Refresh::AtRefusal || later_turn {
+        if self.spec.refresh == Refresh::AtRefusal
+            || (later_turn && self.spec.refresh == Refresh::TurnEnd)
+        {
             self.refresh();
         }
     }
@@ -134,7 +144,7 @@ impl Credential {
     /// Make the second key current and run the hook, once; later calls do
     /// nothing. Before the first key expired there is nothing to refresh.
     pub(crate) fn refresh(&self) {
-        if !self.expired.load(Ordering::SeqCst) {
+        if !self.expired.load(Ordering::SeqCst) || self.spec.refresh == Refresh::Never {
             return;
         }
         if self
@@ -206,9 +216,11 @@ mod tests {
         c.set_hook(Box::new(move |k| w.lock().unwrap().push(k.to_string())));
         let (k1, k2) = (key("n", 1), key("n", 2));
         c.note_main(0);
-        assert!(!c.refuses(Some(&k1)), "call 0 is before the expiry");
+        assert!(!c.refuses(Some(&k1), false), "call 0 is before the expiry");
         c.note_main(1);
-        assert!(c.refuses(Some(&k1)) && c.refuses(Some(&k2)) && c.refuses(None));
+        assert!(
+            c.refuses(Some(&k1), false) && c.refuses(Some(&k2), false) && c.refuses(None, false)
+        );
         c.refused(false);
         assert!(
             written.lock().unwrap().is_empty(),
@@ -218,8 +230,8 @@ mod tests {
         c.refresh();
         c.refused(true);
         assert_eq!(*written.lock().unwrap(), vec![k2.clone()], "refreshed once");
-        assert!(c.refuses(Some(&k1)));
-        assert!(!c.refuses(Some(&k2)));
+        assert!(c.refuses(Some(&k1), false));
+        assert!(!c.refuses(Some(&k2), false));
     }
 
     #[test]
@@ -232,9 +244,9 @@ mod tests {
             "n",
         );
         c.note_main(1);
-        assert!(c.refuses(Some(&key("n", 1))));
+        assert!(c.refuses(Some(&key("n", 1)), false));
         c.refused(true);
-        assert!(!c.refuses(Some(&key("n", 2))));
+        assert!(!c.refuses(Some(&key("n", 2)), false));
     }
 
     #[test]
@@ -252,9 +264,30 @@ mod tests {
         c.refresh();
         assert!(written.lock().unwrap().is_empty(), "nothing expired yet");
         c.note_main(0);
-        assert!(c.refuses(Some(&key("n", 1))));
+        assert!(c.refuses(Some(&key("n", 1)), false));
         c.refused(false);
         assert_eq!(*written.lock().unwrap(), vec![key("n", 2)]);
-        assert!(!c.refuses(Some(&key("n", 2))));
+        assert!(!c.refuses(Some(&key("n", 2)), false));
+    }
+
+    #[test]
+    fn never_keeps_refusing_the_turn_and_lets_the_probe_through() {
+        let c = Credential::new(
+            CredentialSpec {
+                expires_at_call: 0,
+                refresh: Refresh::Never,
+            },
+            "n",
+        );
+        let written = std::sync::Arc::new(Mutex::new(Vec::<String>::new()));
+        let w = written.clone();
+        c.set_hook(Box::new(move |k| w.lock().unwrap().push(k.to_string())));
+        c.note_main(0);
+        c.refused(false);
+        c.refresh();
+        assert!(c.refuses(Some(&key("n", 1)), false));
+        assert!(c.refuses(Some(&key("n", 2)), false));
+        assert!(!c.refuses(Some(&key("n", 1)), true), "the probe is exempt");
+        assert!(written.lock().unwrap().is_empty(), "never refreshed");
     }
 }

@@ -109,13 +109,14 @@ impl Shared {
         if let (crate::provider::CallKind::Main, Some(i)) = (kind, main_index) {
             credential.note_main(i);
         }
-        if !credential.refuses(head.key.as_deref()) {
+        let later_turn = kind == crate::provider::CallKind::Probe;
+        if !credential.refuses(head.key.as_deref(), later_turn) {
             return None;
         }
         let reply = crate::provider::replies::AuthExpired::reply();
         let served = Served::reply(&reply, self.wire, false);
         let error = wire::ErrorInfo::of_class(wire::ErrorClass::Auth);
-        credential.refused(kind == crate::provider::CallKind::Probe);
+        credential.refused(later_turn);
         Some((served, self.wire.error_response(&error)))
     }
 }
