@@ -233,7 +233,7 @@ pub fn expand_log(home: &Path, path: &Path) -> Vec<PathBuf> {
 pub fn credential_rewriter(
     i: &Inputs<'_>,
     dirs: &RunDirs,
-) -> Option<Box<dyn Fn(&str) + Send + Sync>> {
+) -> Option<crate::provider::credential::RefreshHook> {
     let files: Vec<(PathBuf, String)> = i
         .profile
         .home_files
