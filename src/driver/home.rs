@@ -104,6 +104,11 @@ pub struct ExecRun {
     /// The values captured from the agent's output so far (`exec.capture`),
     /// shared by every turn and every restart of the scenario.
     pub captured: std::sync::Arc<std::sync::Mutex<BTreeMap<String, String>>>,
+    /// The row's credential (set by the runner): once refreshed, each later
+    /// turn renders the new key into its argv and into `key_env`.
+    pub credential: Option<std::sync::Arc<crate::provider::credential::Credential>>,
+    /// The profile's `env:` entries that use `{{api_key}}`, unrendered.
+    pub key_env: BTreeMap<String, String>,
 }
 
 /// Inputs of [`prepare`].
@@ -324,6 +329,14 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
             vars,
             turns: i.turns.to_vec(),
             captured: Default::default(),
+            credential: None,
+            key_env: i
+                .profile
+                .env
+                .iter()
+                .filter(|(_, t)| template::uses(t, "api_key"))
+                .map(|(k, t)| (k.clone(), t.clone()))
+                .collect(),
         }
     });
     Ok(Prepared {

@@ -38,20 +38,39 @@ pub fn not_applicable(profile: &Profile, s: &Scenario) -> Option<String> {
 }
 
 /// A row whose credential expires needs a way to hand the agent the new
-/// key: a home file that renders `{{api_key}}` (rewritten on the refresh).
+/// key: a home file that renders `{{api_key}}` (rewritten on the refresh),
+/// or, for a refresh when the turn ends, an exec-mode `env:` value or
+/// argument (rendered again for the next turn's process). A key refreshed
+/// mid-turn (`at_refusal`) can only be re-read from a file.
 fn credential_gap(profile: &Profile, s: &Scenario) -> Option<String> {
+    use crate::provider::credential::Refresh;
     let spec = s.credential.as_ref()?;
-    if spec.refresh == crate::provider::credential::Refresh::Never {
-        return None;
+    let uses = |t: &String| crate::template::uses(t, "api_key");
+    let in_file = profile.home_files.iter().any(|f| uses(&f.template));
+    let in_exec = profile.exec.as_ref().is_some_and(|e| {
+        profile.env.values().any(uses)
+            || [&e.first, &e.next, &e.resume]
+                .iter()
+                .any(|a| a.iter().any(uses))
+    });
+    match spec.refresh {
+        Refresh::Never => None,
+        Refresh::TurnEnd if in_file || in_exec => None,
+        Refresh::AtRefusal if in_file => None,
+        Refresh::AtRefusal if in_exec => Some(
+            "the row refreshes the key mid-turn, which an exec turn's `env:` or argument cannot \
+             carry into a running process; render `{{api_key}}` in a `home_files` file the \
+             agent re-reads on a 401"
+                .to_string(),
+        ),
+        _ => Some(
+            "the row's credential expires and is refreshed, but no `home_files` template renders \
+             `{{api_key}}` (nor, in exec mode, an `env:` value or `exec` argument); write the key \
+             where the agent reads it, e.g. `home_files: [{path: .agent/credentials, template: \
+             \"{{api_key}}\"}]`, and have the agent send it"
+                .to_string(),
+        ),
     }
-    let refreshable = profile
-        .home_files
-        .iter()
-        .any(|f| crate::template::uses(&f.template, "api_key"));
-    (!refreshable).then(|| {
-        "the row's credential expires and is refreshed, but no `home_files` template renders `{{api_key}}`; write the key where the agent reads it, e.g. `home_files: [{path: .agent/credentials, template: \"{{api_key}}\"}]`, and have the agent send it"
-            .to_string()
-    })
 }
 
 /// Run-wide warnings about the selected rows (an optional argument dropped

@@ -84,8 +84,10 @@ pub(crate) fn of_request(headers: &axum::http::HeaderMap, query: Option<&str>) -
 /// agent's copy (a file in HOME).
 pub type RefreshHook = Box<dyn Fn(&str) + Send + Sync>;
 
-/// The provider's credential state for one row.
-pub(crate) struct Credential {
+/// The provider's credential state for one row (shared with an exec-mode
+/// agent, which renders the current key into its next turn's `env:` and
+/// argv and refreshes it when a turn ends).
+pub struct Credential {
     spec: CredentialSpec,
     nonce: String,
     expired: AtomicBool,
@@ -102,6 +104,11 @@ impl Credential {
             generation: AtomicU32::new(1),
             hook: Mutex::new(None),
         }
+    }
+
+    /// The key a refresh made current, once there is one.
+    pub fn current_key(&self) -> Option<String> {
+        (self.generation.load(Ordering::SeqCst) >= 2).then(|| key(&self.nonce, 2))
     }
 
     pub(crate) fn set_hook(&self, hook: RefreshHook) {
@@ -143,7 +150,7 @@ impl Credential {
 
     /// Make the second key current and run the hook, once; later calls do
     /// nothing. Before the first key expired there is nothing to refresh.
-    pub(crate) fn refresh(&self) {
+    pub fn refresh(&self) {
         if !self.expired.load(Ordering::SeqCst) || self.spec.refresh == Refresh::Never {
             return;
         }
@@ -156,6 +163,16 @@ impl Credential {
                 hook(&key(&self.nonce, 2));
             }
         }
+    }
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credential")
+            .field("spec", &self.spec)
+            .field("expired", &self.expired)
+            .field("generation", &self.generation)
+            .finish_non_exhaustive()
     }
 }
 
@@ -230,6 +247,7 @@ mod tests {
         c.refresh();
         c.refused(true);
         assert_eq!(*written.lock().unwrap(), vec![k2.clone()], "refreshed once");
+        assert_eq!(c.current_key(), Some(k2.clone()));
         assert!(c.refuses(Some(&k1), false));
         assert!(!c.refuses(Some(&k2), false));
     }

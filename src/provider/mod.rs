@@ -284,6 +284,13 @@ impl Provider {
         self.inner.on_credential_refresh(hook)
     }
 
+    /// The row's credential state, shared with an exec-mode agent (which
+    /// renders the refreshed key into its next turn and refreshes it when a
+    /// turn ends); None for a row without `credential:`.
+    pub fn credential(&self) -> Option<Arc<credential::Credential>> {
+        self.inner.credential()
+    }
+
     /// Refresh the row's expired credential now (`refresh: turn_end`): the
     /// new key becomes current and the hook runs. Nothing happens when the
     /// row has no credential, the key has not expired, or it was refreshed.

@@ -101,7 +101,11 @@ impl Session {
                 if let Some(hook) = crate::driver::home::credential_rewriter(&inputs, &p.dirs) {
                     provider.on_credential_refresh(hook);
                 }
-                Prepared { netns, ..p }
+                let mut p = Prepared { netns, ..p };
+                if let Some(exec) = p.exec.as_mut() {
+                    exec.credential = provider.credential();
+                }
+                p
             }
             Err(e) => {
                 let error = format!("cannot prepare the agent's home: {e:#}");

@@ -94,6 +94,9 @@ impl Turn {
             &spec.next
         };
         let mut vars = self.run.vars.clone();
+        if let Some(key) = self.refreshed_key() {
+            vars.insert("api_key".into(), key);
+        }
         vars.insert("message".into(), self.message(i));
         vars.insert("turn".into(), i.to_string());
         let captured = self.run.captured.lock().unwrap_or_else(|e| e.into_inner());
@@ -153,9 +156,34 @@ impl Turn {
         }
     }
 
+    /// The row's refreshed API key, once there is one.
+    fn refreshed_key(&self) -> Option<String> {
+        self.run.credential.as_ref()?.current_key()
+    }
+
+    /// The turn's environment: the profile's `env:` entries that use
+    /// `{{api_key}}` rendered again once the key was refreshed.
+    fn env(&self) -> anyhow::Result<std::borrow::Cow<'_, BTreeMap<String, String>>> {
+        let Some(key) = self
+            .refreshed_key()
+            .filter(|_| !self.run.key_env.is_empty())
+        else {
+            return Ok(std::borrow::Cow::Borrowed(&self.env));
+        };
+        let mut vars = self.run.vars.clone();
+        vars.insert("api_key".into(), key);
+        let mut env = self.env.clone();
+        for (name, t) in &self.run.key_env {
+            let value = crate::template::render(t, &vars).map_err(anyhow::Error::msg)?;
+            env.insert(name.clone(), value);
+        }
+        Ok(std::borrow::Cow::Owned(env))
+    }
+
     /// Start turn `i`'s process in the scenario's containment.
     pub(super) fn spawn(&self, i: usize, resumed: bool) -> anyhow::Result<Started> {
         let argv = self.argv(i, resumed)?;
+        let env = self.env()?;
         let stdout_log = self.append(STDOUT)?;
         let mut stderr_log = self.append(STDERR)?;
         let _ = writeln!(stderr_log, "[chaosrun] turn {i}: {argv:?}");
@@ -167,7 +195,7 @@ impl Turn {
         };
         let (mut child, pid) = crate::driver::spawn::spawn(SpawnSpec {
             argv: &argv,
-            env: &self.env,
+            env: &env,
             cwd: &self.prep.dirs.work,
             stdin,
             scope: &self.scope,

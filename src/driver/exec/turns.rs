@@ -107,6 +107,7 @@ impl Turn {
                 break;
             }
             send(Line::Event(Event::TurnEnd(end)));
+            self.refresh_credential();
             i += 1;
             if shared.killed.load(Ordering::SeqCst) {
                 break;
@@ -117,6 +118,14 @@ impl Turn {
         }
         let _ = exit_tx.send(Some(last));
         send(Line::Eof);
+    }
+
+    /// A turn ended: a row's expired credential (`refresh: turn_end`) is
+    /// refreshed before the next turn's process is started with it.
+    fn refresh_credential(&self) {
+        if let Some(c) = &self.run.credential {
+            c.refresh();
+        }
     }
 
     /// Wait for turn `i`'s process, honouring interrupts, and judge it; also

@@ -88,7 +88,7 @@ struct Shared {
     /// When the first main call arrived (`within` rules count from it).
     first_main: std::sync::OnceLock<Instant>,
     /// A row's credential that expires mid-run.
-    credential: Option<super::credential::Credential>,
+    credential: Option<Arc<super::credential::Credential>>,
 }
 
 impl Running {
@@ -128,7 +128,7 @@ impl Running {
         let rule_hits = config.rules.iter().map(|_| AtomicU64::new(0)).collect();
         let credential = config
             .credential
-            .map(|c| super::credential::Credential::new(c, &config.nonce));
+            .map(|c| Arc::new(super::credential::Credential::new(c, &config.nonce)));
         let shared = Arc::new(Shared {
             wire: config.wire,
             rules: config.rules,
@@ -202,6 +202,10 @@ impl Running {
         if let Some(c) = &self.shared.credential {
             c.set_hook(hook);
         }
+    }
+
+    pub(crate) fn credential(&self) -> Option<Arc<super::credential::Credential>> {
+        self.shared.credential.clone()
     }
 
     pub(crate) fn refresh_credential(&self) {
