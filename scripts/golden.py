@@ -60,6 +60,8 @@ PASS_ROWS = [
     "mcp_http_unauthorized",
     "mcp_tool_schema_changes",
     "tool_output_memory",
+    "credential_expires_mid_turn",
+    "credential_refreshed_mid_turn",
 ]
 PROCESS_ROWS = [
     "kill_during_tool_side_effect",
@@ -78,6 +80,8 @@ BUG_ROWS = [
     ("wedged_after_interrupt", "interrupt_provider_hang", "1", "reusability"),
     ("huge_output_whole", "tool_huge_output", "1", "history_integrity"),
     ("memory_leak", "tool_output_memory", "1", "memory"),
+    ("auth_retry_same_key", "credential_revoked_mid_turn", "1", "provider_calls"),
+    ("auth_cached_key", "credential_expires_mid_turn", "1", "reusability"),
     ("corrupt_store", "provider_500_forever", "1", "store_integrity"),
     ("mcp_no_timeout", "mcp_call_hangs", "0.25", "termination"),
     ("mcp_no_cancel", "interrupt_mcp_call", "1", "termination"),

@@ -117,6 +117,7 @@ fn goldens_rejudge_to_their_recorded_checks() {
 const NO_FAILING_GOLDEN: &[&str] = &[
     "exercised/background_job_existed",
     "exercised/context_overflowed",
+    "exercised/credential_expired",
     "exercised/fault_served",
     "exercised/interrupt_landed",
     "exercised/mcp_call_arrived",
