@@ -43,7 +43,7 @@ fn reference_agent_survives_kills_stops_and_seeded_chaos() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("7 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("8 passed, 0 failed"), "{stdout}");
     assert!(
         stdout.contains("[chaos seed "),
         "the report prints the chaos seed: {stdout}"
@@ -124,6 +124,12 @@ fn restart_bugs_are_caught_on_their_own_invariant() {
             "kill_during_tool_side_effect",
             "history_integrity",
             "without its result",
+        ),
+        (
+            "trusts_started_stream",
+            "machine_sleeps_mid_stream",
+            "termination",
+            "deadline",
         ),
         (
             "replay_from_zero",

@@ -76,7 +76,7 @@ Process faults (restart on the same HOME)
 
 Bugs (``--bug NAME``): retry_storm, retry_400, no_stale_timeout,
 leaked_background, lost_parallel_result, wedged_after_interrupt, stdin_open,
-huge_output_whole, memory_leak, corrupt_store; the MCP bugs mcp_no_timeout, mcp_no_cancel,
+huge_output_whole, memory_leak, trusts_started_stream, corrupt_store; the MCP bugs mcp_no_timeout, mcp_no_cancel,
 mcp_timeout_no_cancel (a timed-out call is forgotten, never cancelled),
 mcp_leak_server (close leaves stdio servers running; the descendant sweep
 spares them), mcp_drop_error_result (an ``isError`` result never enters the
@@ -147,6 +147,7 @@ KNOWN_BUGS = {
     "wedged_after_interrupt": "the interrupt flag is never cleared",
     "stdin_open": "tools inherit the agent's stdin",
     "huge_output_whole": "tool output is not capped",
+    "trusts_started_stream": "once a response head arrived, its stream has no read timeout (a stream that started is trusted to finish)",
     "memory_leak": "every tool output is kept whole in memory four times (raw bytes, text, the transcript log line, the rendered view), never trimmed",
     "corrupt_store": "state.db is corrupted at close",
     "replay_side_effect": "on resume, an unanswered tool call is re-run",
@@ -1290,6 +1291,8 @@ class Agent:
                                 key=key if status == 401 else None)
         # Streaming: every gap between body bytes is bounded by the stale timeout.
         read_timeout = self.request_timeout if self.bug("no_stale_timeout") else self.stale_timeout
+        if self.bug("trusts_started_stream"):
+            read_timeout = 86400.0   # a dead socket after a wake is waited on for a day
         sock.settimeout(read_timeout)
         ctype = (resp.getheader("Content-Type") or "").lower()
         if "text/event-stream" in ctype:

@@ -90,6 +90,7 @@ fn process_fault(action: FaultAction, at: &Trigger, obs: &Observation) -> Check 
     let name = match action {
         FaultAction::Kill => "kill",
         FaultAction::Stop => "stop",
+        FaultAction::Suspend => "suspend",
     };
     let sent: Vec<usize> = obs
         .events

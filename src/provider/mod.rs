@@ -267,6 +267,12 @@ impl Provider {
         self.inner.requests()
     }
 
+    /// The machine sleeps: every answer in flight goes silent for good (no
+    /// byte, no end: a half-open socket); later answers are served as usual.
+    pub fn sleep(&self) {
+        self.inner.sleep()
+    }
+
     /// A watch on the number of subagent calls received so far.
     pub fn subagent_calls(&self) -> tokio::sync::watch::Receiver<u64> {
         self.inner.subagent_calls()

@@ -184,6 +184,10 @@ pub enum FaultAction {
     Kill,
     /// SIGSTOP, then SIGCONT after `stop_for` seconds.
     Stop,
+    /// The machine sleeps: SIGSTOP, and every answer the provider has in
+    /// flight goes silent for good (a half-open socket); SIGCONT after
+    /// `stop_for` seconds.
+    Suspend,
 }
 
 /// Which processes a process fault hits.

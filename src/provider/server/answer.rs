@@ -197,5 +197,6 @@ async fn answer(
     if let (Some(history), Plan::Beats(beats)) = (call.history, &planned.plan) {
         shared.remember(&meta.id, history, beats);
     }
-    wire::render(planned.plan, wire, call.stream, &meta, &shared.cancel).await
+    let resp = wire::render(planned.plan, wire, call.stream, &meta, &shared.cancel).await;
+    super::asleep::gate(resp, shared.sleeps.subscribe(), shared.cancel.clone())
 }

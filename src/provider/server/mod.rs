@@ -6,6 +6,7 @@
 //! [`conversations`] keeps the Responses conversations.
 
 mod answer;
+mod asleep;
 mod classify;
 mod conversations;
 mod intake;
@@ -67,6 +68,8 @@ struct Shared {
     /// Subagent calls (see [`CallKind::Subagent`]), and a watch on them.
     subagent: AtomicU64,
     subagent_tx: watch::Sender<u64>,
+    /// How many times the provider was put to sleep (see [`asleep`]).
+    sleeps: watch::Sender<u64>,
     records: Mutex<Recorder>,
     issued: Mutex<Vec<IssuedToolCall>>,
     waits: Mutex<Vec<WaitOutcome>>,
@@ -147,6 +150,7 @@ impl Running {
             main_tx,
             subagent: AtomicU64::new(0),
             subagent_tx: watch::channel(0u64).0,
+            sleeps: watch::channel(0u64).0,
             records: Mutex::new(Recorder::new(config.record)),
             waits: Mutex::new(Vec::new()),
             rule_hits,
@@ -188,6 +192,11 @@ impl Running {
 
     pub(crate) fn main_calls(&self) -> watch::Receiver<u64> {
         self.shared.main_tx.subscribe()
+    }
+
+    /// The machine sleeps: every answer in flight goes silent for good.
+    pub(crate) fn sleep(&self) {
+        self.shared.sleeps.send_modify(|n| *n += 1);
     }
 
     pub(crate) fn subagent_calls(&self) -> watch::Receiver<u64> {

@@ -154,7 +154,7 @@ async fn faulted_turn(
                 faulted = true;
                 let f = s.process_fault.as_ref().expect("a fault trigger fires only with a fault");
                 let main_calls = *provider.main_calls().borrow();
-                if let Some(revived) = process_fault(d, f, runner, dl.boot, main_calls).await {
+                if let Some(revived) = process_fault(d, f, runner, (dl.boot, main_calls), provider).await {
                     return revived;
                 }
             }
@@ -173,8 +173,8 @@ async fn process_fault(
     d: &mut Drive<'_>,
     f: &ProcessFault,
     runner: usize,
-    boot: f64,
-    main_calls: u64,
+    (boot, main_calls): (f64, u64),
+    provider: &Provider,
 ) -> Option<bool> {
     match f.action {
         FaultAction::Kill => {
@@ -195,9 +195,16 @@ async fn process_fault(
             }
             Some(true)
         }
-        FaultAction::Stop => {
-            d.signal(runner, f.target, libc::SIGSTOP, "stop", main_calls)
+        FaultAction::Stop | FaultAction::Suspend => {
+            let name = match f.action {
+                FaultAction::Suspend => "suspend",
+                _ => "stop",
+            };
+            d.signal(runner, f.target, libc::SIGSTOP, name, main_calls)
                 .await;
+            if f.action == FaultAction::Suspend {
+                provider.sleep();
+            }
             tokio::time::sleep(secs(f.stop_for)).await;
             d.signal(runner, f.target, libc::SIGCONT, "cont", main_calls)
                 .await;
