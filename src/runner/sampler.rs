@@ -51,7 +51,7 @@ impl Watched {
 pub struct Sampler {
     tags: Arc<Mutex<HashMap<String, Watched>>>,
     task: Arc<tokio::task::JoinHandle<()>>,
-    nudged: Arc<tokio::sync::Notify>,
+    nudged: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
 impl Sampler {
@@ -61,52 +61,18 @@ impl Sampler {
         let tags: Arc<Mutex<HashMap<String, Watched>>> = Default::default();
         let shared = tags.clone();
         let meter: Arc<Mutex<Meter>> = Default::default();
-        let nudged = Arc::new(tokio::sync::Notify::new());
-        let woken = nudged.clone();
+        let (nudged, mut woken) = tokio::sync::mpsc::unbounded_channel::<String>();
         let task = tokio::spawn(async move {
+            // Ticks at a steady pace whatever the nudges do.
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                let any = !shared.lock().unwrap_or_else(|e| e.into_inner()).is_empty();
-                if any {
-                    let now = Instant::now();
-                    let targets: Vec<(String, Option<Cgroup>)> = lock(&shared)
-                        .iter()
-                        .map(|(tag, w)| (tag.clone(), w.cgroup.clone()))
-                        .collect();
-                    let (containment, meter) = (containment.clone(), meter.clone());
-                    let counts = tokio::task::spawn_blocking(move || {
-                        let (found, opened) = members(&containment, targets);
-                        let usage = lock(&meter).usage(&found);
-                        (found, usage, opened)
-                    })
-                    .await
-                    .unwrap_or_default();
-                    let (counts, usage, opened) = counts;
-                    let mut tags = lock(&shared);
-                    for (tag, cg) in opened {
-                        if let Some(w) = tags.get_mut(&tag) {
-                            w.cgroup = Some(cg);
-                        }
-                    }
-                    for (tag, w) in tags.iter_mut() {
-                        if let Some(start) = w.start {
-                            let procs = counts.get(tag).map(Vec::as_slice).unwrap_or_default();
-                            let (cpu, rss) = usage.get(tag).copied().unwrap_or_default();
-                            w.samples.push(ProcSample {
-                                at: (now - start).as_secs_f64(),
-                                count: procs.len(),
-                                cpu,
-                                rss,
-                            });
-                            for p in procs {
-                                w.saw(&p.cmdline);
-                            }
-                        }
-                    }
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(every) => {}
-                    _ = woken.notified() => {}
-                }
+                // A tick samples every scenario; a nudge only the one that asked.
+                let only = tokio::select! {
+                    _ = tick.tick() => None,
+                    Some(tag) = woken.recv() => Some(tag),
+                };
+                sample(&shared, &containment, &meter, only.as_deref()).await;
             }
         });
         Sampler {
@@ -116,9 +82,9 @@ impl Sampler {
         }
     }
 
-    /// Take the next sample now rather than at the next tick.
-    pub fn nudge(&self) {
-        self.nudged.notify_one();
+    /// Take a sample of scenario `tag` now rather than at the next tick.
+    pub fn nudge(&self, tag: &str) {
+        let _ = self.nudged.send(tag.to_string());
     }
 
     /// Begin recording `tag`, with times relative to `start`.
@@ -144,6 +110,55 @@ impl Sampler {
 
     pub fn stop(&self) {
         self.task.abort();
+    }
+}
+
+/// One sample of every watched scenario, or of `only` that one: its
+/// processes, their CPU and memory, the command lines seen.
+async fn sample(
+    shared: &Arc<Mutex<HashMap<String, Watched>>>,
+    containment: &Arc<RunContainment>,
+    meter: &Arc<Mutex<Meter>>,
+    only: Option<&str>,
+) {
+    let now = Instant::now();
+    let targets: Vec<(String, Option<Cgroup>)> = lock(shared)
+        .iter()
+        .filter(|(tag, _)| only.is_none_or(|o| o == tag.as_str()))
+        .map(|(tag, w)| (tag.clone(), w.cgroup.clone()))
+        .collect();
+    if targets.is_empty() {
+        return;
+    }
+    let (containment, meter) = (containment.clone(), meter.clone());
+    let (counts, usage, opened) = tokio::task::spawn_blocking(move || {
+        let (found, opened) = members(&containment, targets);
+        let usage = lock(&meter).usage(&found);
+        (found, usage, opened)
+    })
+    .await
+    .unwrap_or_default();
+    let mut tags = lock(shared);
+    for (tag, cg) in opened {
+        if let Some(w) = tags.get_mut(&tag) {
+            w.cgroup = Some(cg);
+        }
+    }
+    for (tag, w) in tags.iter_mut() {
+        let Some(start) = w.start.filter(|_| only.is_none_or(|o| o == tag)) else {
+            continue;
+        };
+        let procs = counts.get(tag).map(Vec::as_slice).unwrap_or_default();
+        let (cpu, rss) = usage.get(tag).copied().unwrap_or_default();
+        w.samples.push(ProcSample {
+            at: (now - start).as_secs_f64(),
+            count: procs.len(),
+            cpu,
+            rss,
+        });
+        for p in procs {
+            w.saw(&p.cmdline);
+        }
     }
 }
 

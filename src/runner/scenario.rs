@@ -35,7 +35,7 @@ pub async fn observe(
     // A sample at each phase: what the agent holds at a turn's end or at the
     // close is seen while it still runs.
     let on_phase = &|phase: Phase, seconds: f64| {
-        sampler.nudge();
+        sampler.nudge(&ids.tag);
         on_phase(phase, seconds)
     };
     let plan = Plan::new(shared, scenario, ids, start);
