@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Install Hermes Agent (pinned) into examples/hermes/.venv for the chaosrun driver.
-# Idempotent: does nothing when the venv already holds the pinned version.
+# Install Hermes Agent (pinned) into examples/hermes/.venv for the chaosrun driver,
+# with every transitive dependency pinned by requirements.lock (installed as is,
+# --no-deps, then `pip check`), so cited line numbers do not move with the
+# install day. Idempotent: does nothing when the venv's `pip freeze` is the lock.
 set -euo pipefail
 
 HERMES_VERSION="0.19.0"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VENV="$HERE/.venv"
+LOCK="$HERE/requirements.lock"
 PY="${PYTHON:-python3}"
 
 if ! command -v "$PY" >/dev/null 2>&1; then
@@ -23,13 +26,17 @@ except m.PackageNotFoundError:
 PYEOF
 }
 
+locked() { [ "$("$VENV/bin/python" -m pip freeze --disable-pip-version-check 2>/dev/null | sort)" = "$(grep -v '^#' "$LOCK" | sort)" ]; }
+
 if [ -x "$VENV/bin/python" ]; then
     have="$(installed_version)"
-    if [ "$have" = "$HERMES_VERSION" ] && "$VENV/bin/python" -c "import mcp" 2>/dev/null; then
-        echo "setup.sh: $VENV already has hermes-agent==$HERMES_VERSION; nothing to do"
+    if [ "$have" = "$HERMES_VERSION" ] && locked; then
+        echo "setup.sh: $VENV already has hermes-agent==$HERMES_VERSION and the locked set; nothing to do"
         exit 0
     fi
-    echo "setup.sh: $VENV exists (hermes-agent: ${have:-not installed}); installing $HERMES_VERSION"
+    echo "setup.sh: $VENV exists (hermes-agent: ${have:-not installed}) but is not the locked set; recreating it"
+    rm -rf "$VENV"
+    "$PY" -m venv "$VENV" || { echo "setup.sh: '$PY -m venv' failed" >&2; exit 1; }
 else
     echo "setup.sh: creating venv $VENV with $("$PY" --version 2>&1)"
     if ! "$PY" -m venv "$VENV"; then
@@ -38,11 +45,16 @@ else
     fi
 fi
 
-# The `mcp` extra brings Hermes' MCP client (the pinned `mcp` SDK) for the MCP rows.
-echo "setup.sh: pip install hermes-agent[mcp]==$HERMES_VERSION"
-if ! "$VENV/bin/python" -m pip install --disable-pip-version-check "hermes-agent[mcp]==$HERMES_VERSION"; then
-    echo "setup.sh: pip could not install hermes-agent==$HERMES_VERSION (see pip's output above);" \
+# The lock is hermes-agent[mcp]: the `mcp` extra brings Hermes' MCP client
+# (the pinned `mcp` SDK) for the MCP rows.
+echo "setup.sh: pip install --no-deps -r $LOCK (hermes-agent[mcp]==$HERMES_VERSION)"
+if ! "$VENV/bin/python" -m pip install --disable-pip-version-check --no-deps -r "$LOCK"; then
+    echo "setup.sh: pip could not install the pinned set in $LOCK (see pip's output above);" \
          "fix the index/network and re-run $0" >&2
+    exit 1
+fi
+if ! "$VENV/bin/python" -m pip check --disable-pip-version-check; then
+    echo "setup.sh: $LOCK is not a consistent set (pip check above)" >&2
     exit 1
 fi
 
