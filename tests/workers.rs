@@ -42,7 +42,7 @@ fn postgres_workers_survive_process_faults_and_seeded_chaos() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("7 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("8 passed, 0 failed"), "{stdout}");
     let report = read_json(&json);
     // Only SQLite's integrity check has no Postgres counterpart.
     let skipped = skipped_checks(&report, &["store_integrity"]);

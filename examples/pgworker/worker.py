@@ -395,6 +395,10 @@ class Worker(ref.Agent):
         self.resume = spec.get("resume") is True
         self.model = cfg.get("model", "gpt-4o-mini")
         self.api_key = cfg.get("api_key", "chaosrun")
+        # The reference agent's key reader (ref.Agent.current_key): a
+        # credentials file in HOME, else the config's key.
+        self.credentials_path = os.path.join(home, ".refagent", "credentials")
+        self._cached_key = None
         self.stale_timeout = float(cfg.get("stale_timeout", 30))
         self.request_timeout = float(cfg.get("request_timeout", 60))
         self.api_max_retries = int(cfg.get("api_max_retries", 2))
