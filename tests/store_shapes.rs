@@ -559,7 +559,9 @@ fn qwen_code_real_transcript_reads_through_the_shipped_profile() {
 #[test]
 fn older_saved_store_messages_keep_their_call_ids() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden/mcp_tool_schema_changes--mcp_stale_schema/observation.json");
+        // The golden mcp_tool_schema_changes--mcp_stale_schema as saved
+        // before the goldens were regenerated (still `tool_call_ids`).
+        .join("tests/fixtures/older-observation-tool-call-ids.json");
     let text = std::fs::read_to_string(&path).unwrap();
     let raw: serde_json::Value = serde_json::from_str(&text).unwrap();
     let saved: Vec<Vec<String>> = raw["store"]["messages"]["Ok"]
