@@ -68,6 +68,7 @@ PROCESS_ROWS = [
     "kill_with_background_job",
     "kill_mid_stream",
     "stop_during_tool",
+    "kill_at_store_write",
 ]
 # (bug, row, deadline scale, invariant it must fail): the reference agent's
 # bugs, as tests/catches_bugs.rs and tests/process_faults.rs run them.
@@ -102,6 +103,7 @@ PROCESS_BUG_ROWS = [
     ("orphan_bg_on_restart", "kill_with_background_job", "1", "process_hygiene"),
     ("lost_result_on_restart", "kill_during_tool_side_effect", "1", "history_integrity"),
     ("replay_from_zero", "kill_mid_stream", "1", "termination"),
+    ("resume_rolls_back_turn", "kill_at_store_write", "1", "store_integrity"),
 ]
 
 

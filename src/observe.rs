@@ -326,6 +326,10 @@ pub struct Observation {
     #[serde(default)]
     pub provider_offset: f64,
     pub store: StoreObservation,
+    /// The store as a kill aimed at a store write left it (read from the
+    /// copy taken before the restart), for such a row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_at_kill: Option<StoreObservation>,
     /// The scenario's processes (its cgroup's members, or what the tag
     /// fallback found) still alive after the reap deadline.
     pub survivors: Vec<ProcInfo>,

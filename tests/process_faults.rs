@@ -43,7 +43,7 @@ fn reference_agent_survives_kills_stops_and_seeded_chaos() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("8 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("9 passed, 0 failed"), "{stdout}");
     assert!(
         stdout.contains("[chaos seed "),
         "the report prints the chaos seed: {stdout}"
@@ -76,6 +76,7 @@ fn reference_agent_survives_kills_stops_and_seeded_chaos() {
         "finished_calls_journalled_once",
         "background_silent_after_death",
         "resumes_after_kill",
+        "store_kept_across_kill",
         "enough_faults_landed",
         "every_turn_finishes",
     ] {
@@ -124,6 +125,12 @@ fn restart_bugs_are_caught_on_their_own_invariant() {
             "kill_during_tool_side_effect",
             "history_integrity",
             "without its result",
+        ),
+        (
+            "resume_rolls_back_turn",
+            "kill_at_store_write",
+            "store_integrity",
+            "gone after the restart",
         ),
         (
             "trusts_started_stream",

@@ -99,6 +99,8 @@ past its timeout, so a child that keeps the pipe holds the turn); and the restar
     store and in the history sent to the model.
   * replay_from_zero: ``start_turn`` is ignored; the resumed agent runs every
     turn again from turn 0 (a protocol violation chaosrun must name).
+  * resume_rolls_back_turn: the unfinished turn is rolled back to its user
+    message (its finished tool steps deleted from the store), not repaired.
 
 Combination bugs, each invisible to every row of the seed tables (``chaosrun
 explore`` finds them): sticky_backoff_interrupt, resend_batch_minus_one,
@@ -154,6 +156,7 @@ KNOWN_BUGS = {
     "orphan_bg_on_restart": "on resume, the previous incarnation's background jobs are left running",
     "lost_result_on_restart": "on resume, an unanswered tool call is left without a result",
     "replay_from_zero": "on resume, start_turn is ignored and the turns replay from turn 0",
+    "resume_rolls_back_turn": "on resume, an unfinished turn is rolled back to its user message: the tool calls and results it had persisted are deleted",
     "mcp_no_timeout": "an MCP tool call has no timeout (waits until interrupted)",
     "mcp_no_cancel": "an abandoned MCP call is never cancelled (no notifications/cancelled)",
     "mcp_timeout_no_cancel": "an MCP call whose timeout fires is forgotten: no notifications/cancelled, the connection kept open",
@@ -730,6 +733,14 @@ class Store:
                 (session_id, msg["role"], content, msg.get("tool_call_id"),
                  json.dumps(tool_calls) if tool_calls else None, time.time()))
 
+    def truncate_after(self, session_id, keep):
+        """Delete the session's active messages after its first ``keep``."""
+        with self.lock:
+            self.db.execute(
+                "DELETE FROM messages WHERE session_id = ? AND active = 1 AND id NOT IN"
+                " (SELECT id FROM messages WHERE session_id = ? AND active = 1 ORDER BY id LIMIT ?)",
+                (session_id, session_id, keep))
+
     def index_root(self, name):
         with self.lock:
             row = self.db.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (name,)).fetchone()
@@ -918,7 +929,9 @@ class Agent:
                     break
                 log(f"history: {len(missing)} tool call(s) without a result"
                     + (" (resume)" if self.resume else ""))
-                if self.bug("lost_result_on_restart"):
+                if self.bug("resume_rolls_back_turn"):
+                    self._roll_back_unfinished_turn()
+                elif self.bug("lost_result_on_restart"):
                     log("leaving them unanswered (bug lost_result_on_restart)")
                 elif self.bug("replay_side_effect"):
                     log("they will be re-run (bug replay_side_effect)")
@@ -927,6 +940,18 @@ class Agent:
                     for tc in missing:
                         self._append({"role": "tool", "tool_call_id": tc.get("id"), "content": RESTART_RESULT})
                 break
+
+    def _roll_back_unfinished_turn(self):
+        """--bug resume_rolls_back_turn: drop everything after the last user
+        message, in memory and in the store (the finished tool steps too)."""
+        users = [i for i, m in enumerate(self.history) if m["role"] == "user"]
+        if not users:
+            return
+        keep = users[-1] + 1
+        dropped = len(self.history) - keep
+        self.history = self.history[:keep]
+        self.store.truncate_after(self.session_id, keep)
+        log(f"rolled back {dropped} message(s) of the unfinished turn (bug resume_rolls_back_turn)")
 
     def replay_pending(self):
         """--bug replay_side_effect: re-run the calls the previous incarnation left unanswered."""

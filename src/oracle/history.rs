@@ -65,7 +65,12 @@ fn wire_results(obs: &Observation) -> Check {
 
 /// The store's messages, or why they cannot be checked.
 fn stored(obs: &Observation) -> Result<&[Message], String> {
-    match &obs.store {
+    messages_of(&obs.store)
+}
+
+/// A store read's messages, or why they cannot be checked.
+pub(super) fn messages_of(store: &StoreObservation) -> Result<&[Message], String> {
+    match store {
         StoreObservation::NotConfigured => Err("the adapter profile names no durable store".into()),
         StoreObservation::Missing { path } => Err(format!("the store {path} does not exist")),
         StoreObservation::Unreadable { error, .. } => {

@@ -19,6 +19,7 @@ mod reuse;
 mod side_effects;
 mod stderr_note;
 mod store;
+mod store_kill;
 mod termination;
 mod verdict;
 
@@ -172,6 +173,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(history::check(s, obs));
     out.extend(hygiene::check(s, obs));
     out.extend(store::check(obs));
+    out.extend(store_kill::check(obs));
     out.extend(side_effects::check(s, obs));
     out.extend(exercised::check_with(s, obs, caps.background.as_ref()));
     out.push(memory::check(s, obs));

@@ -34,6 +34,7 @@ pub fn not_applicable(profile: &Profile, s: &Scenario) -> Option<String> {
                 .map(|g| g.reason)
         })
         .or_else(|| resume_gap(profile, s))
+        .or_else(|| store_gap(profile, s))
         .or_else(|| credential_gap(profile, s))
 }
 
@@ -136,6 +137,24 @@ fn resume_gap(profile: &Profile, s: &Scenario) -> Option<String> {
             .is_some_and(|f| f.action == FaultAction::Kill);
     (kills && !profile.resume).then(|| {
         "the adapter profile declares `resume: false`; this scenario kills the agent and needs it to resume".to_string()
+    })
+}
+
+/// A kill aimed at a store write watches the store's files: it needs a
+/// SQLite store (`store: {path: ...}`), whose database, write-ahead log and
+/// journal are the persistence points.
+fn store_gap(profile: &Profile, s: &Scenario) -> Option<String> {
+    let aimed = s
+        .process_fault
+        .as_ref()
+        .is_some_and(|f| matches!(f.at, crate::scenarios::Trigger::StoreWriteAfterCalls(_)))
+        || matches!(
+            s.interrupt,
+            Some(crate::scenarios::Trigger::StoreWriteAfterCalls(_))
+        );
+    let sqlite = profile.store.as_ref().is_some_and(|st| st.path.is_some());
+    (aimed && !sqlite).then(|| {
+        "this row aims its fault at a write to the agent's SQLite store (`store_write_after_calls`); the adapter profile declares no `store: {path: ...}` (JSONL and Postgres stores are not watched yet)".to_string()
     })
 }
 

@@ -172,6 +172,7 @@ pub(crate) struct Collected {
     containment: Containment,
     network: crate::listen::Network,
     store: StoreObservation,
+    store_at_kill: Option<StoreObservation>,
     closed: Closed,
     /// What the sampler saw of the scenario's processes (CPU and RSS over
     /// time, every command line).
@@ -210,6 +211,10 @@ pub(crate) async fn collect(
         Err(e) => (plan.session_id.clone(), Some(e)),
     };
     let store = read_store(shared, &session, &session_id).await;
+    let store_at_kill = match (driven.store_at_kill(), &shared.profile.store) {
+        (Some(at), Some(spec)) => Some(read_copy(at, spec, &session_id).await),
+        _ => None,
+    };
     let network = session.network.clone();
     let prepared = session.prepared.clone();
     let closed = session.close().await;
@@ -227,6 +232,7 @@ pub(crate) async fn collect(
         containment,
         network,
         store,
+        store_at_kill,
         closed,
         samples,
         memory_peak,
@@ -306,6 +312,33 @@ async fn read_store(shared: &Shared, session: &Session, session_id: &str) -> Sto
     }
 }
 
+/// The copy of the store a kill aimed at a store write left, read as the
+/// restarted agent would find it; why not, when no copy could be taken.
+async fn read_copy(
+    at: &Result<Option<std::path::PathBuf>, String>,
+    spec: &crate::store::StoreSpec,
+    session_id: &str,
+) -> StoreObservation {
+    match at {
+        Err(error) => StoreObservation::Unreadable {
+            path: String::new(),
+            error: error.clone(),
+        },
+        Ok(None) => StoreObservation::Missing {
+            path: "(no store when the agent was killed)".into(),
+        },
+        Ok(Some(copy)) => {
+            let (copy, spec, id) = (copy.clone(), spec.clone(), session_id.to_string());
+            tokio::task::spawn_blocking(move || crate::store::observe_copy(&copy, &spec, &id))
+                .await
+                .unwrap_or_else(|e| StoreObservation::Unreadable {
+                    path: String::new(),
+                    error: format!("the store read failed: {e}"),
+                })
+        }
+    }
+}
+
 /// `--record DIR` (proxy mode): the scenario's relayed main calls, written as
 /// `DIR/<id>.jsonl`; why not, when the cassette cannot be written (an ERROR).
 fn record_cassette(
@@ -336,6 +369,7 @@ impl Observation {
         obs.containment = c.containment;
         obs.network = c.network;
         obs.store = c.store;
+        obs.store_at_kill = c.store_at_kill;
         obs.recording = c.closed.recording;
         (obs.proc_samples, obs.processes_seen) = c.samples;
         obs.memory_peak = c.memory_peak;

@@ -162,6 +162,9 @@ fn check_counts(
             return Err("`when_subagent_call` counts from 1 (the subagent's first call)".into());
         }
     }
+    if let Some(super::schema::Trigger::StoreWriteAfterCalls(n)) = trigger {
+        count("store_write_after_calls", *n, MAX_COUNT)?;
+    }
     if let Some(c) = &s.chaos {
         count("chaos.turns", c.turns, MAX_COUNT)?;
         count("chaos.min_faults", c.min_faults as u64, MAX_COUNT)?;

@@ -174,6 +174,11 @@ pub enum Trigger {
     /// Once the provider has received this many subagent calls (requests
     /// carrying the row's `[[subagent:NONCE]]` marker).
     WhenSubagentCall(u64),
+    /// At the first write to the agent's SQLite store (the database, its
+    /// `-wal` or `-journal`, watched by inotify from the turn's start)
+    /// reported once the provider has received this many faulted-turn main
+    /// calls: a kill aimed at a persistence point.
+    StoreWriteAfterCalls(u64),
 }
 
 /// Which signal a process fault sends.

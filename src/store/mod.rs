@@ -7,6 +7,7 @@
 //! read found, saved in the observation, is [`found`]. The store sits beside
 //! `profile` and `scenarios`: the profile uses its types, never the reverse.
 
+pub mod at_kill;
 pub mod found;
 pub mod glob;
 pub mod items;
@@ -158,7 +159,27 @@ pub fn observe(path: Option<&Path>, spec: &StoreSpec, session_id: &str) -> Store
             }
         }
     };
-    let conn = match Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY) {
+    let read = read_sqlite(path, spec, session_id, OpenFlags::SQLITE_OPEN_READ_ONLY);
+    drop(vetted);
+    read
+}
+
+/// Observe chaosrun's own copy of a store ([`at_kill`]): opened read-write,
+/// so that SQLite may replay the copied write-ahead log as the restarted
+/// agent would (the agent's own files are never opened so).
+pub fn observe_copy(path: &Path, spec: &StoreSpec, session_id: &str) -> StoreObservation {
+    read_sqlite(path, spec, session_id, OpenFlags::default())
+}
+
+/// `PRAGMA integrity_check` and the profile's query on the database at `path`.
+fn read_sqlite(
+    path: &Path,
+    spec: &StoreSpec,
+    session_id: &str,
+    flags: OpenFlags,
+) -> StoreObservation {
+    let shown = path.display().to_string();
+    let conn = match Connection::open_with_flags(path, flags) {
         Ok(c) => c,
         Err(e) => {
             return StoreObservation::Unreadable {
@@ -167,7 +188,6 @@ pub fn observe(path: Option<&Path>, spec: &StoreSpec, session_id: &str) -> Store
             }
         }
     };
-    drop(vetted);
     let _ = conn.busy_timeout(std::time::Duration::from_secs(10));
     let integrity = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get::<_, String>(0))

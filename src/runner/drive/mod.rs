@@ -14,6 +14,7 @@
 mod bound;
 mod chaos;
 mod clock;
+mod store_kill;
 mod turns;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -73,6 +74,9 @@ pub(crate) struct Drive<'a> {
     events: Vec<Timed>,
     snapshots: Vec<Snapshot>,
     on_phase: &'a (dyn Fn(Phase, f64) + Sync),
+    /// The copy of the store taken after a kill aimed at a store write
+    /// ([`store_kill`]).
+    store_at_kill: Option<store_kill::AtKill>,
 }
 
 /// What the script needs besides the scenario: a chaos run's schedule (none:
@@ -93,6 +97,7 @@ pub(crate) struct Driven {
     /// The session id the agent's store is read under (see
     /// [`agent::store_session`]).
     store_session: Result<Option<String>, String>,
+    store_at_kill: Option<store_kill::AtKill>,
 }
 
 impl Driven {
@@ -107,6 +112,12 @@ impl Driven {
     /// names a value the agent never printed.
     pub(crate) fn store_session(&self) -> Result<Option<String>, String> {
         self.store_session.clone()
+    }
+
+    /// The copy of the store a kill aimed at a store write left, if the row
+    /// has one.
+    pub(crate) fn store_at_kill(&self) -> Option<&store_kill::AtKill> {
+        self.store_at_kill.as_ref()
     }
 
     /// Whether chaosrun killed a process that did not exit by itself.
@@ -154,6 +165,7 @@ impl<'a> Drive<'a> {
             events: Vec::new(),
             snapshots: Vec::new(),
             on_phase,
+            store_at_kill: None,
         }
     }
 
@@ -196,6 +208,7 @@ impl<'a> Drive<'a> {
         let store_session = agent::store_session(self.launch.prepared);
         Ok(Driven {
             store_session,
+            store_at_kill: self.store_at_kill,
             events: self.events,
             snapshots: self.snapshots,
             agents: self.workers.into_iter().flatten().collect(),

@@ -22,7 +22,7 @@ async fn trigger_fired(
     calls: &mut tokio::sync::watch::Receiver<u64>,
     mcp_calls: &mut Option<tokio::sync::watch::Receiver<u64>>,
     scope: &Arc<Scope>,
-    since: Instant,
+    (since, store): (Instant, Option<&std::path::Path>),
 ) {
     match trigger {
         None => std::future::pending().await,
@@ -37,6 +37,24 @@ async fn trigger_fired(
         // (see [`calls_for`]).
         Some(Trigger::AfterCalls(n) | Trigger::WhenSubagentCall(n)) => {
             let _ = calls.wait_for(|c| *c >= *n).await;
+        }
+        // Watched from the turn's start, so no write after the N-th call
+        // can slip by before the watch exists; the first write reported once
+        // N calls arrived fires it (under load, a write made just before the
+        // N-th call and read after it may be the one). A store that cannot
+        // be watched never fires: the kill is named as never landed (a
+        // profile without a SQLite store makes the row N/A).
+        Some(Trigger::StoreWriteAfterCalls(n)) => {
+            let watched = store.map(crate::store::at_kill::StoreWrites::watch);
+            let Some(Ok(mut writes)) = watched else {
+                return std::future::pending().await;
+            };
+            while writes.next().await.is_ok() {
+                if *calls.borrow() >= *n {
+                    return;
+                }
+            }
+            std::future::pending::<()>().await;
         }
         // The scenario's processes (its cgroup's members, whatever their
         // environment), read off the async workers.
@@ -96,11 +114,13 @@ async fn faulted_turn(
     let (mut working, mut fault_working) = (clock.working(), clock.working());
     let mut calls = calls_for(s.interrupt.as_ref(), provider);
     let scope = d.scope().clone();
+    let store = d.sqlite_store();
     let mut mcp_calls = mcp.map(|m| m.calls_watch());
     let mut fault_mcp_calls = mcp.map(|m| m.calls_watch());
     let trigger = async {
         let since = began(&mut working).await;
-        trigger_fired(&s.interrupt, &mut calls, &mut mcp_calls, &scope, since).await;
+        let at = (since, store.as_deref());
+        trigger_fired(&s.interrupt, &mut calls, &mut mcp_calls, &scope, at).await;
     };
     tokio::pin!(trigger);
     let mut fault_calls = calls_for(s.process_fault.as_ref().map(|f| &f.at), provider);
@@ -113,7 +133,7 @@ async fn faulted_turn(
             &mut fault_calls,
             &mut fault_mcp_calls,
             &scope,
-            since,
+            (since, store.as_deref()),
         )
         .await;
         tokio::time::sleep(secs(fault_delay)).await;
@@ -187,6 +207,9 @@ async fn process_fault(
             };
             for &k in &dead {
                 d.bury(k).await;
+            }
+            if matches!(f.at, Trigger::StoreWriteAfterCalls(_)) {
+                d.copy_store_at_kill().await;
             }
             for k in dead {
                 if !d.revive(k, 1, boot).await {
