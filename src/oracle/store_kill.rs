@@ -1,7 +1,8 @@
 //! `store_kept_across_kill`, for a row whose kill is aimed at a store write
 //! (`at: {store_write_after_calls: N}`): the store as the kill left it (the
 //! copy chaosrun took before the restart) must open and pass its integrity
-//! check (a store torn by the kill is what the restarted agent reads), and
+//! check, or for JSONL transcripts hold only JSON records (a store torn by
+//! the kill is what the restarted agent reads), and
 //! every message it held must still be in the store at the end, in order (a
 //! restarted agent that rolls back, rewrites or drops what was durable loses
 //! completed work, which no request to the model need show). Not checked
@@ -31,6 +32,13 @@ pub fn check(obs: &Observation) -> Option<Check> {
             return Some(Check::new(inv, NAME, vec![format!(
                 "the kill left the store torn: integrity_check on the store as the restarted agent found it says {:?}",
                 clip(integrity, 200)
+            )]))
+        }
+        StoreObservation::Jsonl { read, .. } if read.malformed > 0 => {
+            return Some(Check::new(inv, NAME, vec![format!(
+                "the kill left the transcript torn: {} line(s) of it as the restarted agent found it are not JSON records: {}",
+                read.malformed,
+                read.malformed_examples.join("; ")
             )]))
         }
         other => match messages_of(other) {
@@ -167,6 +175,21 @@ mod tests {
         let c = check(&obs(Some(torn), turn())).unwrap();
         assert!(
             c.violations()[0].contains("the kill left the store torn"),
+            "{:?}",
+            c.violations()
+        );
+        let torn = StoreObservation::Jsonl {
+            glob: "*.jsonl".into(),
+            read: crate::store::TranscriptRead {
+                malformed: 1,
+                malformed_examples: vec!["s.jsonl:3: {\"type\":\"assist".into()],
+                ..Default::default()
+            },
+            messages: Ok(turn()),
+        };
+        let c = check(&obs(Some(torn), turn())).unwrap();
+        assert!(
+            c.violations()[0].contains("the kill left the transcript torn: 1 line(s)"),
             "{:?}",
             c.violations()
         );

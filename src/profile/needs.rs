@@ -141,8 +141,8 @@ fn resume_gap(profile: &Profile, s: &Scenario) -> Option<String> {
 }
 
 /// A kill aimed at a store write watches the store's files: it needs a
-/// SQLite store (`store: {path: ...}`), whose database, write-ahead log and
-/// journal are the persistence points.
+/// SQLite store (`store: {path: ...}`: the database, its write-ahead log and
+/// journal) or JSONL transcripts (`store: {jsonl: ...}`).
 fn store_gap(profile: &Profile, s: &Scenario) -> Option<String> {
     let aimed = s
         .process_fault
@@ -152,9 +152,12 @@ fn store_gap(profile: &Profile, s: &Scenario) -> Option<String> {
             s.interrupt,
             Some(crate::scenarios::Trigger::StoreWriteAfterCalls(_))
         );
-    let sqlite = profile.store.as_ref().is_some_and(|st| st.path.is_some());
-    (aimed && !sqlite).then(|| {
-        "this row aims its fault at a write to the agent's SQLite store (`store_write_after_calls`); the adapter profile declares no `store: {path: ...}` (JSONL and Postgres stores are not watched yet)".to_string()
+    let files = profile
+        .store
+        .as_ref()
+        .is_some_and(|st| st.path.is_some() || st.jsonl.is_some());
+    (aimed && !files).then(|| {
+        "this row aims its fault at a write to the agent's store (`store_write_after_calls`); the adapter profile declares no SQLite (`store: {path: ...}`) or JSONL (`store: {jsonl: ...}`) store (a Postgres store is not watched)".to_string()
     })
 }
 

@@ -212,7 +212,7 @@ pub(crate) async fn collect(
     };
     let store = read_store(shared, &session, &session_id).await;
     let store_at_kill = match (driven.store_at_kill(), &shared.profile.store) {
-        (Some(at), Some(spec)) => Some(read_copy(at, spec, &session_id).await),
+        (Some(at), Some(spec)) => Some(read_copy(at, spec, &session, &session_id).await),
         _ => None,
     };
     let network = session.network.clone();
@@ -317,8 +317,10 @@ async fn read_store(shared: &Shared, session: &Session, session_id: &str) -> Sto
 async fn read_copy(
     at: &Result<Option<std::path::PathBuf>, String>,
     spec: &crate::store::StoreSpec,
+    session: &Session,
     session_id: &str,
 ) -> StoreObservation {
+    let prepared = &session.prepared;
     match at {
         Err(error) => StoreObservation::Unreadable {
             path: String::new(),
@@ -329,12 +331,23 @@ async fn read_copy(
         },
         Ok(Some(copy)) => {
             let (copy, spec, id) = (copy.clone(), spec.clone(), session_id.to_string());
-            tokio::task::spawn_blocking(move || crate::store::observe_copy(&copy, &spec, &id))
-                .await
-                .unwrap_or_else(|e| StoreObservation::Unreadable {
-                    path: String::new(),
-                    error: format!("the store read failed: {e}"),
-                })
+            // A JSONL copy is a folder standing for HOME: the glob moves there.
+            let jsonl = match &prepared.store {
+                Some(StoreAt::Jsonl(pattern)) => pattern
+                    .strip_prefix(&prepared.dirs.home)
+                    .ok()
+                    .map(|rel| copy.join(rel)),
+                _ => None,
+            };
+            tokio::task::spawn_blocking(move || match jsonl {
+                Some(pattern) => crate::store::jsonl::observe(&copy, &pattern, &spec),
+                None => crate::store::observe_copy(&copy, &spec, &id),
+            })
+            .await
+            .unwrap_or_else(|e| StoreObservation::Unreadable {
+                path: String::new(),
+                error: format!("the store read failed: {e}"),
+            })
         }
     }
 }

@@ -174,8 +174,9 @@ pub enum Trigger {
     /// Once the provider has received this many subagent calls (requests
     /// carrying the row's `[[subagent:NONCE]]` marker).
     WhenSubagentCall(u64),
-    /// At the first write to the agent's SQLite store (the database, its
-    /// `-wal` or `-journal`, watched by inotify from the turn's start)
+    /// At the first write to the agent's store (a SQLite database, its
+    /// `-wal` or `-journal`, or a JSONL transcript the profile's glob
+    /// matches; watched by inotify from the turn's start)
     /// reported once the provider has received this many faulted-turn main
     /// calls: a kill aimed at a persistence point.
     StoreWriteAfterCalls(u64),

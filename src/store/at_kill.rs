@@ -1,16 +1,12 @@
-//! The store as a kill left it: the agent's next write to its SQLite store
-//! (the database, its `-wal` or its `-journal`, reported by inotify on the
-//! store's folder, never found by sleeping), which a `store_write_after_calls`
-//! trigger aims a kill at; and the copy of the store's files taken once the
-//! killed agent is gone and before it is started again, read after the run
-//! beside the final store (`store_kept_across_kill`).
+//! The store as a kill aimed at a store write ([`super::writes`]) left it:
+//! the copy of the store's files (a SQLite database with its `-wal`,
+//! `-journal` and `-shm`, or the JSONL transcripts the profile's glob
+//! matches) taken once the killed agent is gone and before it is started
+//! again, read after the run beside the final store
+//! (`store_kept_across_kill`).
 
 use std::io::{Read, Write};
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
-use tokio::io::unix::AsyncFd;
 
 /// The most bytes copied of one store file; a larger store is not copied
 /// (the check is then not made, saying why).
@@ -18,7 +14,7 @@ pub const MAX_COPY_BYTES: u64 = 1 << 30;
 
 /// The files SQLite writes for the database at `db`: the database, its
 /// write-ahead log, its rollback journal and its shared-memory index.
-fn siblings(db: &Path) -> [PathBuf; 4] {
+pub(super) fn siblings(db: &Path) -> [PathBuf; 4] {
     let with = |suffix: &str| {
         let mut name = db.as_os_str().to_owned();
         name.push(suffix);
@@ -32,68 +28,49 @@ fn siblings(db: &Path) -> [PathBuf; 4] {
     ]
 }
 
-/// Writes to the SQLite store at `db` and its `-wal`/`-journal` (a write,
-/// or a rename onto one), as inotify reports them on the store's folder from
-/// the moment [`StoreWrites::watch`] returns.
-pub struct StoreWrites {
-    fd: AsyncFd<Watch>,
-    names: Vec<std::ffi::OsString>,
+/// Copy the store's files into `into` (see [`copy_sqlite`] and
+/// [`copy_jsonl`]).
+pub fn copy(files: &super::writes::StoreFiles, into: &Path) -> Result<Option<PathBuf>, String> {
+    match files {
+        super::writes::StoreFiles::Sqlite { home, db } => copy_sqlite(home, db, into),
+        super::writes::StoreFiles::Jsonl { home, pattern } => copy_jsonl(home, pattern, into),
+    }
 }
 
-impl StoreWrites {
-    /// Start watching (inside a tokio runtime); why not when the folder
-    /// cannot be watched (it does not exist yet, or inotify is unavailable).
-    pub fn watch(db: &Path) -> Result<StoreWrites, String> {
-        let dir = db
-            .parent()
-            .ok_or_else(|| format!("{}: the store has no folder to watch", db.display()))?;
-        let names = siblings(db)[..3]
-            .iter()
-            .filter_map(|p| p.file_name().map(|n| n.to_owned()))
-            .collect();
-        let fd = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
-            .map_err(|e| format!("inotify: {e}"))?;
-        fd.add_watch(dir, AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_MOVED_TO)
-            .map_err(|e| format!("{}: cannot watch the store's folder: {e}", dir.display()))?;
-        // SAFETY: the inotify descriptor is owned by the `Watch` the AsyncFd
-        // owns: it stays open, the same descriptor, as long as the AsyncFd.
-        let fd =
-            unsafe { AsyncFd::register_with_interest(Watch(fd), tokio::io::Interest::READABLE) }
-                .map_err(|e| format!("inotify: {}", e.into_parts().1))?;
-        Ok(StoreWrites { fd, names })
+/// Copy the JSONL transcripts `pattern` matches inside `home` (each inside
+/// HOME, never through a symlink) to the same places under `into`, which
+/// then stands for HOME; `into` (`None`: no transcript yet), or why not.
+pub fn copy_jsonl(home: &Path, pattern: &Path, into: &Path) -> Result<Option<PathBuf>, String> {
+    let (found, capped) = super::glob::find(home, pattern)?;
+    if capped {
+        return Err(format!(
+            "more than {} entries under the transcripts' folder; not copied",
+            super::glob::MAX_ENTRIES
+        ));
     }
-
-    /// Resolves at the next write to one of the store's files.
-    pub async fn next(&mut self) -> Result<(), String> {
-        loop {
-            let mut ready = self
-                .fd
-                .readable()
-                .await
-                .map_err(|e| format!("inotify: {e}"))?;
-            match ready.get_inner().0.read_events() {
-                Ok(events) => {
-                    let ours = |e: &nix::sys::inotify::InotifyEvent| {
-                        e.name.as_ref().is_some_and(|n| self.names.contains(n))
-                    };
-                    if events.iter().any(ours) {
-                        return Ok(());
-                    }
-                }
-                Err(nix::errno::Errno::EAGAIN) => ready.clear_ready(),
-                Err(e) => return Err(format!("inotify: {e}")),
-            }
+    let mut copied = false;
+    for src in found {
+        let real = crate::safe_path::resolve_inside(home, &src)?;
+        let rel = src
+            .strip_prefix(home)
+            .map_err(|_| format!("{} is not inside HOME", src.display()))?;
+        let (file, meta) = crate::input::open_regular(&real, crate::input::Follow::No)
+            .map_err(|e| format!("{}: {e}", src.display()))?;
+        if meta.len() > MAX_COPY_BYTES {
+            return Err(format!(
+                "{} holds {} bytes, more than the {MAX_COPY_BYTES} copied",
+                src.display(),
+                meta.len()
+            ));
         }
+        let dst = into.join(rel);
+        if let Some(parent) = dst.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        copy_file(file, &dst)?;
+        copied = true;
     }
-}
-
-/// An inotify instance as tokio's readiness source.
-struct Watch(Inotify);
-
-impl std::os::fd::AsRawFd for Watch {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        self.0.as_fd().as_raw_fd()
-    }
+    Ok(copied.then(|| into.to_path_buf()))
 }
 
 /// Copy the SQLite store at `db` (inside `home`; never through a symlink)
@@ -148,31 +125,6 @@ fn copy_file(file: std::fs::File, dst: &Path) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[tokio::test]
-    async fn a_write_to_the_wal_resolves_and_a_foreign_file_does_not() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("state.db");
-        std::fs::write(&db, b"x").unwrap();
-        let mut writes = StoreWrites::watch(&db).unwrap();
-        std::fs::write(dir.path().join("state.db.bak"), b"y").unwrap();
-        let next = writes.next();
-        tokio::pin!(next);
-        use futures_util::FutureExt;
-        let early = (&mut next).now_or_never();
-        assert!(early.is_none(), "a foreign file resolved the watch");
-        std::fs::write(dir.path().join("state.db-wal"), b"z").unwrap();
-        assert_eq!(next.await, Ok(()));
-    }
-
-    #[tokio::test]
-    async fn a_store_folder_that_does_not_exist_is_named() {
-        let dir = tempfile::tempdir().unwrap();
-        let err = StoreWrites::watch(&dir.path().join("no/such/state.db"))
-            .err()
-            .unwrap();
-        assert!(err.contains("cannot watch the store's folder"), "{err}");
-    }
 
     #[test]
     fn the_copy_takes_the_database_and_its_wal_and_refuses_a_symlink() {

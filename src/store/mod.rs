@@ -14,6 +14,7 @@ pub mod items;
 pub mod jsonl;
 pub mod mapping;
 pub mod spec;
+pub mod writes;
 
 use std::path::Path;
 

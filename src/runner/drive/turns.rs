@@ -22,7 +22,7 @@ async fn trigger_fired(
     calls: &mut tokio::sync::watch::Receiver<u64>,
     mcp_calls: &mut Option<tokio::sync::watch::Receiver<u64>>,
     scope: &Arc<Scope>,
-    (since, store): (Instant, Option<&std::path::Path>),
+    (since, store): (Instant, Option<&crate::store::writes::StoreFiles>),
 ) {
     match trigger {
         None => std::future::pending().await,
@@ -43,9 +43,9 @@ async fn trigger_fired(
         // N calls arrived fires it (under load, a write made just before the
         // N-th call and read after it may be the one). A store that cannot
         // be watched never fires: the kill is named as never landed (a
-        // profile without a SQLite store makes the row N/A).
+        // profile without a SQLite or JSONL store makes the row N/A).
         Some(Trigger::StoreWriteAfterCalls(n)) => {
-            let watched = store.map(crate::store::at_kill::StoreWrites::watch);
+            let watched = store.map(crate::store::writes::StoreWrites::of);
             let Some(Ok(mut writes)) = watched else {
                 return std::future::pending().await;
             };
@@ -114,12 +114,12 @@ async fn faulted_turn(
     let (mut working, mut fault_working) = (clock.working(), clock.working());
     let mut calls = calls_for(s.interrupt.as_ref(), provider);
     let scope = d.scope().clone();
-    let store = d.sqlite_store();
+    let store = d.store_files();
     let mut mcp_calls = mcp.map(|m| m.calls_watch());
     let mut fault_mcp_calls = mcp.map(|m| m.calls_watch());
     let trigger = async {
         let since = began(&mut working).await;
-        let at = (since, store.as_deref());
+        let at = (since, store.as_ref());
         trigger_fired(&s.interrupt, &mut calls, &mut mcp_calls, &scope, at).await;
     };
     tokio::pin!(trigger);
@@ -133,7 +133,7 @@ async fn faulted_turn(
             &mut fault_calls,
             &mut fault_mcp_calls,
             &scope,
-            (since, store.as_deref()),
+            (since, store.as_ref()),
         )
         .await;
         tokio::time::sleep(secs(fault_delay)).await;
