@@ -103,9 +103,13 @@ fn process_fault(action: FaultAction, at: &Trigger, obs: &Observation) -> Check 
         })
         .collect();
     let v = if sent.is_empty() {
-        vec![format!(
-            "the {name} never fired: its trigger {at:?} did not hold during the faulted turn"
-        )]
+        let why = match at {
+            Trigger::StoreWriteAfterCalls(n) => format!(
+                "no write to the agent's store was seen once {n} main call(s) had arrived (an agent that persists nothing until its turn ends cannot be killed at a store write)"
+            ),
+            _ => format!("its trigger {at:?} did not hold during the faulted turn"),
+        };
+        vec![format!("the {name} never fired: {why}")]
     } else if sent.iter().all(|n| *n == 0) {
         vec![format!(
             "the {name} signalled no process (the agent was already gone)"
