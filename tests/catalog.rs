@@ -297,3 +297,45 @@ fn built_in_tables_run_by_name_and_write_out() {
         "edited"
     );
 }
+
+/// Every npm agent installs a locked set: its `npm/package.json` asks for
+/// exactly the catalog's pin, its `npm/package-lock.json` resolves that
+/// version, and its `setup.sh` installs from them (a pin bumped without
+/// `scripts/npm-locks.sh` fails here).
+#[test]
+fn npm_agents_install_the_locked_pin() {
+    use chaosrun::catalog::entry::Install;
+    let json = |p: &Path| -> serde_json::Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+        )
+        .unwrap()
+    };
+    let mut seen = 0;
+    for e in chaosrun::catalog::registry::AGENTS {
+        let Install::Npm(pkg) = e.install else {
+            continue;
+        };
+        let dir = repo().join("examples").join(e.name);
+        let manifest = json(&dir.join("npm/package.json"));
+        assert_eq!(
+            manifest["dependencies"][pkg], e.pinned,
+            "{}: npm/package.json",
+            e.name
+        );
+        let lock = json(&dir.join("npm/package-lock.json"));
+        let locked = &lock["packages"][format!("node_modules/{pkg}")]["version"];
+        assert_eq!(locked, e.pinned, "{}: npm/package-lock.json", e.name);
+        let setup = std::fs::read_to_string(dir.join("setup.sh")).unwrap();
+        assert!(
+            setup.contains("\"$here/npm/package-lock.json\"")
+                && !setup
+                    .lines()
+                    .any(|l| l.trim_start().starts_with("npm install -g")),
+            "{}: setup.sh does not install from the lock",
+            e.name
+        );
+        seen += 1;
+    }
+    assert!(seen >= 8, "only {seen} npm agents in the catalog");
+}

@@ -6,12 +6,21 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 [ -L "$here/prefix" ] && rm "$here/prefix"
-if HOME="${TMPDIR:-/tmp}" "$here/prefix/bin/codex" --version 2>/dev/null | grep -qx 'codex-cli 0.169.0'; then
-    echo "codex-cli 0.169.0 already installed in $here/prefix"
-    exit 0
+# The locked set (npm/package.json and npm/package-lock.json beside this
+# script; scripts/npm-locks.sh writes the lock) installed into prefix/lib,
+# the layout `npm install -g --prefix` makes; an install of the same lock is
+# kept. `npm install --no-save` installs the lock's versions and leaves it as
+# it is (`npm ci` refuses a lock that lacks other platforms' optional
+# packages, which a registry mirror may not serve).
+lib="$here/prefix/lib"
+if ! cmp -s "$here/npm/package-lock.json" "$lib/package-lock.json" || [ ! -d "$lib/node_modules/@openai/codex" ]; then
+    mkdir -p "$lib"
+    cp "$here/npm/package.json" "$here/npm/package-lock.json" "$lib/"
+    npm install --prefix "$lib" --include=optional --no-audit --no-fund --no-save
 fi
-npm install -g --prefix "$here/prefix" --include=optional @openai/codex@0.169.0
-bin=$(find "$here/prefix/lib/node_modules/@openai/codex" -path '*/vendor/*/bin/codex' -type f 2>/dev/null | head -n1)
+mkdir -p "$here/prefix/bin"
+ln -sf ../lib/node_modules/.bin/codex "$here/prefix/bin/codex"
+bin=$(find "$here/prefix/lib/node_modules/@openai" -path '*/vendor/*/bin/codex' -type f 2>/dev/null | head -n1)
 if [ -z "$bin" ] || [ ! -x "$bin" ]; then
     echo "setup.sh: the native codex binary is missing under $here/prefix (npm skipped the platform optional dependency @openai/codex-<platform>?)" >&2
     exit 1

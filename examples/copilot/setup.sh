@@ -6,7 +6,20 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 [ -L "$here/prefix" ] && rm "$here/prefix"
-npm install -g --prefix "$here/prefix" @github/copilot@1.0.102
+# The locked set (npm/package.json and npm/package-lock.json beside this
+# script; scripts/npm-locks.sh writes the lock) installed into prefix/lib,
+# the layout `npm install -g --prefix` makes; an install of the same lock is
+# kept. `npm install --no-save` installs the lock's versions and leaves it as
+# it is (`npm ci` refuses a lock that lacks other platforms' optional
+# packages, which a registry mirror may not serve).
+lib="$here/prefix/lib"
+if ! cmp -s "$here/npm/package-lock.json" "$lib/package-lock.json" || [ ! -d "$lib/node_modules/@github/copilot" ]; then
+    mkdir -p "$lib"
+    cp "$here/npm/package.json" "$here/npm/package-lock.json" "$lib/"
+    npm install --prefix "$lib" --include=optional --no-audit --no-fund --no-save
+fi
+mkdir -p "$here/prefix/bin"
+ln -sf ../lib/node_modules/.bin/copilot "$here/prefix/bin/copilot"
 COPILOT_SEA_EXTRACT_ONLY=1 COPILOT_PKG_CACHE_HOME="$here/prefix/pkgcache" "$here/prefix/bin/copilot"
 test -f "$here/prefix/pkgcache/pkg/linux-x64/1.0.102/index.js"
 "$here/prefix/bin/copilot" --version

@@ -7,19 +7,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-PIN="@modelcontextprotocol/server-everything@2026.8.31"
+# The pin and its dependencies: examples/mcp-everything/npm/package.json and
+# the package-lock.json scripts/npm-locks.sh resolves for it, installed as
+# locked (`npm install --no-save` keeps the lock as it is).
+LOCK=examples/mcp-everything/npm
 PREFIX=target/mcp-everything
-STAMP="$PREFIX/.pin"
 ENTRY="$PREFIX/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 
-if [ -f "$ENTRY" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$PIN" ]; then
+if [ -f "$ENTRY" ] && cmp -s "$LOCK/package-lock.json" "$PREFIX/package-lock.json"; then
   echo "$ENTRY"
   exit 0
 fi
 command -v npm >/dev/null || { echo "npm is missing (apt-get install npm)" >&2; exit 1; }
 rm -rf "$PREFIX"
 mkdir -p "$PREFIX"
-npm install --prefix "$PREFIX" --no-audit --no-fund --save-exact "$PIN" >&2
+cp "$LOCK/package.json" "$LOCK/package-lock.json" "$PREFIX/"
+npm install --prefix "$PREFIX" --no-audit --no-fund --no-save >&2
 [ -f "$ENTRY" ] || { echo "no $ENTRY after install" >&2; exit 1; }
-echo "$PIN" > "$STAMP"
 echo "$ENTRY"

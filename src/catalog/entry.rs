@@ -5,7 +5,7 @@
 pub enum Install {
     /// Nothing to install (the reference agent: Python's standard library).
     Bundled,
-    /// `npm install -g --prefix ./prefix PKG`: `prefix/lib/node_modules/PKG/package.json`.
+    /// npm, into `./prefix/lib` (the layout of `npm install -g --prefix ./prefix PKG`, from the folder's lock): `prefix/lib/node_modules/PKG/package.json`.
     Npm(&'static str),
     /// `pip install DIST` into `./.venv`: `.venv/lib/python*/site-packages/DIST-VERSION.dist-info`.
     Pip(&'static str),
