@@ -39,20 +39,27 @@ pub fn matches(pat: &[&str], path: &[&str]) -> bool {
     }
 }
 
-fn wild(c: &str) -> bool {
+/// Whether a pattern component holds a wildcard.
+pub fn wild(c: &str) -> bool {
     c.contains(['*', '?'])
+}
+
+/// `path`'s components below `home`, as text; why not, when it is not
+/// inside `home`.
+pub fn parts_below(home: &Path, path: &Path) -> Result<Vec<String>, String> {
+    let rel = path
+        .strip_prefix(home)
+        .map_err(|_| format!("{} is not inside HOME", path.display()))?;
+    Ok(rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect())
 }
 
 /// The files under `home` matching `pattern` (absolute, inside `home`),
 /// sorted by path; and whether the walk stopped at [`MAX_ENTRIES`].
 pub fn find(home: &Path, pattern: &Path) -> Result<(Vec<PathBuf>, bool), String> {
-    let rel = pattern
-        .strip_prefix(home)
-        .map_err(|_| format!("{} is not inside HOME", pattern.display()))?;
-    let parts: Vec<String> = rel
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
+    let parts = parts_below(home, pattern)?;
     let fixed = parts.iter().take_while(|c| !wild(c)).count();
     let mut root = home.to_path_buf();
     for c in &parts[..fixed.min(parts.len().saturating_sub(1))] {

@@ -101,16 +101,10 @@ impl StoreWrites {
     /// Watch the JSONL transcripts `pattern` (absolute, inside `home`)
     /// matches, from the glob's fixed folder or its nearest existing parent.
     pub fn glob(home: &Path, pattern: &Path) -> Result<StoreWrites, String> {
-        let rel = pattern
-            .strip_prefix(home)
-            .map_err(|_| format!("{} is not inside HOME", pattern.display()))?;
-        let parts: Vec<String> = rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect();
+        let parts = super::glob::parts_below(home, pattern)?;
         let mut root = home.to_path_buf();
         for c in parts.iter().take(parts.len().saturating_sub(1)) {
-            if c.contains(['*', '?']) || !root.join(c).is_dir() {
+            if super::glob::wild(c) || !root.join(c).is_dir() {
                 break;
             }
             root.push(c);
@@ -178,13 +172,9 @@ impl Target {
         let Target::Glob { home, pattern, .. } = self else {
             return false;
         };
-        let Ok(rel) = path.strip_prefix(home) else {
+        let Ok(comps) = super::glob::parts_below(home, path) else {
             return false;
         };
-        let comps: Vec<String> = rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect();
         let comps: Vec<&str> = comps.iter().map(String::as_str).collect();
         let pat: Vec<&str> = pattern.iter().map(String::as_str).collect();
         super::glob::matches(&pat, &comps)
