@@ -148,21 +148,24 @@ impl Credential {
         }
     }
 
-    /// Make the second key current and run the hook, once; later calls do
-    /// nothing. Before the first key expired there is nothing to refresh.
+    /// Run the hook with the second key, then make it current, once; later
+    /// calls do nothing. Before the first key expired there is nothing to
+    /// refresh. The hook's lock is held from the check to the switch: a
+    /// refusal that comes while another refresh (the drive's, at
+    /// `turn_end`) is still rewriting the agent's copy waits for it, so no
+    /// 401 leaves before the new key is where the agent re-reads it.
     pub fn refresh(&self) {
         if !self.expired.load(Ordering::SeqCst) || self.spec.refresh == Refresh::Never {
             return;
         }
-        if self
-            .generation
-            .compare_exchange(1, 2, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-        {
-            if let Some(hook) = self.hook.lock().unwrap().as_ref() {
-                hook(&key(&self.nonce, 2));
-            }
+        let hook = self.hook.lock().unwrap();
+        if self.generation.load(Ordering::SeqCst) >= 2 {
+            return;
         }
+        if let Some(hook) = hook.as_ref() {
+            hook(&key(&self.nonce, 2));
+        }
+        self.generation.store(2, Ordering::SeqCst);
     }
 }
 
@@ -265,6 +268,62 @@ mod tests {
         assert!(c.refuses(Some(&key("n", 1)), false));
         c.refused(true);
         assert!(!c.refuses(Some(&key("n", 2)), false));
+    }
+
+    /// The race tests/proxy_tls.rs met: the drive's `turn_end` refresh was
+    /// still writing the agent's copy when the probe, sent with the old key,
+    /// was refused; its 401 left at once and the agent re-read the old key.
+    /// A refusal now waits for the write in progress.
+    #[test]
+    fn a_refusal_during_a_refresh_waits_for_the_new_key_to_be_written() {
+        use std::sync::atomic::AtomicBool;
+        use std::sync::{mpsc, Arc};
+        let c = Arc::new(Credential::new(
+            CredentialSpec {
+                expires_at_call: 1,
+                refresh: Refresh::TurnEnd,
+            },
+            "n",
+        ));
+        let written = Arc::new(AtomicBool::new(false));
+        let (started_tx, started) = mpsc::channel::<()>();
+        let (release, release_rx) = mpsc::channel::<()>();
+        let release_rx = Mutex::new(release_rx);
+        let w = written.clone();
+        c.set_hook(Box::new(move |_| {
+            started_tx.send(()).unwrap();
+            release_rx.lock().unwrap().recv().unwrap();
+            w.store(true, Ordering::SeqCst);
+        }));
+        c.note_main(1);
+        let drive = std::thread::spawn({
+            let c = c.clone();
+            move || c.refresh()
+        });
+        started.recv().unwrap();
+        // The probe with the old key arrives while the copy is being written.
+        assert!(c.refuses(Some(&key("n", 1)), true));
+        let (done_tx, done) = mpsc::channel();
+        let probe = std::thread::spawn({
+            let (c, w) = (c.clone(), written.clone());
+            move || {
+                c.refused(true);
+                done_tx.send(w.load(Ordering::SeqCst)).unwrap();
+            }
+        });
+        // A refusal that did not wait would answer here, before the write.
+        let early = done
+            .recv_timeout(std::time::Duration::from_millis(200))
+            .ok();
+        assert_eq!(early, None, "the 401 left before the new key was written");
+        release.send(()).unwrap();
+        assert!(
+            done.recv().unwrap(),
+            "the new key is written when the 401 leaves"
+        );
+        drive.join().unwrap();
+        probe.join().unwrap();
+        assert!(!c.refuses(Some(&key("n", 2)), true));
     }
 
     #[test]
