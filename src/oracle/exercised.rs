@@ -114,10 +114,25 @@ fn process_fault(action: FaultAction, at: &Trigger, obs: &Observation) -> Check 
         vec![format!(
             "the {name} signalled no process (the agent was already gone)"
         )]
+    } else if action == FaultAction::Suspend && obs.recording.silenced == 0 {
+        vec![format!(
+            "the suspend silenced no answer: no provider call was in flight when the machine slept ({} main call(s) by then), so no dead stream was left to detect",
+            fault_main_calls(obs)
+        )]
     } else {
         vec![]
     };
     Check::new(Invariant::Exercised, "process_fault_landed", v)
+}
+
+/// The main calls the provider had received when the first process fault
+/// landed.
+fn fault_main_calls(obs: &Observation) -> u64 {
+    obs.find(|e| match e {
+        Event::ProcessFault { main_calls, .. } => Some(*main_calls),
+        _ => None,
+    })
+    .map_or(0, |(_, n)| n)
 }
 
 /// A `context_window` row: some main call was refused for its size.
@@ -588,5 +603,31 @@ mod tests {
         ));
         let c = check(&s, &o);
         assert!(named(&c, "process_fault_landed").violations()[0].contains("no process"));
+    }
+
+    #[test]
+    fn a_suspend_that_silenced_no_answer_did_not_land() {
+        let s = scenario(
+            "expect: {answer: \"awake\"}\nprocess_fault: {action: suspend, target: tree, at: {after_seconds: 1}, stop_for: 12}",
+        );
+        let mut o = healthy(&s, end(0, true, false, "awake"));
+        o.events.push(at(
+            1.0,
+            Event::ProcessFault {
+                action: "suspend".into(),
+                signalled: 2,
+                main_calls: 0,
+                start_up: false,
+            },
+        ));
+        let v = named(&check(&s, &o), "process_fault_landed")
+            .violations()
+            .to_vec();
+        assert!(
+            v[0].contains("silenced no answer") && v[0].contains("0 main call(s)"),
+            "{v:?}"
+        );
+        o.recording.silenced = 1;
+        assert!(!named(&check(&s, &o), "process_fault_landed").failed());
     }
 }

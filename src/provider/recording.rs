@@ -144,6 +144,10 @@ pub struct Recording {
     pub aux_calls: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub subagent_calls: u64,
+    /// Answers that a sleep (`suspend`) silenced in flight: none means the
+    /// sleep found nothing to cut.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub silenced: u64,
     /// Requests received but not kept in `requests` (past [`RecordLimits`]:
     /// the middle of a long run, or the oldest for `serve`).
     #[serde(default, skip_serializing_if = "is_zero")]

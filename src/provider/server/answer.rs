@@ -198,5 +198,6 @@ async fn answer(
         shared.remember(&meta.id, history, beats);
     }
     let resp = wire::render(planned.plan, wire, call.stream, &meta, &shared.cancel).await;
-    super::asleep::gate(resp, shared.sleeps.subscribe(), shared.cancel.clone())
+    let sleep = (shared.sleeps.subscribe(), shared.silenced.clone());
+    super::asleep::gate(resp, sleep, shared.cancel.clone())
 }

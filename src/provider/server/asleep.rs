@@ -7,41 +7,48 @@
 use axum::body::Body;
 use axum::response::Response;
 use futures_util::StreamExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// Wrap `resp`'s body: it passes bytes until the sleep count moves past
 /// the one it started with, then holds the connection open and silent until
-/// shutdown (`cancel`), when it ends.
+/// shutdown (`cancel`), when it ends; an answer so silenced is counted in
+/// `silenced`.
 pub(super) fn gate(
     resp: Response,
-    sleeps: watch::Receiver<u64>,
+    (sleeps, silenced): (watch::Receiver<u64>, Arc<AtomicU64>),
     cancel: CancellationToken,
 ) -> Response {
     let (parts, body) = resp.into_parts();
     let started = *sleeps.borrow();
     let stream = body.into_data_stream();
     let gated = futures_util::stream::unfold(
-        (stream, sleeps, cancel),
-        move |(mut stream, mut sleeps, cancel)| async move {
+        (stream, sleeps, cancel, silenced),
+        move |(mut stream, mut sleeps, cancel, silenced)| async move {
             let asleep = |s: &watch::Receiver<u64>| *s.borrow() != started;
-            if asleep(&sleeps) {
+            let silence = || async {
+                silenced.fetch_add(1, Ordering::SeqCst);
                 cancel.cancelled().await;
+            };
+            if asleep(&sleeps) {
+                silence().await;
                 return None;
             }
             let item = tokio::select! {
                 item = stream.next() => item?,
                 _ = slept(&mut sleeps, started) => {
-                    cancel.cancelled().await;
+                    silence().await;
                     return None;
                 }
             };
             // A chunk read as the sleep began is not sent either.
             if asleep(&sleeps) {
-                cancel.cancelled().await;
+                silence().await;
                 return None;
             }
-            Some((item, (stream, sleeps, cancel)))
+            Some((item, (stream, sleeps, cancel, silenced)))
         },
     );
     Response::from_parts(parts, Body::from_stream(gated))
@@ -80,7 +87,8 @@ mod tests {
     async fn an_answer_in_flight_goes_silent_at_the_sleep_and_stays_open() {
         let (tx, rx) = watch::channel(0u64);
         let cancel = CancellationToken::new();
-        let mut body = gate(slow_body(), rx.clone(), cancel.clone())
+        let silenced = Arc::new(AtomicU64::new(0));
+        let mut body = gate(slow_body(), (rx.clone(), silenced.clone()), cancel.clone())
             .into_body()
             .into_data_stream();
         let first = body.next().await.unwrap().unwrap();
@@ -93,9 +101,20 @@ mod tests {
         );
         cancel.cancel();
         assert!(body.next().await.is_none(), "shutdown ends it");
-        // An answer started after the sleep is served in full.
-        let after = gate(slow_body(), rx, CancellationToken::new()).into_body();
+        assert_eq!(
+            silenced.load(Ordering::SeqCst),
+            1,
+            "the silenced answer is counted"
+        );
+        // An answer started after the sleep is served in full, not counted.
+        let after = gate(
+            slow_body(),
+            (rx, silenced.clone()),
+            CancellationToken::new(),
+        )
+        .into_body();
         let all = axum::body::to_bytes(after, usize::MAX).await.unwrap();
         assert!(all.ends_with(b"99;"), "{all:?}");
+        assert_eq!(silenced.load(Ordering::SeqCst), 1);
     }
 }

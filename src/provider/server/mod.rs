@@ -70,6 +70,8 @@ struct Shared {
     subagent_tx: watch::Sender<u64>,
     /// How many times the provider was put to sleep (see [`asleep`]).
     sleeps: watch::Sender<u64>,
+    /// Answers a sleep silenced (see [`asleep`]).
+    silenced: Arc<AtomicU64>,
     records: Mutex<Recorder>,
     issued: Mutex<Vec<IssuedToolCall>>,
     waits: Mutex<Vec<WaitOutcome>>,
@@ -151,6 +153,7 @@ impl Running {
             subagent: AtomicU64::new(0),
             subagent_tx: watch::channel(0u64).0,
             sleeps: watch::channel(0u64).0,
+            silenced: Arc::new(AtomicU64::new(0)),
             records: Mutex::new(Recorder::new(config.record)),
             waits: Mutex::new(Vec::new()),
             rule_hits,
@@ -240,6 +243,7 @@ impl Running {
             probe_calls: self.shared.probe.load(Ordering::SeqCst),
             aux_calls: self.shared.aux.load(Ordering::SeqCst),
             subagent_calls: self.shared.subagent.load(Ordering::SeqCst),
+            silenced: self.shared.silenced.load(Ordering::SeqCst),
             relays: self.shared.relays.relays.lock().unwrap().clone(),
             upstream_errors: self.shared.relays.errors.lock().unwrap().clone(),
         }
