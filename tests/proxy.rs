@@ -684,33 +684,10 @@ fn the_seed_table_through_a_proxy_gives_the_direct_verdicts() {
             assert_eq!(d["interrupt_provider_hang"], "fail", "{name}: {d:?}");
             assert_eq!(d["tool_args_garbage"], "pass", "{name}: {d:?}");
         }
-        // The relayed traffic is what was judged: every probe went upstream,
-        // but for a credential row's probe sent with the refused key before
-        // chaosrun rewrote it (the reference agent runs its turns back to
-        // back; the refresh follows the faulted turn's `turn_end`): that one
-        // gets the wire's 401 from chaosrun itself, and the agent retries it
-        // with the new key, which is relayed.
-        let probes_of = |credential: bool| -> u64 {
-            proxied["scenarios"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|s| s["id"].as_str().unwrap().starts_with("credential_") == credential)
-                .map(|s| s["calls"]["probe"].as_u64().unwrap_or(0))
-                .sum()
-        };
-        let (probes, local_at_most) = (probes_of(false) + probes_of(true), probes_of(true));
-        assert!(probes > 0, "{name}");
-        let upstream: u64 = summary
-            .split("probe ")
-            .nth(1)
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or_else(|| panic!("{name}: no probe count in the upstream summary {summary}"));
-        assert!(
-            upstream <= probes && upstream + local_at_most >= probes,
-            "{name}: upstream {summary}, proxied probes {probes} ({local_at_most} in credential rows)"
-        );
+        // The relayed traffic is what was judged (see relayed_probes_agree).
+        if let Err(e) = relayed_probes_agree(&proxied, &summary) {
+            panic!("{name}: {e}");
+        }
     }
     let survivors = wait_unmarked(&mark, Duration::from_secs(5));
     kill_marked(&mark);
@@ -824,11 +801,7 @@ fn explore_runs_in_proxy_mode() {
     assert_eq!(run.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(stderr.contains(" 0 failure(s)"), "{stderr}");
     let summary = upstream.stop();
-    let probes: u64 = summary
-        .split("probe ")
-        .nth(1)
-        .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|n| n.parse().ok())
+    let probes = upstream_count(&summary, "probe")
         .unwrap_or_else(|| panic!("no probe count in {summary:?}"));
     assert!(probes >= 3, "each trial's probe went upstream: {summary}");
     assert!(

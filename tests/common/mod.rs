@@ -148,6 +148,46 @@ pub fn violations(report: &serde_json::Value, id: &str) -> Vec<String> {
 
 /// Every check a report left "not checked", as `id: check`, except those of
 /// the invariant classes in `allowed`.
+/// The count of `kind` (`main`, `probe`, `aux`) in `serve`'s summary
+/// ("requests: 6 (main 0, probe 6, aux 0)").
+pub fn upstream_count(summary: &str, kind: &str) -> Option<u64> {
+    summary
+        .split(&format!("{kind} "))
+        .nth(1)
+        .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+}
+
+/// Proxy mode: whether the upstream's summary (`serve`'s "probe N,") agrees
+/// with the probes a proxied report counts. Every probe goes upstream but
+/// for a credential row's probe sent with the refused key before chaosrun
+/// rewrote it (an agent that starts its next turn at once; the refresh
+/// follows the faulted turn's `turn_end`): chaosrun answers that one with
+/// the wire's 401 itself, and the agent's retry with the new key is relayed.
+/// So the upstream saw at least the report's probes minus the credential
+/// rows', and at most all of them. Why not, when it does not agree.
+pub fn relayed_probes_agree(report: &serde_json::Value, summary: &str) -> Result<(), String> {
+    let probes_of = |credential: bool| -> u64 {
+        report["scenarios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["id"].as_str().unwrap().starts_with("credential_") == credential)
+            .map(|s| s["calls"]["probe"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let (local_at_most, probes) = (probes_of(true), probes_of(false) + probes_of(true));
+    let upstream = upstream_count(summary, "probe")
+        .ok_or_else(|| format!("no probe count in the upstream summary {summary}"))?;
+    if probes > 0 && upstream <= probes && upstream + local_at_most >= probes {
+        Ok(())
+    } else {
+        Err(format!(
+            "upstream {summary}, proxied probes {probes} ({local_at_most} in credential rows)"
+        ))
+    }
+}
+
 pub fn skipped_checks(report: &serde_json::Value, allowed: &[&str]) -> Vec<String> {
     report["scenarios"]
         .as_array()
