@@ -17,7 +17,7 @@
 
 use super::{Check, Invariant};
 use crate::observe::Observation;
-use crate::provider::{CallKind, RequestRecord};
+use crate::provider::RequestRecord;
 
 /// How much earlier than its retry-after a call may come, in seconds
 /// (retry-after is whole seconds; 100 ms is 5 % of 2 s).
@@ -28,11 +28,7 @@ pub const EPISODE_FLOOR: f64 = 0.1;
 /// The check, when the faulted turn met at least one error reply.
 pub fn check(obs: &Observation) -> Option<Check> {
     let rec = &obs.recording;
-    let mut main: Vec<&RequestRecord> = rec
-        .requests
-        .iter()
-        .filter(|r| r.kind == CallKind::Main)
-        .collect();
+    let mut main: Vec<&RequestRecord> = rec.main_requests().collect();
     if !main.iter().any(|r| r.error.is_some()) {
         return None;
     }
@@ -83,6 +79,7 @@ pub fn violations(main: &[&RequestRecord]) -> Vec<String> {
 mod tests {
     use super::super::fixtures::*;
     use super::*;
+    use crate::provider::CallKind;
     use crate::provider::ReplyError;
 
     fn call(i: u64, at: f64, error: Option<(u16, Option<u64>, bool)>) -> RequestRecord {

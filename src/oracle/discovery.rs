@@ -12,7 +12,6 @@
 
 use super::{clip, Check, Invariant};
 use crate::observe::Observation;
-use crate::provider::CallKind;
 use crate::scenarios::Scenario;
 
 pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
@@ -24,9 +23,8 @@ pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
     })?;
     let offered = obs
         .recording
-        .requests
-        .iter()
-        .find(|r| r.kind == CallKind::Main)
+        .main_requests()
+        .next()
         .map_or_else(|| "no model call".to_string(), |r| r.tools.join(", "));
     let mut measured = false;
     let mut v = Vec::new();

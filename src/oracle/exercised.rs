@@ -17,7 +17,6 @@
 
 use super::{clip, Check, Invariant};
 use crate::observe::{Event, Observation};
-use crate::provider::CallKind;
 use crate::scenarios::{ChaosSpec, FaultAction, Scenario, Trigger};
 
 #[cfg(test)]
@@ -140,9 +139,8 @@ fn context_window(s: &Scenario, obs: &Observation) -> Option<Check> {
     let window = s.context_window?;
     let overflowed = obs
         .recording
-        .requests
-        .iter()
-        .any(|r| r.kind == CallKind::Main && r.reply == "context_length_exceeded");
+        .main_requests()
+        .any(|r| r.reply == "context_length_exceeded");
     let v = if overflowed {
         vec![]
     } else {
@@ -158,9 +156,10 @@ fn context_window(s: &Scenario, obs: &Observation) -> Option<Check> {
 fn credential_expired(s: &Scenario, obs: &Observation) -> Option<Check> {
     use crate::kinds::Kind;
     let spec = s.credential.as_ref()?;
-    let refused = obs.recording.requests.iter().any(|r| {
-        r.kind == CallKind::Main && r.reply == crate::provider::replies::AuthExpired::NAME
-    });
+    let refused = obs
+        .recording
+        .main_requests()
+        .any(|r| r.reply == crate::provider::replies::AuthExpired::NAME);
     let v = if refused {
         vec![]
     } else {
@@ -187,11 +186,7 @@ fn provider_rules(s: &Scenario, obs: &Observation) -> Vec<Check> {
     // The exact per-rule counts when recorded, else the requests kept.
     let served = |i: usize| match obs.recording.rule_hits.get(i) {
         Some(n) => *n > 0,
-        None => obs
-            .recording
-            .requests
-            .iter()
-            .any(|r| r.kind == CallKind::Main && r.rule == Some(i)),
+        None => obs.recording.main_requests().any(|r| r.rule == Some(i)),
     };
     let v = faults
         .iter()

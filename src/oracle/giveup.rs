@@ -7,7 +7,6 @@
 
 use super::{Check, Invariant};
 use crate::observe::Observation;
-use crate::provider::recording::CallKind;
 use crate::provider::rules;
 use crate::scenarios::{Expect, Scenario};
 
@@ -25,11 +24,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
         return vec![Check::new(inv, NAME, vec![])];
     }
     let rec = &obs.recording;
-    let mut main: Vec<_> = rec
-        .requests
-        .iter()
-        .filter(|r| r.kind == CallKind::Main)
-        .collect();
+    let mut main: Vec<_> = rec.main_requests().collect();
     main.sort_by_key(|r| r.main_index);
     if rec.requests_dropped > 0 || main.len() as u64 != rec.main_calls || main.is_empty() {
         return vec![Check::skipped(

@@ -223,18 +223,12 @@ const SERVER_NAME: &str = "chaos";
 /// a system message it sent the model names the server `chaos` (a tool
 /// result does not count: it echoes the tool's name, `mcp_chaos_probe`).
 pub fn offered(s: &Scenario, mapped: Option<&str>, obs: &Observation) -> Option<Check> {
-    use crate::provider::CallKind;
     if !s.mcp.as_ref()?.offered {
         return None;
     }
     let inv = Invariant::Reusability;
     let name = mapped.unwrap_or("mcp_probe");
-    let main: Vec<_> = obs
-        .recording
-        .requests
-        .iter()
-        .filter(|r| r.kind == CallKind::Main)
-        .collect();
+    let main: Vec<_> = obs.recording.main_requests().collect();
     if main.is_empty() {
         return Some(Check::skipped(
             inv,

@@ -15,7 +15,6 @@
 use super::{Check, Invariant};
 use crate::mcp::{McpExchange, McpRecording};
 use crate::observe::Observation;
-use crate::provider::CallKind;
 use crate::scenarios::Scenario;
 
 const NAME: &str = "mcp_timeout_cancelled";
@@ -132,12 +131,7 @@ fn moved_on(e: &McpExchange, name: &str, obs: &Observation) -> Option<MovedOn> {
         .filter(|c| c.tool == "mcp_probe")
         .map(|c| c.id.as_str());
     let at = |r: &crate::provider::RequestRecord| r.at + obs.provider_offset;
-    let main: Vec<_> = obs
-        .recording
-        .requests
-        .iter()
-        .filter(|r| r.kind == CallKind::Main)
-        .collect();
+    let main: Vec<_> = obs.recording.main_requests().collect();
     // Results the model had before the call arrived are not its.
     let before: Vec<&str> = main
         .iter()
@@ -189,6 +183,7 @@ mod tests {
     use super::*;
     use crate::observe::{Event, Timed};
     use crate::oracle::fixtures::{end, healthy, msg, request, scenario, tool};
+    use crate::provider::CallKind;
 
     fn row() -> Scenario {
         let mut s = scenario("expect: ended");

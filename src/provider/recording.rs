@@ -161,6 +161,13 @@ pub struct Recording {
     pub upstream_errors: Vec<String>,
 }
 
+impl Recording {
+    /// The kept requests of the agent's own turns (main calls), in order.
+    pub fn main_requests(&self) -> impl Iterator<Item = &RequestRecord> {
+        self.requests.iter().filter(|r| r.kind == CallKind::Main)
+    }
+}
+
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
     *n == T::default()
 }
