@@ -281,14 +281,7 @@ const OVER_HTTP: &[&str] = &["mcp_no_cancel", "mcp_timeout_no_cancel"];
 #[test]
 fn the_mcp_cancel_bugs_are_caught_over_http_too() {
     let dir = tempfile::tempdir().unwrap();
-    let agent = repo().join("examples/reference/agent.py");
-    let yaml = std::fs::read_to_string(repo().join("examples/reference/agent.yaml")).unwrap();
-    let http_first = yaml
-        .replace("{{profile_dir}}/agent.py", agent.to_str().unwrap())
-        .replace("transports: [stdio, http]", "transports: [http, stdio]");
-    assert!(http_first.contains("transports: [http, stdio]"), "{yaml}");
-    let profile = dir.path().join("agent-http.yaml");
-    std::fs::write(&profile, http_first).unwrap();
+    let profile = reference_profile_http_first(dir.path());
     let problems: Vec<String> = CASES
         .iter()
         .filter(|c| OVER_HTTP.contains(&c.bug))

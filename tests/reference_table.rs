@@ -87,14 +87,7 @@ fn reference_agent_passes_the_mcp_rows_over_http_on_every_wire() {
     // The reference profile with `http` first: rows that pin no transport
     // run over streamable HTTP (mcp_stdio_server_outlives_agent pins stdio).
     let dir = tempfile::tempdir().unwrap();
-    let agent = repo().join("examples/reference/agent.py");
-    let yaml = std::fs::read_to_string(repo().join("examples/reference/agent.yaml")).unwrap();
-    let http_first = yaml
-        .replace("{{profile_dir}}/agent.py", agent.to_str().unwrap())
-        .replace("transports: [stdio, http]", "transports: [http, stdio]");
-    assert!(http_first.contains("transports: [http, stdio]"), "{yaml}");
-    let profile = dir.path().join("agent-http.yaml");
-    std::fs::write(&profile, http_first).unwrap();
+    let profile = reference_profile_http_first(dir.path());
     for wire in ["openai-chat", "openai-responses", "anthropic", "gemini"] {
         mcp_rows_pass_over_http(wire, &profile, dir.path());
     }

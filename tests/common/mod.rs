@@ -148,6 +148,21 @@ pub fn violations(report: &serde_json::Value, id: &str) -> Vec<String> {
 
 /// Every check a report left "not checked", as `id: check`, except those of
 /// the invariant classes in `allowed`.
+/// The reference agent's profile with its MCP transports reversed
+/// (`[http, stdio]`), written into `dir`: rows that pin no transport run
+/// over streamable HTTP. Its path.
+pub fn reference_profile_http_first(dir: &Path) -> PathBuf {
+    let agent = repo().join("examples/reference/agent.py");
+    let yaml = std::fs::read_to_string(repo().join("examples/reference/agent.yaml")).unwrap();
+    let http_first = yaml
+        .replace("{{profile_dir}}/agent.py", agent.to_str().unwrap())
+        .replace("transports: [stdio, http]", "transports: [http, stdio]");
+    assert!(http_first.contains("transports: [http, stdio]"), "{yaml}");
+    let profile = dir.join("agent-http.yaml");
+    std::fs::write(&profile, http_first).unwrap();
+    profile
+}
+
 /// The count of `kind` (`main`, `probe`, `aux`) in `serve`'s summary
 /// ("requests: 6 (main 0, probe 6, aux 0)").
 pub fn upstream_count(summary: &str, kind: &str) -> Option<u64> {
