@@ -52,6 +52,9 @@ enum Command {
     /// The known agents (pinned version, wire, capabilities, installed?);
     /// `agents setup NAME` installs one into the user's cache.
     Agents(chaosrun::catalog::cli::AgentsArgs),
+    /// The first release of an agent whose verdict on one row changed:
+    /// installs the versions between --good and --bad as needed and runs the row.
+    Bisect(cli::bisect::Args),
     /// The built-in seed tables; `tables write DIR` writes them out for editing.
     Tables(chaosrun::catalog::cli::TablesArgs),
     #[command(name = "__guard", hide = true)]
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
         Some(Command::Matrix(args)) => cli::matrix::main(args),
         Some(Command::Explore(args)) => ExitCode::from(cli::explore::main(args)),
         Some(Command::Agents(args)) => ExitCode::from(chaosrun::catalog::cli::agents(&args)),
+        Some(Command::Bisect(args)) => cli::bisect::main(args),
         Some(Command::Tables(args)) => ExitCode::from(chaosrun::catalog::cli::tables(&args)),
         None => cli::run::main(cli.run),
     }

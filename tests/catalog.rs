@@ -76,6 +76,7 @@ fn agents_lists_pins_capabilities_and_installs() {
         "subagent",
         "background",
         "installed",
+        "versions",
     ] {
         assert!(header.contains(col), "{header}");
     }
@@ -100,7 +101,8 @@ fn agents_lists_pins_capabilities_and_installs() {
             "stdio+http",
             "task",
             "background",
-            "bundled"
+            "bundled",
+            "-"
         ]
     );
     assert_eq!(
@@ -114,7 +116,8 @@ fn agents_lists_pins_capabilities_and_installs() {
             "stdio+http",
             "Agent",
             "run_in_background",
-            "no"
+            "no",
+            "-"
         ]
     );
     assert_eq!(
@@ -126,10 +129,14 @@ fn agents_lists_pins_capabilities_and_installs() {
             "stdio+http",
             "multi_agent_v1/spawn_agent",
             "-",
-            "yes"
+            "yes",
+            "0.169.0"
         ]
     );
-    assert_eq!(line("gemini-cli")[8..], ["0.60.1", "(not", "the", "pin)"]);
+    assert_eq!(
+        line("gemini-cli")[8..],
+        ["0.60.1", "(not", "the", "pin)", "0.60.1"]
+    );
     assert!(
         out.contains(&cache.path().join("agents").display().to_string()),
         "{out}"
@@ -145,6 +152,7 @@ fn agents_lists_pins_capabilities_and_installs() {
         .find(|r| r["name"] == "codex")
         .unwrap();
     assert_eq!(codex["installed"], "yes");
+    assert_eq!(codex["versions"], serde_json::json!(["0.169.0"]));
     assert_eq!(
         codex["capabilities"]["mcp"],
         serde_json::json!(["stdio", "http"])

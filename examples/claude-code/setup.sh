@@ -9,8 +9,19 @@ here=$(cd "$(dirname "$0")" && pwd)
 # kept. `npm install --no-save` installs the lock's versions and leaves it as
 # it is (`npm ci` refuses a lock that lacks other platforms' optional
 # packages, which a registry mirror may not serve).
+pin=2.1.328
+version=${CHAOSRUN_AGENT_VERSION:-$pin}
 lib="$here/prefix/lib"
-if ! cmp -s "$here/npm/package-lock.json" "$lib/package-lock.json" || [ ! -d "$lib/node_modules/@anthropic-ai/claude-code" ]; then
+if [ "$version" != "$pin" ]; then
+    # Another version (`chaosrun agents setup claude-code@VERSION`): no lock is
+    # kept for it, so its dependencies are what the registry resolves today.
+    if ! grep -qs "\"version\": \"$version\"" "$lib/node_modules/@anthropic-ai/claude-code/package.json"; then
+        rm -rf "$lib"
+        mkdir -p "$lib"
+        printf '{"private": true, "dependencies": {"%s": "%s"}}\n' "@anthropic-ai/claude-code" "$version" > "$lib/package.json"
+        npm install --prefix "$lib" --include=optional --no-audit --no-fund --no-save
+    fi
+elif ! cmp -s "$here/npm/package-lock.json" "$lib/package-lock.json" || [ ! -d "$lib/node_modules/@anthropic-ai/claude-code" ]; then
     mkdir -p "$lib"
     cp "$here/npm/package.json" "$here/npm/package-lock.json" "$lib/"
     npm install --prefix "$lib" --include=optional --no-audit --no-fund --no-save

@@ -12,8 +12,19 @@ here=$(cd "$(dirname "$0")" && pwd)
 # kept. `npm install --no-save` installs the lock's versions and leaves it as
 # it is (`npm ci` refuses a lock that lacks other platforms' optional
 # packages, which a registry mirror may not serve).
+pin=0.169.0
+version=${CHAOSRUN_AGENT_VERSION:-$pin}
 lib="$here/prefix/lib"
-if ! cmp -s "$here/npm/package-lock.json" "$lib/package-lock.json" || [ ! -d "$lib/node_modules/@openai/codex" ]; then
+if [ "$version" != "$pin" ]; then
+    # Another version (`chaosrun agents setup codex@VERSION`): no lock is
+    # kept for it, so its dependencies are what the registry resolves today.
+    if ! grep -qs "\"version\": \"$version\"" "$lib/node_modules/@openai/codex/package.json"; then
+        rm -rf "$lib"
+        mkdir -p "$lib"
+        printf '{"private": true, "dependencies": {"%s": "%s"}}\n' "@openai/codex" "$version" > "$lib/package.json"
+        npm install --prefix "$lib" --include=optional --no-audit --no-fund --no-save
+    fi
+elif ! cmp -s "$here/npm/package-lock.json" "$lib/package-lock.json" || [ ! -d "$lib/node_modules/@openai/codex" ]; then
     mkdir -p "$lib"
     cp "$here/npm/package.json" "$here/npm/package-lock.json" "$lib/"
     npm install --prefix "$lib" --include=optional --no-audit --no-fund --no-save
@@ -26,8 +37,8 @@ if [ -z "$bin" ] || [ ! -x "$bin" ]; then
     exit 1
 fi
 # --version must name the pinned release (it also proves the binary runs here).
-version=$(HOME="${TMPDIR:-/tmp}" "$here/prefix/bin/codex" --version 2>/dev/null | head -n1)
-case "$version" in
-    "codex-cli 0.169.0") echo "$version ($bin)" ;;
-    *) echo "setup.sh: $here/prefix/bin/codex --version says '$version', not codex-cli 0.169.0" >&2; exit 1 ;;
+said=$(HOME="${TMPDIR:-/tmp}" "$here/prefix/bin/codex" --version 2>/dev/null | head -n1)
+case "$said" in
+    "codex-cli $version") echo "$said ($bin)" ;;
+    *) echo "setup.sh: $here/prefix/bin/codex --version says '$said', not codex-cli $version" >&2; exit 1 ;;
 esac

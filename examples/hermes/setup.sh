@@ -5,7 +5,10 @@
 # install day. Idempotent: does nothing when the venv's `pip freeze` is the lock.
 set -euo pipefail
 
-HERMES_VERSION="0.19.0"
+PIN="0.19.0"
+# Another version (`chaosrun agents setup hermes@VERSION`) installs unlocked:
+# hermes-agent[mcp]==VERSION with what PyPI resolves for it today.
+HERMES_VERSION="${CHAOSRUN_AGENT_VERSION:-$PIN}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VENV="$HERE/.venv"
 LOCK="$HERE/requirements.lock"
@@ -26,7 +29,7 @@ except m.PackageNotFoundError:
 PYEOF
 }
 
-locked() { [ "$("$VENV/bin/python" -m pip freeze --disable-pip-version-check 2>/dev/null | sort)" = "$(grep -v '^#' "$LOCK" | sort)" ]; }
+locked() { [ "$HERMES_VERSION" != "$PIN" ] || [ "$("$VENV/bin/python" -m pip freeze --disable-pip-version-check 2>/dev/null | sort)" = "$(grep -v '^#' "$LOCK" | sort)" ]; }
 
 if [ -x "$VENV/bin/python" ]; then
     have="$(installed_version)"
@@ -48,7 +51,12 @@ fi
 # The lock is hermes-agent[mcp]: the `mcp` extra brings Hermes' MCP client
 # (the pinned `mcp` SDK) for the MCP rows.
 echo "setup.sh: pip install --no-deps -r $LOCK (hermes-agent[mcp]==$HERMES_VERSION)"
-if ! "$VENV/bin/python" -m pip install --disable-pip-version-check --no-deps -r "$LOCK"; then
+if [ "$HERMES_VERSION" = "$PIN" ]; then
+    set -- --no-deps -r "$LOCK"
+else
+    set -- "hermes-agent[mcp]==$HERMES_VERSION"
+fi
+if ! "$VENV/bin/python" -m pip install --disable-pip-version-check "$@"; then
     echo "setup.sh: pip could not install the pinned set in $LOCK (see pip's output above);" \
          "fix the index/network and re-run $0" >&2
     exit 1

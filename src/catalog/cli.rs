@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::install::{self, State};
-use super::{capabilities, embedded, find, names, registry, tables};
+use super::{capabilities, find, names, tables, version};
 
 /// `chaosrun agents [--json] [setup NAME]`.
 #[derive(clap::Args, Debug)]
@@ -19,11 +19,12 @@ pub struct AgentsArgs {
 
 #[derive(clap::Subcommand, Debug)]
 pub enum AgentsAction {
-    /// Install the pinned version of a known agent into the user's cache
-    /// ($CHAOSRUN_CACHE, else $XDG_CACHE_HOME/chaosrun, else ~/.cache/chaosrun),
-    /// where `--agent NAME` finds it.
+    /// Install a known agent into the user's cache ($CHAOSRUN_CACHE, else
+    /// $XDG_CACHE_HOME/chaosrun, else ~/.cache/chaosrun), where `--agent
+    /// NAME` finds it: the pinned version from its lock, or NAME@VERSION
+    /// (NAME@latest: the newest its registry serves) beside it.
     Setup {
-        /// The agent's name (see `chaosrun agents`).
+        /// The agent's name (see `chaosrun agents`), optionally @VERSION or @latest.
         name: String,
     },
 }
@@ -64,10 +65,14 @@ pub fn agents(args: &AgentsArgs) -> u8 {
         Ok(c) => c,
         Err(e) => return fail(2, e),
     };
+    let all = match super::all() {
+        Ok(all) => all,
+        Err(e) => return fail(2, e),
+    };
     match &args.action {
         Some(AgentsAction::Setup { name }) => setup(name, &cache),
         None => {
-            let rows: Vec<Row> = registry::AGENTS.iter().map(|e| row(e, &cache)).collect();
+            let rows: Vec<Row> = all.into_iter().map(|e| row(e, &cache)).collect();
             let text = if args.json {
                 serde_json::to_string_pretty(&rows).unwrap_or_default() + "\n"
             } else {
@@ -79,26 +84,61 @@ pub fn agents(args: &AgentsArgs) -> u8 {
     }
 }
 
-fn setup(name: &str, cache: &std::path::Path) -> u8 {
-    let Some(entry) = find(name) else {
-        return fail(2, format!("unknown agent `{name}` (known: {})", names()));
+fn setup(spec: &str, cache: &std::path::Path) -> u8 {
+    let (name, want) = match version::split(spec) {
+        Some((n, w)) => (n, Some(w)),
+        None => (spec, None),
     };
-    if !embedded::has(entry.name) {
+    let entry = match find(name) {
+        Ok(Some(e)) => e,
+        Ok(None) => return fail(2, format!("unknown agent `{name}` (known: {})", names())),
+        Err(e) => return fail(2, e),
+    };
+    if !super::has(entry) {
         return fail(
             2,
             format!("agent `{name}`'s folder was not in the tree this chaosrun was built from"),
         );
     }
-    match install::setup(entry, &embedded::files(entry.name), cache) {
-        Ok((dir, version)) => {
+    let version = match &want {
+        None => entry.pinned.to_string(),
+        Some(_) if entry.install == super::entry::Install::Bundled => {
+            return fail(
+                2,
+                format!("agent `{name}` is bundled: it has no other versions"),
+            )
+        }
+        Some(w) => match super::resolve(entry, w) {
+            Ok(v) => v,
+            Err(e) => return fail(2, format!("agent `{name}`: {e}")),
+        },
+    };
+    match setup_version(entry, cache, &version) {
+        Ok((dir, got)) => {
+            let run = if entry.matches(&got) {
+                name.to_string()
+            } else {
+                format!("{name}@{got}")
+            };
             say(&format!(
-                "{name} {version} is ready in {}; run it with `chaosrun --agent {name}`\n",
+                "{name} {got} is ready in {}; run it with `chaosrun --agent {run}`\n",
                 dir.display()
             ));
             0
         }
         Err(e) => fail(1, format!("agent `{name}`: {e}")),
     }
+}
+
+/// Install `version` of `entry` into its folder under `cache` (kept when
+/// it is already there); the folder and the version installed.
+pub fn setup_version(
+    entry: &super::entry::Entry,
+    cache: &std::path::Path,
+    version: &str,
+) -> Result<(PathBuf, String), String> {
+    let dir = install::version_dir(cache, entry, version);
+    install::setup(entry, &super::files(entry), &dir, version).map(|v| (dir, v))
 }
 
 /// One line of `chaosrun agents`.
@@ -108,6 +148,10 @@ pub struct Row {
     pub pinned: &'static str,
     /// `bundled`, `yes` (the pin), `VERSION (not the pin)`, `no`, `not in this build`.
     pub installed: String,
+    /// Every version installed side by side (`agents setup NAME@VERSION`), oldest first.
+    pub versions: Vec<String>,
+    /// The profile's `versions:` range (the releases it is known to drive).
+    pub known: Option<String>,
     pub capabilities: Option<capabilities::Capabilities>,
 }
 
@@ -119,14 +163,24 @@ fn row(e: &'static super::entry::Entry, cache: &std::path::Path) -> Row {
         State::Missing => "no".to_string(),
         State::NotInBuild => "not in this build".to_string(),
     };
-    let capabilities = embedded::files(e.name)
+    let files = super::files(e);
+    let capabilities = files
         .iter()
         .find(|(rel, _, _)| *rel == e.profile_yaml())
         .and_then(|(_, bytes, _)| capabilities::read(&String::from_utf8_lossy(bytes)).ok());
+    let versions = match e.install {
+        super::entry::Install::Bundled => Vec::new(),
+        _ => install::installed(e, cache)
+            .into_iter()
+            .map(|(v, _)| v)
+            .collect(),
+    };
     Row {
         name: e.name,
         pinned: e.pinned,
         installed,
+        versions,
+        known: super::known_range(e, &files),
         capabilities,
     }
 }
@@ -142,6 +196,7 @@ fn render(rows: &[Row], cache: &std::path::Path) -> String {
         "subagent",
         "background",
         "installed",
+        "versions",
     ]
     .map(String::from)
     .to_vec()];
@@ -163,6 +218,11 @@ fn render(rows: &[Row], cache: &std::path::Path) -> String {
             opt(c.and_then(|c| c.subagent.as_ref())),
             opt(c.and_then(|c| c.background.as_ref())),
             r.installed.clone(),
+            if r.versions.is_empty() {
+                "-".to_string()
+            } else {
+                r.versions.join(" ")
+            },
         ]);
     }
     let widths: Vec<usize> = (0..lines[0].len())
@@ -185,11 +245,8 @@ fn render(rows: &[Row], cache: &std::path::Path) -> String {
         out.push('\n');
     }
     out.push_str(&format!(
-        "\ninstalled into {} (`chaosrun agents setup NAME`); run with `chaosrun --agent NAME`\n",
-        install::agent_dir(cache, &registry::AGENTS[0])
-            .parent()
-            .unwrap_or(cache)
-            .display()
+        "\ninstalled into {} (`chaosrun agents setup NAME[@VERSION]`); run with `chaosrun --agent NAME[@VERSION]`\n",
+        cache.join("agents").display()
     ));
     out
 }

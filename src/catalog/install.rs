@@ -28,6 +28,38 @@ pub fn agent_dir(cache: &Path, entry: &Entry) -> PathBuf {
     cache.join("agents").join(entry.name)
 }
 
+/// The folder of `version`'s install: the pinned one's for the pin, else
+/// `CACHE/agents/NAME@VERSION` (versions sit side by side).
+pub fn version_dir(cache: &Path, entry: &Entry, version: &str) -> PathBuf {
+    if entry.matches(version) {
+        agent_dir(cache, entry)
+    } else {
+        cache
+            .join("agents")
+            .join(format!("{}@{version}", entry.name))
+    }
+}
+
+/// Every version of `entry` installed under `cache`, oldest first, with its
+/// folder: the pinned folder's and each `NAME@VERSION` folder's.
+pub fn installed(entry: &Entry, cache: &Path) -> Vec<(String, PathBuf)> {
+    let mut dirs = vec![agent_dir(cache, entry)];
+    let prefix = format!("{}@", entry.name);
+    if let Ok(list) = std::fs::read_dir(cache.join("agents")) {
+        dirs.extend(
+            list.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .map(|e| e.path()),
+        );
+    }
+    let mut out: Vec<(String, PathBuf)> = dirs
+        .into_iter()
+        .filter_map(|d| installed_version(entry, &d).map(|v| (v, d)))
+        .collect();
+    out.sort_by(|a, b| super::version::cmp(&a.0, &b.0));
+    out
+}
+
 /// The version of the agent installed in `dir`, if any. Read from the
 /// package manager's own metadata (no agent process is started).
 pub fn installed_version(entry: &Entry, dir: &Path) -> Option<String> {
@@ -94,7 +126,7 @@ pub enum State {
 
 /// The state of `entry` under `cache`.
 pub fn state(entry: &Entry, cache: &Path) -> State {
-    if !embedded::has(entry.name) {
+    if !super::has(entry) {
         return State::NotInBuild;
     }
     if entry.install == Install::Bundled {
@@ -107,21 +139,25 @@ pub fn state(entry: &Entry, cache: &Path) -> State {
     }
 }
 
-/// `chaosrun agents setup NAME`: write the agent's folder into the cache and
-/// run its `setup.sh` there (which installs into the folder, e.g. `./prefix`).
-/// Returns the folder and the version now installed. `files` is the folder's
+/// `chaosrun agents setup NAME[@VERSION]`: write the agent's folder into
+/// `dir` and run its `setup.sh` there (which installs into the folder, e.g.
+/// `./prefix`), with `CHAOSRUN_AGENT_VERSION` set to `version` (the pin
+/// installs from the folder's lock; another version as its registry resolves
+/// it today). Returns the version now installed. `files` is the folder's
 /// content (the embedded one, or a fixture's in tests).
 pub fn setup(
     entry: &Entry,
     files: &[embedded::File],
-    cache: &Path,
-) -> Result<(PathBuf, String), String> {
-    let dir = agent_dir(cache, entry);
-    embedded::write_out(&dir, files).map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
+    dir: &Path,
+    version: &str,
+) -> Result<String, String> {
+    embedded::write_out(dir, files).map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
     let script = dir.join("setup.sh");
     if script.is_file() {
         let mut cmd = script_command(&script)?;
-        cmd.current_dir(&dir).stdin(std::process::Stdio::null());
+        cmd.current_dir(dir)
+            .stdin(std::process::Stdio::null())
+            .env("CHAOSRUN_AGENT_VERSION", version);
         // Owned while it runs: a reaper in this process must not take its
         // exit status (`wait` would fail with ECHILD).
         let status = crate::children::spawn_owned(&mut cmd)
@@ -138,13 +174,19 @@ pub fn setup(
             ));
         }
     }
-    match installed_version(entry, &dir) {
-        Some(v) if entry.matches(&v) => Ok((dir, v)),
+    let wanted = |v: &str| {
+        if entry.matches(version) {
+            entry.matches(v)
+        } else {
+            v == version
+        }
+    };
+    match installed_version(entry, dir) {
+        Some(v) if wanted(&v) => Ok(v),
         Some(v) => Err(format!(
-            "{} installed {} {v}, not the pinned {}",
+            "{} installed {} {v}, not {version}",
             script.display(),
             entry.name,
-            entry.pinned
         )),
         None => Err(format!(
             "{} ran, but no {} install is in {}",
@@ -189,8 +231,10 @@ mod tests {
     use super::super::entry::entry;
     use super::*;
 
-    const SETUP: &[u8] = b"#!/bin/sh\nset -eu\nmkdir -p prefix/lib/node_modules/@x/cli\n\
-        printf '{\"version\": \"%s\"}' \"${FIXTURE_VERSION:-1.2.3}\" > prefix/lib/node_modules/@x/cli/package.json\n";
+    /// Installs CHAOSRUN_AGENT_VERSION (else 1.2.3).
+    const SETUP_TEXT: &str = "#!/bin/sh\nset -eu\nmkdir -p prefix/lib/node_modules/@x/cli\n\
+        printf '{\"version\": \"%s\"}' \"${CHAOSRUN_AGENT_VERSION:-1.2.3}\" > prefix/lib/node_modules/@x/cli/package.json\n";
+    const SETUP: &[u8] = SETUP_TEXT.as_bytes();
 
     fn fixture() -> (Entry, Vec<embedded::File>) {
         let e = entry("fixture", "fixture.yaml", "1.2.3", Install::Npm("@x/cli"));
@@ -207,7 +251,8 @@ mod tests {
     fn setup_runs_the_script_in_the_cache_folder() {
         let cache = tempfile::tempdir().unwrap();
         let (e, files) = fixture();
-        let (dir, v) = setup(&e, &files, cache.path()).unwrap();
+        let dir = agent_dir(cache.path(), &e);
+        let v = setup(&e, &files, &dir, e.pinned).unwrap();
         assert_eq!(v, "1.2.3");
         assert_eq!(dir, cache.path().join("agents/fixture"));
         assert!(dir.join("fixture.yaml").is_file());
@@ -220,17 +265,46 @@ mod tests {
         assert_eq!(installed_version(&e, &dir).as_deref(), Some("1.2.3"));
     }
 
+    /// Another version goes into its own folder beside the pin's, with the
+    /// version in the script's environment; both are listed, oldest first.
+    #[test]
+    fn versions_install_side_by_side() {
+        let cache = tempfile::tempdir().unwrap();
+        let (e, files) = fixture();
+        let pin = agent_dir(cache.path(), &e);
+        assert_eq!(version_dir(cache.path(), &e, "1.2.3"), pin);
+        let other = version_dir(cache.path(), &e, "1.10.0");
+        assert_eq!(other, cache.path().join("agents/fixture@1.10.0"));
+        assert_eq!(setup(&e, &files, &other, "1.10.0").unwrap(), "1.10.0");
+        assert_eq!(setup(&e, &files, &pin, "1.2.3").unwrap(), "1.2.3");
+        let got: Vec<(String, PathBuf)> = installed(&e, cache.path());
+        assert_eq!(
+            got,
+            [("1.2.3".to_string(), pin), ("1.10.0".to_string(), other)]
+        );
+        assert_eq!(state(&e, cache.path()), State::NotInBuild);
+    }
+
     #[test]
     fn a_failing_or_wrong_setup_is_an_error() {
         let cache = tempfile::tempdir().unwrap();
         let (e, _) = fixture();
         let bad: Vec<embedded::File> = vec![("setup.sh", b"#!/bin/sh\nexit 3\n", 0o755)];
-        let err = setup(&e, &bad, cache.path()).unwrap_err();
+        let dir = agent_dir(cache.path(), &e);
+        let err = setup(&e, &bad, &dir, e.pinned).unwrap_err();
         assert!(err.contains("failed"), "{err}");
-        let wrong = entry("fixture", "fixture.yaml", "9.9.9", Install::Npm("@x/cli"));
+        // A script that installs another version than asked (for the pin
+        // and for another version alike).
         let (_, files) = fixture();
-        let err = setup(&wrong, &files, cache.path()).unwrap_err();
+        let fixed = SETUP_TEXT.replace("${CHAOSRUN_AGENT_VERSION:-1.2.3}", "1.2.3");
+        let fixed: &'static [u8] = Box::leak(fixed.into_bytes().into_boxed_slice());
+        let files: Vec<embedded::File> = vec![("setup.sh", fixed, 0o755), files[1]];
+        let wrong = entry("fixture", "fixture.yaml", "9.9.9", Install::Npm("@x/cli"));
+        let err = setup(&wrong, &files, &dir, wrong.pinned).unwrap_err();
         assert!(err.contains("1.2.3") && err.contains("9.9.9"), "{err}");
+        let other = version_dir(cache.path(), &e, "2.0.0");
+        let err = setup(&e, &files, &other, "2.0.0").unwrap_err();
+        assert!(err.contains("1.2.3, not 2.0.0"), "{err}");
     }
 
     /// The script runs through the interpreter its `#!` line names, with

@@ -8,30 +8,57 @@
 //! folder into `CACHE/agents/NAME/` (refreshing the profile and its helper
 //! files, keeping the install `setup.sh` left there) and loads the profile
 //! from it, so its relative paths (`{{profile_dir}}/prefix/bin/...`) resolve.
+//! `NAME@VERSION` is another version's install beside it
+//! (`CACHE/agents/NAME@VERSION/`, see [`install`] and [`version`]).
 
 pub mod capabilities;
 pub mod cli;
 pub mod embedded;
 pub mod entry;
 pub mod install;
+pub mod local;
+pub mod packages;
 pub mod registry;
 pub mod tables;
+pub mod version;
 
 use entry::Entry;
 use install::State;
+use version::Want;
+
+/// Every known agent: the shipped ones, then the user's own
+/// (`CHAOSRUN_CATALOG`, see [`local`]).
+pub fn all() -> Result<Vec<&'static Entry>, String> {
+    Ok(registry::AGENTS.iter().chain(local::entries()?).collect())
+}
 
 /// The entry named `name`, if any.
-pub fn find(name: &str) -> Option<&'static Entry> {
-    registry::AGENTS.iter().find(|e| e.name == name)
+pub fn find(name: &str) -> Result<Option<&'static Entry>, String> {
+    Ok(all()?.into_iter().find(|e| e.name == name))
 }
 
 /// The known names, for messages.
 pub fn names() -> String {
-    registry::AGENTS
+    all()
+        .unwrap_or_else(|_| registry::AGENTS.iter().collect())
         .iter()
         .map(|e| e.name)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The files of an agent's folder: embedded in the binary for a shipped
+/// agent, read from `CHAOSRUN_CATALOG` for a local one.
+pub fn files(entry: &Entry) -> Vec<embedded::File> {
+    match local::dir(entry.name) {
+        Some(_) => local::files(entry.name),
+        None => embedded::files(entry.name),
+    }
+}
+
+/// Does this build (or the local catalog) hold the agent's folder?
+pub fn has(entry: &Entry) -> bool {
+    !files(entry).is_empty()
 }
 
 /// Is `agent` meant as a path (it names a folder or a YAML file, or a file
@@ -54,7 +81,8 @@ fn on_path(cmd: &str) -> bool {
 /// nothing or `reference` is the bundled agent; a path is itself; a known
 /// name is its shipped profile in the user's cache (exit 2 with the fix when
 /// it is not installed; a warning naming both versions when another version
-/// is); an unknown name is an error listing the known ones.
+/// is); `NAME@VERSION` (or `@latest`) is that version's install beside the
+/// pinned one; an unknown name is an error listing the known ones.
 pub fn agent_or_bundled(
     agent: Option<&str>,
 ) -> Result<(String, Option<tempfile::TempDir>), String> {
@@ -64,25 +92,77 @@ pub fn agent_or_bundled(
     if is_path(agent) {
         return Ok((agent.to_string(), None));
     }
-    let Some(entry) = find(agent) else {
-        if on_path(agent) {
+    let (name, want) = match version::split(agent) {
+        Some((name, want)) => (name, Some(want)),
+        None => (agent, None),
+    };
+    let Some(entry) = find(name)? else {
+        if want.is_none() && on_path(agent) {
             return Ok((agent.to_string(), None));
         }
         return Err(format!(
-            "unknown agent `{agent}`: not a file, a program on PATH, nor a known agent \
+            "unknown agent `{name}`: not a file, a program on PATH, nor a known agent \
              (known: {}); give a profile (*.yaml) or a driver executable by path, or see `chaosrun agents`",
             names()
         ));
     };
-    shipped(entry)
+    match want {
+        None => shipped(entry),
+        Some(_) if entry.install == entry::Install::Bundled => Err(format!(
+            "agent `{name}` is bundled with chaosrun: it has no other versions"
+        )),
+        Some(want) => {
+            let v = resolve(entry, &want)?;
+            if entry.matches(&v) {
+                shipped(entry)
+            } else {
+                versioned(entry, &v)
+            }
+        }
+    }
 }
 
-/// A known agent's profile, ready to run.
+/// The version `want` names: itself, or (`latest`) what the agent's
+/// registry serves today, printed.
+pub fn resolve(entry: &Entry, want: &Want) -> Result<String, String> {
+    match want {
+        Want::Exact(v) => version::check(v).map(|()| v.clone()),
+        Want::Latest => {
+            let v = packages::latest(entry)?;
+            crate::say_err!(
+                "chaosrun: {}@latest is {v} (`{}`)",
+                entry.name,
+                packages::lister(entry).unwrap_or_default()
+            );
+            Ok(v)
+        }
+    }
+}
+
+/// A non-pinned version's install, ready to run.
+fn versioned(entry: &Entry, v: &str) -> Result<(String, Option<tempfile::TempDir>), String> {
+    let cache = install::cache_dir()?;
+    let dir = install::version_dir(&cache, entry, v);
+    match install::installed_version(entry, &dir) {
+        Some(have) if have == v => {}
+        _ => {
+            return Err(format!(
+                "agent `{}` {v} is not installed in {}; run `chaosrun agents setup {}@{v}` first",
+                entry.name,
+                dir.display(),
+                entry.name
+            ))
+        }
+    }
+    ready(entry, &dir, v)
+}
+
+/// A known agent's profile at its pin, ready to run.
 fn shipped(entry: &Entry) -> Result<(String, Option<tempfile::TempDir>), String> {
     let cache = install::cache_dir()?;
     let dir = install::agent_dir(&cache, entry);
     let setup = format!("run `chaosrun agents setup {}`", entry.name);
-    match install::state(entry, &cache) {
+    let have = match install::state(entry, &cache) {
         State::NotInBuild => {
             return Err(format!(
                 "agent `{}` is in the registry but its folder (examples/{}/) was not in the \
@@ -99,25 +179,69 @@ fn shipped(entry: &Entry) -> Result<(String, Option<tempfile::TempDir>), String>
                 dir.display()
             ))
         }
-        State::Other(v) => crate::say_err!(
-            "chaosrun: warning: agent `{}`: {v} is installed in {}, not the pinned {} its \
-             profile was written for; {setup} to install {}",
-            entry.name,
-            dir.display(),
-            entry.pinned,
-            entry.pinned
-        ),
-        State::Pinned => {}
-    }
-    // The profile and its helper files as this chaosrun ships them.
-    embedded::write_out(&dir, &embedded::files(entry.name)).map_err(|e| {
+        State::Other(v) => {
+            crate::say_err!(
+                "chaosrun: warning: agent `{}`: {v} is installed in {}, not the pinned {} its \
+                 profile was written for; {setup} to install {}",
+                entry.name,
+                dir.display(),
+                entry.pinned,
+                entry.pinned
+            );
+            v
+        }
+        State::Pinned => entry.pinned.to_string(),
+    };
+    ready(entry, &dir, &have)
+}
+
+/// Write the profile and its helper files as this chaosrun ships them into
+/// `dir` (the install there is kept), warn when `version` is outside the
+/// profile's `versions:` range, and return the profile's path.
+fn ready(
+    entry: &Entry,
+    dir: &std::path::Path,
+    version: &str,
+) -> Result<(String, Option<tempfile::TempDir>), String> {
+    let files = files(entry);
+    embedded::write_out(dir, &files).map_err(|e| {
         format!(
             "cannot write agent `{}` into {}: {e}",
             entry.name,
             dir.display()
         )
     })?;
+    if let Some(msg) = range_warning(entry, &files, version) {
+        crate::say_err!("chaosrun: warning: {msg}");
+    }
     Ok((dir.join(entry.profile).display().to_string(), None))
+}
+
+/// The profile's `versions:` range, when it has one.
+pub fn known_range(entry: &Entry, files: &[embedded::File]) -> Option<String> {
+    let (_, bytes, _) = files.iter().find(|(r, _, _)| *r == entry.profile_yaml())?;
+    let doc: serde_yaml::Value = serde_yaml::from_slice(bytes).ok()?;
+    doc.get("versions")?.as_str().map(String::from)
+}
+
+/// A warning when `version` is outside (or cannot be placed in) the
+/// profile's `versions:` range.
+fn range_warning(entry: &Entry, files: &[embedded::File], version: &str) -> Option<String> {
+    let text = known_range(entry, files)?;
+    let range = version::range(&text).ok()?;
+    let tail =
+        "its flags, store path or tool names may have changed; `chaosrun agents check` tells";
+    match version::in_range(version, &range) {
+        Some(true) => None,
+        Some(false) => Some(format!(
+            "agent `{}` {version} is outside the versions its profile is known to drive ({text}); {tail}",
+            entry.name
+        )),
+        None => Some(format!(
+            "agent `{}` {version} is not a release chaosrun can place in its profile's range ({text}); {tail}",
+            entry.name
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -179,7 +303,7 @@ mod tests {
     fn names_and_paths() {
         assert!(is_path("examples/codex/codex.yaml") && is_path("my.yaml"));
         assert!(!is_path("codex"));
-        assert_eq!(find("codex").map(|e| e.pinned), Some("0.169.0"));
+        assert_eq!(find("codex").unwrap().map(|e| e.pinned), Some("0.169.0"));
         assert!(names().starts_with("reference, claude-code"));
         let err = agent_or_bundled(Some("no-such-agent-xyz")).unwrap_err();
         assert!(err.contains("known: reference"), "{err}");

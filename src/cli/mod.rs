@@ -8,6 +8,7 @@
 //! saved run, ...), 130/143 interrupted by SIGINT/SIGTERM (after killing
 //! every process it started).
 
+pub mod bisect;
 pub mod explore;
 pub mod judge;
 pub mod matrix;

@@ -127,6 +127,10 @@ struct ProfileDoc {
     workers: Option<usize>,
     #[serde(default)]
     version_cmd: Vec<String>,
+    /// The agent releases this profile is known to drive (a semver range,
+    /// `">=2.1.328, <=2.1.332"`); a catalog run of another version warns.
+    #[serde(default)]
+    versions: Option<String>,
     resume: Option<bool>,
     /// The model API the agent speaks (`openai-chat` when absent); an
     /// unknown name is a load error listing the four.
@@ -338,6 +342,13 @@ impl Profile {
             .map(|a| template::render(a, &vars))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("adapter profile `{source}`: command: {e}"))?;
+        if let Some(range) = &doc.versions {
+            semver::VersionReq::parse(range).map_err(|e| {
+                format!(
+                    "adapter profile `{source}`: versions: `{range}` is not a version range: {e}"
+                )
+            })?;
+        }
         let version_cmd = doc
             .version_cmd
             .iter()

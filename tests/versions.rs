@@ -1,0 +1,193 @@
+//! Agents at any version, offline: a fixture registry (the reference agent
+//! packaged as the wheel `chaosrun-fixture-agent` 1.0.0 to 1.3.0, where 1.2.0
+//! and later retry a 500 in a hot loop, built by
+//! tests/fixtures/registry/build.py) that pip reads from a local folder
+//! (PIP_NO_INDEX, PIP_FIND_LINKS), and a local catalog entry installing it
+//! (CHAOSRUN_CATALOG). Through the real binary: `agents setup NAME@VERSION`
+//! and `@latest` side by side in a temp cache, `--agent NAME@VERSION` (not
+//! installed, outside the profile's range), and `bisect` naming 1.2.0 with
+//! both reports. Survivors are looked for by the fixture folder's path in
+//! every process's argv, not by anything chaosrun tags.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/registry/build.py");
+        let status = Command::new("python3")
+            .arg(script)
+            .arg(dir.path())
+            .args(["1.0.0", "1.1.0", "1.2.0:retry_storm", "1.3.0:retry_storm"])
+            .status()
+            .expect("python3 (the fixture registry is built with it)");
+        assert!(status.success());
+        Fixture { dir }
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// `chaosrun ARGS` against the fixture registry and a cache of its own.
+    fn run(&self, args: &[&str]) -> (Option<i32>, String, String) {
+        std::fs::create_dir_all(self.path("work")).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_chaosrun"))
+            .args(args)
+            .current_dir(self.path("work"))
+            .env("CHAOSRUN_CACHE", self.path("cache"))
+            .env("CHAOSRUN_CATALOG", self.path("catalog"))
+            .env("PIP_NO_INDEX", "1")
+            .env("PIP_FIND_LINKS", self.path("wheels"))
+            .env("PIP_CONFIG_FILE", "/dev/null")
+            .env("PIP_ROOT_USER_ACTION", "ignore")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    }
+
+    /// Processes whose argv names the fixture's folder.
+    fn survivors(&self) -> Vec<String> {
+        let marker = self.dir.path().to_string_lossy().to_string();
+        let mut found = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(argv) = std::fs::read(e.path().join("cmdline")) else {
+                continue;
+            };
+            let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
+            if argv.contains(&marker) && e.file_name() != "self" {
+                found.push(format!("{}: {argv}", e.file_name().to_string_lossy()));
+            }
+        }
+        found
+    }
+}
+
+fn versions_listed(f: &Fixture) -> Vec<String> {
+    let (code, out, err) = f.run(&["agents", "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let row = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "fixture-agent")
+        .expect("the local entry is listed")
+        .clone();
+    assert_eq!(row["known"], ">=1.0.0, <1.3.0");
+    serde_json::from_value(row["versions"].clone()).unwrap()
+}
+
+#[test]
+fn versions_install_side_by_side_and_run_by_name() {
+    let f = Fixture::new();
+    let (code, out, err) = f.run(&["agents", "setup", "fixture-agent@1.2.0"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("fixture-agent 1.2.0 is ready"), "{out}");
+    assert!(f.path("cache/agents/fixture-agent@1.2.0/.venv").is_dir());
+    let (code, out, err) = f.run(&["agents", "setup", "fixture-agent@latest"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(err.contains("fixture-agent@latest is 1.3.0"), "{err}");
+    assert!(out.contains("--agent fixture-agent@1.3.0"), "{out}");
+    assert_eq!(versions_listed(&f), ["1.2.0", "1.3.0"]);
+
+    // A version the registry does not have: the setup fails, saying so.
+    let (code, _, err) = f.run(&["agents", "setup", "fixture-agent@9.9.9"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("setup.sh failed"), "{err}");
+    // Not installed: exit 2 with the command that installs it.
+    let (code, _, err) = f.run(&[
+        "--agent",
+        "fixture-agent@1.1.0",
+        "--only",
+        "provider_500_forever",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("chaosrun agents setup fixture-agent@1.1.0"),
+        "{err}"
+    );
+    // Each installed version runs as itself: 1.2.0 has the bug, and 1.3.0
+    // (outside the profile's range) warns before it runs.
+    let row = ["--only", "provider_500_forever", "--no-progress"];
+    let (code, out, err) = f.run(&[&["--agent", "fixture-agent@1.2.0"][..], &row].concat());
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(out.contains("call_bound"), "{out}");
+    assert!(!err.contains("outside the versions"), "{err}");
+    let (code, _, err) = f.run(&[&["--agent", "fixture-agent@1.3.0"][..], &row].concat());
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("1.3.0 is outside the versions its profile is known to drive"),
+        "{err}"
+    );
+    assert_eq!(f.survivors(), Vec::<String>::new());
+}
+
+#[test]
+fn bisect_names_the_first_release_that_changed_the_verdict() {
+    let f = Fixture::new();
+    let reports = f.path("reports");
+    let reports_arg = reports.to_str().unwrap();
+    let args = [
+        "bisect",
+        "--agent",
+        "fixture-agent",
+        "--good",
+        "1.0.0",
+        "--bad",
+        "latest",
+        "--only",
+        "provider_500_forever",
+        "--repeat",
+        "2",
+        "--reports",
+        reports_arg,
+    ];
+    let (code, out, err) = f.run(&args);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.contains("first version with the new verdict: fixture-agent 1.2.0"),
+        "{out}"
+    );
+    assert!(
+        out.contains("last version with the old verdict: fixture-agent 1.1.0"),
+        "{out}"
+    );
+    for (v, failed) in [("1.1.0", 0), ("1.2.0", 2)] {
+        let report = reports.join(format!("fixture-agent@{v}.json"));
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+        assert_eq!(doc["failed"], failed, "{v}: {doc}");
+        let agent = doc["agent"].as_str().unwrap();
+        assert!(agent.contains(&format!("fixture-agent@{v}")), "{agent}");
+    }
+    // The versions were installed as needed, beside each other.
+    assert_eq!(versions_listed(&f), ["1.0.0", "1.1.0", "1.2.0", "1.3.0"]);
+
+    // The same verdict at both ends: exit 1, nothing named.
+    let again = f.path("reports-2");
+    let mut same = args.map(String::from).to_vec();
+    same[6] = "1.1.0".into();
+    same[12] = again.display().to_string();
+    let same: Vec<&str> = same.iter().map(String::as_str).collect();
+    let (code, out, err) = f.run(&same);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        out.contains("no change: fixture-agent 1.0.0 and 1.1.0"),
+        "{out}"
+    );
+    // A reports folder in use is refused before anything runs.
+    let (code, _, err) = f.run(&same);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("not empty"), "{err}");
+    assert_eq!(f.survivors(), Vec::<String>::new());
+}
