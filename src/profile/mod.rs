@@ -562,6 +562,28 @@ mod tests {
             .is_empty());
     }
 
+    /// `versions:` is a semver range; anything else is a load error.
+    #[test]
+    fn versions_is_a_checked_range() {
+        let d = tempfile::tempdir().unwrap();
+        let ok = write(
+            d.path(),
+            "a.yaml",
+            "command: [sh]\nversions: \">=1.2.0, <2\"\n",
+        );
+        assert!(Profile::resolve(ok.to_str().unwrap()).is_ok());
+        let bad = write(
+            d.path(),
+            "b.yaml",
+            "command: [sh]\nversions: \"about 1.2\"\n",
+        );
+        let e = Profile::resolve(bad.to_str().unwrap()).unwrap_err();
+        assert!(
+            e.contains("versions: `about 1.2` is not a version range"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn executable_picks_up_the_profile_beside_it() {
         let d = tempfile::tempdir().unwrap();
