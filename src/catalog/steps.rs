@@ -346,14 +346,11 @@ fn summary(steps: &[Step]) -> String {
     let bad = count(|o| matches!(o, Outcome::Failed(_)));
     let unchecked = count(|o| matches!(o, Outcome::NotChecked(_)));
     let ok = steps.len() - bad - unchecked;
-    let tail = match unchecked {
-        0 => String::new(),
-        n => format!(", {n} not checked"),
-    };
-    if bad == 0 {
-        format!("\nthe profile drives this agent: {ok} step(s) ok{tail}\n")
-    } else {
-        format!("\n{bad} step(s) FAILED, {ok} ok{tail}\n")
+    match (bad, unchecked) {
+        (0, 0) => format!("\nthe profile drives this agent: {ok} step(s) ok\n"),
+        (0, n) => format!("\nno step failed: {ok} ok, {n} not checked (never a pass)\n"),
+        (b, 0) => format!("\n{b} step(s) FAILED, {ok} ok\n"),
+        (b, n) => format!("\n{b} step(s) FAILED, {ok} ok, {n} not checked\n"),
     }
 }
 
@@ -577,7 +574,10 @@ mod tests {
             text.contains("mcp listing  not checked: the profile declares no mcp\n"),
             "{text}"
         );
-        assert!(text.ends_with("3 step(s) ok, 2 not checked\n"), "{text}");
+        assert!(
+            text.ends_with("\nno step failed: 3 ok, 2 not checked (never a pass)\n"),
+            "{text}"
+        );
 
         rows[0] = json!({"id": "check_start", "verdict": "error", "cause": "the scenario could not be run: spawn failed",
             "calls": {"main": 0, "probe": 0, "aux": 0}, "checks": []});

@@ -12,11 +12,11 @@ pub const TABLES: &[(&str, &str)] = &[
         "process_faults.yaml",
         include_str!("../../process_faults.yaml"),
     ),
-    ("check.yaml", include_str!("../../check.yaml")),
+    ("check.yaml", CHECK),
 ];
 
 /// The smoke table `chaosrun agents check` runs ([`super::check`]).
-pub const CHECK: &str = TABLES[2].1;
+pub const CHECK: &str = include_str!("../../check.yaml");
 
 /// The built-in table a bare name means (`scenarios`, `process_faults.yaml`).
 pub fn builtin(name: &str) -> Option<(&'static str, &'static str)> {
