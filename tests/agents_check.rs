@@ -3,8 +3,8 @@
 //! profile with one part broken (the shell tool's name, the store path) fails
 //! exactly that step, naming the check and the profile key (exit 1); a profile
 //! that declares no resume and no MCP has those steps "not checked", never ok;
-//! an unknown agent is the table run's usage error (exit 2). No process of a
-//! smoke outlives it.
+//! an unknown agent is the table run's usage error (exit 2); SIGTERM reaches
+//! the table run and its 143 is forwarded. No process of a smoke outlives it.
 
 mod common;
 
@@ -166,4 +166,57 @@ fn an_unknown_agent_is_a_usage_error() {
     assert_eq!(code, Some(2), "{out}\n{err}");
     assert!(out.is_empty(), "{out}");
     assert!(err.contains("unknown agent `no-such-agent-xyz`"), "{err}");
+}
+
+/// SIGTERM to `agents check` alone (not its process group) reaches the
+/// table run it started: that run kills the agent it is waiting on and
+/// exits 143, which `agents check` forwards, and nothing is left running.
+#[test]
+fn sigterm_is_passed_to_the_smoke_and_its_exit_forwarded() {
+    let dir = tempfile::tempdir().unwrap();
+    // An agent that never gets ready: the smoke waits on its boot deadline.
+    let hang = "import time; time.sleep(3600)";
+    let profile = reference_profile(
+        dir.path(),
+        &[(
+            "command: [\"python3\", \"",
+            &format!("command: [\"python3\", \"-c\", \"{hang}\", \""),
+        )],
+    );
+    let mark = common::new_mark("check-term");
+    let cache = tempfile::tempdir().unwrap();
+    let args = [
+        "agents",
+        "check",
+        profile.to_str().unwrap(),
+        "--pass-env",
+        MARK_VAR,
+    ];
+    let child = common::command(&mark, &args)
+        .env("CHAOSRUN_CACHE", cache.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !common::marked(&mark).iter().any(|p| p.contains(hang)) {
+        if std::time::Instant::now() > deadline {
+            common::kill_marked(&mark);
+            panic!("the agent never started: {:?}", common::marked(&mark));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let left = wait_unmarked(&mark, Duration::from_secs(10));
+    common::kill_marked(&mark);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{err}");
+    assert!(err.contains("interrupted; killed"), "{err}");
+    assert!(out.stdout.is_empty(), "no steps without a verdict");
+    assert!(left.is_empty(), "left running: {left:?}");
 }
