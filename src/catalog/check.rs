@@ -83,7 +83,13 @@ pub fn run(args: &CheckArgs) -> u8 {
     };
     let steps = steps::steps(&report);
     super::cli::say(&steps::render(&steps, &args.agent));
-    steps::exit_code(&steps).max(code)
+    let verdict = steps::exit_code(&steps);
+    if code > verdict {
+        crate::say_err!(
+            "chaosrun: the smoke's table run failed (exit {code}) though no step did; see its lines above"
+        );
+    }
+    verdict.max(code)
 }
 
 /// The child's command line: a table run of `table` against the agent,
