@@ -50,7 +50,8 @@ enum Command {
     /// each with the oracle, confirm and shrink a failure to one table row.
     Explore(cli::explore::Args),
     /// The known agents (pinned version, wire, capabilities, installed?);
-    /// `agents setup NAME` installs one into the user's cache.
+    /// `agents setup NAME` installs one into the user's cache; `agents check
+    /// AGENT` says whether its profile still drives it.
     Agents(chaosrun::catalog::cli::AgentsArgs),
     /// The first release of an agent whose verdict on one row changed:
     /// installs the versions between --good and --bad as needed and runs the row.

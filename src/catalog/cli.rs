@@ -1,13 +1,13 @@
 //! The `chaosrun agents` and `chaosrun tables` subcommands: their flags and
-//! what they print. Exit codes: 0 done, 1 a setup that failed, 2 a bad name
-//! or folder.
+//! what they print (`agents check` is [`super::check`]'s). Exit codes: 0
+//! done, 1 a setup that failed, 2 a bad name or folder.
 
 use std::path::PathBuf;
 
 use super::install::{self, State};
 use super::{capabilities, find, names, tables, version};
 
-/// `chaosrun agents [--json] [setup NAME]`.
+/// `chaosrun agents [--json] [setup NAME[@VERSION] | check AGENT]`.
 #[derive(clap::Args, Debug)]
 pub struct AgentsArgs {
     #[command(subcommand)]
@@ -27,6 +27,11 @@ pub enum AgentsAction {
         /// The agent's name (see `chaosrun agents`), optionally @VERSION or @latest.
         name: String,
     },
+    /// A short smoke (start, one tool call, resume, store read, MCP) that
+    /// says whether the profile still drives this agent, naming the step
+    /// that broke and where in the profile to look. Exit 0 every applicable
+    /// step passed, 1 one failed, 2 a usage error.
+    Check(super::check::CheckArgs),
 }
 
 /// `chaosrun tables write DIR`.
@@ -46,7 +51,7 @@ pub enum TablesAction {
 }
 
 /// Print to stdout; a closed stdout is not an error.
-fn say(text: &str) {
+pub(super) fn say(text: &str) {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     let _ = out
@@ -61,27 +66,29 @@ fn fail(code: u8, msg: impl std::fmt::Display) -> u8 {
 
 /// Run `chaosrun agents ...`; returns the exit code.
 pub fn agents(args: &AgentsArgs) -> u8 {
-    let cache = match install::cache_dir() {
-        Ok(c) => c,
-        Err(e) => return fail(2, e),
-    };
+    let cache = || install::cache_dir().map_err(|e| fail(2, e));
+    match &args.action {
+        // The table run it starts resolves the agent, cache included.
+        Some(AgentsAction::Check(check)) => super::check::run(check),
+        Some(AgentsAction::Setup { name }) => cache().map_or_else(|c| c, |c| setup(name, &c)),
+        None => cache().map_or_else(|c| c, |c| list(args.json, &c)),
+    }
+}
+
+/// `chaosrun agents [--json]`: the shipped agents and the user's own.
+fn list(json: bool, cache: &std::path::Path) -> u8 {
     let all = match super::all() {
         Ok(all) => all,
         Err(e) => return fail(2, e),
     };
-    match &args.action {
-        Some(AgentsAction::Setup { name }) => setup(name, &cache),
-        None => {
-            let rows: Vec<Row> = all.into_iter().map(|e| row(e, &cache)).collect();
-            let text = if args.json {
-                serde_json::to_string_pretty(&rows).unwrap_or_default() + "\n"
-            } else {
-                render(&rows, &cache)
-            };
-            say(&text);
-            0
-        }
-    }
+    let rows: Vec<Row> = all.into_iter().map(|e| row(e, cache)).collect();
+    let text = if json {
+        serde_json::to_string_pretty(&rows).unwrap_or_default() + "\n"
+    } else {
+        render(&rows, cache)
+    };
+    say(&text);
+    0
 }
 
 fn setup(spec: &str, cache: &std::path::Path) -> u8 {

@@ -1,7 +1,9 @@
 //! The catalog of shipped agents and tables: `--agent NAME` resolves a
 //! shipped profile by name as well as by path, `chaosrun agents` lists the
 //! known agents, `chaosrun agents setup NAME` installs one into the user's
-//! cache, and the seed tables are built in ([`tables`]).
+//! cache, `chaosrun agents check AGENT` runs a smoke that names what in a
+//! profile no longer drives its agent ([`check`], [`steps`]), and the seed
+//! tables are built in ([`tables`]).
 //!
 //! The registry ([`registry::AGENTS`]) is one line per agent; `build.rs`
 //! embeds each entry's `examples/<name>/` folder. `--agent NAME` writes that
@@ -12,6 +14,7 @@
 //! (`CACHE/agents/NAME@VERSION/`, see [`install`] and [`version`]).
 
 pub mod capabilities;
+pub mod check;
 pub mod cli;
 pub mod embedded;
 pub mod entry;
@@ -19,6 +22,7 @@ pub mod install;
 pub mod local;
 pub mod packages;
 pub mod registry;
+pub mod steps;
 pub mod tables;
 pub mod version;
 

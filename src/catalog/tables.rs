@@ -1,6 +1,7 @@
 //! The seed tables built into the binary: `chaosrun` with no table runs
 //! `scenarios.yaml`, `chaosrun process_faults.yaml` runs that one when no such
-//! file is there, and `chaosrun tables write DIR` writes them out for editing.
+//! file is there (so does `check.yaml`, the smoke `agents check` runs), and
+//! `chaosrun tables write DIR` writes them out for editing.
 
 use std::path::{Path, PathBuf};
 
@@ -11,7 +12,11 @@ pub const TABLES: &[(&str, &str)] = &[
         "process_faults.yaml",
         include_str!("../../process_faults.yaml"),
     ),
+    ("check.yaml", CHECK),
 ];
+
+/// The smoke table `chaosrun agents check` runs ([`super::check`]).
+pub const CHECK: &str = include_str!("../../check.yaml");
 
 /// The built-in table a bare name means (`scenarios`, `process_faults.yaml`).
 pub fn builtin(name: &str) -> Option<(&'static str, &'static str)> {
