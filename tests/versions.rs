@@ -5,7 +5,8 @@
 //! (PIP_NO_INDEX, PIP_FIND_LINKS), and a local catalog entry installing it
 //! (CHAOSRUN_CATALOG). Through the real binary: `agents setup NAME@VERSION`
 //! and `@latest` side by side in a temp cache, `--agent NAME@VERSION` (not
-//! installed, outside the profile's range), and `bisect` naming 1.2.0 with
+//! installed, outside the profile's range), `agents check NAME@VERSION`, and
+//! `bisect` naming 1.2.0 with
 //! both reports. Survivors are looked for by the fixture folder's path in
 //! every process's argv, not by anything chaosrun tags.
 
