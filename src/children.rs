@@ -1,5 +1,6 @@
-//! The children whose exit status chaosrun waits for itself, and the gate
-//! that keeps the orphan reaper off a child while it starts.
+//! The children whose exit status chaosrun waits for itself, the gate
+//! that keeps the orphan reaper off a child while it starts, and a child
+//! chaosrun run with SIGINT/SIGTERM passed on ([`run_forwarding_signals`]).
 //!
 //! chaosrun is a child subreaper: zombies that re-parent to it are reaped by
 //! `proc_hygiene::reap_orphans`, which must never take a child someone else
@@ -10,6 +11,7 @@
 //! registers the child while holding the gate, and the reaper takes the
 //! gate ([`reaping`]) before it looks.
 
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, RwLock, RwLockWriteGuard};
 
 static OWNED: Mutex<Vec<i32>> = Mutex::new(Vec::new());
@@ -72,6 +74,54 @@ pub fn try_reaping() -> Option<(RwLockWriteGuard<'static, ()>, Vec<i32>)> {
     };
     let owned = OWNED.lock().unwrap_or_else(|e| e.into_inner()).clone();
     Some((gate, owned))
+}
+
+/// The running child's pid for the signal forwarder (0: none).
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int) {
+    let pid = CHILD.load(Ordering::SeqCst);
+    if pid > 0 {
+        // SAFETY: kill(2) is async-signal-safe; the pid is our own child's.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// Start `cmd` (owned, see [`spawn_owned`]), forward SIGINT and SIGTERM
+/// to it until it exits, and return its exit code (128 + the signal that
+/// ended it). For a child chaosrun (`agents check`, `bisect`): the signal
+/// makes it stop everything it started before it exits 130/143.
+pub fn run_forwarding_signals(cmd: &mut std::process::Command) -> std::io::Result<u8> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let on = SigAction::new(
+        SigHandler::Handler(forward),
+        SaFlags::SA_RESTART,
+        SigSet::empty(),
+    );
+    let signals = [Signal::SIGINT, Signal::SIGTERM];
+    let mut before = Vec::new();
+    for sig in signals {
+        // SAFETY: the handler only reads an atomic and calls kill(2).
+        before.push(unsafe { sigaction(sig, &on) }.map_err(std::io::Error::from)?);
+    }
+    let status = spawn_owned(cmd).and_then(|mut child| {
+        CHILD.store(child.id() as i32, Ordering::SeqCst);
+        let status = child.wait();
+        CHILD.store(0, Ordering::SeqCst);
+        disown(child.id() as i32);
+        status
+    });
+    for (sig, old) in signals.into_iter().zip(&before) {
+        // SAFETY: puts back the disposition this process had.
+        let _ = unsafe { sigaction(sig, old) };
+    }
+    let status = status?;
+    use std::os::unix::process::ExitStatusExt as _;
+    Ok(match (status.code(), status.signal()) {
+        (Some(c), _) => c.clamp(0, 255) as u8,
+        (None, Some(sig)) => (128 + sig).clamp(0, 255) as u8,
+        (None, None) => 1,
+    })
 }
 
 #[cfg(test)]

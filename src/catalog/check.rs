@@ -10,7 +10,6 @@
 //! an unknown agent, is forwarded), and the child's 130/143 when interrupted.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
 
 use super::steps;
 use crate::report::document::{self, Report};
@@ -70,7 +69,7 @@ pub fn run(args: &CheckArgs) -> u8 {
         .stdin(std::process::Stdio::null())
         // The table run's own lines are the smoke's log; stdout is the steps.
         .stdout(std::process::Stdio::from(std::io::stderr()));
-    let code = match run_child(&mut cmd) {
+    let code = match crate::children::run_forwarding_signals(&mut cmd) {
         Ok(c) => c,
         Err(e) => return fail(2, format!("cannot run the smoke: {e}")),
     };
@@ -121,52 +120,6 @@ fn read_report(path: &Path) -> Result<Report, String> {
     let value = document::read_json(path)?;
     serde_json::from_value(value)
         .map_err(|e| format!("{}: not a {} report: {e}", path.display(), document::SCHEMA))
-}
-
-/// The running child's pid for the signal forwarder (0: none).
-static CHILD: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn forward(sig: libc::c_int) {
-    let pid = CHILD.load(Ordering::SeqCst);
-    if pid > 0 {
-        // SAFETY: kill(2) is async-signal-safe; the pid is our own child's.
-        unsafe { libc::kill(pid, sig) };
-    }
-}
-
-/// Start `cmd`, forward SIGINT and SIGTERM to it until it exits, and
-/// return its exit code (128 + the signal that ended it).
-fn run_child(cmd: &mut std::process::Command) -> std::io::Result<u8> {
-    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-    let on = SigAction::new(
-        SigHandler::Handler(forward),
-        SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    let signals = [Signal::SIGINT, Signal::SIGTERM];
-    let mut before = Vec::new();
-    for sig in signals {
-        // SAFETY: the handler only reads an atomic and calls kill(2).
-        before.push(unsafe { sigaction(sig, &on) }.map_err(std::io::Error::from)?);
-    }
-    let status = crate::children::spawn_owned(cmd).and_then(|mut child| {
-        CHILD.store(child.id() as i32, Ordering::SeqCst);
-        let status = child.wait();
-        CHILD.store(0, Ordering::SeqCst);
-        crate::children::disown(child.id() as i32);
-        status
-    });
-    for (sig, old) in signals.into_iter().zip(&before) {
-        // SAFETY: puts back the disposition this process had.
-        let _ = unsafe { sigaction(sig, old) };
-    }
-    let status = status?;
-    use std::os::unix::process::ExitStatusExt as _;
-    Ok(match (status.code(), status.signal()) {
-        (Some(c), _) => c.clamp(0, 255) as u8,
-        (None, Some(sig)) => (128 + sig).clamp(0, 255) as u8,
-        (None, None) => 1,
-    })
 }
 
 #[cfg(test)]

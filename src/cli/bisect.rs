@@ -209,7 +209,7 @@ fn try_version(entry: &Entry, v: &str, args: &Args) -> Result<Tried, Stop> {
     let text = args.reports.join(format!("{}@{v}.txt", entry.name));
     let status = child::run(&child_args(entry, v, args, &report), &text)
         .map_err(|e| fail(2, format!("{}@{v}: {e}", entry.name)))?;
-    if let Some(code) = child::interrupted(&status) {
+    if let Some(code) = child::interrupted(status) {
         return Err(Stop::Code(code));
     }
     count(&report, &args.only, args.repeat)
@@ -333,53 +333,25 @@ fn finish(entry: &Entry, list: &[String], tried: &[Tried], found: Option<usize>)
 /// The child `chaosrun` a version's row runs in.
 mod child {
     use std::path::Path;
-    use std::process::ExitStatus;
 
     /// Run this chaosrun with `args`, its stdout into `out`; a SIGINT or
     /// SIGTERM sent to bisect is passed on to the child, which stops its
-    /// run (killing everything it started), and waited for.
-    pub fn run(args: &[std::ffi::OsString], out: &Path) -> Result<ExitStatus, String> {
+    /// run (killing everything it started). Its exit code.
+    pub fn run(args: &[std::ffi::OsString], out: &Path) -> Result<u8, String> {
         let exe =
             std::env::current_exe().map_err(|e| format!("cannot find chaosrun itself: {e}"))?;
         let file = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
-        let mut cmd = tokio::process::Command::new(exe);
+        let mut cmd = std::process::Command::new(exe);
         cmd.args(args)
             .stdin(std::process::Stdio::null())
-            .stdout(file)
-            .kill_on_drop(true);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
-        rt.block_on(wait(cmd))
-    }
-
-    async fn wait(mut cmd: tokio::process::Command) -> Result<ExitStatus, String> {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
-        let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start a run: {e}"))?;
-        let pid = child.id().map(|p| nix::unistd::Pid::from_raw(p as i32));
-        let sig = tokio::select! {
-            status = child.wait() => return status.map_err(|e| e.to_string()),
-            _ = term.recv() => nix::sys::signal::Signal::SIGTERM,
-            _ = int.recv() => nix::sys::signal::Signal::SIGINT,
-        };
-        if let Some(pid) = pid {
-            let _ = nix::sys::signal::kill(pid, sig);
-        }
-        // The run exits 130/143 once it has stopped everything it started.
-        child.wait().await.map_err(|e| e.to_string())
+            .stdout(file);
+        crate::children::run_forwarding_signals(&mut cmd)
+            .map_err(|e| format!("cannot run the row: {e}"))
     }
 
     /// The exit code for a run stopped by a signal (130/143), if it was.
-    pub fn interrupted(status: &ExitStatus) -> Option<u8> {
-        match status.code() {
-            Some(c @ (130 | 143)) => Some(c as u8),
-            _ => None,
-        }
+    pub fn interrupted(code: u8) -> Option<u8> {
+        matches!(code, 130 | 143).then_some(code)
     }
 }
 
