@@ -91,7 +91,8 @@ pub struct Matrix {
 }
 
 /// The agent a report names: its profile's folder name and the README
-/// beside the profile, the link prefixed with `link_prefix`.
+/// beside the profile (for `NAME@VERSION`, the shipped agent's), the link
+/// prefixed with `link_prefix`.
 fn agent_of(agent: &str, link_prefix: &str) -> (String, Option<String>) {
     if agent == "bundled" {
         return ("reference".into(), None);
@@ -102,8 +103,14 @@ fn agent_of(agent: &str, link_prefix: &str) -> (String, Option<String>) {
         .and_then(|d| d.file_name())
         .or_else(|| path.file_stem())
         .map_or_else(|| agent.to_string(), |n| n.to_string_lossy().into_owned());
-    let readme = dir
-        .map(|d| d.join("README.md"))
+    // Another version of a catalog agent runs from the cache
+    // (`.../agents/NAME@VERSION/`): its README is the shipped one,
+    // `examples/NAME/README.md`, when that is here.
+    let readme = match name.split_once('@') {
+        Some((base, _)) => Some(Path::new("examples").join(base).join("README.md")),
+        None => dir.map(|d| d.join("README.md")),
+    };
+    let readme = readme
         .filter(|r| r.is_file())
         .map(|r| format!("{link_prefix}{}", r.display()));
     (name, readme)
