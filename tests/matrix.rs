@@ -115,6 +115,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/pydantic-ai/store-kill-report.json",
     "examples/pydantic-ai/family-rows-report.json",
     "examples/pydantic-ai/sleep-report.json",
+    "examples/pydantic-ai/report-2.68.0.json",
     "examples/opencode/report.json",
     "examples/opencode/process-faults-report.json",
     "examples/opencode/store-kill-report.json",
