@@ -116,7 +116,8 @@ fn child_args(args: &CheckArgs, table: &Path, report: &Path) -> Vec<std::ffi::Os
     out
 }
 
-fn read_report(path: &Path) -> Result<Report, String> {
+/// A child run's `--json` report, typed (also `bisect`'s).
+pub fn read_report(path: &Path) -> Result<Report, String> {
     let value = document::read_json(path)?;
     serde_json::from_value(value)
         .map_err(|e| format!("{}: not a {} report: {e}", path.display(), document::SCHEMA))

@@ -62,7 +62,9 @@ pub fn files(entry: &Entry) -> Vec<embedded::File> {
 
 /// Does this build (or the local catalog) hold the agent's folder?
 pub fn has(entry: &Entry) -> bool {
-    !files(entry).is_empty()
+    // Without reading the folder: a local entry's files are read (and kept
+    // for the process) only where they are written out.
+    local::dir(entry.name).is_some() || embedded::has(entry.name)
 }
 
 /// Is `agent` meant as a path (it names a folder or a YAML file, or a file

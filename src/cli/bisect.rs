@@ -270,15 +270,13 @@ fn child_args(entry: &Entry, v: &str, args: &Args, report: &Path) -> Vec<std::ff
 /// Runs of `row` in a finished report that did not pass, and runs in all.
 /// A report cut short, a row missing, or a row not applicable is no verdict.
 fn count(report: &Path, row: &str, repeat: u32) -> Result<(u32, u32), String> {
-    let doc = crate::report::document::read(report)?;
+    let doc = crate::catalog::check::read_report(report)?;
     if !doc.complete {
         return Err("the report is not complete".into());
     }
     let mut runs = 0;
     let mut failed = 0;
     for s in &doc.scenarios {
-        let s: crate::report::document::Scenario =
-            serde_json::from_value(s.clone()).map_err(|e| e.to_string())?;
         if s.id != row {
             continue;
         }
