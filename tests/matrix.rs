@@ -151,6 +151,12 @@ fn the_docs_results_table_is_the_matrix_of_the_committed_reports() {
     for r in REAL_REPORTS {
         let doc = read_json(&repo().join(r));
         assert_eq!(doc["complete"], true, "{r} is not a complete run");
+        // Each names the version it ran; a `report-VERSION.json` that one.
+        let version = doc["agent_version"].as_str();
+        assert!(version.is_some(), "{r} names no agent_version");
+        if let Some(v) = r.rsplit('/').next().and_then(|f| f.strip_prefix("report-")) {
+            assert_eq!(version, v.strip_suffix(".json"), "{r}");
+        }
     }
 }
 

@@ -170,6 +170,8 @@ fn bisect_names_the_first_release_that_changed_the_verdict() {
         assert_eq!(doc["failed"], failed, "{v}: {doc}");
         let agent = doc["agent"].as_str().unwrap();
         assert!(agent.contains(&format!("fixture-agent@{v}")), "{agent}");
+        // The report names the version its install's metadata holds.
+        assert_eq!(doc["agent_version"], v, "{v}: {doc}");
     }
     // The versions were installed as needed, beside each other.
     assert_eq!(versions_listed(&f), ["1.0.0", "1.1.0", "1.2.0", "1.3.0"]);

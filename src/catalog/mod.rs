@@ -67,6 +67,21 @@ pub fn has(entry: &Entry) -> bool {
     local::dir(entry.name).is_some() || embedded::has(entry.name)
 }
 
+/// The version of the known agent whose profile is at `profile` (its file
+/// name is the entry's profile, or driver, and its folder holds the
+/// install): read from the package manager's metadata there, so a shipped
+/// profile run from `examples/NAME/`, the cache or a `NAME@VERSION` folder
+/// names the version it ran. `None` for any other path.
+pub fn version_at(profile: &std::path::Path) -> Option<String> {
+    let file = profile.file_name()?.to_str()?;
+    let dir = profile.parent()?;
+    all()
+        .ok()?
+        .into_iter()
+        .filter(|e| e.profile == file && e.install != entry::Install::Bundled)
+        .find_map(|e| install::installed_version(e, dir))
+}
+
 /// Is `agent` meant as a path (it names a folder or a YAML file, or a file
 /// of that name is here)? Otherwise it is looked up as a name.
 fn is_path(agent: &str) -> bool {

@@ -132,10 +132,11 @@ pub fn main(args: Args) -> ExitCode {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let agent = match agent_profile(&args, &mut selected) {
+    let mut agent = match agent_profile(&args, &mut selected) {
         Ok(a) => a,
         Err(code) => return code,
     };
+    agent.version = agent_version(&args, &agent);
     let seed = args.seed.unwrap_or_else(rand::random);
     let (artifacts, history) = match outputs(&args, &table_path, &agent, &selected, seed) {
         Ok(o) => o,
@@ -265,7 +266,7 @@ fn outputs(
     let meta = crate::history::recorder::RunMeta {
         table: table_path,
         agent: agent_label(args, profile),
-        version_cmd: &profile.version_cmd,
+        agent_version: agent.version.clone(),
         seed,
         shard: args.shard.map(|s| (s.k, s.n)),
         html_report: args.html.as_deref(),
@@ -303,6 +304,28 @@ fn warn_inherited(artifacts: Option<&Path>) {
 }
 
 /// The agent as reports name it: the profile's source, or `bundled`.
+/// The agent's version for the report and the history: the bundled agent's
+/// is chaosrun's; a known agent's is its install's package metadata (no
+/// process started); otherwise the profile's `version_cmd` (bounded, warned
+/// about when it fails); otherwise not known.
+fn agent_version(args: &Args, agent: &Agent) -> Option<String> {
+    if args.agent.agent.is_none() {
+        return Some(format!(
+            "bundled with chaosrun {}",
+            crate::history::meta::CHAOSRUN_VERSION
+        ));
+    }
+    if let Some(v) = crate::catalog::version_at(Path::new(&agent.path)) {
+        return Some(v);
+    }
+    if agent.profile.version_cmd.is_empty() {
+        return None;
+    }
+    crate::history::meta::agent_version(&agent.profile.version_cmd)
+        .map_err(|e| crate::say_err!("chaosrun: warning: no agent version for the report: {e}"))
+        .ok()
+}
+
 fn agent_label(args: &Args, profile: &Profile) -> String {
     if args.agent.agent.is_some() {
         profile.source.clone()
@@ -317,6 +340,7 @@ fn reporters(
     args: &Args,
     shared: &Shared,
     seed: u64,
+    version: Option<String>,
     selected_ids: &[String],
     history: Option<Recorder>,
 ) -> Box<dyn Reporter> {
@@ -339,7 +363,8 @@ fn reporters(
             repeat: args.repeat,
         };
         let agent = agent_label(args, &shared.profile);
-        all.push(Box::new(Json::new(path.clone(), seed, agent, selection)));
+        let json = Json::new(path.clone(), seed, agent, selection).with_version(version);
+        all.push(Box::new(json));
     }
     if let Some(path) = &args.junit {
         all.push(Box::new(Junit::new(path.clone(), seed)));
@@ -365,6 +390,7 @@ fn execute(
     seed: u64,
     history: Option<Recorder>,
 ) -> u8 {
+    let version = agent.version.clone();
     let run = Run::open(agent, &args.agent.agent_args);
     let shared = run.shared.clone();
     // One wave of the table at a time: repeats queue behind it rather than
@@ -390,7 +416,7 @@ fn execute(
         seed,
         repeat: args.repeat,
     };
-    let reporter = reporters(args, &shared, seed, selected_ids, history);
+    let reporter = reporters(args, &shared, seed, version, selected_ids, history);
     let code = run
         .runtime()
         .block_on(drive(shared, selected, opts, reporter));

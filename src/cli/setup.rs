@@ -76,6 +76,9 @@ pub struct Extra<'a> {
 pub struct Agent {
     pub path: String,
     pub profile: Profile,
+    /// The agent's version as the report names it (set by the run, see
+    /// `cli::run`; `None` where it cannot be told).
+    pub version: Option<String>,
     bundled_dir: Option<tempfile::TempDir>,
 }
 
@@ -122,6 +125,7 @@ impl AgentFlags {
         Ok(Agent {
             path,
             profile,
+            version: None,
             bundled_dir,
         })
     }

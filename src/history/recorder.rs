@@ -19,8 +19,8 @@ pub struct RunMeta<'a> {
     pub table: &'a Path,
     /// As in the JSON report: the profile's source, or `bundled`.
     pub agent: String,
-    /// The profile's `version_cmd` (empty: no agent version).
-    pub version_cmd: &'a [String],
+    /// As in the JSON report's `agent_version` (`None`: not known).
+    pub agent_version: Option<String>,
     pub seed: u64,
     /// `(K, N)` for a shard.
     pub shard: Option<(usize, usize)>,
@@ -50,15 +50,7 @@ pub struct Recorder {
 /// DB is an error before any agent runs; gather the run's metadata.
 pub fn open(db: &str, m: RunMeta<'_>) -> Result<(Recorder, Written), String> {
     let store = Store::open(db, true)?;
-    let agent_version = if m.version_cmd.is_empty() {
-        (m.agent == "bundled").then(|| format!("bundled with chaosrun {}", meta::CHAOSRUN_VERSION))
-    } else {
-        meta::agent_version(m.version_cmd)
-            .map_err(|e| {
-                crate::say_err!("chaosrun: warning: no agent version for the history: {e}")
-            })
-            .ok()
-    };
+    let agent_version = m.agent_version;
     let html_report = m.html_report;
     let run = RunRecord {
         chaosrun_version: meta::CHAOSRUN_VERSION.to_string(),

@@ -42,6 +42,11 @@ pub struct Report<S = Scenario> {
     #[serde(default)]
     pub seed: Option<u64>,
     pub agent: Agents,
+    /// The agent's version: from its install's package metadata (a known
+    /// agent's profile), else the profile's `version_cmd`; absent where
+    /// neither tells it (and in a merge of reports that disagree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_version: Option<String>,
     /// A merged report's: each input report's seed, in order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seeds: Option<Vec<Option<u64>>>,

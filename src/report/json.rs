@@ -36,6 +36,8 @@ pub struct Json {
     path: PathBuf,
     seed: u64,
     agent: String,
+    /// The agent's version, when the run could tell it.
+    version: Option<String>,
     selection: Selection,
     scenarios: Vec<Scenario>,
     /// The tally of the finished scenarios so far (the runner's, at the end).
@@ -53,6 +55,7 @@ impl Json {
             seed,
             warnings: Vec::new(),
             agent,
+            version: None,
             selection,
             scenarios: Vec::new(),
             stats: Stats::default(),
@@ -67,6 +70,7 @@ impl Json {
             complete,
             seed: Some(self.seed),
             agent: Agents::One(self.agent.clone()),
+            agent_version: self.version.clone(),
             seeds: None,
             selected: self.selection.ids.clone(),
             shard: self.selection.shard.map(|(k, n)| Shard {
@@ -96,6 +100,14 @@ impl Json {
                 self.error = Some(e.to_string());
             }
         }
+    }
+}
+
+impl Json {
+    /// Name the agent's version in the report.
+    pub fn with_version(mut self, version: Option<String>) -> Self {
+        self.version = version;
+        self
     }
 }
 

@@ -315,6 +315,7 @@ mod tests {
             complete: true,
             seed: None,
             agent: Agents::One(doc["agent"].as_str().unwrap().into()),
+            agent_version: None,
             seeds: None,
             selected: serde_json::from_value(doc["selected"].clone()).unwrap_or_default(),
             shard: None,

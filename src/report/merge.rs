@@ -95,6 +95,8 @@ struct Merger {
     seen: HashSet<RunKey>,
     seeds: Vec<Option<u64>>,
     agents: Vec<String>,
+    /// Each input report's agent version, in order.
+    versions: Vec<Option<String>>,
     wall: f64,
     /// Run-wide warnings of every shard, once each.
     warnings: Vec<String>,
@@ -124,6 +126,7 @@ impl Merger {
         }
         self.repeat.get_or_insert(doc.repeat);
         self.seeds.push(doc.seed);
+        self.versions.push(doc.agent_version.clone());
         for a in doc.agent.names() {
             if !self.agents.contains(a) {
                 self.agents.push(a.clone());
@@ -243,6 +246,11 @@ impl Merger {
             self.scenarios.len(),
         );
         let mut agents = self.agents;
+        // One version when every input names the same one.
+        let agent_version = match self.versions.split_first() {
+            Some((first, rest)) if rest.iter().all(|v| v == first) => first.clone(),
+            _ => None,
+        };
         Ok(Report {
             schema: SCHEMA.into(),
             complete: true,
@@ -256,6 +264,7 @@ impl Merger {
             } else {
                 Agents::Several(agents)
             },
+            agent_version,
             selected: self.selected,
             shard: None,
             repeat: self.repeat.unwrap_or(1),
@@ -383,6 +392,34 @@ mod tests {
     }
 
     const XYZ: &[&str] = &["x", "y", "z"];
+
+    /// Rewrite the report at `p` to name `version` as its agent's.
+    fn with_version(p: &Path, version: &str) {
+        let mut doc = read(p).unwrap();
+        doc["agent_version"] = version.into();
+        std::fs::write(p, doc.to_string()).unwrap();
+    }
+
+    #[test]
+    fn a_merge_keeps_the_agent_version_only_when_every_shard_names_it() {
+        let d = tempfile::tempdir().unwrap();
+        let shard = |name: &str, k: u64, id: &'static str, v: &str| {
+            let p = report(
+                d.path(),
+                name,
+                true,
+                &["x", "y"],
+                Some((k, 2)),
+                &[(id, "pass", "pass")],
+            );
+            with_version(&p, v);
+            p
+        };
+        let same = merge(&[shard("a", 1, "x", "1.2.0"), shard("b", 2, "y", "1.2.0")]).unwrap();
+        assert_eq!(same["agent_version"], "1.2.0");
+        let mixed = merge(&[shard("c", 1, "x", "1.2.0"), shard("d", 2, "y", "1.3.0")]).unwrap();
+        assert!(mixed.get("agent_version").is_none(), "{mixed}");
+    }
 
     #[test]
     fn merges_counts_and_renders_failures() {
