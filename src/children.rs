@@ -1,6 +1,7 @@
 //! The children whose exit status chaosrun waits for itself, the gate
 //! that keeps the orphan reaper off a child while it starts, and a child
-//! chaosrun run with SIGINT/SIGTERM passed on ([`run_forwarding_signals`]).
+//! chaosrun or an agent's setup.sh run with SIGINT/SIGTERM passed on
+//! ([`run_forwarding_signals`]).
 //!
 //! chaosrun is a child subreaper: zombies that re-parent to it are reaped by
 //! `proc_hygiene::reap_orphans`, which must never take a child someone else
@@ -76,39 +77,78 @@ pub fn try_reaping() -> Option<(RwLockWriteGuard<'static, ()>, Vec<i32>)> {
     Some((gate, owned))
 }
 
-/// The running child's pid for the signal forwarder (0: none).
+/// Whom the forwarder signals: the running child (negative: its process
+/// group), 0 when none runs.
 static CHILD: AtomicI32 = AtomicI32::new(0);
 
+/// The last signal forwarded (0: none): chaosrun was asked to stop.
+static FORWARDED: AtomicI32 = AtomicI32::new(0);
+
 extern "C" fn forward(sig: libc::c_int) {
+    FORWARDED.store(sig, Ordering::SeqCst);
     let pid = CHILD.load(Ordering::SeqCst);
-    if pid > 0 {
-        // SAFETY: kill(2) is async-signal-safe; the pid is our own child's.
+    if pid != 0 {
+        // SAFETY: kill(2) is async-signal-safe; the pid (or group) is our
+        // own child's.
         unsafe { libc::kill(pid, sig) };
     }
 }
 
+/// The signal (SIGINT, SIGTERM) a [`run_forwarding_signals`] passed on, if
+/// one came: the caller stops and exits 128 + it.
+pub fn stop_signal() -> Option<i32> {
+    match FORWARDED.load(Ordering::SeqCst) {
+        0 => None,
+        sig => Some(sig),
+    }
+}
+
+/// Whom [`run_forwarding_signals`] passes a signal to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forward {
+    /// The child alone: a child chaosrun, which stops what it started itself.
+    Child,
+    /// The child's own process group (the child leads it): a script whose
+    /// commands (npm, pip) would outlive a shell that is signalled alone.
+    Group,
+}
+
 /// Start `cmd` (owned, see [`spawn_owned`]), forward SIGINT and SIGTERM
-/// to it until it exits, and return its exit code (128 + the signal that
-/// ended it). For a child chaosrun (`agents check`, `bisect`): the signal
-/// makes it stop everything it started before it exits 130/143.
-pub fn run_forwarding_signals(cmd: &mut std::process::Command) -> std::io::Result<u8> {
+/// to it (or its group, see [`Forward`]) until it exits, and return its exit
+/// code (128 + the signal that ended it). For a child chaosrun (`agents
+/// check`, `bisect`): the signal makes it stop everything it started before
+/// it exits 130/143; for an agent's `setup.sh`: its installs end with it.
+pub fn run_forwarding_signals(cmd: &mut std::process::Command, to: Forward) -> std::io::Result<u8> {
     use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    use std::os::unix::process::CommandExt as _;
     let on = SigAction::new(
         SigHandler::Handler(forward),
         SaFlags::SA_RESTART,
         SigSet::empty(),
     );
+    if to == Forward::Group {
+        cmd.process_group(0);
+    }
     let signals = [Signal::SIGINT, Signal::SIGTERM];
     let mut before = Vec::new();
     for sig in signals {
-        // SAFETY: the handler only reads an atomic and calls kill(2).
+        // SAFETY: the handler only touches atomics and calls kill(2).
         before.push(unsafe { sigaction(sig, &on) }.map_err(std::io::Error::from)?);
     }
     let status = spawn_owned(cmd).and_then(|mut child| {
-        CHILD.store(child.id() as i32, Ordering::SeqCst);
+        let pid = child.id() as i32;
+        CHILD.store(
+            if to == Forward::Group { -pid } else { pid },
+            Ordering::SeqCst,
+        );
+        // A signal that came while the child was starting is passed on now.
+        if let Some(sig) = stop_signal() {
+            // SAFETY: as in `forward`.
+            unsafe { libc::kill(CHILD.load(Ordering::SeqCst), sig) };
+        }
         let status = child.wait();
         CHILD.store(0, Ordering::SeqCst);
-        disown(child.id() as i32);
+        disown(pid);
         status
     });
     for (sig, old) in signals.into_iter().zip(&before) {

@@ -194,3 +194,74 @@ fn bisect_names_the_first_release_that_changed_the_verdict() {
     assert!(err.contains("not empty"), "{err}");
     assert_eq!(f.survivors(), Vec::<String>::new());
 }
+
+/// SIGTERM to `agents setup` alone (not its process group) while its
+/// setup.sh waits on an install step: the step (a grandchild, as npm or pip
+/// would be) ends with the script, nothing of it is left, and chaosrun exits
+/// 143 saying the install was stopped. The step is found by a marker in its
+/// argv; the test knows it runs because it wrote to a FIFO the test reads.
+#[test]
+fn sigterm_during_an_install_ends_the_whole_install() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("catalog/slow-agent");
+    std::fs::create_dir_all(&agent).unwrap();
+    std::fs::write(
+        agent.join("catalog.yaml"),
+        "profile: agent.yaml\npinned: 1.0.0\npip: slow-agent\n",
+    )
+    .unwrap();
+    std::fs::write(agent.join("agent.yaml"), "exec: {first: [\"true\"]}\n").unwrap();
+    let fifo = dir.path().join("started");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let marker = format!("chaosrun-install-step-{}", std::process::id());
+    // The step runs in the foreground of the script, as an install does
+    // (its output elsewhere: chaosrun's pipes close when the script ends).
+    let setup = format!(
+        "#!/bin/sh\necho installing\npython3 -c 'import sys, time; open(sys.argv[1], \"w\").write(\"up\\n\"); time.sleep(600)' {} {marker} >/dev/null 2>&1\n",
+        fifo.display()
+    );
+    std::fs::write(agent.join("setup.sh"), setup).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_chaosrun"))
+        .args(["agents", "setup", "slow-agent"])
+        .env("CHAOSRUN_CACHE", dir.path().join("cache"))
+        .env("CHAOSRUN_CATALOG", dir.path().join("catalog"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Blocks until the step has opened the FIFO and written to it.
+    let up = std::fs::read_to_string(&fifo).unwrap();
+    assert_eq!(up, "up\n");
+    let step_running = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .any(|argv| String::from_utf8_lossy(&argv).contains(&marker))
+    };
+    assert!(step_running(), "the install step is not running");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{err}");
+    assert!(err.contains("was stopped (SIGTERM)"), "{err}");
+    // The script's own output went to stderr: stdout is chaosrun's lines.
+    assert!(err.contains("installing"), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // The step was in the script's process group, which got the signal
+    // with the script: it ends (a zombie's /proc/PID/cmdline reads empty).
+    // A process that is not our child cannot be waited for: bounded polling.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while step_running() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!step_running(), "the install step outlived the install");
+}

@@ -69,10 +69,11 @@ pub fn run(args: &CheckArgs) -> u8 {
         .stdin(std::process::Stdio::null())
         // The table run's own lines are the smoke's log; stdout is the steps.
         .stdout(std::process::Stdio::from(std::io::stderr()));
-    let code = match crate::children::run_forwarding_signals(&mut cmd) {
-        Ok(c) => c,
-        Err(e) => return fail(2, format!("cannot run the smoke: {e}")),
-    };
+    let code =
+        match crate::children::run_forwarding_signals(&mut cmd, crate::children::Forward::Child) {
+            Ok(c) => c,
+            Err(e) => return fail(2, format!("cannot run the smoke: {e}")),
+        };
     if code > 1 {
         return code;
     }

@@ -133,7 +133,10 @@ fn setup(spec: &str, cache: &std::path::Path) -> u8 {
             ));
             0
         }
-        Err(e) => fail(1, format!("agent `{name}`: {e}")),
+        Err(e) => {
+            let code = crate::children::stop_signal().map_or(1, |sig| (128 + sig) as u8);
+            fail(code, format!("agent `{name}`: {e}"))
+        }
     }
 }
 

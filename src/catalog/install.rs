@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::embedded;
 use super::entry::{Entry, Install};
+use crate::children::Forward;
 
 /// The per-user cache chaosrun installs agents into: `$CHAOSRUN_CACHE`, else
 /// `$XDG_CACHE_HOME/chaosrun`, else `~/.cache/chaosrun` (the user's own cache,
@@ -155,21 +156,26 @@ pub fn setup(
     let script = dir.join("setup.sh");
     if script.is_file() {
         let mut cmd = script_command(&script)?;
+        // Its output is progress: stdout stays chaosrun's own (bisect's lines).
         cmd.current_dir(dir)
             .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::from(std::io::stderr()))
             .env("CHAOSRUN_AGENT_VERSION", version);
-        // Owned while it runs: a reaper in this process must not take its
-        // exit status (`wait` would fail with ECHILD).
-        let status = crate::children::spawn_owned(&mut cmd)
-            .and_then(|mut child| {
-                let status = child.wait();
-                crate::children::disown(child.id() as i32);
-                status
-            })
+        // In its own process group, SIGINT/SIGTERM passed on to all of it:
+        // an npm or pip it started ends with it.
+        let code = crate::children::run_forwarding_signals(&mut cmd, Forward::Group)
             .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-        if !status.success() {
+        if let Some(sig) = crate::children::stop_signal() {
             return Err(format!(
-                "{} failed ({status}); see its output above",
+                "{} was stopped ({}); the install in {} may be partial",
+                script.display(),
+                signal_name(sig),
+                dir.display()
+            ));
+        }
+        if code != 0 {
+            return Err(format!(
+                "{} failed (exit {code}); see its output above",
                 script.display()
             ));
         }
@@ -195,6 +201,11 @@ pub fn setup(
             dir.display()
         )),
     }
+}
+
+fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string())
 }
 
 /// The command that runs `script` as the kernel would, its `#!` line read

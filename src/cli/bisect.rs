@@ -203,7 +203,10 @@ fn try_version(entry: &Entry, v: &str, args: &Args) -> Result<Tried, Stop> {
             entry.name,
             dir.display()
         ));
-        setup_version(entry, &cache, v).map_err(|e| fail(1, format!("{}@{v}: {e}", entry.name)))?;
+        setup_version(entry, &cache, v).map_err(|e| {
+            let code = crate::children::stop_signal().map_or(1, |sig| (128 + sig) as u8);
+            fail(code, format!("{}@{v}: {e}", entry.name))
+        })?;
     }
     let report = args.reports.join(format!("{}@{v}.json", entry.name));
     let text = args.reports.join(format!("{}@{v}.txt", entry.name));
@@ -343,7 +346,7 @@ mod child {
         cmd.args(args)
             .stdin(std::process::Stdio::null())
             .stdout(file);
-        crate::children::run_forwarding_signals(&mut cmd)
+        crate::children::run_forwarding_signals(&mut cmd, crate::children::Forward::Child)
             .map_err(|e| format!("cannot run the row: {e}"))
     }
 
