@@ -94,12 +94,14 @@ const REAL_REPORTS: &[&str] = &[
     "examples/claude-code/family-rows-report.json",
     "examples/claude-code/sleep-report.json",
     "examples/claude-code/report-2.1.332.json",
+    "examples/claude-code/process-faults-report-2.1.332.json",
     "examples/codex/report.json",
     "examples/codex/process-faults-report.json",
     "examples/codex/store-kill-report.json",
     "examples/codex/family-rows-report.json",
     "examples/codex/sleep-report.json",
     "examples/codex/report-0.171.0.json",
+    "examples/codex/process-faults-report-0.171.0.json",
     "examples/gemini-cli/report.json",
     "examples/gemini-cli/process-faults-report.json",
     "examples/gemini-cli/store-kill-report.json",
@@ -116,6 +118,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/pydantic-ai/family-rows-report.json",
     "examples/pydantic-ai/sleep-report.json",
     "examples/pydantic-ai/report-2.68.0.json",
+    "examples/pydantic-ai/process-faults-report-2.68.0.json",
     "examples/opencode/report.json",
     "examples/opencode/process-faults-report.json",
     "examples/opencode/store-kill-report.json",
@@ -154,7 +157,8 @@ fn the_docs_results_table_is_the_matrix_of_the_committed_reports() {
         // Each names the version it ran; a `report-VERSION.json` that one.
         let version = doc["agent_version"].as_str();
         assert!(version.is_some(), "{r} names no agent_version");
-        if let Some(v) = r.rsplit('/').next().and_then(|f| f.strip_prefix("report-")) {
+        let file = r.rsplit('/').next().unwrap_or_default();
+        if let Some(v) = file.split_once("report-").map(|(_, v)| v) {
             assert_eq!(version, v.strip_suffix(".json"), "{r}");
         }
     }
