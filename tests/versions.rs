@@ -36,19 +36,23 @@ impl Fixture {
     }
 
     /// `chaosrun ARGS` against the fixture registry and a cache of its own.
-    fn run(&self, args: &[&str]) -> (Option<i32>, String, String) {
+    fn command(&self, args: &[&str]) -> Command {
         std::fs::create_dir_all(self.path("work")).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_chaosrun"))
-            .args(args)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_chaosrun"));
+        cmd.args(args)
             .current_dir(self.path("work"))
             .env("CHAOSRUN_CACHE", self.path("cache"))
             .env("CHAOSRUN_CATALOG", self.path("catalog"))
             .env("PIP_NO_INDEX", "1")
             .env("PIP_FIND_LINKS", self.path("wheels"))
             .env("PIP_CONFIG_FILE", "/dev/null")
-            .env("PIP_ROOT_USER_ACTION", "ignore")
-            .output()
-            .unwrap();
+            .env("PIP_ROOT_USER_ACTION", "ignore");
+        cmd
+    }
+
+    /// [`Fixture::command`], run to its end.
+    fn run(&self, args: &[&str]) -> (Option<i32>, String, String) {
+        let out = self.command(args).output().unwrap();
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).to_string(),
@@ -264,4 +268,54 @@ fn sigterm_during_an_install_ends_the_whole_install() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert!(!step_running(), "the install step outlived the install");
+}
+
+/// SIGTERM to `bisect` alone while a version's row runs: its child
+/// chaosrun stops the agent and exits 143, which bisect passes on; nothing
+/// of the fixture is left running (found by the fixture's folder in argv).
+#[test]
+fn sigterm_stops_a_bisect_and_its_child_run() {
+    let f = Fixture::new();
+    let reports = f.path("reports");
+    let child = f
+        .command(&[
+            "bisect",
+            "--agent",
+            "fixture-agent",
+            "--good",
+            "1.0.0",
+            "--bad",
+            "1.3.0",
+            "--only",
+            "provider_hang",
+            "--reports",
+            reports.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The agent runs once the first version is installed and its row began
+    // (provider_hang keeps it waiting on the provider for seconds). A
+    // process that is not our child cannot be awaited: bounded polling.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !f.survivors().iter().any(|p| p.contains("__main__.py")) {
+        assert!(std::time::Instant::now() < deadline, "the agent never ran");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{err}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("first version"), "no verdict: {stdout}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !f.survivors().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(f.survivors(), Vec::<String>::new());
 }
