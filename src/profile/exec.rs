@@ -434,7 +434,7 @@ impl TryFrom<ExecDoc> for ExecSpec {
         }
         let reads_from = d.failed.jsonl.is_some() || d.failed.unless_last_line.is_some();
         if d.failed.from == Source::Stderr && !reads_from {
-            return Err("`exec.failed.from` says which stream `exec.failed.jsonl` (or `unless_last_line`) reads: give one of them too (`exec.failed.stderr` is a pattern on stderr already)".into());
+            return Err("`exec.failed.from` says which stream `exec.failed.jsonl` (or `unless_last_line`) reads: give `jsonl` too, or `unless_last_line` (`exec.failed.stderr` is a pattern on stderr already)".into());
         }
         if d.failed.last_of.is_some() && d.failed.jsonl.is_none() {
             return Err("`exec.failed.last_of` picks which line `exec.failed.jsonl` judges: give `jsonl` too".into());
