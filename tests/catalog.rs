@@ -40,6 +40,7 @@ const IN_TREE: &[(&str, &str)] = &[
     ("qwen-code", "0.24.4"),
     ("hermes", "0.19.0"),
     ("pydantic-ai", "2.62.0"),
+    ("aider", "0.86.2"),
     ("pgworker", "3.2.*"),
 ];
 

@@ -139,6 +139,8 @@ const REAL_REPORTS: &[&str] = &[
     "examples/copilot/store-kill-report.json",
     "examples/copilot/family-rows-report.json",
     "examples/copilot/sleep-report.json",
+    "examples/aider/report.json",
+    "examples/aider/process-faults-report.json",
 ];
 
 #[test]

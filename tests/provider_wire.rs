@@ -530,6 +530,36 @@ async fn aux_gets_ok_and_does_not_consume_rules() {
     assert!(rec.requests[1].stream);
 }
 
+/// `main_without_tools` (a profile's `tool_calls: false`, aider): a call
+/// that offers no tools is a main call and meets the rules; a probe is
+/// still a probe.
+#[tokio::test]
+async fn without_tools_every_call_is_main_when_told() {
+    let p = start_with(ProviderConfig {
+        rules: rules("- {when: {call: 0}, reply: {kind: text, text: first}}\n- reply: {kind: text, text: later}\n"),
+        nonce: NONCE.into(),
+        main_without_tools: true,
+        ..ProviderConfig::default()
+    })
+    .await;
+    assert_eq!(
+        text_answer(post(&p, &chat(false, false, "hi", false)).await).await,
+        "first"
+    );
+    assert_eq!(
+        text_answer(post(&p, &chat(false, false, "[[probe:N0NCE]]", false)).await).await,
+        "alive N0NCE"
+    );
+    assert_eq!(
+        text_answer(post(&p, &chat(false, false, "again", false)).await).await,
+        "later"
+    );
+    let rec = p.shutdown().await;
+    assert_eq!((rec.aux_calls, rec.main_calls), (0, 2));
+    assert_eq!(rec.requests[0].kind, CallKind::Main);
+    assert_eq!(rec.requests[1].kind, CallKind::Probe);
+}
+
 #[tokio::test]
 async fn main_index_and_rule_selection() {
     let p = start(

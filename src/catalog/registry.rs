@@ -18,6 +18,7 @@ pub const AGENTS: &[Entry] = &[
     entry("qwen-code", "qwen-code.yaml", "0.24.4", Npm("@qwen-code/qwen-code")),
     entry("hermes", "hermes", "0.19.0", Pip("hermes-agent")),
     entry("pydantic-ai", "pydantic-ai.yaml", "2.62.0", Pip("pydantic-ai-slim")),
+    entry("aider", "aider.yaml", "0.86.2", Pip("aider-chat")),
     entry("pgworker", "pgworker", "3.2.*", Pip("psycopg")),
     entry("opencode", "opencode.yaml", "1.18.33", Npm("opencode-ai")),
     entry("kilo", "kilo.yaml", "7.7.7", Npm("@kilocode/cli")),

@@ -241,7 +241,14 @@ pub struct FailedSel {
     /// A regex any stderr line matches.
     #[serde(default)]
     pub stderr: Option<String>,
-    /// The stream `jsonl` (and `last_of`) read: stdout unless told.
+    /// The turn failed unless its last non-empty line (on the stream `from`
+    /// names) matches this regex: for an agent whose exit code says nothing
+    /// and whose answer always ends with a known line (aider exits 0 after
+    /// an error; its answers end with `Tokens: N sent, M received.`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unless_last_line: Option<String>,
+    /// The stream `jsonl`, `last_of` and `unless_last_line` read: stdout
+    /// unless told.
     #[serde(default, skip_serializing_if = "Source::is_stdout")]
     pub from: Source,
 }
@@ -257,6 +264,7 @@ impl Default for FailedSel {
             jsonl: None,
             last_of: None,
             stderr: None,
+            unless_last_line: None,
             from: Source::Stdout,
         }
     }
@@ -421,8 +429,12 @@ impl TryFrom<ExecDoc> for ExecSpec {
         if let Some(r) = &d.failed.stderr {
             check_regex(r, "exec.failed.stderr")?;
         }
-        if d.failed.from == Source::Stderr && d.failed.jsonl.is_none() {
-            return Err("`exec.failed.from` says which stream `exec.failed.jsonl` reads: give `jsonl` too (`exec.failed.stderr` is a pattern on stderr already)".into());
+        if let Some(r) = &d.failed.unless_last_line {
+            check_regex(r, "exec.failed.unless_last_line")?;
+        }
+        let reads_from = d.failed.jsonl.is_some() || d.failed.unless_last_line.is_some();
+        if d.failed.from == Source::Stderr && !reads_from {
+            return Err("`exec.failed.from` says which stream `exec.failed.jsonl` (or `unless_last_line`) reads: give `jsonl` too, or `unless_last_line` (`exec.failed.stderr` is a pattern on stderr already)".into());
         }
         if d.failed.last_of.is_some() && d.failed.jsonl.is_none() {
             return Err("`exec.failed.last_of` picks which line `exec.failed.jsonl` judges: give `jsonl` too".into());

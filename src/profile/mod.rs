@@ -132,6 +132,9 @@ struct ProfileDoc {
     #[serde(default)]
     versions: Option<String>,
     resume: Option<bool>,
+    /// `false`: the agent offers the model no tools (it acts through its
+    /// reply's text); see [`Profile::tool_calls`].
+    tool_calls: Option<bool>,
     /// The model API the agent speaks (`openai-chat` when absent); an
     /// unknown name is a load error listing the four.
     #[serde(default)]
@@ -190,6 +193,12 @@ pub struct Profile {
     /// The agent can be started again on its HOME and session after a kill
     /// (`resume: false` makes kill and chaos scenarios N/A). Default true.
     pub resume: bool,
+    /// The agent sends its tools with each model call and runs the calls the
+    /// model makes (default true). `tool_calls: false` (aider: edits and
+    /// shell commands travel in the reply's text): every model call that is
+    /// not a probe counts as a main call, although it offers no tools, and a
+    /// row whose model asks for a tool call is N/A.
+    pub tool_calls: bool,
     /// The model API the agent speaks; the provider serves it.
     pub wire: crate::provider::Wire,
     /// Exec mode (no driver script): one process per turn.
@@ -374,6 +383,7 @@ impl Profile {
             workers: doc.workers.unwrap_or(1),
             version_cmd,
             resume: doc.resume.unwrap_or(true),
+            tool_calls: doc.tool_calls.unwrap_or(true),
             wire: doc.wire,
             exec: doc.exec,
             upstream: doc.upstream,

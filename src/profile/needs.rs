@@ -27,6 +27,7 @@ pub fn not_applicable(profile: &Profile, s: &Scenario) -> Option<String> {
         return not_applicable(profile, &adapted);
     }
     mcp_gap(profile, s)
+        .or_else(|| tool_call_gap(profile, s))
         .or_else(|| {
             tool_gaps(profile, s)
                 .into_iter()
@@ -103,6 +104,20 @@ fn unmapped_mcp_probe(profile: &Profile, scenarios: &[Scenario]) -> Option<Strin
          <the agent's name for the chaos server's probe tool>}}` (each such row's ERROR names the \
          tool the agent offered)"
             .to_string()
+    })
+}
+
+/// An agent that offers the model no tools (`tool_calls: false`) cannot run
+/// a row whose model asks for a tool call: the call would be text it never
+/// acts on, and the row's checks would judge a call that was never made.
+fn tool_call_gap(profile: &Profile, s: &Scenario) -> Option<String> {
+    let asks = tool_calls(s).next()?;
+    (!profile.tool_calls).then(|| {
+        format!(
+            "the profile says `tool_calls: false` (the agent offers the model no tools and acts \
+             through its reply's text), and this row's model asks for a tool call (`{}`)",
+            asks.tool
+        )
     })
 }
 
@@ -291,6 +306,7 @@ mod tests {
             workers: 1,
             version_cmd: vec![],
             resume: true,
+            tool_calls: true,
             wire: Default::default(),
             exec: None,
             dir: Default::default(),
@@ -362,6 +378,23 @@ mod tests {
             McpSupport::None,
         );
         assert!(adapt(&mapped, &soak).is_none());
+    }
+
+    /// `tool_calls: false`: a row whose model asks for any tool is N/A,
+    /// naming the key; a row of text replies runs.
+    #[test]
+    fn an_agent_without_tool_calls_skips_the_tool_rows_only() {
+        let mut p = profile(&[], McpSupport::None);
+        p.tool_calls = false;
+        let why = not_applicable(&p, &row(BG_ROW)).expect("a tool row is N/A");
+        assert!(why.contains("`tool_calls: false`"), "{why}");
+        assert!(why.contains("(`shell`)"), "{why}");
+        let text = row(
+            "  - id: t\n    responder:\n      - reply: {kind: text, text: hi}\n    expect: ended\n",
+        );
+        assert_eq!(not_applicable(&p, &text), None);
+        p.tool_calls = true;
+        assert_eq!(not_applicable(&p, &row(BG_ROW)), None);
     }
 
     #[test]

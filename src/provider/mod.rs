@@ -208,6 +208,10 @@ pub struct ProviderConfig {
     pub bind: Option<crate::listen::Binder>,
     /// A row's credential that expires mid-run (see [`credential`]).
     pub credential: Option<credential::CredentialSpec>,
+    /// A model call that offers no tools is a main call too, not an
+    /// auxiliary one (the profile's `tool_calls: false`: an agent that
+    /// never offers tools).
+    pub main_without_tools: bool,
 }
 
 /// A running provider. Dropping it without `shutdown` also stops the server.

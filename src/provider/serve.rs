@@ -182,6 +182,7 @@ pub async fn serve_until(
         context_window: script.context_window,
         bind: None,
         credential: None,
+        main_without_tools: false,
     };
     let provider = if args.quiet {
         Provider::start(config).await?

@@ -210,6 +210,7 @@ async fn start_provider(
         upstream,
         context_window: scenario.context_window,
         credential: scenario.credential.clone(),
+        main_without_tools: !shared.profile.tool_calls,
         bind,
     })
     .await

@@ -25,6 +25,9 @@ pub(super) struct Seen {
     pub(super) picks: Vec<crate::profile::exec::Pick>,
     pub(super) failed: bool,
     pub(super) last_line: String,
+    /// The last non-empty line of the stream `failed.unless_last_line`
+    /// reads.
+    pub(super) failed_last_line: String,
     /// `exec.capture` values this turn printed (the latest of each).
     pub(super) captured: BTreeMap<String, String>,
 }
@@ -97,8 +100,9 @@ impl Selectors {
             Some(FinalSel::Regex(r)) => regex::Regex::new(r).ok(),
             _ => None,
         };
-        let failed = (spec.failed.from == stream && spec.failed.jsonl.is_some())
-            .then(|| spec.failed.clone());
+        let failed = (spec.failed.from == stream
+            && (spec.failed.jsonl.is_some() || spec.failed.unless_last_line.is_some()))
+        .then(|| spec.failed.clone());
         Selectors {
             final_sel,
             final_re,
@@ -122,6 +126,13 @@ impl Selectors {
         let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
         if matches!(self.final_sel, Some(FinalSel::LastLine)) {
             seen.last_line = clip(text, FINAL_KEEP_CHARS);
+        }
+        if self
+            .failed
+            .as_ref()
+            .is_some_and(|f| f.unless_last_line.is_some())
+        {
+            seen.failed_last_line = clip(text, FINAL_KEEP_CHARS);
         }
         if let Some(c) = self.final_re.as_ref().and_then(|re| re.captures(text)) {
             let m = c.get(1).or_else(|| c.get(0)).map_or("", |m| m.as_str());
@@ -276,5 +287,37 @@ mod tests {
         out.line(br#"{"error": true}"#, &seen);
         assert_eq!(seen.lock().unwrap().final_text.as_deref(), Some("42"));
         assert!(seen.lock().unwrap().failed);
+    }
+
+    /// `failed.unless_last_line` (aider): the last non-empty line of its
+    /// stream is kept whatever `final` reads, and the aider-style answer and
+    /// error show the line the turn's judge tests.
+    #[test]
+    fn unless_last_line_keeps_the_last_line_of_its_stream() {
+        let s = spec(
+            "first: [a]\nfinal: {regex: \"^(ok.*)$\"}\n\
+             failed: {unless_last_line: \"^Tokens: \"}\n",
+        );
+        assert!(s.failed.unless_last_line.is_some());
+        let (out, err) = (
+            Selectors::new(&s, Source::Stdout),
+            Selectors::new(&s, Source::Stderr),
+        );
+        let seen = Mutex::new(Seen::default());
+        for l in ["Aider v0.86.2", "ok 42", "", "Tokens: 10 sent, 2 received."] {
+            out.line(l.as_bytes(), &seen);
+        }
+        err.line(b"a warning on stderr", &seen);
+        let got = seen.lock().unwrap().failed_last_line.clone();
+        assert_eq!(got, "Tokens: 10 sent, 2 received.");
+        out.line(b"litellm.BadRequestError: OpenAIException - bad", &seen);
+        let got = seen.lock().unwrap().failed_last_line.clone();
+        assert!(got.starts_with("litellm."), "{got}");
+        // `from: stderr` without `jsonl` is accepted with `unless_last_line`.
+        spec("first: [a]\nfinal: {last_line: true}\nfailed: {unless_last_line: x, from: stderr}\n");
+        let bad: Result<ExecSpec, _> = serde_yaml::from_str(
+            "first: [a]\nfinal: {last_line: true}\nfailed: {unless_last_line: \"(\"}\n",
+        );
+        assert!(bad.unwrap_err().to_string().contains("unless_last_line"));
     }
 }

@@ -220,12 +220,17 @@ impl Turn {
         let stderr_hit = spec.failed.stderr.as_ref().is_some_and(|r| {
             regex::Regex::new(r).is_ok_and(|re| stderr_tail.lines().any(|l| re.is_match(l)))
         });
+        // `unless_last_line`: no success line last (none at all included).
+        let no_success_line = spec.failed.unless_last_line.as_ref().is_some_and(|r| {
+            regex::Regex::new(r).is_ok_and(|re| !re.is_match(&seen.failed_last_line))
+        });
         let exit_bad = exit.code != Some(0);
         let failed = !interrupted
             && (escalated
                 || (spec.failed.exit_code_nonzero && exit_bad)
                 || seen.failed
-                || stderr_hit);
+                || stderr_hit
+                || no_success_line);
         let mut reason = match (exit.code, exit.signal) {
             (Some(c), _) => format!("exit {c}"),
             (None, Some(sig)) => format!("signal {sig}"),

@@ -123,7 +123,7 @@ impl Shared {
             }
             return out;
         }
-        if !parsed.has_tools {
+        if !parsed.has_tools && !self.main_without_tools {
             self.aux.fetch_add(1, Ordering::SeqCst);
             return out;
         }

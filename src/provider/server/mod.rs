@@ -94,6 +94,8 @@ struct Shared {
     first_main: std::sync::OnceLock<Instant>,
     /// A row's credential that expires mid-run.
     credential: Option<Arc<super::credential::Credential>>,
+    /// A call without tools is a main call too (`tool_calls: false`).
+    main_without_tools: bool,
 }
 
 impl Running {
@@ -167,6 +169,7 @@ impl Running {
             first_main_bytes: std::sync::OnceLock::new(),
             first_main: std::sync::OnceLock::new(),
             credential,
+            main_without_tools: config.main_without_tools,
         });
         let app = router(shared.clone());
         let listener = listener.tap_io(|tcp| {
