@@ -6,7 +6,9 @@
 //! ([`output`]).
 
 pub mod agent;
+pub mod agent_sandbox;
 pub mod child;
+pub mod deny_namespaces;
 pub mod env;
 pub mod exec;
 mod handoff;
