@@ -16,7 +16,7 @@ mod mcp_abandoned;
 pub mod memory;
 mod orphan;
 mod reuse;
-mod sandbox;
+pub(crate) mod sandbox;
 mod side_effects;
 mod stderr_note;
 mod store;

@@ -11,6 +11,14 @@
 //! that could not start from a command that failed. A hang is the
 //! termination checks'. Pure over the observation; `not checked` when no
 //! tool result reached the model.
+//!
+//! Its evidence ([`engaged`], under *fault exercised*): the rows' command
+//! also prints its network namespace (`readlink /proc/self/ns/net`); one
+//! other than the scenario's shows the agent's sandbox really wrapped it. A
+//! tool that ran in the scenario's own namespace on the nested row shows
+//! nothing about a nested sandbox: the agent's did not engage (or isolates
+//! no network), and the row fails there instead of passing on a tool that
+//! ran unsandboxed.
 
 use super::{clip, with_nonce, Check, Invariant};
 use crate::driver::agent_sandbox::named_failure;
@@ -20,19 +28,82 @@ use crate::scenarios::Scenario;
 
 const NAME: &str = "tool_ran_or_sandbox_named";
 
-pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
-    let spec = s.agent_sandbox.as_ref()?;
-    let inv = Invariant::AgentSandbox;
-    let want = with_nonce(&spec.prints, obs);
-    let results: Vec<&str> = obs
-        .recording
+/// The tool results sent to the model (main, probe and subagent calls).
+fn tool_results(obs: &Observation) -> Vec<&str> {
+    obs.recording
         .requests
         .iter()
         .filter(|r| r.kind != CallKind::Aux)
         .flat_map(|r| &r.messages)
         .filter(|m| m.role == "tool")
         .map(|m| m.content.as_str())
+        .collect()
+}
+
+/// The first `net:[INODE]` in `text`.
+fn namespace_in(text: &str) -> Option<&str> {
+    let start = text.find("net:[")?;
+    let len = text[start..].find(']')? + 1;
+    Some(&text[start..start + len])
+}
+
+/// Evidence that the agent's sandbox engaged (see the module's doc).
+pub fn engaged(s: &Scenario, obs: &Observation) -> Option<Check> {
+    let spec = s.agent_sandbox.as_ref()?;
+    const EVIDENCE: &str = "sandbox_engaged";
+    let inv = Invariant::Exercised;
+    let want = with_nonce(&spec.prints, obs);
+    let results = tool_results(obs);
+    let ran: Vec<&str> = results
+        .iter()
+        .copied()
+        .filter(|r| r.contains(&want))
         .collect();
+    if ran.is_empty() && results.iter().any(|r| named_failure(r).is_some()) {
+        return Some(Check::new(inv, EVIDENCE, vec![]));
+    }
+    let Some(theirs) = ran.iter().find_map(|r| namespace_in(r)) else {
+        return Some(Check::skipped(
+            inv,
+            EVIDENCE,
+            "no tool result shows the command's network namespace (or names the sandbox's failure)",
+        ));
+    };
+    let Some(ours) = obs.network.namespace.as_deref() else {
+        return Some(Check::skipped(
+            inv,
+            EVIDENCE,
+            "the observation does not record the scenario's network namespace",
+        ));
+    };
+    if theirs != ours {
+        return Some(Check::new(inv, EVIDENCE, vec![]));
+    }
+    if spec.denies_namespaces() {
+        return Some(Check::skipped(
+            inv,
+            EVIDENCE,
+            format!(
+                "the command ran in the scenario's own network namespace ({ours}): the agent's sandbox fell back or never engaged (the nested row tells which)"
+            ),
+        ));
+    }
+    Some(Check::new(
+        inv,
+        EVIDENCE,
+        vec![format!(
+            "the sandboxed command ran in the scenario's own network namespace ({ours}), the agent's: \
+             the agent's sandbox did not engage (or isolates no network), so the row shows nothing \
+             about a sandbox nested in chaosrun's"
+        )],
+    ))
+}
+
+pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
+    let spec = s.agent_sandbox.as_ref()?;
+    let inv = Invariant::AgentSandbox;
+    let want = with_nonce(&spec.prints, obs);
+    let results = tool_results(obs);
     if results.iter().any(|r| r.contains(&want)) {
         return Some(Check::new(inv, NAME, vec![]));
     }
@@ -115,6 +186,42 @@ mod tests {
         assert!(c.violations()[0].contains("an empty result"), "{c:?}");
         let c = status(Some("error: command failed (exit 1)"));
         assert!(c.violations()[0].contains("command failed"), "{c:?}");
+    }
+
+    fn evidence(row: &str, result: &str, ours: Option<&str>) -> Check {
+        let s = scenario(row);
+        let mut o = healthy(&s, end(0, false, true, "tools settled"));
+        o.network.namespace = ours.map(String::from);
+        let msgs = vec![
+            msg("user", "go"),
+            tool("c1", &result.replace("NONCE", NONCE)),
+        ];
+        o.recording.requests = vec![request(1, CallKind::Main, msgs)];
+        engaged(&s, &o).unwrap()
+    }
+
+    #[test]
+    fn evidence_needs_another_namespace_than_the_scenarios() {
+        let nested = "agent_sandbox: {prints: \"probe-ran-{{nonce}}\"}\nexpect: ended";
+        let denied =
+            "agent_sandbox: {prints: \"probe-ran-{{nonce}}\", namespaces: denied}\nexpect: ended";
+        let ran = |ns: &str| format!("probe-ran-NONCE\n{ns}\n");
+        let ours = Some("net:[1]");
+        assert_eq!(
+            evidence(nested, &ran("net:[2]"), ours).status,
+            super::super::Status::Pass
+        );
+        let same = evidence(nested, &ran("net:[1]"), ours);
+        assert!(same.violations()[0].contains("did not engage"), "{same:?}");
+        assert!(evidence(denied, &ran("net:[1]"), ours).not_checked());
+        assert!(evidence(nested, &ran("net:[2]"), None).not_checked());
+        assert!(evidence(nested, "probe-ran-NONCE", ours).not_checked());
+        let named = evidence(
+            denied,
+            "bwrap: No permissions to create a new namespace",
+            ours,
+        );
+        assert_eq!(named.status, super::super::Status::Pass);
     }
 
     #[test]
