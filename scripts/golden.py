@@ -62,6 +62,8 @@ PASS_ROWS = [
     "tool_output_memory",
     "credential_expires_mid_turn",
     "credential_refreshed_mid_turn",
+    "agent_sandbox_nested",
+    "agent_sandbox_denied",
 ]
 PROCESS_ROWS = [
     "kill_during_tool_side_effect",
@@ -83,6 +85,7 @@ BUG_ROWS = [
     ("memory_leak", "tool_output_memory", "1", "memory"),
     ("auth_retry_same_key", "credential_revoked_mid_turn", "1", "provider_calls"),
     ("auth_cached_key", "credential_expires_mid_turn", "1", "reusability"),
+    ("sandbox_silent", "agent_sandbox_denied", "1", "agent_sandbox"),
     ("corrupt_store", "provider_500_forever", "1", "store_integrity"),
     ("mcp_no_timeout", "mcp_call_hangs", "0.25", "termination"),
     ("mcp_no_cancel", "interrupt_mcp_call", "1", "termination"),

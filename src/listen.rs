@@ -43,6 +43,11 @@ pub struct Network {
     /// made).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The network namespace the agent ran in, as `readlink
+    /// /proc/PID/ns/net` names it (`net:[INODE]`): a tool that prints its
+    /// own shows whether a sandbox of the agent's gave it another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 impl Network {

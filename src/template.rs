@@ -9,7 +9,10 @@
 //! (seconds to whole milliseconds), `| int` (seconds, rounded up to a whole
 //! number), `| json` (a JSON string literal, quotes included), and
 //! `| default: "text"` (used when the name is unknown or the variable unset;
-//! the text is a double-quoted string). An unknown filter is an error.
+//! the text is a double-quoted string), and `| choose: "A", "B"` (A, unless
+//! the value is `false`, `0` or empty: then B; a profile renders a row's
+//! on/off switch such as `{{agent_sandbox}}` into the agent's own spelling).
+//! An unknown filter is an error.
 //! docs/profiles.md documents each filter ([`FILTERS`]; tests/docs.rs
 //! keeps the two lists equal).
 
@@ -19,7 +22,7 @@ use std::collections::BTreeMap;
 pub type Vars = BTreeMap<String, String>;
 
 /// Every filter [`render`] implements, by name (`default` takes an argument).
-pub const FILTERS: [&str; 4] = ["ms", "int", "json", "default"];
+pub const FILTERS: [&str; 5] = ["ms", "int", "json", "default", "choose"];
 
 /// Replace every `{{name | filter ...}}` (whitespace inside the braces
 /// allowed) with its value.
@@ -76,6 +79,7 @@ fn expand(expr: &str, vars: &Vars) -> Result<String, String> {
             "int" => format!("{}", seconds(&value, expr)?.ceil() as u64),
             "json" => serde_json::to_string(&value).unwrap_or_default(),
             f if f.starts_with("default") => value,
+            f if f.starts_with("choose") => choose(&f["choose".len()..], &value, expr)?,
             other => {
                 return Err(format!(
                     "unknown filter `{other}` in `{{{{{expr}}}}}`; known: {} (`default: \"text\"`)",
@@ -117,6 +121,20 @@ fn parse_default(arg: &str, expr: &str) -> Result<String, String> {
     }
 }
 
+/// `choose: "A", "B"`: A for a value that is on, B for `false`, `0` or empty.
+fn choose(arg: &str, value: &str, expr: &str) -> Result<String, String> {
+    let list = arg.trim_start().strip_prefix(':').map(|a| format!("[{a}]"));
+    match list.and_then(|l| serde_json::from_str::<[String; 2]>(&l).ok()) {
+        Some([on, off]) => Ok(match value.trim() {
+            "false" | "0" | "" => off,
+            _ => on,
+        }),
+        None => Err(format!(
+            "bad filter in `{{{{{expr}}}}}`: write `choose: \"when on\", \"when off\"` with two double-quoted texts"
+        )),
+    }
+}
+
 /// A value read as seconds, for the unit filters.
 fn seconds(value: &str, expr: &str) -> Result<f64, String> {
     match value.trim().parse::<f64>() {
@@ -147,6 +165,18 @@ fn lookup(name: &str, vars: &Vars) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn choose_picks_by_the_value_and_refuses_a_bad_argument() {
+        let mut v = vars();
+        v.insert("agent_sandbox".into(), "true".into());
+        let t = r#"{{agent_sandbox | choose: "--sandbox=on", "--no-sandbox"}}"#;
+        assert_eq!(render(t, &v).unwrap(), "--sandbox=on");
+        v.insert("agent_sandbox".into(), "false".into());
+        assert_eq!(render(t, &v).unwrap(), "--no-sandbox");
+        let e = render(r#"{{agent_sandbox | choose: "one"}}"#, &v).unwrap_err();
+        assert!(e.contains("two double-quoted texts"), "{e}");
+    }
 
     #[test]
     fn uses_finds_a_variable_filtered_or_not() {
@@ -231,6 +261,7 @@ mod tests {
         for f in FILTERS {
             let expr = match f {
                 "default" => "{{a | default: \"x\"}}".to_string(),
+                "choose" => "{{a | choose: \"x\", \"y\"}}".to_string(),
                 f => format!("{{{{a | {f}}}}}"),
             };
             assert!(render(&expr, &vars()).is_ok(), "{expr}");

@@ -226,6 +226,14 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "the probe was not answered",
     },
+    // The agent's own sandbox nested in chaosrun's (issue 35.5).
+    Case {
+        bug: "sandbox_silent",
+        scenario: "agent_sandbox_denied",
+        invariant: "agent_sandbox",
+        scale: "1",
+        says: "nor named why",
+    },
 ];
 
 /// Cases run at once (a pool: a new case starts as soon as one ends): more

@@ -122,6 +122,9 @@ const NO_FAILING_GOLDEN: &[&str] = &[
     "exercised/interrupt_landed",
     "exercised/mcp_call_arrived",
     "exercised/process_fault_landed",
+    // Fails only when an agent's own sandbox never wraps its tool (the
+    // reference agent's always does when asked; no bug option turns it off).
+    "exercised/sandbox_engaged",
     "exercised/tool_ran",
     "history_integrity/store_no_duplicate_user_turn",
     "process_hygiene/closed",

@@ -116,6 +116,9 @@ overflow); see KNOWN_BUGS.
 Credential bugs: auth_retry_same_key (a 401 retried with the key it refused),
 auth_cached_key (the key read once at start, so a refreshed one is never
 seen); see KNOWN_BUGS.
+
+Sandbox bug: sandbox_silent (a tool sandbox that cannot start reported as a
+bare exit code, never named); see KNOWN_BUGS and SANDBOX.
 """
 
 import copy
@@ -125,6 +128,7 @@ import json
 import os
 import secrets
 import select
+import shlex
 import signal
 import socket
 import sqlite3
@@ -185,7 +189,16 @@ KNOWN_BUGS = {
     # Credentials that expire mid-run (issue 35.1).
     "auth_retry_same_key": "a 401 is retried with the key it refused until the retries run out",
     "auth_cached_key": "the API key is read once at start and never again (a refreshed key is never seen)",
+    # The agent's own sandbox nested in chaosrun's (issue 35.5).
+    "sandbox_silent": "a tool sandbox that cannot start is reported as the command's bare exit code: the result never says the sandbox failed",
 }
+
+# The tool sandbox (config "sandbox": true): each shell command runs in a user
+# namespace (mapped to root) with a network namespace of its own (no network),
+# so it can write the workdir and nothing else reaches the outside. Nested in a
+# sandbox that denies namespaces (a container's seccomp profile) it cannot
+# start; the command is then not run and the result says why.
+SANDBOX = ["unshare", "--user", "--map-root-user", "--net", "--fork"]
 
 OUTPUT_CAP = 50_000          # chars of tool output kept (bytes read, decoded)
 # The gate every tool process starts behind: wait for "go" on an inherited pipe,
@@ -868,6 +881,7 @@ class Agent:
     mcp = None
     is_subagent = False      # a nested loop run by the `task` tool (see run_subagent)
     orphans = ()             # subagent threads left running (bug orphan_subagent)
+    sandbox = False          # config "sandbox": shell commands run under SANDBOX
     last_mcp_error = False
 
     def __init__(self, cfg, spec, bugs, home, wire=None):
@@ -887,6 +901,7 @@ class Agent:
         self.api_max_retries = int(cfg.get("api_max_retries", 2))
         self.max_turns = int(cfg.get("max_turns", 8))
         self.tool_timeout = float(cfg.get("tool_timeout", 60))
+        self.sandbox = cfg.get("sandbox") is True
         url = urllib.parse.urlsplit(cfg["base_url"].rstrip("/"))
         self.https = url.scheme == "https"
         self.host = url.hostname or "127.0.0.1"
@@ -1508,12 +1523,37 @@ class Agent:
             return "error: 'timeout' must be a positive number of seconds", False
         background = args.get("background") in (True, "true", "True", 1)
         log(f"tool shell: {command[:120]!r} (timeout {fmt_num(timeout)}s, background {background})")
+        if self.sandbox:
+            refused = self.sandbox_refused()
+            if refused:
+                return refused, False
+            command = "exec " + shlex.join(SANDBOX) + " bash -c " + shlex.quote(command)
         try:
             if background:
                 return self.start_background(command), False
             return self.run_foreground(command, float(timeout))
         except OSError as e:
             return f"error: could not run command: {e}", False
+
+    def sandbox_refused(self):
+        """None when the tool sandbox starts here; else the tool result that
+        says it could not (the command is not run unsandboxed). Under --bug
+        sandbox_silent, that result is the wrapper's bare exit code."""
+        try:
+            p = subprocess.run(SANDBOX + ["true"], stdin=subprocess.DEVNULL,
+                               capture_output=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            why = str(e)
+        else:
+            if p.returncode == 0:
+                return None
+            why = p.stderr.decode("utf-8", "replace").strip() or f"exit code {p.returncode}"
+        log(f"tool sandbox cannot start: {why}")
+        if self.bug("sandbox_silent"):
+            log("reporting it as the command's exit code (bug sandbox_silent)")
+            return "exit code 1"
+        return ("error: the tool sandbox could not start, so the command was not run "
+                f"(nested in a sandbox or container that denies namespaces?): {why}")
 
     # ------------------------------------------------------------ MCP
     # The client lives in mcp_client.py; here: config, the tool list offered to

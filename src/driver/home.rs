@@ -93,6 +93,9 @@ pub struct Prepared {
     /// The scenario's network namespace, which every agent process joins
     /// (None: the host's network; set by the runner after [`prepare`]).
     pub netns: Option<std::sync::Arc<super::netns::NetNs>>,
+    /// The row denies namespace creation to every agent process (set by
+    /// the runner after [`prepare`]; see [`super::deny_namespaces`]).
+    pub deny_namespaces: bool,
 }
 
 /// What exec mode needs to render each turn's argv.
@@ -124,6 +127,9 @@ pub struct Inputs<'a> {
     pub mcp: &'a [(String, String)],
     /// The fake API key chaosrun gives the agent (`{{api_key}}`).
     pub api_key: &'a str,
+    /// The row asks the agent to turn on its own sandbox
+    /// (`{{agent_sandbox}}`: `true` or `false`).
+    pub agent_sandbox: bool,
 }
 
 fn num(v: f64) -> String {
@@ -161,6 +167,7 @@ pub fn vars(i: &Inputs<'_>, dirs: &RunDirs) -> Vars {
         ("profile_dir", profile_dir),
         ("wire", i.profile.wire.name().to_string()),
         ("api_key", i.api_key.to_string()),
+        ("agent_sandbox", i.agent_sandbox.to_string()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -347,6 +354,7 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
         log_paths,
         exec,
         netns: None,
+        deny_namespaces: false,
     })
 }
 

@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod child;
+pub mod deny_namespaces;
 pub mod env;
 pub mod exec;
 mod handoff;

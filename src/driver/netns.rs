@@ -196,10 +196,25 @@ fn make() -> std::io::Result<NetNs> {
     Ok(NetNs { fd })
 }
 
+/// A network namespace's name as `readlink /proc/PID/ns/net` gives it.
+fn name_of(fd: std::os::fd::BorrowedFd<'_>) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let file = std::fs::File::from(fd.try_clone_to_owned().ok()?);
+    Some(format!("net:[{}]", file.metadata().ok()?.ino()))
+}
+
+/// chaosrun's own network namespace (the host's, for the agent).
+fn own_namespace() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/net")
+        .ok()
+        .map(|p| p.display().to_string())
+}
+
 fn host_network() -> (Option<Arc<NetNs>>, Network) {
     let net = Network {
         contained: false,
         reason: Some("the profile says `network: host`".into()),
+        namespace: own_namespace(),
     };
     (None, net)
 }
@@ -210,6 +225,7 @@ fn contained(made: std::io::Result<NetNs>) -> (Option<Arc<NetNs>>, Network) {
             let net = Network {
                 contained: true,
                 reason: None,
+                namespace: name_of(ns.fd()),
             };
             (Some(Arc::new(ns)), net)
         }
@@ -217,6 +233,7 @@ fn contained(made: std::io::Result<NetNs>) -> (Option<Arc<NetNs>>, Network) {
             let net = Network {
                 contained: false,
                 reason: Some(format!("cannot create a network namespace: {e}")),
+                namespace: own_namespace(),
             };
             (None, net)
         }

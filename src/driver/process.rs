@@ -139,6 +139,7 @@ impl AgentProcess {
             stdin: super::child::Stdin::Piped,
             scope,
             netns: prep.netns.as_deref(),
+            deny_namespaces: prep.deny_namespaces,
             what: "agent command",
         })?;
         // Not reaped yet (its waiter starts below, and the orphan reaper

@@ -35,6 +35,9 @@ pub struct SpawnSpec<'a> {
     pub scope: &'a Scope,
     /// The scenario's network namespace, joined before exec.
     pub netns: Option<&'a NetNs>,
+    /// The row denies namespace creation to the agent's tree
+    /// ([`super::deny_namespaces`]).
+    pub deny_namespaces: bool,
     /// What the command is, for the error (`agent command`, `exec turn command`).
     pub what: &'a str,
 }
@@ -58,6 +61,7 @@ pub fn spawn(spec: SpawnSpec<'_>) -> anyhow::Result<(Child, i32)> {
         stdin: spec.stdin,
         cgroup: procs.as_ref().map(AsFd::as_fd),
         netns: spec.netns.map(NetNs::fd),
+        deny_namespaces: spec.deny_namespaces,
     };
     // Owned before the orphan reaper can see it (it may exit at once).
     let child = crate::children::start_owned(|| child::start(&cmd), |c| Some(c.id()))
@@ -138,6 +142,7 @@ mod tests {
                 stdin: Stdin::Null,
                 scope: &scope,
                 netns: None,
+                deny_namespaces: false,
                 what: "test command",
             });
             let _ = tx.send(started);

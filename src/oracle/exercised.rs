@@ -13,7 +13,9 @@
 //!   working time (exec mode: after the turn's first provider call);
 //! - an MCP row: its targeted rule matched a real request ([`super::mcp`]);
 //! - a context window: at least one main call overflowed it;
-//! - a credential that expires: a main call was refused as expired.
+//! - a credential that expires: a main call was refused as expired;
+//! - the agent's own sandbox: the command ran in a network namespace other
+//!   than the scenario's, or its failure was named ([`super::sandbox`]).
 
 use super::{clip, Check, Invariant};
 use crate::observe::{Event, Observation};
@@ -46,6 +48,7 @@ pub fn check_with(
     }
     out.extend(context_window(s, obs));
     out.extend(credential_expired(s, obs));
+    out.extend(super::sandbox::engaged(s, obs));
     out.extend(tools_ran(s, obs));
     if s.responder.iter().all(|r| r.wait_for.is_none()) {
         out.extend(background_job(s, obs, background));

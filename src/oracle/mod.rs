@@ -16,6 +16,7 @@ mod mcp_abandoned;
 pub mod memory;
 mod orphan;
 mod reuse;
+pub(crate) mod sandbox;
 mod side_effects;
 mod stderr_note;
 mod store;
@@ -47,6 +48,9 @@ pub enum Invariant {
     Exercised,
     /// The agent's processes' peak memory within the row's bound.
     Memory,
+    /// The agent's own sandbox, nested in the scenario's: its tool ran or
+    /// its failure was named.
+    AgentSandbox,
 }
 
 impl Invariant {
@@ -61,6 +65,7 @@ impl Invariant {
             Invariant::SideEffects => "exactly-once side effects",
             Invariant::Exercised => "fault exercised",
             Invariant::Memory => "bounded memory",
+            Invariant::AgentSandbox => "agent sandbox",
         }
     }
 }
@@ -175,6 +180,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(store::check(obs));
     out.extend(store_kill::check(obs));
     out.extend(side_effects::check(s, obs));
+    out.extend(sandbox::check(s, obs));
     out.extend(exercised::check_with(s, obs, caps.background.as_ref()));
     out.push(memory::check(s, obs));
     out

@@ -235,6 +235,7 @@ pub fn placeholder_vars() -> Vars {
         "profile_dir",
         "wire",
         "api_key",
+        "agent_sandbox",
     ]
     .into_iter()
     .chain(crate::mcp::VAR_NAMES.iter().copied())

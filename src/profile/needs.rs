@@ -37,6 +37,31 @@ pub fn not_applicable(profile: &Profile, s: &Scenario) -> Option<String> {
         .or_else(|| resume_gap(profile, s))
         .or_else(|| store_gap(profile, s))
         .or_else(|| credential_gap(profile, s))
+        .or_else(|| sandbox_gap(profile, s))
+}
+
+/// A row that asks the agent to turn on its own sandbox needs a profile
+/// that renders `{{agent_sandbox}}` somewhere the agent reads it (a home
+/// file, an `env:` value, the command or an exec argument): without it the
+/// agent would run its tools as on every other row, and a pass would claim
+/// a sandbox that never ran.
+fn sandbox_gap(profile: &Profile, s: &Scenario) -> Option<String> {
+    s.agent_sandbox.as_ref()?;
+    let uses = |t: &String| crate::template::uses(t, "agent_sandbox");
+    let rendered = profile.home_files.iter().any(|f| uses(&f.template))
+        || profile.env.values().any(uses)
+        || profile.command.iter().any(uses)
+        || profile.exec.as_ref().is_some_and(|e| {
+            [&e.first, &e.next, &e.resume]
+                .iter()
+                .any(|a| a.iter().any(uses))
+        });
+    (!rendered).then(|| {
+        "the profile declares no sandbox of its own: no template renders `{{agent_sandbox}}`; \
+         render it into the agent's sandbox setting (e.g. `\"sandbox\": {{agent_sandbox}}` in its \
+         config, or `{{agent_sandbox | choose: \"--sandbox=on\", \"--no-sandbox\"}}` as an argument)"
+            .to_string()
+    })
 }
 
 /// A row whose credential expires needs a way to hand the agent the new

@@ -95,13 +95,22 @@ impl Session {
             agent_args: &shared.agent_args,
             mcp: &mcp_vars,
             api_key: &crate::provider::credential::key(&ids.nonce, 1),
+            agent_sandbox: scenario.agent_sandbox.is_some(),
         };
         let prepared = match prepare(root, &inputs) {
             Ok(p) => {
                 if let Some(hook) = crate::driver::home::credential_rewriter(&inputs, &p.dirs) {
                     provider.on_credential_refresh(hook);
                 }
-                let mut p = Prepared { netns, ..p };
+                let deny_namespaces = scenario
+                    .agent_sandbox
+                    .as_ref()
+                    .is_some_and(|a| a.denies_namespaces());
+                let mut p = Prepared {
+                    netns,
+                    deny_namespaces,
+                    ..p
+                };
                 if let Some(exec) = p.exec.as_mut() {
                     exec.credential = provider.credential();
                 }

@@ -239,6 +239,7 @@ fn resolve(
         context_window: s.context_window,
         memory_mb: s.memory_mb.unwrap_or(defaults.memory_mb),
         credential: s.credential.clone(),
+        agent_sandbox: s.agent_sandbox.clone(),
     })
 }
 

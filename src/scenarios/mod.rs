@@ -2,6 +2,7 @@
 //! errors and validation ([`load`]), and selection by `--only`/`--skip`
 //! ([`select`]).
 
+pub mod agent_sandbox;
 pub mod load;
 pub mod schema;
 pub mod select;

@@ -383,6 +383,10 @@ pub struct ScenarioDoc {
     /// `crate::provider::credential`).
     #[serde(default)]
     pub credential: Option<crate::provider::credential::CredentialSpec>,
+    /// The agent turns on its own sandbox for its tools (see
+    /// [`super::agent_sandbox`]).
+    #[serde(default)]
+    pub agent_sandbox: Option<super::agent_sandbox::AgentSandbox>,
 }
 
 /// The whole file.
@@ -421,6 +425,8 @@ pub struct Scenario {
     pub memory_mb: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential: Option<crate::provider::credential::CredentialSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_sandbox: Option<super::agent_sandbox::AgentSandbox>,
 }
 
 /// A loaded, validated table.

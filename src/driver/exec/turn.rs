@@ -200,6 +200,7 @@ impl Turn {
             stdin,
             scope: &self.scope,
             netns: self.prep.netns.as_deref(),
+            deny_namespaces: self.prep.deny_namespaces,
             what: "exec turn command",
         })?;
         if let Some(mut w) = child.stdin.take() {
