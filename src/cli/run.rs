@@ -49,11 +49,11 @@ pub struct Args {
     /// DIR/<scenario id>.jsonl (a recorded session), without a network.
     #[arg(long, value_name = "DIR")]
     pub replay: Option<PathBuf>,
-    /// Run only this scenario (repeatable).
-    #[arg(long, value_name = "ID")]
+    /// Run only this scenario (repeatable, or comma-separated).
+    #[arg(long, value_name = "ID", value_delimiter = ',')]
     pub only: Vec<String>,
-    /// Skip this scenario (repeatable).
-    #[arg(long, value_name = "ID")]
+    /// Skip this scenario (repeatable, or comma-separated).
+    #[arg(long, value_name = "ID", value_delimiter = ',')]
     pub skip: Vec<String>,
     /// List the selected scenarios and exit.
     #[arg(long)]
