@@ -126,6 +126,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/pydantic-ai/sleep-report.json",
     "examples/pydantic-ai/report-2.68.0.json",
     "examples/pydantic-ai/process-faults-report-2.68.0.json",
+    "examples/pydantic-ai/sandbox-report-2.68.0.json",
     "examples/pydantic-ai/sandbox-report.json",
     "examples/opencode/report.json",
     "examples/opencode/process-faults-report.json",
