@@ -90,6 +90,7 @@ fn process_fault(action: FaultAction, at: &Trigger, obs: &Observation) -> Check 
         FaultAction::Kill => "kill",
         FaultAction::Stop => "stop",
         FaultAction::Suspend => "suspend",
+        FaultAction::Oom => return oom_landed(at, obs),
     };
     let sent: Vec<usize> = obs
         .events
@@ -120,6 +121,40 @@ fn process_fault(action: FaultAction, at: &Trigger, obs: &Observation) -> Check 
         )]
     } else {
         vec![]
+    };
+    Check::new(Invariant::Exercised, "process_fault_landed", v)
+}
+
+/// `action: oom`: the limit was set, the agent died, and the memory cgroup's
+/// own `oom_kill` counter rose (the kernel killed, not chaosrun).
+fn oom_landed(at: &Trigger, obs: &Observation) -> Check {
+    let oom = obs.find(|e| match e {
+        Event::OomKill {
+            via,
+            usage_mb,
+            limit_mb,
+            oom_kills,
+            error,
+        } => Some((via.clone(), *usage_mb, *limit_mb, *oom_kills, error.clone())),
+        _ => None,
+    })
+    .map(|(_, o)| o);
+    let died = obs.events.iter().any(|t| {
+        matches!(&t.event, Event::ProcessFault { action, signalled, .. } if action == "kill" && *signalled > 0)
+    });
+    let v = match oom {
+        None => vec![format!(
+            "the memory limit was never set: its trigger {at:?} did not hold during the faulted turn"
+        )],
+        Some((_, _, _, _, Some(e))) => vec![format!("no memory limit could be set: {e}")],
+        Some((via, usage, limit, 0, None)) => vec![format!(
+            "no OOM kill: under a {limit} MB limit ({via}; {usage} MB in use when it was set) the kernel's oom_kill counter did not rise{}",
+            if died { "" } else { " and the agent did not die within the turn's deadline" }
+        )],
+        Some((via, _, limit, n, None)) if !died => vec![format!(
+            "the kernel OOM-killed {n} process(es) under the {limit} MB limit ({via}), but not the agent: it was still alive at the turn's deadline"
+        )],
+        Some(_) => vec![],
     };
     Check::new(Invariant::Exercised, "process_fault_landed", v)
 }
