@@ -128,17 +128,18 @@ fn process_fault(action: FaultAction, at: &Trigger, obs: &Observation) -> Check 
 /// `action: oom`: the limit was set, the agent died, and the memory cgroup's
 /// own `oom_kill` counter rose (the kernel killed, not chaosrun).
 fn oom_landed(at: &Trigger, obs: &Observation) -> Check {
-    let oom = obs.find(|e| match e {
-        Event::OomKill {
-            via,
-            usage_mb,
-            limit_mb,
-            oom_kills,
-            error,
-        } => Some((via.clone(), *usage_mb, *limit_mb, *oom_kills, error.clone())),
-        _ => None,
-    })
-    .map(|(_, o)| o);
+    let oom = obs
+        .find(|e| match e {
+            Event::OomKill {
+                via,
+                usage_mb,
+                limit_mb,
+                oom_kills,
+                error,
+            } => Some((via.clone(), *usage_mb, *limit_mb, *oom_kills, error.clone())),
+            _ => None,
+        })
+        .map(|(_, o)| o);
     let died = obs.events.iter().any(|t| {
         matches!(&t.event, Event::ProcessFault { action, signalled, .. } if action == "kill" && *signalled > 0)
     });

@@ -154,14 +154,17 @@ impl MemoryLimit {
             }),
             Via::V1 => {
                 let dir = v1_base()?.join(format!("chaosrun-oom-{name}-{}", std::process::id()));
-                fs::create_dir(&dir)
-                    .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+                fs::create_dir(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
                 let cg = MemoryLimit { dir, via: Via::V1 };
                 // Refused by newer kernels (deprecated): then the charges
                 // stay behind and the usage counts from the move.
                 let _ = fs::write(cg.dir.join("memory.move_charge_at_immigrate"), "3");
-                if pids.iter().all(|p| !cg.join(*p)) {
-                    let moved = Err(format!("no process of the scenario could be moved into {}", cg.dir.display()));
+                let joined = pids.iter().filter(|p| cg.join(**p)).count();
+                if joined == 0 {
+                    let moved = Err(format!(
+                        "no process of the scenario could be moved into {}",
+                        cg.dir.display()
+                    ));
                     cg.remove();
                     return moved;
                 }
@@ -265,7 +268,10 @@ mod tests {
         cg.set(100 << 20).unwrap();
         assert_eq!(read_u64(&dir.path().join("memory.max")), Some(100 << 20));
         assert!(cg.remove());
-        assert_eq!(fs::read_to_string(dir.path().join("memory.max")).unwrap(), "max");
+        assert_eq!(
+            fs::read_to_string(dir.path().join("memory.max")).unwrap(),
+            "max"
+        );
     }
 
     /// The kernel OOM-kills a process that outgrows the limit, and the

@@ -149,9 +149,7 @@ fn mcp_gap(profile: &Profile, s: &Scenario) -> Option<String> {
 
 fn resume_gap(profile: &Profile, s: &Scenario) -> Option<String> {
     let kills = s.chaos.as_ref().is_some_and(|c| c.kill_share > 0.0)
-        || s.process_fault
-            .as_ref()
-            .is_some_and(|f| f.kills());
+        || s.process_fault.as_ref().is_some_and(|f| f.kills());
     (kills && !profile.resume).then(|| {
         "the adapter profile declares `resume: false`; this scenario kills the agent and needs it to resume".to_string()
     })

@@ -313,7 +313,9 @@ fn check_faults(s: &ScenarioDoc) -> Result<(), String> {
             return Err("`headroom_mb` must be 1 to 65536".into());
         }
         if f.action == FaultAction::Oom && f.target != FaultTarget::Agent {
-            return Err("`action: oom` limits the agent's processes: `target` must be `agent`".into());
+            return Err(
+                "`action: oom` limits the agent's processes: `target` must be `agent`".into(),
+            );
         }
         let counted = matches!(f.at, super::schema::Trigger::AfterCalls(n) if n >= 1);
         if f.action == FaultAction::Oom && !(counted && f.delay == 0.0) {

@@ -90,6 +90,17 @@ pub(crate) async fn drive(
     provider: &Provider,
     mcp: Option<&crate::mcp::McpServer>,
 ) -> Result<bool, String> {
+    // An `oom` row holds the reply to its N-th call until the limit is set
+    // ([`Drive::oom_kill`] releases it); armed before the boot, since an
+    // agent may start its turn as soon as it is ready.
+    if let Some(ProcessFault {
+        action: FaultAction::Oom,
+        at: Trigger::AfterCalls(n),
+        ..
+    }) = &s.process_fault
+    {
+        provider.hold_from(Some(n.saturating_sub(1)));
+    }
     if !d.boot_all(s.deadlines.boot).await? {
         return Ok(false);
     }
@@ -139,11 +150,6 @@ async fn faulted_turn(
         tokio::time::sleep(secs(fault_delay)).await;
     };
     tokio::pin!(fault_trigger);
-    // An `oom` row holds the reply to its N-th call until the limit is set
-    // ([`Drive::oom_kill`] releases it).
-    if let Some(ProcessFault { action: FaultAction::Oom, at: Trigger::AfterCalls(n), .. }) = &s.process_fault {
-        provider.hold_from(Some(n.saturating_sub(1)));
-    }
     let (mut sent, mut faulted) = (false, false);
     // The worker running the faulted turn (a single agent is worker 0).
     let mut runner = 0;
