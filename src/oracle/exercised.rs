@@ -636,6 +636,46 @@ mod tests {
         assert!(named(&c, "process_fault_landed").violations()[0].contains("no process"));
     }
 
+    /// `action: oom` lands only when the cgroup's counter rose and the agent
+    /// died: a limit never set, one the agent kept within, and an OOM kill
+    /// of another process each fail, named.
+    #[test]
+    fn an_oom_kill_lands_only_when_the_kernel_killed_the_agent() {
+        let s = scenario("expect: killed\nprocess_fault: {action: oom, at: {after_calls: 1}}");
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        let landed = |o: &Observation| {
+            let c = check(&s, o);
+            named(&c, "process_fault_landed").violations().to_vec()
+        };
+        assert!(landed(&o)[0].contains("never set"));
+        let oom = |kills: u64, error: Option<&str>| Event::OomKill {
+            via: "cgroup v1 memory.limit_in_bytes".into(),
+            usage_mb: 0.0,
+            limit_mb: 32.0,
+            oom_kills: kills,
+            error: error.map(String::from),
+        };
+        let kill = |signalled: usize| Event::ProcessFault {
+            action: "kill".into(),
+            signalled,
+            main_calls: 1,
+            start_up: false,
+        };
+        o.events.push(at(1.0, oom(0, Some("no memory controller"))));
+        assert!(landed(&o)[0].contains("no memory controller"));
+        o.events.pop();
+        o.events.push(at(1.0, oom(0, None)));
+        o.events.push(at(1.0, kill(0)));
+        assert!(landed(&o)[0].contains("no OOM kill"));
+        o.events.truncate(o.events.len() - 2);
+        o.events.push(at(1.0, oom(2, None)));
+        o.events.push(at(1.0, kill(0)));
+        assert!(landed(&o)[0].contains("not the agent"));
+        o.events.pop();
+        o.events.push(at(1.0, kill(1)));
+        assert!(landed(&o).is_empty());
+    }
+
     #[test]
     fn a_suspend_that_silenced_no_answer_did_not_land() {
         let s = scenario(

@@ -530,4 +530,61 @@ mod tests {
             }
         }
     }
+
+    /// `action: oom` goes with `expect: killed`, a counted trigger, no
+    /// delay, the agent as target and a headroom of 1 to 65536 MB.
+    #[test]
+    fn an_oom_fault_is_checked_at_load() {
+        let row = |fault: &str, expect: &str| {
+            load_str(&format!("scenarios:\n  - id: a\n    about: x\n    responder: [{{reply: {{kind: text, text: hi}}}}]\n    expect: {expect}\n    process_fault: {fault}\n"), "t.yaml")
+        };
+        let ok = row(
+            "{action: oom, at: {after_calls: 1}, headroom_mb: 16}",
+            "killed",
+        )
+        .unwrap();
+        let f = ok.scenarios[0].process_fault.clone().unwrap();
+        assert_eq!((f.action, f.headroom_mb), (FaultAction::Oom, 16));
+        assert!(f.kills());
+        for (fault, expect, says) in [
+            (
+                "{action: oom, at: {after_calls: 1}}",
+                "error",
+                "go together",
+            ),
+            (
+                "{action: oom, at: {after_seconds: 1}}",
+                "killed",
+                "after_calls",
+            ),
+            (
+                "{action: oom, at: {after_calls: 0}}",
+                "killed",
+                "after_calls",
+            ),
+            (
+                "{action: oom, at: {after_calls: 1}, delay: 1}",
+                "killed",
+                "delay",
+            ),
+            (
+                "{action: oom, target: tree, at: {after_calls: 1}}",
+                "killed",
+                "target",
+            ),
+            (
+                "{action: oom, at: {after_calls: 1}, headroom_mb: 0}",
+                "killed",
+                "headroom_mb",
+            ),
+            (
+                "{action: oom, at: {after_calls: 1}, headroom_mb: 65537}",
+                "killed",
+                "headroom_mb",
+            ),
+        ] {
+            let e = row(fault, expect).unwrap_err().to_string();
+            assert!(e.contains(says), "{fault}: {e}");
+        }
+    }
 }
