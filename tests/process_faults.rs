@@ -266,6 +266,16 @@ fn the_kernel_oom_kills_the_agent_mid_turn_and_it_resumes() {
         let report = read_json(&json);
         let skipped = skipped_checks(&report, &[]);
         assert!(skipped.is_empty(), "{wire}: skipped: {skipped:#?}");
+        // The report names the OOM kill, in the published schema.
+        let oom = &scenario(&report, "oom_kill_mid_turn")["oom_kill"];
+        assert!(oom["oom_kills"].as_u64() >= Some(1), "{wire}: {oom}");
+        let schema = read_json(&repo().join("docs/report-schema.json"));
+        let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+        let errors: Vec<String> = validator
+            .iter_errors(&report)
+            .map(|e| format!("{}: {e}", e.instance_path))
+            .collect();
+        assert!(errors.is_empty(), "{wire}: {errors:#?}");
         // The wrapper's own record: its first child (the agent of the
         // faulted turn) died of SIGKILL, which chaosrun never sent it.
         let log = std::fs::read_to_string(art.join("oom_kill_mid_turn/home/oom-witness.log"))
