@@ -2,7 +2,9 @@
 //! agent, which resumes its durable session, passes every scenario with every
 //! check made, including a seeded chaos run where at least 20 kills and stops
 //! land and the same seed draws the same schedule; each of its restart bugs is
-//! caught on its own invariant only.
+//! caught on its own invariant only. The kernel's OOM kill
+//! (`oom_kill_mid_turn`) has its own test: it needs root and a memory cgroup
+//! controller.
 
 mod common;
 

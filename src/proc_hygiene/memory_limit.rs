@@ -285,8 +285,14 @@ mod tests {
             .stdin(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let cg = MemoryLimit::open(None, "test", &[child.id() as i32])
-            .unwrap_or_else(|e| panic!("missing prerequisite: a memory cgroup controller ({e})"));
+        let cg = match MemoryLimit::open(None, "test", &[child.id() as i32]) {
+            Ok(cg) => cg,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("missing prerequisite: a memory cgroup controller ({e})");
+            }
+        };
         let before = cg.oom_kills().unwrap();
         let usage = cg.usage().unwrap();
         cg.set(usage + (64 << 20)).unwrap();
