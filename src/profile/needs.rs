@@ -9,7 +9,7 @@
 use crate::mcp::McpSupport;
 use crate::profile::Profile;
 use crate::provider::ToolCallSpec;
-use crate::scenarios::{FaultAction, Scenario};
+use crate::scenarios::Scenario;
 
 /// Logical tools whose meaning depends on the profile's mapping: a row that
 /// calls one the profile does not map is N/A. (Any other name, `shell`
@@ -36,23 +36,6 @@ pub fn not_applicable(profile: &Profile, s: &Scenario) -> Option<String> {
         .or_else(|| resume_gap(profile, s))
         .or_else(|| store_gap(profile, s))
         .or_else(|| credential_gap(profile, s))
-        .or_else(|| oom_gap(s))
-}
-
-/// An OOM-kill row needs a memory cgroup controller on the host (v2 in the
-/// scenario cgroups' hierarchy, else v1): without one no limit can be set,
-/// and the row is N/A rather than a kill that never lands.
-fn oom_gap(s: &Scenario) -> Option<String> {
-    let oom = s
-        .process_fault
-        .as_ref()
-        .is_some_and(|f| f.action == FaultAction::Oom);
-    if !oom {
-        return None;
-    }
-    crate::proc_hygiene::memory_limit::host_gap().map(|why| {
-        format!("this row has the kernel OOM-kill the agent under a memory cgroup limit: {why}; run chaosrun as root on a host with the cgroup v2 memory controller delegated, or the v1 memory controller mounted")
-    })
 }
 
 /// A row whose credential expires needs a way to hand the agent the new

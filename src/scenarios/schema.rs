@@ -197,8 +197,8 @@ pub enum FaultAction {
     /// The kernel's OOM kill: the agent's processes get a memory cgroup
     /// limit (their usage when the trigger fires plus `headroom_mb`), the
     /// turn makes the agent outgrow it, the kernel kills it; chaosrun lifts
-    /// the limit and restarts the agent as after a kill
-    /// ([`crate::proc_hygiene::memory_limit`]).
+    /// the limit and restarts the agent as after a kill (the limit:
+    /// proc_hygiene's `memory_limit`).
     Oom,
 }
 
