@@ -71,6 +71,9 @@ PROCESS_ROWS = [
     "kill_mid_stream",
     "stop_during_tool",
     "kill_at_store_write",
+    # Recorded where the kernel could OOM-kill (root, a memory cgroup
+    # controller); judging it needs neither.
+    "oom_kill_mid_turn",
 ]
 # (bug, row, deadline scale, invariant it must fail): the reference agent's
 # bugs, as tests/catches_bugs.rs and tests/process_faults.rs run them.

@@ -146,6 +146,16 @@ if [ "$(id -u)" -ne 0 ] || ! grep -q ' - cgroup2 ' /proc/self/mountinfo; then
     missing a_child_entered_before_exec_is_listed_frozen_killed_and_removed "needs root and a cgroup2 mount"
     missing sigkill_of_chaosrun_kills_an_untagged_agent_through_its_cgroup "needs root and a cgroup2 mount"
 fi
+# --- The kernel's OOM kill: root and a memory cgroup controller (v1 or v2) -------
+# oom_kill_mid_turn sets a memory limit in a memory cgroup (src/proc_hygiene/
+# memory_limit.rs): the scenario's v2 cgroup where its hierarchy has the memory
+# controller, else a v1 memory cgroup.
+echo "== memory cgroup controller (OOM-kill tests)"
+if [ "$(id -u)" -ne 0 ] || ! { grep -qE ' - cgroup cgroup .*\bmemory\b' /proc/self/mountinfo \
+        || grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; }; then
+    missing the_kernel_oom_kills_past_the_limit_and_counts_it "needs root and a memory cgroup controller"
+    missing the_kernel_oom_kills_the_agent_mid_turn_and_it_resumes "needs root and a memory cgroup controller"
+fi
 # -------------------------------------------------------------------------------
 
 echo "== tests"

@@ -122,6 +122,19 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         start_up: bool,
     },
+    /// `action: oom`: chaosrun set a memory limit of `limit_mb` (the agent's
+    /// processes used `usage_mb` then, in the memory cgroup `via`), and the
+    /// kernel OOM-killed `oom_kills` of them before the agent died (its
+    /// `cgroup`'s own counter; 0: no OOM kill, the fault did not land).
+    /// `error`: no limit could be set.
+    OomKill {
+        via: String,
+        usage_mb: f64,
+        limit_mb: f64,
+        oom_kills: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// Exec mode: turn `turn`'s process reached the provider (its first
     /// request of any kind) `after_spawn` seconds after it was started. The
     /// turn's deadline runs from here; its start-up, from the spawn to here,

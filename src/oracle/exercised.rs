@@ -93,6 +93,7 @@ fn process_fault(action: FaultAction, at: &Trigger, obs: &Observation) -> Check 
         FaultAction::Kill => "kill",
         FaultAction::Stop => "stop",
         FaultAction::Suspend => "suspend",
+        FaultAction::Oom => return oom_landed(at, obs),
     };
     let sent: Vec<usize> = obs
         .events
@@ -123,6 +124,41 @@ fn process_fault(action: FaultAction, at: &Trigger, obs: &Observation) -> Check 
         )]
     } else {
         vec![]
+    };
+    Check::new(Invariant::Exercised, "process_fault_landed", v)
+}
+
+/// `action: oom`: the limit was set, the agent died, and the memory cgroup's
+/// own `oom_kill` counter rose (the kernel killed, not chaosrun).
+fn oom_landed(at: &Trigger, obs: &Observation) -> Check {
+    let oom = obs
+        .find(|e| match e {
+            Event::OomKill {
+                via,
+                usage_mb,
+                limit_mb,
+                oom_kills,
+                error,
+            } => Some((via.clone(), *usage_mb, *limit_mb, *oom_kills, error.clone())),
+            _ => None,
+        })
+        .map(|(_, o)| o);
+    let died = obs.events.iter().any(|t| {
+        matches!(&t.event, Event::ProcessFault { action, signalled, .. } if action == "kill" && *signalled > 0)
+    });
+    let v = match oom {
+        None => vec![format!(
+            "the memory limit was never set: its trigger {at:?} did not hold during the faulted turn"
+        )],
+        Some((_, _, _, _, Some(e))) => vec![format!("no memory limit could be set: {e}")],
+        Some((via, usage, limit, 0, None)) => vec![format!(
+            "no OOM kill: under a {limit} MB limit ({via}; {usage} MB in use when it was set) the kernel's oom_kill counter did not rise{}",
+            if died { "" } else { " and the agent did not die within the turn's deadline" }
+        )],
+        Some((via, _, limit, n, None)) if !died => vec![format!(
+            "the kernel OOM-killed {n} process(es) under the {limit} MB limit ({via}), but not the agent: it was still alive at the turn's deadline"
+        )],
+        Some(_) => vec![],
     };
     Check::new(Invariant::Exercised, "process_fault_landed", v)
 }
@@ -601,6 +637,46 @@ mod tests {
         ));
         let c = check(&s, &o);
         assert!(named(&c, "process_fault_landed").violations()[0].contains("no process"));
+    }
+
+    /// `action: oom` lands only when the cgroup's counter rose and the agent
+    /// died: a limit never set, one the agent kept within, and an OOM kill
+    /// of another process each fail, named.
+    #[test]
+    fn an_oom_kill_lands_only_when_the_kernel_killed_the_agent() {
+        let s = scenario("expect: killed\nprocess_fault: {action: oom, at: {after_calls: 1}}");
+        let mut o = healthy(&s, end(0, true, false, "x"));
+        let landed = |o: &Observation| {
+            let c = check(&s, o);
+            named(&c, "process_fault_landed").violations().to_vec()
+        };
+        assert!(landed(&o)[0].contains("never set"));
+        let oom = |kills: u64, error: Option<&str>| Event::OomKill {
+            via: "cgroup v1 memory.limit_in_bytes".into(),
+            usage_mb: 0.0,
+            limit_mb: 32.0,
+            oom_kills: kills,
+            error: error.map(String::from),
+        };
+        let kill = |signalled: usize| Event::ProcessFault {
+            action: "kill".into(),
+            signalled,
+            main_calls: 1,
+            start_up: false,
+        };
+        o.events.push(at(1.0, oom(0, Some("no memory controller"))));
+        assert!(landed(&o)[0].contains("no memory controller"));
+        o.events.pop();
+        o.events.push(at(1.0, oom(0, None)));
+        o.events.push(at(1.0, kill(0)));
+        assert!(landed(&o)[0].contains("no OOM kill"));
+        o.events.truncate(o.events.len() - 2);
+        o.events.push(at(1.0, oom(2, None)));
+        o.events.push(at(1.0, kill(0)));
+        assert!(landed(&o)[0].contains("not the agent"));
+        o.events.pop();
+        o.events.push(at(1.0, kill(1)));
+        assert!(landed(&o).is_empty());
     }
 
     #[test]

@@ -297,6 +297,13 @@ impl Scope {
         self.cgroup.as_ref().and_then(Cgroup::memory_peak)
     }
 
+    /// The scenario cgroup's directory (None in the fallback): where a
+    /// memory limit goes when its hierarchy has the memory controller
+    /// ([`super::memory_limit`]).
+    pub fn cgroup_path(&self) -> Option<&std::path::Path> {
+        self.cgroup.as_ref().map(|c| c.path.as_path())
+    }
+
     /// Blocking: before a process is started into the scope. Waits (bounded)
     /// while chaosrun has the scope frozen; the guard, held until the spawn
     /// has exec'd, keeps a freeze from landing meanwhile

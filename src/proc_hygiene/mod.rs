@@ -15,6 +15,7 @@ mod descendants;
 mod freeze_gate;
 mod guard;
 mod kill;
+pub mod memory_limit;
 mod pseudo;
 mod scan;
 pub mod stat;

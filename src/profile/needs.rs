@@ -9,7 +9,7 @@
 use crate::mcp::McpSupport;
 use crate::profile::Profile;
 use crate::provider::ToolCallSpec;
-use crate::scenarios::{FaultAction, Scenario};
+use crate::scenarios::Scenario;
 
 /// Logical tools whose meaning depends on the profile's mapping: a row that
 /// calls one the profile does not map is N/A. (Any other name, `shell`
@@ -172,9 +172,7 @@ fn mcp_gap(profile: &Profile, s: &Scenario) -> Option<String> {
 
 fn resume_gap(profile: &Profile, s: &Scenario) -> Option<String> {
     let kills = s.chaos.as_ref().is_some_and(|c| c.kill_share > 0.0)
-        || s.process_fault
-            .as_ref()
-            .is_some_and(|f| f.action == FaultAction::Kill);
+        || s.process_fault.as_ref().is_some_and(|f| f.kills());
     (kills && !profile.resume).then(|| {
         "the adapter profile declares `resume: false`; this scenario kills the agent and needs it to resume".to_string()
     })

@@ -277,6 +277,13 @@ impl Provider {
         self.inner.sleep()
     }
 
+    /// Hold the replies to main calls from index `k` on until called again
+    /// with `None` (or the provider shuts down): an `oom` row sets its
+    /// memory limit while the call that leads to the tool is held.
+    pub fn hold_from(&self, k: Option<u64>) {
+        self.inner.hold_from(k)
+    }
+
     /// A watch on the number of subagent calls received so far.
     pub fn subagent_calls(&self) -> tokio::sync::watch::Receiver<u64> {
         self.inner.subagent_calls()

@@ -138,6 +138,23 @@ pub struct Scenario {
     /// The agent's processes' peak memory, where it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<Memory>,
+    /// An `oom` row's memory limit and the kernel's OOM kills under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_kill: Option<OomKill>,
+}
+
+/// An `oom` row's limit and what the kernel did under it (the
+/// observation's `oom_kill` event).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OomKill {
+    /// The memory cgroup that held the limit (`cgroup v2 memory.max`,
+    /// `cgroup v1 memory.limit_in_bytes`; `none` when none could be made).
+    pub via: String,
+    /// The limit, and the usage it was counted from, in MB.
+    pub limit_mb: f64,
+    pub usage_mb: f64,
+    /// How many processes the kernel OOM-killed in that cgroup (0: none).
+    pub oom_kills: u64,
 }
 
 /// The agent's processes' peak memory (the `memory_bounded` check's figure).
@@ -234,6 +251,23 @@ impl Scenario {
                 peak_mb: (p.mb() * 10.0).round() / 10.0,
                 source: p.source.to_string(),
             }),
+            oom_kill: obs
+                .find(|e| match e {
+                    crate::observe::Event::OomKill {
+                        via,
+                        usage_mb,
+                        limit_mb,
+                        oom_kills,
+                        ..
+                    } => Some(OomKill {
+                        via: via.clone(),
+                        limit_mb: *limit_mb,
+                        usage_mb: *usage_mb,
+                        oom_kills: *oom_kills,
+                    }),
+                    _ => None,
+                })
+                .map(|(_, o)| o),
         }
     }
 }

@@ -50,6 +50,20 @@ fn indent(text: &str, prefix: &str) -> String {
         .join("\n")
 }
 
+/// `  OOM-killed under 94 MB (cgroup v1 memory.limit_in_bytes)` where the
+/// kernel OOM-killed the agent's processes (an `oom` row).
+fn oom_killed(obs: &crate::observe::Observation) -> Option<String> {
+    obs.events.iter().find_map(|t| match &t.event {
+        crate::observe::Event::OomKill {
+            via,
+            limit_mb,
+            oom_kills,
+            ..
+        } if *oom_kills > 0 => Some(format!("  OOM-killed under {limit_mb:.0} MB ({via})")),
+        _ => None,
+    })
+}
+
 /// The scenario line: `PASS  id   12.3 s   3 calls  41 MB`: the verdict,
 /// seconds, main calls, the agent's peak memory where it was measured.
 pub fn scenario_line(r: &ScenarioResult, width: usize) -> String {
@@ -70,6 +84,9 @@ pub fn scenario_line(r: &ScenarioResult, width: usize) -> String {
     );
     if let Some(p) = crate::oracle::memory::peak(&r.observation) {
         line.push_str(&format!("  {:>4.0} MB", p.mb()));
+    }
+    if let Some(oom) = oom_killed(&r.observation) {
+        line.push_str(&oom);
     }
     if not_checked > 0 {
         line.push_str(&format!("  ({not_checked} not checked)"));

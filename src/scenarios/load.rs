@@ -7,7 +7,8 @@ use std::fmt;
 use std::path::Path;
 
 use super::schema::{
-    CallBound, Deadlines, Expect, FaultAction, Knobs, Scenario, ScenarioDoc, Table, TableDoc,
+    CallBound, Deadlines, Expect, FaultAction, FaultTarget, Knobs, Scenario, ScenarioDoc, Table,
+    TableDoc,
 };
 
 /// A mistake in a scenario table, with where it is.
@@ -295,10 +296,11 @@ fn check_faults(s: &ScenarioDoc) -> Result<(), String> {
     if matches!(s.expect, Expect::Interrupted) && s.interrupt.is_none() {
         return Err("`expect: interrupted` needs an `interrupt:` trigger".into());
     }
-    let kills = matches!(&s.process_fault, Some(f) if f.action == FaultAction::Kill);
+    let kills = matches!(&s.process_fault, Some(f) if f.kills());
     if kills != matches!(s.expect, Expect::Killed) {
         return Err(
-            "`expect: killed` and a `process_fault` with `action: kill` go together".into(),
+            "`expect: killed` and a `process_fault` with `action: kill` or `oom` go together"
+                .into(),
         );
     }
     if s.process_fault.is_some() && s.interrupt.is_some() {
@@ -307,6 +309,18 @@ fn check_faults(s: &ScenarioDoc) -> Result<(), String> {
     if let Some(f) = &s.process_fault {
         if !(f.stop_for > 0.0 && f.stop_for.is_finite()) {
             return Err("`stop_for` must be a positive number of seconds".into());
+        }
+        if !(1..=65536).contains(&f.headroom_mb) {
+            return Err("`headroom_mb` must be 1 to 65536".into());
+        }
+        if f.action == FaultAction::Oom && f.target != FaultTarget::Agent {
+            return Err(
+                "`action: oom` limits the agent's processes: `target` must be `agent`".into(),
+            );
+        }
+        let counted = matches!(f.at, super::schema::Trigger::AfterCalls(n) if n >= 1);
+        if f.action == FaultAction::Oom && !(counted && f.delay == 0.0) {
+            return Err("`action: oom` needs `at: {after_calls: N}` (N >= 1) and no `delay`: the N-th call's reply is held until the limit is set".into());
         }
         if !(f.delay >= 0.0 && f.delay.is_finite()) {
             return Err("`delay` must be zero or a positive number of seconds".into());
@@ -515,6 +529,63 @@ mod tests {
                     .unwrap_or_else(|e| panic!("{table} {}: {e}\n{json}", s.id));
                 assert_eq!(&back, s, "{table} {}", s.id);
             }
+        }
+    }
+
+    /// `action: oom` goes with `expect: killed`, a counted trigger, no
+    /// delay, the agent as target and a headroom of 1 to 65536 MB.
+    #[test]
+    fn an_oom_fault_is_checked_at_load() {
+        let row = |fault: &str, expect: &str| {
+            load_str(&format!("scenarios:\n  - id: a\n    about: x\n    responder: [{{reply: {{kind: text, text: hi}}}}]\n    expect: {expect}\n    process_fault: {fault}\n"), "t.yaml")
+        };
+        let ok = row(
+            "{action: oom, at: {after_calls: 1}, headroom_mb: 16}",
+            "killed",
+        )
+        .unwrap();
+        let f = ok.scenarios[0].process_fault.clone().unwrap();
+        assert_eq!((f.action, f.headroom_mb), (FaultAction::Oom, 16));
+        assert!(f.kills());
+        for (fault, expect, says) in [
+            (
+                "{action: oom, at: {after_calls: 1}}",
+                "error",
+                "go together",
+            ),
+            (
+                "{action: oom, at: {after_seconds: 1}}",
+                "killed",
+                "after_calls",
+            ),
+            (
+                "{action: oom, at: {after_calls: 0}}",
+                "killed",
+                "after_calls",
+            ),
+            (
+                "{action: oom, at: {after_calls: 1}, delay: 1}",
+                "killed",
+                "delay",
+            ),
+            (
+                "{action: oom, target: tree, at: {after_calls: 1}}",
+                "killed",
+                "target",
+            ),
+            (
+                "{action: oom, at: {after_calls: 1}, headroom_mb: 0}",
+                "killed",
+                "headroom_mb",
+            ),
+            (
+                "{action: oom, at: {after_calls: 1}, headroom_mb: 65537}",
+                "killed",
+                "headroom_mb",
+            ),
+        ] {
+            let e = row(fault, expect).unwrap_err().to_string();
+            assert!(e.contains(says), "{fault}: {e}");
         }
     }
 }

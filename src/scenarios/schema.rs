@@ -194,6 +194,12 @@ pub enum FaultAction {
     /// flight goes silent for good (a half-open socket); SIGCONT after
     /// `stop_for` seconds.
     Suspend,
+    /// The kernel's OOM kill: the agent's processes get a memory cgroup
+    /// limit (their usage when the trigger fires plus `headroom_mb`), the
+    /// turn makes the agent outgrow it, the kernel kills it; chaosrun lifts
+    /// the limit and restarts the agent as after a kill (the limit:
+    /// proc_hygiene's `memory_limit`).
+    Oom,
 }
 
 /// Which processes a process fault hits.
@@ -223,6 +229,22 @@ pub struct ProcessFault {
     /// Seconds between SIGSTOP and SIGCONT.
     #[serde(default = "default_stop_for", deserialize_with = "units::seconds")]
     pub stop_for: f64,
+    /// `action: oom`: MB the agent may use beyond what its processes use
+    /// when the trigger fires (1 to 65536).
+    #[serde(default = "default_headroom_mb")]
+    pub headroom_mb: u64,
+}
+
+impl ProcessFault {
+    /// Whether the fault kills the agent (SIGKILL or the kernel's OOM
+    /// kill), which is then restarted.
+    pub fn kills(&self) -> bool {
+        matches!(self.action, FaultAction::Kill | FaultAction::Oom)
+    }
+}
+
+fn default_headroom_mb() -> u64 {
+    64
 }
 
 fn default_stop_for() -> f64 {

@@ -147,6 +147,13 @@ async fn answer(
     forward: &Forward,
 ) -> Response {
     let wire = shared.wire;
+    if let Some(i) = call.main_index {
+        let mut held = shared.held.subscribe();
+        tokio::select! {
+            _ = held.wait_for(|h| h.is_none_or(|k| i < k)) => {}
+            _ = shared.cancel.cancelled() => {}
+        }
+    }
     let reply_seq = shared.reply_seq.fetch_add(1, Ordering::SeqCst);
     let call_id_prefix = format!("call_{}_{reply_seq}", shared.prefix);
     let ctx = ReplyCtx {

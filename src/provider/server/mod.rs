@@ -72,6 +72,9 @@ struct Shared {
     sleeps: watch::Sender<u64>,
     /// Answers a sleep silenced (see [`asleep`]).
     silenced: Arc<AtomicU64>,
+    /// `Some(k)`: replies to main calls from index `k` on are held until it
+    /// is `None` again (an `oom` row's limit is set meanwhile).
+    held: watch::Sender<Option<u64>>,
     records: Mutex<Recorder>,
     issued: Mutex<Vec<IssuedToolCall>>,
     waits: Mutex<Vec<WaitOutcome>>,
@@ -155,6 +158,7 @@ impl Running {
             subagent: AtomicU64::new(0),
             subagent_tx: watch::channel(0u64).0,
             sleeps: watch::channel(0u64).0,
+            held: watch::channel(None).0,
             silenced: Arc::new(AtomicU64::new(0)),
             records: Mutex::new(Recorder::new(config.record)),
             waits: Mutex::new(Vec::new()),
@@ -203,6 +207,12 @@ impl Running {
     /// The machine sleeps: every answer in flight goes silent for good.
     pub(crate) fn sleep(&self) {
         self.shared.sleeps.send_modify(|n| *n += 1);
+    }
+
+    /// Hold the replies to main calls from index `k` on (`None`: release
+    /// them).
+    pub(crate) fn hold_from(&self, k: Option<u64>) {
+        self.shared.held.send_replace(k);
     }
 
     pub(crate) fn subagent_calls(&self) -> watch::Receiver<u64> {

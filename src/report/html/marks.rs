@@ -1,5 +1,5 @@
 //! The timeline's vertical markers (the interrupt, missed deadlines, the
-//! exit or chaosrun's kill, and the deadlines near what was seen), each
+//! exit or chaosrun's kill, the kernel's OOM kill, and the deadlines near what was seen), each
 //! labelled in a row above the lanes.
 
 use std::fmt::Write as _;
@@ -92,6 +92,22 @@ fn event_marker(at: f64, event: &Event) -> Option<Marker> {
                 } else {
                     ""
                 }
+            ),
+        },
+        Event::OomKill {
+            via,
+            usage_mb,
+            limit_mb,
+            oom_kills,
+            ..
+        } if *oom_kills > 0 => Marker {
+            t: at,
+            colour: EXIT_COLOUR,
+            dashed: false,
+            label: "OOM kill".into(),
+            tip: format!(
+                "the kernel OOM-killed {oom_kills} process(es) under a {limit_mb} MB limit ({via}; {usage_mb} MB in use when it was set), seen at {} s",
+                fmt1(at)
             ),
         },
         _ => return None,

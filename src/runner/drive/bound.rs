@@ -47,7 +47,7 @@ pub(crate) fn seconds(s: &Scenario, workers: usize, schedule: Option<&[Scheduled
         }
         _ => {
             let fault = s.process_fault.as_ref().map_or(0.0, |f| match f.action {
-                FaultAction::Kill => w * restart(dl.boot),
+                FaultAction::Kill | FaultAction::Oom => w * restart(dl.boot),
                 FaultAction::Stop | FaultAction::Suspend => stop(f.stop_for),
             });
             // The faulted turn (start-up, deadline, an interrupt's), the

@@ -14,6 +14,7 @@
 mod bound;
 mod chaos;
 mod clock;
+mod oom;
 mod store_kill;
 mod turns;
 

@@ -90,6 +90,17 @@ pub(crate) async fn drive(
     provider: &Provider,
     mcp: Option<&crate::mcp::McpServer>,
 ) -> Result<bool, String> {
+    // An `oom` row holds the reply to its N-th call until the limit is set
+    // ([`Drive::oom_kill`] releases it); armed before the boot, since an
+    // agent may start its turn as soon as it is ready.
+    if let Some(ProcessFault {
+        action: FaultAction::Oom,
+        at: Trigger::AfterCalls(n),
+        ..
+    }) = &s.process_fault
+    {
+        provider.hold_from(Some(n.saturating_sub(1)));
+    }
     if !d.boot_all(s.deadlines.boot).await? {
         return Ok(false);
     }
@@ -174,6 +185,16 @@ async fn faulted_turn(
                 faulted = true;
                 let f = s.process_fault.as_ref().expect("a fault trigger fires only with a fault");
                 let main_calls = *provider.main_calls().borrow();
+                if f.action == FaultAction::Oom {
+                    let at = (dl.boot, main_calls);
+                    return match d.oom_kill(f, runner, at, (clock.deadline, provider)).await {
+                        Some(revived) => revived,
+                        None => {
+                            clock.missed(d);
+                            false
+                        }
+                    };
+                }
                 if let Some(revived) = process_fault(d, f, runner, (dl.boot, main_calls), provider).await {
                     return revived;
                 }
@@ -218,6 +239,8 @@ async fn process_fault(
             }
             Some(true)
         }
+        // Landed by [`Drive::oom_kill`] instead.
+        FaultAction::Oom => Some(false),
         FaultAction::Stop | FaultAction::Suspend => {
             let name = match f.action {
                 FaultAction::Suspend => "suspend",

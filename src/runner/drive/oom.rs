@@ -1,0 +1,123 @@
+//! The kernel's OOM kill (`process_fault: {action: oom, at: {after_calls:
+//! N}, headroom_mb: M}`): the reply to the N-th main call is held until,
+//! its trigger fired, the agent's processes get a memory cgroup limit of
+//! their usage then plus `headroom_mb` ([`MemoryLimit`]: the scenario's v2
+//! cgroup's `memory.max`, else a v1 memory cgroup of the scenario's own).
+//! The turn makes the agent outgrow it and the kernel kills it; chaosrun
+//! waits (within the turn's deadline) for the agent to die, reads the
+//! cgroup's own `oom_kill` counter, lifts the limit (a v1 cgroup is removed),
+//! records the OOM kill ([`Event::OomKill`]) and the kill it amounts to
+//! ([`Event::ProcessFault`] `kill`, landed only when the counter rose), and
+//! restarts the agent as after any kill. chaosrun sends no signal itself: an
+//! agent that outlives the turn without an OOM kill misses the deadline.
+
+use tokio::time::Instant;
+
+use super::Drive;
+use crate::observe::Event;
+use crate::proc_hygiene::memory_limit::MemoryLimit;
+use crate::proc_hygiene::Scope;
+use crate::scenarios::ProcessFault;
+
+const MB: f64 = 1_048_576.0;
+
+/// The limit set: the cgroup, its OOM kills before, the usage it counts from.
+type Limited = (MemoryLimit, u64, u64);
+
+/// Blocking: put the scope's processes under a limit of their usage plus
+/// `headroom` bytes.
+fn limit(scope: &Scope, name: &str, headroom: u64) -> Result<Limited, String> {
+    let pids: Vec<i32> = scope.members().iter().map(|p| p.pid).collect();
+    let cg = MemoryLimit::open(scope.cgroup_path(), name, &pids)?;
+    let read = cg.oom_kills().zip(cg.usage());
+    let Some((before, usage)) = read else {
+        cg.remove();
+        return Err("the memory cgroup's usage or oom_kill counter could not be read".into());
+    };
+    if let Err(e) = cg.set(usage + headroom) {
+        cg.remove();
+        return Err(format!("the limit could not be set: {e}"));
+    }
+    Ok((cg, before, usage))
+}
+
+impl Drive<'_> {
+    /// Land an `oom` fault on worker `k`: `Some(whether it was revived)`
+    /// once it died, `None` when `deadline` passed with it alive (the
+    /// caller records the missed deadline).
+    pub(crate) async fn oom_kill(
+        &mut self,
+        f: &ProcessFault,
+        k: usize,
+        (boot, main_calls): (f64, u64),
+        (deadline, provider): (Instant, &crate::provider::Provider),
+    ) -> Option<bool> {
+        let scope = self.scope().clone();
+        let name = format!("{}-{}", self.worker(k).pid(), self.incarnation[k]);
+        let headroom = f.headroom_mb << 20;
+        let limited = tokio::task::spawn_blocking(move || limit(&scope, &name, headroom))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()));
+        provider.hold_from(None);
+        let (cg, before, usage) = match limited {
+            Ok(l) => l,
+            Err(error) => {
+                self.record_oom(("none", 0, 0, 0), Some(error), main_calls, false);
+                return Some(false);
+            }
+        };
+        let exited = tokio::time::timeout_at(deadline, self.worker(k).wait())
+            .await
+            .ok();
+        let kills = cg.oom_kills().unwrap_or(before).saturating_sub(before);
+        let via = cg.via().name();
+        let _ = tokio::task::spawn_blocking(move || cg.remove()).await;
+        let figures = (via, usage, usage + headroom, kills);
+        self.record_oom(figures, None, main_calls, exited.is_some());
+        let exit = exited?;
+        // The dead incarnation's stdout closing is not news.
+        self.incarnation[k] += 1;
+        self.push_from(
+            Instant::now(),
+            k,
+            Event::Exited {
+                code: exit.code,
+                signal: exit.signal,
+                killed_by_chaosrun: false,
+            },
+        );
+        Some(self.revive(k, 1, boot).await)
+    }
+
+    /// Record the OOM kill (`via`, usage and limit in bytes, the counter's
+    /// rise) and the kill it amounts to: landed when the agent died and the
+    /// kernel's counter rose.
+    fn record_oom(
+        &mut self,
+        (via, usage, limit, oom_kills): (&str, u64, u64, u64),
+        error: Option<String>,
+        main_calls: u64,
+        died: bool,
+    ) {
+        let now = Instant::now();
+        self.push(
+            now,
+            Event::OomKill {
+                via: via.into(),
+                usage_mb: (usage as f64 / MB * 10.0).round() / 10.0,
+                limit_mb: (limit as f64 / MB * 10.0).round() / 10.0,
+                oom_kills,
+                error,
+            },
+        );
+        self.push(
+            now,
+            Event::ProcessFault {
+                action: "kill".into(),
+                signalled: usize::from(died && oom_kills > 0),
+                main_calls,
+                start_up: false,
+            },
+        );
+    }
+}
