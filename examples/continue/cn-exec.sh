@@ -1,0 +1,43 @@
+#!/bin/sh
+# Run Continue CLI (`cn -p`) on a config file written here, in the
+# scenario's HOME: one OpenAI-compatible model pointed at chaosrun's
+# provider (and a second entry on the same provider with the `subagent` role
+# and a system message, which is what makes a model a subagent the
+# `Subagent` tool can start: src/services/ModelService.ts:309-317), and chaosrun's scripted MCP server registered as `chaos` for the
+# row's transport (`command`/`args` for stdio, `type: streamable-http` with
+# `url` for Streamable HTTP). chaosrun renders the transport a row does not
+# use as "" (a row without MCP renders both empty), so the entry is written
+# only for the row's transport and a row without MCP gets no `mcpServers`.
+# usage: cn-exec.sh TRANSPORT COMMAND ARGS_JSON URL BASE_URL MODEL CN ARG...
+set -eu
+transport=$1 command=$2 args=$3 url=$4 base_url=$5 model=$6
+shift 6
+config="$HOME/.continue/chaos-config.yaml"
+mkdir -p "$HOME/.continue"
+cat > "$config" <<YAML
+name: chaosrun
+version: 1.0.0
+schema: v1
+models:
+  - name: chaos
+    provider: openai
+    model: "$model"
+    apiKey: chaos-dummy-key
+    apiBase: "$base_url"
+    roles: [chat]
+  - name: chaos-sub
+    provider: openai
+    model: "$model"
+    apiKey: chaos-dummy-key
+    apiBase: "$base_url"
+    roles: [subagent]
+    chatOptions:
+      baseSystemMessage: "A general-purpose subagent: carry out the task it is given."
+YAML
+case $transport in
+    stdio) printf 'mcpServers:\n  - name: chaos\n    command: "%s"\n    args: %s\n' "$command" "$args" >> "$config" ;;
+    http) printf 'mcpServers:\n  - name: chaos\n    type: streamable-http\n    url: "%s"\n' "$url" >> "$config" ;;
+esac
+cn=$1
+shift
+exec "$cn" --config "$config" "$@"
