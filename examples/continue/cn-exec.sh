@@ -40,4 +40,9 @@ case $transport in
 esac
 cn=$1
 shift
-exec "$cn" --config "$config" "$@"
+# In -p mode cn prints its answer on stdout ({"response": ..., "status":
+# "success"} with --format json, src/commands/chat.ts:44-60,211-217) but a
+# failed turn's {"status": "error", "message": ...} on stderr
+# (src/commands/chat.ts:619-626): both onto stdout, where the profile's
+# `final` reads either.
+exec "$cn" --config "$config" "$@" 2>&1

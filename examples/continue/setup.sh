@@ -28,4 +28,5 @@ elif ! cmp -s "$here/npm/package-lock.json" "$lib/package-lock.json" || [ ! -d "
 fi
 mkdir -p "$here/prefix/bin"
 ln -sf ../lib/node_modules/.bin/cn "$here/prefix/bin/cn"
-"$here/prefix/bin/cn" --version
+# offline.mjs: no update check (src/version.ts:42) from this --version either
+NODE_OPTIONS="--import=$here/offline.mjs" "$here/prefix/bin/cn" --version
