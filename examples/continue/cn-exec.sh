@@ -8,10 +8,10 @@
 # `url` for Streamable HTTP). chaosrun renders the transport a row does not
 # use as "" (a row without MCP renders both empty), so the entry is written
 # only for the row's transport and a row without MCP gets no `mcpServers`.
-# usage: cn-exec.sh TRANSPORT COMMAND ARGS_JSON URL BASE_URL MODEL CN ARG...
+# usage: cn-exec.sh TRANSPORT COMMAND ARGS_JSON URL BASE_URL MODEL API_KEY CN ARG...
 set -eu
-transport=$1 command=$2 args=$3 url=$4 base_url=$5 model=$6
-shift 6
+transport=$1 command=$2 args=$3 url=$4 base_url=$5 model=$6 api_key=$7
+shift 7
 config="$HOME/.continue/chaos-config.yaml"
 mkdir -p "$HOME/.continue"
 cat > "$config" <<YAML
@@ -22,13 +22,13 @@ models:
   - name: chaos
     provider: openai
     model: "$model"
-    apiKey: chaos-dummy-key
+    apiKey: "$api_key"
     apiBase: "$base_url"
     roles: [chat]
   - name: chaos-sub
     provider: openai
     model: "$model"
-    apiKey: chaos-dummy-key
+    apiKey: "$api_key"
     apiBase: "$base_url"
     roles: [subagent]
     chatOptions:
@@ -41,8 +41,8 @@ esac
 cn=$1
 shift
 # In -p mode cn prints its answer on stdout ({"response": ..., "status":
-# "success"} with --format json, src/commands/chat.ts:44-60,211-217) but a
+# "success"} with --format json, src/commands/chat.ts:44-60,203-218) but a
 # failed turn's {"status": "error", "message": ...} on stderr
-# (src/commands/chat.ts:619-626): both onto stdout, where the profile's
+# (src/commands/chat.ts:620-627): both onto stdout, where the profile's
 # `final` reads either.
 exec "$cn" --config "$config" "$@" 2>&1
