@@ -8,7 +8,7 @@
 //!   agent's own session file (`~/.continue/sessions/<uuid>.json`), not
 //!   "not checked"; `mcp_error_result` passes over stdio MCP.
 //! * `provider_400_forever`: in `cn -p` a turn's history is written only
-//!   after a successful answer (`src/commands/chat.ts:388-390`; headless
+//!   after a successful answer (`src/commands/chat.ts:403-404`; headless
 //!   mode starts the chat history service as "remote", which persists
 //!   nothing, `src/services/index.ts:295`), so the resumed probe turn has
 //!   lost the failed user turn.

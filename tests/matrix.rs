@@ -136,6 +136,8 @@ const REAL_REPORTS: &[&str] = &[
     "examples/copilot/store-kill-report.json",
     "examples/copilot/family-rows-report.json",
     "examples/copilot/sleep-report.json",
+    "examples/continue/report.json",
+    "examples/continue/process-faults-report.json",
 ];
 
 #[test]
