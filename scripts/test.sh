@@ -83,6 +83,7 @@ lane gemini bash .ci/gemini_subset.sh
 lane opencode bash .ci/opencode_subset.sh
 lane pi bash .ci/pi_subset.sh
 lane copilot bash .ci/copilot_subset.sh
+lane continue bash .ci/continue_subset.sh
 lane pydantic_ai bash .ci/pydantic_ai_subset.sh
 lane aider bash .ci/aider_subset.sh
 lane claude_code bash .ci/claude_code_subset.sh
@@ -105,6 +106,7 @@ settle gemini "Gemini CLI could not be installed" gemini_subset_verdicts
 settle opencode "opencode could not be installed" opencode_subset_verdicts
 settle pi "pi could not be installed" pi_subset_verdicts
 settle copilot "GitHub Copilot CLI could not be installed" copilot_subset_verdicts
+settle continue "Continue CLI could not be installed" continue_subset_verdicts
 settle pydantic_ai "pydantic-ai could not be installed" pydantic_ai_subset_verdicts
 settle aider "aider could not be installed" aider_subset_verdicts
 settle claude_code "Claude Code could not be installed" claude_code_subset_verdicts

@@ -155,6 +155,8 @@ const REAL_REPORTS: &[&str] = &[
     "examples/aider/report.json",
     "examples/aider/process-faults-report.json",
     "examples/aider/sandbox-report.json",
+    "examples/continue/report.json",
+    "examples/continue/process-faults-report.json",
 ];
 
 #[test]

@@ -24,4 +24,5 @@ pub const AGENTS: &[Entry] = &[
     entry("kilo", "kilo.yaml", "7.7.7", Npm("@kilocode/cli")),
     entry("pi", "pi.yaml", "0.73.1", Npm("@mariozechner/pi-coding-agent")),
     entry("copilot", "copilot.yaml", "1.0.102", Npm("@github/copilot")),
+    entry("continue", "continue.yaml", "1.5.47", Npm("@continuedev/cli")),
 ];
