@@ -128,7 +128,7 @@ fn process_fault(action: FaultAction, at: &Trigger, obs: &Observation) -> Check 
     Check::new(Invariant::Exercised, "process_fault_landed", v)
 }
 
-/// `action: oom`: the limit was set, the agent died, and the memory cgroup's
+/// `action: oom`: the limit was set, the agent died of a SIGKILL, and the memory cgroup's
 /// own `oom_kill` counter rose (the kernel killed, not chaosrun).
 fn oom_landed(at: &Trigger, obs: &Observation) -> Check {
     let oom = obs
@@ -156,7 +156,7 @@ fn oom_landed(at: &Trigger, obs: &Observation) -> Check {
             if died { "" } else { " and the agent did not die within the turn's deadline" }
         )],
         Some((via, _, limit, n, None)) if !died => vec![format!(
-            "the kernel OOM-killed {n} process(es) under the {limit} MB limit ({via}), but not the agent: it was still alive at the turn's deadline"
+            "the kernel OOM-killed {n} process(es) under the {limit} MB limit ({via}), but not the agent: it did not die of a SIGKILL within the turn's deadline (another process of its tree, such as its tool, was the kernel's pick)"
         )],
         Some(_) => vec![],
     };

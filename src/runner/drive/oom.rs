@@ -41,6 +41,13 @@ fn limit(scope: &Scope, name: &str, headroom: u64) -> Result<Limited, String> {
     Ok((cg, before, usage))
 }
 
+/// The kernel's OOM kill is a SIGKILL: the agent died of one, or exited 137
+/// (a launcher passing its child's death on). An agent that exits on its own
+/// (its tool was the kernel's pick) was not OOM-killed.
+fn died_of_sigkill(code: Option<i32>, signal: Option<i32>) -> bool {
+    signal == Some(libc::SIGKILL) || code == Some(128 + libc::SIGKILL)
+}
+
 impl Drive<'_> {
     /// Land an `oom` fault on worker `k`: `Some(whether it was revived)`
     /// once it died, `None` when `deadline` passed with it alive (the
@@ -73,7 +80,10 @@ impl Drive<'_> {
         let via = cg.via().name();
         let _ = tokio::task::spawn_blocking(move || cg.remove()).await;
         let figures = (via, usage, usage + headroom, kills);
-        self.record_oom(figures, None, main_calls, exited.is_some());
+        let killed = exited
+            .as_ref()
+            .is_some_and(|e| died_of_sigkill(e.code, e.signal));
+        self.record_oom(figures, None, main_calls, killed);
         let exit = exited?;
         // The dead incarnation's stdout closing is not news.
         self.incarnation[k] += 1;
@@ -90,14 +100,14 @@ impl Drive<'_> {
     }
 
     /// Record the OOM kill (`via`, usage and limit in bytes, the counter's
-    /// rise) and the kill it amounts to: landed when the agent died and the
-    /// kernel's counter rose.
+    /// rise) and the kill it amounts to: landed when the agent died of a
+    /// SIGKILL and the kernel's counter rose.
     fn record_oom(
         &mut self,
         (via, usage, limit, oom_kills): (&str, u64, u64, u64),
         error: Option<String>,
         main_calls: u64,
-        died: bool,
+        killed: bool,
     ) {
         let now = Instant::now();
         self.push(
@@ -114,10 +124,26 @@ impl Drive<'_> {
             now,
             Event::ProcessFault {
                 action: "kill".into(),
-                signalled: usize::from(died && oom_kills > 0),
+                signalled: usize::from(killed && oom_kills > 0),
                 main_calls,
                 start_up: false,
             },
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::died_of_sigkill;
+
+    /// Gemini CLI's turn exited 1 after the kernel killed its tool: not an
+    /// OOM kill of the agent; a SIGKILL or a launcher's 137 is.
+    #[test]
+    fn only_a_sigkill_or_a_launchers_137_is_the_agent_oom_killed() {
+        assert!(died_of_sigkill(None, Some(9)));
+        assert!(died_of_sigkill(Some(137), None));
+        assert!(!died_of_sigkill(Some(1), None));
+        assert!(!died_of_sigkill(Some(0), None));
+        assert!(!died_of_sigkill(None, Some(15)));
     }
 }
