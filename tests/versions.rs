@@ -62,19 +62,45 @@ impl Fixture {
 
     /// Processes whose argv names the fixture's folder.
     fn survivors(&self) -> Vec<String> {
-        let marker = self.dir.path().to_string_lossy().to_string();
-        let mut found = Vec::new();
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(argv) = std::fs::read(e.path().join("cmdline")) else {
-                continue;
-            };
-            let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
-            if argv.contains(&marker) && e.file_name() != "self" {
-                found.push(format!("{}: {argv}", e.file_name().to_string_lossy()));
-            }
-        }
-        found
+        with_argv(&self.dir.path().to_string_lossy())
     }
+}
+
+/// Every process (but this one's reader) whose argv holds `marker`.
+fn with_argv(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(argv) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        let argv = String::from_utf8_lossy(&argv).replace('\0', " ");
+        if argv.contains(marker) && e.file_name() != "self" {
+            found.push(format!("{}: {argv}", e.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+/// Wait up to `secs` for `done`. For processes that are not our children,
+/// which cannot be awaited: bounded polling. Whether it held in time.
+fn within(secs: u64, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while !done() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    true
+}
+
+/// SIGTERM to `child` alone (not its process group).
+fn sigterm(child: &std::process::Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
 }
 
 fn versions_listed(f: &Fixture) -> Vec<String> {
@@ -236,19 +262,9 @@ fn sigterm_during_an_install_ends_the_whole_install() {
     // Blocks until the step has opened the FIFO and written to it.
     let up = std::fs::read_to_string(&fifo).unwrap();
     assert_eq!(up, "up\n");
-    let step_running = || {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-            .any(|argv| String::from_utf8_lossy(&argv).contains(&marker))
-    };
+    let step_running = || !with_argv(&marker).is_empty();
     assert!(step_running(), "the install step is not running");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
+    sigterm(&child);
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(143), "{err}");
@@ -262,11 +278,7 @@ fn sigterm_during_an_install_ends_the_whole_install() {
     );
     // The step was in the script's process group, which got the signal
     // with the script: it ends (a zombie's /proc/PID/cmdline reads empty).
-    // A process that is not our child cannot be waited for: bounded polling.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while step_running() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    within(10, || !step_running());
     assert!(!step_running(), "the install step outlived the install");
 }
 
@@ -296,26 +308,15 @@ fn sigterm_stops_a_bisect_and_its_child_run() {
         .spawn()
         .unwrap();
     // The agent runs once the first version is installed and its row began
-    // (provider_hang keeps it waiting on the provider for seconds). A
-    // process that is not our child cannot be awaited: bounded polling.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while !f.survivors().iter().any(|p| p.contains("__main__.py")) {
-        assert!(std::time::Instant::now() < deadline, "the agent never ran");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
+    // (provider_hang keeps it waiting on the provider for seconds).
+    let agent_ran = || f.survivors().iter().any(|p| p.contains("__main__.py"));
+    assert!(within(120, agent_ran), "the agent never ran");
+    sigterm(&child);
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(143), "{err}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!stdout.contains("first version"), "no verdict: {stdout}");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !f.survivors().is_empty() && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    within(10, || f.survivors().is_empty());
     assert_eq!(f.survivors(), Vec::<String>::new());
 }

@@ -501,6 +501,12 @@ impl<'a> Drive<'a> {
     /// again: the others keep running).
     pub(crate) async fn bury(&mut self, k: usize) {
         let exit = self.worker(k).kill_and_wait(None).await;
+        self.retire(k, &exit, true);
+    }
+
+    /// Retire worker `k`'s dead incarnation (its stdout closing is not news)
+    /// and record its exit.
+    pub(crate) fn retire(&mut self, k: usize, exit: &Exit, killed_by_chaosrun: bool) {
         self.incarnation[k] += 1;
         self.push_from(
             Instant::now(),
@@ -508,7 +514,7 @@ impl<'a> Drive<'a> {
             Event::Exited {
                 code: exit.code,
                 signal: exit.signal,
-                killed_by_chaosrun: true,
+                killed_by_chaosrun,
             },
         );
     }

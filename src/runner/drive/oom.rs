@@ -84,18 +84,7 @@ impl Drive<'_> {
             .as_ref()
             .is_some_and(|e| died_of_sigkill(e.code, e.signal));
         self.record_oom(figures, None, main_calls, killed);
-        let exit = exited?;
-        // The dead incarnation's stdout closing is not news.
-        self.incarnation[k] += 1;
-        self.push_from(
-            Instant::now(),
-            k,
-            Event::Exited {
-                code: exit.code,
-                signal: exit.signal,
-                killed_by_chaosrun: false,
-            },
-        );
+        self.retire(k, &exited?, false);
         Some(self.revive(k, 1, boot).await)
     }
 
