@@ -604,13 +604,16 @@ mod tests {
         let script = dir.path().join("plain");
         // Written by another process: a write descriptor of this one could be
         // inherited by a concurrent test's fork and make the exec ETXTBSY.
-        let made = std::process::Command::new("sh")
+        // Owned, so another test's orphan reaper cannot take its status.
+        let mut write = std::process::Command::new("sh");
+        write
             .arg("-c")
             .arg("printf 'echo plain-ran\\n' > \"$1\" && chmod 755 \"$1\"")
             .arg("sh")
-            .arg(&script)
-            .status()
-            .unwrap();
+            .arg(&script);
+        let mut writer = crate::children::spawn_owned(&mut write).unwrap();
+        let made = writer.wait().unwrap();
+        crate::children::disown(writer.id() as i32);
         assert!(made.success());
         let (out, _, st, _) = run(&[script.to_str().unwrap()], Stdin::Null, b"").await;
         assert!(st.success());

@@ -280,16 +280,18 @@ mod tests {
     #[ignore = "needs a memory cgroup controller (scripts/test.sh runs it)"]
     fn the_kernel_oom_kills_past_the_limit_and_counts_it() {
         use std::os::unix::process::ExitStatusExt;
-        let mut child = std::process::Command::new("python3")
-            .args(["-c", "import sys; sys.stdin.readline(); b=[bytearray(10<<20) for _ in range(40)]; print('survived')"])
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+        // Owned: another test's orphan reaper in this process must not take
+        // its exit status (`wait` would fail with ECHILD).
+        let mut cmd = std::process::Command::new("python3");
+        cmd.args(["-c", "import sys; sys.stdin.readline(); b=[bytearray(10<<20) for _ in range(40)]; print('survived')"])
+            .stdin(std::process::Stdio::piped());
+        let mut child = crate::children::spawn_owned(&mut cmd).unwrap();
         let cg = match MemoryLimit::open(None, "test", &[child.id() as i32]) {
             Ok(cg) => cg,
             Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();
+                crate::children::disown(child.id() as i32);
                 panic!("missing prerequisite: a memory cgroup controller ({e})");
             }
         };
@@ -298,6 +300,7 @@ mod tests {
         cg.set(usage + (64 << 20)).unwrap();
         drop(child.stdin.take());
         let status = child.wait().unwrap();
+        crate::children::disown(child.id() as i32);
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
         assert_eq!(cg.oom_kills().unwrap(), before + 1);
         assert!(cg.remove());
