@@ -136,7 +136,11 @@ pub fn main(args: Args) -> ExitCode {
         Ok(a) => a,
         Err(code) => return code,
     };
-    agent.version = agent_version(&args, &agent);
+    // Only the JSON report and the history name it: no `version_cmd` run
+    // for a run that writes neither.
+    if args.json.is_some() || args.history.is_some() {
+        agent.version = agent_version(&args, &agent);
+    }
     let seed = args.seed.unwrap_or_else(rand::random);
     let (artifacts, history) = match outputs(&args, &table_path, &agent, &selected, seed) {
         Ok(o) => o,
