@@ -194,7 +194,7 @@ pub fn main(args: Args) -> u8 {
         known,
         deadline_scale: args.deadline_scale,
     };
-    let run = Run::open(agent, &args.agent.agent_args);
+    let run = Run::open(agent, &args.agent.agent_args, None);
     let outcome = search::run(run.runtime(), run.shared.clone(), &plan);
     let killed = run.close();
     if killed > 0 {

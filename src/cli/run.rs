@@ -395,7 +395,8 @@ fn execute(
     history: Option<Recorder>,
 ) -> u8 {
     let version = agent.version.clone();
-    let run = Run::open(agent, &args.agent.agent_args);
+    let keep = artifacts.as_ref().map(|a| a.path.clone());
+    let run = Run::open(agent, &args.agent.agent_args, keep);
     let shared = run.shared.clone();
     // One wave of the table at a time: repeats queue behind it rather than
     // multiplying the load (which would itself make scenarios flaky).
@@ -413,6 +414,10 @@ fn execute(
     let host = shared.profile.network == crate::profile::NetworkMode::Host;
     let network = crate::driver::netns::NetNs::for_scenario(host).1;
     say(format_args!("chaosrun: {}\n", network.describe()));
+    say(format_args!(
+        "chaosrun: {}\n",
+        crate::driver::mountns::describe()
+    ));
     let opts = runner::Options {
         jobs,
         artifacts: artifacts.as_ref().map(|a| a.path.clone()),

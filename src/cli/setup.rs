@@ -157,7 +157,7 @@ impl Run {
     /// cleanup guard (removing the bundled agent's folder if chaosrun dies),
     /// the runner's [`Shared`] and a tokio runtime. What cannot be had is a
     /// warning, never a refusal.
-    pub fn open(agent: Agent, agent_args: &[String]) -> Run {
+    pub fn open(agent: Agent, agent_args: &[String], artifacts: Option<PathBuf>) -> Run {
         let run_id = format!("chaos{}", proc_hygiene::new_id(&mut rand::thread_rng()));
         if let Err(e) = proc_hygiene::become_subreaper() {
             crate::say_err!("chaosrun: warning: cannot become a child subreaper ({e}); orphans re-parent to init but are still found by their tag");
@@ -177,6 +177,7 @@ impl Run {
             run_id,
             containment,
             boot_gate: Shared::boot_gate(),
+            artifacts,
         });
         Run {
             shared,

@@ -10,9 +10,10 @@
 //! needs one. [`start`] does what `posix_spawn` does, with those two steps:
 //! the child runs on a small stack of its own inside chaosrun's memory, with
 //! every signal blocked, makes only plain system calls (signal dispositions
-//! back to default, join the cgroup, join the namespace, stdio, a process
-//! group of its own, cwd, the open-file limit chaosrun started with, an
-//! empty signal mask) and execs; the calling thread
+//! back to default, join the cgroup, join the network and mount namespaces,
+//! stdio, a process group of its own, cwd, the open-file limit chaosrun
+//! started with, give up privileges ([`super::harden`]), the seccomp
+//! program ([`super::seccomp`]), an empty signal mask) and execs; the calling thread
 //! resumes once it has (or has failed, the error passed back in shared
 //! memory). Everything the child reads is prepared before the clone: it never
 //! allocates nor takes a lock.
@@ -51,8 +52,11 @@ pub struct Command<'a> {
     pub cgroup: Option<BorrowedFd<'a>>,
     /// A network namespace to join before exec.
     pub netns: Option<BorrowedFd<'a>>,
-    /// Install [`super::deny_namespaces`]'s filter before exec.
-    pub deny_namespaces: bool,
+    /// A mount namespace to join before exec ([`super::mountns`]).
+    pub mntns: Option<BorrowedFd<'a>>,
+    /// What the seccomp program refuses ([`super::seccomp`]): namespace
+    /// creation on a `namespaces: denied` row, `setns` unless allowed.
+    pub seccomp: super::seccomp::Policy,
 }
 
 /// A started process: chaosrun's child until [`Child::wait`] reaps it;
@@ -154,6 +158,11 @@ struct Shared {
     stdio: [RawFd; 3],
     cgroup: RawFd,
     netns: RawFd,
+    mntns: RawFd,
+    /// [`super::harden::apply`]'s arguments: the Landlock ruleset (-1: none)
+    /// and the last capability to drop (-1: none, not root).
+    ruleset: RawFd,
+    last_cap: i64,
     /// The seccomp program to install before exec (null: none).
     seccomp: *const libc::sock_fprog,
     /// The open-file limit chaosrun started with, when it raised its own
@@ -218,6 +227,10 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         if s.netns >= 0 && libc::setns(s.netns, libc::CLONE_NEWNET) != 0 {
             fail(s);
         }
+        // Before the chdir: joining a mount namespace resets the cwd.
+        if s.mntns >= 0 && libc::setns(s.mntns, libc::CLONE_NEWNS) != 0 {
+            fail(s);
+        }
         for (to, &from) in s.stdio.iter().enumerate() {
             if libc::dup2(from, to as c_int) < 0 {
                 fail(s);
@@ -231,7 +244,10 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
                 fail(s);
             }
         }
-        if !s.seccomp.is_null() && !super::deny_namespaces::install(s.seccomp) {
+        if !super::harden::apply(s.ruleset, s.last_cap) {
+            fail(s);
+        }
+        if !s.seccomp.is_null() && !super::seccomp::install(s.seccomp) {
             fail(s);
         }
         let mut none: libc::sigset_t = std::mem::zeroed();
@@ -342,11 +358,17 @@ pub fn start(cmd: &Command<'_>) -> io::Result<Child> {
     };
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
-    let seccomp = cmd
-        .deny_namespaces
-        .then(super::deny_namespaces::program)
-        .transpose()
-        .map_err(io::Error::other)?;
+    let filter = match super::seccomp::program(cmd.seccomp) {
+        Ok(p) => Some(p),
+        // This build has no program: only a row that denies namespaces needs one.
+        Err(e) if cmd.seccomp.deny_namespaces => return Err(io::Error::other(e)),
+        Err(_) => None,
+    };
+    let seccomp = filter.as_ref().map(|f| libc::sock_fprog {
+        len: f.len() as u16,
+        filter: f.as_ptr().cast_mut(),
+    });
+    let hardening = super::harden::Hardening::prepare();
     let mut shared = Shared {
         program: program.as_ptr(),
         argv: argv.as_ptr(),
@@ -357,6 +379,9 @@ pub fn start(cmd: &Command<'_>) -> io::Result<Child> {
         stdio: [stdin_r.as_raw_fd(), out_w.as_raw_fd(), err_w.as_raw_fd()],
         cgroup: cmd.cgroup.map_or(-1, |f| f.as_raw_fd()),
         netns: cmd.netns.map_or(-1, |f| f.as_raw_fd()),
+        mntns: cmd.mntns.map_or(-1, |f| f.as_raw_fd()),
+        ruleset: hardening.ruleset_fd(),
+        last_cap: hardening.last_cap(),
         seccomp: seccomp
             .as_ref()
             .map_or(std::ptr::null(), |p| p as *const libc::sock_fprog),
@@ -373,7 +398,7 @@ pub fn start(cmd: &Command<'_>) -> io::Result<Child> {
         }),
     };
     let pid = clone_and_exec(&mut shared)?;
-    drop((stdin_r, out_w, err_w));
+    drop((stdin_r, out_w, err_w, hardening, filter));
     let pidfd = crate::proc_hygiene::pidfd_open(pid).and_then(|fd| {
         // SAFETY: the OwnedFd stays open, the same fd, as long as the AsyncFd.
         unsafe { AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE) }.ok()
@@ -476,7 +501,11 @@ mod tests {
                     stdin,
                     cgroup: None,
                     netns: None,
-                    deny_namespaces,
+                    mntns: None,
+                    seccomp: super::super::seccomp::Policy {
+                        allow_setns: false,
+                        deny_namespaces,
+                    },
                 })
             },
             |c| Some(c.id()),
@@ -547,6 +576,33 @@ mod tests {
         assert_eq!(pgid, pid, "a process group of its own: {out}");
     }
 
+    /// What the child gave up, read back from the kernel's view of it (its
+    /// /proc status) and by the attack itself: no_new_privs, no capability
+    /// but CAP_SETFCAP when chaosrun is root, and (with Landlock) no other
+    /// process's namespace file opens, init's included.
+    #[tokio::test]
+    async fn a_child_gives_up_privileges_and_cannot_open_other_namespaces() {
+        let script = "grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; \
+                      if (exec 3</proc/1/ns/net) 2>/dev/null; then echo OPENED; else echo REFUSED; fi";
+        let (out, err, st, _) = run(&["sh", "-c", script], Stdin::Null, b"").await;
+        assert!(st.success(), "{out} {err}");
+        assert!(out.contains("NoNewPrivs:\t1"), "{out}");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            assert!(out.contains("CapEff:\t0000000080000000"), "{out}");
+            assert!(out.contains("CapBnd:\t0000000080000000"), "{out}");
+        }
+        if super::super::harden::Hardening::prepare()
+            .offered()
+            .landlock
+        {
+            assert!(
+                out.contains("REFUSED") && !out.contains("OPENED"),
+                "{out} {err}"
+            );
+        }
+    }
+
     /// The namespace fault, found by a method that does not share the
     /// filter's assumptions: util-linux's `unshare` run first without it
     /// (the host allows a user and network namespace) and then started by
@@ -578,7 +634,8 @@ mod tests {
             stdin: Stdin::Null,
             cgroup: None,
             netns: None,
-            deny_namespaces: false,
+            mntns: None,
+            seccomp: super::super::seccomp::Policy::default(),
         })
         .unwrap_err()
     }

@@ -93,9 +93,12 @@ pub struct Prepared {
     /// The scenario's network namespace, which every agent process joins
     /// (None: the host's network; set by the runner after [`prepare`]).
     pub netns: Option<std::sync::Arc<super::netns::NetNs>>,
-    /// The row denies namespace creation to every agent process (set by
-    /// the runner after [`prepare`]; see [`super::deny_namespaces`]).
-    pub deny_namespaces: bool,
+    /// The scenario's mount namespace, which every agent process joins
+    /// (None: the host's mounts; set by the runner after [`prepare`]).
+    pub mntns: Option<std::sync::Arc<super::mountns::MntNs>>,
+    /// What every agent process's seccomp program refuses (set by the
+    /// runner after [`prepare`]; see [`super::seccomp`]).
+    pub seccomp: super::seccomp::Policy,
 }
 
 /// What exec mode needs to render each turn's argv.
@@ -354,7 +357,8 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
         log_paths,
         exec,
         netns: None,
-        deny_namespaces: false,
+        mntns: None,
+        seccomp: super::seccomp::Policy::default(),
     })
 }
 

@@ -1,5 +1,6 @@
 //! The agent process: its hermetic environment ([`env`]), its HOME and spec
-//! file ([`home`]), its network namespace ([`netns`]), the one way it is
+//! file ([`home`]), its network and mount namespaces ([`netns`],
+//! [`mountns`]), what it gives up before exec ([`harden`], [`seccomp`]), the one way it is
 //! started and killed ([`spawn`], through [`child`]: no fork), the running process speaking the driver
 //! protocol ([`process`]): `CHAOS ` events on stdout, `interrupt` on stdin; a
 //! one-shot CLI run per turn ([`exec`]); and what it writes, read within caps
@@ -7,14 +8,16 @@
 
 pub mod agent;
 pub mod child;
-pub mod deny_namespaces;
 pub mod env;
 pub mod exec;
 mod handoff;
+pub mod harden;
 pub mod home;
+pub mod mountns;
 pub mod netns;
 pub mod output;
 pub mod process;
+pub mod seccomp;
 pub mod spawn;
 
 pub use agent::Agent;

@@ -139,7 +139,8 @@ impl AgentProcess {
             stdin: super::child::Stdin::Piped,
             scope,
             netns: prep.netns.as_deref(),
-            deny_namespaces: prep.deny_namespaces,
+            mntns: prep.mntns.as_deref(),
+            seccomp: prep.seccomp,
             what: "agent command",
         })?;
         // Not reaped yet (its waiter starts below, and the orphan reaper

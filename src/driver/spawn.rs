@@ -1,8 +1,10 @@
 //! The one way chaosrun starts an agent process and the one way it ends one.
 //! [`spawn`] starts a driver-protocol agent or an exec-mode turn alike: the
 //! hermetic environment only, cwd the work dir, its own process group, moved
-//! into the scenario's cgroup and network namespace before exec (so nothing
-//! it ever starts is outside either), owned by chaosrun until reaped.
+//! into the scenario's cgroup, network and mount namespaces before exec (so
+//! nothing it ever starts is outside them), without privileges
+//! ([`super::harden`]) and under the seccomp program ([`super::seccomp`]),
+//! owned by chaosrun until reaped.
 //! [`Agent::kill_and_wait`] is the one bounded kill-and-wait: SIGKILL, wait
 //! up to [`KILL_WAIT`], kill again (the scenario's whole tree when allowed),
 //! wait once more, then give up waiting.
@@ -15,8 +17,10 @@ use std::time::Duration;
 
 use super::agent::Agent;
 use super::child::{self, Child, Stdin};
+use super::mountns::MntNs;
 use super::netns::NetNs;
 use super::process::Exit;
+use super::seccomp::Policy;
 use crate::proc_hygiene::Scope;
 use anyhow::Context;
 
@@ -35,9 +39,10 @@ pub struct SpawnSpec<'a> {
     pub scope: &'a Scope,
     /// The scenario's network namespace, joined before exec.
     pub netns: Option<&'a NetNs>,
-    /// The row denies namespace creation to the agent's tree
-    /// ([`super::deny_namespaces`]).
-    pub deny_namespaces: bool,
+    /// The scenario's mount namespace, joined before exec.
+    pub mntns: Option<&'a MntNs>,
+    /// What the agent's seccomp program refuses ([`super::seccomp`]).
+    pub seccomp: Policy,
     /// What the command is, for the error (`agent command`, `exec turn command`).
     pub what: &'a str,
 }
@@ -61,7 +66,8 @@ pub fn spawn(spec: SpawnSpec<'_>) -> anyhow::Result<(Child, i32)> {
         stdin: spec.stdin,
         cgroup: procs.as_ref().map(AsFd::as_fd),
         netns: spec.netns.map(NetNs::fd),
-        deny_namespaces: spec.deny_namespaces,
+        mntns: spec.mntns.map(MntNs::fd),
+        seccomp: spec.seccomp,
     };
     // Owned before the orphan reaper can see it (it may exit at once).
     let child = crate::children::start_owned(|| child::start(&cmd), |c| Some(c.id()))
@@ -142,7 +148,8 @@ mod tests {
                 stdin: Stdin::Null,
                 scope: &scope,
                 netns: None,
-                deny_namespaces: false,
+                mntns: None,
+                seccomp: Policy::default(),
                 what: "test command",
             });
             let _ = tx.send(started);

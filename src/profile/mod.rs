@@ -153,6 +153,10 @@ struct ProfileDoc {
     /// loopback only; `host`: the host's network, reported as such.
     #[serde(default)]
     network: NetworkMode,
+    /// `true`: the agent may call `setns` (refused by default; see
+    /// `driver::seccomp`).
+    #[serde(default)]
+    allow_setns: bool,
 }
 
 /// Where a profile's agent gets its network (`network:`).
@@ -215,6 +219,8 @@ pub struct Profile {
     pub mcp_upstream: Option<crate::mcp::upstream::UpstreamSpec>,
     /// `network:` (see [`NetworkMode`]).
     pub network: NetworkMode,
+    /// `allow_setns: true`: the agent's seccomp program lets `setns` through.
+    pub allow_setns: bool,
 }
 
 /// The template variables a scenario run provides, with placeholder values
@@ -392,6 +398,7 @@ impl Profile {
             mcp: doc.mcp.support,
             mcp_upstream: doc.mcp.upstream,
             network: doc.network,
+            allow_setns: doc.allow_setns,
         };
         profile.validate_templates()?;
         profile.validate_home_paths()?;

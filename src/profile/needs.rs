@@ -337,6 +337,7 @@ mod tests {
             mcp,
             mcp_upstream: None,
             network: Default::default(),
+            allow_setns: false,
         };
         for (logical, name, args) in tools {
             p.tools.insert(

@@ -27,6 +27,9 @@ pub struct Shared {
     /// first served: a boot storm of the whole table would otherwise slow the
     /// long scenarios that start first. Their boot deadline starts at spawn.
     pub boot_gate: Arc<tokio::sync::Semaphore>,
+    /// The run's `--artifacts` folder: each scenario's agent sees only its
+    /// own folder in it (`driver::mountns`).
+    pub artifacts: Option<std::path::PathBuf>,
 }
 
 impl Shared {

@@ -102,13 +102,16 @@ impl Session {
                 if let Some(hook) = crate::driver::home::credential_rewriter(&inputs, &p.dirs) {
                     provider.on_credential_refresh(hook);
                 }
-                let deny_namespaces = scenario
-                    .agent_sandbox
-                    .as_ref()
-                    .is_some_and(|a| a.denies_namespaces());
+                let seccomp = crate::driver::seccomp::Policy {
+                    allow_setns: shared.profile.allow_setns,
+                    deny_namespaces: scenario
+                        .agent_sandbox
+                        .as_ref()
+                        .is_some_and(|a| a.denies_namespaces()),
+                };
                 let mut p = Prepared {
                     netns,
-                    deny_namespaces,
+                    seccomp,
                     ..p
                 };
                 if let Some(exec) = p.exec.as_mut() {
@@ -133,6 +136,20 @@ impl Session {
             },
             &prepared.profile_env,
         );
+        let mut prepared = prepared;
+        let reach = reach(shared, root, &prepared, &env, mcp.as_ref());
+        // As root the agent's mounts are always its own: a namespace that
+        // cannot be made is the scenario's ERROR, never a silent fallback.
+        match crate::driver::mountns::MntNs::for_scenario(&reach) {
+            (Some(ns), _) => prepared.mntns = Some(ns),
+            (None, crate::driver::mountns::Mounts::Shared(why))
+                if crate::driver::mountns::required() =>
+            {
+                let error = format!("cannot give the agent its own /tmp and /run: {why}");
+                return Err(failed(error, close(provider, mcp, false).await));
+            }
+            (None, _) => {}
+        }
         let scope = Arc::new(shared.containment.scope(&ids.tag));
         Ok(Session {
             provider,
@@ -159,6 +176,37 @@ impl Session {
             closed: close(self.provider, self.mcp, false).await,
             containment,
         }
+    }
+}
+
+/// What the scenario's mount namespace keeps visible: its folder, its MCP
+/// socket, and every absolute path the agent is given (its argv, each exec
+/// template that renders now, its environment's values and `PATH`, the
+/// profile's folder, chaosrun's own binary).
+fn reach(
+    shared: &Shared,
+    root: &Path,
+    prepared: &Prepared,
+    env: &BTreeMap<String, String>,
+    mcp: Option<&McpServer>,
+) -> crate::driver::mountns::Reach {
+    let mut paths: Vec<std::path::PathBuf> = prepared.argv.iter().map(Into::into).collect();
+    if let Some(exec) = &prepared.exec {
+        let templates = [&exec.spec.first, &exec.spec.next, &exec.spec.resume];
+        for t in templates.into_iter().flatten() {
+            if let Ok(a) = crate::template::render(t, &exec.vars) {
+                paths.push(a.into());
+            }
+        }
+    }
+    paths.extend(env.values().flat_map(|v| v.split(':')).map(Into::into));
+    paths.extend(mcp.map(|m| m.socket().to_path_buf()));
+    paths.push(shared.profile.dir.clone());
+    paths.extend(std::env::current_exe().ok());
+    crate::driver::mountns::Reach {
+        scenario: root.to_path_buf(),
+        artifacts: shared.artifacts.clone(),
+        paths,
     }
 }
 

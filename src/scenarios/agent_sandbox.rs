@@ -3,7 +3,7 @@
 //! inside its own sandbox (the profile renders `{{agent_sandbox}}`, `true`
 //! on such a row and `false` on every other, into the agent's setting), and
 //! says what the sandboxed command prints once it ran. With
-//! `namespaces: denied` the process fault (`driver::deny_namespaces`) makes
+//! `namespaces: denied` the process fault (`driver::seccomp`) makes
 //! namespace creation fail for the agent's whole tree, as a container
 //! runtime's default seccomp profile does, so a sandbox built on namespaces
 //! cannot start. The check (the oracle's `agent_sandbox`) wants the tool
@@ -31,7 +31,7 @@ pub enum Namespaces {
     #[default]
     Allowed,
     /// Refused for the agent and every descendant (the driver's
-    /// `deny_namespaces`).
+    /// seccomp program, `driver::seccomp`).
     Denied,
 }
 

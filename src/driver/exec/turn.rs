@@ -200,7 +200,8 @@ impl Turn {
             stdin,
             scope: &self.scope,
             netns: self.prep.netns.as_deref(),
-            deny_namespaces: self.prep.deny_namespaces,
+            mntns: self.prep.mntns.as_deref(),
+            seccomp: self.prep.seccomp,
             what: "exec turn command",
         })?;
         if let Some(mut w) = child.stdin.take() {
