@@ -220,3 +220,42 @@ fn sigterm_is_passed_to_the_smoke_and_its_exit_forwarded() {
     assert!(out.stdout.is_empty(), "no steps without a verdict");
     assert!(left.is_empty(), "left running: {left:?}");
 }
+
+/// An install put into the cache by hand (not by `agents setup`) is not
+/// run: `agents check` on it is the table run's refusal (exit 2, naming the
+/// folder and the fix), and the planted agent binary never starts (it would
+/// leave a marker outside the cache).
+#[test]
+fn an_install_made_by_hand_is_refused_not_run() {
+    let cache = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let marker = outside.path().join("ran");
+    let dir = cache.path().join("agents/qwen-code");
+    let pkg = dir.join("prefix/lib/node_modules/@qwen-code/qwen-code");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(pkg.join("package.json"), "{\"version\": \"0.24.4\"}").unwrap();
+    std::fs::create_dir_all(dir.join("prefix/bin")).unwrap();
+    let bin = dir.join("prefix/bin/qwen");
+    std::fs::write(
+        &bin,
+        format!("#!/bin/sh\ntouch '{}'\nexit 1\n", marker.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mark = common::new_mark("check-by-hand");
+    let out = common::command(&mark, &["agents", "check", "qwen-code"])
+        .env("CHAOSRUN_CACHE", cache.path())
+        .output()
+        .unwrap();
+    common::kill_marked(&mark);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!marker.exists(), "the planted agent ran: {err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&dir.display().to_string())
+            && err.contains("not made by chaosrun")
+            && err.contains("chaosrun agents setup qwen-code"),
+        "{err}"
+    );
+}

@@ -59,11 +59,21 @@ fn fake_npm_install(cache: &Path, agent: &str, pkg: &str, version: &str) {
     .unwrap();
 }
 
+/// [`fake_npm_install`] sealed as `agents setup` seals what it installed
+/// (as if its setup.sh had run): an install chaosrun counts as its own.
+fn sealed_npm_install(cache: &Path, agent: &str, pkg: &str, version: &str) {
+    use chaosrun::catalog::{cache as folders, find, seal};
+    fake_npm_install(cache, agent, pkg, version);
+    let entry = find(agent).unwrap().unwrap();
+    let folder = folders::open(cache, agent, false).unwrap().unwrap();
+    seal::finish(&folder, entry, version, None).unwrap();
+}
+
 #[test]
 fn agents_lists_pins_capabilities_and_installs() {
     let cache = tempfile::tempdir().unwrap();
-    fake_npm_install(cache.path(), "codex", "@openai/codex", "0.169.0");
-    fake_npm_install(cache.path(), "gemini-cli", "@google/gemini-cli", "0.60.1");
+    sealed_npm_install(cache.path(), "codex", "@openai/codex", "0.169.0");
+    sealed_npm_install(cache.path(), "gemini-cli", "@google/gemini-cli", "0.60.1");
     let (code, out, err) = run(cache.path(), &repo(), &["agents"]);
     assert_eq!(code, Some(0), "{err}");
     let header = out.lines().next().unwrap();
@@ -217,7 +227,7 @@ fn a_shipped_agent_not_installed_names_the_setup_command() {
 #[test]
 fn another_installed_version_runs_with_a_warning() {
     let cache = tempfile::tempdir().unwrap();
-    fake_npm_install(cache.path(), "qwen-code", "@qwen-code/qwen-code", "0.20.0");
+    sealed_npm_install(cache.path(), "qwen-code", "@qwen-code/qwen-code", "0.20.0");
     std::fs::create_dir_all(cache.path().join("agents/qwen-code/prefix/bin")).unwrap();
     let qwen = cache.path().join("agents/qwen-code/prefix/bin/qwen");
     std::fs::write(
@@ -347,4 +357,136 @@ fn npm_agents_install_the_locked_pin() {
         seen += 1;
     }
     assert!(seen >= 8, "only {seen} npm agents in the catalog");
+}
+
+/// Every path under `dir` (recursively, links not followed) with its size:
+/// what "nothing was written there" compares.
+fn listing(dir: &Path) -> Vec<(PathBuf, u64)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let m = std::fs::symlink_metadata(e.path()).unwrap();
+            if m.is_dir() {
+                todo.push(e.path());
+            }
+            out.push((e.path(), m.len()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A `setup.sh` that would leave `marker` behind (outside the cache) if it ran.
+fn planted_setup(dir: &Path, marker: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let script = dir.join("setup.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A `setup.sh` planted in the cache entry of the bundled reference agent
+/// (which has nothing to install) never runs: in a folder made by hand the
+/// entry is refused (exit 2, naming it and the fix), and in the folder
+/// `agents setup` made itself the script is not the catalog's, so it is not
+/// run either.
+#[test]
+fn a_setup_sh_planted_in_the_reference_entry_never_runs() {
+    let cache = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let marker = outside.path().join("ran");
+    let dir = cache.path().join("agents/reference");
+    planted_setup(&dir, &marker);
+    let (code, out, err) = run(cache.path(), &repo(), &["agents", "setup", "reference"]);
+    assert!(!marker.exists(), "the planted setup.sh ran: {out}{err}");
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(err.contains(&dir.display().to_string()), "{err}");
+    assert!(
+        err.contains("delete it") && err.contains("chaosrun agents setup reference"),
+        "{err}"
+    );
+
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (code, out, err) = run(cache.path(), &repo(), &["agents", "setup", "reference"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    planted_setup(&dir, &marker);
+    let (code, out, err) = run(cache.path(), &repo(), &["agents", "setup", "reference"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(!marker.exists(), "the planted setup.sh ran: {out}{err}");
+}
+
+/// An `agents` folder that is a symlink out of the cache is refused, by
+/// `agents setup` and `--agent`, and nothing is written where it points.
+#[test]
+fn a_symlinked_agents_folder_is_refused() {
+    let cache = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("keep"), "mine").unwrap();
+    fake_npm_install(outside.path(), "codex", "@openai/codex", "0.169.0");
+    std::fs::rename(
+        outside.path().join("agents"),
+        outside.path().join("elsewhere"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("elsewhere"),
+        cache.path().join("agents"),
+    )
+    .unwrap();
+    let before = listing(outside.path());
+    let agents = cache.path().join("agents");
+    for args in [
+        &["agents", "setup", "reference"][..],
+        &["--agent", "codex", "--only", "provider_400_forever"],
+    ] {
+        let (code, out, err) = run(cache.path(), &repo(), args);
+        assert_eq!(code, Some(2), "{args:?}: {out}{err}");
+        assert!(
+            err.contains(&agents.display().to_string()) && err.contains("symlink"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(listing(outside.path()), before, "{args:?}: written outside");
+    }
+}
+
+/// A cache entry chaosrun did not make (an install put there by hand) is
+/// refused: `--agent` and `agents setup` exit 2 naming the folder and the
+/// fix, and `chaosrun agents` does not count it as installed.
+#[test]
+fn a_cache_entry_made_by_hand_is_refused() {
+    let cache = tempfile::tempdir().unwrap();
+    fake_npm_install(cache.path(), "codex", "@openai/codex", "0.169.0");
+    let dir = cache.path().join("agents/codex");
+    let before = listing(&dir);
+    for args in [
+        &["--agent", "codex", "--only", "provider_400_forever"][..],
+        &["agents", "setup", "codex"],
+    ] {
+        let (code, out, err) = run(cache.path(), &repo(), args);
+        assert_eq!(code, Some(2), "{args:?}: {out}{err}");
+        assert!(
+            err.contains(&dir.display().to_string())
+                && err.contains("not made by chaosrun")
+                && err.contains("delete it")
+                && err.contains("chaosrun agents setup codex"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(listing(&dir), before, "{args:?}: the entry was written");
+    }
+    let (code, json, _) = run(cache.path(), &repo(), &["agents", "--json"]);
+    assert_eq!(code, Some(0));
+    let rows: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let codex = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "codex")
+        .unwrap();
+    assert_eq!(codex["installed"], "refused", "{codex}");
+    assert_eq!(codex["versions"], serde_json::json!([]), "{codex}");
 }

@@ -320,3 +320,182 @@ fn sigterm_stops_a_bisect_and_its_child_run() {
     within(10, || f.survivors().is_empty());
     assert_eq!(f.survivors(), Vec::<String>::new());
 }
+
+/// Every path under `dir` (recursively, links not followed) with its size.
+fn listing(dir: &Path) -> Vec<(PathBuf, u64)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let m = std::fs::symlink_metadata(e.path()).unwrap();
+            if m.is_dir() {
+                todo.push(e.path());
+            }
+            out.push((e.path(), m.len()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A `setup.sh` in `dir` that would leave `marker` behind if it ran.
+fn plant_setup(dir: &Path, marker: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let script = dir.join("setup.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// `CACHE/agents/NAME@VERSION` a symlink to a folder outside the cache
+/// holding a real install of that version (the catalog's files removed, so
+/// writing them out would show): `--agent NAME@VERSION` and `agents setup
+/// NAME@VERSION` refuse it (exit 2, naming the folder and the fix), and the
+/// outside folder is as it was. The same for a symlinked `agents` folder.
+#[test]
+fn a_symlinked_version_folder_is_refused_and_nothing_is_written_outside() {
+    let f = Fixture::new();
+    let (code, out, err) = f.run(&["agents", "setup", "fixture-agent@1.2.0"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let entry = f.path("cache/agents/fixture-agent@1.2.0");
+    let outside = f.path("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let moved = outside.join("fixture-agent@1.2.0");
+    std::fs::rename(&entry, &moved).unwrap();
+    for file in ["agent.yaml", "setup.sh", "catalog.yaml"] {
+        std::fs::remove_file(moved.join(file)).unwrap();
+    }
+    std::os::unix::fs::symlink(&moved, &entry).unwrap();
+    let before = listing(&outside);
+    let run = [
+        "--agent",
+        "fixture-agent@1.2.0",
+        "--only",
+        "provider_500_forever",
+    ];
+    let setup = ["agents", "setup", "fixture-agent@1.2.0"];
+    for args in [&run[..], &setup] {
+        let (code, out, err) = f.run(args);
+        assert_eq!(code, Some(2), "{args:?}: {out}{err}");
+        assert!(
+            err.contains(&entry.display().to_string())
+                && err.contains("symlink")
+                && err.contains("chaosrun agents setup fixture-agent@1.2.0"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(listing(&outside), before, "{args:?}: written outside");
+    }
+    // The whole `agents` folder a symlink to one holding that install.
+    std::fs::remove_file(&entry).unwrap();
+    let agents = f.path("cache/agents");
+    std::fs::rename(&agents, outside.join("agents")).unwrap();
+    std::fs::rename(&moved, outside.join("agents/fixture-agent@1.2.0")).unwrap();
+    std::os::unix::fs::symlink(outside.join("agents"), &agents).unwrap();
+    let before = listing(&outside);
+    for args in [&run[..], &setup] {
+        let (code, out, err) = f.run(args);
+        assert_eq!(code, Some(2), "{args:?}: {out}{err}");
+        assert!(
+            err.contains(&agents.display().to_string()) && err.contains("symlink"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(listing(&outside), before, "{args:?}: written outside");
+    }
+    assert_eq!(f.survivors(), Vec::<String>::new());
+}
+
+/// Only the catalog's own install script runs: a `setup.sh` planted in the
+/// cache entry of an agent whose catalog folder has none is never run (not
+/// on a folder `agents setup` made, not on one made by hand), and a planted
+/// one in a chaosrun-made entry of the fixture agent is replaced by the
+/// catalog's before anything runs.
+#[test]
+fn a_planted_setup_sh_never_runs_for_another_agent() {
+    let f = Fixture::new();
+    let marker = f.path("ran");
+    // A catalog agent with nothing to run: its setup finds no install.
+    let bare = f.path("catalog/bare-agent");
+    std::fs::create_dir_all(&bare).unwrap();
+    std::fs::write(
+        bare.join("catalog.yaml"),
+        "profile: agent.yaml\npinned: 1.0.0\npip: bare-agent\n",
+    )
+    .unwrap();
+    std::fs::write(bare.join("agent.yaml"), "exec: {first: [\"true\"]}\n").unwrap();
+    let (code, _, err) = f.run(&["agents", "setup", "bare-agent"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("no bare-agent install"), "{err}");
+    plant_setup(&f.path("cache/agents/bare-agent"), &marker);
+    let (code, _, err) = f.run(&["agents", "setup", "bare-agent"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(!marker.exists(), "the planted setup.sh ran: {err}");
+
+    // The fixture agent, installed by chaosrun, then a script planted.
+    let (code, out, err) = f.run(&["agents", "setup", "fixture-agent@1.2.0"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let entry = f.path("cache/agents/fixture-agent@1.2.0");
+    plant_setup(&entry, &marker);
+    let (code, out, err) = f.run(&["agents", "setup", "fixture-agent@1.2.0"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(!marker.exists(), "the planted setup.sh ran: {out}{err}");
+    assert_eq!(
+        std::fs::read(entry.join("setup.sh")).unwrap(),
+        std::fs::read(f.path("catalog/fixture-agent/setup.sh")).unwrap()
+    );
+    // A folder made by hand, with a script in it: refused, nothing run.
+    let by_hand = f.path("cache/agents/fixture-agent@1.1.0");
+    plant_setup(&by_hand, &marker);
+    let (code, _, err) = f.run(&["agents", "setup", "fixture-agent@1.1.0"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(!marker.exists(), "the planted setup.sh ran: {err}");
+}
+
+/// An install put into the cache by hand (the version's dist-info where the
+/// profile finds it, no seal of chaosrun's) is refused on use; so is a
+/// chaosrun-made entry whose install metadata was changed since.
+#[test]
+fn an_install_made_by_hand_is_refused() {
+    let f = Fixture::new();
+    let site = f.path("cache/agents/fixture-agent@1.1.0/.venv/lib/python3/site-packages");
+    let info = site.join("chaosrun_fixture_agent-1.1.0.dist-info");
+    std::fs::create_dir_all(&info).unwrap();
+    std::fs::write(
+        info.join("METADATA"),
+        "Name: chaosrun-fixture-agent\nVersion: 1.1.0\n",
+    )
+    .unwrap();
+    let entry = f.path("cache/agents/fixture-agent@1.1.0");
+    let run = [
+        "--agent",
+        "fixture-agent@1.1.0",
+        "--only",
+        "provider_500_forever",
+    ];
+    let (code, out, err) = f.run(&run);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(
+        err.contains(&entry.display().to_string())
+            && err.contains("not made by chaosrun")
+            && err.contains("delete it")
+            && err.contains("chaosrun agents setup fixture-agent@1.1.0"),
+        "{err}"
+    );
+    assert!(!entry.join("agent.yaml").exists(), "the entry was written");
+    assert_eq!(versions_listed(&f), Vec::<String>::new());
+
+    // Made by chaosrun, then its install's metadata edited.
+    std::fs::remove_dir_all(&entry).unwrap();
+    let (code, out, err) = f.run(&["agents", "setup", "fixture-agent@1.1.0"]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    let metadata = info.join("METADATA");
+    let text = std::fs::read_to_string(&metadata).unwrap();
+    std::fs::write(&metadata, text + "Summary: edited\n").unwrap();
+    let (code, out, err) = f.run(&run);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(err.contains(&entry.display().to_string()), "{err}");
+    assert!(err.contains("changed since"), "{err}");
+}

@@ -133,10 +133,7 @@ fn setup(spec: &str, cache: &std::path::Path) -> u8 {
             ));
             0
         }
-        Err(e) => {
-            let code = crate::children::stop_signal().map_or(1, |sig| (128 + sig) as u8);
-            fail(code, format!("agent `{name}`: {e}"))
-        }
+        Err(e) => fail(e.code(), format!("agent `{name}`: {e}")),
     }
 }
 
@@ -146,9 +143,8 @@ pub fn setup_version(
     entry: &super::entry::Entry,
     cache: &std::path::Path,
     version: &str,
-) -> Result<(PathBuf, String), String> {
-    let dir = install::version_dir(cache, entry, version);
-    install::setup(entry, &super::files(entry), &dir, version).map(|v| (dir, v))
+) -> Result<(PathBuf, String), install::SetupError> {
+    install::setup(entry, &super::files(entry), cache, version)
 }
 
 /// One line of `chaosrun agents`.
@@ -156,7 +152,9 @@ pub fn setup_version(
 pub struct Row {
     pub name: &'static str,
     pub pinned: &'static str,
-    /// `bundled`, `yes` (the pin), `VERSION (not the pin)`, `no`, `not in this build`.
+    /// `bundled`, `yes` (the pin), `VERSION (not the pin)`, `no`, `refused`
+    /// (its folder is not one chaosrun made: `--agent NAME` says why), `not
+    /// in this build`.
     pub installed: String,
     /// Every version installed side by side (`agents setup NAME@VERSION`), oldest first.
     pub versions: Vec<String>,
@@ -171,6 +169,7 @@ fn row(e: &'static super::entry::Entry, cache: &std::path::Path) -> Row {
         State::Pinned => "yes".to_string(),
         State::Other(v) => format!("{v} (not the pin)"),
         State::Missing => "no".to_string(),
+        State::Refused(_) => "refused".to_string(),
         State::NotInBuild => "not in this build".to_string(),
     };
     let files = super::files(e);

@@ -1,10 +1,13 @@
-//! The user's cache folder for shipped agents, the version installed there,
-//! and `agents setup` (write the folder out, run its `setup.sh` in it).
+//! The user's cache folder for shipped agents, the version installed there
+//! (as chaosrun sealed it, [`seal`]), and `agents setup` (write the folder
+//! out through [`cache`], run the catalog's `setup.sh` in it, seal it).
 
 use std::path::{Path, PathBuf};
 
+use super::cache::{self, Folder};
 use super::embedded;
 use super::entry::{Entry, Install};
+use super::seal;
 use crate::children::Forward;
 
 /// The per-user cache chaosrun installs agents into: `$CHAOSRUN_CACHE`, else
@@ -26,39 +29,54 @@ pub fn cache_dir() -> Result<PathBuf, String> {
 
 /// The folder an agent is written to and installed in: `CACHE/agents/NAME`.
 pub fn agent_dir(cache: &Path, entry: &Entry) -> PathBuf {
-    cache.join("agents").join(entry.name)
+    version_dir(cache, entry, entry.pinned)
 }
 
 /// The folder of `version`'s install: the pinned one's for the pin, else
 /// `CACHE/agents/NAME@VERSION` (versions sit side by side).
 pub fn version_dir(cache: &Path, entry: &Entry, version: &str) -> PathBuf {
-    if entry.matches(version) {
-        agent_dir(cache, entry)
-    } else {
-        cache
-            .join("agents")
-            .join(format!("{}@{version}", entry.name))
-    }
+    cache
+        .join("agents")
+        .join(cache::folder_name(entry, version))
 }
 
-/// Every version of `entry` installed under `cache`, oldest first, with its
-/// folder: the pinned folder's and each `NAME@VERSION` folder's.
+/// Every version of `entry` installed under `cache` as chaosrun made it,
+/// oldest first, with its folder: the pinned folder's and each
+/// `NAME@VERSION` folder's (a folder refused by [`seal::verify`] is left
+/// out; `--agent` and `agents setup` say why).
 pub fn installed(entry: &Entry, cache: &Path) -> Vec<(String, PathBuf)> {
-    let mut dirs = vec![agent_dir(cache, entry)];
     let prefix = format!("{}@", entry.name);
-    if let Ok(list) = std::fs::read_dir(cache.join("agents")) {
-        dirs.extend(
-            list.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-                .map(|e| e.path()),
-        );
-    }
-    let mut out: Vec<(String, PathBuf)> = dirs
-        .into_iter()
-        .filter_map(|d| installed_version(entry, &d).map(|v| (v, d)))
+    let mut names = vec![entry.name.to_string()];
+    names.extend(
+        cache::list(cache)
+            .into_iter()
+            .filter(|n| n.starts_with(&prefix)),
+    );
+    let mut out: Vec<(String, PathBuf)> = names
+        .iter()
+        .filter_map(|n| {
+            let folder = cache::open(cache, n, false).ok()??;
+            let v = seal::verify(&folder, entry).ok()??;
+            Some((v, folder.path))
+        })
         .collect();
     out.sort_by(|a, b| super::version::cmp(&a.0, &b.0));
     out
+}
+
+/// The version in `version`'s folder under `cache` (the pin's folder for
+/// the pin), as chaosrun sealed it and checked now: `Ok(None)` when nothing
+/// is installed there; an error naming the folder and the fix when it is
+/// refused (a link, not made by chaosrun, changed since).
+pub fn trusted_version(
+    entry: &Entry,
+    cache: &Path,
+    version: &str,
+) -> Result<Option<String>, String> {
+    match cache::open(cache, &cache::folder_name(entry, version), false)? {
+        Some(folder) => seal::verify(&folder, entry),
+        None => Ok(None),
+    }
 }
 
 /// The version of the agent installed in `dir`, if any. Read from the
@@ -67,10 +85,7 @@ pub fn installed_version(entry: &Entry, dir: &Path) -> Option<String> {
     match entry.install {
         Install::Bundled => Some(entry.pinned.to_string()),
         Install::Npm(pkg) => {
-            let manifest = dir
-                .join("prefix/lib/node_modules")
-                .join(pkg)
-                .join("package.json");
+            let manifest = dir.join(npm_manifest(pkg));
             let cap = crate::input::Cap {
                 what: "package manifest",
                 bytes: 1 << 20,
@@ -79,26 +94,49 @@ pub fn installed_version(entry: &Entry, dir: &Path) -> Option<String> {
             let doc: serde_json::Value = serde_json::from_slice(&text).ok()?;
             doc.get("version")?.as_str().map(String::from)
         }
-        Install::Pip(dist) => pip_version(&dir.join(".venv/lib"), dist),
+        Install::Pip(dist) => pip_info(dir, dist).map(|(v, _)| v),
     }
 }
 
-/// `lib/python*/site-packages/DIST-VERSION.dist-info` (names normalised as
-/// pip writes them: lower case, `-` and `.` as `_`).
-fn pip_version(lib: &Path, dist: &str) -> Option<String> {
+/// The install's metadata file that names its version, relative to `dir`
+/// (what [`seal`] hashes): npm's `package.json` of the package, pip's
+/// `METADATA` in its dist-info; `None` for nothing installed or bundled.
+pub fn metadata_file(entry: &Entry, dir: &Path) -> Option<String> {
+    let rel = match entry.install {
+        Install::Bundled => return None,
+        Install::Npm(pkg) => npm_manifest(pkg),
+        Install::Pip(dist) => pip_info(dir, dist)?.1.join("METADATA"),
+    };
+    dir.join(&rel)
+        .is_file()
+        .then(|| rel.to_string_lossy().to_string())
+}
+
+fn npm_manifest(pkg: &str) -> PathBuf {
+    Path::new("prefix/lib/node_modules")
+        .join(pkg)
+        .join("package.json")
+}
+
+/// `.venv/lib/python*/site-packages/DIST-VERSION.dist-info` (names
+/// normalised as pip writes them: lower case, `-` and `.` as `_`): the
+/// version and that folder, relative to `dir`.
+fn pip_info(dir: &Path, dist: &str) -> Option<(String, PathBuf)> {
     let want = normalise(dist);
-    for py in std::fs::read_dir(lib).ok()?.flatten() {
-        let Ok(site) = std::fs::read_dir(py.path().join("site-packages")) else {
+    let lib = Path::new(".venv/lib");
+    for py in std::fs::read_dir(dir.join(lib)).ok()?.flatten() {
+        let site = lib.join(py.file_name()).join("site-packages");
+        let Ok(list) = std::fs::read_dir(dir.join(&site)) else {
             continue;
         };
-        for e in site.flatten() {
+        for e in list.flatten() {
             let name = e.file_name().to_string_lossy().to_string();
             let Some(stem) = name.strip_suffix(".dist-info") else {
                 continue;
             };
             if let Some((d, v)) = stem.split_once('-') {
                 if normalise(d) == want {
-                    return Some(v.to_string());
+                    return Some((v.to_string(), site.join(&name)));
                 }
             }
         }
@@ -121,6 +159,8 @@ pub enum State {
     Other(String),
     /// Not installed.
     Missing,
+    /// Its folder is refused (why, and the fix).
+    Refused(String),
     /// Its folder was not in the tree this binary was built from.
     NotInBuild,
 }
@@ -133,53 +173,122 @@ pub fn state(entry: &Entry, cache: &Path) -> State {
     if entry.install == Install::Bundled {
         return State::Bundled;
     }
-    match installed_version(entry, &agent_dir(cache, entry)) {
-        Some(v) if entry.matches(&v) => State::Pinned,
-        Some(v) => State::Other(v),
-        None => State::Missing,
+    match trusted_version(entry, cache, entry.pinned) {
+        Ok(Some(v)) if entry.matches(&v) => State::Pinned,
+        Ok(Some(v)) => State::Other(v),
+        Ok(None) => State::Missing,
+        Err(why) => State::Refused(why),
+    }
+}
+
+/// Why `agents setup` installed nothing: its folder is refused (exit 2),
+/// or the install failed (exit 1, or 128+N when a signal stopped it).
+#[derive(Debug)]
+pub enum SetupError {
+    Refused(String),
+    Failed(String),
+}
+
+impl SetupError {
+    /// The exit code it means.
+    pub fn code(&self) -> u8 {
+        match self {
+            SetupError::Refused(_) => 2,
+            SetupError::Failed(_) => {
+                crate::children::stop_signal().map_or(1, |sig| (128 + sig) as u8)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for SetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SetupError::Refused(m) | SetupError::Failed(m) => f.write_str(m),
+        }
     }
 }
 
 /// `chaosrun agents setup NAME[@VERSION]`: write the agent's folder into
-/// `dir` and run its `setup.sh` there (which installs into the folder, e.g.
-/// `./prefix`), with `CHAOSRUN_AGENT_VERSION` set to `version` (the pin
-/// installs from the folder's lock; another version as its registry resolves
-/// it today). Returns the version now installed. `files` is the folder's
-/// content (the embedded one, or a fixture's in tests).
+/// `version`'s folder under `cache` and run the catalog's `setup.sh` there
+/// (which installs into the folder, e.g. `./prefix`), with
+/// `CHAOSRUN_AGENT_VERSION` set to `version` (the pin installs from the
+/// folder's lock; another version as its registry resolves it today). Only
+/// the script in `files` runs, never one found in the folder; a folder that
+/// is a link, or that chaosrun did not make, is refused before anything is
+/// written. Returns the folder and the version now installed, sealed.
+/// `files` is the folder's content (the embedded one, or a fixture's in tests).
 pub fn setup(
     entry: &Entry,
     files: &[embedded::File],
-    dir: &Path,
+    cache: &Path,
     version: &str,
-) -> Result<String, String> {
-    embedded::write_out(dir, files).map_err(|e| format!("cannot write {}: {e}", dir.display()))?;
-    let script = dir.join("setup.sh");
-    if script.is_file() {
-        let mut cmd = script_command(&script)?;
-        // Its output is progress: stdout stays chaosrun's own (bisect's lines).
-        cmd.current_dir(dir)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::from(std::io::stderr()))
-            .env("CHAOSRUN_AGENT_VERSION", version);
-        // In its own process group, SIGINT/SIGTERM passed on to all of it:
-        // an npm or pip it started ends with it.
-        let code = crate::children::run_forwarding_signals(&mut cmd, Forward::Group)
-            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-        if let Some(sig) = crate::children::stop_signal() {
-            return Err(format!(
-                "{} was stopped ({}); the install in {} may be partial",
-                script.display(),
-                signal_name(sig),
-                dir.display()
-            ));
-        }
-        if code != 0 {
-            return Err(format!(
-                "{} failed (exit {code}); see its output above",
-                script.display()
-            ));
-        }
+) -> Result<(PathBuf, String), SetupError> {
+    let name = cache::folder_name(entry, version);
+    let folder = cache::open(cache, &name, true)
+        .map_err(SetupError::Refused)?
+        .ok_or_else(|| SetupError::Failed(format!("cannot make {name} in {}", cache.display())))?;
+    seal::may_setup(&folder, entry).map_err(SetupError::Refused)?;
+    let script = files
+        .iter()
+        .find(|(rel, _, _)| *rel == "setup.sh")
+        .map(|f| f.1);
+    seal::begin(&folder, entry, script).map_err(SetupError::Failed)?;
+    folder
+        .write_out(files)
+        .map_err(|e| SetupError::Failed(format!("cannot write {}: {e}", folder.path.display())))?;
+    if let Some(text) = script {
+        run_script(&folder, text, version).map_err(SetupError::Failed)?;
     }
+    let got = check_installed(entry, &folder.path, version).map_err(SetupError::Failed)?;
+    seal::finish(&folder, entry, &got, script).map_err(SetupError::Failed)?;
+    Ok((folder.path, got))
+}
+
+/// Run the catalog's setup script `text`, just written as the folder's
+/// `setup.sh` (checked to be it, read without following a link), in the
+/// folder.
+fn run_script(folder: &Folder, text: &[u8], version: &str) -> Result<(), String> {
+    let script = folder.path.join("setup.sh");
+    let on_disk = folder
+        .read(Path::new("setup.sh"), 1 << 20)
+        .map_err(|e| format!("cannot read {}: {e}", script.display()))?;
+    if on_disk != text {
+        return Err(format!(
+            "{} is not the catalog's setup script after writing it; not run",
+            script.display()
+        ));
+    }
+    let mut cmd = script_command(&script, text);
+    // Its output is progress: stdout stays chaosrun's own (bisect's lines).
+    cmd.current_dir(&folder.path)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::from(std::io::stderr()))
+        .env("CHAOSRUN_AGENT_VERSION", version);
+    // In its own process group, SIGINT/SIGTERM passed on to all of it:
+    // an npm or pip it started ends with it.
+    let code = crate::children::run_forwarding_signals(&mut cmd, Forward::Group)
+        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+    if let Some(sig) = crate::children::stop_signal() {
+        return Err(format!(
+            "{} was stopped ({}); the install in {} may be partial",
+            script.display(),
+            signal_name(sig),
+            folder.path.display()
+        ));
+    }
+    if code != 0 {
+        return Err(format!(
+            "{} failed (exit {code}); see its output above",
+            script.display()
+        ));
+    }
+    Ok(())
+}
+
+/// The version installed in `dir` after the script, if it is the one asked.
+fn check_installed(entry: &Entry, dir: &Path, version: &str) -> Result<String, String> {
+    let script = dir.join("setup.sh");
     let wanted = |v: &str| {
         if entry.matches(version) {
             entry.matches(v)
@@ -208,18 +317,13 @@ fn signal_name(sig: i32) -> String {
         .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string())
 }
 
-/// The command that runs `script` as the kernel would, its `#!` line read
-/// here (`#!INTERPRETER [ONE-ARG]`, else `/bin/sh`): the script is only
-/// opened for reading, never executed itself, so a fork elsewhere in the
-/// process that still holds the write handle of the just-written file cannot
-/// make the run fail with "Text file busy" (ETXTBSY).
-fn script_command(script: &Path) -> Result<std::process::Command, String> {
-    let cap = crate::input::Cap {
-        what: "setup script",
-        bytes: 1 << 20,
-    };
-    let text = crate::input::read_input(script, cap)
-        .map_err(|e| format!("cannot read the setup script {e}"))?;
+/// The command that runs `script` (whose content is `text`, the catalog's)
+/// as the kernel would, its `#!` line read from `text` (`#!INTERPRETER
+/// [ONE-ARG]`, else `/bin/sh`): the script is only opened for reading by
+/// its interpreter, never executed itself, so a fork elsewhere in the
+/// process that still holds the write handle of the just-written file
+/// cannot make the run fail with "Text file busy" (ETXTBSY).
+fn script_command(script: &Path, text: &[u8]) -> std::process::Command {
     let first = text.split(|b| *b == b'\n').next().unwrap_or_default();
     let shebang = first
         .strip_prefix(b"#!")
@@ -234,7 +338,7 @@ fn script_command(script: &Path) -> Result<std::process::Command, String> {
     };
     let mut cmd = std::process::Command::new(interpreter);
     cmd.args(arg.filter(|a| !a.is_empty())).arg(script);
-    Ok(cmd)
+    cmd
 }
 
 #[cfg(test)]
@@ -263,17 +367,31 @@ mod tests {
         let cache = tempfile::tempdir().unwrap();
         let (e, files) = fixture();
         let dir = agent_dir(cache.path(), &e);
-        let v = setup(&e, &files, &dir, e.pinned).unwrap();
-        assert_eq!(v, "1.2.3");
+        let (at, v) = setup(&e, &files, cache.path(), e.pinned).unwrap();
+        assert_eq!((at, v.as_str()), (dir.clone(), "1.2.3"));
         assert_eq!(dir, cache.path().join("agents/fixture"));
         assert!(dir.join("fixture.yaml").is_file());
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700);
         assert_eq!(installed_version(&e, &dir).as_deref(), Some("1.2.3"));
-        // Writing the folder again keeps the install.
-        embedded::write_out(&dir, &files).unwrap();
-        assert_eq!(installed_version(&e, &dir).as_deref(), Some("1.2.3"));
+        assert_eq!(
+            trusted_version(&e, cache.path(), "1.2.3")
+                .unwrap()
+                .as_deref(),
+            Some("1.2.3")
+        );
+        // Writing the folder again keeps the install (and its seal).
+        let folder = cache::open(cache.path(), "fixture", false)
+            .unwrap()
+            .unwrap();
+        folder.write_out(&files).unwrap();
+        assert_eq!(
+            trusted_version(&e, cache.path(), "1.2.3")
+                .unwrap()
+                .as_deref(),
+            Some("1.2.3")
+        );
     }
 
     /// Another version goes into its own folder beside the pin's, with the
@@ -286,8 +404,9 @@ mod tests {
         assert_eq!(version_dir(cache.path(), &e, "1.2.3"), pin);
         let other = version_dir(cache.path(), &e, "1.10.0");
         assert_eq!(other, cache.path().join("agents/fixture@1.10.0"));
-        assert_eq!(setup(&e, &files, &other, "1.10.0").unwrap(), "1.10.0");
-        assert_eq!(setup(&e, &files, &pin, "1.2.3").unwrap(), "1.2.3");
+        let got = |v: &str| setup(&e, &files, cache.path(), v).unwrap();
+        assert_eq!(got("1.10.0"), (other.clone(), "1.10.0".to_string()));
+        assert_eq!(got("1.2.3"), (pin.clone(), "1.2.3".to_string()));
         let got: Vec<(String, PathBuf)> = installed(&e, cache.path());
         assert_eq!(
             got,
@@ -301,9 +420,9 @@ mod tests {
         let cache = tempfile::tempdir().unwrap();
         let (e, _) = fixture();
         let bad: Vec<embedded::File> = vec![("setup.sh", b"#!/bin/sh\nexit 3\n", 0o755)];
-        let dir = agent_dir(cache.path(), &e);
-        let err = setup(&e, &bad, &dir, e.pinned).unwrap_err();
-        assert!(err.contains("failed"), "{err}");
+        let err = setup(&e, &bad, cache.path(), e.pinned).unwrap_err();
+        assert!(err.to_string().contains("failed"), "{err}");
+        assert_eq!(err.code(), 1);
         // A script that installs another version than asked (for the pin
         // and for another version alike).
         let (_, files) = fixture();
@@ -311,11 +430,16 @@ mod tests {
         let fixed: &'static [u8] = Box::leak(fixed.into_bytes().into_boxed_slice());
         let files: Vec<embedded::File> = vec![("setup.sh", fixed, 0o755), files[1]];
         let wrong = entry("fixture", "fixture.yaml", "9.9.9", Install::Npm("@x/cli"));
-        let err = setup(&wrong, &files, &dir, wrong.pinned).unwrap_err();
+        let err = setup(&wrong, &files, cache.path(), wrong.pinned)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("1.2.3") && err.contains("9.9.9"), "{err}");
-        let other = version_dir(cache.path(), &e, "2.0.0");
-        let err = setup(&e, &files, &other, "2.0.0").unwrap_err();
+        let err = setup(&e, &files, cache.path(), "2.0.0")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("1.2.3, not 2.0.0"), "{err}");
+        // Neither left a trusted install.
+        assert_eq!(trusted_version(&e, cache.path(), "2.0.0"), Ok(None));
     }
 
     /// The script runs through the interpreter its `#!` line names, with
@@ -330,8 +454,7 @@ mod tests {
         ];
         for (i, (text, program, args)) in cases.into_iter().enumerate() {
             let script = d.path().join(format!("s{i}.sh"));
-            std::fs::write(&script, text).unwrap();
-            let cmd = script_command(&script).unwrap();
+            let cmd = script_command(&script, text);
             assert_eq!(cmd.get_program(), program);
             let mut want: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
             want.push(script.as_os_str());
@@ -352,5 +475,33 @@ mod tests {
         assert_eq!(installed_version(&pg, d.path()).as_deref(), Some("3.2.9"));
         let none = entry("h", "h.yaml", "0.19.0", Install::Pip("hermes-agent"));
         assert_eq!(installed_version(&none, d.path()), None);
+    }
+
+    /// Only the catalog's script runs: with none in `files`, a `setup.sh`
+    /// found in the folder is not run; a folder not made by chaosrun is
+    /// refused (exit 2) before anything is written into it.
+    #[test]
+    fn only_the_catalogs_script_runs() {
+        let cache = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let marker = out.path().join("ran");
+        let e = entry("bundle", "b.yaml", "bundled", Install::Bundled);
+        let files: Vec<embedded::File> = vec![("b.yaml", b"command: [x]\n", 0o644)];
+        let planted = format!("#!/bin/sh\ntouch {}\n", marker.display());
+        let dir = agent_dir(cache.path(), &e);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("setup.sh"), &planted).unwrap();
+        let err = setup(&e, &files, cache.path(), "bundled").unwrap_err();
+        assert_eq!(err.code(), 2, "{err}");
+        assert!(
+            err.to_string().contains("was not made by chaosrun"),
+            "{err}"
+        );
+        assert!(!dir.join("b.yaml").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+        setup(&e, &files, cache.path(), "bundled").unwrap();
+        std::fs::write(dir.join("setup.sh"), &planted).unwrap();
+        setup(&e, &files, cache.path(), "bundled").unwrap();
+        assert!(!marker.exists(), "the planted script ran");
     }
 }

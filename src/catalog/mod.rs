@@ -11,8 +11,12 @@
 //! files, keeping the install `setup.sh` left there) and loads the profile
 //! from it, so its relative paths (`{{profile_dir}}/prefix/bin/...`) resolve.
 //! `NAME@VERSION` is another version's install beside it
-//! (`CACHE/agents/NAME@VERSION/`, see [`install`] and [`version`]).
+//! (`CACHE/agents/NAME@VERSION/`, see [`install`] and [`version`]). A cache
+//! folder is used only as chaosrun made it: reached without following a
+//! link ([`cache`]) and sealed by `agents setup` ([`seal`]); anything else is
+//! refused with the fix.
 
+pub mod cache;
 pub mod capabilities;
 pub mod check;
 pub mod cli;
@@ -22,6 +26,7 @@ pub mod install;
 pub mod local;
 pub mod packages;
 pub mod registry;
+pub mod seal;
 pub mod steps;
 pub mod tables;
 pub mod version;
@@ -164,7 +169,7 @@ pub fn resolve(entry: &Entry, want: &Want) -> Result<String, String> {
 fn versioned(entry: &Entry, v: &str) -> Result<(String, Option<tempfile::TempDir>), String> {
     let cache = install::cache_dir()?;
     let dir = install::version_dir(&cache, entry, v);
-    match install::installed_version(entry, &dir) {
+    match install::trusted_version(entry, &cache, v)? {
         Some(have) if have == v => {}
         _ => {
             return Err(format!(
@@ -175,7 +180,7 @@ fn versioned(entry: &Entry, v: &str) -> Result<(String, Option<tempfile::TempDir
             ))
         }
     }
-    ready(entry, &dir, v)
+    ready(entry, &cache, &cache::folder_name(entry, v), v)
 }
 
 /// A known agent's profile at its pin, ready to run.
@@ -211,31 +216,37 @@ fn shipped(entry: &Entry) -> Result<(String, Option<tempfile::TempDir>), String>
             );
             v
         }
+        State::Refused(why) => return Err(why),
         State::Pinned => entry.pinned.to_string(),
     };
-    ready(entry, &dir, &have)
+    ready(entry, &cache, entry.name, &have)
 }
 
 /// Write the profile and its helper files as this chaosrun ships them into
-/// `dir` (the install there is kept), warn when `version` is outside the
-/// profile's `versions:` range, and return the profile's path.
+/// its folder `name` under `cache` (the install there, `version`, is kept;
+/// the folder was checked just before, and is reached again without
+/// following a link), warn when `version` is outside the profile's
+/// `versions:` range, and return the profile's path.
 fn ready(
     entry: &Entry,
-    dir: &std::path::Path,
+    cache: &std::path::Path,
+    name: &str,
     version: &str,
 ) -> Result<(String, Option<tempfile::TempDir>), String> {
     let files = files(entry);
-    embedded::write_out(dir, &files).map_err(|e| {
+    let dir = cache::open(cache, name, false)?
+        .ok_or_else(|| format!("{name} is gone from {}", cache.display()))?;
+    dir.write_out(&files).map_err(|e| {
         format!(
             "cannot write agent `{}` into {}: {e}",
             entry.name,
-            dir.display()
+            dir.path.display()
         )
     })?;
     if let Some(msg) = range_warning(entry, &files, version) {
         crate::say_err!("chaosrun: warning: {msg}");
     }
-    Ok((dir.join(entry.profile).display().to_string(), None))
+    Ok((dir.path.join(entry.profile).display().to_string(), None))
 }
 
 /// The profile's `versions:` range, when it has one.

@@ -197,16 +197,15 @@ fn search(
 fn try_version(entry: &Entry, v: &str, args: &Args) -> Result<Tried, Stop> {
     let cache = install::cache_dir().map_err(|e| fail(2, e))?;
     let dir = install::version_dir(&cache, entry, v);
-    if install::installed_version(entry, &dir).as_deref() != Some(v) {
+    let have = install::trusted_version(entry, &cache, v).map_err(|e| fail(2, e))?;
+    if have.as_deref() != Some(v) {
         say(format_args!(
             "  installing {}@{v} into {}\n",
             entry.name,
             dir.display()
         ));
-        setup_version(entry, &cache, v).map_err(|e| {
-            let code = crate::children::stop_signal().map_or(1, |sig| (128 + sig) as u8);
-            fail(code, format!("{}@{v}: {e}", entry.name))
-        })?;
+        setup_version(entry, &cache, v)
+            .map_err(|e| fail(e.code(), format!("{}@{v}: {e}", entry.name)))?;
     }
     let report = args.reports.join(format!("{}@{v}.json", entry.name));
     let text = args.reports.join(format!("{}@{v}.txt", entry.name));
