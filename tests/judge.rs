@@ -271,7 +271,7 @@ fn a_folder_that_is_not_a_saved_scenario_is_exit_2() {
     let file = t.join("file");
     std::fs::write(&file, "x").unwrap();
     assert_usage(&judge(&[file.to_str().unwrap()]), &["not a folder"]);
-    // A FIFO named observation.json is not read (no hang): not a saved scenario.
+    // A FIFO named observation.json is not read (no hang), and is named.
     let fifo_dir = t.join("fifo");
     std::fs::create_dir(&fifo_dir).unwrap();
     nix::unistd::mkfifo(
@@ -281,7 +281,7 @@ fn a_folder_that_is_not_a_saved_scenario_is_exit_2() {
     .unwrap();
     assert_usage(
         &judge(&[fifo_dir.to_str().unwrap()]),
-        &["holds no saved scenario"],
+        &["fifo: observation.json is a fifo"],
     );
 }
 
@@ -321,12 +321,29 @@ fn a_corrupt_or_incomplete_saved_scenario_is_exit_2_naming_the_file() {
     std::fs::write(d.join("checks.json"), "{").unwrap();
     assert_usage(&judge(&[d.to_str().unwrap()]), &["checks.json:"]);
 
-    // One bad folder among good ones: the whole judge is exit 2, not a partial verdict.
+    // One bad folder among good ones: the good one is judged, the bad one
+    // named, and the whole judge is exit 2 (tests/judge_tamper.rs has more).
     let mixed = tmp.path().join("mixed");
     copy_case(case, &mixed);
     let bad = copy_case("provider_400_forever", &mixed);
     std::fs::write(bad.join("row.json"), "").unwrap();
-    assert_usage(&judge(&[mixed.to_str().unwrap()]), &["row.json"]);
+    let out = judge(&[mixed.to_str().unwrap()]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
+    assert!(
+        stdout.starts_with("PASS  provider_500_forever "),
+        "{stdout}"
+    );
+    let named = format!("{}:1:", bad.join("row.json").display());
+    assert!(stdout.contains(&named), "{stdout}");
+    assert!(
+        stderr.starts_with("chaosrun: error: 1 saved folder(s) could not be read"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&named), "{stderr}");
 }
 
 #[test]

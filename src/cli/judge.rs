@@ -5,7 +5,8 @@
 //! DIR is one scenario folder, or a folder of them (`--artifacts` root,
 //! `--repeat` sub-folders included). Checks that differ from the recorded
 //! `checks.json` are named. Exit 0 every scenario passed, 1 one failed or is
-//! an error, 2 DIR holds no saved scenario or a saved file is unreadable.
+//! an error, 2 DIR holds no saved scenario or a saved folder is unreadable
+//! (each such folder is named; the others are still judged and printed).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -146,10 +147,12 @@ struct JudgeDocument {
     failed: usize,
     errors: usize,
     scenarios: Vec<JudgedEntry>,
+    /// The folders that could not be read (not judged), each with why.
+    unreadable: Vec<Unreadable>,
 }
 
 /// The `--json` document, as JSON (keys sorted, like the report's).
-pub fn json_doc(judged: &[Judged], stats: &Stats) -> Value {
+pub fn json_doc(judged: &[Judged], unreadable: &[Unreadable], stats: &Stats) -> Value {
     let doc = JudgeDocument {
         schema: "chaosrun-judge/1",
         passed: stats.passed,
@@ -162,6 +165,7 @@ pub fn json_doc(judged: &[Judged], stats: &Stats) -> Value {
                 changed_since_recorded: j.changed.clone(),
             })
             .collect(),
+        unreadable: unreadable.to_vec(),
     };
     serde_json::to_value(doc).unwrap_or_default()
 }
@@ -192,31 +196,82 @@ pub fn text(judged: &[Judged], stats: Stats) -> String {
     out
 }
 
-/// Judge every saved scenario under `dir`.
-pub fn judge_all(dir: &Path) -> Result<(Vec<Judged>, Stats), String> {
+/// A saved folder that could not be read, and why (not judged).
+#[derive(Debug, Clone, Serialize)]
+pub struct Unreadable {
+    pub folder: PathBuf,
+    pub error: String,
+}
+
+/// Every saved scenario under `dir`: the judged ones, and the folders that
+/// could not be read.
+pub struct JudgedAll {
+    pub judged: Vec<Judged>,
+    pub unreadable: Vec<Unreadable>,
+    pub stats: Stats,
+}
+
+/// Judge every saved scenario under `dir`; a folder that cannot be read is
+/// named in `unreadable`, and the others are still judged.
+pub fn judge_all(dir: &Path) -> Result<JudgedAll, String> {
     let folders = artifacts::find(dir)?;
-    let judged = folders
-        .iter()
-        .map(|f| judge_folder(f))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (mut judged, mut unreadable) = (Vec::new(), Vec::new());
+    for f in folders {
+        match judge_folder(&f) {
+            Ok(j) => judged.push(j),
+            Err(error) => unreadable.push(Unreadable { folder: f, error }),
+        }
+    }
     let stats = Stats::tally(judged.iter().map(|j| &j.result.verdict), judged.len());
-    Ok((judged, stats))
+    Ok(JudgedAll {
+        judged,
+        unreadable,
+        stats,
+    })
+}
+
+/// What is said about the unreadable folders, at the end of the text
+/// report and on stderr.
+fn unreadable_note(unreadable: &[Unreadable]) -> String {
+    let mut out = format!(
+        "{} saved folder(s) could not be read, so were not judged (exit 2):\n",
+        unreadable.len()
+    );
+    for u in unreadable {
+        out.push_str(&format!("  {}\n", u.error));
+    }
+    out
 }
 
 /// `chaosrun judge`.
 pub fn main(args: Args) -> ExitCode {
-    let (judged, stats) = match judge_all(&args.dir) {
+    let JudgedAll {
+        judged,
+        unreadable,
+        stats,
+    } = match judge_all(&args.dir) {
         Ok(j) => j,
         Err(e) => return super::usage(e),
     };
+    if judged.is_empty() {
+        let errors: Vec<&str> = unreadable.iter().map(|u| u.error.as_str()).collect();
+        return super::usage(errors.join("\n"));
+    }
     if args.json {
-        let doc = json_doc(&judged, &stats);
+        let doc = json_doc(&judged, &unreadable, &stats);
         super::say(format!(
             "{}\n",
             serde_json::to_string_pretty(&doc).unwrap_or_default()
         ));
     } else {
-        super::say(text(&judged, stats));
+        let mut out = text(&judged, stats);
+        if !unreadable.is_empty() {
+            out.push_str(&format!("\n{}", unreadable_note(&unreadable)));
+        }
+        super::say(out);
+    }
+    if !unreadable.is_empty() {
+        return super::usage(unreadable_note(&unreadable).trim_end());
     }
     if stats.ok() {
         ExitCode::SUCCESS

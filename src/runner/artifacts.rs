@@ -3,7 +3,10 @@
 //! `row.json`, the one writer and the one reader. Beside these files the
 //! folder holds what the run left there itself (the spec, HOME files,
 //! logs). Nothing is written through a symlink the agent planted, and
-//! every read is capped.
+//! every read is capped. A folder is found by any of its files, so one
+//! whose observation is gone or is no regular file is named, never
+//! skipped; the observation carries its schema and sections
+//! ([`super::sections`]), checked before it is believed.
 
 use std::path::{Path, PathBuf};
 
@@ -76,7 +79,7 @@ pub fn write(
     };
     write(
         OBSERVATION,
-        serde_json::to_vec_pretty(obs).unwrap_or_default(),
+        serde_json::to_vec_pretty(&super::sections::written(obs)).unwrap_or_default(),
     );
     write(
         CHECKS,
@@ -97,9 +100,14 @@ pub fn write(
     write(ROW, serde_json::to_vec_pretty(&saved).unwrap_or_default());
 }
 
-/// The saved scenario folders under `dir`: `dir` itself when it holds an
-/// observation, else its sub-folders that do (two levels, for `--repeat`),
-/// in name order. Symbolic links are never followed.
+/// Names that mark a folder as a saved scenario, whatever they are now (a
+/// file, a folder, a link, gone but for its siblings).
+const MARKERS: [&str; 4] = [OBSERVATION, ROW, CHECKS, REQUESTS];
+
+/// The saved scenario folders under `dir`: `dir` itself when it holds any
+/// of a saved scenario's files, else its sub-folders that do (two levels,
+/// for `--repeat`), in name order. Symbolic links are never followed: a
+/// link to a folder is listed, for [`read`] to name it as not read.
 pub fn find(dir: &Path) -> Result<Vec<PathBuf>, String> {
     let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     if !meta.is_dir() {
@@ -122,7 +130,10 @@ pub fn find(dir: &Path) -> Result<Vec<PathBuf>, String> {
 }
 
 fn collect(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), String> {
-    if is_file(&dir.join(OBSERVATION)) {
+    if MARKERS
+        .iter()
+        .any(|m| std::fs::symlink_metadata(dir.join(m)).is_ok())
+    {
         out.push(dir.to_path_buf());
         return Ok(());
     }
@@ -130,34 +141,51 @@ fn collect(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), Strin
         return Ok(());
     }
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut subs: Vec<PathBuf> = entries
+    let mut subs: Vec<(PathBuf, bool)> = entries
         .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .map(|e| e.path())
+        .filter_map(|e| {
+            let t = e.file_type().ok()?;
+            let linked_folder = t.is_symlink() && e.path().is_dir();
+            (t.is_dir() || linked_folder).then(|| (e.path(), linked_folder))
+        })
         .collect();
     subs.sort();
-    for sub in subs {
+    for (sub, linked) in subs {
         if out.len() >= MAX_FOLDERS {
             return Err(format!(
                 "{} holds more than {MAX_FOLDERS} saved scenarios; judge a part of it",
                 dir.display()
             ));
         }
-        collect(&sub, depth + 1, out)?;
+        match linked {
+            true => out.push(sub),
+            false => collect(&sub, depth + 1, out)?,
+        }
     }
     Ok(())
 }
 
-fn is_file(p: &Path) -> bool {
-    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file())
+/// Whether `name` in `dir` is there (a regular file) or not at all; any
+/// other kind of thing in its place (a folder, a link, a FIFO) is an error.
+fn regular(dir: &Path, name: &str) -> Result<bool, String> {
+    match std::fs::symlink_metadata(dir.join(name)) {
+        Ok(m) if m.is_file() => Ok(true),
+        Ok(m) => Err(format!(
+            "{}: {name} is {}; judge reads only the regular file a run wrote (links \
+             are not followed)",
+            dir.display(),
+            crate::input::kind(&m)
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(format!("{}: {e}", dir.join(name).display())),
+    }
 }
 
-/// Parse `path` (at most `cap`) as JSON into `T`; errors name
+/// Parse `bytes`, read from `path`, as JSON into `T`; errors name
 /// `PATH:LINE:COL`.
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path, cap: Cap) -> Result<T, String> {
-    let bytes = crate::input::read_input(path, cap)?;
-    serde_json::from_slice(&bytes).map_err(|e| {
+fn parse_json<T: serde::de::DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(bytes).map_err(|e| {
         format!(
             "{}:{}:{}: not a saved scenario file chaosrun can read: {e}",
             path.display(),
@@ -167,17 +195,40 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path, cap: Cap) -> Result<T,
     })
 }
 
+/// Parse `path` (at most `cap`) as JSON into `T`.
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path, cap: Cap) -> Result<T, String> {
+    let bytes = crate::input::read_input(path, cap)?;
+    parse_json(path, &bytes)
+}
+
 /// Read the saved scenario in `dir`: its row (of this schema), its
-/// observation (of the same scenario) and its recorded checks.
+/// observation (of the same scenario, of this schema, holding the sections
+/// its run wrote and its row needs: [`super::sections`]) and its recorded
+/// checks. Each file must be a regular file; `checks.json` may be absent.
 pub fn read(dir: &Path) -> Result<Saved, String> {
-    let row_path = dir.join(ROW);
-    if !is_file(&row_path) {
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !meta.is_dir() {
         return Err(format!(
-            "{}: no {ROW} beside {OBSERVATION} (saved by a chaosrun before `judge` existed, or \
-             not by chaosrun): run the scenario again with --artifacts to judge it",
+            "{} is {}: links are not followed; judge the folder it points to",
+            dir.display(),
+            crate::input::kind(&meta)
+        ));
+    }
+    if !regular(dir, OBSERVATION)? {
+        return Err(format!(
+            "{}: no {OBSERVATION}: without what the run saw the scenario \
+             cannot be judged; run it again with --artifacts",
             dir.display()
         ));
     }
+    if !regular(dir, ROW)? {
+        return Err(format!(
+            "{}: no {ROW} (saved by a chaosrun before `judge` existed, or not by \
+             chaosrun): run the scenario again with --artifacts to judge it",
+            dir.display()
+        ));
+    }
+    let row_path = dir.join(ROW);
     let saved: SavedRow = read_json(&row_path, SMALL_CAP)?;
     if saved.schema != ROW_SCHEMA {
         return Err(format!(
@@ -186,7 +237,12 @@ pub fn read(dir: &Path) -> Result<Saved, String> {
             saved.schema
         ));
     }
-    let observation: Observation = read_json(&dir.join(OBSERVATION), OBSERVATION_CAP)?;
+    let obs_path = dir.join(OBSERVATION);
+    let bytes = crate::input::read_input(&obs_path, OBSERVATION_CAP)?;
+    let shape: serde_json::Value = parse_json(&obs_path, &bytes)?;
+    super::sections::verify(&obs_path.display().to_string(), &shape, &saved.row)?;
+    drop(shape);
+    let observation: Observation = parse_json(&obs_path, &bytes)?;
     if observation.scenario != saved.row.id {
         return Err(format!(
             "{}: the observation is of scenario `{}` but {ROW} of `{}`",
@@ -195,9 +251,8 @@ pub fn read(dir: &Path) -> Result<Saved, String> {
             saved.row.id
         ));
     }
-    let recorded = dir.join(CHECKS);
-    let recorded_checks = match is_file(&recorded) {
-        true => Some(read_json(&recorded, SMALL_CAP)?),
+    let recorded_checks = match regular(dir, CHECKS)? {
+        true => Some(read_json(&dir.join(CHECKS), SMALL_CAP)?),
         false => None,
     };
     Ok(Saved {

@@ -12,6 +12,7 @@ pub mod events;
 pub mod plan;
 pub mod sampler;
 pub mod scenario;
+pub mod sections;
 mod session;
 
 pub use events::{RunEvent, ScenarioResult, Stats, Verdict};
