@@ -7,7 +7,8 @@
 //! agent's captured stdout/stderr logs, the text on chaosrun's own stdout
 //! and stderr ([`Lines`], `say`), and the history. Whatever the text came
 //! from (an upstream that echoes the key in an error body, an agent that
-//! logs its environment), each occurrence becomes [`MARK`].
+//! logs its environment), each occurrence becomes [`MARK`]. `--record`
+//! cassettes go through it too (see `provider::cassette::scrub`).
 //!
 //! Matching is Aho-Corasick (the `aho-corasick` crate, leftmost-longest)
 //! over each secret's raw, JSON-escaped and percent-decoded spellings.
@@ -120,6 +121,16 @@ impl Redactor {
                 Cow::Owned(ac.replace_all(s, &marks))
             }
             _ => Cow::Borrowed(s),
+        }
+    }
+
+    /// The byte ranges of `s` that hold a secret (leftmost-longest, not
+    /// overlapping), for a caller that must see where a secret crosses its
+    /// own pieces (a cassette's streamed text chunks).
+    pub fn spans(&self, s: &str) -> Vec<std::ops::Range<usize>> {
+        match &self.ac {
+            Some(ac) => ac.find_iter(s).map(|m| m.range()).collect(),
+            None => Vec::new(),
         }
     }
 

@@ -158,3 +158,47 @@ fn an_echoed_key_and_a_url_password_reach_no_output() {
         "the report carries the redacted echo: {redacted:?}\n{stdout}"
     );
 }
+
+/// Issue 48 item 6: a key in the upstream URL's query is refused at load
+/// (exit 2, pointing at --upstream-key-env), by a run and by serve, and is
+/// printed nowhere; nothing is written.
+#[test]
+fn a_key_in_the_upstream_query_is_refused_and_never_printed() {
+    const QUERY_KEY: &str = "query-key-5e1f0a77";
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mark = new_mark("redact-query");
+    let upstream = format!("http://127.0.0.1:9/v1?key={QUERY_KEY}");
+    let out = chaosrun(
+        &mark,
+        &[
+            "scenarios.yaml",
+            "--only",
+            "tool_args_garbage",
+            "--upstream",
+            &upstream,
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    kill_marked(&mark);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(stderr.contains("--upstream-key-env"), "{stderr}");
+    assert!(!json.exists(), "nothing written");
+    assert!(
+        !stdout.contains(QUERY_KEY) && !stderr.contains(QUERY_KEY),
+        "{stdout}\n{stderr}"
+    );
+    // serve would otherwise start and listen (bounded: a hang fails here).
+    let mut cmd = std::process::Command::new(bin());
+    cmd.args(["serve", "--upstream", &upstream]);
+    let (ok, stdout, stderr) = run_bounded(cmd, std::time::Duration::from_secs(30));
+    assert!(!ok, "{stdout}\n{stderr}");
+    assert!(stderr.contains("--upstream-key-env"), "{stderr}");
+    assert!(
+        !stdout.contains(QUERY_KEY) && !stderr.contains(QUERY_KEY),
+        "{stdout}\n{stderr}"
+    );
+}

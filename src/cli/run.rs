@@ -237,6 +237,8 @@ fn outputs(
     let mut inputs = crate::profile::input_files(&agent.path, profile);
     inputs.push(table_path.to_path_buf());
     inputs.extend(std::env::current_exe().ok());
+    inputs.extend(crate::profile::cassettes::read_files(profile, selected));
+    let records = crate::profile::cassettes::record_files(profile, selected);
     let outputs: Vec<(&str, &Path)> = [
         ("--json", &args.json),
         ("--junit", &args.junit),
@@ -245,6 +247,7 @@ fn outputs(
     .into_iter()
     .filter_map(|(flag, out)| out.as_deref().map(|p| (flag, p)))
     .chain(history_file(args.history.as_deref()))
+    .chain(records.iter().map(|p| ("--record", p.as_path())))
     .collect();
     let targets = output::check_outputs(&outputs, &inputs).map_err(usage)?;
     if let Some(dir) = &args.keep_artifacts {

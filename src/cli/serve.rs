@@ -1,7 +1,7 @@
 //! `chaosrun serve`: the fault provider alone (one wire, a responder script,
 //! optionally relaying to a real upstream), or the scripted MCP server
 //! (`--mcp RULES`), for probing an agent by hand. Exit 0 when stopped, 2 a
-//! bad script, rule file or flag.
+//! bad script, rule file or flag (a `--record` onto a file serve reads).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,6 +51,9 @@ pub fn main(a: Args) -> ExitCode {
     let names: Vec<String> = a.upstream_key_env.iter().cloned().collect();
     let urls: Vec<&str> = a.upstream.iter().map(String::as_str).collect();
     crate::profile::install_redactor(None, &names, &urls);
+    if let Err(e) = record_target(&a) {
+        return usage(e);
+    }
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     if let Some(rules) = a.mcp {
         return match rt.block_on(crate::mcp::serve::run(&rules, a.nonce)) {
@@ -80,4 +83,21 @@ pub fn main(a: Args) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => usage(format!("{e:#}")),
     }
+}
+
+/// `--record FILE` checked before serving: never a file serve reads (its
+/// script, the upstream CA, chaosrun itself; compared by device and inode,
+/// so a hard link, a symlink or another spelling is caught), and a regular
+/// file in a writable directory.
+fn record_target(a: &Args) -> Result<(), String> {
+    let Some(record) = &a.record else {
+        return Ok(());
+    };
+    let inputs: Vec<PathBuf> = [&a.script, &a.upstream_ca]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .chain(std::env::current_exe().ok())
+        .collect();
+    crate::output::check_target("--record", record, &inputs).map(|_| ())
 }

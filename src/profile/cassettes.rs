@@ -5,7 +5,9 @@
 //! (same fault) and, unless a rule already answers every call, adds a last
 //! such rule for the calls no rule matches (its own rules answer first). Every cassette a run will read
 //! is loaded here, so a malformed one is a usage error (exit 2) naming
-//! `FILE:LINE` before anything runs.
+//! `FILE:LINE` before anything runs. [`record_files`] and [`read_files`] are
+//! what the run's output check needs (a cassette is never recorded over a
+//! file the run reads).
 
 use std::path::{Path, PathBuf};
 
@@ -42,6 +44,32 @@ pub fn record(profile: &mut Profile, dir: Option<PathBuf>) -> Result<(), String>
     std::fs::create_dir_all(&dir).map_err(|e| format!("--record {}: {e}", dir.display()))?;
     up.record = Some(dir);
     Ok(())
+}
+
+/// The cassettes a `--record DIR` run writes, one per scenario (checked
+/// with the other outputs before anything runs: none may be a file the run
+/// reads, and no two scenarios may share one).
+pub fn record_files(profile: &Profile, scenarios: &[Scenario]) -> Vec<PathBuf> {
+    let Some(dir) = profile.upstream.as_ref().and_then(|u| u.record.as_ref()) else {
+        return Vec::new();
+    };
+    scenarios.iter().map(|s| file_for(dir, &s.id)).collect()
+}
+
+/// The files of the run's cassette side that it reads: every cassette a
+/// scenario replays (`--replay` or a row's own `cassette` rule) and the
+/// upstream's CA file.
+pub fn read_files(profile: &Profile, scenarios: &[Scenario]) -> Vec<PathBuf> {
+    let cassettes =
+        scenarios
+            .iter()
+            .flat_map(|s| &s.responder)
+            .filter_map(|r| match r.reply.source() {
+                Source::Replayed { file, .. } => Some(file.to_path_buf()),
+                _ => None,
+            });
+    let ca = profile.upstream.as_ref().and_then(|u| u.ca.clone());
+    cassettes.chain(ca).collect()
 }
 
 /// `--replay DIR` (before the upstream check): each scenario's `relay` rules

@@ -21,9 +21,20 @@ pub struct Serve {
 
 impl Serve {
     pub fn start(bin: &std::path::Path, cwd: &std::path::Path, args: &[&str]) -> Serve {
+        Serve::start_with_env(bin, cwd, args, &[])
+    }
+
+    /// [`Serve::start`] with these variables set in its environment.
+    pub fn start_with_env(
+        bin: &std::path::Path,
+        cwd: &std::path::Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Serve {
         let mut child = Command::new(bin)
             .arg("serve")
             .args(args)
+            .envs(env.iter().copied())
             .current_dir(cwd)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -9,9 +9,11 @@
 //! wire-neutral events ([`Recorded`]: text and reasoning chunks with their
 //! offsets in seconds from the response head, tool calls with arguments, the
 //! finish with usage) or the error status it answered. The scenario's nonce
-//! is written as `{{nonce}}` and put back on replay. Credentials are never in
-//! it (only the one message model and the answer are kept), and every text is
-//! bounded ([`TEXT_CAP`], [`EVENTS_CAP`]).
+//! is written as `{{nonce}}` and put back on replay. No HTTP header is kept (only
+//! the one message model and the answer), every value the run knows to be
+//! secret is written as `<redacted>` wherever it appears ([`scrub`]: the
+//! upstream's key echoed in an answer or an error, a `--pass-env` value in a
+//! prompt), and every text is bounded ([`TEXT_CAP`], [`EVENTS_CAP`]).
 //!
 //! Owns the format, loading (a malformed line is `FILE:LINE: what`), writing,
 //! the match rule ([`Player`]) and turning an entry back into reply beats.
@@ -19,6 +21,7 @@
 
 pub mod decode;
 pub mod player;
+pub mod scrub;
 pub mod tape;
 
 use std::path::Path;
@@ -198,17 +201,22 @@ pub fn parse(text: &str, name: &str) -> Result<Cassette, String> {
     Ok(Cassette { header, entries })
 }
 
-/// Write `cassette` to `path` (replacing it), one JSON object per line.
+/// Write `cassette` to `path` (replacing it, see
+/// [`crate::output::write_atomic`]), one JSON object per line, with the run's
+/// secrets redacted ([`scrub`]).
 pub fn save(path: &Path, cassette: &Cassette) -> std::io::Result<()> {
-    let mut out = serde_json::to_string(&cassette.header)?;
+    let r = crate::redact::run();
+    let mut out = scrub::line(&cassette.header, r)?;
     out.push('\n');
     for e in &cassette.entries {
-        out.push_str(&serde_json::to_string(e)?);
+        let line = match r {
+            Some(r) => scrub::line(&scrub::entry(e.clone(), r), Some(r))?,
+            None => scrub::line(e, None)?,
+        };
+        out.push_str(&line);
         out.push('\n');
     }
-    let tmp = path.with_extension("jsonl.part");
-    std::fs::write(&tmp, out)?;
-    std::fs::rename(&tmp, path)
+    crate::output::write_atomic(path, out.as_bytes())
 }
 
 /// The entries a provider recorded (see [`crate::provider::Provider::tape`]).

@@ -4,7 +4,8 @@
 //! The match rule: each entry answers at most once. A call takes the next
 //! unused entry (by position) when that entry's `match` key equals the call's
 //! (the last message's role and its whitespace-collapsed text, nonce as
-//! `{{nonce}}`; an entry without `text` matches any text of that role);
+//! `{{nonce}}`; an entry without `text` matches any text of that role, and
+//! a `<redacted>` in it, a secret the recording replaced, any text there);
 //! otherwise the first unused entry further on whose key equals it (a skipped
 //! call); otherwise the last used entry whose key equals it (the agent sent
 //! the same request again, e.g. a retry after a fault: it gets the same
@@ -34,7 +35,28 @@ fn matches(entry: &MatchKey, call: &MatchKey) -> bool {
         && entry
             .text
             .as_ref()
-            .is_none_or(|t| Some(t) == call.text.as_ref())
+            .is_none_or(|t| call.text.as_deref().is_some_and(|c| fits(t, c)))
+}
+
+/// Whether `text` is `recorded` with each `<redacted>` in it standing for
+/// any text (a secret the recording replaced, whatever its value now).
+fn fits(recorded: &str, text: &str) -> bool {
+    let mut pieces = recorded.split(crate::redact::MARK);
+    let first = pieces.next().unwrap_or("");
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let mut pieces: Vec<&str> = pieces.collect();
+    let Some(last) = pieces.pop() else {
+        return rest.is_empty();
+    };
+    for p in pieces {
+        match rest.find(p) {
+            Some(at) => rest = &rest[at + p.len()..],
+            None => return false,
+        }
+    }
+    rest.ends_with(last)
 }
 
 impl Player {
@@ -249,6 +271,21 @@ mod tests {
             "{e}"
         );
         assert!(p.take(4, &key("tool", "done")).is_ok());
+    }
+
+    #[test]
+    fn a_redacted_secret_matches_any_text_in_its_place() {
+        for (recorded, text, fits) in [
+            ("key <redacted> here", "key sk-123 here", true),
+            ("key <redacted> here", "key sk-123 there", false),
+            ("key <redacted>", "key anything at all", true),
+            ("<redacted> and <redacted>", "a and b", true),
+            ("<redacted> and <redacted>", "a or b", false),
+            ("plain", "plain", true),
+            ("plain", "plainer", false),
+        ] {
+            assert_eq!(super::fits(recorded, text), fits, "{recorded} ~ {text}");
+        }
     }
 
     #[test]

@@ -94,7 +94,9 @@ impl Tape {
             (events, None)
         } else {
             let text = String::from_utf8_lossy(&self.body);
-            let text: String = text.chars().take(ERROR_CAP).collect();
+            // Redacted before it is cut: a secret across the cut is not
+            // left half.
+            let text: String = crate::redact::text(&text).chars().take(ERROR_CAP).collect();
             (Vec::new(), Some(hide_nonce(&text, &nonce)))
         };
         let events = events

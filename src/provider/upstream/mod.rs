@@ -131,6 +131,17 @@ impl Upstream {
         spec: &UpstreamSpec,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Upstream, String> {
+        // First: every later message names the URL.
+        if let Some(at) = spec.url.find(['?', '#']) {
+            return Err(format!(
+                "upstream `{}…` has a query or fragment (`{}…`): a key there would be \
+                 printed, recorded and sent with every path; give the base URL alone and \
+                 the key with --upstream-key-env NAME --pass-env NAME (the profile's \
+                 `upstream.key_env`)",
+                &spec.url[..at],
+                &spec.url[at..at + 1]
+            ));
+        }
         let url = spec.url.trim_end_matches('/');
         let rest = url
             .strip_prefix("http://")
@@ -347,6 +358,14 @@ mod tests {
         };
         let e = Upstream::resolve(&zero, |_| None).unwrap_err();
         assert!(e.contains("must be > 0"), "{e}");
+        for bad in ["http://127.0.0.1:9/v1?key=SECRET1", "ftp://h#SECRET1"] {
+            let e = Upstream::resolve(&spec(bad, None), |_| None).unwrap_err();
+            assert!(e.contains("query or fragment"), "{e}");
+            assert!(
+                e.contains("--upstream-key-env") && !e.contains("SECRET1"),
+                "{e}"
+            );
+        }
         let e = Upstream::resolve(&spec("http://x", Some("K")), |_| None).unwrap_err();
         assert!(e.contains("K is not set"), "{e}");
         let u = Upstream::resolve(&spec("http://x/", Some("K")), |_| Some("s3".into())).unwrap();
