@@ -7,8 +7,10 @@
 //! `5000,10000,20000,100000,200000`) two complete reports (one agent ran
 //! every row, another every other row in reverse order, so rows are placed
 //! across agents), runs `chaosrun matrix A B` on them and prints its wall
-//! time, the time per 1,000 rows (flat when linear) and the output size.
-//! Figures are printed, never asserted (timing depends on the machine).
+//! time, its CPU time (user + sys, getrusage of the child: steadier than
+//! the wall on a loaded machine), the CPU per 1,000 rows (flat when linear)
+//! and the output size. Figures are printed, never asserted (timing depends
+//! on the machine).
 
 mod common;
 use common::chaosrun_bin;
@@ -17,6 +19,15 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 const DEFAULT_ROWS: &str = "5000,10000,20000,100000,200000";
+
+/// CPU seconds (user + sys) of this process's waited-for children so far.
+fn children_cpu() -> f64 {
+    // SAFETY: getrusage writes into the zeroed struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(u.ru_utime) + secs(u.ru_stime)
+}
 
 /// A complete report of `agent` holding a passing run of each of `ids`.
 fn report(path: &Path, agent: &str, ids: &[String]) {
@@ -36,8 +47,8 @@ fn main() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("matrix");
     std::fs::create_dir_all(&dir).expect("bench dir");
     println!(
-        "{:>9} {:>10} {:>14} {:>12}",
-        "rows", "wall s", "ms/1000 rows", "output MB"
+        "{:>9} {:>8} {:>8} {:>18} {:>10}",
+        "rows", "wall s", "cpu s", "cpu ms/1000 rows", "output MB"
     );
     for n in sizes
         .split(',')
@@ -51,6 +62,7 @@ fn main() {
         );
         report(&a, "bundled", &ids);
         report(&b, "other/p.yaml", &half);
+        let cpu = children_cpu();
         let start = Instant::now();
         let out = Command::new(chaosrun_bin())
             .arg("matrix")
@@ -59,10 +71,11 @@ fn main() {
             .output()
             .expect("chaosrun matrix runs");
         let wall = start.elapsed().as_secs_f64();
+        let cpu = children_cpu() - cpu;
         assert!(out.status.success(), "chaosrun matrix failed on {n} rows");
         println!(
-            "{n:>9} {wall:>10.3} {:>14.2} {:>12.1}",
-            wall * 1e6 / n as f64,
+            "{n:>9} {wall:>8.3} {cpu:>8.3} {:>18.2} {:>10.1}",
+            cpu * 1e6 / n as f64,
             out.stdout.len() as f64 / 1e6
         );
     }

@@ -281,6 +281,19 @@ impl Profile {
 
     /// Resolve `--agent PATH`.
     pub fn resolve(agent: &str) -> Result<Profile, String> {
+        Profile::load(agent, true)
+    }
+
+    /// The profile at `agent`, checked as [`Profile::resolve`] checks it but
+    /// for its command, which need not be installed yet: `bisect` checks a
+    /// catalog agent's profile (templates, rows' needs) before it installs
+    /// any version.
+    pub fn resolve_uninstalled(agent: &str) -> Result<Profile, String> {
+        Profile::load(agent, false)
+    }
+
+    /// [`Profile::resolve`]; `installed`: the command must be found.
+    fn load(agent: &str, installed: bool) -> Result<Profile, String> {
         let path = Path::new(agent);
         let is_yaml = matches!(
             path.extension().and_then(|e| e.to_str()),
@@ -317,7 +330,7 @@ impl Profile {
                      `command: [\"python3\", \"{{{{profile_dir}}}}/agent.py\"]`"
                 ));
             }
-            return Profile::from_doc(agent, doc, &dir);
+            return Profile::from_doc(agent, doc, &dir, installed);
         }
         let Some(exe) = find_program(agent) else {
             return Err(format!(
@@ -340,10 +353,15 @@ impl Profile {
         if doc.command.is_empty() {
             doc.command = vec![exe.display().to_string()];
         }
-        Profile::from_doc(agent, doc, &dir)
+        Profile::from_doc(agent, doc, &dir, installed)
     }
 
-    fn from_doc(source: &str, doc: ProfileDoc, dir: &Path) -> Result<Profile, String> {
+    fn from_doc(
+        source: &str,
+        doc: ProfileDoc,
+        dir: &Path,
+        installed: bool,
+    ) -> Result<Profile, String> {
         let mut vars = Vars::new();
         vars.insert("profile_dir".into(), dir.display().to_string());
         let command = doc
@@ -365,7 +383,7 @@ impl Profile {
             .map(|a| template::render(a, &vars))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("adapter profile `{source}`: version_cmd: {e}"))?;
-        if find_program(&command[0]).is_none() {
+        if installed && find_program(&command[0]).is_none() {
             return Err(format!(
                 "agent command `{}` (from `{source}`) not found",
                 command[0]
