@@ -248,20 +248,43 @@ fn bad_bisect_arguments_are_refused_before_any_install() {
     )
     .unwrap();
     let broken = f.path("broken.yaml");
-    std::fs::write(&broken, "scenarios:
+    std::fs::write(
+        &broken,
+        "scenarios:
   - id: x
     responder: 7
-").unwrap();
+",
+    )
+    .unwrap();
     let reports = f.path("reports");
     let reports_arg = reports.to_str().unwrap();
-    let base = ["bisect", "--agent", "fixture-agent", "--reports", reports_arg];
+    let base = [
+        "bisect",
+        "--agent",
+        "fixture-agent",
+        "--reports",
+        reports_arg,
+    ];
     let (good, bad) = (["--good", "1.0.0"], ["--bad", "1.3.0"]);
     let row = |id: &'static str| -> Vec<&str> { [&good[..], &bad, &["--only", id]].concat() };
     let with = |id: &'static str, more: &[&'static str]| [row(id), more.to_vec()].concat();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (row("no_such_row"), "unknown scenario id `no_such_row`"),
-        (vec!["--good", "one", "--bad", "1.3.0", "--only", "provider_hang"], "--good: "),
-        (vec!["--good", "1.0.0", "--bad", "1.0/..", "--only", "provider_hang"], "--bad: "),
+        (
+            vec!["--good", "one", "--bad", "1.3.0", "--only", "provider_hang"],
+            "--good: ",
+        ),
+        (
+            vec![
+                "--good",
+                "1.0.0",
+                "--bad",
+                "1.0/..",
+                "--only",
+                "provider_hang",
+            ],
+            "--bad: ",
+        ),
         (
             [row("x"), vec![broken.to_str().unwrap()]].concat(),
             "broken.yaml:3:",
@@ -270,12 +293,24 @@ fn bad_bisect_arguments_are_refused_before_any_install() {
             [row("x"), vec!["/nonexistent/table.yaml"]].concat(),
             "cannot read the scenario table",
         ),
-        (with("provider_hang", &["--deadline-scale", "0"]), "--deadline-scale must be"),
-        (with("provider_hang", &["--deadline-scale", "NaN"]), "--deadline-scale must be"),
-        (with("provider_hang", &["--wire", "smoke-signals"]), "unknown wire `smoke-signals`"),
+        (
+            with("provider_hang", &["--deadline-scale", "0"]),
+            "--deadline-scale must be",
+        ),
+        (
+            with("provider_hang", &["--deadline-scale", "NaN"]),
+            "--deadline-scale must be",
+        ),
+        (
+            with("provider_hang", &["--wire", "smoke-signals"]),
+            "unknown wire `smoke-signals`",
+        ),
         (with("provider_hang", &["--repeat", "0"]), "--repeat"),
         (with("provider_hang", &["--repeat", "101"]), "--repeat"),
-        (with("provider_hang", &["--repeat", "2", "--fails", "3"]), "--fails 3 is more than --repeat 2"),
+        (
+            with("provider_hang", &["--repeat", "2", "--fails", "3"]),
+            "--fails 3 is more than --repeat 2",
+        ),
         (
             [row("unmapped_argument"), vec![table.to_str().unwrap()]].concat(),
             "`unmapped_argument` is not applicable to agent `fixture-agent`",
@@ -285,10 +320,16 @@ fn bad_bisect_arguments_are_refused_before_any_install() {
         let args = [&base[..], &extra].concat();
         let (code, out, err) = f.run(&args);
         assert_eq!(code, Some(2), "{extra:?}: {out}{err}");
-        assert!(err.contains(named), "{extra:?} does not name `{named}`: {err}");
+        assert!(
+            err.contains(named),
+            "{extra:?} does not name `{named}`: {err}"
+        );
         assert!(!err.contains("cannot be used multiple times"), "{err}");
         assert!(!out.contains("installing"), "{extra:?}: {out}");
-        assert!(!f.path("cache/agents").exists(), "{extra:?} installed: {out}{err}");
+        assert!(
+            !f.path("cache/agents").exists(),
+            "{extra:?} installed: {out}{err}"
+        );
         assert!(!reports.exists(), "{extra:?} made the reports folder");
     }
 }
