@@ -211,6 +211,7 @@ pub fn build(reports: &[PathBuf], link_prefix: &str) -> Result<Matrix, String> {
 /// Add an agent's rows to `rows`: one it adds goes right after the row
 /// before it in the agent's own order, so rows keep their tables' order
 /// across agents that ran different subsets.
+///
 /// The new rows go in one pass: each after the last known row before it
 /// (`after[i + 1]`: after row `i`; `after[0]`: first).
 fn add_rows(rows: &mut Vec<String>, cells: &[(String, Cell)]) {
