@@ -15,6 +15,13 @@
 //! An unknown filter is an error.
 //! docs/profiles.md documents each filter ([`FILTERS`]; tests/docs.rs
 //! keeps the two lists equal).
+//!
+//! [`check`] is the load-time check of a template: every `{{...}}` renders
+//! with placeholder values, and its filters fit what its variable holds
+//! ([`Kind`]): a unit filter on a switch or a text (`{{agent_sandbox | ms}}`,
+//! `{{model | int}}`, `{{tool_timeout | json | ms}}`) would fail on every
+//! row at run time, so it is refused at load, naming the `{{...}}` as
+//! written so the caller can point at its line.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +30,161 @@ pub type Vars = BTreeMap<String, String>;
 
 /// Every filter [`render`] implements, by name (`default` takes an argument).
 pub const FILTERS: [&str; 5] = ["ms", "int", "json", "default", "choose"];
+
+/// What a variable holds, for [`check`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A number of seconds (`stale_timeout`).
+    Seconds,
+    /// A whole number (`max_turns`; what `ms` and `int` give).
+    Count,
+    /// `true` or `false` (`agent_sandbox`).
+    Switch,
+    /// Anything else: a URL, a path, a name, a JSON literal.
+    Text,
+}
+
+impl Kind {
+    fn number(self) -> bool {
+        matches!(self, Kind::Seconds | Kind::Count)
+    }
+
+    fn described(self) -> &'static str {
+        match self {
+            Kind::Seconds => "a number of seconds",
+            Kind::Count => "a whole number",
+            Kind::Switch => "an on/off switch (`true` or `false`)",
+            Kind::Text => "text",
+        }
+    }
+}
+
+/// The kinds of the variables [`check`] knows; a name not here (an
+/// `env:NAME`, a capture) can hold anything and is not checked.
+pub type Kinds = BTreeMap<String, Kind>;
+
+/// A template [`check`] refuses: the `{{...}}` as written, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bad {
+    pub token: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Bad {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Check `text` at load: each `{{...}}` renders with `vars` (placeholders)
+/// and its filters fit its variable's kind in `kinds`.
+pub fn check(text: &str, vars: &Vars, kinds: &Kinds) -> Result<(), Bad> {
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else {
+            return Err(Bad {
+                token: rest[start..].to_string(),
+                message: format!("unclosed `{{{{` in {text:?}"),
+            });
+        };
+        let token = &rest[start..start + end + 4];
+        let bad = |message: String| Bad {
+            token: token.to_string(),
+            message,
+        };
+        check_kind(after[..end].trim(), kinds).map_err(bad)?;
+        render(token, vars).map_err(bad)?;
+        rest = &after[end + 2..];
+    }
+    Ok(())
+}
+
+/// Where in `source` (a file's text) a `{{...}}` with this inner text
+/// (`expr`, compared trimmed) first stands: 1-based line and column.
+pub fn find(source: &str, expr: &str) -> Option<(usize, usize)> {
+    let expr = expr.trim();
+    let mut from = 0;
+    while let Some(start) = source[from..].find("{{").map(|i| from + i) {
+        let after = &source[start + 2..];
+        let end = after.find("}}")?;
+        if after[..end].trim() == expr {
+            let before = &source[..start];
+            let line = before.matches('\n').count() + 1;
+            let col = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+            return Some((line, col));
+        }
+        from = start + 2;
+    }
+    None
+}
+
+/// The inner text of the first `{{...}}` a message quotes (the errors of
+/// [`render`] and [`check`] quote the template they refuse).
+pub fn quoted(message: &str) -> Option<&str> {
+    let start = message.find("`{{")? + 3;
+    let end = message[start..].find("}}`")?;
+    Some(&message[start..start + end])
+}
+
+/// Whether each filter of one `{{...}}` fits the value it is given: the
+/// unit filters take a number; `json` gives text; `choose` gives one of its
+/// two texts (a number when both are).
+fn check_kind(expr: &str, kinds: &Kinds) -> Result<(), String> {
+    let mut parts = split_filters(expr).into_iter();
+    let name = parts.next().unwrap_or_default();
+    let filters: Vec<&str> = parts.collect();
+    let default = filters.iter().find_map(|f| f.strip_prefix("default"));
+    let literal = |t: &str| match t.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Kind::Seconds,
+        _ => Kind::Text,
+    };
+    // The value's kind (None: not known here, it may hold anything) and
+    // what made it so, for the message.
+    let (mut kind, mut why) = match (kinds.get(name), default) {
+        (Some(k), _) => (Some(*k), format!("`{name}` is {}", k.described())),
+        // An unset `env:NAME` gives the default, which the filters get.
+        (None, Some(arg)) if name.starts_with("env:") => {
+            let k = parse_default(arg, expr).ok().map(|d| literal(&d));
+            (k, format!("its default is {}", Kind::Text.described()))
+        }
+        (None, _) => (None, String::new()),
+    };
+    for f in filters {
+        match f {
+            "ms" | "int" => {
+                if let Some(k) = kind.filter(|k| !k.number()) {
+                    let hint = if k == Kind::Switch {
+                        " (a switch is spelled with `choose: \"ON\", \"OFF\"`)"
+                    } else {
+                        ""
+                    };
+                    return Err(format!(
+                        "`{{{{{expr}}}}}`: `{f}` takes a number of seconds, but {why}: every row \
+                         would end in ERROR{hint}"
+                    ));
+                }
+                kind = Some(Kind::Count);
+            }
+            "json" => {
+                kind = Some(Kind::Text);
+                why = "`json` made it a quoted JSON string".into();
+            }
+            f if f.starts_with("choose") => {
+                let list = f["choose".len()..].trim_start().strip_prefix(':');
+                let both =
+                    list.and_then(|l| serde_json::from_str::<[String; 2]>(&format!("[{l}]")).ok());
+                kind = Some(match both {
+                    Some([a, b]) if literal(&a).number() && literal(&b).number() => Kind::Seconds,
+                    _ => Kind::Text,
+                });
+                why = "`choose` gives one of its texts".into();
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
 
 /// Replace every `{{name | filter ...}}` (whitespace inside the braces
 /// allowed) with its value.
@@ -190,6 +352,79 @@ mod tests {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    fn kinds() -> Kinds {
+        [
+            ("a", Kind::Seconds),
+            ("base_url", Kind::Text),
+            ("agent_sandbox", Kind::Switch),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    /// A unit filter on a switch or a text, also after `json` or `choose`,
+    /// or on an unset variable's text default, is refused at load, naming
+    /// the `{{...}}` as written; numbers, captures and `env:` values pass.
+    #[test]
+    fn a_filter_that_does_not_fit_its_value_is_refused_at_load() {
+        let mut v = vars();
+        // Placeholder values, as the load renders with.
+        v.insert("agent_sandbox".into(), "1".into());
+        v.insert("base_url".into(), "1".into());
+        let refused = [
+            (
+                "{{agent_sandbox | ms}}",
+                "`agent_sandbox` is an on/off switch",
+            ),
+            ("x {{ base_url|int }} y", "`base_url` is text"),
+            ("{{a | json | ms}}", "`json` made it a quoted JSON string"),
+            (
+                "{{agent_sandbox | choose: \"on\", \"off\" | int}}",
+                "`choose` gives",
+            ),
+            (
+                "{{env:CHAOSRUN_SURELY_UNSET_VAR | default: \"no\" | ms}}",
+                "its default is text",
+            ),
+        ];
+        for (t, why) in refused {
+            let e = check(t, &v, &kinds()).unwrap_err();
+            assert!(e.message.contains(why), "{t}: {e}");
+            assert!(e.message.contains("every row would end in ERROR"), "{e}");
+            assert!(
+                t.contains(&e.token) && e.token.starts_with("{{"),
+                "{t}: {e:?}"
+            );
+        }
+        // The placeholder values render: only the kinds tell.
+        assert!(render("{{agent_sandbox | ms}} {{base_url | int}}", &v).is_ok());
+        assert!(check("{{agent_sandbox | ms}}", &v, &kinds())
+            .unwrap_err()
+            .message
+            .contains("choose"));
+        for t in [
+            "{{a | ms}} {{a | int | ms}}",
+            "{{agent_sandbox | choose: \"5\", \"0\" | ms}}",
+            "{{agent_sandbox}} {{agent_sandbox | json}} {{base_url | json}}",
+            "{{env:CHAOSRUN_SURELY_UNSET_VAR | ms | default: \"1\"}}",
+        ] {
+            assert_eq!(check(t, &v, &kinds()), Ok(()), "{t}");
+        }
+        // Not a kind error: still refused as render refuses it.
+        let e = check("ok {{nope}}", &v, &kinds()).unwrap_err();
+        assert_eq!(e.token, "{{nope}}");
+    }
+
+    #[test]
+    fn a_template_is_found_by_its_inner_text() {
+        let src = "a: 1\nenv:\n  X: \"pre {{ agent_sandbox | ms }}\"\n";
+        assert_eq!(find(src, "agent_sandbox | ms"), Some((3, 11)));
+        assert_eq!(find(src, "agent_sandbox"), None);
+        assert_eq!(quoted("`{{a | ms}}`: no"), Some("a | ms"));
+        assert_eq!(quoted("no template"), None);
     }
 
     #[test]

@@ -851,3 +851,54 @@ fn table_runs_and_explore_refuse_bad_agent_flags_alike() {
         assert_eq!(error(&t), error(&e), "{flags:?}:\n{t}\n---\n{e}");
     }
 }
+
+/// A filter that does not fit its variable's value (a unit filter on the
+/// `agent_sandbox` switch or on text, also after `json`) made every row an
+/// ERROR at run time; it is a load error (exit 2) naming the profile's
+/// FILE:LINE:COL of the template, in `env`, a home file and an `exec` argv.
+#[test]
+fn a_filter_on_the_wrong_kind_of_value_is_a_load_error_at_its_place() {
+    let d = tempfile::tempdir().unwrap();
+    let agent = repo().join("examples/reference/agent.py");
+    let driver = format!("command: [\"python3\", \"{}\"]\n", agent.display());
+    let cases = [
+        (
+            format!("{driver}env:\n  A: \"1\"\n  SANDBOX: \"--sandbox={{{{ agent_sandbox | ms }}}}\"\n"),
+            ":4:23: ",
+            "`agent_sandbox` is an on/off switch",
+        ),
+        (
+            format!("{driver}home_files:\n  - path: c.json\n    template: |\n      {{\"m\": {{{{model | int}}}}}}\n"),
+            ":5:13: ",
+            "`model` is text",
+        ),
+        (
+            "exec:\n  first: [\"true\",\n    \"{{agent_sandbox|int}}\"]\n  final: {last_line: true}\n"
+                .to_string(),
+            ":3:6: ",
+            "`agent_sandbox` is an on/off switch",
+        ),
+        (
+            format!("{driver}env:\n  T: \"{{{{tool_timeout | json | ms}}}}\"\n"),
+            ":3:7: ",
+            "`json` made it a quoted JSON string",
+        ),
+    ];
+    for (i, (yaml, at, why)) in cases.iter().enumerate() {
+        let profile = write(d.path(), &format!("agent{i}.yaml"), yaml);
+        let args = [
+            "scenarios.yaml",
+            "--agent",
+            &profile,
+            "--only",
+            "provider_500_forever",
+        ];
+        let (_, stderr) = run(&format!("kind{i}"), &args, 2);
+        assert!(
+            stderr.contains(&format!("{profile}{at}")),
+            "{yaml}\n{stderr}"
+        );
+        assert!(stderr.contains(why), "{stderr}");
+        assert!(stderr.contains("every row would end in ERROR"), "{stderr}");
+    }
+}

@@ -240,3 +240,98 @@ fn a_report_merge_refuses_is_refused_with_exit_2() {
     let out = matrix(&[]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A complete report of `agent` whose runs are `ids`, each with `verdict`.
+fn crafted(dir: &std::path::Path, name: &str, agent: &str, ids: &[String]) -> String {
+    let scenarios: Vec<serde_json::Value> = ids
+        .iter()
+        .map(|id| serde_json::json!({"id": id, "verdict": "pass", "checks": [{"invariant": "termination", "name": "faulted_turn_ends", "status": "pass"}]}))
+        .collect();
+    let doc = serde_json::json!({"schema": "chaosrun-report/2", "complete": true,
+        "agent": agent, "selected": ids, "scenarios": scenarios});
+    let p = dir.join(name);
+    std::fs::write(&p, doc.to_string()).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+/// A GFM table row's cells: split at each `|` no backslash escapes.
+fn gfm_cells(line: &str) -> Vec<String> {
+    let (mut cells, mut cell, mut chars) = (Vec::new(), String::new(), line.chars());
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                cell.push(c);
+                cell.extend(chars.next());
+            }
+            '|' => cells.push(std::mem::take(&mut cell)),
+            c => cell.push(c),
+        }
+    }
+    cells.push(cell);
+    cells
+}
+
+/// Scenario ids and an agent's folder that try to forge a row (a newline
+/// then `| ... |`), split a cell (`|`), close the code span (a backtick) and
+/// slip raw HTML in: each is one row of three cells, no HTML renders.
+#[test]
+fn hostile_ids_and_agent_names_cannot_forge_rows_or_inject_html() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids: Vec<String> = [
+        "x\n| `forged` | ✓ | ✓ |",
+        "y\r\n| `forged2` | ✓ |",
+        "a|b",
+        "c` <img src=x onerror=alert(1)> `",
+        "<script>alert(1)</script>",
+        "&lt;b&gt;",
+        "plain_row",
+    ]
+    .map(String::from)
+    .to_vec();
+    let a = crafted(dir.path(), "a.json", "bundled", &ids);
+    let evil = dir.path().join("ev|l\n<img src=x onerror=alert(2)>");
+    std::fs::create_dir(&evil).unwrap();
+    std::fs::write(evil.join("README.md"), "").unwrap();
+    let agent = evil.join("p.yaml");
+    let b = crafted(dir.path(), "b.json", agent.to_str().unwrap(), &ids[..2]);
+    let md = table(&[&a, &b]);
+    let lines: Vec<&str> = md.lines().collect();
+    // Legend, blank, header, separator, a row per id, the tally.
+    assert_eq!(lines.len(), 4 + ids.len() + 1, "{md}");
+    for line in &lines[2..] {
+        assert_eq!(gfm_cells(line).len(), 5, "not 3 cells: {line}\n{md}");
+    }
+    assert!(!md.contains("<img") && !md.contains("<script"), "{md}");
+    assert!(
+        !md.contains("&lt;b&gt;"),
+        "an entity renders as its character: {md}"
+    );
+    assert!(md.contains("&amp;lt;b&amp;gt;"), "{md}");
+    assert!(lines.iter().all(|l| !l.contains("| `forged")), "{md}");
+    assert!(md.contains("| `plain_row` | ✓ | – |"), "{md}");
+}
+
+/// 100,000 rows (the quadratic matrix took ~10 s for 10,000 and gave no
+/// output in 120 s for 200,000): they must all be printed, in order, well
+/// within a minute (the bound is not a timing: a quadratic build does not
+/// come near it; `cargo bench --bench matrix` prints the figures).
+#[test]
+fn a_hundred_thousand_rows_are_printed_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids: Vec<String> = (0..100_000).map(|i| format!("row_{i}")).collect();
+    let a = crafted(dir.path(), "a.json", "bundled", &ids);
+    let half: Vec<String> = ids.iter().rev().step_by(2).cloned().collect();
+    let b = crafted(dir.path(), "b.json", "other/p.yaml", &half);
+    let mut cmd = Command::new(bin());
+    cmd.args(["matrix", &a, &b]).current_dir(repo());
+    let (ok, md, err) = run_bounded(cmd, std::time::Duration::from_secs(60));
+    assert!(ok, "{err}");
+    let rows: Vec<&str> = md.lines().skip(4).collect();
+    assert_eq!(rows.len(), ids.len() + 1);
+    assert_eq!(rows[0], "| `row_0` | ✓ | – |");
+    assert_eq!(rows[99_999], "| `row_99999` | ✓ | ✓ |");
+    assert_eq!(
+        rows[100_000],
+        "| **passed** | **100000/100000** | **50000/50000** |"
+    );
+}

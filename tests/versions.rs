@@ -225,6 +225,115 @@ fn bisect_names_the_first_release_that_changed_the_verdict() {
     assert_eq!(f.survivors(), Vec::<String>::new());
 }
 
+/// Bad bisect arguments are refused with exit 2 before anything is
+/// installed (the cache holds no agent afterwards) and before the reports
+/// folder is made: an unknown row (which used to install 1.0.0, then exit
+/// 1), versions that do not parse, a table that does not load, a bad
+/// `--deadline-scale`, `--wire`, `--repeat` or `--fails`, and a row the
+/// agent's profile cannot run (N/A: no version has a verdict on it).
+#[test]
+fn bad_bisect_arguments_are_refused_before_any_install() {
+    let f = Fixture::new();
+    let table = f.path("na.yaml");
+    std::fs::write(
+        &table,
+        r#"scenarios:
+  - id: unmapped_argument
+    responder:
+      - when: {call: 0}
+        reply: {kind: tool_call, calls: [{tool: shell, args: {command: "echo hi", frobnicate: 1}}]}
+      - reply: {kind: text, text: "done {{nonce}}"}
+    expect: {answer: "done {{nonce}}"}
+"#,
+    )
+    .unwrap();
+    let broken = f.path("broken.yaml");
+    std::fs::write(
+        &broken,
+        "scenarios:
+  - id: x
+    responder: 7
+",
+    )
+    .unwrap();
+    let reports = f.path("reports");
+    let reports_arg = reports.to_str().unwrap();
+    let base = [
+        "bisect",
+        "--agent",
+        "fixture-agent",
+        "--reports",
+        reports_arg,
+    ];
+    let (good, bad) = (["--good", "1.0.0"], ["--bad", "1.3.0"]);
+    let row = |id: &'static str| -> Vec<&str> { [&good[..], &bad, &["--only", id]].concat() };
+    let with = |id: &'static str, more: &[&'static str]| [row(id), more.to_vec()].concat();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (row("no_such_row"), "unknown scenario id `no_such_row`"),
+        (
+            vec!["--good", "one", "--bad", "1.3.0", "--only", "provider_hang"],
+            "--good: ",
+        ),
+        (
+            vec![
+                "--good",
+                "1.0.0",
+                "--bad",
+                "1.0/..",
+                "--only",
+                "provider_hang",
+            ],
+            "--bad: ",
+        ),
+        (
+            [row("x"), vec![broken.to_str().unwrap()]].concat(),
+            "broken.yaml:3:",
+        ),
+        (
+            [row("x"), vec!["/nonexistent/table.yaml"]].concat(),
+            "cannot read the scenario table",
+        ),
+        (
+            with("provider_hang", &["--deadline-scale", "0"]),
+            "--deadline-scale must be",
+        ),
+        (
+            with("provider_hang", &["--deadline-scale", "NaN"]),
+            "--deadline-scale must be",
+        ),
+        (
+            with("provider_hang", &["--wire", "smoke-signals"]),
+            "unknown wire `smoke-signals`",
+        ),
+        (with("provider_hang", &["--repeat", "0"]), "--repeat"),
+        (with("provider_hang", &["--repeat", "101"]), "--repeat"),
+        (
+            with("provider_hang", &["--repeat", "2", "--fails", "3"]),
+            "--fails 3 is more than --repeat 2",
+        ),
+        (
+            [row("unmapped_argument"), vec![table.to_str().unwrap()]].concat(),
+            "`unmapped_argument` is not applicable to agent `fixture-agent`",
+        ),
+    ];
+    for (extra, named) in cases {
+        let args = [&base[..], &extra].concat();
+        let (code, out, err) = f.run(&args);
+        assert_eq!(code, Some(2), "{extra:?}: {out}{err}");
+        assert!(
+            err.contains(named),
+            "{extra:?} does not name `{named}`: {err}"
+        );
+        assert!(!err.contains("cannot be used multiple times"), "{err}");
+        assert!(!out.contains("installing"), "{extra:?}: {out}");
+        assert!(
+            !f.path("cache/agents").exists(),
+            "{extra:?} installed: {out}{err}"
+        );
+        assert!(!reports.exists(), "{extra:?} made the reports folder");
+    }
+}
+
 /// SIGTERM to `agents setup` alone (not its process group) while its
 /// setup.sh waits on an install step: the step (a grandchild, as npm or pip
 /// would be) ends with the script, nothing of it is left, and chaosrun exits

@@ -8,15 +8,22 @@
 //! when `--fails K` of its N runs do not pass (default: a majority), so a
 //! flaky row does not send the search the wrong way.
 //!
+//! Everything that can be checked without the registry is checked before it
+//! is asked and before anything is installed ([`preflight`]): the versions
+//! parse, the table loads and holds the row, the agent's shipped profile
+//! loads and the row applies to it, `--wire`, `--deadline-scale`, `--fails`.
+//!
 //! Exit codes: 0 the first changed version found, 1 the verdict is the same
-//! at both ends (or a run could not be judged), 2 a usage error, 130/143
-//! interrupted (the child run is stopped first).
+//! at both ends (or a run could not be judged), 2 a usage error (also a
+//! child run that refused its arguments), 130/143 interrupted (the child run
+//! is stopped first).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use super::{say, usage};
 use crate::catalog::{self, cli::setup_version, entry::Entry, install, packages, version};
+use crate::provider::Wire;
 
 /// The flags of `chaosrun bisect`.
 #[derive(clap::Args, Debug)]
@@ -47,7 +54,7 @@ pub struct Args {
     pub reports: PathBuf,
     /// Passed to each run: the wire the agent speaks.
     #[arg(long, value_name = "WIRE")]
-    pub wire: Option<String>,
+    pub wire: Option<Wire>,
     /// Passed to each run: multiply every deadline.
     #[arg(long, value_name = "F")]
     pub deadline_scale: Option<f64>,
@@ -78,8 +85,12 @@ pub fn main(args: Args) -> ExitCode {
     if k > args.repeat {
         return usage(format!("--fails {k} is more than --repeat {}", args.repeat));
     }
-    let (entry, list) = match plan(&args) {
-        Ok(p) => p,
+    let entry = match preflight(&args) {
+        Ok(entry) => entry,
+        Err(e) => return usage(e),
+    };
+    let list = match plan(entry, &args) {
+        Ok(list) => list,
         Err(e) => return usage(e),
     };
     if let Err(e) = reports_dir(&args.reports) {
@@ -116,9 +127,12 @@ pub fn main(args: Args) -> ExitCode {
     finish(entry, &list, &tried, found)
 }
 
-/// The entry and the versions to decide, `--good` first and `--bad` last,
-/// from the registry's list.
-fn plan(args: &Args) -> Result<(&'static Entry, Vec<String>), String> {
+/// Everything checked before the registry is asked or anything installed:
+/// the agent is a catalog agent with versions, `--good`/`--bad` parse,
+/// `--deadline-scale` is positive, the table loads and holds `--only`, and
+/// the agent's shipped profile loads (its command is not installed yet) with
+/// `--wire`, and the row applies to it (an N/A row has no verdict to bisect).
+fn preflight(args: &Args) -> Result<&'static Entry, String> {
     let entry = catalog::find(&args.agent)?.ok_or_else(|| {
         format!(
             "unknown agent `{}` (known: {}); bisect takes a catalog name",
@@ -132,6 +146,49 @@ fn plan(args: &Args) -> Result<(&'static Entry, Vec<String>), String> {
             entry.name
         ));
     }
+    version::check(&args.good).map_err(|e| format!("--good: {e}"))?;
+    if args.bad != "latest" {
+        version::check(&args.bad).map_err(|e| format!("--bad: {e}"))?;
+    }
+    let scale = args.deadline_scale.unwrap_or(1.0);
+    if !(scale > 0.0 && scale.is_finite()) {
+        return Err("--deadline-scale must be a positive, finite number".into());
+    }
+    let (path, _builtin) = catalog::tables::resolve(args.scenarios.as_deref())?;
+    let table = crate::scenarios::load_file(&path).map_err(|e| e.to_string())?;
+    let rows = crate::scenarios::select(&table.scenarios, std::slice::from_ref(&args.only), &[])?;
+    let row = &rows[0];
+    row.deadlines
+        .scaled(scale)
+        .map_err(|e| format!("--deadline-scale: scenario `{}`: {e}", row.id))?;
+    let profile = shipped_profile(entry, args.wire)?;
+    if let Some(why) = crate::profile::needs::not_applicable(&profile, row) {
+        return Err(format!(
+            "`{}` is not applicable to agent `{}` ({why}): no version has a verdict on it",
+            row.id, entry.name
+        ));
+    }
+    Ok(entry)
+}
+
+/// The agent's profile as this chaosrun ships it (written into a temp
+/// folder, so nothing in the cache changes), with `--wire` applied.
+fn shipped_profile(entry: &Entry, wire: Option<Wire>) -> Result<crate::profile::Profile, String> {
+    let dir = tempfile::tempdir().map_err(|e| format!("a temp folder: {e}"))?;
+    let at = dir.path().join(entry.name);
+    catalog::embedded::write_out(&at, &catalog::files(entry))
+        .map_err(|e| format!("cannot write agent `{}`'s profile: {e}", entry.name))?;
+    let path = at.join(entry.profile).display().to_string();
+    let mut profile = crate::profile::Profile::resolve_uninstalled(&path)?;
+    if let Some(wire) = wire {
+        profile.wire = wire;
+    }
+    Ok(profile)
+}
+
+/// The versions to decide, `--good` first and `--bad` last, from the
+/// registry's list.
+fn plan(entry: &'static Entry, args: &Args) -> Result<Vec<String>, String> {
     let good = catalog::resolve(entry, &version::Want::Exact(args.good.clone()))?;
     let want_bad = match args.bad.as_str() {
         "latest" => version::Want::Latest,
@@ -150,7 +207,7 @@ fn plan(args: &Args) -> Result<(&'static Entry, Vec<String>), String> {
     if list.len() < 2 || list.last() != Some(&bad) {
         return Err(format!("--bad {bad} is not a release after --good {good}"));
     }
-    Ok((entry, list))
+    Ok(list)
 }
 
 /// The reports folder: created, or empty.
@@ -214,6 +271,16 @@ fn try_version(entry: &Entry, v: &str, args: &Args) -> Result<Tried, Stop> {
     if let Some(code) = child::interrupted(status) {
         return Err(Stop::Code(code));
     }
+    if status == 2 {
+        return Err(fail(
+            2,
+            format!(
+                "{}@{v}: the run refused its arguments (exit 2; its output: {})",
+                entry.name,
+                text.display()
+            ),
+        ));
+    }
     count(&report, &args.only, args.repeat)
         .map_err(|e| {
             fail(
@@ -252,7 +319,7 @@ fn child_args(entry: &Entry, v: &str, args: &Args, report: &Path) -> Vec<std::ff
         "--no-progress".into(),
     ];
     let pass = [
-        ("--wire", args.wire.clone()),
+        ("--wire", args.wire.map(|w| w.name().to_string())),
         (
             "--deadline-scale",
             args.deadline_scale.map(|f| f.to_string()),
@@ -358,6 +425,21 @@ mod child {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A shipped agent's profile is checked before any version of it is
+    /// installed: it loads though its command is not there yet (a full
+    /// resolve refuses it), and a row it cannot run is named.
+    #[test]
+    fn a_shipped_profile_is_checked_without_its_install() {
+        let entry = catalog::find("pi").unwrap().unwrap();
+        let profile = shipped_profile(entry, Some(Wire::Anthropic)).unwrap();
+        assert_eq!(profile.wire, Wire::Anthropic);
+        let dir = tempfile::tempdir().unwrap();
+        catalog::embedded::write_out(dir.path(), &catalog::files(entry)).unwrap();
+        let path = dir.path().join(entry.profile).display().to_string();
+        let e = crate::profile::Profile::resolve(&path).unwrap_err();
+        assert!(e.contains("not found"), "{e}");
+    }
 
     /// The search finds the first version with the bad end's verdict, in a
     /// regression and in a fix, trying few versions; equal ends stop it.

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::template::{self, Vars};
+use crate::template::{self, Kind, Kinds, Vars};
 
 /// What the turn's process gets on stdin.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -412,9 +412,14 @@ impl TryFrom<ExecDoc> for ExecSpec {
         let next = d.next.unwrap_or_else(|| d.first.clone());
         let resume = d.resume.unwrap_or_else(|| next.clone());
         let mut vars: Vars = super::placeholder_vars();
+        let mut kinds = super::var_kinds();
         for v in EXEC_VARS {
             vars.insert(v.into(), "1".into());
+            let kind = if v == "turn" { Kind::Count } else { Kind::Text };
+            kinds.insert(v.into(), kind);
         }
+        let check_argv =
+            |name: &str, argv: &[String], vars: &Vars| check_argv(name, argv, vars, &kinds);
         // `first` runs before the agent printed anything: no capture yet.
         check_argv("first", &d.first, &vars)?;
         check_captures(&d.capture)?;
@@ -424,7 +429,7 @@ impl TryFrom<ExecDoc> for ExecSpec {
         check_argv("next", &next, &vars)?;
         check_argv("resume", &resume, &vars)?;
         let store_session = d.store_session.unwrap_or_else(|| "{{session_id}}".into());
-        template::render(&store_session, &vars)
+        template::check(&store_session, &vars, &kinds)
             .map_err(|e| format!("`exec.store_session`: {e}"))?;
         if let Some(r) = &d.failed.stderr {
             check_regex(r, "exec.failed.stderr")?;
@@ -459,12 +464,12 @@ impl TryFrom<ExecDoc> for ExecSpec {
 
 /// An argv template: non-empty, and every `{{...}}` known in `vars`; a
 /// `{{captured.X}}` that is not declared says so.
-fn check_argv(name: &str, argv: &[String], vars: &Vars) -> Result<(), String> {
+fn check_argv(name: &str, argv: &[String], vars: &Vars, kinds: &Kinds) -> Result<(), String> {
     if argv.first().is_none_or(|a| a.trim().is_empty()) {
         return Err(format!("`exec.{name}` must be a non-empty argv"));
     }
     for a in argv {
-        template::render(a, vars).map_err(|e| {
+        template::check(a, vars, kinds).map_err(|e| {
             if a.contains("captured.") && name == "first" {
                 format!("`exec.first`: {e} (the first turn runs before anything is captured; use captures in `next` and `resume`)")
             } else if a.contains("captured.") {

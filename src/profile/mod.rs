@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::provider::ToolMapping;
 pub use crate::store::StoreSpec;
-use crate::template::{self, Vars};
+use crate::template::{self, Kinds, Vars};
 
 /// A file rendered into the hermetic HOME.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -249,14 +249,51 @@ pub fn placeholder_vars() -> Vars {
     .collect()
 }
 
+/// What each template variable of [`placeholder_vars`] holds, so a filter
+/// that does not fit it (`{{agent_sandbox | ms}}`) is refused at load
+/// ([`template::check`]).
+pub fn var_kinds() -> Kinds {
+    use template::Kind::{Count, Seconds, Switch, Text};
+    let mut kinds: Kinds = placeholder_vars().into_keys().map(|k| (k, Text)).collect();
+    for (name, kind) in [
+        ("stale_timeout", Seconds),
+        ("request_timeout", Seconds),
+        ("tool_timeout", Seconds),
+        ("api_max_retries", Count),
+        ("max_turns", Count),
+        ("agent_sandbox", Switch),
+    ] {
+        kinds.insert(name.into(), kind);
+    }
+    kinds
+}
+
 fn parse_doc(path: &Path) -> Result<ProfileDoc, String> {
     let text = crate::input::read_input_text(path, crate::input::PROFILE).map_err(String::from)?;
     serde_yaml::from_str(&text).map_err(|e| {
         let (l, c) = e.location().map_or((1, 1), |l| (l.line(), l.column()));
         let msg = e.to_string();
         let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
+        // A template refused inside a section (`exec`) is placed at itself.
+        let (l, c) = template::quoted(&msg)
+            .and_then(|expr| template::find(&text, expr))
+            .unwrap_or((l, c));
         format!("{}:{l}:{c}: {msg}", path.display())
     })
+}
+
+/// `e` prefixed with `FILE:LINE:COL` of the template it quotes, when that
+/// template stands in the profile at `path` (a load error found after the
+/// YAML was read carries no position of its own).
+fn at_template(path: &Path, e: String) -> String {
+    let found = template::quoted(&e).and_then(|expr| {
+        let text = crate::input::read_input_text(path, crate::input::PROFILE).ok()?;
+        template::find(&text, expr)
+    });
+    match found {
+        Some((l, c)) => format!("{}:{l}:{c}: {e}", path.display()),
+        None => e,
+    }
 }
 
 /// Is `cmd` runnable: a path that exists, or a bare name found on PATH.
@@ -287,6 +324,19 @@ impl Profile {
 
     /// Resolve `--agent PATH`.
     pub fn resolve(agent: &str) -> Result<Profile, String> {
+        Profile::load(agent, true)
+    }
+
+    /// The profile at `agent`, checked as [`Profile::resolve`] checks it but
+    /// for its command, which need not be installed yet: `bisect` checks a
+    /// catalog agent's profile (templates, rows' needs) before it installs
+    /// any version.
+    pub fn resolve_uninstalled(agent: &str) -> Result<Profile, String> {
+        Profile::load(agent, false)
+    }
+
+    /// [`Profile::resolve`]; `installed`: the command must be found.
+    fn load(agent: &str, installed: bool) -> Result<Profile, String> {
         let path = Path::new(agent);
         let is_yaml = matches!(
             path.extension().and_then(|e| e.to_str()),
@@ -323,7 +373,8 @@ impl Profile {
                      `command: [\"python3\", \"{{{{profile_dir}}}}/agent.py\"]`"
                 ));
             }
-            return Profile::from_doc(agent, doc, &dir);
+            return Profile::from_doc(agent, doc, &dir, installed)
+                .map_err(|e| at_template(path, e));
         }
         let Some(exe) = find_program(agent) else {
             return Err(format!(
@@ -346,10 +397,19 @@ impl Profile {
         if doc.command.is_empty() {
             doc.command = vec![exe.display().to_string()];
         }
-        Profile::from_doc(agent, doc, &dir)
+        let profile = Profile::from_doc(agent, doc, &dir, installed);
+        match &beside {
+            Some(p) => profile.map_err(|e| at_template(p, e)),
+            None => profile,
+        }
     }
 
-    fn from_doc(source: &str, doc: ProfileDoc, dir: &Path) -> Result<Profile, String> {
+    fn from_doc(
+        source: &str,
+        doc: ProfileDoc,
+        dir: &Path,
+        installed: bool,
+    ) -> Result<Profile, String> {
         let mut vars = Vars::new();
         vars.insert("profile_dir".into(), dir.display().to_string());
         let command = doc
@@ -371,7 +431,7 @@ impl Profile {
             .map(|a| template::render(a, &vars))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("adapter profile `{source}`: version_cmd: {e}"))?;
-        if find_program(&command[0]).is_none() {
+        if installed && find_program(&command[0]).is_none() {
             return Err(format!(
                 "agent command `{}` (from `{source}`) not found",
                 command[0]
@@ -438,7 +498,7 @@ impl Profile {
     /// Render every template once with placeholders, so a typo fails before
     /// any agent starts.
     fn validate_templates(&self) -> Result<(), String> {
-        let vars = placeholder_vars();
+        let (vars, kinds) = (placeholder_vars(), var_kinds());
         let texts = self
             .env
             .values()
@@ -450,7 +510,7 @@ impl Profile {
             )
             .chain(self.logs.iter());
         for t in texts {
-            template::render(t, &vars)
+            template::check(t, &vars, &kinds)
                 .map_err(|e| format!("adapter profile `{}`: {e}", self.source))?;
         }
         if let Some(s) = &self.store {
@@ -513,6 +573,33 @@ pub fn input_files(agent: &str, profile: &Profile) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every shipped profile's templates fit their variables' kinds (the
+    /// load-time check refuses none of them), its command not installed.
+    #[test]
+    fn every_shipped_profile_passes_the_template_kind_check() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+        let mut loaded = 0;
+        for dir in std::fs::read_dir(&root).unwrap().flatten() {
+            let Ok(files) = std::fs::read_dir(dir.path()) else {
+                continue;
+            };
+            for f in files.flatten().map(|f| f.path()) {
+                let text = std::fs::read_to_string(&f).unwrap_or_default();
+                let is_profile = f.extension().is_some_and(|e| e == "yaml")
+                    && (text.contains("\ncommand:")
+                        || text.contains("\nexec:")
+                        || text.starts_with("exec:"));
+                if !is_profile {
+                    continue;
+                }
+                Profile::resolve_uninstalled(f.to_str().unwrap())
+                    .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+                loaded += 1;
+            }
+        }
+        assert!(loaded >= 12, "only {loaded} profiles found");
+    }
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
         let p = dir.join(name);

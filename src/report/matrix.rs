@@ -6,7 +6,13 @@
 //! matrix refuses too. The agent is named by its profile's folder
 //! (`examples/claude-code/claude-code.yaml` → `claude-code`; the bundled
 //! agent → `reference`) and linked to the `README.md` beside its profile.
+//! Every name a report gives is escaped for the table ([`gfm`]); the table
+//! is laid out in time linear in its rows and cells (ids are looked up in
+//! maps, never searched for).
 
+mod gfm;
+
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -62,11 +68,9 @@ pub struct Agent {
 }
 
 impl Agent {
-    fn cell(&self, id: &str) -> Cell {
-        self.cells
-            .iter()
-            .find(|(i, _)| i == id)
-            .map_or(Cell::NotRun, |(_, c)| c.clone())
+    /// Its cells by scenario id.
+    fn lookup(&self) -> HashMap<&str, &Cell> {
+        self.cells.iter().map(|(i, c)| (i.as_str(), c)).collect()
     }
 
     /// `passed/applicable` over the scenarios it ran.
@@ -116,24 +120,32 @@ fn agent_of(agent: &str, link_prefix: &str) -> (String, Option<String>) {
     (name, readme)
 }
 
+/// Row `id`'s cell in an agent's [`Agent::lookup`].
+fn cell_in(cells: &HashMap<&str, &Cell>, id: &str) -> Cell {
+    cells.get(id).map_or(Cell::NotRun, |c| (*c).clone())
+}
+
 /// One agent's cells from its merged report, in the order of its tables
 /// (`selected`: the order the rows stand in the tables, not the order they
 /// finished in); a scenario `selected` does not name goes last.
 fn cells(doc: &Report) -> Vec<(String, Cell)> {
     let mut runs: Vec<(String, Vec<&Verdict>)> = Vec::new();
+    let mut at: HashMap<&str, usize> = HashMap::new();
     for s in &doc.scenarios {
-        match runs.iter_mut().find(|(i, _)| *i == s.id) {
-            Some((_, v)) => v.push(&s.verdict),
-            None => runs.push((s.id.clone(), vec![&s.verdict])),
+        match at.get(s.id.as_str()) {
+            Some(&i) => runs[i].1.push(&s.verdict),
+            None => {
+                at.insert(&s.id, runs.len());
+                runs.push((s.id.clone(), vec![&s.verdict]));
+            }
         }
     }
-    let selected = &doc.selected;
-    runs.sort_by_key(|(id, _)| {
-        selected
-            .iter()
-            .position(|s| s == id)
-            .unwrap_or(selected.len())
-    });
+    let mut position: HashMap<&str, usize> = HashMap::new();
+    for (i, id) in doc.selected.iter().enumerate() {
+        position.entry(id).or_insert(i);
+    }
+    let last = doc.selected.len();
+    runs.sort_by_key(|(id, _)| position.get(id.as_str()).copied().unwrap_or(last));
     runs.into_iter()
         .map(|(id, v)| {
             let cell = match v.as_slice() {
@@ -199,36 +211,33 @@ pub fn build(reports: &[PathBuf], link_prefix: &str) -> Result<Matrix, String> {
 /// Add an agent's rows to `rows`: one it adds goes right after the row
 /// before it in the agent's own order, so rows keep their tables' order
 /// across agents that ran different subsets.
+///
+/// The new rows go in one pass: each after the last known row before it
+/// (`after[i + 1]`: after row `i`; `after[0]`: first).
 fn add_rows(rows: &mut Vec<String>, cells: &[(String, Cell)]) {
-    let mut at = 0;
+    let index: HashMap<&str, usize> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.as_str(), i))
+        .collect();
+    let mut after: Vec<Vec<&String>> = vec![Vec::new(); rows.len() + 1];
+    let mut anchor = 0;
     for (id, _) in cells {
-        match rows.iter().position(|s| s == id) {
-            Some(i) => at = i + 1,
-            None => {
-                rows.insert(at, id.clone());
-                at += 1;
-            }
+        match index.get(id.as_str()) {
+            Some(&i) => anchor = i + 1,
+            None => after[anchor].push(id),
         }
     }
-}
-
-/// Markdown text safe inside a table cell and a link's text.
-fn md(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if matches!(c, '|' | '[' | ']' | '*' | '_' | '`' | '\\' | '<' | '>') {
-            out.push('\\');
-        }
-        out.push(if c.is_control() { ' ' } else { c });
+    if after.iter().all(Vec::is_empty) {
+        return;
     }
-    out
-}
-
-/// A link target safe in markdown (spaces and parentheses encoded).
-fn md_link(s: &str) -> String {
-    s.replace(' ', "%20")
-        .replace('(', "%28")
-        .replace(')', "%29")
+    let mut laid = Vec::with_capacity(rows.len() + cells.len());
+    laid.extend(after[0].iter().map(|id| (*id).clone()));
+    for (row, next) in rows.iter().zip(&after[1..]) {
+        laid.push(row.clone());
+        laid.extend(next.iter().map(|id| (*id).clone()));
+    }
+    *rows = laid;
 }
 
 /// The markdown table, with its legend line.
@@ -239,20 +248,22 @@ pub fn markdown(m: &Matrix) -> String {
     for a in &m.agents {
         match &a.readme {
             Some(r) => {
-                let _ = write!(out, " [{}]({}) |", md(&a.name), md_link(r));
+                let _ = write!(out, " [{}]({}) |", gfm::text(&a.name), gfm::link(r));
             }
             None => {
-                let _ = write!(out, " {} |", md(&a.name));
+                let _ = write!(out, " {} |", gfm::text(&a.name));
             }
         }
     }
     out.push_str("\n|---|");
     out.push_str(&":-:|".repeat(m.agents.len()));
     out.push('\n');
+    let lookups: Vec<_> = m.agents.iter().map(Agent::lookup).collect();
     for id in &m.scenarios {
-        let _ = write!(out, "| `{id}` |");
-        for a in &m.agents {
-            let _ = write!(out, " {} |", a.cell(id).markdown());
+        let _ = write!(out, "| {} |", gfm::code(id));
+        for cells in &lookups {
+            let cell = cell_in(cells, id);
+            let _ = write!(out, " {} |", cell.markdown());
         }
         out.push('\n');
     }
@@ -281,10 +292,12 @@ pub fn html(m: &Matrix) -> String {
         }
     }
     out.push_str("</tr></thead>\n<tbody>\n");
+    let lookups: Vec<_> = m.agents.iter().map(Agent::lookup).collect();
     for id in &m.scenarios {
         let _ = write!(out, "<tr><td class=\"id\"><code>{}</code></td>", esc(id));
-        for a in &m.agents {
-            let (class, text) = a.cell(id).html();
+        for cells in &lookups {
+            let cell = cell_in(cells, id);
+            let (class, text) = cell.html();
             let _ = write!(out, "<td class=\"{class}\">{}</td>", esc(&text));
         }
         out.push_str("</tr>\n");
@@ -359,6 +372,40 @@ mod tests {
         assert_eq!(rows, ["a", "b", "c", "d"]);
     }
 
+    /// The one-pass `add_rows` places rows as inserting each new row after
+    /// the last known one before it (the old quadratic rule) did.
+    #[test]
+    fn rows_are_placed_as_one_by_one_insertion_placed_them() {
+        fn one_by_one(rows: &mut Vec<String>, ids: &[&str]) {
+            let mut at = 0;
+            for id in ids {
+                match rows.iter().position(|s| s == id) {
+                    Some(i) => at = i + 1,
+                    None => {
+                        rows.insert(at, id.to_string());
+                        at += 1;
+                    }
+                }
+            }
+        }
+        let cases: [(&[&str], &[&str]); 5] = [
+            (&["a", "b"], &["b", "x", "a", "y"]),
+            (&["a", "b", "c"], &["p", "q", "c", "r", "a", "s"]),
+            (&[], &["a", "b"]),
+            (&["a"], &[]),
+            (&["a", "b", "c"], &["c", "b", "a", "z"]),
+        ];
+        for (rows, ids) in cases {
+            let mut want: Vec<String> = rows.iter().map(|r| r.to_string()).collect();
+            let mut got = want.clone();
+            one_by_one(&mut want, ids);
+            let cells: Vec<(String, Cell)> =
+                ids.iter().map(|i| (i.to_string(), Cell::Pass)).collect();
+            add_rows(&mut got, &cells);
+            assert_eq!(got, want, "{rows:?} + {ids:?}");
+        }
+    }
+
     #[test]
     fn cells_count_repeats_and_keep_verdicts_apart() {
         let d = doc(
@@ -394,7 +441,7 @@ mod tests {
         };
         // N/A and not-run rows are not counted; a mixed row is not a pass.
         assert_eq!(a.tally(), "1/5");
-        assert_eq!(a.cell("missing"), Cell::NotRun);
+        assert_eq!(cell_in(&a.lookup(), "missing"), Cell::NotRun);
     }
 
     #[test]
