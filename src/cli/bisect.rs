@@ -171,13 +171,22 @@ fn preflight(args: &Args) -> Result<&'static Entry, String> {
     Ok(entry)
 }
 
+/// Write `entry`'s shipped folder into a temp cache at `root` (through the
+/// cache's own writer: no link followed); its path.
+fn write_shipped(root: &Path, entry: &Entry) -> Result<PathBuf, String> {
+    let folder = catalog::cache::open(root, entry.name, true)?
+        .ok_or_else(|| format!("cannot make a folder for agent `{}`", entry.name))?;
+    folder
+        .write_out(&catalog::files(entry))
+        .map_err(|e| format!("cannot write agent `{}`'s profile: {e}", entry.name))?;
+    Ok(root.join("agents").join(entry.name))
+}
+
 /// The agent's profile as this chaosrun ships it (written into a temp
 /// folder, so nothing in the cache changes), with `--wire` applied.
 fn shipped_profile(entry: &Entry, wire: Option<Wire>) -> Result<crate::profile::Profile, String> {
     let dir = tempfile::tempdir().map_err(|e| format!("a temp folder: {e}"))?;
-    let at = dir.path().join(entry.name);
-    catalog::embedded::write_out(&at, &catalog::files(entry))
-        .map_err(|e| format!("cannot write agent `{}`'s profile: {e}", entry.name))?;
+    let at = write_shipped(dir.path(), entry)?;
     let path = at.join(entry.profile).display().to_string();
     let mut profile = crate::profile::Profile::resolve_uninstalled(&path)?;
     if let Some(wire) = wire {
@@ -435,8 +444,8 @@ mod tests {
         let profile = shipped_profile(entry, Some(Wire::Anthropic)).unwrap();
         assert_eq!(profile.wire, Wire::Anthropic);
         let dir = tempfile::tempdir().unwrap();
-        catalog::embedded::write_out(dir.path(), &catalog::files(entry)).unwrap();
-        let path = dir.path().join(entry.profile).display().to_string();
+        let at = write_shipped(dir.path(), entry).unwrap();
+        let path = at.join(entry.profile).display().to_string();
         let e = crate::profile::Profile::resolve(&path).unwrap_err();
         assert!(e.contains("not found"), "{e}");
     }
