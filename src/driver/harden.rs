@@ -116,19 +116,24 @@ fn last_cap() -> u32 {
         .unwrap_or(40)
 }
 
-/// A ruleset scoped to abstract Unix sockets, handling no file system or
-/// network access; None where the kernel's Landlock is older than ABI 6 or
-/// absent.
-fn ruleset() -> Option<OwnedFd> {
+/// The kernel's Landlock ABI version (negative: no Landlock).
+fn landlock_abi() -> libc::c_long {
     // SAFETY: the version query takes no attribute.
-    let abi = unsafe {
+    unsafe {
         libc::syscall(
             SYS_LANDLOCK_CREATE_RULESET,
             std::ptr::null::<RulesetAttr>(),
             0usize,
             LANDLOCK_CREATE_RULESET_VERSION,
         )
-    };
+    }
+}
+
+/// A ruleset scoped to abstract Unix sockets, handling no file system or
+/// network access; None where the kernel's Landlock is older than ABI 6 or
+/// absent.
+fn ruleset() -> Option<OwnedFd> {
+    let abi = landlock_abi();
     if abi < 6 {
         return None;
     }
@@ -208,15 +213,7 @@ mod tests {
 
     #[test]
     fn a_ruleset_is_made_where_the_kernel_has_landlock_6() {
-        // SAFETY: the version query takes no attribute.
-        let abi = unsafe {
-            libc::syscall(
-                SYS_LANDLOCK_CREATE_RULESET,
-                std::ptr::null::<RulesetAttr>(),
-                0usize,
-                LANDLOCK_CREATE_RULESET_VERSION,
-            )
-        };
+        let abi = landlock_abi();
         let h = Hardening::prepare();
         assert_eq!(h.offered().landlock, abi >= 6, "ABI {abi}");
         assert_eq!(h.ruleset_fd() >= 0, abi >= 6);

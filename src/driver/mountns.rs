@@ -23,7 +23,7 @@
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The shared places the agent gets empty (those that exist, are folders
@@ -99,8 +99,7 @@ impl MntNs {
 
     /// Make the scenario's namespace (None where it cannot be made, and why).
     pub fn for_scenario(reach: &Reach) -> (Option<std::sync::Arc<MntNs>>, Mounts) {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
+        if !required() {
             let why = "not root: the agent sees the host's /tmp and /run".to_string();
             return (None, Mounts::Shared(why));
         }
@@ -175,7 +174,6 @@ fn source(p: &Path) -> Option<OwnedFd> {
         .ok()?;
     Some(f.into())
 }
-use std::os::unix::fs::OpenOptionsExt;
 
 /// The masks for `reach`: each hidden place (and the artifacts folder)
 /// with fds of what is bound back, opened before anything is mounted.

@@ -140,7 +140,18 @@ impl Session {
         let reach = reach(shared, root, &prepared, &env, mcp.as_ref());
         // As root the agent's mounts are always its own: a namespace that
         // cannot be made is the scenario's ERROR, never a silent fallback.
-        match crate::driver::mountns::MntNs::for_scenario(&reach) {
+        // A thread of its own makes it (mounts take a few ms): off the runtime.
+        let made = tokio::task::spawn_blocking(move || {
+            crate::driver::mountns::MntNs::for_scenario(&reach)
+        })
+        .await
+        .unwrap_or_else(|_| {
+            (
+                None,
+                crate::driver::mountns::Mounts::Shared("panicked".into()),
+            )
+        });
+        match made {
             (Some(ns), _) => prepared.mntns = Some(ns),
             (None, crate::driver::mountns::Mounts::Shared(why))
                 if crate::driver::mountns::required() =>
