@@ -137,29 +137,9 @@ impl Session {
             &prepared.profile_env,
         );
         let mut prepared = prepared;
-        let reach = reach(shared, root, &prepared, &env, mcp.as_ref());
-        // As root the agent's mounts are always its own: a namespace that
-        // cannot be made is the scenario's ERROR, never a silent fallback.
-        // A thread of its own makes it (mounts take a few ms): off the runtime.
-        let made = tokio::task::spawn_blocking(move || {
-            crate::driver::mountns::MntNs::for_scenario(&reach)
-        })
-        .await
-        .unwrap_or_else(|_| {
-            (
-                None,
-                crate::driver::mountns::Mounts::Shared("panicked".into()),
-            )
-        });
-        match made {
-            (Some(ns), _) => prepared.mntns = Some(ns),
-            (None, crate::driver::mountns::Mounts::Shared(why))
-                if crate::driver::mountns::required() =>
-            {
-                let error = format!("cannot give the agent its own /tmp and /run: {why}");
-                return Err(failed(error, close(provider, mcp, false).await));
-            }
-            (None, _) => {}
+        match own_mounts(shared, root, &prepared, &env, mcp.as_ref()).await {
+            Ok(ns) => prepared.mntns = ns,
+            Err(error) => return Err(failed(error, close(provider, mcp, false).await)),
         }
         let scope = Arc::new(shared.containment.scope(&ids.tag));
         Ok(Session {
@@ -187,6 +167,31 @@ impl Session {
             closed: close(self.provider, self.mcp, false).await,
             containment,
         }
+    }
+}
+
+/// The scenario's mount namespace (None where chaosrun is not root). As
+/// root the agent's mounts are always its own: a namespace that cannot be
+/// made is the scenario's ERROR, never a silent fallback.
+async fn own_mounts(
+    shared: &Shared,
+    root: &Path,
+    prepared: &Prepared,
+    env: &BTreeMap<String, String>,
+    mcp: Option<&McpServer>,
+) -> Result<Option<Arc<crate::driver::mountns::MntNs>>, String> {
+    use crate::driver::mountns::{MntNs, Mounts};
+    let reach = reach(shared, root, prepared, env, mcp);
+    // A thread of its own makes it (mounts take a few ms): off the runtime.
+    let made = tokio::task::spawn_blocking(move || MntNs::for_scenario(&reach))
+        .await
+        .unwrap_or_else(|_| (None, Mounts::Shared("its thread panicked".into())));
+    match made {
+        (Some(ns), _) => Ok(Some(ns)),
+        (None, Mounts::Shared(why)) if crate::driver::mountns::required() => Err(format!(
+            "cannot give the agent its own /tmp and /run: {why}"
+        )),
+        (None, _) => Ok(None),
     }
 }
 
