@@ -33,6 +33,12 @@ pub struct Facts {
     /// An MCP reply that withholds the answer to the agent's discovery
     /// (`initialize`, `tools/list`).
     pub withholds_listing: bool,
+    /// A model reply that refuses the request's credential (the oracle
+    /// bounds what a refused agent sends next).
+    pub refuses_credential: bool,
+    /// An MCP reply with which the server itself ends the call (no answer
+    /// will come, so the agent owes no cancel for it).
+    pub ends_call: bool,
 }
 
 impl Facts {
@@ -41,6 +47,8 @@ impl Facts {
         colour: None,
         waits: false,
         withholds_listing: false,
+        refuses_credential: false,
+        ends_call: false,
     };
 
     /// A kind with its colour and nothing else.
@@ -223,6 +231,29 @@ mod tests {
         assert!(replies::kind_names().contains(&"stall_mid_stream"));
         assert!(faults::kind_names().contains(&"answer_then_hang"));
         assert!(mcp::kind_names().contains(&"schema_swap"));
+    }
+
+    /// The facts the oracle reads by recorded name, from the kinds' files:
+    /// only `auth_expired` refuses a credential; only `crash` and
+    /// `malformed` end an MCP call themselves (as the oracle's own lists had).
+    #[test]
+    fn facts_the_oracle_reads() {
+        let refusing: Vec<&str> = replies::kind_names()
+            .iter()
+            .copied()
+            .filter(|k| Reply::refuses_credential(k))
+            .collect();
+        assert_eq!(refusing, ["auth_expired"]);
+        let ending: Vec<&str> = mcp::kind_names()
+            .iter()
+            .copied()
+            .filter(|k| mcp::Reply::ends_call(k))
+            .collect();
+        assert_eq!(ending, ["crash", "malformed"]);
+        assert!(!Reply::refuses_credential("crash") && !mcp::Reply::ends_call("auth_expired"));
+        assert_eq!(Reply::credential_refusal().kind_name(), "auth_expired");
+        assert_eq!(Reply::RELAYED, "relay");
+        assert_eq!(Reply::plain("x").kind_name(), "text");
     }
 
     /// An unknown kind names itself and every known one; a missing `kind` too.
