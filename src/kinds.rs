@@ -39,6 +39,33 @@ pub struct Facts {
     /// An MCP reply with which the server itself ends the call (no answer
     /// will come, so the agent owes no cancel for it).
     pub ends_call: bool,
+    /// How `chaosrun explore` may serve the kind as a transient fault (one
+    /// entry per variant it offers; none: explore never draws it).
+    pub explore: &'static [Explored],
+}
+
+/// One way `chaosrun explore` serves a kind as a fault a retrying agent
+/// rides through, declared in the kind's file: explore draws from every
+/// kind's entries, so a kind reaches it by declaring one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Explored {
+    /// Its weight's name in `explore.yaml` and `--weight` (`error_429`).
+    pub key: &'static str,
+    /// Its short name in trial descriptions and finding shapes (`429`).
+    pub short: &'static str,
+    /// The kind's fields, a YAML mapping (`{status: 429}`; `{}` for none).
+    pub fields: &'static str,
+    /// Default weight per main call, in thousandths (explore's `ok`, no
+    /// fault, is its own).
+    pub per_mille: u32,
+    /// Default weight as a persistent fault, in thousandths.
+    pub persist_per_mille: u32,
+    /// Its place in explore's draw, from 0 (a seed draws the same trial
+    /// whatever order the registry lists the kinds in).
+    pub rank: u8,
+    /// It breaks an answer whose stream began (else the agent is still
+    /// waiting for one when it strikes).
+    pub mid_stream: bool,
 }
 
 impl Facts {
@@ -49,6 +76,7 @@ impl Facts {
         withholds_listing: false,
         refuses_credential: false,
         ends_call: false,
+        explore: &[],
     };
 
     /// A kind with its colour and nothing else.

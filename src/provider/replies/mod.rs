@@ -210,6 +210,15 @@ impl Reply {
     /// The name recorded for a call relayed to the upstream as it is.
     pub const RELAYED: &'static str = <Relay as crate::kinds::Kind>::NAME;
 
+    /// The kind that answers with text (`{kind: PLAIN, text: ...}`).
+    pub const PLAIN: &'static str = <Text as crate::kinds::Kind>::NAME;
+
+    /// The kind that asks for tool calls (`{kind: TOOL_CALLS, calls: [...]}`).
+    pub const TOOL_CALLS: &'static str = <ToolCall as crate::kinds::Kind>::NAME;
+
+    /// The kind that leaves the call waiting, with no field needed.
+    pub const WAITING: &'static str = <Hang as crate::kinds::Kind>::NAME;
+
     /// A replay of the cassette `file`, with `fault` applied.
     pub fn replayed(
         file: std::path::PathBuf,
