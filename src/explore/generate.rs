@@ -16,7 +16,7 @@ use super::menu;
 /// in explore's menu ([`super::menu`], the reply kinds' declared faults).
 /// Every one is retryable, so a healthy agent retries and gets the scripted
 /// reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FaultKind(usize);
 
 impl FaultKind {

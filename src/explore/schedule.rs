@@ -304,9 +304,8 @@ mod tests {
     use super::super::generate::{generate, trial_seed};
     use super::*;
 
-    /// Explore's own menu (issue 45: not yet generated from the registry)
-    /// is held to it: each fault is a registered reply kind a retrying
-    /// agent rides through, so a renamed kind fails here, not at run time.
+    /// Each fault a row writes parses back as the registered reply kind a
+    /// retrying agent rides through.
     #[test]
     fn every_explore_fault_is_a_registered_retryable_reply() {
         for k in FaultKind::all() {
