@@ -33,6 +33,39 @@ pub struct Facts {
     /// An MCP reply that withholds the answer to the agent's discovery
     /// (`initialize`, `tools/list`).
     pub withholds_listing: bool,
+    /// A model reply that refuses the request's credential (the oracle
+    /// bounds what a refused agent sends next).
+    pub refuses_credential: bool,
+    /// An MCP reply with which the server itself ends the call (no answer
+    /// will come, so the agent owes no cancel for it).
+    pub ends_call: bool,
+    /// How `chaosrun explore` may serve the kind as a transient fault (one
+    /// entry per variant it offers; none: explore never draws it).
+    pub explore: &'static [Explored],
+}
+
+/// One way `chaosrun explore` serves a kind as a fault a retrying agent
+/// rides through, declared in the kind's file: explore draws from every
+/// kind's entries, so a kind reaches it by declaring one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Explored {
+    /// Its weight's name in `explore.yaml` and `--weight` (`error_429`).
+    pub key: &'static str,
+    /// Its short name in trial descriptions and finding shapes (`429`).
+    pub short: &'static str,
+    /// The kind's fields, a YAML mapping (`{status: 429}`; `{}` for none).
+    pub fields: &'static str,
+    /// Default weight per main call, in thousandths (explore's `ok`, no
+    /// fault, is its own).
+    pub per_mille: u32,
+    /// Default weight as a persistent fault, in thousandths.
+    pub persist_per_mille: u32,
+    /// Its place in explore's draw, from 0 (a seed draws the same trial
+    /// whatever order the registry lists the kinds in).
+    pub rank: u8,
+    /// It breaks an answer whose stream began (else the agent is still
+    /// waiting for one when it strikes).
+    pub mid_stream: bool,
 }
 
 impl Facts {
@@ -41,6 +74,9 @@ impl Facts {
         colour: None,
         waits: false,
         withholds_listing: false,
+        refuses_credential: false,
+        ends_call: false,
+        explore: &[],
     };
 
     /// A kind with its colour and nothing else.
@@ -223,6 +259,29 @@ mod tests {
         assert!(replies::kind_names().contains(&"stall_mid_stream"));
         assert!(faults::kind_names().contains(&"answer_then_hang"));
         assert!(mcp::kind_names().contains(&"schema_swap"));
+    }
+
+    /// The facts the oracle reads by recorded name, from the kinds' files:
+    /// only `auth_expired` refuses a credential; only `crash` and
+    /// `malformed` end an MCP call themselves (as the oracle's own lists had).
+    #[test]
+    fn facts_the_oracle_reads() {
+        let refusing: Vec<&str> = replies::kind_names()
+            .iter()
+            .copied()
+            .filter(|k| Reply::refuses_credential(k))
+            .collect();
+        assert_eq!(refusing, ["auth_expired"]);
+        let ending: Vec<&str> = mcp::kind_names()
+            .iter()
+            .copied()
+            .filter(|k| mcp::Reply::ends_call(k))
+            .collect();
+        assert_eq!(ending, ["crash", "malformed"]);
+        assert!(!Reply::refuses_credential("crash") && !mcp::Reply::ends_call("auth_expired"));
+        assert_eq!(Reply::credential_refusal().kind_name(), "auth_expired");
+        assert_eq!(Reply::RELAYED, "relay");
+        assert_eq!(Reply::plain("x").kind_name(), "text");
     }
 
     /// An unknown kind names itself and every known one; a missing `kind` too.

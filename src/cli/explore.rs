@@ -70,19 +70,12 @@ fn apply_weights(c: &mut config::Config, flags: &[String]) -> Result<(), String>
             .trim()
             .parse()
             .map_err(|_| format!("--weight {f:?}: {v:?} is not a number"))?;
-        let w = &mut c.weights;
-        let slot = match k.trim() {
-            "ok" => &mut w.ok,
-            "error_500" => &mut w.error_500,
-            "error_429" => &mut w.error_429,
-            "drop_mid_stream" => &mut w.drop_mid_stream,
-            "stall_mid_stream" => &mut w.stall_mid_stream,
-            "hang" => &mut w.hang,
-            other => {
-                return Err(format!(
-                "--weight {other:?}: unknown kind; use ok, error_500, error_429, drop_mid_stream, stall_mid_stream or hang"
-            ))
-            }
+        let Some(slot) = c.weights.slot(k.trim()) else {
+            return Err(format!(
+                "--weight {:?}: unknown kind; use one of {}",
+                k.trim(),
+                config::Weights::names().join(", ")
+            ));
         };
         *slot = v;
     }

@@ -48,11 +48,11 @@ pub struct TrialDeadlines {
 /// row's knobs), plus [`BACKOFF_ALLOWANCE`]; a 429 adds its `retry_after` (1 s).
 pub fn fault_allowance(k: FaultKind) -> f64 {
     let knobs = Knobs::default();
-    let wait = match k {
-        FaultKind::Hang => knobs.request_timeout,
-        FaultKind::StallMidStream => knobs.stale_timeout,
-        FaultKind::Error429 => 1.0,
-        FaultKind::Error500 | FaultKind::DropMidStream => 0.0,
+    let item = k.item();
+    let wait = match (item.waits(), item.mid_stream()) {
+        (true, false) => knobs.request_timeout,
+        (true, true) => knobs.stale_timeout,
+        (false, _) => item.retry_after() as f64,
     };
     wait + BACKOFF_ALLOWANCE
 }

@@ -9,82 +9,7 @@ use serde::Deserialize;
 /// The longest `--budget`: one day.
 pub const MAX_BUDGET_SECS: u64 = 86_400;
 
-/// Relative weights of what a main call gets. `ok` is "no fault: the
-/// scripted reply"; the rest are fault kinds (each a retryable fault, so a
-/// healthy agent rides through it).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Weights {
-    pub ok: f64,
-    pub error_500: f64,
-    pub error_429: f64,
-    pub drop_mid_stream: f64,
-    pub stall_mid_stream: f64,
-    pub hang: f64,
-}
-
-impl Default for Weights {
-    fn default() -> Self {
-        Weights {
-            ok: 0.55,
-            error_500: 0.14,
-            error_429: 0.14,
-            drop_mid_stream: 0.1,
-            stall_mid_stream: 0.035,
-            hang: 0.035,
-        }
-    }
-}
-
-impl Weights {
-    /// The weights in [`super::generate::FaultKind`] order, `ok` first.
-    pub fn list(&self) -> [f64; 6] {
-        [
-            self.ok,
-            self.error_500,
-            self.error_429,
-            self.drop_mid_stream,
-            self.stall_mid_stream,
-            self.hang,
-        ]
-    }
-}
-
-/// Relative weights of the kind of a persistent fault (every kind retryable).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct PersistWeights {
-    pub error_500: f64,
-    pub error_429: f64,
-    pub drop_mid_stream: f64,
-    pub stall_mid_stream: f64,
-    pub hang: f64,
-}
-
-impl Default for PersistWeights {
-    fn default() -> Self {
-        PersistWeights {
-            error_500: 0.3,
-            error_429: 0.3,
-            drop_mid_stream: 0.15,
-            stall_mid_stream: 0.1,
-            hang: 0.15,
-        }
-    }
-}
-
-impl PersistWeights {
-    /// In [`super::generate::FaultKind::ALL`] order.
-    pub fn list(&self) -> [f64; 5] {
-        [
-            self.error_500,
-            self.error_429,
-            self.drop_mid_stream,
-            self.stall_mid_stream,
-            self.hang,
-        ]
-    }
-}
+pub use super::weights::{PersistWeights, Weights};
 
 /// How often a trial gets a fault that lasts, and of which kind.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -271,7 +196,7 @@ mod tests {
     #[test]
     fn config_defaults_fill_in_and_errors_have_a_place() {
         let c = Config::parse("weights: {hang: 0}\n", "e.yaml").unwrap();
-        assert_eq!(c.weights.hang, 0.0);
+        assert_eq!(c.weights.get("hang"), Some(0.0));
         assert_eq!(c.weights.ok, Weights::default().ok);
         let e = Config::parse("weights:\n  nope: 1\n", "e.yaml").unwrap_err();
         assert!(e.starts_with("e.yaml:2:"), "{e}");

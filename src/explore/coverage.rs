@@ -69,9 +69,10 @@ impl State {
 }
 
 fn on_call(k: FaultKind) -> State {
-    match k {
-        FaultKind::DropMidStream | FaultKind::StallMidStream => State::Streaming,
-        FaultKind::Error500 | FaultKind::Error429 | FaultKind::Hang => State::Waiting,
+    if k.item().mid_stream() {
+        State::Streaming
+    } else {
+        State::Waiting
     }
 }
 

@@ -10,32 +10,80 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::config::Config;
+use super::menu;
 
-/// A fault served on one main call instead of the scripted reply. Every kind
-/// is retryable, so a healthy agent retries and gets the scripted reply.
+/// A fault served on one main call instead of the scripted reply: a place
+/// in explore's menu ([`super::menu`], the reply kinds' declared faults).
+/// Every one is retryable, so a healthy agent retries and gets the scripted
+/// reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FaultKind {
-    Error500,
-    Error429,
-    DropMidStream,
-    StallMidStream,
-    Hang,
-}
+pub struct FaultKind(usize);
 
 impl FaultKind {
-    /// In [`super::config::Weights::list`] order after `ok`.
-    pub const ALL: [FaultKind; 5] = [
-        FaultKind::Error500,
-        FaultKind::Error429,
-        FaultKind::DropMidStream,
-        FaultKind::StallMidStream,
-        FaultKind::Hang,
-    ];
+    /// Every fault, in [`super::config::Weights::list`] order after `ok`.
+    pub fn all() -> impl Iterator<Item = FaultKind> {
+        (0..menu::menu().len()).map(FaultKind)
+    }
+
+    /// What its kind declared and the reply it makes.
+    pub fn item(self) -> &'static menu::Item {
+        &menu::menu()[self.0]
+    }
 
     /// Whether the agent backs off after it (an interrupt can land in the wait).
     pub fn is_error(self) -> bool {
-        matches!(self, FaultKind::Error500 | FaultKind::Error429)
+        self.item().is_error()
     }
+
+    /// Its short name (`500`, `429`, `drop`, `stall`, `hang`).
+    pub fn short(self) -> &'static str {
+        self.item().explored.short
+    }
+}
+
+/// Test names for the menu's faults, looked up in the registry at compile
+/// time by their declared keys.
+#[cfg(test)]
+#[allow(non_upper_case_globals)]
+impl FaultKind {
+    pub const Error500: FaultKind = FaultKind::keyed("error_500");
+    pub const Error429: FaultKind = FaultKind::keyed("error_429");
+    pub const DropMidStream: FaultKind = FaultKind::keyed("drop_mid_stream");
+    pub const StallMidStream: FaultKind = FaultKind::keyed("stall_mid_stream");
+    pub const Hang: FaultKind = FaultKind::keyed("hang");
+
+    const fn keyed(key: &str) -> FaultKind {
+        let facts = crate::provider::replies::Reply::FACTS;
+        let mut i = 0;
+        while i < facts.len() {
+            let ex = facts[i].1.explore;
+            let mut j = 0;
+            while j < ex.len() {
+                if const_eq(ex[j].key, key) {
+                    return FaultKind(ex[j].rank as usize);
+                }
+                j += 1;
+            }
+            i += 1;
+        }
+        panic!("no explored fault of that key")
+    }
+}
+
+#[cfg(test)]
+const fn const_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 /// One fault before a step's call; `interrupt` sends `interrupt` as soon as
@@ -204,7 +252,7 @@ fn draw_faults(rng: &mut StdRng, c: &Config) -> Vec<Fault> {
         match pick_weighted(rng, &w) {
             0 => break,
             k => out.push(Fault {
-                kind: FaultKind::ALL[k - 1],
+                kind: FaultKind(k - 1),
                 interrupt: false,
             }),
         }
@@ -306,7 +354,7 @@ fn draw_persist(rng: &mut StdRng, c: &Config, steps: &mut Vec<Step>) {
         return;
     }
     let w = c.persist.weights.list();
-    let kind = FaultKind::ALL[pick_weighted(rng, &w)];
+    let kind = FaultKind(pick_weighted(rng, &w));
     let at = if steps.len() > 1 {
         rng.gen_range(1..steps.len())
     } else {

@@ -13,6 +13,7 @@ use serde_yaml::{Mapping, Value};
 
 use super::calibrate::Calibration;
 use super::generate::{Action, FaultKind, Trial, PERSIST_RETRIES};
+use crate::provider::replies::Reply;
 
 /// The retry budget every generated row gives the agent (knob
 /// `api_max_retries`): more than the faults before any one step.
@@ -46,32 +47,12 @@ fn at_calls(from: u64, to: Option<u64>, reply: Value) -> Value {
 
 /// The short name of a fault kind (`500`, `429`, `drop`, `stall`, `hang`).
 pub fn kind_name(k: FaultKind) -> &'static str {
-    match k {
-        FaultKind::Error500 => "500",
-        FaultKind::Error429 => "429",
-        FaultKind::DropMidStream => "drop",
-        FaultKind::StallMidStream => "stall",
-        FaultKind::Hang => "hang",
-    }
+    k.short()
 }
 
+/// The fault's reply, as its kind declared it for explore.
 fn fault_reply(k: FaultKind) -> Value {
-    match k {
-        FaultKind::Error500 => map(vec![
-            ("kind", "error".into()),
-            ("status", 500.into()),
-            ("message", "internal server error".into()),
-        ]),
-        FaultKind::Error429 => map(vec![
-            ("kind", "error".into()),
-            ("status", 429.into()),
-            ("message", "rate limit exceeded".into()),
-            ("retry_after", 1.into()),
-        ]),
-        FaultKind::DropMidStream => map(vec![("kind", "drop_mid_stream".into())]),
-        FaultKind::StallMidStream => map(vec![("kind", "stall_mid_stream".into())]),
-        FaultKind::Hang => map(vec![("kind", "hang".into())]),
-    }
+    k.item().yaml.clone()
 }
 
 /// A shell call that leaves a side effect (`SE-…` in the journal), works for
@@ -103,7 +84,7 @@ fn background() -> Value {
 
 fn tool_call(calls: Vec<Value>) -> Value {
     map(vec![
-        ("kind", "tool_call".into()),
+        ("kind", Reply::TOOL_CALLS.into()),
         ("calls", Value::Sequence(calls)),
     ])
 }
@@ -191,7 +172,7 @@ fn action_rule(c: u64, a: &Action) -> Value {
         }
         Action::Background => at_call(c, tool_call(vec![background()])),
         Action::Final { gap } => {
-            let mut text = vec![("kind", "text".into()), ("text", ANSWER.into())];
+            let mut text = vec![("kind", Reply::PLAIN.into()), ("text", ANSWER.into())];
             if *gap > 0.0 {
                 text.push(("chunk_chars", 8.into()));
                 text.push(("delay_per_chunk", (*gap).into()));
@@ -211,7 +192,7 @@ pub fn row(t: &Trial, id: &str, cal: Option<&Calibration>) -> Value {
         if s.kill_before && kill.is_none() && interrupt.is_none() {
             // Killed while waiting on this call; the restarted agent goes on
             // with the probe turn, so nothing after it is laid out.
-            rules.push(at_call(c, map(vec![("kind", "hang".into())])));
+            rules.push(at_call(c, map(vec![("kind", Reply::WAITING.into())])));
             c += 1;
             kill = Some(c);
             break 'steps;
@@ -270,7 +251,8 @@ pub fn row(t: &Trial, id: &str, cal: Option<&Calibration>) -> Value {
     let max = bound.unwrap_or((c + 4).min(8 * RETRIES));
     row.push(("calls", map(vec![("max", max.into())])));
     if let Some((0, p)) = t.persist() {
-        if !p.clears() && p.kind == FaultKind::StallMidStream {
+        let item = p.kind.item();
+        if !p.clears() && item.waits() && item.mid_stream() {
             // Every call of the turn stalled: an agent with a breaker (see
             // the profile's `breaker`) may rightly refuse the probe.
             row.push(("probe", "breaker".into()));
@@ -321,6 +303,17 @@ mod tests {
     use super::super::config::Config;
     use super::super::generate::{generate, trial_seed};
     use super::*;
+
+    /// Each fault a row writes parses back as the registered reply kind a
+    /// retrying agent rides through.
+    #[test]
+    fn every_explore_fault_is_a_registered_retryable_reply() {
+        for k in FaultKind::all() {
+            let r: crate::provider::replies::Reply =
+                serde_yaml::from_value(fault_reply(k)).unwrap_or_else(|e| panic!("{k:?}: {e}"));
+            assert!(r.retryable() && r.is_fault(), "{k:?}");
+        }
+    }
 
     #[test]
     fn the_background_heartbeat_writes_bg_lines_without_command_substitution() {

@@ -8,10 +8,9 @@
 //! Pure over the recorded requests; `not checked` when nothing was refused.
 
 use super::{Check, Invariant};
-use crate::kinds::Kind;
 use crate::observe::Observation;
 use crate::provider::recording::{CallKind, RequestRecord};
-use crate::provider::replies::AuthExpired;
+use crate::provider::replies::Reply;
 use crate::scenarios::Scenario;
 
 const NAME: &str = "no_retry_without_new_credential";
@@ -28,7 +27,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
         .filter(|r| r.kind != CallKind::Probe)
         .collect();
     turn.sort_by_key(|r| r.seq);
-    let refused = |r: &RequestRecord| r.reply == AuthExpired::NAME;
+    let refused = |r: &RequestRecord| Reply::refuses_credential(&r.reply);
     let Some(first) = turn.iter().position(|r| refused(r)) else {
         return Some(Check::skipped(
             inv,

@@ -179,7 +179,7 @@ fn context_window(s: &Scenario, obs: &Observation) -> Option<Check> {
     let overflowed = obs
         .recording
         .main_requests()
-        .any(|r| r.reply == "context_length_exceeded");
+        .any(|r| r.reply == crate::provider::context_window::RECORDED);
     let v = if overflowed {
         vec![]
     } else {
@@ -193,12 +193,11 @@ fn context_window(s: &Scenario, obs: &Observation) -> Option<Check> {
 
 /// A row's credential expired on a main call (the refusal landed).
 fn credential_expired(s: &Scenario, obs: &Observation) -> Option<Check> {
-    use crate::kinds::Kind;
     let spec = s.credential.as_ref()?;
     let refused = obs
         .recording
         .main_requests()
-        .any(|r| r.reply == crate::provider::replies::AuthExpired::NAME);
+        .any(|r| crate::provider::replies::Reply::refuses_credential(&r.reply));
     let v = if refused {
         vec![]
     } else {

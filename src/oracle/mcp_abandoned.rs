@@ -23,9 +23,6 @@ const NAME: &str = "mcp_timeout_cancelled";
 /// have arrived.
 pub const SLACK: f64 = 1.0;
 
-/// Reply kinds with which the server ended the call itself.
-const SERVER_ENDED: &[&str] = &["crash", "malformed"];
-
 /// When and how the agent stopped waiting for a call.
 struct MovedOn {
     at: f64,
@@ -46,7 +43,11 @@ pub fn check(s: &Scenario, mapped: Option<&str>, obs: &Observation) -> Option<Ch
         .exchanges
         .iter()
         .filter(|e| e.method == "tools/call" && e.id.is_some())
-        .filter(|e| !e.kind.as_deref().is_some_and(|k| SERVER_ENDED.contains(&k)))
+        .filter(|e| {
+            !e.kind
+                .as_deref()
+                .is_some_and(crate::mcp::replies::Reply::ends_call)
+        })
         .filter(|e| interrupt.is_none_or(|t| !(e.at <= t && e.answered.is_none_or(|a| a > t))))
         .filter_map(|e| {
             let m = moved_on(e, name, obs)?;

@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Profile;
-use crate::provider::replies::{CassetteReply, Source};
+use crate::provider::replies::{Reply, Source};
 use crate::provider::{cassette, Rule};
 use crate::scenarios::Scenario;
 
@@ -91,11 +91,7 @@ pub fn replay(scenarios: &mut [Scenario], dir: Option<&Path>) -> Result<(), Stri
             for r in &mut s.responder {
                 if let Source::Upstream { fault } = r.reply.source() {
                     let fault = fault.cloned();
-                    r.reply = CassetteReply {
-                        file: file.clone(),
-                        fault,
-                    }
-                    .into();
+                    r.reply = Reply::replayed(file.clone(), fault);
                 }
             }
             // Not when a rule already answers every call (the oracle reports
@@ -108,7 +104,7 @@ pub fn replay(scenarios: &mut [Scenario], dir: Option<&Path>) -> Result<(), Stri
                 s.responder.push(Rule {
                     when: Default::default(),
                     wait_for: None,
-                    reply: CassetteReply { file, fault: None }.into(),
+                    reply: Reply::replayed(file, None),
                 });
             }
         }

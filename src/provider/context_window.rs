@@ -19,6 +19,10 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+/// What the record names as served to a call over the window (no reply
+/// kind's name: the window answers it, not a rule).
+pub const RECORDED: &str = "context_length_exceeded";
+
 /// The smallest window accepted, in bytes.
 pub const MIN_BYTES: u64 = 1;
 /// The largest window accepted: the provider's request body limit.

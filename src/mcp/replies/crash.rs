@@ -28,6 +28,10 @@ impl Crash {
 
 impl crate::kinds::Kind for Crash {
     const NAME: &'static str = "crash";
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts {
+        ends_call: true,
+        ..crate::kinds::Facts::NONE
+    };
 }
 
 impl super::McpReply for Crash {

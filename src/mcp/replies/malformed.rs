@@ -32,6 +32,10 @@ impl Malformed {
 
 impl crate::kinds::Kind for Malformed {
     const NAME: &'static str = "malformed";
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts {
+        ends_call: true,
+        ..crate::kinds::Facts::NONE
+    };
 }
 
 impl super::McpReply for Malformed {

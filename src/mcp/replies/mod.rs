@@ -266,6 +266,12 @@ impl Reply {
         Self::facts_of(name).is_some_and(|f| f.withholds_listing)
     }
 
+    /// Whether, with the kind recorded as `name`, the server itself ended
+    /// the call (a crash, a malformed answer): no cancel is owed for it.
+    pub fn ends_call(name: &str) -> bool {
+        Self::facts_of(name).is_some_and(|f| f.ends_call)
+    }
+
     /// Play the reply: send its frames to `tx`. Returns whether the request
     /// got its final answer (a result or an error frame).
     pub async fn play(&self, ctx: &Ctx, tx: &Tx) -> bool {

@@ -17,7 +17,10 @@ pub struct AuthExpired {}
 
 impl crate::kinds::Kind for AuthExpired {
     const NAME: &'static str = "auth_expired";
-    const FACTS: crate::kinds::Facts = crate::kinds::Facts::coloured("#4e342e");
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts {
+        refuses_credential: true,
+        ..crate::kinds::Facts::coloured("#4e342e")
+    };
 }
 
 impl AuthExpired {

@@ -19,7 +19,18 @@ fn default_chars() -> String {
 
 impl crate::kinds::Kind for DropMidStream {
     const NAME: &'static str = "drop_mid_stream";
-    const FACTS: crate::kinds::Facts = crate::kinds::Facts::coloured("#795548");
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts {
+        explore: &[crate::kinds::Explored {
+            key: "drop_mid_stream",
+            short: "drop",
+            fields: "{}",
+            per_mille: 100,
+            persist_per_mille: 150,
+            rank: 2,
+            mid_stream: true,
+        }],
+        ..crate::kinds::Facts::coloured("#795548")
+    };
 }
 
 impl super::ReplyKind for DropMidStream {

@@ -25,7 +25,29 @@ fn default_message() -> String {
 
 impl crate::kinds::Kind for ErrorReply {
     const NAME: &'static str = "error";
-    const FACTS: crate::kinds::Facts = crate::kinds::Facts::coloured("#d32f2f");
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts {
+        explore: &[
+            crate::kinds::Explored {
+                key: "error_500",
+                short: "500",
+                fields: "{status: 500, message: internal server error}",
+                per_mille: 140,
+                persist_per_mille: 300,
+                rank: 0,
+                mid_stream: false,
+            },
+            crate::kinds::Explored {
+                key: "error_429",
+                short: "429",
+                fields: "{status: 429, message: rate limit exceeded, retry_after: 1}",
+                per_mille: 140,
+                persist_per_mille: 300,
+                rank: 1,
+                mid_stream: false,
+            },
+        ],
+        ..crate::kinds::Facts::coloured("#d32f2f")
+    };
 }
 
 impl super::ReplyKind for ErrorReply {

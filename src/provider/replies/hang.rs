@@ -18,6 +18,15 @@ impl crate::kinds::Kind for Hang {
     const NAME: &'static str = "hang";
     const FACTS: crate::kinds::Facts = crate::kinds::Facts {
         waits: true,
+        explore: &[crate::kinds::Explored {
+            key: "hang",
+            short: "hang",
+            fields: "{}",
+            per_mille: 35,
+            persist_per_mille: 150,
+            rank: 4,
+            mid_stream: false,
+        }],
         ..crate::kinds::Facts::coloured("#7b1fa2")
     };
 }

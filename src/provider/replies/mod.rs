@@ -191,6 +191,41 @@ impl Reply {
     pub fn waits(name: &str) -> bool {
         Self::facts_of(name).is_some_and(|f| f.waits)
     }
+
+    /// Whether the kind recorded as `name` refused the request's credential.
+    pub fn refuses_credential(name: &str) -> bool {
+        Self::facts_of(name).is_some_and(|f| f.refuses_credential)
+    }
+
+    /// A plain text answer.
+    pub fn plain(text: impl Into<String>) -> Reply {
+        Text::plain(text).into()
+    }
+
+    /// The reply served to a request whose credential has expired.
+    pub fn credential_refusal() -> Reply {
+        AuthExpired::reply()
+    }
+
+    /// The name recorded for a call relayed to the upstream as it is.
+    pub const RELAYED: &'static str = <Relay as crate::kinds::Kind>::NAME;
+
+    /// The kind that answers with text (`{kind: PLAIN, text: ...}`).
+    pub const PLAIN: &'static str = <Text as crate::kinds::Kind>::NAME;
+
+    /// The kind that asks for tool calls (`{kind: TOOL_CALLS, calls: [...]}`).
+    pub const TOOL_CALLS: &'static str = <ToolCall as crate::kinds::Kind>::NAME;
+
+    /// The kind that leaves the call waiting, with no field needed.
+    pub const WAITING: &'static str = <Hang as crate::kinds::Kind>::NAME;
+
+    /// A replay of the cassette `file`, with `fault` applied.
+    pub fn replayed(
+        file: std::path::PathBuf,
+        fault: Option<crate::provider::upstream::faults::Fault>,
+    ) -> Reply {
+        CassetteReply { file, fault }.into()
+    }
 }
 
 /// Whether providers mean `status` as "try again later": 408, 409, 429 and

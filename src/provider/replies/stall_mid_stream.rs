@@ -24,6 +24,15 @@ impl crate::kinds::Kind for StallMidStream {
     const NAME: &'static str = "stall_mid_stream";
     const FACTS: crate::kinds::Facts = crate::kinds::Facts {
         waits: true,
+        explore: &[crate::kinds::Explored {
+            key: "stall_mid_stream",
+            short: "stall",
+            fields: "{}",
+            per_mille: 35,
+            persist_per_mille: 100,
+            rank: 3,
+            mid_stream: true,
+        }],
         ..crate::kinds::Facts::coloured("#ef6c00")
     };
 }

@@ -62,7 +62,7 @@ pub(super) async fn generate(
         .then(|| parsed.messages.clone());
     let path = head.path.clone();
     let served = match &relayed {
-        Some(_) => Served::named("relay"),
+        Some(_) => Served::named(Reply::RELAYED),
         None => Served::reply(reply, wire, parsed.stream),
     };
     let (stream, model) = (parsed.stream, parsed.model.clone());
@@ -113,7 +113,7 @@ impl Shared {
         if !credential.refuses(head.key.as_deref(), later_turn) {
             return None;
         }
-        let reply = crate::provider::replies::AuthExpired::reply();
+        let reply = Reply::credential_refusal();
         let served = Served::reply(&reply, self.wire, false);
         let error = wire::ErrorInfo::of_class(wire::ErrorClass::Auth);
         credential.refused(later_turn);

@@ -7,7 +7,7 @@ use std::time::Instant;
 use super::intake::RequestHead;
 use super::Shared;
 use crate::provider::recording::{CallKind, RequestRecord};
-use crate::provider::replies::{Reply, Text};
+use crate::provider::replies::Reply;
 use crate::provider::rules::{self, Rule};
 use crate::provider::wire::{self, request, ErrorInfo, Wire};
 
@@ -19,7 +19,7 @@ pub(super) fn unscripted(kind: CallKind, probe: Option<&str>, nonce: &str) -> Re
         CallKind::Subagent => format!("subagent done {nonce}"),
         _ => "ok".to_string(),
     };
-    Text::plain(text).into()
+    Reply::plain(text)
 }
 
 /// What one model call is: its kind, main index and rule, or, for a main
@@ -141,7 +141,7 @@ impl Shared {
             };
             let e = self.wire.shape_error(&ErrorInfo::of_class(class));
             let served = Served {
-                reply: "context_length_exceeded".into(),
+                reply: crate::provider::context_window::RECORDED.into(),
                 error: Some(crate::provider::recording::ReplyError {
                     status: e.status,
                     retry_after: None,

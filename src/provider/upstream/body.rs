@@ -115,8 +115,11 @@ impl Pump {
             }
             if self.upstream_done {
                 if let Some(last) = self.held.take() {
-                    // Not a stream: half of the last chunk, then the cut.
-                    self.rec.outcome = "cut_before_terminal".into();
+                    // Not a stream: half of the last chunk, then the cut the
+                    // fault makes before a finishing event.
+                    if let Act::Cut(outcome) = self.fault().before(true) {
+                        self.rec.outcome = outcome.into();
+                    }
                     let half = last.slice(..last.len() / 2);
                     if !half.is_empty() {
                         self.ready.push_back(half);
