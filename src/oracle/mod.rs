@@ -3,6 +3,7 @@
 //! scenario, the adapter's capabilities and an [`Observation`] to checks. A
 //! check that could not be made is `NotChecked` with its reason, never a pass.
 
+pub mod applies;
 mod backoff;
 mod calls;
 mod credential;
