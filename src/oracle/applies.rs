@@ -4,44 +4,15 @@
 //! needs [`host_needs`] names. An N/A carries a typed [`NotApplicable`]
 //! cause; its text is the verdict's `reason`.
 
+pub use super::cause::{HostNeed, NotApplicable};
 use crate::profile::Profile;
 use crate::scenarios::{FaultAction, Scenario};
-
-/// Something a row needs from the host, which only the runner can look at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HostNeed {
-    /// A memory cgroup controller (v2 in the scenario cgroups' hierarchy,
-    /// else v1), to set an OOM row's limit.
-    MemoryController,
-}
 
 /// What the runner found missing on the host, for the needs a row named.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostFacts {
     /// Each need the host lacks, with why.
     pub missing: Vec<(HostNeed, String)>,
-}
-
-/// Why a row does not apply (N/A, not run).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NotApplicable {
-    /// The profile lacks a capability the row needs (the reason names which,
-    /// with a hint).
-    Profile(String),
-    /// The host lacks `HostNeed` (why).
-    Host(HostNeed, String),
-}
-
-impl std::fmt::Display for NotApplicable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            NotApplicable::Profile(reason) => f.write_str(reason),
-            NotApplicable::Host(HostNeed::MemoryController, why) => write!(
-                f,
-                "this row has the kernel OOM-kill the agent under a memory cgroup limit: {why}; run chaosrun as root on a host with the cgroup v2 memory controller delegated, or the v1 memory controller mounted"
-            ),
-        }
-    }
 }
 
 /// What row `s` needs from the host (the runner gathers these facts).

@@ -127,7 +127,7 @@ pub async fn run_all(
                     &id,
                     attempt,
                     repeat,
-                    format!("chaosrun failed while running it: {cause}"),
+                    crate::oracle::ErrorCause::Crashed(cause),
                     0.0,
                 ));
                 let _ = events.send(RunEvent::ScenarioFinished(r.clone()));
@@ -253,10 +253,7 @@ impl Ctx {
                         &s.id,
                         attempt,
                         repeat,
-                        format!(
-                            "chaosrun failed while running it: {}",
-                            panic_message(&*panic)
-                        ),
+                        crate::oracle::ErrorCause::Crashed(panic_message(&*panic)),
                         start.elapsed().as_secs_f64(),
                     );
                     if opts.artifacts.is_some() && root.exists() {
@@ -325,7 +322,10 @@ fn adapt_all(
 
 /// Why `s` cannot apply (N/A, not run), as the oracle decides it from the
 /// profile and the host facts the row needs, gathered here.
-fn not_applicable(profile: &crate::profile::Profile, s: &Scenario) -> Option<String> {
+fn not_applicable(
+    profile: &crate::profile::Profile,
+    s: &Scenario,
+) -> Option<crate::oracle::NotApplicable> {
     use crate::oracle::applies::{self, HostFacts, HostNeed};
     let missing = applies::host_needs(s)
         .into_iter()
@@ -335,7 +335,7 @@ fn not_applicable(profile: &crate::profile::Profile, s: &Scenario) -> Option<Str
             }
         })
         .collect();
-    applies::not_applicable(profile, s, &HostFacts { missing }).map(|na| na.to_string())
+    applies::not_applicable(profile, s, &HostFacts { missing })
 }
 
 /// Debug builds only: `CHAOSRUN_TEST_PANIC=<scenario id>` makes that
