@@ -169,7 +169,13 @@ impl ScenarioRecord {
             .iter()
             .map(|c| check_record(c.invariant, c.name, &c.status))
             .collect();
-        record(&r.id, r.attempt, &r.verdict, (r.seconds, r.main_calls), checks)
+        record(
+            &r.id,
+            r.attempt,
+            &r.verdict,
+            (r.seconds, r.main_calls),
+            checks,
+        )
     }
 
     /// From one scenario entry of a report ([`crate::report::document`]).
@@ -179,7 +185,13 @@ impl ScenarioRecord {
             .iter()
             .map(|c| check_record(c.invariant, &c.name, &c.status))
             .collect();
-        record(&s.id, s.attempt, &s.verdict, (s.seconds, s.calls.main), checks)
+        record(
+            &s.id,
+            s.attempt,
+            &s.verdict,
+            (s.seconds, s.calls.main),
+            checks,
+        )
     }
 }
 
@@ -206,7 +218,11 @@ impl RunRecord {
             started_ms: now - wall_ms,
             finished_ms: now,
             ci: meta::Ci::from_env(),
-            scenarios: doc.scenarios.iter().map(ScenarioRecord::from_entry).collect(),
+            scenarios: doc
+                .scenarios
+                .iter()
+                .map(ScenarioRecord::from_entry)
+                .collect(),
             ..RunRecord::default()
         }
     }
@@ -249,6 +265,9 @@ mod tests {
         let err = ScenarioRecord::from_entry(&entry(e));
         assert_eq!(err.verdict, "error");
         let last = err.checks.last().unwrap();
-        assert_eq!((last.status.as_str(), last.message.as_str()), ("error", "the scenario could not be run: spawn failed"));
+        assert_eq!(
+            (last.status.as_str(), last.message.as_str()),
+            ("error", "the scenario could not be run: spawn failed")
+        );
     }
 }

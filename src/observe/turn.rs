@@ -105,10 +105,7 @@ mod tests {
 
     #[test]
     fn a_saved_observation_without_the_model_reads_it_from_its_events() {
-        let driver = vec![
-            at(0.5, Event::Ready),
-            at(0.6, Event::TurnStart { i: 0 }),
-        ];
+        let driver = vec![at(0.5, Event::Ready), at(0.6, Event::TurnStart { i: 0 })];
         let exec = vec![
             at(0.5, Event::Ready),
             at(0.6, Event::TurnStart { i: 0 }),

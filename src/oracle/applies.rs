@@ -64,9 +64,15 @@ mod tests {
         let host = HostFacts {
             missing: vec![(HostNeed::MemoryController, "no memory controller".into())],
         };
-        assert_eq!(not_applicable(&profile, &scenario("expect: error"), &host), None);
+        assert_eq!(
+            not_applicable(&profile, &scenario("expect: error"), &host),
+            None
+        );
         let na = not_applicable(&profile, &oom, &host).expect("N/A");
-        assert!(matches!(na, NotApplicable::Host(HostNeed::MemoryController, _)));
+        assert!(matches!(
+            na,
+            NotApplicable::Host(HostNeed::MemoryController, _)
+        ));
         assert!(na.to_string().starts_with(
             "this row has the kernel OOM-kill the agent under a memory cgroup limit: no memory controller;"
         ));

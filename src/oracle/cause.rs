@@ -16,8 +16,7 @@ pub enum HostNeed {
     MemoryController,
 }
 
-const OOM_HOST: &str =
-    "this row has the kernel OOM-kill the agent under a memory cgroup limit: ";
+const OOM_HOST: &str = "this row has the kernel OOM-kill the agent under a memory cgroup limit: ";
 const OOM_HOST_FIX: &str = "; run chaosrun as root on a host with the cgroup v2 memory controller delegated, or the v1 memory controller mounted";
 
 /// Why a row does not apply (N/A, not run).
@@ -99,8 +98,11 @@ pub enum ErrorCause {
     Saved(String),
 }
 
+/// A variant made from its detail.
+type Make = fn(String) -> ErrorCause;
+
 /// Each variant's words before its detail, in the order they are tried.
-const PREFIXES: &[(&str, fn(String) -> ErrorCause)] = &[
+const PREFIXES: &[(&str, Make)] = &[
     ("the scenario could not be run: ", ErrorCause::SetupFailed),
     (
         "chaosrun could not finish the scenario after the agent ran: ",
@@ -110,7 +112,10 @@ const PREFIXES: &[(&str, fn(String) -> ErrorCause)] = &[
         "the recorded session could not serve the scenario: ",
         ErrorCause::Cassette,
     ),
-    ("the upstream could not serve the scenario: ", ErrorCause::Upstream),
+    (
+        "the upstream could not serve the scenario: ",
+        ErrorCause::Upstream,
+    ),
     ("chaosrun failed while running it: ", ErrorCause::Crashed),
 ];
 
@@ -151,9 +156,10 @@ impl std::fmt::Display for ErrorCause {
 impl From<String> for ErrorCause {
     /// A saved cause's text back into its variant.
     fn from(text: String) -> Self {
-        if let Some(v) = PREFIXES.iter().find_map(|(p, v)| {
-            text.strip_prefix(p).map(|d| v(d.to_string()))
-        }) {
+        if let Some(v) = PREFIXES
+            .iter()
+            .find_map(|(p, v)| text.strip_prefix(p).map(|d| v(d.to_string())))
+        {
             return v;
         }
         match text.as_str() {
@@ -193,7 +199,10 @@ mod tests {
     /// Every variant reads back from its saved text as itself.
     #[test]
     fn every_cause_reads_back_from_its_saved_text() {
-        let store = format!("{}x.db: no such table; fix `store.messages_sql` (…)", STORE[0]);
+        let store = format!(
+            "{}x.db: no such table; fix `store.messages_sql` (…)",
+            STORE[0]
+        );
         let capture = "turn 1 needs `{{captured.sid}}`, but the agent's output never matched `exec.capture.sid`; fix it".to_string();
         for c in [
             ErrorCause::SetupFailed("spawn failed".into()),

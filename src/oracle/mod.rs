@@ -4,9 +4,9 @@
 //! check that could not be made is `NotChecked` with its reason, never a pass.
 
 pub mod applies;
-pub mod cause;
 mod backoff;
 mod calls;
+pub mod cause;
 mod credential;
 mod discovery;
 mod exercised;
@@ -189,8 +189,8 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
 }
 
 pub use backoff::{violations as backoff_violations, EPISODE_FLOOR, RETRY_AFTER_TOLERANCE};
-pub use store::configuration_error;
 pub use cause::{ErrorCause, HostNeed, NotApplicable};
+pub use store::configuration_error;
 pub use verdict::{judge, Judged, Verdict};
 
 /// A check made on partial data (a cap cut what chaosrun kept): its

@@ -13,8 +13,8 @@
 //! an `ERROR` naming the fix, never a quiet "not checked". So is an exec-mode
 //! turn whose argv needed a captured value the agent never printed.
 
-use super::{Check, Invariant};
 use super::cause::{ErrorCause, CAPTURE_FIX, STORE};
+use super::{Check, Invariant};
 use crate::observe::{Observation, StoreObservation};
 
 /// Why the profile's store (or a captured value) could not be used, when that
@@ -197,7 +197,10 @@ mod tests {
             dsn: "host=nowhere".into(),
             messages: Err("cannot connect: refused".into()),
         };
-        assert!(configuration_error(&o).unwrap().to_string().contains("cannot connect"));
+        assert!(configuration_error(&o)
+            .unwrap()
+            .to_string()
+            .contains("cannot connect"));
     }
 
     #[test]
@@ -256,7 +259,10 @@ mod tests {
             read: Default::default(),
             messages: Err("no record of 5 read matched a rule".into()),
         };
-        assert!(configuration_error(&o).unwrap().to_string().contains("store.records"));
+        assert!(configuration_error(&o)
+            .unwrap()
+            .to_string()
+            .contains("store.records"));
     }
 
     /// A missing store is `store_written`'s, never an integrity failure:

@@ -83,10 +83,12 @@ fn error_of(obs: &Observation) -> Option<ErrorCause> {
     // to run the scenario, not the agent's. A replayed cassette that has no
     // entry for a call is the same.
     if let Some(e) = obs.recording.upstream_errors.first() {
-        return Some(match crate::provider::cassette::player::is_replay_error(e) {
-            true => ErrorCause::Cassette(e.clone()),
-            false => ErrorCause::Upstream(e.clone()),
-        });
+        return Some(
+            match crate::provider::cassette::player::is_replay_error(e) {
+                true => ErrorCause::Cassette(e.clone()),
+                false => ErrorCause::Upstream(e.clone()),
+            },
+        );
     }
     super::configuration_error(obs)
 }
@@ -250,6 +252,8 @@ mod tests {
             panic!("an error");
         };
         assert!(matches!(cause, ErrorCause::Upstream(_)), "{cause:?}");
-        assert!(cause.to_string().starts_with("the upstream could not serve the scenario: 502"));
+        assert!(cause
+            .to_string()
+            .starts_with("the upstream could not serve the scenario: 502"));
     }
 }

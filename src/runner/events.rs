@@ -9,8 +9,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::observe::{Observation, Phase};
-use crate::oracle::{Check, ErrorCause, NotApplicable};
 pub use crate::oracle::Verdict;
+use crate::oracle::{Check, ErrorCause, NotApplicable};
 
 /// A finished scenario.
 #[derive(Debug, Clone, Serialize)]
