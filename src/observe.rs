@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 use crate::proc_hygiene::ProcInfo;
 use crate::provider::Recording;
 pub use crate::store::{is_placeholder_id, StoreObservation, TranscriptRead};
+pub use turn::{ClockStart, TurnModel};
+
+mod turn;
 
 /// What every chaos turn's user message starts with, before its number.
 const CHAOS_TURN: &str = "Chaos turn ";
@@ -396,6 +399,10 @@ pub struct Observation {
     /// What the scenario's MCP server saw (rows with an `mcp:` section).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<crate::mcp::McpRecording>,
+    /// How the agent's turns ran, as its drive decided; read through
+    /// [`Observation::turn_model`] (an older observation has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_model: Option<TurnModel>,
 }
 
 fn one_worker() -> usize {
@@ -412,6 +419,18 @@ impl Observation {
         self.events
             .iter()
             .find_map(|t| f(&t.event).map(|v| (t.at, v)))
+    }
+
+    /// How the agent's turns ran: as recorded, else as the saved events
+    /// say ([`TurnModel::of_saved`]).
+    pub fn turn_model(&self) -> TurnModel {
+        self.turn_model
+            .unwrap_or_else(|| TurnModel::of_saved(&self.events))
+    }
+
+    /// Where turn `i`'s own deadline starts ([`TurnModel::clock_start`]).
+    pub fn clock_start(&self, i: u64) -> Option<f64> {
+        self.turn_model().clock_start(self, i)
     }
 
     pub fn turn_start(&self, i: u64) -> Option<f64> {

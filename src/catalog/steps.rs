@@ -8,7 +8,7 @@
 //! that ran makes the `store read` step, and no other step, so a wrong
 //! `store.path` names the store and not every row that wrote one.
 
-use crate::oracle::{Invariant, Status};
+use crate::oracle::{ErrorCause, Invariant, Status};
 use crate::report::document::{Check, Report, Scenario};
 use crate::runner::Verdict;
 
@@ -138,18 +138,6 @@ fn is_store(c: &Check) -> bool {
         || c.name == "persisted_size_bound"
 }
 
-/// Is an ERROR's cause the profile's store mapping (which the store step
-/// names; the row's other checks are still made)?
-fn store_error(cause: &str) -> bool {
-    [
-        "`store.messages_sql`",
-        "`store.postgres`",
-        "`store.records`",
-    ]
-    .iter()
-    .any(|key| cause.contains(key))
-}
-
 fn is_failed(c: &Check) -> bool {
     matches!(c.status, Status::Fail { .. })
 }
@@ -200,14 +188,14 @@ fn row_step(def: &StepDef, id: &'static str, entry: Option<&Scenario>) -> Outcom
     };
     let never_started = s.calls.main == 0;
     match &s.verdict {
-        Verdict::NotApplicable { reason } => return Outcome::NotChecked(reason.clone()),
-        Verdict::Error { cause } if !store_error(cause) => {
+        Verdict::NotApplicable { reason } => return Outcome::NotChecked(reason.to_string()),
+        Verdict::Error { cause } if !matches!(cause, ErrorCause::Store(_)) => {
             let hint = if never_started {
                 NEVER_STARTED.into()
             } else {
                 hint(def.name, &[])
             };
-            return plain("error", cause, hint, vec![id]);
+            return plain("error", &cause.to_string(), hint, vec![id]);
         }
         _ => {}
     }
@@ -236,8 +224,8 @@ fn store_step(def: &StepDef, report: &Report) -> Outcome {
         .collect();
     for (id, s) in &ran {
         if let Verdict::Error { cause } = &s.verdict {
-            if store_error(cause) {
-                return plain("error", cause, hint(def.name, &[]), vec![id]);
+            if matches!(cause, ErrorCause::Store(_)) {
+                return plain("error", &cause.to_string(), hint(def.name, &[]), vec![id]);
             }
         }
     }
@@ -514,6 +502,22 @@ mod tests {
         assert!(hint.contains("`store.messages_sql`"), "{hint}");
         assert_eq!(outcome(&s, "start"), &Outcome::Ok);
         assert_eq!(exit_code(&s), 1);
+    }
+
+    /// An upstream's error text is the upstream's words (its response body
+    /// may say anything, `store.messages_sql` too): the cause is typed
+    /// `Upstream`, the row's own error, never taken for the store mapping's
+    /// (it was, when the cause's words were searched for the store keys).
+    #[test]
+    fn an_upstream_error_that_mentions_the_store_stays_the_rows() {
+        let mut rows = all_healthy();
+        let cause = "the upstream could not serve the scenario: 500 {\"error\": \"fix `store.messages_sql`\"}";
+        rows[0]["verdict"] = json!("error");
+        rows[0]["cause"] = json!(cause);
+        let s = steps(&report(rows));
+        let (check, _) = failed_check(outcome(&s, "start"));
+        assert_eq!(check, "error");
+        assert_eq!(outcome(&s, "store read"), &Outcome::Ok);
     }
 
     /// An agent that never reached the provider: every row step fails, and

@@ -56,7 +56,7 @@ fn merge(reports: &[PathBuf], out: Option<&Path>, history: Option<&str>) -> Exit
     }
     say(crate::report::merge::render_text(&doc));
     if let Some(store) = &mut store {
-        match crate::history::recorder::record_report(store, &doc.to_value().unwrap_or_default()) {
+        match crate::history::recorder::record_report(store, &doc) {
             Ok(id) => {
                 crate::say_err!("chaosrun: history: recorded run #{id} in {}", store.shown())
             }

@@ -1,7 +1,7 @@
 //! [`Agent`]: either kind of agent process the runner drives, behind one
 //! set of operations (start for a worker, fresh or resuming at turn K; pid,
 //! signal, interrupt, wait, whether a turn is still starting up, its exit,
-//! the stray stdout lines; what a turn's clock starts on; the session id its
+//! the stray stdout lines; how its turns run ([`TurnModel`]); the session id its
 //! store is read under): a driver-protocol process ([`AgentProcess`]) or a
 //! one-shot CLI run per turn ([`ExecAgent`]). The runner never asks which.
 
@@ -14,18 +14,8 @@ use tokio::sync::watch;
 use super::exec::ExecAgent;
 use super::home::{self, Prepared};
 use super::process::{AgentProcess, Exit, Sink};
+use crate::observe::TurnModel;
 use crate::proc_hygiene::Scope;
-
-/// What a turn's own deadline counts from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClockStart {
-    /// The turn's start: the agent said `ready` and takes the turn at once
-    /// (driver protocol).
-    TurnStart,
-    /// The turn process's first provider call; its start-up before that is
-    /// bounded by the boot deadline (exec mode: a process per turn).
-    FirstCall,
-}
 
 /// What starting an agent needs, the same for every start of a scenario.
 pub struct Launch<'a> {
@@ -38,18 +28,14 @@ pub struct Launch<'a> {
     pub workers: usize,
 }
 
-impl Launch<'_> {
-    /// What a turn's own deadline counts from, for this agent.
-    pub fn clock_start(&self) -> ClockStart {
-        clock_start(self.prepared)
-    }
-}
-
-/// What a turn's own deadline counts from, for the agent `prep` runs.
-pub fn clock_start(prep: &Prepared) -> ClockStart {
+/// How the agent `prep` runs its turns (where a turn's clock starts,
+/// whether it starts up first, whether it hands back its session id): the
+/// one place a drive's kind decides it; the runner records it in the
+/// observation.
+pub fn turn_model(prep: &Prepared) -> TurnModel {
     match prep.exec {
-        Some(_) => ClockStart::FirstCall,
-        None => ClockStart::TurnStart,
+        Some(_) => TurnModel::EXEC,
+        None => TurnModel::DRIVER_PROTOCOL,
     }
 }
 
@@ -58,6 +44,9 @@ pub fn clock_start(prep: &Prepared) -> ClockStart {
 /// (exec mode), else `None` (the scenario's own). `Err` names a capture the
 /// agent never printed.
 pub fn store_session(prep: &Prepared) -> Result<Option<String>, String> {
+    if !turn_model(prep).session_from_agent {
+        return Ok(None);
+    }
     super::exec::store_session(prep)
 }
 

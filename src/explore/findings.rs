@@ -73,9 +73,9 @@ pub struct Known {
 }
 
 /// The check id (`label / name`) of a report's `invariant` and `name`.
-fn check_id(invariant: &str, name: &str) -> Option<String> {
+fn check_id(invariant: Invariant, name: &str) -> Option<String> {
     use Invariant::*;
-    [
+    let counted = [
         Termination,
         ProviderCalls,
         Reusability,
@@ -84,16 +84,10 @@ fn check_id(invariant: &str, name: &str) -> Option<String> {
         StoreIntegrity,
         SideEffects,
         Memory,
-    ]
-    .into_iter()
-    .find(|i| {
-        serde_json::to_value(i)
-            .ok()
-            .as_ref()
-            .and_then(|v| v.as_str())
-            == Some(invariant)
-    })
-    .map(|i| format!("{} / {name}", i.label()))
+    ];
+    counted
+        .contains(&invariant)
+        .then(|| format!("{} / {name}", invariant.label()))
 }
 
 impl Known {
@@ -110,22 +104,18 @@ impl Known {
         }
     }
 
+    /// The failed checks of a JSON report (read as
+    /// [`crate::report::document`] types).
     pub fn from_report(text: &str) -> Result<Known, String> {
-        let v: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("not a JSON report: {e}"))?;
-        let rows = v["scenarios"]
-            .as_array()
-            .ok_or("not a chaosrun JSON report (no `scenarios` list)")?;
+        let doc = crate::report::document::parse(text, "the report")
+            .map_err(|e| format!("not a chaosrun JSON report: {e}"))?;
         let mut k = Known::default();
-        for r in rows {
-            for c in r["checks"].as_array().into_iter().flatten() {
-                if c["status"] != "fail" {
+        for r in &doc.scenarios {
+            for c in &r.checks {
+                if !matches!(c.status, crate::oracle::Status::Fail { .. }) {
                     continue;
                 }
-                let (Some(inv), Some(name)) = (c["invariant"].as_str(), c["name"].as_str()) else {
-                    continue;
-                };
-                if let Some(id) = check_id(inv, name) {
+                if let Some(id) = check_id(c.invariant, &c.name) {
                     if !k.checks.contains(&id) {
                         k.checks.push(id);
                     }
@@ -265,8 +255,8 @@ mod tests {
 
     #[test]
     fn known_reads_a_report_and_an_explore_table() {
-        let report = r#"{"schema": "chaosrun-report/2", "scenarios": [
-            {"id": "provider_hang", "checks": [
+        let report = r#"{"schema": "chaosrun-report/2", "agent": "a", "selected": ["provider_hang"], "scenarios": [
+            {"id": "provider_hang", "verdict": "fail", "checks": [
               {"invariant": "termination", "name": "faulted_turn_ends", "status": "fail", "violations": ["x"]},
               {"invariant": "reusability", "name": "probe_answered", "status": "pass"},
               {"invariant": "exercised", "name": "fault_landed", "status": "fail", "violations": ["x"]}]}]}"#;
@@ -283,6 +273,13 @@ mod tests {
         };
         assert!(k.matches(&other).is_none());
         assert!(Known::from_report("[1]").is_err());
+        // Read through the report's types: another schema, or a check
+        // status the run never writes, is refused, not skimmed.
+        let schema9 = report.replace("chaosrun-report/2", "chaosrun-report/9");
+        let e = Known::from_report(&schema9).unwrap_err();
+        assert!(e.contains("not a chaosrun-report/2 report"), "{e}");
+        let bad = report.replace(r#""status": "pass""#, r#""status": "passed""#);
+        assert!(Known::from_report(&bad).is_err());
 
         let table = format!(
             "scenarios:\n  - id: found_x\n    about: \"explore trial seed 1: x; {MARK}{sig}\"\n    responder: [{{reply: {{kind: text, text: hi}}}}]\n    expect: ended\n"

@@ -64,8 +64,8 @@ enum Judged {
 fn judge(r: &ScenarioResult) -> Judged {
     match &r.verdict {
         Verdict::Pass => return Judged::Pass,
-        Verdict::Error { cause } => return Judged::Error(cause.clone()),
-        Verdict::NotApplicable { reason } => return Judged::Error(reason.clone()),
+        Verdict::Error { cause } => return Judged::Error(cause.to_string()),
+        Verdict::NotApplicable { reason } => return Judged::Error(reason.to_string()),
         Verdict::Fail => {}
     }
     let id = |c: &crate::oracle::Check| format!("{} / {}", c.invariant.label(), c.name);

@@ -5,7 +5,7 @@
 //!
 //! This file owns the records written per run and their two sources: the run
 //! events of a live run ([`ScenarioRecord::from_result`]) and a (merged) JSON
-//! report ([`RunRecord::from_report`]). [`store`] persists them, [`meta`]
+//! report, read as its [`document`] types ([`RunRecord::from_report`]). [`store`] persists them, [`meta`]
 //! gathers what describes a run, [`recorder`] is the live run's reporter,
 //! [`analyze`] derives the labels, [`render`] and [`html`] print them.
 
@@ -18,8 +18,9 @@ pub mod render;
 pub mod store;
 
 use serde::Serialize;
-use serde_json::Value;
 
+use crate::oracle::{Invariant, Status};
+use crate::report::document;
 use crate::runner::{ScenarioResult, Verdict};
 
 pub use store::Store;
@@ -92,17 +93,16 @@ impl RunRecord {
 /// A scenario run's verdict word: `pass`, `fail`, `error` (chaosrun could
 /// not run it) or `n/a`.
 pub fn verdict_of(r: &ScenarioResult) -> &'static str {
-    match r.verdict {
+    verdict_word(&r.verdict)
+}
+
+fn verdict_word(v: &Verdict) -> &'static str {
+    match v {
         Verdict::Pass => "pass",
         Verdict::Fail => "fail",
         Verdict::Error { .. } => "error",
         Verdict::NotApplicable { .. } => "n/a",
     }
-}
-
-/// Why the scenario is `error` or `n/a`: its cause or reason.
-pub fn verdict_detail(r: &ScenarioResult) -> Option<String> {
-    r.verdict.detail().map(str::to_string)
 }
 
 /// The record of an `error` cause or `n/a` reason, kept beside the checks so
@@ -121,151 +121,110 @@ fn detail_record(verdict: &str, detail: String) -> CheckRecord {
     }
 }
 
-fn derive_verdict(passed: bool, checks: usize, not_checked: usize) -> &'static str {
-    if passed {
-        "pass"
-    } else if checks > 0 && not_checked == checks {
-        "error"
-    } else {
-        "fail"
+/// A check's record: its invariant's and status's report words, its
+/// violations (one per line) or the reason it was not checked.
+fn check_record(invariant: Invariant, name: &str, status: &Status) -> CheckRecord {
+    let (word, message) = match status {
+        Status::Pass => ("pass", String::new()),
+        Status::Fail { violations } => ("fail", violations.join("\n")),
+        Status::NotChecked { reason } => ("not_checked", reason.clone()),
+    };
+    let invariant = serde_json::to_value(invariant)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "?".into());
+    CheckRecord {
+        invariant,
+        name: name.to_string(),
+        status: word.into(),
+        message,
     }
 }
 
-/// A check from its JSON form (the report's, which is also its serde form).
-fn check_from_json(c: &Value) -> CheckRecord {
-    let text = |v: &Value| v.as_str().unwrap_or("?").to_string();
-    let message = match &c["violations"] {
-        Value::Array(v) => v
-            .iter()
-            .map(|x| x.as_str().unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => c["reason"].as_str().unwrap_or_default().to_string(),
-    };
-    CheckRecord {
-        invariant: text(&c["invariant"]),
-        name: text(&c["name"]),
-        status: text(&c["status"]),
-        message,
+/// A scenario's record from its verdict and checks, however they were read.
+fn record(
+    id: &str,
+    attempt: u32,
+    verdict: &Verdict,
+    (seconds, main_calls): (f64, u64),
+    mut checks: Vec<CheckRecord>,
+) -> ScenarioRecord {
+    let word = verdict_word(verdict);
+    checks.extend(verdict.detail().map(|d| detail_record(word, d)));
+    ScenarioRecord {
+        id: id.to_string(),
+        attempt,
+        verdict: word.to_string(),
+        seconds,
+        main_calls,
+        checks,
     }
 }
 
 impl ScenarioRecord {
     /// From a live run's result.
     pub fn from_result(r: &ScenarioResult) -> ScenarioRecord {
-        let verdict = verdict_of(r);
-        let mut checks: Vec<CheckRecord> = r
+        let checks = r
             .checks
             .iter()
-            .map(|c| check_from_json(&serde_json::to_value(c).unwrap_or_default()))
+            .map(|c| check_record(c.invariant, c.name, &c.status))
             .collect();
-        checks.extend(verdict_detail(r).map(|d| detail_record(verdict, d)));
-        ScenarioRecord {
-            id: r.id.clone(),
-            attempt: r.attempt,
-            verdict: verdict.to_string(),
-            seconds: r.seconds,
-            main_calls: r.main_calls,
+        record(
+            &r.id,
+            r.attempt,
+            &r.verdict,
+            (r.seconds, r.main_calls),
             checks,
-        }
+        )
     }
 
-    /// From one scenario object of a `chaosrun-report/1` JSON report. A
-    /// `verdict` field, when the report has one, wins over `passed`.
-    pub fn from_json(s: &Value) -> Result<ScenarioRecord, String> {
-        let id = s["id"]
-            .as_str()
-            .ok_or("a scenario in the report has no `id`")?
-            .to_string();
-        let mut checks: Vec<CheckRecord> = s["checks"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(check_from_json)
+    /// From one scenario entry of a report ([`crate::report::document`]).
+    pub fn from_entry(s: &document::Scenario) -> ScenarioRecord {
+        let checks = s
+            .checks
+            .iter()
+            .map(|c| check_record(c.invariant, &c.name, &c.status))
             .collect();
-        let verdict = match &s["verdict"] {
-            Value::String(v) => normalize_verdict(v),
-            Value::Object(o) => o
-                .get("kind")
-                .or_else(|| o.get("verdict"))
-                .and_then(Value::as_str)
-                .map(normalize_verdict)
-                .unwrap_or("fail"),
-            _ => derive_verdict(
-                s["passed"] == true,
-                checks.len(),
-                checks.iter().filter(|c| c.status == "not_checked").count(),
-            ),
-        };
-        let detail = s["cause"].as_str().or_else(|| s["reason"].as_str());
-        if let (Some(d), "error" | "n/a") = (detail, verdict) {
-            checks.push(detail_record(verdict, d.to_string()));
-        }
-        Ok(ScenarioRecord {
-            id,
-            attempt: s["attempt"].as_u64().unwrap_or(1) as u32,
-            verdict: verdict.to_string(),
-            seconds: s["seconds"].as_f64().unwrap_or(0.0),
-            main_calls: s["calls"]["main"]
-                .as_u64()
-                .or_else(|| s["main_calls"].as_u64())
-                .unwrap_or(0),
+        record(
+            &s.id,
+            s.attempt,
+            &s.verdict,
+            (s.seconds, s.calls.main),
             checks,
-        })
-    }
-}
-
-/// A verdict word from a report, in this module's vocabulary.
-fn normalize_verdict(v: &str) -> &'static str {
-    match v.to_ascii_lowercase().replace(['_', ' ', '-'], "").as_str() {
-        "pass" | "passed" => "pass",
-        "error" => "error",
-        "n/a" | "na" | "notapplicable" => "n/a",
-        _ => "fail",
+        )
     }
 }
 
 impl RunRecord {
-    /// One run from a (merged) `chaosrun-report/1` JSON report, as `merge
-    /// --history` records it. The report carries no table, so none is recorded.
-    pub fn from_report(doc: &Value) -> Result<RunRecord, String> {
-        let scenarios = doc["scenarios"]
-            .as_array()
-            .ok_or("the report has no `scenarios` list")?
-            .iter()
-            .map(ScenarioRecord::from_json)
-            .collect::<Result<Vec<_>, _>>()?;
-        let agent = match &doc["agent"] {
-            Value::String(a) => a.clone(),
-            Value::Array(a) => a
-                .iter()
-                .map(|x| x.as_str().unwrap_or("?"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            _ => "unknown".into(),
-        };
-        let seed = match (&doc["seed"], &doc["seeds"]) {
-            (Value::Number(n), _) => Some(n.to_string()),
-            (_, Value::Array(s)) if !s.is_empty() => Some(
+    /// One run from a (merged) report, as `merge --history` records it. The
+    /// report carries no table, so none is recorded.
+    pub fn from_report(doc: &document::Report) -> RunRecord {
+        let seed = match (&doc.seed, &doc.seeds) {
+            (Some(n), _) => Some(n.to_string()),
+            (None, Some(s)) if !s.is_empty() => Some(
                 s.iter()
-                    .map(|x| x.to_string())
+                    .map(|x| x.map_or_else(|| "null".to_string(), |n| n.to_string()))
                     .collect::<Vec<_>>()
                     .join(","),
             ),
             _ => None,
         };
         let now = meta::now_ms();
-        let wall_ms = (doc["wall_seconds"].as_f64().unwrap_or(0.0) * 1000.0) as i64;
-        Ok(RunRecord {
+        let wall_ms = (doc.wall_seconds.unwrap_or(0.0) * 1000.0) as i64;
+        RunRecord {
             chaosrun_version: meta::CHAOSRUN_VERSION.to_string(),
-            agent,
+            agent: doc.agent.names().join(", "),
             seed,
             started_ms: now - wall_ms,
             finished_ms: now,
             ci: meta::Ci::from_env(),
-            scenarios,
+            scenarios: doc
+                .scenarios
+                .iter()
+                .map(ScenarioRecord::from_entry)
+                .collect(),
             ..RunRecord::default()
-        })
+        }
     }
 }
 
@@ -274,29 +233,41 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn entry(v: serde_json::Value) -> document::Scenario {
+        serde_json::from_value(v).unwrap()
+    }
+
     #[test]
     fn a_report_scenario_becomes_a_record() {
-        let s = json!({"id": "x", "attempt": 2, "passed": false, "seconds": 1.5,
+        let s = json!({"id": "x", "attempt": 2, "verdict": "fail", "seconds": 1.5,
             "calls": {"main": 4, "probe": 0, "aux": 0},
             "checks": [{"invariant": "provider_calls", "name": "call_bound", "status": "fail",
                         "violations": ["a", "b"]},
                        {"invariant": "store_integrity", "name": "readable", "status": "not_checked",
                         "reason": "no store"}]});
-        let r = ScenarioRecord::from_json(&s).unwrap();
+        let r = ScenarioRecord::from_entry(&entry(s.clone()));
         assert_eq!(
             (r.verdict.as_str(), r.attempt, r.main_calls),
             ("fail", 2, 4)
         );
+        assert_eq!(r.checks[0].invariant, "provider_calls");
         assert_eq!(r.checks[0].message, "a\nb");
         assert_eq!(r.checks[1].message, "no store");
         let mut e = s.clone();
-        e["checks"] = json!([{"invariant": "termination", "name": "t", "status": "not_checked", "reason": "r"}]);
-        assert_eq!(ScenarioRecord::from_json(&e).unwrap().verdict, "error");
         e["verdict"] = json!("not_applicable");
         e["reason"] = json!("no breaker");
-        let na = ScenarioRecord::from_json(&e).unwrap();
+        let na = ScenarioRecord::from_entry(&entry(e));
         assert_eq!(na.verdict, "n/a");
         assert_eq!(na.checks.last().unwrap().message, "no breaker");
-        assert!(ScenarioRecord::from_json(&json!({"passed": true})).is_err());
+        let mut e = s.clone();
+        e["verdict"] = json!("error");
+        e["cause"] = json!("the scenario could not be run: spawn failed");
+        let err = ScenarioRecord::from_entry(&entry(e));
+        assert_eq!(err.verdict, "error");
+        let last = err.checks.last().unwrap();
+        assert_eq!(
+            (last.status.as_str(), last.message.as_str()),
+            ("error", "the scenario could not be run: spawn failed")
+        );
     }
 }

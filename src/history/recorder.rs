@@ -126,7 +126,10 @@ impl Reporter for Recorder {
 }
 
 /// `merge --history DB`: record the merged report as one run.
-pub fn record_report(store: &mut Store, doc: &serde_json::Value) -> Result<i64, String> {
-    let run = RunRecord::from_report(doc)?;
+pub fn record_report(
+    store: &mut Store,
+    doc: &crate::report::document::Report,
+) -> Result<i64, String> {
+    let run = RunRecord::from_report(doc);
     store.record(&run)
 }

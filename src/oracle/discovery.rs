@@ -29,7 +29,9 @@ pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
     let mut measured = false;
     let mut v = Vec::new();
     for (i, deadline) in [(0, s.deadlines.turn), (obs.probe_turn, s.deadlines.probe)] {
-        let (Some((first_at, start_up)), Some((end_at, _))) = (obs.first_call(i), obs.turn_end(i))
+        let model = obs.turn_model();
+        let (Some((first_at, start_up)), Some((end_at, _))) =
+            (model.start_up(obs, i), obs.turn_end(i))
         else {
             // Not an exec turn, or one that never ended (its own check says so).
             continue;

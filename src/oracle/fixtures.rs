@@ -160,6 +160,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
         }],
         proc_samples: vec![],
         memory_peak: None,
+        turn_model: None,
         store_at_kill: None,
         processes_seen: vec![],
         provider_offset: 0.0,

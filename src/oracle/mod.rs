@@ -3,8 +3,10 @@
 //! scenario, the adapter's capabilities and an [`Observation`] to checks. A
 //! check that could not be made is `NotChecked` with its reason, never a pass.
 
+pub mod applies;
 mod backoff;
 mod calls;
+pub mod cause;
 mod credential;
 mod discovery;
 mod exercised;
@@ -187,6 +189,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
 }
 
 pub use backoff::{violations as backoff_violations, EPISODE_FLOOR, RETRY_AFTER_TOLERANCE};
+pub use cause::{ErrorCause, HostNeed, NotApplicable};
 pub use store::configuration_error;
 pub use verdict::{judge, Judged, Verdict};
 

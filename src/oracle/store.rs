@@ -13,14 +13,15 @@
 //! an `ERROR` naming the fix, never a quiet "not checked". So is an exec-mode
 //! turn whose argv needed a captured value the agent never printed.
 
+use super::cause::{ErrorCause, CAPTURE_FIX, STORE};
 use super::{Check, Invariant};
 use crate::observe::{Observation, StoreObservation};
 
 /// Why the profile's store (or a captured value) could not be used, when that
 /// is a configuration error rather than something the agent did.
-pub fn configuration_error(obs: &Observation) -> Option<String> {
+pub fn configuration_error(obs: &Observation) -> Option<ErrorCause> {
     if let Some(cause) = missing_capture(obs) {
-        return Some(cause);
+        return Some(ErrorCause::Capture(cause));
     }
     match &obs.store {
         StoreObservation::Read {
@@ -28,23 +29,27 @@ pub fn configuration_error(obs: &Observation) -> Option<String> {
             integrity,
             messages: Err(e),
         } if integrity == "ok" => Some(format!(
-            "the adapter profile's store query failed on {path}: {e}; fix `store.messages_sql` (columns role, content, tool_call_id, tool_calls; with `shape: items`, kind, content, call_id; the session bound as :session_id)"
+            "{}{path}: {e}; fix `store.messages_sql` (columns role, content, tool_call_id, tool_calls; with `shape: items`, kind, content, call_id; the session bound as :session_id)",
+            STORE[0]
         )),
         StoreObservation::Postgres {
             dsn,
             messages: Err(e),
         } => Some(format!(
-            "the adapter profile's Postgres store ({dsn}) could not be read: {e}; fix `store.postgres` or `store.messages_sql`"
+            "{}{dsn}) could not be read: {e}; fix `store.postgres` or `store.messages_sql`",
+            STORE[1]
         )),
         StoreObservation::Jsonl {
             glob,
             messages: Err(e),
             ..
         } => Some(format!(
-            "the adapter profile's JSONL mapping read {glob} but made no messages: {e}; fix `store.records` (each rule's `when` names field values the transcript's records have)"
+            "{}{glob} but made no messages: {e}; fix `store.records` (each rule's `when` names field values the transcript's records have)",
+            STORE[2]
         )),
         _ => None,
     }
+    .map(ErrorCause::Store)
 }
 
 /// Exec mode: a turn that needed a captured value the agent never printed
@@ -52,7 +57,7 @@ pub fn configuration_error(obs: &Observation) -> Option<String> {
 fn missing_capture(obs: &Observation) -> Option<String> {
     obs.events.iter().find_map(|t| match &t.event {
         crate::observe::Event::CaptureMissing { turn, name } => Some(format!(
-            "turn {turn} needs `{{{{captured.{name}}}}}`, but the agent's output never matched `exec.capture.{name}`; fix the capture's selector (see the turn's stdout.log)"
+            "turn {turn} needs `{{{{captured.{name}}}}}{CAPTURE_FIX}{name}`; fix the capture's selector (see the turn's stdout.log)"
         )),
         _ => None,
     })
@@ -174,9 +179,10 @@ mod tests {
             integrity: "ok".into(),
             messages: Err("no such table: mesages".into()),
         };
-        assert!(configuration_error(&o)
-            .unwrap()
-            .contains("no such table: mesages"));
+        assert!(matches!(
+            configuration_error(&o),
+            Some(ErrorCause::Store(c)) if c.contains("no such table: mesages")
+        ));
         o.store = StoreObservation::Read {
             path: "p".into(),
             integrity: "Page 3: corrupt".into(),
@@ -191,7 +197,10 @@ mod tests {
             dsn: "host=nowhere".into(),
             messages: Err("cannot connect: refused".into()),
         };
-        assert!(configuration_error(&o).unwrap().contains("cannot connect"));
+        assert!(configuration_error(&o)
+            .unwrap()
+            .to_string()
+            .contains("cannot connect"));
     }
 
     #[test]
@@ -250,7 +259,10 @@ mod tests {
             read: Default::default(),
             messages: Err("no record of 5 read matched a rule".into()),
         };
-        assert!(configuration_error(&o).unwrap().contains("store.records"));
+        assert!(configuration_error(&o)
+            .unwrap()
+            .to_string()
+            .contains("store.records"));
     }
 
     /// A missing store is `store_written`'s, never an integrity failure:

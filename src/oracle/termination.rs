@@ -115,7 +115,7 @@ fn never_booted(obs: &Observation) -> Vec<Check> {
 /// provider, as a note for a deadline's message (empty if it never did, or
 /// in session mode).
 pub(crate) fn first_call_note(obs: &Observation, i: u64) -> String {
-    match obs.first_call(i) {
+    match obs.turn_model().start_up(obs, i) {
         Some((_, after)) => format!(" (first call at {after:.1} s after spawn)"),
         None => String::new(),
     }
@@ -182,10 +182,7 @@ fn why_no_turn_end(obs: &Observation) -> String {
 fn turn_ends_in_time(s: &Scenario, obs: &Observation, end_at: f64) -> Check {
     let mut ends = Vec::new();
     // Exec mode: the turn's time runs from its first request.
-    let start = match obs.first_call(0) {
-        Some((at, _)) => at,
-        None => obs.turn_start(0).unwrap_or(0.0),
-    };
+    let start = obs.clock_start(0).unwrap_or(0.0);
     if end_at - start > s.deadlines.turn {
         ends.push(format!(
             "the faulted turn took {:.1} s, past its {:.0} s deadline{}",

@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::cause::{ErrorCause, NotApplicable, PROFILE_MISTAKE};
 use super::{Check, Status};
 use crate::observe::{Capabilities, Observation};
 use crate::scenarios::Scenario;
@@ -39,7 +40,7 @@ pub fn judge(s: &Scenario, caps: Capabilities, obs: &Observation) -> Judged {
 /// the profile maps no `tools.mcp_probe`, so the name sent is one the agent
 /// does not have. The cause names the fix from the tools the agent offered
 /// (the chaos server's `probe` under the agent's own name).
-fn unmapped_mcp_probe(s: &Scenario, caps: &Capabilities, obs: &Observation) -> Option<String> {
+fn unmapped_mcp_probe(s: &Scenario, caps: &Capabilities, obs: &Observation) -> Option<ErrorCause> {
     let calls_probe = s
         .responder
         .iter()
@@ -65,31 +66,29 @@ fn unmapped_mcp_probe(s: &Scenario, caps: &Capabilities, obs: &Observation) -> O
             super::clip(&offered.join(", "), 300)
         ),
     };
-    Some(format!(
-        "profile mistake: the profile maps no `tools.mcp_probe`, so the model asked for a tool literally named `mcp_probe`, which the agent does not have; {fix}"
-    ))
+    Some(ErrorCause::ProfileMistake(format!(
+        "{PROFILE_MISTAKE}the profile maps no `tools.mcp_probe`, so the model asked for a tool literally named `mcp_probe`, which the agent does not have; {fix}"
+    )))
 }
 
 /// The cause that makes a run an ERROR whatever its checks say, if any.
-fn error_of(obs: &Observation) -> Option<String> {
+fn error_of(obs: &Observation) -> Option<ErrorCause> {
     if let Some(err) = &obs.setup_error {
-        return Some(format!("the scenario could not be run: {err}"));
+        return Some(ErrorCause::SetupFailed(err.clone()));
     }
     if let Some(err) = &obs.run_error {
-        return Some(format!(
-            "chaosrun could not finish the scenario after the agent ran: {err}"
-        ));
+        return Some(ErrorCause::AfterRun(err.clone()));
     }
     // Proxy mode: an upstream that failed on its own is chaosrun's failure
     // to run the scenario, not the agent's. A replayed cassette that has no
     // entry for a call is the same.
     if let Some(e) = obs.recording.upstream_errors.first() {
-        let what = if e.starts_with("cassette ") {
-            "the recorded session"
-        } else {
-            "the upstream"
-        };
-        return Some(format!("{what} could not serve the scenario: {e}"));
+        return Some(
+            match crate::provider::cassette::player::is_replay_error(e) {
+                true => ErrorCause::Cassette(e.clone()),
+                false => ErrorCause::Upstream(e.clone()),
+            },
+        );
     }
     super::configuration_error(obs)
 }
@@ -107,13 +106,13 @@ pub enum Verdict {
     /// not query): counts as not passed.
     Error {
         #[serde(default)]
-        cause: String,
+        cause: ErrorCause,
     },
     /// The profile declares the capability the scenario needs absent: shown
     /// apart, never counted as a pass.
     NotApplicable {
         #[serde(default)]
-        reason: String,
+        reason: NotApplicable,
     },
 }
 
@@ -149,7 +148,7 @@ impl Verdict {
             _ if by_checks == Verdict::Fail => Verdict::Fail,
             na @ Verdict::NotApplicable { .. } => na,
             _ if checks.is_empty() => Verdict::Error {
-                cause: "the report holds no check for it".into(),
+                cause: ErrorCause::NoCheck,
             },
             _ => by_checks,
         }
@@ -175,11 +174,11 @@ impl Verdict {
         }
     }
 
-    /// The error's cause or the N/A reason.
-    pub fn detail(&self) -> Option<&str> {
+    /// The error's cause or the N/A reason, in words.
+    pub fn detail(&self) -> Option<String> {
         match self {
-            Verdict::Error { cause } => Some(cause),
-            Verdict::NotApplicable { reason } => Some(reason),
+            Verdict::Error { cause } => Some(cause.to_string()),
+            Verdict::NotApplicable { reason } => Some(reason.to_string()),
             _ => None,
         }
     }
@@ -233,5 +232,28 @@ mod tests {
             .checks
             .iter()
             .any(|c| c.not_checked_reason() == Some("the agent never ran")));
+    }
+
+    /// The upstream's failures are typed by who wrote them: a replayed
+    /// cassette's miss (the player's own words) or a live upstream's, and
+    /// the saved text reads back as the same cause.
+    #[test]
+    fn an_upstream_failure_is_a_typed_cause() {
+        let s = scenario("expect: error");
+        let mut obs = healthy(&s, end(0, true, false, "x"));
+        obs.recording.upstream_errors = vec!["cassette c.jsonl: no entry for main call 2".into()];
+        let Verdict::Error { cause } = judge(&s, Capabilities::default(), &obs).verdict else {
+            panic!("an error");
+        };
+        assert!(matches!(&cause, ErrorCause::Cassette(e) if e.starts_with("cassette c.jsonl")));
+        assert_eq!(ErrorCause::from(cause.to_string()), cause);
+        obs.recording.upstream_errors = vec!["502 from upstream: cassette c.jsonl".into()];
+        let Verdict::Error { cause } = judge(&s, Capabilities::default(), &obs).verdict else {
+            panic!("an error");
+        };
+        assert!(matches!(cause, ErrorCause::Upstream(_)), "{cause:?}");
+        assert!(cause
+            .to_string()
+            .starts_with("the upstream could not serve the scenario: 502"));
     }
 }

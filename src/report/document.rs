@@ -4,7 +4,8 @@
 //! `judge --json` prints too. Written through a `serde_json::Value`, whose
 //! keys are sorted (serde_json's `preserve_order` feature is off), so the
 //! file is the same document, key order included, as the hand-built one it
-//! replaces. Reading is lenient where a report of an older chaosrun may lack
+//! replaces. Every reader of a saved report ([`read`], [`parse`]) goes
+//! through these types. Reading is lenient where a report of an older chaosrun may lack
 //! a field (`#[serde(default)]`), and strict on verdicts and check statuses:
 //! a name the run does not write is refused, never read as a pass.
 
@@ -336,17 +337,28 @@ struct Head {
 /// JSON, not a [`SCHEMA`] report, or not shaped like one is refused naming
 /// it.
 pub fn read(p: &Path) -> Result<Report<Value>, String> {
-    let value = read_json(p)?;
-    let head = Head::deserialize(&value)
-        .map_err(|e| format!("{}: not a {SCHEMA} report: {e}", p.display()))?;
+    typed(read_json(p)?, &p.display().to_string())
+}
+
+/// A report's text (`shown` names it in errors), typed through and through:
+/// each scenario entry too, its verdict with its typed cause.
+pub fn parse(text: &str, shown: &str) -> Result<Report, String> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| format!("{shown}:{}:{}: not JSON: {e}", e.line(), e.column()))?;
+    typed(value, shown)
+}
+
+/// `value` as a [`SCHEMA`] report whose entries are `S`.
+fn typed<S: serde::de::DeserializeOwned>(value: Value, shown: &str) -> Result<Report<S>, String> {
+    let head =
+        Head::deserialize(&value).map_err(|e| format!("{shown}: not a {SCHEMA} report: {e}"))?;
     if head.schema != SCHEMA {
         return Err(format!(
-            "{}: not a {SCHEMA} report (schema {}); rerun it with this chaosrun",
-            p.display(),
+            "{shown}: not a {SCHEMA} report (schema {}); rerun it with this chaosrun",
             head.schema
         ));
     }
-    Report::deserialize(value).map_err(|e| format!("{}: not a {SCHEMA} report: {e}", p.display()))
+    Report::deserialize(value).map_err(|e| format!("{shown}: not a {SCHEMA} report: {e}"))
 }
 
 #[cfg(test)]

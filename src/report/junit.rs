@@ -85,7 +85,14 @@ pub fn test_case(r: &ScenarioResult) -> TestCase {
         Verdict::Error { cause } => {
             let mut status = TestCaseStatus::non_success(NonSuccessKind::Error);
             status
-                .set_message(cause.lines().next().unwrap_or_default().to_string())
+                .set_message(
+                    cause
+                        .to_string()
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string(),
+                )
                 .set_type("chaosrun error")
                 .set_description(format!("chaosrun could not run the scenario: {cause}\n"));
             status

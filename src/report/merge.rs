@@ -29,7 +29,7 @@ fn rejudged(raw: Value) -> Result<Scenario, String> {
     let checks: Vec<Status> = s.checks.iter().map(|c| c.status.clone()).collect();
     let verdict = match Verdict::rejudge(s.verdict, &checks) {
         Verdict::Error { cause } if cause.is_empty() => Verdict::Error {
-            cause: "(no cause recorded)".into(),
+            cause: crate::oracle::ErrorCause::Unrecorded,
         },
         v => v,
     };
@@ -299,7 +299,7 @@ pub fn render_text(doc: &Report) -> String {
         match &s.verdict {
             Verdict::Error { cause } => {
                 failures.push_str(&format!("ERROR {}\n", s.id));
-                for line in cause.lines() {
+                for line in cause.to_string().lines() {
                     failures.push_str(&format!("  {line}\n"));
                 }
             }

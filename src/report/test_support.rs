@@ -119,7 +119,7 @@ pub fn sample_with_error() -> Vec<ScenarioResult> {
         "crashed_one",
         1,
         1,
-        "chaosrun failed while running it: panic: <boom> & co".into(),
+        crate::oracle::ErrorCause::Crashed("panic: <boom> & co".into()),
         0.5,
     ));
     v
@@ -170,7 +170,7 @@ pub fn sample_with_optional_parts() -> Vec<ScenarioResult> {
     let mut na = results[0].clone();
     na.id = "na_one".into();
     na.verdict = Verdict::NotApplicable {
-        reason: "the profile declares no MCP".into(),
+        reason: crate::oracle::NotApplicable::Profile("the profile declares no MCP".into()),
     };
     results.push(na);
     results

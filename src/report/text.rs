@@ -125,7 +125,7 @@ pub fn failure_detail(r: &ScenarioResult) -> String {
         format!("{} {}\n", r.verdict.label(), r.id)
     };
     if let Verdict::Error { cause } = &r.verdict {
-        s.push_str(&indent(cause, "  "));
+        s.push_str(&indent(&cause.to_string(), "  "));
         s.push('\n');
     }
     for c in r.failures() {

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::observe::{Observation, Phase};
-use crate::oracle::Check;
 pub use crate::oracle::Verdict;
+use crate::oracle::{Check, ErrorCause, NotApplicable};
 
 /// A finished scenario.
 #[derive(Debug, Clone, Serialize)]
@@ -44,10 +44,15 @@ impl ScenarioResult {
     }
 
     /// A scenario run that does not apply to the profile: not run.
-    pub fn not_applicable(id: &str, attempt: u32, attempts: u32, reason: String) -> ScenarioResult {
+    pub fn not_applicable(
+        id: &str,
+        attempt: u32,
+        attempts: u32,
+        reason: NotApplicable,
+    ) -> ScenarioResult {
         ScenarioResult {
             verdict: Verdict::NotApplicable { reason },
-            ..ScenarioResult::error(id, attempt, attempts, String::new(), 0.0)
+            ..ScenarioResult::error(id, attempt, attempts, ErrorCause::default(), 0.0)
         }
     }
 
@@ -56,7 +61,7 @@ impl ScenarioResult {
         id: &str,
         attempt: u32,
         attempts: u32,
-        cause: String,
+        cause: ErrorCause,
         seconds: f64,
     ) -> ScenarioResult {
         ScenarioResult {
@@ -174,13 +179,15 @@ mod tests {
         let na = [
             Verdict::Pass,
             Verdict::NotApplicable {
-                reason: "resume: false".into(),
+                reason: NotApplicable::Profile("resume: false".into()),
             },
         ];
         let s = Stats::tally(&na, 2);
         assert!(s.ok());
         assert_eq!(s.summary(), "1 passed, 0 failed, 1 not applicable");
-        let e = [Verdict::Error { cause: "x".into() }];
+        let e = [Verdict::Error {
+            cause: ErrorCause::Saved("x".into()),
+        }];
         assert!(!Stats::tally(&e, 1).ok());
     }
 }

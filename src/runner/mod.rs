@@ -127,7 +127,7 @@ pub async fn run_all(
                     &id,
                     attempt,
                     repeat,
-                    format!("chaosrun failed while running it: {cause}"),
+                    crate::oracle::ErrorCause::Crashed(cause),
                     0.0,
                 ));
                 let _ = events.send(RunEvent::ScenarioFinished(r.clone()));
@@ -253,10 +253,7 @@ impl Ctx {
                         &s.id,
                         attempt,
                         repeat,
-                        format!(
-                            "chaosrun failed while running it: {}",
-                            panic_message(&*panic)
-                        ),
+                        crate::oracle::ErrorCause::Crashed(panic_message(&*panic)),
                         start.elapsed().as_secs_f64(),
                     );
                     if opts.artifacts.is_some() && root.exists() {
@@ -323,26 +320,22 @@ fn adapt_all(
     (rows, notes)
 }
 
-/// Why `s` cannot apply to this profile (N/A, not run), if so (see
-/// [`crate::profile::needs`]), or on this host ([`oom_gap`]).
-fn not_applicable(profile: &crate::profile::Profile, s: &Scenario) -> Option<String> {
-    crate::profile::needs::not_applicable(profile, s).or_else(|| oom_gap(s))
-}
-
-/// An OOM-kill row needs a memory cgroup controller on the host (v2 in the
-/// scenario cgroups' hierarchy, else v1): without one no limit can be set,
-/// and the row is N/A rather than a kill that never lands.
-fn oom_gap(s: &Scenario) -> Option<String> {
-    let oom = s
-        .process_fault
-        .as_ref()
-        .is_some_and(|f| f.action == crate::scenarios::FaultAction::Oom);
-    if !oom {
-        return None;
-    }
-    crate::proc_hygiene::memory_limit::host_gap().map(|why| {
-        format!("this row has the kernel OOM-kill the agent under a memory cgroup limit: {why}; run chaosrun as root on a host with the cgroup v2 memory controller delegated, or the v1 memory controller mounted")
-    })
+/// Why `s` cannot apply (N/A, not run), as the oracle decides it from the
+/// profile and the host facts the row needs, gathered here.
+fn not_applicable(
+    profile: &crate::profile::Profile,
+    s: &Scenario,
+) -> Option<crate::oracle::NotApplicable> {
+    use crate::oracle::applies::{self, HostFacts, HostNeed};
+    let missing = applies::host_needs(s)
+        .into_iter()
+        .filter_map(|need| match need {
+            HostNeed::MemoryController => {
+                crate::proc_hygiene::memory_limit::host_gap().map(|why| (need, why))
+            }
+        })
+        .collect();
+    applies::not_applicable(profile, s, &HostFacts { missing })
 }
 
 /// Debug builds only: `CHAOSRUN_TEST_PANIC=<scenario id>` makes that

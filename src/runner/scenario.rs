@@ -64,6 +64,9 @@ pub async fn observe(
             return Observation::setup_failed(plan, provider_offset, failed);
         }
     };
+    let model = crate::driver::agent::turn_model(&session.prepared);
     let collected = collect(shared, scenario, &plan, session, &driven, sampler, on_phase).await;
-    Observation::assemble(plan, provider_offset, driven, collected, start)
+    let mut obs = Observation::assemble(plan, provider_offset, driven, collected, start);
+    obs.turn_model = Some(model);
+    obs
 }

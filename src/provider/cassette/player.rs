@@ -21,6 +21,15 @@ use crate::provider::replies::{secs, Beat, Plan};
 use crate::provider::upstream::faults::{Act, RelayFault};
 use crate::provider::wire::{ErrorInfo, Event, Usage};
 
+/// How a replay's error starts, in the recording's `upstream_errors`.
+const REPLAY_ERROR: &str = "cassette ";
+
+/// Whether an `upstream_errors` entry is a replayed cassette's (no entry
+/// for a call), not a live upstream's.
+pub fn is_replay_error(e: &str) -> bool {
+    e.starts_with(REPLAY_ERROR)
+}
+
 /// A cassette being replayed by one provider.
 #[derive(Debug)]
 pub struct Player {
@@ -92,7 +101,7 @@ impl Player {
                     .take(120)
                     .collect();
                 Err(format!(
-                    "cassette {}: no entry for main call {main_index} (last message {}: {text:?}; \
+                    "{REPLAY_ERROR}{}: no entry for main call {main_index} (last message {}: {text:?}; \
                      {} of {} entries left)",
                     self.file,
                     key.role,

@@ -240,9 +240,9 @@ mod tests {
         assert!(svg.contains("interrupt sent at 12.0 s, after 28 main calls"));
         assert!(svg.contains("✕ interrupt deadline missed"));
         // The interrupt deadline (12 + 15 s) is on the chart, dashed; the
-        // turn deadline (0.2 + 90 s) is far beyond it and only noted.
+        // turn deadline (turn_start 0.3 + 90 s) is far beyond it and only noted.
         assert!(svg.contains("interrupt deadline: 15 s, at 27.0 s"));
-        assert!(svg.contains("turn deadline at 90.2 s (90 s) →"));
+        assert!(svg.contains("turn deadline at 90.3 s (90 s) →"));
         assert!(svg.contains("class=\"procs\""));
         for kind in ["error", "hang", "stall_mid_stream", "text", "tool_call"] {
             assert!(
@@ -285,6 +285,36 @@ mod tests {
         assert!(
             svg.contains(&format!("turn deadline at {due:.1} s (90 s) →")),
             "the turn deadline runs from the first call: {svg}"
+        );
+    }
+
+    /// A driver-protocol agent whose `turn_start` came 3 s after its
+    /// `ready`: the drawn turn deadline runs from `turn_start`, where the
+    /// oracle's `faulted_turn_ends` counts it from (it used to run from
+    /// `ready`, 3 s earlier than the verdict's).
+    #[test]
+    fn a_driver_turns_deadline_is_drawn_where_the_oracle_counts_it() {
+        use crate::observe::{Event, TurnModel};
+        let mut r = sample_results().remove(1);
+        let obs = &mut r.observation;
+        let ready = obs
+            .find(|e| matches!(e, Event::Ready).then_some(()))
+            .map(|(t, _)| t)
+            .expect("the sample says ready");
+        for t in &mut obs.events {
+            if matches!(t.event, Event::TurnStart { i: 0 }) {
+                t.at = ready + 3.0;
+            }
+        }
+        obs.events.sort_by(|a, b| a.at.total_cmp(&b.at));
+        assert_eq!(obs.turn_model(), TurnModel::DRIVER_PROTOCOL);
+        assert_eq!(obs.clock_start(0), Some(ready + 3.0));
+        let svg = timeline(&r, &[(Phase::FaultedTurn, 90.0), (Phase::Interrupt, 15.0)]);
+        let due = ready + 3.0 + 90.0;
+        assert!(
+            svg.contains(&format!("turn deadline at {due:.1} s (90 s) →")),
+            "the turn deadline runs from turn_start ({:.1} s): {svg}",
+            ready + 3.0
         );
     }
 

@@ -56,7 +56,7 @@ pub fn render(
     for (n, r) in order.iter().enumerate() {
         let rec = &r.observation.recording;
         let first = match r.verdict.detail() {
-            Some(d) => clip(d, 200),
+            Some(d) => clip(&d, 200),
             None => r
                 .failures()
                 .flat_map(|c| c.violations().first().map(|v| (c, v)))
@@ -165,7 +165,7 @@ fn checks(h: &mut String, r: &ScenarioResult) {
         let _ = writeln!(
             h,
             "<li>✗ <b>{what}</b>: <span class=\"violation\">{}</span></li>",
-            esc(d)
+            esc(&d)
         );
     }
     for c in r.failures() {

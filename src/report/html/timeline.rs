@@ -141,18 +141,11 @@ impl<'a> Timeline<'a> {
             t_end = t_end.max(s.at);
         }
 
-        // Deadlines: the faulted turn's runs from `ready` (when the runner armed
-        // it), or in exec mode from the turn's first provider call (its
-        // start-up before that is the boot deadline's); the interrupt's from
-        // the moment it was sent.
-        let ready = obs
-            .find(|e| matches!(e, Event::Ready).then_some(()))
-            .map(|(t, _)| t);
+        // Deadlines: the faulted turn's from where its clock starts (the
+        // observation's turn model: the oracle's start too); the
+        // interrupt's from the moment it was sent.
         let turn_deadline = obs
-            .first_call(0)
-            .map(|(t, _)| t)
-            .or(ready)
-            .or_else(|| obs.turn_start(0))
+            .clock_start(0)
             .zip(deadline_of(Phase::FaultedTurn))
             .map(|(t, d)| (t + d, d));
         let interrupt_deadline = obs
@@ -276,7 +269,7 @@ impl<'a> Timeline<'a> {
     /// start) to its first provider call, as a pale band under the turn's
     /// span; its deadline is the boot deadline, not the turn's.
     fn start_up(&mut self, i: u64, start: f64, end_t: f64, lane_y: f64) {
-        let Some((first, after_spawn)) = self.obs.first_call(i) else {
+        let Some((first, after_spawn)) = self.obs.turn_model().start_up(self.obs, i) else {
             return;
         };
         let until = first.min(end_t);

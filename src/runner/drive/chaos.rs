@@ -12,8 +12,7 @@ use std::collections::BTreeSet;
 use tokio::time::{sleep_until, Instant};
 
 use super::{Drive, Next};
-use crate::driver::agent::ClockStart;
-use crate::observe::{Event, Phase, ScheduledFault};
+use crate::observe::{Event, Phase, ScheduledFault, TurnModel};
 use crate::provider::Provider;
 use crate::scenarios::{FaultTarget, Scenario};
 use crate::units::secs;
@@ -26,7 +25,7 @@ use crate::units::secs;
 struct Pace {
     turn: f64,
     boot: f64,
-    clock: ClockStart,
+    model: TurnModel,
     deadline: Instant,
     /// An exec-mode turn's process is starting up (the boot deadline runs).
     starting: bool,
@@ -35,7 +34,7 @@ struct Pace {
 impl Pace {
     fn on(&mut self, at: Instant, ev: &Event) {
         match ev {
-            Event::TurnStart { .. } if self.clock == ClockStart::FirstCall => {
+            Event::TurnStart { .. } if self.model.start_up => {
                 (self.starting, self.deadline) = (true, at + secs(self.boot));
             }
             Event::FirstCall { .. } => {
@@ -149,7 +148,7 @@ pub(crate) async fn drive(
     let pace = Pace {
         turn: dl.turn,
         boot: dl.boot,
-        clock: d.clock_start(),
+        model: d.turn_model(),
         deadline: t0 + secs(dl.turn),
         starting: false,
     };

@@ -9,8 +9,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::Drive;
-use crate::driver::agent::ClockStart;
-use crate::observe::{Event, Phase};
+use crate::observe::{ClockStart, Event, Phase};
 use crate::units::secs;
 
 /// One turn's deadline: its start-up's, then its own.
@@ -39,7 +38,7 @@ impl TurnClock {
             working: watch::channel(None).0,
             deadline: now + secs(boot),
         };
-        if d.clock_start() == ClockStart::TurnStart {
+        if d.turn_model().clock == ClockStart::TurnStart {
             c.begin(d, now);
             return c;
         }

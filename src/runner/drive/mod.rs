@@ -25,7 +25,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep_until, Instant};
 
-use crate::driver::agent::{self, ClockStart};
+use crate::driver::agent;
 use crate::driver::{Agent, Budget, Exit, Line, Prepared, Sink, Tagged};
 use crate::mcp::McpServer;
 use crate::observe::{Capped, ChaosRecord, Event, Phase, Snapshot, Timed};
@@ -233,10 +233,10 @@ impl<'a> Drive<'a> {
         self.workers.len() > 1
     }
 
-    /// What a turn's own deadline counts from (an exec-mode CLI's turn: its
-    /// first provider call, after a start-up of its own).
-    pub(crate) fn clock_start(&self) -> ClockStart {
-        agent::clock_start(self.launch.prepared)
+    /// How the agent's turns run ([`agent::turn_model`]): where a turn's
+    /// deadline counts from, whether it starts up first.
+    pub(crate) fn turn_model(&self) -> crate::observe::TurnModel {
+        agent::turn_model(self.launch.prepared)
     }
 
     /// Whether worker `k`'s running turn is still starting up (exec mode:
