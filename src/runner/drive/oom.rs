@@ -24,18 +24,18 @@ const MB: f64 = 1_048_576.0;
 /// The limit set: the cgroup, its OOM kills before, the usage it counts from.
 type Limited = (MemoryLimit, u64, u64);
 
-/// Blocking: put the scope's processes under a limit of their usage plus
-/// `headroom` bytes.
-fn limit(scope: &Scope, name: &str, headroom: u64) -> Result<Limited, String> {
-    let pids: Vec<i32> = scope.members().iter().map(|p| p.pid).collect();
-    let cg = MemoryLimit::open(scope.cgroup_path(), name, &pids)?;
+/// Blocking: put the scope's processes (every one, those forked meanwhile
+/// too) under a limit of their usage plus `headroom` bytes. The cgroup is
+/// named after the run and the worker's incarnation (`name`); the
+/// [`MemoryLimit`] owns it (an error or a drop removes it).
+fn limit(scope: &Scope, name: (&str, &str), headroom: u64) -> Result<Limited, String> {
+    let members = || scope.members().iter().map(|p| p.pid).collect();
+    let cg = MemoryLimit::open(scope.cgroup_path(), name, &members)?;
     let read = cg.oom_kills().zip(cg.usage());
     let Some((before, usage)) = read else {
-        cg.remove();
         return Err("the memory cgroup's usage or oom_kill counter could not be read".into());
     };
     if let Err(e) = cg.set(usage + headroom) {
-        cg.remove();
         return Err(format!("the limit could not be set: {e}"));
     }
     Ok((cg, before, usage))
@@ -61,8 +61,10 @@ impl Drive<'_> {
     ) -> Option<bool> {
         let scope = self.scope().clone();
         let name = format!("{}-{}", self.worker(k).pid(), self.incarnation[k]);
+        let run_var = self.launch.env.get(crate::proc_hygiene::RUN_VAR);
+        let run = run_var.cloned().unwrap_or_else(|| std::process::id().to_string());
         let headroom = f.headroom_mb << 20;
-        let limited = tokio::task::spawn_blocking(move || limit(&scope, &name, headroom))
+        let limited = tokio::task::spawn_blocking(move || limit(&scope, (&run, &name), headroom))
             .await
             .unwrap_or_else(|e| Err(e.to_string()));
         provider.hold_from(None);
