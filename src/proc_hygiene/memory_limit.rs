@@ -252,7 +252,10 @@ impl MemoryLimit {
     /// The processes in the cgroup now (v1).
     fn pids(&self) -> Vec<i32> {
         let procs = fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
-        procs.split_whitespace().filter_map(|p| p.parse().ok()).collect()
+        procs
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
     }
 
     /// Which memory cgroup holds the limit.
@@ -431,7 +434,10 @@ mod tests {
     #[ignore = "needs root and a memory cgroup"]
     fn forks_are_caught_and_a_dropped_limit_removes_its_cgroup() {
         let mut cmd = std::process::Command::new("sh");
-        cmd.args(["-c", "i=0; while [ $i -lt 400 ]; do sleep 30 & i=$((i+1)); done; wait"]);
+        cmd.args([
+            "-c",
+            "i=0; while [ $i -lt 400 ]; do sleep 30 & i=$((i+1)); done; wait",
+        ]);
         let mut child = crate::children::spawn_owned(&mut cmd).unwrap();
         let pid = child.id() as i32;
         let name = format!("fork-{pid}");

@@ -13,11 +13,12 @@
 
 use tokio::time::Instant;
 
+use super::faults::Hit;
 use super::Drive;
 use crate::observe::Event;
 use crate::proc_hygiene::memory_limit::MemoryLimit;
 use crate::proc_hygiene::Scope;
-use crate::scenarios::ProcessFault;
+use crate::scenarios::Sent;
 
 const MB: f64 = 1_048_576.0;
 
@@ -50,32 +51,34 @@ fn died_of_sigkill(code: Option<i32>, signal: Option<i32>) -> bool {
 
 impl Drive<'_> {
     /// Land an `oom` fault on worker `k`: `Some(whether it was revived)`
-    /// once it died, `None` when `deadline` passed with it alive (the
-    /// caller records the missed deadline).
-    pub(crate) async fn oom_kill(
-        &mut self,
-        f: &ProcessFault,
-        k: usize,
-        (boot, main_calls): (f64, u64),
-        (deadline, provider): (Instant, &crate::provider::Provider),
-    ) -> Option<bool> {
+    /// once it died, `None` when the hit's deadline passed with it alive
+    /// (the caller records the missed deadline).
+    pub(super) async fn oom_kill(&mut self, k: usize, hit: &Hit<'_>) -> Option<bool> {
         let scope = self.scope().clone();
         let name = format!("{}-{}", self.worker(k).pid(), self.incarnation[k]);
         let run_var = self.launch.env.get(crate::proc_hygiene::RUN_VAR);
-        let run = run_var.cloned().unwrap_or_else(|| std::process::id().to_string());
-        let headroom = f.headroom_mb << 20;
+        let run = run_var
+            .cloned()
+            .unwrap_or_else(|| std::process::id().to_string());
+        let headroom = hit.headroom_mb << 20;
         let limited = tokio::task::spawn_blocking(move || limit(&scope, (&run, &name), headroom))
             .await
             .unwrap_or_else(|e| Err(e.to_string()));
-        provider.hold_from(None);
+        hit.provider.hold_from(None);
+        let (main_calls, recorded) = (hit.main_calls, hit.action.recorded());
         let (cg, before, usage) = match limited {
             Ok(l) => l,
             Err(error) => {
-                self.record_oom(("none", 0, 0, 0), Some(error), main_calls, false);
+                self.record_oom(
+                    ("none", 0, 0, 0),
+                    Some(error),
+                    (main_calls, recorded),
+                    false,
+                );
                 return Some(false);
             }
         };
-        let exited = tokio::time::timeout_at(deadline, self.worker(k).wait())
+        let exited = tokio::time::timeout_at(hit.deadline, self.worker(k).wait())
             .await
             .ok();
         let kills = cg.oom_kills().unwrap_or(before).saturating_sub(before);
@@ -85,19 +88,20 @@ impl Drive<'_> {
         let killed = exited
             .as_ref()
             .is_some_and(|e| died_of_sigkill(e.code, e.signal));
-        self.record_oom(figures, None, main_calls, killed);
+        self.record_oom(figures, None, (main_calls, recorded), killed);
         self.retire(k, &exited?, false);
-        Some(self.revive(k, 1, boot).await)
+        let (turn, boot) = hit.resume;
+        Some(self.revive(k, turn, boot).await)
     }
 
     /// Record the OOM kill (`via`, usage and limit in bytes, the counter's
-    /// rise) and the kill it amounts to: landed when the agent died of a
-    /// SIGKILL and the kernel's counter rose.
+    /// rise) and the kill it amounts to (`recorded`, the action's facts):
+    /// landed when the agent died of a SIGKILL and the kernel's counter rose.
     fn record_oom(
         &mut self,
         (via, usage, limit, oom_kills): (&str, u64, u64, u64),
         error: Option<String>,
-        main_calls: u64,
+        (main_calls, recorded): (u64, Sent),
         killed: bool,
     ) {
         let now = Instant::now();
@@ -114,7 +118,7 @@ impl Drive<'_> {
         self.push(
             now,
             Event::ProcessFault {
-                action: "kill".into(),
+                action: recorded,
                 signalled: usize::from(killed && oom_kills > 0),
                 main_calls,
                 start_up: false,
