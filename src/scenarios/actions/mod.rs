@@ -166,7 +166,7 @@ impl<'de> Deserialize<'de> for FaultAction {
     }
 }
 
-/// What a recorded process fault ([`crate::observe::Event::ProcessFault`])
+/// What a recorded process fault (the observation's `Event::ProcessFault`)
 /// says chaosrun sent: an action ([`FaultAction::recorded`]) or `cont`, the
 /// end of a pause. Written as the name (`"kill"`, `"cont"`), so saved
 /// observations read as they always did.
