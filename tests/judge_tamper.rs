@@ -411,7 +411,8 @@ fn a_recorded_process_fault_with_an_unknown_action_is_refused() {
     let variants = vec![
         (
             variant(&set, "kill_mid_stream", "kil", |o| rename(o, "kil")),
-            "unknown process fault `kil`, expected one of kill, stop, suspend, oom, cont".to_string(),
+            "unknown process fault `kil`, expected one of kill, stop, suspend, oom, cont"
+                .to_string(),
         ),
         (
             variant(&set, "kill_mid_stream", "upper", |o| rename(o, "KILL")),

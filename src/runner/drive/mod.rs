@@ -8,8 +8,10 @@
 //! after a kill. [`Drive::run`] plays the script ([`turns`] or a [`chaos`]
 //! run) and then closes every process; the lifecycle's
 //! ends (`close`, the worker kill, `bury`) are all here. Its state is its
-//! own: the script and the later stages use its methods, and it hands on a
-//! [`Driven`].
+//! own: only `new` and `run` are the crate's; the scripts (and the turn
+//! clock) read and record events, boot, interrupt and land a process fault
+//! through one operation ([`faults`]: `Drive::land`), which alone signals,
+//! buries and revives; it hands on a [`Driven`].
 
 mod bound;
 mod chaos;
@@ -249,6 +251,12 @@ impl<'a> Drive<'a> {
     /// Worker `k`'s current process.
     fn worker(&mut self, k: usize) -> &mut Agent {
         self.workers[k].as_mut().expect("the worker was started")
+    }
+
+    /// Ask worker `k` to interrupt its turn (best effort: a worker that is
+    /// gone cannot be asked).
+    async fn interrupt(&mut self, k: usize) {
+        let _ = self.worker(k).interrupt().await;
     }
 
     /// Every started worker's current process.

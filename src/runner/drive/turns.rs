@@ -175,7 +175,7 @@ async fn faulted_turn(
                 // Stamped before the write: a fast agent's `turn_end` (read
                 // by another task) must never look earlier than the interrupt.
                 let at = Instant::now();
-                let _ = d.worker(runner).interrupt().await;
+                d.interrupt(runner).await;
                 d.push(at, Event::InterruptSent { main_calls });
                 clock.narrow(d, Phase::Interrupt, dl.interrupt);
             }
