@@ -113,13 +113,14 @@ pub enum Event {
         phase: Phase,
         seconds: f64,
     },
-    /// chaosrun sent a process fault: `kill`, `stop` or `cont`, to
+    /// chaosrun sent a process fault: an action's (`kill`, `stop`,
+    /// `suspend`; an `oom` as the kill it amounts to) or `cont`, to
     /// `signalled` processes, after `main_calls` faulted-turn calls.
     /// `start_up`: exec mode, it landed while the turn's process was still
     /// starting (before its first request to the provider): shown, but not
     /// counted as a landed fault.
     ProcessFault {
-        action: String,
+        action: crate::scenarios::Sent,
         signalled: usize,
         main_calls: u64,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -220,7 +221,7 @@ pub struct ScheduledFault {
     /// Seconds after the first `ready`.
     pub at: f64,
     /// `kill` or `stop`.
-    pub action: String,
+    pub action: crate::scenarios::FaultAction,
     /// For a stop: seconds until SIGCONT.
     #[serde(default)]
     pub stop_for: f64,
@@ -510,7 +511,8 @@ impl Observation {
         self.faults_where(|start_up| !start_up)
     }
 
-    /// Landed kills and stops whose `start_up` flag passes `keep`.
+    /// Landed kills and stops (pauses: a chaos schedule's stops) whose
+    /// `start_up` flag passes `keep`.
     fn faults_where(&self, keep: impl Fn(bool) -> bool) -> (usize, usize) {
         let mut n = (0, 0);
         for t in &self.events {
@@ -522,11 +524,8 @@ impl Observation {
             } = &t.event
             {
                 if *signalled > 0 && keep(*start_up) {
-                    match action.as_str() {
-                        "kill" => n.0 += 1,
-                        "stop" => n.1 += 1,
-                        _ => {}
-                    }
+                    n.0 += usize::from(action.kills());
+                    n.1 += usize::from(action.pauses());
                 }
             }
         }

@@ -391,3 +391,33 @@ fn no_deleted_or_emptied_field_turns_a_failing_golden_into_a_pass() {
         );
     }
 }
+
+/// A recorded process fault whose action is no action (`kil`, `oom!`) is
+/// refused by name, never judged as a kill that never fired. (Before the
+/// actions were typed, `kil` was read as some other fault and the row
+/// judged FAIL, exit 1.)
+#[test]
+fn a_recorded_process_fault_with_an_unknown_action_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let set = tmp.path().join("set");
+    let rename = |obs: &mut Value, to: &str| {
+        let events = obs["events"].as_array_mut().unwrap();
+        let fault = events
+            .iter_mut()
+            .find(|e| e["ev"] == "process_fault")
+            .expect("the golden records its kill");
+        fault["action"] = Value::from(to);
+    };
+    let variants = vec![
+        (
+            variant(&set, "kill_mid_stream", "kil", |o| rename(o, "kil")),
+            "unknown process fault `kil`, expected one of kill, stop, suspend, oom, cont"
+                .to_string(),
+        ),
+        (
+            variant(&set, "kill_mid_stream", "upper", |o| rename(o, "KILL")),
+            "unknown process fault `KILL`".to_string(),
+        ),
+    ];
+    assert_all_refused(&set, &variants);
+}

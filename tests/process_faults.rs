@@ -289,3 +289,94 @@ fn the_kernel_oom_kills_the_agent_mid_turn_and_it_resumes() {
         assert!(left.is_empty(), "{wire}: left behind: {left:?}");
     }
 }
+
+/// The OOM row's v1 memory cgroups (`chaosrun-oom-*`) under this process's
+/// own v1 memory cgroup (where chaosrun, its child, makes them), listed from
+/// /proc/self/cgroup and /proc/self/mountinfo, not through chaosrun.
+fn oom_cgroups() -> Vec<std::path::PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mount = info.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        let mut f = post.split_whitespace();
+        (f.next()? == "cgroup" && f.nth(1)?.split(',').any(|o| o == "memory"))
+            .then(|| pre.split_whitespace().nth(4).map(std::path::PathBuf::from))?
+    });
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let own = own.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, ctrl, path) = (f.next()?, f.next()?, f.next()?);
+        ctrl.split(',')
+            .any(|c| c == "memory")
+            .then(|| path.trim_start_matches('/').to_string())
+    });
+    let (Some(mount), Some(own)) = (mount, own) else {
+        return Vec::new();
+    };
+    std::fs::read_dir(mount.join(own))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("chaosrun-oom-"))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// A chaosrun killed (SIGKILL: no handler, no drop runs) while its OOM row
+/// holds the agent under a v1 memory limit (the tool sleeps, so the kernel
+/// never kills) leaves no memory cgroup behind: its guard sweeps the run's.
+/// Listed independently of chaosrun, before and after. (A SIGTERM ends the
+/// row through its own removal; a dropped row, through the limit's `Drop`:
+/// memory_limit's `a_dropped_limit_removes_its_cgroup`.)
+#[test]
+#[ignore = "needs root and a memory cgroup"]
+fn a_cancelled_oom_row_leaves_no_memory_cgroup() {
+    let gap = chaosrun::proc_hygiene::memory_limit::host_gap();
+    require(
+        "a memory cgroup controller",
+        gap.is_none(),
+        &format!("run as root with a v2 or v1 memory controller ({gap:?})"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("oom_hold.yaml");
+    std::fs::write(
+        &table,
+        "defaults:\n  knobs: {model: fake-model, stale_timeout: 3, request_timeout: 5, api_max_retries: 2, max_turns: 8, tool_timeout: 600}\n  deadlines: {boot: 120, turn: 300, interrupt: 15, probe: 60, exit: 30, reap: 15}\nscenarios:\n  - id: oom_held\n    about: the limit is set and the tool sleeps under it\n    responder:\n      - when: {after_tool: false}\n        reply: {kind: tool_call, calls: [{tool: shell, args: {command: \"sleep 300\"}}]}\n      - reply: {kind: text, text: \"done {{nonce}}\"}\n    process_fault: {action: oom, at: {after_calls: 1}, headroom_mb: 512}\n    expect: killed\n",
+    )
+    .unwrap();
+    let before = oom_cgroups();
+    let mark = new_mark("oom-cancel");
+    let mut child = command(&mark, &[table.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // The row's cgroup, once the limit is set (a condition, bounded).
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let made = loop {
+        let new: Vec<_> = oom_cgroups()
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect();
+        if !new.is_empty() || std::time::Instant::now() > deadline {
+            break new;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    if made.is_empty() {
+        let _ = child.kill();
+        let _ = child.wait();
+        kill_marked(&mark);
+        panic!("the OOM row never made a v1 memory cgroup (a v2 host keeps the limit in the scenario's own cgroup)");
+    }
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    // The guard (marked too) has swept once no marked process is left.
+    let left = wait_unmarked(&mark, Duration::from_secs(60));
+    kill_marked(&mark);
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let remaining: Vec<_> = made.iter().filter(|p| p.exists()).collect();
+    assert!(
+        remaining.is_empty(),
+        "chaosrun ({status:?}) left its OOM row's memory cgroup(s): {remaining:?}"
+    );
+}

@@ -6,7 +6,7 @@
 
 pub use super::cause::{HostNeed, NotApplicable};
 use crate::profile::Profile;
-use crate::scenarios::{FaultAction, Scenario};
+use crate::scenarios::{Landing, Scenario};
 
 /// What the runner found missing on the host, for the needs a row named.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -20,7 +20,7 @@ pub fn host_needs(s: &Scenario) -> Vec<HostNeed> {
     let oom = s
         .process_fault
         .as_ref()
-        .is_some_and(|f| f.action == FaultAction::Oom);
+        .is_some_and(|f| f.action.lands() == Landing::MemoryLimit);
     oom.then_some(HostNeed::MemoryController)
         .into_iter()
         .collect()

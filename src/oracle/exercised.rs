@@ -19,7 +19,7 @@
 
 use super::{clip, Check, Invariant};
 use crate::observe::{Event, Observation};
-use crate::scenarios::{ChaosSpec, FaultAction, Scenario, Trigger};
+use crate::scenarios::{ChaosSpec, Evidence, FaultAction, Scenario, Trigger};
 
 #[cfg(test)]
 fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
@@ -87,21 +87,21 @@ fn chaos(spec: &ChaosSpec, obs: &Observation) -> Check {
     Check::new(Invariant::Exercised, "enough_faults_landed", v)
 }
 
-/// The kill or stop was sent and hit at least one process.
+/// The kill or stop was sent and hit at least one process, with the
+/// evidence its action declares ([`Evidence`]).
 fn process_fault(action: FaultAction, at: &Trigger, obs: &Observation) -> Check {
-    let name = match action {
-        FaultAction::Kill => "kill",
-        FaultAction::Stop => "stop",
-        FaultAction::Suspend => "suspend",
-        FaultAction::Oom => return oom_landed(at, obs),
-    };
+    let evidence = action.evidence();
+    if evidence == Evidence::KernelOomKill {
+        return oom_landed(at, obs);
+    }
+    let (recorded, name) = (action.recorded(), action.kind_name());
     let sent: Vec<usize> = obs
         .events
         .iter()
         .filter_map(|t| match &t.event {
             Event::ProcessFault {
                 action, signalled, ..
-            } if action == name => Some(*signalled),
+            } if *action == recorded => Some(*signalled),
             _ => None,
         })
         .collect();
@@ -117,7 +117,7 @@ fn process_fault(action: FaultAction, at: &Trigger, obs: &Observation) -> Check 
         vec![format!(
             "the {name} signalled no process (the agent was already gone)"
         )]
-    } else if action == FaultAction::Suspend && obs.recording.silenced == 0 {
+    } else if evidence == Evidence::SignalledSilencing && obs.recording.silenced == 0 {
         vec![format!(
             "the suspend silenced no answer: no provider call was in flight when the machine slept ({} main call(s) by then), so no dead stream was left to detect",
             fault_main_calls(obs)
@@ -144,7 +144,7 @@ fn oom_landed(at: &Trigger, obs: &Observation) -> Check {
         })
         .map(|(_, o)| o);
     let died = obs.events.iter().any(|t| {
-        matches!(&t.event, Event::ProcessFault { action, signalled, .. } if action == "kill" && *signalled > 0)
+        matches!(&t.event, Event::ProcessFault { action, signalled, .. } if action.kills() && *signalled > 0)
     });
     let v = match oom {
         None => vec![format!(

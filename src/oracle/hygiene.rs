@@ -258,7 +258,7 @@ fn turn_owner(obs: &Observation, t: f64, turn: Option<u64>) -> Option<usize> {
 
 /// A kill chaosrun sent that reached at least one process.
 fn landed_kill(e: &Event) -> bool {
-    matches!(e, Event::ProcessFault { action, signalled, .. } if action == "kill" && *signalled > 0)
+    matches!(e, Event::ProcessFault { action, signalled, .. } if action.kills() && *signalled > 0)
 }
 
 /// A landed kill: when, which worker (None: the single agent), and when that

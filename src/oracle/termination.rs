@@ -314,7 +314,7 @@ fn restart_protocol(obs: &Observation) -> Vec<String> {
 fn killed(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let inv = Invariant::Termination;
     let kill = obs.find(|e| match e {
-        Event::ProcessFault { action, .. } if action == "kill" => Some(()),
+        Event::ProcessFault { action, .. } if action.kills() => Some(()),
         _ => None,
     });
     let landed = match (kill, obs.turn_end(0)) {

@@ -1,7 +1,8 @@
 //! The guard: a small process chaosrun starts at launch (`chaosrun __guard RUN`)
 //! that holds the read end of a pipe. When chaosrun exits for any reason,
 //! SIGKILL included, the pipe reaches EOF and the guard sweeps every process
-//! carrying `CHAOS_RUN=RUN`, kills and removes the run's cgroup tree, removes
+//! carrying `CHAOS_RUN=RUN`, kills and removes the run's cgroup tree and the
+//! v1 memory cgroups of its OOM rows (`memory_limit::sweep_run`), removes
 //! the run's temp folders (`$TMPDIR/chaosrun-RUN-*` and the folders named with
 //! `--remove`, e.g. the bundled agent's), then exits. It runs in its own
 //! process group so a terminal's Ctrl+C does not take it down before it has
@@ -60,6 +61,7 @@ pub fn run_guard(run: &str, remove: &[PathBuf]) -> i32 {
     super::cgroup::end_run(run);
     sweep_marked(RUN_VAR, run, Duration::from_secs(15));
     super::cgroup::end_run(run);
+    super::memory_limit::sweep_run(run);
     remove_temp(run, remove);
     0
 }

@@ -14,9 +14,15 @@
 //!   cgroup and removed by chaosrun: the limit is `memory.limit_in_bytes`,
 //!   the usage `memory.usage_in_bytes`, the OOM kills the `oom_kill` line of
 //!   `memory.oom_control`. The scenario's live processes are moved in when
-//!   the limit is set (their children follow on fork); their charges are
-//!   moved with them where the kernel still can (`move_charge_at_immigrate`,
-//!   best effort), and the limit counts from the usage read after the move.
+//!   the limit is set, pass after pass until none is left outside (a child
+//!   forked while its parent was being moved is caught by the next pass; one
+//!   forked after is born inside); their charges are moved with them where
+//!   the kernel still can (`move_charge_at_immigrate`, best effort), and the
+//!   limit counts from the usage read after the move. The cgroup is named
+//!   after the run (`chaosrun-oom-RUN-NAME`) and owned: dropping the
+//!   [`MemoryLimit`] (a cancelled or panicking run) removes it like
+//!   [`MemoryLimit::remove`], and the run's guard removes what a killed
+//!   chaosrun left ([`sweep_run`]).
 //!
 //! Neither: [`available`] says why, and the row is not applicable (never a
 //! pass). The limit is always relative (the usage when it is set plus a
@@ -42,11 +48,23 @@ impl Via {
     }
 }
 
-/// A memory cgroup the scenario's agent runs under while the limit holds.
+/// A memory cgroup the scenario's agent runs under while the limit holds;
+/// its owner: dropped, it lifts the limit and (v1) removes the cgroup.
 #[derive(Debug)]
 pub struct MemoryLimit {
     dir: PathBuf,
     via: Via,
+    /// Lifted and removed already ([`MemoryLimit::remove`]).
+    done: bool,
+}
+
+/// At most this many passes move the scope's processes in
+/// ([`MemoryLimit::gather`]).
+const MOVE_PASSES: usize = 100;
+
+/// The prefix of every v1 memory cgroup of run `run`.
+fn run_prefix(run: &str) -> String {
+    format!("chaosrun-oom-{run}-")
 }
 
 /// Where the v1 memory controller is mounted, from `/proc/self/mountinfo`.
@@ -142,35 +160,102 @@ fn keyed(path: &Path, key: &str) -> Option<u64> {
     })
 }
 
+/// Blocking: remove every v1 memory cgroup run `run` left (a chaosrun
+/// killed before its [`MemoryLimit`] was dropped), moving what is left in
+/// one out first; the guard calls it once the run's processes are killed.
+/// Returns how many were removed.
+pub fn sweep_run(run: &str) -> usize {
+    let Ok(base) = v1_base() else { return 0 };
+    let prefix = run_prefix(run);
+    let left: Vec<PathBuf> = fs::read_dir(&base)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    left.into_iter()
+        .filter(|dir| {
+            MemoryLimit {
+                dir: dir.clone(),
+                via: Via::V1,
+                done: false,
+            }
+            .remove()
+        })
+        .count()
+}
+
 impl MemoryLimit {
     /// Blocking: the memory cgroup for the scenario whose v2 cgroup is
-    /// `scope`: that cgroup itself (v2), or a new v1 memory cgroup named
-    /// after `name`, holding `pids` (moved in).
-    pub fn open(scope: Option<&Path>, name: &str, pids: &[i32]) -> Result<MemoryLimit, String> {
+    /// `scope`: that cgroup itself (v2), or a new v1 memory cgroup of run
+    /// `run` named after `name`, holding every process `members` lists
+    /// (moved in until none is left outside: [`MemoryLimit::gather`]).
+    pub fn open(
+        scope: Option<&Path>,
+        (run, name): (&str, &str),
+        members: &dyn Fn() -> Vec<i32>,
+    ) -> Result<MemoryLimit, String> {
         match available(scope)? {
             Via::V2 => Ok(MemoryLimit {
                 dir: scope.expect("v2 needs the scope's cgroup").to_path_buf(),
                 via: Via::V2,
+                done: false,
             }),
             Via::V1 => {
-                let dir = v1_base()?.join(format!("chaosrun-oom-{name}-{}", std::process::id()));
+                let dir = v1_base()?.join(format!("{}{name}", run_prefix(run)));
                 fs::create_dir(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
-                let cg = MemoryLimit { dir, via: Via::V1 };
+                let cg = MemoryLimit {
+                    dir,
+                    via: Via::V1,
+                    done: false,
+                };
                 // Refused by newer kernels (deprecated): then the charges
                 // stay behind and the usage counts from the move.
                 let _ = fs::write(cg.dir.join("memory.move_charge_at_immigrate"), "3");
-                let joined = pids.iter().filter(|p| cg.join(**p)).count();
-                if joined == 0 {
-                    let moved = Err(format!(
+                if cg.gather(members) == 0 {
+                    return Err(format!(
                         "no process of the scenario could be moved into {}",
                         cg.dir.display()
                     ));
-                    cg.remove();
-                    return moved;
                 }
                 Ok(cg)
             }
         }
+    }
+
+    /// Move every process `members` lists in, pass after pass, until a pass
+    /// finds none outside that could be moved (bounded by [`MOVE_PASSES`]):
+    /// a process forked while the others were moved was listed by no
+    /// earlier pass, and is caught by the next; one forked after its parent
+    /// moved is born inside. Returns how many processes are inside.
+    fn gather(&self, members: &dyn Fn() -> Vec<i32>) -> usize {
+        let mut refused = std::collections::BTreeSet::new();
+        for _ in 0..MOVE_PASSES {
+            let inside = self.pids();
+            let outside: Vec<i32> = members()
+                .into_iter()
+                .filter(|p| !inside.contains(p) && !refused.contains(p))
+                .collect();
+            if outside.is_empty() {
+                return inside.len();
+            }
+            for p in outside {
+                if !self.join(p) {
+                    refused.insert(p);
+                }
+            }
+        }
+        self.pids().len()
+    }
+
+    /// The processes in the cgroup now (v1).
+    fn pids(&self) -> Vec<i32> {
+        let procs = fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+        procs
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
     }
 
     /// Which memory cgroup holds the limit.
@@ -219,7 +304,15 @@ impl MemoryLimit {
     /// is left in it back to chaosrun's own v1 memory cgroup (it stays in
     /// the scenario's containment) and remove it. Returns whether it is gone
     /// (always true for v2: the scenario's cgroup is not this module's).
-    pub fn remove(self) -> bool {
+    pub fn remove(mut self) -> bool {
+        self.release()
+    }
+
+    /// [`MemoryLimit::remove`], once.
+    fn release(&mut self) -> bool {
+        if std::mem::replace(&mut self.done, true) {
+            return true;
+        }
         self.lift();
         if self.via == Via::V2 {
             return true;
@@ -240,6 +333,13 @@ impl MemoryLimit {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         false
+    }
+}
+
+impl Drop for MemoryLimit {
+    /// A limit nobody removed (a cancelled or panicking row): removed now.
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
@@ -264,7 +364,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("memory.max"), "max\n").unwrap();
         assert_eq!(available(Some(dir.path())), Ok(Via::V2));
-        let cg = MemoryLimit::open(Some(dir.path()), "t", &[]).unwrap();
+        let cg = MemoryLimit::open(Some(dir.path()), ("run", "t"), &Vec::new).unwrap();
         cg.set(100 << 20).unwrap();
         assert_eq!(read_u64(&dir.path().join("memory.max")), Some(100 << 20));
         assert!(cg.remove());
@@ -286,7 +386,9 @@ mod tests {
         cmd.args(["-c", "import sys; sys.stdin.readline(); b=[bytearray(10<<20) for _ in range(40)]; print('survived')"])
             .stdin(std::process::Stdio::piped());
         let mut child = crate::children::spawn_owned(&mut cmd).unwrap();
-        let cg = match MemoryLimit::open(None, "test", &[child.id() as i32]) {
+        let pid = child.id() as i32;
+        let name = format!("oom-{pid}");
+        let cg = match MemoryLimit::open(None, ("test", &name), &|| vec![pid]) {
             Ok(cg) => cg,
             Err(e) => {
                 let _ = child.kill();
@@ -304,5 +406,68 @@ mod tests {
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
         assert_eq!(cg.oom_kills().unwrap(), before + 1);
         assert!(cg.remove());
+    }
+
+    /// `pid` and its children (read from /proc, not through the cgroup).
+    fn family(pid: i32) -> Vec<i32> {
+        let mut out = vec![pid];
+        for e in fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(p) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let stat = fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(") ")
+                .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<i32>().ok());
+            if ppid == Some(pid) {
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    /// A shell forking children all the while: every child it has once the
+    /// limit is open is inside (one forked while the others were moved was
+    /// caught by a later pass); dropping the limit unowned (a cancelled
+    /// row) moves them out and removes the cgroup.
+    #[test]
+    #[ignore = "needs root and a memory cgroup"]
+    fn forks_are_caught_and_a_dropped_limit_removes_its_cgroup() {
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args([
+            "-c",
+            "i=0; while [ $i -lt 400 ]; do sleep 30 & i=$((i+1)); done; wait",
+        ]);
+        let mut child = crate::children::spawn_owned(&mut cmd).unwrap();
+        let pid = child.id() as i32;
+        let name = format!("fork-{pid}");
+        let opened = MemoryLimit::open(None, ("test", &name), &|| family(pid));
+        let end = |child: &mut std::process::Child| {
+            for p in family(pid) {
+                // SAFETY: kill(2) on the test's own shell and its children.
+                unsafe { libc::kill(p, libc::SIGKILL) };
+            }
+            let _ = child.wait();
+            crate::children::disown(pid);
+        };
+        let cg = match opened {
+            Ok(cg) => cg,
+            Err(e) => {
+                end(&mut child);
+                panic!("missing prerequisite: a v1 memory cgroup controller ({e})");
+            }
+        };
+        let inside = cg.pids();
+        let outside: Vec<i32> = family(pid)
+            .into_iter()
+            .filter(|p| !inside.contains(p))
+            .collect();
+        let dir = cg.dir.clone();
+        assert!(dir.exists());
+        drop(cg);
+        let gone = !dir.exists();
+        end(&mut child);
+        assert!(outside.is_empty(), "forked outside the limit: {outside:?}");
+        assert!(gone, "{} left behind", dir.display());
     }
 }

@@ -162,7 +162,7 @@ pub fn sample_with_optional_parts() -> Vec<ScenarioResult> {
         seed: 9,
         schedule: vec![crate::observe::ScheduledFault {
             at: 1.5,
-            action: "kill".into(),
+            action: crate::scenarios::FaultAction::Kill,
             stop_for: 0.0,
             worker: 0,
         }],

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use crate::observe::{ChaosRecord, Observation, ScheduledFault};
 use crate::proc_hygiene;
 use crate::profile::Profile;
-use crate::scenarios::{ChaosSpec, Scenario, MAX_FAULTS};
+use crate::scenarios::{ChaosSpec, FaultAction, Scenario, MAX_FAULTS};
 
 /// What every scenario of a run shares.
 pub struct Shared {
@@ -151,7 +151,11 @@ pub fn schedule(spec: &ChaosSpec, seed: u64, workers: usize) -> Vec<ScheduledFau
         let worker = rng.gen_range(0..workers.max(1));
         out.push(ScheduledFault {
             at,
-            action: if kill { "kill" } else { "stop" }.into(),
+            action: if kill {
+                FaultAction::Kill
+            } else {
+                FaultAction::Stop
+            },
             stop_for: if kill { 0.0 } else { stop_for },
             worker,
         });
@@ -190,14 +194,17 @@ mod tests {
         for f in &s {
             assert!(f.at - prev >= 0.5 - 1e-9 && f.at - prev <= 1.5 + 1e-9);
             assert!(f.at <= 30.0);
-            match f.action.as_str() {
+            match f.action.kind_name() {
                 "kill" => assert_eq!(f.stop_for, 0.0),
                 "stop" => assert!((0.2..=1.0).contains(&f.stop_for)),
                 other => panic!("{other}"),
             }
             prev = f.at;
         }
-        assert!(s.iter().any(|f| f.action == "kill") && s.iter().any(|f| f.action == "stop"));
+        assert!(
+            s.iter().any(|f| f.action == FaultAction::Kill)
+                && s.iter().any(|f| f.action == FaultAction::Stop)
+        );
         // With three workers every one of them is picked.
         for w in 0..3 {
             assert!(s.iter().any(|f| f.worker == w), "worker {w} never picked");

@@ -6,10 +6,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::path::Path;
 
-use super::schema::{
-    CallBound, Deadlines, Expect, FaultAction, FaultTarget, Knobs, Scenario, ScenarioDoc, Table,
-    TableDoc,
-};
+use super::schema::{CallBound, Deadlines, Expect, Knobs, Scenario, ScenarioDoc, Table, TableDoc};
 
 /// A mistake in a scenario table, with where it is.
 #[derive(Debug, Clone, PartialEq)]
@@ -313,15 +310,7 @@ fn check_faults(s: &ScenarioDoc) -> Result<(), String> {
         if !(1..=65536).contains(&f.headroom_mb) {
             return Err("`headroom_mb` must be 1 to 65536".into());
         }
-        if f.action == FaultAction::Oom && f.target != FaultTarget::Agent {
-            return Err(
-                "`action: oom` limits the agent's processes: `target` must be `agent`".into(),
-            );
-        }
-        let counted = matches!(f.at, super::schema::Trigger::AfterCalls(n) if n >= 1);
-        if f.action == FaultAction::Oom && !(counted && f.delay == 0.0) {
-            return Err("`action: oom` needs `at: {after_calls: N}` (N >= 1) and no `delay`: the N-th call's reply is held until the limit is set".into());
-        }
+        f.action.check(f)?;
         if !(f.delay >= 0.0 && f.delay.is_finite()) {
             return Err("`delay` must be zero or a positive number of seconds".into());
         }
@@ -366,6 +355,7 @@ fn check_chaos(s: &ScenarioDoc, c: &super::schema::ChaosSpec) -> Result<(), Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenarios::FaultAction;
 
     const ONE: &str =
         "scenarios:\n  - id: a\n    responder:\n      - reply: {kind: hang}\n    expect: error\n";

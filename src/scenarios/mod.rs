@@ -2,11 +2,13 @@
 //! errors and validation ([`load`]), and selection by `--only`/`--skip`
 //! ([`select`]).
 
+pub mod actions;
 pub mod agent_sandbox;
 pub mod load;
 pub mod schema;
 pub mod select;
 
+pub use actions::{Evidence, Landing, Sent};
 pub use load::{load_file, load_str, TableError};
 pub use schema::{
     CallBound, ChaosSpec, Deadlines, Expect, FaultAction, FaultTarget, Knobs, ProbeMode,

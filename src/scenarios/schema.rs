@@ -182,25 +182,7 @@ pub enum Trigger {
     StoreWriteAfterCalls(u64),
 }
 
-/// Which signal a process fault sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FaultAction {
-    /// SIGKILL, then restart the agent on the same HOME and session.
-    Kill,
-    /// SIGSTOP, then SIGCONT after `stop_for` seconds.
-    Stop,
-    /// The machine sleeps: SIGSTOP, and every answer the provider has in
-    /// flight goes silent for good (a half-open socket); SIGCONT after
-    /// `stop_for` seconds.
-    Suspend,
-    /// The kernel's OOM kill: the agent's processes get a memory cgroup
-    /// limit (their usage when the trigger fires plus `headroom_mb`), the
-    /// turn makes the agent outgrow it, the kernel kills it; chaosrun lifts
-    /// the limit and restarts the agent as after a kill (the limit:
-    /// proc_hygiene's `memory_limit`).
-    Oom,
-}
+pub use super::actions::FaultAction;
 
 /// Which processes a process fault hits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -217,6 +199,7 @@ pub enum FaultTarget {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProcessFault {
+    /// Which fault (one file per action: `scenarios/actions/`).
     pub action: FaultAction,
     #[serde(default)]
     pub target: FaultTarget,
@@ -239,7 +222,7 @@ impl ProcessFault {
     /// Whether the fault kills the agent (SIGKILL or the kernel's OOM
     /// kill), which is then restarted.
     pub fn kills(&self) -> bool {
-        matches!(self.action, FaultAction::Kill | FaultAction::Oom)
+        self.action.restarts()
     }
 }
 

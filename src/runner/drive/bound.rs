@@ -9,7 +9,7 @@
 use crate::driver::spawn::KILL_WAIT;
 use crate::observe::ScheduledFault;
 use crate::proc_hygiene::{FREEZE_SETTLE, FREEZE_WAITS_FOR_EXEC};
-use crate::scenarios::{FaultAction, Scenario};
+use crate::scenarios::Scenario;
 
 /// Added to the sum of the deadlines (documented in docs/checks.md).
 pub(crate) const GRACE: f64 = 60.0;
@@ -38,18 +38,21 @@ pub(crate) fn seconds(s: &Scenario, workers: usize, schedule: Option<&[Scheduled
             let turns = (spec.turns + 1) as f64 * (dl.boot + dl.turn);
             let faults: f64 = faults
                 .iter()
-                .map(|f| match f.action.as_str() {
-                    "kill" => restart(dl.boot),
-                    _ => stop(f.stop_for),
+                .map(|f| match f.action.restarts() {
+                    true => restart(dl.boot),
+                    false => stop(f.stop_for),
                 })
                 .sum();
             turns + faults
         }
         _ => {
-            let fault = s.process_fault.as_ref().map_or(0.0, |f| match f.action {
-                FaultAction::Kill | FaultAction::Oom => w * restart(dl.boot),
-                FaultAction::Stop | FaultAction::Suspend => stop(f.stop_for),
-            });
+            let fault = s
+                .process_fault
+                .as_ref()
+                .map_or(0.0, |f| match f.action.restarts() {
+                    true => w * restart(dl.boot),
+                    false => stop(f.stop_for),
+                });
             // The faulted turn (start-up, deadline, an interrupt's), the
             // probe (start-up, deadline).
             dl.boot + dl.turn + dl.interrupt + fault + dl.boot + dl.probe
@@ -99,7 +102,7 @@ mod tests {
         let c = row("  - id: c\n    about: x\n    deadlines: {boot: 10, turn: 20, interrupt: 5, probe: 30, exit: 7, reap: 3}\n    chaos: {turns: 3, duration: 5, min_faults: 1}\n    responder: [{reply: {kind: text, text: hi}}]\n    expect: survives\n");
         let kill = ScheduledFault {
             at: 1.0,
-            action: "kill".into(),
+            action: crate::scenarios::FaultAction::Kill,
             stop_for: 0.0,
             worker: 0,
         };

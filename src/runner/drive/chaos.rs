@@ -11,6 +11,7 @@ use std::collections::BTreeSet;
 
 use tokio::time::{sleep_until, Instant};
 
+use super::faults::{Hit, Landed};
 use super::{Drive, Next};
 use crate::observe::{Event, Phase, ScheduledFault, TurnModel};
 use crate::provider::Provider;
@@ -94,37 +95,41 @@ impl Run {
     async fn land(
         &mut self,
         d: &mut Drive<'_>,
-        f: &ScheduledFault,
-        k: usize,
+        (f, k): (&ScheduledFault, usize),
         s: &Scenario,
-        calls: u64,
+        (calls, provider): (u64, &Provider),
     ) -> bool {
-        let boot = s.deadlines.boot;
-        if f.action == "kill" {
-            d.signal(k, FaultTarget::Agent, libc::SIGKILL, "kill", calls)
-                .await;
-            let probe = self.probe;
-            let start = (0..=probe)
-                .find(|i| !self.ended.contains(i))
-                .unwrap_or(probe);
-            if !d.restart(k, start, boot).await {
-                return false;
-            }
-            // A restarted exec-mode agent's turn starts up again: its
-            // `turn_start`, read next, moves the pace on.
-            self.pace.reset(true);
-            return true;
-        }
+        let probe = self.probe;
+        let start = (0..=probe)
+            .find(|i| !self.ended.contains(i))
+            .unwrap_or(probe);
         // One agent's stop freezes its whole tree; a worker's, only itself.
-        let target = if d.count() > 1 {
+        let target = if f.action.restarts() || d.count() > 1 {
             FaultTarget::Agent
         } else {
             FaultTarget::Tree
         };
-        d.signal(k, target, libc::SIGSTOP, "stop", calls).await;
-        tokio::time::sleep(secs(f.stop_for)).await;
-        d.signal(k, target, libc::SIGCONT, "cont", calls).await;
-        true
+        let hit = Hit {
+            action: f.action,
+            target,
+            stop_for: f.stop_for,
+            headroom_mb: 0,
+            main_calls: calls,
+            resume: (start, s.deadlines.boot),
+            copy_store: false,
+            deadline: self.pace.deadline,
+            provider,
+        };
+        match d.land(k, hit).await {
+            Landed::Revived(false) | Landed::Missed => false,
+            // A restarted exec-mode agent's turn starts up again: its
+            // `turn_start`, read next, moves the pace on.
+            Landed::Revived(true) => {
+                self.pace.reset(true);
+                true
+            }
+            Landed::GoesOn => true,
+        }
     }
 }
 
@@ -194,7 +199,7 @@ pub(crate) async fn drive(
         }
         held = None;
         let calls = *provider.main_calls().borrow();
-        if !run.land(d, f, k, s, calls).await {
+        if !run.land(d, (f, k), s, (calls, provider)).await {
             return Ok(false);
         }
     }

@@ -8,12 +8,15 @@
 //! after a kill. [`Drive::run`] plays the script ([`turns`] or a [`chaos`]
 //! run) and then closes every process; the lifecycle's
 //! ends (`close`, the worker kill, `bury`) are all here. Its state is its
-//! own: the script and the later stages use its methods, and it hands on a
-//! [`Driven`].
+//! own: only `new` and `run` are the crate's; the scripts (and the turn
+//! clock) read and record events, boot, interrupt and land a process fault
+//! through one operation ([`faults`]: `Drive::land`), which alone signals,
+//! buries and revives; it hands on a [`Driven`].
 
 mod bound;
 mod chaos;
 mod clock;
+mod faults;
 mod oom;
 mod store_kill;
 mod turns;
@@ -31,7 +34,7 @@ use crate::mcp::McpServer;
 use crate::observe::{Capped, ChaosRecord, Event, Phase, Snapshot, Timed};
 use crate::proc_hygiene::Scope;
 use crate::provider::Provider;
-use crate::scenarios::{FaultTarget, Scenario};
+use crate::scenarios::Scenario;
 use crate::units::secs;
 
 /// What the next line was.
@@ -220,12 +223,12 @@ impl<'a> Drive<'a> {
     }
 
     /// Tell the run's listener a phase began, with its deadline.
-    pub(crate) fn phase(&self, phase: Phase, seconds: f64) {
+    fn phase(&self, phase: Phase, seconds: f64) {
         (self.on_phase)(phase, seconds);
     }
 
     /// How many workers (1 for a single agent).
-    pub(crate) fn count(&self) -> usize {
+    fn count(&self) -> usize {
         self.workers.len()
     }
 
@@ -235,32 +238,38 @@ impl<'a> Drive<'a> {
 
     /// How the agent's turns run ([`agent::turn_model`]): where a turn's
     /// deadline counts from, whether it starts up first.
-    pub(crate) fn turn_model(&self) -> crate::observe::TurnModel {
+    fn turn_model(&self) -> crate::observe::TurnModel {
         agent::turn_model(self.launch.prepared)
     }
 
     /// Whether worker `k`'s running turn is still starting up (exec mode:
     /// its process has not reached the provider yet).
-    pub(crate) fn starting_up(&self, k: usize) -> bool {
+    fn starting_up(&self, k: usize) -> bool {
         self.workers[k].as_ref().is_some_and(Agent::starting_up)
     }
 
     /// Worker `k`'s current process.
-    pub(crate) fn worker(&mut self, k: usize) -> &mut Agent {
+    fn worker(&mut self, k: usize) -> &mut Agent {
         self.workers[k].as_mut().expect("the worker was started")
     }
 
+    /// Ask worker `k` to interrupt its turn (best effort: a worker that is
+    /// gone cannot be asked).
+    async fn interrupt(&mut self, k: usize) {
+        let _ = self.worker(k).interrupt().await;
+    }
+
     /// Every started worker's current process.
-    pub(crate) fn processes(&self) -> impl Iterator<Item = &Agent> {
+    fn processes(&self) -> impl Iterator<Item = &Agent> {
         self.workers.iter().flatten()
     }
 
-    pub(crate) fn at(&self, i: Instant) -> f64 {
+    fn at(&self, i: Instant) -> f64 {
         (i - self.start).as_secs_f64()
     }
 
     /// Record a chaosrun-side event.
-    pub(crate) fn push(&mut self, at: Instant, event: Event) {
+    fn push(&mut self, at: Instant, event: Event) {
         let at = self.at(at);
         self.events.push(Timed {
             at,
@@ -270,19 +279,19 @@ impl<'a> Drive<'a> {
     }
 
     /// Record an event of worker `k`.
-    pub(crate) fn push_from(&mut self, at: Instant, k: usize, event: Event) {
+    fn push_from(&mut self, at: Instant, k: usize, event: Event) {
         let at = self.at(at);
         let worker = self.multi().then_some(k);
         self.events.push(Timed { at, worker, event });
     }
 
-    pub(crate) fn missed(&mut self, phase: Phase, seconds: f64) {
+    fn missed(&mut self, phase: Phase, seconds: f64) {
         self.push(Instant::now(), Event::DeadlineMissed { phase, seconds });
     }
 
     /// The next event (recorded by the caller) or a current worker's EOF. A
     /// dead incarnation's late events are still events; its EOF is not news.
-    pub(crate) async fn next(&mut self) -> Next {
+    async fn next(&mut self) -> Next {
         loop {
             let t = self.lines.recv().await.expect("the drive holds a sender");
             match t.line {
@@ -309,7 +318,7 @@ impl<'a> Drive<'a> {
 
     /// The recorded events from turn `turn`'s latest `turn_start` on, with
     /// their instants (none if it has not started).
-    pub(crate) fn recorded_since_spawn(&self, turn: u64) -> Vec<(Instant, Event)> {
+    fn recorded_since_spawn(&self, turn: u64) -> Vec<(Instant, Event)> {
         let from = self
             .events
             .iter()
@@ -324,14 +333,14 @@ impl<'a> Drive<'a> {
     /// Whether an event matching `want` was already recorded (in worker mode
     /// the others keep running while one boots, so what a later wait looks
     /// for may have come in already).
-    pub(crate) fn seen(&self, want: impl Fn(&Event) -> bool) -> bool {
+    fn seen(&self, want: impl Fn(&Event) -> bool) -> bool {
         self.events.iter().any(|t| want(&t.event))
     }
 
     /// Record events until one from worker `from` (any, if None) matches
     /// `want`, a worker's stdout closes, or `deadline`. While waiting on one
     /// worker, another that said `closed` and exited is not news.
-    pub(crate) async fn until(
+    async fn until(
         &mut self,
         deadline: Instant,
         from: Option<usize>,
@@ -357,7 +366,7 @@ impl<'a> Drive<'a> {
 
     /// Start worker `k` (a restart with `start_turn` when `resume` is Some),
     /// holding a boot-gate permit until it is ready.
-    pub(crate) async fn start_worker(
+    async fn start_worker(
         &mut self,
         k: usize,
         resume: Option<u64>,
@@ -404,12 +413,7 @@ impl<'a> Drive<'a> {
     }
 
     /// Wait for worker `k`'s `ready` within `seconds`, then let the next boot.
-    pub(crate) async fn boot(
-        &mut self,
-        k: usize,
-        seconds: f64,
-        permit: OwnedSemaphorePermit,
-    ) -> bool {
+    async fn boot(&mut self, k: usize, seconds: f64, permit: OwnedSemaphorePermit) -> bool {
         self.phase(Phase::Boot, seconds);
         let ready = |e: &Event| matches!(e, Event::Ready);
         let booted = self
@@ -428,7 +432,7 @@ impl<'a> Drive<'a> {
 
     /// Start and boot every worker, one after another. `Err` when the first
     /// process cannot be started at all (a setup error, not a verdict).
-    pub(crate) async fn boot_all(&mut self, seconds: f64) -> Result<bool, String> {
+    async fn boot_all(&mut self, seconds: f64) -> Result<bool, String> {
         for k in 0..self.count() {
             let permit = match self.start_worker(k, None).await {
                 Ok(p) => p,
@@ -451,62 +455,22 @@ impl<'a> Drive<'a> {
     }
 
     /// The scenario's containment.
-    pub(crate) fn scope(&self) -> &Arc<Scope> {
+    fn scope(&self) -> &Arc<Scope> {
         &self.launch.scope
-    }
-
-    /// Send `sig` to worker `k` (through its pidfd), or to the scenario's
-    /// whole tree (SIGKILL: `cgroup.kill`; SIGSTOP/SIGCONT: freeze/thaw; the
-    /// tag fallback signals what it can find); records the fault with the
-    /// number of processes actually hit (0: the fault did not land), and
-    /// whether it hit an exec-mode turn still starting up.
-    pub(crate) async fn signal(
-        &mut self,
-        k: usize,
-        target: FaultTarget,
-        sig: i32,
-        action: &str,
-        main_calls: u64,
-    ) {
-        let start_up = self.starting_up(k);
-        let signalled = match target {
-            FaultTarget::Agent => usize::from(self.worker(k).signal(sig)),
-            FaultTarget::Tree => {
-                let scope = self.launch.scope.clone();
-                tokio::task::spawn_blocking(move || match sig {
-                    libc::SIGSTOP => scope.freeze(true),
-                    libc::SIGCONT => scope.freeze(false),
-                    _ => scope.kill(),
-                })
-                .await
-                .unwrap_or(0)
-            }
-        };
-        let event = Event::ProcessFault {
-            action: action.into(),
-            signalled,
-            main_calls,
-            start_up,
-        };
-        if self.multi() {
-            self.push_from(Instant::now(), k, event);
-        } else {
-            self.push(Instant::now(), event);
-        }
     }
 
     /// After a kill: wait for worker `k` to die and record its exit (chaosrun
     /// killed it). Its incarnation is retired, so its stdout closing is not
     /// news. Bounded by [`Agent::kill_and_wait`] (only this worker is killed
     /// again: the others keep running).
-    pub(crate) async fn bury(&mut self, k: usize) {
+    async fn bury(&mut self, k: usize) {
         let exit = self.worker(k).kill_and_wait(None).await;
         self.retire(k, &exit, true);
     }
 
     /// Retire worker `k`'s dead incarnation (its stdout closing is not news)
     /// and record its exit.
-    pub(crate) fn retire(&mut self, k: usize, exit: &Exit, killed_by_chaosrun: bool) {
+    fn retire(&mut self, k: usize, exit: &Exit, killed_by_chaosrun: bool) {
         self.incarnation[k] += 1;
         self.push_from(
             Instant::now(),
@@ -521,7 +485,7 @@ impl<'a> Drive<'a> {
 
     /// Start the buried worker `k` again on the same HOME and session with
     /// `resume` and `start_turn`, and boot it.
-    pub(crate) async fn revive(&mut self, k: usize, start_turn: u64, boot_seconds: f64) -> bool {
+    async fn revive(&mut self, k: usize, start_turn: u64, boot_seconds: f64) -> bool {
         match self.start_worker(k, Some(start_turn)).await {
             Ok(permit) => self.boot(k, boot_seconds, permit).await,
             Err(e) => {
@@ -535,12 +499,6 @@ impl<'a> Drive<'a> {
                 false
             }
         }
-    }
-
-    /// [`Drive::bury`] then [`Drive::revive`] one worker.
-    pub(crate) async fn restart(&mut self, k: usize, start_turn: u64, boot_seconds: f64) -> bool {
-        self.bury(k).await;
-        self.revive(k, start_turn, boot_seconds).await
     }
 
     /// Workers that said `closed` (0 for a single agent's events).
@@ -636,7 +594,7 @@ impl<'a> Drive<'a> {
 
     /// Take a snapshot of the scenario's processes (its cgroup's members, or
     /// what the fallback finds).
-    pub(crate) async fn snapshot(&mut self, label: &str) {
+    async fn snapshot(&mut self, label: &str) {
         let at = self.at(Instant::now());
         let scope = self.launch.scope.clone();
         let procs = tokio::task::spawn_blocking(move || scope.members())

@@ -13,29 +13,30 @@
 
 use tokio::time::Instant;
 
+use super::faults::Hit;
 use super::Drive;
 use crate::observe::Event;
 use crate::proc_hygiene::memory_limit::MemoryLimit;
 use crate::proc_hygiene::Scope;
-use crate::scenarios::ProcessFault;
+use crate::scenarios::Sent;
 
 const MB: f64 = 1_048_576.0;
 
 /// The limit set: the cgroup, its OOM kills before, the usage it counts from.
 type Limited = (MemoryLimit, u64, u64);
 
-/// Blocking: put the scope's processes under a limit of their usage plus
-/// `headroom` bytes.
-fn limit(scope: &Scope, name: &str, headroom: u64) -> Result<Limited, String> {
-    let pids: Vec<i32> = scope.members().iter().map(|p| p.pid).collect();
-    let cg = MemoryLimit::open(scope.cgroup_path(), name, &pids)?;
+/// Blocking: put the scope's processes (every one, those forked meanwhile
+/// too) under a limit of their usage plus `headroom` bytes. The cgroup is
+/// named after the run and the worker's incarnation (`name`); the
+/// [`MemoryLimit`] owns it (an error or a drop removes it).
+fn limit(scope: &Scope, name: (&str, &str), headroom: u64) -> Result<Limited, String> {
+    let members = || scope.members().iter().map(|p| p.pid).collect();
+    let cg = MemoryLimit::open(scope.cgroup_path(), name, &members)?;
     let read = cg.oom_kills().zip(cg.usage());
     let Some((before, usage)) = read else {
-        cg.remove();
         return Err("the memory cgroup's usage or oom_kill counter could not be read".into());
     };
     if let Err(e) = cg.set(usage + headroom) {
-        cg.remove();
         return Err(format!("the limit could not be set: {e}"));
     }
     Ok((cg, before, usage))
@@ -50,30 +51,34 @@ fn died_of_sigkill(code: Option<i32>, signal: Option<i32>) -> bool {
 
 impl Drive<'_> {
     /// Land an `oom` fault on worker `k`: `Some(whether it was revived)`
-    /// once it died, `None` when `deadline` passed with it alive (the
-    /// caller records the missed deadline).
-    pub(crate) async fn oom_kill(
-        &mut self,
-        f: &ProcessFault,
-        k: usize,
-        (boot, main_calls): (f64, u64),
-        (deadline, provider): (Instant, &crate::provider::Provider),
-    ) -> Option<bool> {
+    /// once it died, `None` when the hit's deadline passed with it alive
+    /// (the caller records the missed deadline).
+    pub(super) async fn oom_kill(&mut self, k: usize, hit: &Hit<'_>) -> Option<bool> {
         let scope = self.scope().clone();
         let name = format!("{}-{}", self.worker(k).pid(), self.incarnation[k]);
-        let headroom = f.headroom_mb << 20;
-        let limited = tokio::task::spawn_blocking(move || limit(&scope, &name, headroom))
+        let run_var = self.launch.env.get(crate::proc_hygiene::RUN_VAR);
+        let run = run_var
+            .cloned()
+            .unwrap_or_else(|| std::process::id().to_string());
+        let headroom = hit.headroom_mb << 20;
+        let limited = tokio::task::spawn_blocking(move || limit(&scope, (&run, &name), headroom))
             .await
             .unwrap_or_else(|e| Err(e.to_string()));
-        provider.hold_from(None);
+        hit.provider.hold_from(None);
+        let (main_calls, recorded) = (hit.main_calls, hit.action.recorded());
         let (cg, before, usage) = match limited {
             Ok(l) => l,
             Err(error) => {
-                self.record_oom(("none", 0, 0, 0), Some(error), main_calls, false);
+                self.record_oom(
+                    ("none", 0, 0, 0),
+                    Some(error),
+                    (main_calls, recorded),
+                    false,
+                );
                 return Some(false);
             }
         };
-        let exited = tokio::time::timeout_at(deadline, self.worker(k).wait())
+        let exited = tokio::time::timeout_at(hit.deadline, self.worker(k).wait())
             .await
             .ok();
         let kills = cg.oom_kills().unwrap_or(before).saturating_sub(before);
@@ -83,19 +88,20 @@ impl Drive<'_> {
         let killed = exited
             .as_ref()
             .is_some_and(|e| died_of_sigkill(e.code, e.signal));
-        self.record_oom(figures, None, main_calls, killed);
+        self.record_oom(figures, None, (main_calls, recorded), killed);
         self.retire(k, &exited?, false);
-        Some(self.revive(k, 1, boot).await)
+        let (turn, boot) = hit.resume;
+        Some(self.revive(k, turn, boot).await)
     }
 
     /// Record the OOM kill (`via`, usage and limit in bytes, the counter's
-    /// rise) and the kill it amounts to: landed when the agent died of a
-    /// SIGKILL and the kernel's counter rose.
+    /// rise) and the kill it amounts to (`recorded`, the action's facts):
+    /// landed when the agent died of a SIGKILL and the kernel's counter rose.
     fn record_oom(
         &mut self,
         (via, usage, limit, oom_kills): (&str, u64, u64, u64),
         error: Option<String>,
-        main_calls: u64,
+        (main_calls, recorded): (u64, Sent),
         killed: bool,
     ) {
         let now = Instant::now();
@@ -112,7 +118,7 @@ impl Drive<'_> {
         self.push(
             now,
             Event::ProcessFault {
-                action: "kill".into(),
+                action: recorded,
                 signalled: usize::from(killed && oom_kills > 0),
                 main_calls,
                 start_up: false,

@@ -20,7 +20,7 @@ const COPY_DIR: &str = "store-at-kill";
 impl Drive<'_> {
     /// The agent's store on disk (SQLite or JSONL), if the profile
     /// declares one.
-    pub(crate) fn store_files(&self) -> Option<StoreFiles> {
+    pub(super) fn store_files(&self) -> Option<StoreFiles> {
         let home = self.launch.prepared.dirs.home.clone();
         match &self.launch.prepared.store {
             Some(StoreAt::Sqlite(db)) => Some(StoreFiles::Sqlite {
@@ -37,7 +37,7 @@ impl Drive<'_> {
 
     /// Copy the store's files (the agent is dead) into the scenario's
     /// folder, off the async workers. The first kill's copy is kept.
-    pub(crate) async fn copy_store_at_kill(&mut self) {
+    pub(super) async fn copy_store_at_kill(&mut self) {
         if self.store_at_kill.is_some() {
             return;
         }

@@ -8,11 +8,12 @@ use std::time::Duration;
 use tokio::time::{sleep_until, Instant};
 
 use super::clock::{began, TurnClock};
+use super::faults::{Hit, Landed};
 use super::{Drive, Next};
 use crate::observe::{Event, Phase};
 use crate::proc_hygiene::Scope;
 use crate::provider::Provider;
-use crate::scenarios::{FaultAction, FaultTarget, ProcessFault, Scenario, Trigger};
+use crate::scenarios::{Landing, Scenario, Trigger};
 use crate::units::secs;
 
 /// Resolves when a trigger (of an interrupt or a process fault) fires;
@@ -90,16 +91,13 @@ pub(crate) async fn drive(
     provider: &Provider,
     mcp: Option<&crate::mcp::McpServer>,
 ) -> Result<bool, String> {
-    // An `oom` row holds the reply to its N-th call until the limit is set
-    // ([`Drive::oom_kill`] releases it); armed before the boot, since an
-    // agent may start its turn as soon as it is ready.
-    if let Some(ProcessFault {
-        action: FaultAction::Oom,
-        at: Trigger::AfterCalls(n),
-        ..
-    }) = &s.process_fault
-    {
-        provider.hold_from(Some(n.saturating_sub(1)));
+    // A fault landed under a memory limit holds the reply to its N-th call
+    // until the limit is set ([`Drive::land`] releases it); armed before
+    // the boot, since an agent may start its turn as soon as it is ready.
+    if let Some(f) = &s.process_fault {
+        if let (Landing::MemoryLimit, Trigger::AfterCalls(n)) = (f.action.lands(), &f.at) {
+            provider.hold_from(Some(n.saturating_sub(1)));
+        }
     }
     if !d.boot_all(s.deadlines.boot).await? {
         return Ok(false);
@@ -177,84 +175,37 @@ async fn faulted_turn(
                 // Stamped before the write: a fast agent's `turn_end` (read
                 // by another task) must never look earlier than the interrupt.
                 let at = Instant::now();
-                let _ = d.worker(runner).interrupt().await;
+                d.interrupt(runner).await;
                 d.push(at, Event::InterruptSent { main_calls });
                 clock.narrow(d, Phase::Interrupt, dl.interrupt);
             }
             _ = &mut fault_trigger, if !faulted => {
                 faulted = true;
                 let f = s.process_fault.as_ref().expect("a fault trigger fires only with a fault");
-                let main_calls = *provider.main_calls().borrow();
-                if f.action == FaultAction::Oom {
-                    let at = (dl.boot, main_calls);
-                    return match d.oom_kill(f, runner, at, (clock.deadline, provider)).await {
-                        Some(revived) => revived,
-                        None => {
-                            clock.missed(d);
-                            false
-                        }
-                    };
-                }
-                if let Some(revived) = process_fault(d, f, runner, (dl.boot, main_calls), provider).await {
-                    return revived;
+                let hit = Hit {
+                    action: f.action,
+                    target: f.target,
+                    stop_for: f.stop_for,
+                    headroom_mb: f.headroom_mb,
+                    main_calls: *provider.main_calls().borrow(),
+                    resume: (1, dl.boot),
+                    copy_store: matches!(f.at, Trigger::StoreWriteAfterCalls(_)),
+                    deadline: clock.deadline,
+                    provider,
+                };
+                match d.land(runner, hit).await {
+                    Landed::Revived(revived) => return revived,
+                    Landed::GoesOn => {}
+                    Landed::Missed => {
+                        clock.missed(d);
+                        return false;
+                    }
                 }
             }
             _ = sleep_until(clock.deadline) => {
                 clock.missed(d);
                 return false;
             }
-        }
-    }
-}
-
-/// Land the row's process fault on the worker running the turn. A kill ends
-/// the faulted turn: `Some(whether every killed worker was revived)`; a stop
-/// (SIGSTOP, then SIGCONT after `stop_for`) lets it go on: `None`.
-async fn process_fault(
-    d: &mut Drive<'_>,
-    f: &ProcessFault,
-    runner: usize,
-    (boot, main_calls): (f64, u64),
-    provider: &Provider,
-) -> Option<bool> {
-    match f.action {
-        FaultAction::Kill => {
-            d.signal(runner, f.target, libc::SIGKILL, "kill", main_calls)
-                .await;
-            // A tree kill takes every worker down with the tools.
-            let dead: Vec<usize> = match f.target {
-                FaultTarget::Agent => vec![runner],
-                FaultTarget::Tree => (0..d.count()).collect(),
-            };
-            for &k in &dead {
-                d.bury(k).await;
-            }
-            if matches!(f.at, Trigger::StoreWriteAfterCalls(_)) {
-                d.copy_store_at_kill().await;
-            }
-            for k in dead {
-                if !d.revive(k, 1, boot).await {
-                    return Some(false);
-                }
-            }
-            Some(true)
-        }
-        // Landed by [`Drive::oom_kill`] instead.
-        FaultAction::Oom => Some(false),
-        FaultAction::Stop | FaultAction::Suspend => {
-            let name = match f.action {
-                FaultAction::Suspend => "suspend",
-                _ => "stop",
-            };
-            d.signal(runner, f.target, libc::SIGSTOP, name, main_calls)
-                .await;
-            if f.action == FaultAction::Suspend {
-                provider.sleep();
-            }
-            tokio::time::sleep(secs(f.stop_for)).await;
-            d.signal(runner, f.target, libc::SIGCONT, "cont", main_calls)
-                .await;
-            None
         }
     }
 }
