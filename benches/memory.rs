@@ -16,9 +16,20 @@
 //!    over stdio never read, 400k pings over stdio read, 60 hung Streamable
 //!    HTTP calls with 7 MB arguments whose clients disconnect: the server's
 //!    peak RSS from wait4. Target: < 64 MB.
+//! 4. **Heavy rows**: the 55 rows of `scenarios.yaml` at once (the default
+//!    `--jobs`) on `benches/heavy/agent.py`, the reference agent sending a
+//!    real agent's traffic (every request a 48 KB system prompt and 400
+//!    earlier messages, about 1 MB; 100 KB of stderr per request):
+//!    chaosrun's own peak RSS (`--stats`). Target: < 64 MB.
+//! 5. **A shared cassette**: one row, then six rows at once, replaying one
+//!    49 MB cassette (`{kind: cassette}`; its entries carry the recorded
+//!    request histories): chaosrun's own peak RSS. Target: six rows within a
+//!    few MB of one (the file is parsed once and shared), < 64 MB.
 //!
 //! Environment: `CHAOSRUN_BENCH_SERVE_REQUESTS` (default 10000) for N, and
-//! `CHAOSRUN_BENCH_FLOOD_MODES` (comma-separated; default all) for a quick run.
+//! `CHAOSRUN_BENCH_FLOOD_MODES` (comma-separated; default all) for a quick
+//! run; `CHAOSRUN_BENCH_ONLY` (comma-separated of `floods`, `serve`, `mcp`,
+//! `heavy`, `cassette`; default all) picks the sections.
 
 mod common;
 #[path = "../tests/support/mcp_flood.rs"]
@@ -309,21 +320,142 @@ fn mcp_floods(bin: &Path) {
     );
 }
 
+/// Run `table` with `args` and `--stats`: exit code, the summary line and
+/// chaosrun's own peak RSS.
+fn table_run(bin: &Path, dir: &Path, table: &Path, args: &[&str]) -> (i32, String, Option<f64>) {
+    let err_path = dir.join("table.stderr");
+    let out = Command::new(bin)
+        .arg(table)
+        .args(args)
+        .args(["--no-progress", "--stats"])
+        .stdin(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).expect("stderr file"))
+        .output()
+        .expect("chaosrun runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary = stdout
+        .lines()
+        .rfind(|l| l.contains(" passed, "))
+        .unwrap_or("no summary")
+        .to_string();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    (out.status.code().unwrap_or(-1), summary, self_rss(&stderr))
+}
+
+fn heavy_rows(bin: &Path, dir: &Path) {
+    let t = Instant::now();
+    let agent = repo().join("benches/heavy/agent.yaml");
+    let agent = agent.to_str().expect("UTF-8 path");
+    let (code, summary, own) = table_run(
+        bin,
+        dir,
+        &repo().join("scenarios.yaml"),
+        &["--agent", agent],
+    );
+    println!(
+        "  55 rows at once, ~1 MB requests   exit {code}  {summary:<22} {:>5.1} s   chaosrun peak rss {:>6} MB   target < {RSS_TARGET_MB} MB   {}",
+        t.elapsed().as_secs_f64(),
+        own.map_or("?".into(), |v| format!("{v:.1}")),
+        verdict(own.is_some_and(|v| v < RSS_TARGET_MB)),
+    );
+    let _ = std::io::stdout().flush();
+}
+
+/// A cassette of about 49 MB: 200 entries answering any user message with
+/// `done {{nonce}}`, each with a recorded request of 60 messages of 4 KB.
+/// Written a line at a time: a process's peak RSS carries over a fork and
+/// exec, so the bench itself never holds the file.
+fn big_cassette(path: &Path) {
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).expect("cassette file"));
+    writeln!(out, "{{\"cassette\":1,\"wire\":\"openai-chat\"}}").expect("written");
+    let history: Vec<serde_json::Value> = (0..60)
+        .map(|i| {
+            serde_json::json!({"role": if i % 2 == 0 { "user" } else { "assistant" },
+            "content": format!("turn {i}: {}", "r".repeat(4000)), "content_chars": 4009})
+        })
+        .collect();
+    for call in 0..200 {
+        let entry = serde_json::json!({
+            "call": call,
+            "match": {"role": "user"},
+            "status": 200,
+            "events": [{"type": "text", "at": 0.0, "text": "done {{nonce}}"},
+                       {"type": "finish", "at": 0.0, "reason": "stop"}],
+            "request": history,
+        });
+        writeln!(out, "{entry}").expect("cassette written");
+    }
+    out.flush().expect("cassette written");
+}
+
+fn cassette_rows(bin: &Path, dir: &Path, tape: &Path, rows: usize) -> Option<f64> {
+    let mut table = String::from(
+        "defaults:\n  knobs: {stale_timeout: 3, request_timeout: 5, api_max_retries: 1, max_turns: 4, tool_timeout: 3}\n  deadlines: {boot: 20, turn: 30, interrupt: 5, probe: 20, exit: 5, reap: 3}\nscenarios:\n",
+    );
+    for n in 0..rows {
+        table.push_str(&format!(
+            "  - id: replayed_{n}\n    about: an answer replayed from the shared cassette\n    responder:\n      - reply: {{kind: cassette, file: '{}'}}\n    expect: {{answer: \"done {{{{nonce}}}}\"}}\n    calls: {{max: 2}}\n",
+            tape.display()
+        ));
+    }
+    let path = dir.join(format!("cassette_{rows}.yaml"));
+    std::fs::write(&path, table).expect("table written");
+    let t = Instant::now();
+    let (code, summary, own) = table_run(bin, dir, &path, &[]);
+    println!(
+        "  {rows} row(s) on one {:.0} MB cassette   exit {code}  {summary:<22} {:>5.1} s   chaosrun peak rss {:>6} MB   target < {RSS_TARGET_MB} MB   {}",
+        std::fs::metadata(tape).map_or(0.0, |m| m.len() as f64 / 1e6),
+        t.elapsed().as_secs_f64(),
+        own.map_or("?".into(), |v| format!("{v:.1}")),
+        verdict(own.is_some_and(|v| v < RSS_TARGET_MB)),
+    );
+    let _ = std::io::stdout().flush();
+    own
+}
+
+fn shared_cassette(bin: &Path, dir: &Path) {
+    let tape = dir.join("big.jsonl");
+    big_cassette(&tape);
+    let one = cassette_rows(bin, dir, &tape, 1);
+    let six = cassette_rows(bin, dir, &tape, 6);
+    if let (Some(one), Some(six)) = (one, six) {
+        println!("  six rows hold {:+.1} MB over one", six - one);
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; nothing else is taken from argv.
     let bin = chaosrun_bin();
     assert!(bin.is_file(), "no chaosrun binary at {}", bin.display());
     let dir = tempfile::tempdir().expect("temp dir");
-    let modes: Vec<String> = std::env::var("CHAOSRUN_BENCH_FLOOD_MODES")
-        .map(|v| v.split(',').map(str::to_string).collect())
-        .unwrap_or_else(|_| MODES.iter().map(|m| m.to_string()).collect());
-    println!("hostile floods (tests/fixtures/agents/hostile_flood.py):");
-    for m in &modes {
-        flood(&bin, dir.path(), m);
+    let only: Option<Vec<String>> = std::env::var("CHAOSRUN_BENCH_ONLY")
+        .ok()
+        .map(|v| v.split(',').map(str::to_string).collect());
+    let wanted = |s: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == s));
+    if wanted("floods") {
+        let modes: Vec<String> = std::env::var("CHAOSRUN_BENCH_FLOOD_MODES")
+            .map(|v| v.split(',').map(str::to_string).collect())
+            .unwrap_or_else(|_| MODES.iter().map(|m| m.to_string()).collect());
+        println!("hostile floods (tests/fixtures/agents/hostile_flood.py):");
+        for m in &modes {
+            flood(&bin, dir.path(), m);
+        }
     }
-    let n: u64 = env_or("CHAOSRUN_BENCH_SERVE_REQUESTS", 10_000);
-    println!("chaosrun serve, requests of 2.5 MB:");
-    serve(&bin, n);
-    println!("chaosrun serve --mcp, hostile MCP clients:");
-    mcp_floods(&bin);
+    if wanted("serve") {
+        let n: u64 = env_or("CHAOSRUN_BENCH_SERVE_REQUESTS", 10_000);
+        println!("chaosrun serve, requests of 2.5 MB:");
+        serve(&bin, n);
+    }
+    if wanted("mcp") {
+        println!("chaosrun serve --mcp, hostile MCP clients:");
+        mcp_floods(&bin);
+    }
+    if wanted("heavy") {
+        println!("heavy rows (benches/heavy/agent.py on scenarios.yaml):");
+        heavy_rows(&bin, dir.path());
+    }
+    if wanted("cassette") {
+        println!("a shared cassette:");
+        shared_cassette(&bin, dir.path());
+    }
 }

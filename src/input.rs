@@ -176,37 +176,53 @@ impl From<InputError> for String {
     }
 }
 
-/// Read the input at `path` whole, at most `cap.bytes`: it must be a regular
-/// file within its cap, else an error naming the path and the cap.
-pub fn read_input(path: &Path, cap: Cap) -> Result<Vec<u8>, InputError> {
-    let limit = size(cap.bytes);
+/// The input at `path` opened for reading, at most `cap.bytes` (one byte
+/// more shows it grew past the cap: see [`too_big`]), and its size: it must
+/// be a regular file within its cap, else an error naming the path and the
+/// cap.
+pub fn open_input(path: &Path, cap: Cap) -> Result<(std::io::Take<File>, u64), InputError> {
     let fail = |problem: String| InputError {
         path: path.display().to_string(),
         problem,
     };
     let (file, meta) = open_regular(path, Follow::Yes).map_err(|e| match e {
         OpenError::NotRegular { what } => fail(format!(
-            "is {what}; the {} must be a regular file (at most {limit})",
-            cap.what
+            "is {what}; the {} must be a regular file (at most {})",
+            cap.what,
+            size(cap.bytes)
         )),
         OpenError::Io(e) => fail(format!("cannot read the {}: {e}", cap.what)),
     })?;
-    let too_big = || {
-        fail(format!(
-            "larger than {limit}, the cap for the {}; nothing was read",
-            cap.what
-        ))
-    };
     if meta.len() > cap.bytes {
-        return Err(too_big());
+        return Err(too_big(path, cap));
     }
-    let mut out = Vec::with_capacity(meta.len() as usize);
-    file.take(cap.bytes + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| fail(format!("cannot read the {}: {e}", cap.what)))?;
+    Ok((file.take(cap.bytes + 1), meta.len()))
+}
+
+/// The error of an input past its cap.
+pub fn too_big(path: &Path, cap: Cap) -> InputError {
+    InputError {
+        path: path.display().to_string(),
+        problem: format!(
+            "larger than {}, the cap for the {}; nothing was read",
+            size(cap.bytes),
+            cap.what
+        ),
+    }
+}
+
+/// Read the input at `path` whole, at most `cap.bytes`: it must be a regular
+/// file within its cap, else an error naming the path and the cap.
+pub fn read_input(path: &Path, cap: Cap) -> Result<Vec<u8>, InputError> {
+    let (mut file, len) = open_input(path, cap)?;
+    let mut out = Vec::with_capacity(len as usize);
+    file.read_to_end(&mut out).map_err(|e| InputError {
+        path: path.display().to_string(),
+        problem: format!("cannot read the {}: {e}", cap.what),
+    })?;
     if out.len() as u64 > cap.bytes {
         // It grew while being read.
-        return Err(too_big());
+        return Err(too_big(path, cap));
     }
     Ok(out)
 }

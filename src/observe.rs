@@ -415,6 +415,16 @@ fn one() -> u64 {
 }
 
 impl Observation {
+    /// What a scenario's result keeps once it is judged and its artifacts
+    /// are written: the reports read its events, samples, tails and the
+    /// requests' times, kinds and replies, never the requests' messages and
+    /// headers or the journal, which are dropped (so the results of a long
+    /// table do not hold every row's traffic to the end of the run).
+    pub fn slim(&mut self) {
+        self.recording.slim();
+        self.journal = Vec::new();
+    }
+
     /// The first event matching `f`, with its time.
     pub fn find<T>(&self, mut f: impl FnMut(&Event) -> Option<T>) -> Option<(f64, T)> {
         self.events

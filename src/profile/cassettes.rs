@@ -5,9 +5,11 @@
 //! (same fault) and, unless a rule already answers every call, adds a last
 //! such rule for the calls no rule matches (its own rules answer first). Every cassette a run will read
 //! is loaded here, so a malformed one is a usage error (exit 2) naming
-//! `FILE:LINE` before anything runs. [`record_files`] and [`read_files`] are
-//! what the run's output check needs (a cassette is never recorded over a
-//! file the run reads).
+//! `FILE:LINE` before anything runs; one that several scenarios replay stays
+//! loaded, parsed this once, and their providers share it
+//! ([`cassette::shared`]). [`record_files`] and [`read_files`] are what the
+//! run's output check needs (a cassette is never recorded over a file the
+//! run reads).
 
 use std::path::{Path, PathBuf};
 
@@ -109,11 +111,30 @@ pub fn replay(scenarios: &mut [Scenario], dir: Option<&Path>) -> Result<(), Stri
             }
         }
     }
-    for s in scenarios.iter() {
-        for r in &s.responder {
-            if let Source::Replayed { file, .. } = r.reply.source() {
-                cassette::load(file).map_err(|e| format!("scenario `{}`: {e}", s.id))?;
+    // Each scenario's files, once each.
+    let files: Vec<(&str, Vec<&Path>)> = scenarios
+        .iter()
+        .map(|s| {
+            let mut files: Vec<&Path> = Vec::new();
+            for r in &s.responder {
+                if let Source::Replayed { file, .. } = r.reply.source() {
+                    if !files.contains(&file) {
+                        files.push(file);
+                    }
+                }
             }
+            (s.id.as_str(), files)
+        })
+        .collect();
+    for (id, mine) in &files {
+        for file in mine {
+            let rows = files.iter().filter(|(_, f)| f.contains(file)).count();
+            let loaded = if rows > 1 {
+                cassette::shared::pin(file)
+            } else {
+                cassette::shared::get(file)
+            };
+            loaded.map_err(|e| format!("scenario `{id}`: {e}"))?;
         }
     }
     Ok(())
@@ -122,6 +143,43 @@ pub fn replay(scenarios: &mut [Scenario], dir: Option<&Path>) -> Result<(), Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cassette_six_rows_replay_is_parsed_once_and_shared() {
+        let dir = tempfile::tempdir().unwrap();
+        let tape = dir.path().join("t.jsonl");
+        std::fs::write(
+            &tape,
+            "{\"cassette\":1,\"wire\":\"openai-chat\"}\n{\"call\":0,\"match\":{\"role\":\"user\"},\"status\":200,\"events\":[{\"type\":\"text\",\"at\":0,\"text\":\"hi\"}]}\n",
+        )
+        .unwrap();
+        let rows: String = (0..6)
+            .map(|n| {
+                format!(
+                    "  - id: r{n}\n    about: replayed\n    responder:\n      - reply: {{kind: cassette, file: '{}'}}\n    expect: {{answer: hi}}\n",
+                    tape.display()
+                )
+            })
+            .collect();
+        let mut table =
+            crate::scenarios::load::load_str(&format!("scenarios:\n{rows}"), "t.yaml").unwrap();
+        replay(&mut table.scenarios, None).unwrap();
+        // What each row's provider loads (see provider/server/replay.rs).
+        let players: Vec<_> = (0..6)
+            .map(|_| cassette::shared::get(&tape).unwrap())
+            .collect();
+        assert!(
+            players
+                .iter()
+                .all(|p| std::sync::Arc::ptr_eq(p, &players[0])),
+            "six rows share the one cassette parsed when the run was checked"
+        );
+        assert_eq!(
+            std::sync::Arc::strong_count(&players[0]),
+            7,
+            "kept loaded for the run (pinned) and held by each row"
+        );
+    }
 
     #[test]
     fn ids_become_safe_file_names() {

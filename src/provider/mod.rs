@@ -17,11 +17,13 @@
 pub mod cassette;
 pub mod context_window;
 pub mod credential;
+pub mod ledger;
 pub mod recording;
 pub mod replies;
 pub mod rules;
 pub mod serve;
 mod server;
+pub mod spool;
 pub mod upstream;
 pub mod wire;
 

@@ -2,12 +2,16 @@
 //! tool call ids, bounded contents, sizes, a hash of the body) and never a
 //! whole 30 MB body; and how many requests it remembers ([`Recorder`]): the
 //! first and the last ones of a scenario run, or the last ones for `serve`,
-//! with the rest counted.
+//! with the rest counted. A scenario run keeps their messages and headers on
+//! disk until they are judged ([`super::spool`]) and brings them back within
+//! the run-wide budget ([`super::ledger`]).
 
 use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
+use super::ledger::Lease;
+use super::spool::Spool;
 use crate::message::Message;
 pub use crate::message::CONTENT_KEEP_CHARS;
 
@@ -159,9 +163,24 @@ pub struct Recording {
     /// an ERROR, not a verdict on the agent).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub upstream_errors: Vec<String>,
+    /// The room the requests hold in the run-wide budget, given back when
+    /// they are dropped or slimmed ([`Recording::slim`]).
+    #[serde(skip)]
+    pub lease: Lease,
 }
 
 impl Recording {
+    /// What a judged scenario's result keeps for the reports: each request's
+    /// time, kind, reply and error, not its headers or messages (and the
+    /// room they held in the run-wide budget is given back).
+    pub fn slim(&mut self) {
+        for r in &mut self.requests {
+            r.headers = Vec::new();
+            r.messages = Vec::new();
+        }
+        self.lease = Lease::default();
+    }
+
     /// The kept requests of the agent's own turns (main calls), in order.
     pub fn main_requests(&self) -> impl Iterator<Item = &RequestRecord> {
         self.requests.iter().filter(|r| r.kind == CallKind::Main)
@@ -223,6 +242,9 @@ pub struct RecordLimits {
     pub request_bytes: usize,
     /// Content bytes kept over the whole recording.
     pub total_bytes: usize,
+    /// Keep the requests' messages and headers on disk until they are
+    /// taken ([`Recorder::take`]), not in memory.
+    pub spool: bool,
 }
 
 /// Characters a message keeps once a request or the recording is past its
@@ -238,6 +260,7 @@ impl RecordLimits {
         messages: 1000,
         request_bytes: 1 << 20,
         total_bytes: 32 << 20,
+        spool: true,
     };
 
     /// `chaosrun serve`: a ring of the last 1,000 requests, 100 messages and
@@ -248,6 +271,7 @@ impl RecordLimits {
         messages: 100,
         request_bytes: 16 << 10,
         total_bytes: 16 << 20,
+        spool: false,
     };
 }
 
@@ -263,9 +287,53 @@ pub struct Recorder {
     limits: RecordLimits,
     head: Vec<RequestRecord>,
     tail: VecDeque<RequestRecord>,
+    /// The content bytes of each of `tail` (its messages may be spooled).
+    tail_held: VecDeque<usize>,
     dropped: u64,
-    /// Content bytes held now.
+    /// Content bytes held now (in memory or spooled).
     held: usize,
+    /// Where the kept requests' messages and headers are (with
+    /// [`RecordLimits::spool`], once the first request came).
+    spool: Option<Spool>,
+}
+
+/// What [`Recorder::take`] hands over: the requests, the spool holding their
+/// messages and headers, how many were dropped.
+#[derive(Debug)]
+pub struct Taken {
+    requests: Vec<RequestRecord>,
+    spool: Option<Spool>,
+    dropped: u64,
+}
+
+impl Taken {
+    /// The requests whole, once there is room for them in the run-wide
+    /// budget; how many were dropped; the room they hold.
+    pub async fn whole(self) -> (Vec<RequestRecord>, u64, Lease) {
+        let Taken {
+            mut requests,
+            spool,
+            dropped,
+        } = self;
+        let Some(mut spool) = spool else {
+            return (requests, dropped, Lease::default());
+        };
+        let lease = Lease::room(spool.len()).await;
+        let back = tokio::task::spawn_blocking(move || {
+            let read = spool.read_into(&mut requests);
+            (requests, read)
+        })
+        .await;
+        match back {
+            Ok((requests, Ok(()))) => (requests, dropped, lease),
+            Ok((mut requests, Err(_))) => {
+                // The spool could not be read back: say the requests were cut.
+                requests.iter_mut().for_each(|r| r.truncated = true);
+                (requests, dropped, lease)
+            }
+            Err(_) => (Vec::new(), dropped, lease),
+        }
+    }
 }
 
 /// Content bytes a record holds.
@@ -338,25 +406,63 @@ impl Recorder {
                 used += m.content.len();
             }
         }
-        self.held += content_bytes(&r);
+        let bytes = content_bytes(&r);
+        self.held += bytes;
+        if l.spool && self.spool.is_none() {
+            self.spool = Spool::new();
+        }
+        if let Some(s) = &mut self.spool {
+            s.put(&mut r);
+        }
         if self.head.len() < l.head {
             self.head.push(r);
             return;
         }
         if self.tail.len() == l.tail {
             if let Some(old) = self.tail.pop_front() {
-                self.held -= content_bytes(&old).min(self.held);
+                let old_bytes = self.tail_held.pop_front().unwrap_or_default();
+                self.held -= old_bytes.min(self.held);
+                if let Some(s) = &mut self.spool {
+                    s.forget(old.seq);
+                }
                 self.dropped += 1;
             }
         }
         self.tail.push_back(r);
+        self.tail_held.push_back(bytes);
     }
 
-    /// The kept requests in arrival order, and how many were dropped.
-    pub fn snapshot(&self) -> (Vec<RequestRecord>, u64) {
+    /// The kept requests in arrival order (their spooled part read back),
+    /// and how many were dropped.
+    pub fn snapshot(&mut self) -> (Vec<RequestRecord>, u64) {
         let mut all: Vec<RequestRecord> = self.head.iter().chain(&self.tail).cloned().collect();
         all.sort_by_key(|r| r.seq);
+        if let Some(s) = &mut self.spool {
+            if s.read_into(&mut all).is_err() {
+                all.iter_mut().for_each(|r| r.truncated = true);
+            }
+        }
         (all, self.dropped)
+    }
+
+    /// Where the kept requests' messages and headers are, once spooled.
+    pub fn spool(&self) -> Option<&Spool> {
+        self.spool.as_ref()
+    }
+
+    /// Everything kept, moved out (see [`Taken::whole`]); the recorder is
+    /// left empty.
+    pub fn take(&mut self) -> Taken {
+        let mut requests: Vec<RequestRecord> = std::mem::take(&mut self.head);
+        requests.extend(std::mem::take(&mut self.tail));
+        requests.sort_by_key(|r| r.seq);
+        self.tail_held.clear();
+        self.held = 0;
+        Taken {
+            requests,
+            spool: self.spool.take(),
+            dropped: self.dropped,
+        }
     }
 }
 
@@ -466,6 +572,66 @@ mod tests {
         assert_eq!(kept.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![3, 4]);
         assert_eq!(dropped, 3);
         assert!(kept[1].messages[0].content.len() <= RecordLimits::SERVE.request_bytes);
+    }
+
+    /// Content bytes the recorder holds in memory.
+    fn resident(r: &Recorder) -> usize {
+        r.head.iter().chain(&r.tail).map(content_bytes).sum()
+    }
+
+    #[tokio::test]
+    async fn a_scenario_keeps_request_messages_on_disk_and_gets_them_back_the_same() {
+        // A small content budget, so that what the ring forgets is given
+        // back to it: both recorders must cut the same messages.
+        let limits = RecordLimits {
+            head: 5,
+            tail: 5,
+            total_bytes: 2_500_000,
+            ..RecordLimits::SCENARIO
+        };
+        let mut disk = Recorder::new(limits);
+        let mut memory = Recorder::new(RecordLimits {
+            spool: false,
+            ..limits
+        });
+        for seq in 0..30 {
+            // A real agent's request: a long system prompt, the whole
+            // history again, a large last result.
+            let mut msgs = vec![msg("system", &"s".repeat(20_000))];
+            msgs.extend((0..seq).map(|i| msg("user", &format!("turn {i} ").repeat(500))));
+            msgs.push(msg("tool", &seq.to_string().repeat(300_000)));
+            let r = record(seq, msgs);
+            disk.push(r.clone());
+            memory.push(r);
+        }
+        assert!(resident(&memory) > 1_000_000, "{}", resident(&memory));
+        assert_eq!(
+            resident(&disk),
+            0,
+            "nothing of the messages stays in memory"
+        );
+        let (kept, dropped) = disk.snapshot();
+        assert_eq!((kept.clone(), dropped), memory.snapshot());
+        // What the ring forgot was given back to the content budget.
+        assert_eq!(disk.held, kept.iter().map(content_bytes).sum::<usize>());
+        let (taken, dropped, lease) = disk.take().whole().await;
+        assert_eq!((taken, dropped), (kept, 20));
+        assert!(
+            lease.bytes() > 1_000_000,
+            "it holds room in the run's budget"
+        );
+    }
+
+    #[test]
+    fn a_slimmed_recording_keeps_no_message() {
+        let mut rec = Recording {
+            requests: vec![record(0, vec![msg("user", "hi")])],
+            ..Recording::default()
+        };
+        rec.requests[0].headers = vec!["host: x".into()];
+        rec.slim();
+        assert!(rec.requests[0].messages.is_empty() && rec.requests[0].headers.is_empty());
+        assert_eq!(rec.requests[0].seq, 0, "the rest is kept for the reports");
     }
 
     #[test]

@@ -215,7 +215,7 @@ impl Ctx {
             let outcome = AssertUnwindSafe(run).catch_unwind().await;
             let _ = self.sampler.take(&ids.tag);
             match outcome {
-                Ok((obs, crate::oracle::Judged { checks, verdict })) => {
+                Ok((mut obs, crate::oracle::Judged { checks, verdict })) => {
                     let keep = opts.artifacts.is_some() && (opts.keep_all || !verdict.passed());
                     let artifacts = if keep {
                         if let Some(base) = &opts.artifacts {
@@ -226,6 +226,7 @@ impl Ctx {
                         let _ = std::fs::remove_dir_all(&root);
                         None
                     };
+                    obs.slim();
                     ScenarioResult {
                         id: s.id.clone(),
                         attempt,

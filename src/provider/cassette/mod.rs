@@ -22,6 +22,7 @@
 pub mod decode;
 pub mod player;
 pub mod scrub;
+pub mod shared;
 pub mod tape;
 
 use std::path::Path;
@@ -174,31 +175,104 @@ pub fn load(path: &Path) -> Result<Cassette, String> {
     parse(&text, &path.display().to_string())
 }
 
+/// [`load`] without each entry's `request` (replay never reads it), read a
+/// line at a time: the file's text is never held whole.
+pub fn load_for_replay(path: &Path) -> Result<Cassette, String> {
+    use std::io::BufRead;
+    let cap = crate::input::CASSETTE;
+    let name = path.display().to_string();
+    let (file, _) = crate::input::open_input(path, cap).map_err(String::from)?;
+    let mut file = std::io::BufReader::new(file);
+    let mut reading = Reading::new(&name, false);
+    let (mut line, mut read, mut n) = (Vec::new(), 0u64, 0usize);
+    loop {
+        line.clear();
+        let got = file
+            .read_until(b'\n', &mut line)
+            .map_err(|e| format!("{name}: cannot read the cassette: {e}"))?;
+        if got == 0 {
+            break;
+        }
+        read += got as u64;
+        if read > cap.bytes {
+            return Err(crate::input::too_big(path, cap).into());
+        }
+        let text =
+            std::str::from_utf8(&line).map_err(|_| format!("{name}:{}: not UTF-8 text", n + 1))?;
+        reading.line(n, text)?;
+        n += 1;
+    }
+    reading.finish()
+}
+
 /// Parse cassette text (see [`load`]).
 pub fn parse(text: &str, name: &str) -> Result<Cassette, String> {
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty());
-    let (n, first) = lines
-        .next()
-        .ok_or_else(|| format!("{name}:1: empty: a cassette starts with its header line"))?;
-    let header: Header = serde_json::from_str(first)
-        .map_err(|e| format!("{name}:{}: not a cassette header: {e}", n + 1))?;
-    if header.cassette != VERSION {
-        return Err(format!(
-            "{name}:{}: cassette version {} (this chaosrun reads {VERSION})",
-            n + 1,
-            header.cassette
-        ));
+    let mut reading = Reading::new(name, true);
+    for (n, line) in text.lines().enumerate() {
+        reading.line(n, line)?;
     }
-    let mut entries = Vec::new();
-    for (n, line) in lines {
-        let entry: Entry =
+    reading.finish()
+}
+
+/// A cassette being parsed, a line at a time.
+struct Reading<'a> {
+    name: &'a str,
+    /// Keep each entry's `request`.
+    requests: bool,
+    header: Option<Header>,
+    entries: Vec<Entry>,
+}
+
+impl<'a> Reading<'a> {
+    fn new(name: &'a str, requests: bool) -> Reading<'a> {
+        Reading {
+            name,
+            requests,
+            header: None,
+            entries: Vec::new(),
+        }
+    }
+
+    /// Line `n` (from 0).
+    fn line(&mut self, n: usize, line: &str) -> Result<(), String> {
+        let name = self.name;
+        if line.trim().is_empty() {
+            return Ok(());
+        }
+        if self.header.is_none() {
+            let header: Header = serde_json::from_str(line)
+                .map_err(|e| format!("{name}:{}: not a cassette header: {e}", n + 1))?;
+            if header.cassette != VERSION {
+                return Err(format!(
+                    "{name}:{}: cassette version {} (this chaosrun reads {VERSION})",
+                    n + 1,
+                    header.cassette
+                ));
+            }
+            self.header = Some(header);
+            return Ok(());
+        }
+        let mut entry: Entry =
             serde_json::from_str(line).map_err(|e| format!("{name}:{}: {e}", n + 1))?;
-        entries.push(entry);
+        if !self.requests {
+            entry.request = Vec::new();
+        }
+        self.entries.push(entry);
+        Ok(())
     }
-    Ok(Cassette { header, entries })
+
+    fn finish(self) -> Result<Cassette, String> {
+        let header = self.header.ok_or_else(|| {
+            format!(
+                "{}:1: empty: a cassette starts with its header line",
+                self.name
+            )
+        })?;
+        Ok(Cassette {
+            header,
+            entries: self.entries,
+        })
+    }
 }
 
 /// Write `cassette` to `path` (replacing it, see

@@ -14,7 +14,7 @@
 //! conversation). A row's rule placed before the cassette rule answers its
 //! calls first, and those calls use no entry.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::{Cassette, Entry, MatchKey, Recorded};
 use crate::provider::replies::{secs, Beat, Plan};
@@ -35,7 +35,9 @@ pub fn is_replay_error(e: &str) -> bool {
 pub struct Player {
     /// Where it was loaded from (for messages).
     pub file: String,
-    cassette: Cassette,
+    /// Shared with every provider replaying the same file
+    /// ([`super::shared`]).
+    cassette: Arc<Cassette>,
     used: Mutex<Vec<bool>>,
 }
 
@@ -69,7 +71,8 @@ fn fits(recorded: &str, text: &str) -> bool {
 }
 
 impl Player {
-    pub fn new(file: String, cassette: Cassette) -> Player {
+    pub fn new(file: String, cassette: impl Into<Arc<Cassette>>) -> Player {
+        let cassette = cassette.into();
         let used = Mutex::new(vec![false; cassette.entries.len()]);
         Player {
             file,

@@ -241,7 +241,17 @@ impl Running {
 
     pub(crate) fn recording(&self) -> Recording {
         let (requests, requests_dropped) = self.shared.records.lock().unwrap().snapshot();
+        self.recording_with(requests, requests_dropped, Default::default())
+    }
+
+    fn recording_with(
+        &self,
+        requests: Vec<crate::provider::recording::RequestRecord>,
+        requests_dropped: u64,
+        lease: crate::provider::ledger::Lease,
+    ) -> Recording {
         Recording {
+            lease,
             requests,
             requests_dropped,
             issued_tool_calls: self.shared.issued.lock().unwrap().clone(),
@@ -280,7 +290,11 @@ impl Running {
                 abort.abort();
             }
         }
-        self.recording()
+        // The records move into the recording, whole once the run-wide
+        // budget has room: the scenario's observation is their one copy.
+        let taken = self.shared.records.lock().unwrap().take();
+        let (requests, dropped, lease) = taken.whole().await;
+        self.recording_with(requests, dropped, lease)
     }
 }
 

@@ -11,7 +11,9 @@ use crate::provider::rules::Rule;
 use crate::provider::wire::{request, ErrorInfo};
 
 /// The cassette of each `cassette` rule, loaded once (a file two rules name
-/// is one player: its entries are used once across both).
+/// is one player: its entries are used once across both; the parsed file is
+/// shared with other providers replaying it, see
+/// [`crate::provider::cassette::shared`]).
 pub(super) fn load_players(
     rules: &[Rule],
 ) -> Result<Vec<Option<Arc<crate::provider::cassette::Player>>>, String> {
@@ -26,7 +28,7 @@ pub(super) fn load_players(
             out.push(Some(p.clone()));
             continue;
         }
-        let cassette = crate::provider::cassette::load(file)?;
+        let cassette = crate::provider::cassette::shared::get(file)?;
         let p = Arc::new(crate::provider::cassette::Player::new(
             file.display().to_string(),
             cassette,
