@@ -296,14 +296,26 @@ pub fn read_beneath(base: &Path, rel: &Path, limit: u64) -> io::Result<Vec<u8>> 
         .file_name()
         .ok_or_else(|| io::Error::other(format!("{} is not a file name", rel.display())))?;
     let dir = open_dir_beneath(base, rel.parent().unwrap_or(Path::new("")))?;
+    read_regular_at(&dir, name, rel, limit)
+}
+
+/// Read at most `limit` bytes of the regular file `name` in the folder
+/// `dir`, the name itself not followed if it is a link (`shown` names it in
+/// the error).
+pub fn read_regular_at(
+    dir: &OwnedFd,
+    name: &std::ffi::OsStr,
+    shown: &Path,
+    limit: u64,
+) -> io::Result<Vec<u8>> {
     let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
-    let fd = openat(Some(raw(&dir)), name, flags, Mode::empty()).map_err(errno)?;
+    let fd = openat(Some(raw(dir)), name, flags, Mode::empty()).map_err(errno)?;
     // SAFETY: openat returned a fresh descriptor we now own.
     let file = unsafe { File::from_raw_fd(fd) };
     if !file.metadata()?.file_type().is_file() {
         return Err(io::Error::other(format!(
             "{} is not a regular file",
-            rel.display()
+            shown.display()
         )));
     }
     let mut out = Vec::new();

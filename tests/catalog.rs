@@ -5,6 +5,8 @@
 //! built-in tables (`chaosrun` with no table, `tables write`). No real agent
 //! is installed here.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -359,37 +361,6 @@ fn npm_agents_install_the_locked_pin() {
     assert!(seen >= 8, "only {seen} npm agents in the catalog");
 }
 
-/// Every path under `dir` (recursively, links not followed) with its size:
-/// what "nothing was written there" compares.
-fn listing(dir: &Path) -> Vec<(PathBuf, u64)> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let m = std::fs::symlink_metadata(e.path()).unwrap();
-            if m.is_dir() {
-                todo.push(e.path());
-            }
-            out.push((e.path(), m.len()));
-        }
-    }
-    out.sort();
-    out
-}
-
-/// A `setup.sh` that would leave `marker` behind (outside the cache) if it ran.
-fn planted_setup(dir: &Path, marker: &Path) {
-    std::fs::create_dir_all(dir).unwrap();
-    let script = dir.join("setup.sh");
-    std::fs::write(
-        &script,
-        format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
 /// A `setup.sh` planted in the cache entry of the bundled reference agent
 /// (which has nothing to install) never runs: in a folder made by hand the
 /// entry is refused (exit 2, naming it and the fix), and in the folder
@@ -401,7 +372,7 @@ fn a_setup_sh_planted_in_the_reference_entry_never_runs() {
     let outside = tempfile::tempdir().unwrap();
     let marker = outside.path().join("ran");
     let dir = cache.path().join("agents/reference");
-    planted_setup(&dir, &marker);
+    common::planted_setup(&dir, &marker);
     let (code, out, err) = run(cache.path(), &repo(), &["agents", "setup", "reference"]);
     assert!(!marker.exists(), "the planted setup.sh ran: {out}{err}");
     assert_eq!(code, Some(2), "{out}{err}");
@@ -414,7 +385,7 @@ fn a_setup_sh_planted_in_the_reference_entry_never_runs() {
     std::fs::remove_dir_all(&dir).unwrap();
     let (code, out, err) = run(cache.path(), &repo(), &["agents", "setup", "reference"]);
     assert_eq!(code, Some(0), "{out}{err}");
-    planted_setup(&dir, &marker);
+    common::planted_setup(&dir, &marker);
     let (code, out, err) = run(cache.path(), &repo(), &["agents", "setup", "reference"]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(!marker.exists(), "the planted setup.sh ran: {out}{err}");
@@ -438,7 +409,7 @@ fn a_symlinked_agents_folder_is_refused() {
         cache.path().join("agents"),
     )
     .unwrap();
-    let before = listing(outside.path());
+    let before = common::listing(outside.path());
     let agents = cache.path().join("agents");
     for args in [
         &["agents", "setup", "reference"][..],
@@ -450,7 +421,11 @@ fn a_symlinked_agents_folder_is_refused() {
             err.contains(&agents.display().to_string()) && err.contains("symlink"),
             "{args:?}: {err}"
         );
-        assert_eq!(listing(outside.path()), before, "{args:?}: written outside");
+        assert_eq!(
+            common::listing(outside.path()),
+            before,
+            "{args:?}: written outside"
+        );
     }
 }
 
@@ -462,7 +437,7 @@ fn a_cache_entry_made_by_hand_is_refused() {
     let cache = tempfile::tempdir().unwrap();
     fake_npm_install(cache.path(), "codex", "@openai/codex", "0.169.0");
     let dir = cache.path().join("agents/codex");
-    let before = listing(&dir);
+    let before = common::listing(&dir);
     for args in [
         &["--agent", "codex", "--only", "provider_400_forever"][..],
         &["agents", "setup", "codex"],
@@ -476,7 +451,11 @@ fn a_cache_entry_made_by_hand_is_refused() {
                 && err.contains("chaosrun agents setup codex"),
             "{args:?}: {err}"
         );
-        assert_eq!(listing(&dir), before, "{args:?}: the entry was written");
+        assert_eq!(
+            common::listing(&dir),
+            before,
+            "{args:?}: the entry was written"
+        );
     }
     let (code, json, _) = run(cache.path(), &repo(), &["agents", "--json"]);
     assert_eq!(code, Some(0));

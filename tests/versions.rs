@@ -10,6 +10,8 @@
 //! both reports. Survivors are looked for by the fixture folder's path in
 //! every process's argv, not by anything chaosrun tags.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -430,36 +432,6 @@ fn sigterm_stops_a_bisect_and_its_child_run() {
     assert_eq!(f.survivors(), Vec::<String>::new());
 }
 
-/// Every path under `dir` (recursively, links not followed) with its size.
-fn listing(dir: &Path) -> Vec<(PathBuf, u64)> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let m = std::fs::symlink_metadata(e.path()).unwrap();
-            if m.is_dir() {
-                todo.push(e.path());
-            }
-            out.push((e.path(), m.len()));
-        }
-    }
-    out.sort();
-    out
-}
-
-/// A `setup.sh` in `dir` that would leave `marker` behind if it ran.
-fn plant_setup(dir: &Path, marker: &Path) {
-    std::fs::create_dir_all(dir).unwrap();
-    let script = dir.join("setup.sh");
-    std::fs::write(
-        &script,
-        format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
 /// `CACHE/agents/NAME@VERSION` a symlink to a folder outside the cache
 /// holding a real install of that version (the catalog's files removed, so
 /// writing them out would show): `--agent NAME@VERSION` and `agents setup
@@ -479,7 +451,7 @@ fn a_symlinked_version_folder_is_refused_and_nothing_is_written_outside() {
         std::fs::remove_file(moved.join(file)).unwrap();
     }
     std::os::unix::fs::symlink(&moved, &entry).unwrap();
-    let before = listing(&outside);
+    let before = common::listing(&outside);
     let run = [
         "--agent",
         "fixture-agent@1.2.0",
@@ -496,7 +468,11 @@ fn a_symlinked_version_folder_is_refused_and_nothing_is_written_outside() {
                 && err.contains("chaosrun agents setup fixture-agent@1.2.0"),
             "{args:?}: {err}"
         );
-        assert_eq!(listing(&outside), before, "{args:?}: written outside");
+        assert_eq!(
+            common::listing(&outside),
+            before,
+            "{args:?}: written outside"
+        );
     }
     // The whole `agents` folder a symlink to one holding that install.
     std::fs::remove_file(&entry).unwrap();
@@ -504,7 +480,7 @@ fn a_symlinked_version_folder_is_refused_and_nothing_is_written_outside() {
     std::fs::rename(&agents, outside.join("agents")).unwrap();
     std::fs::rename(&moved, outside.join("agents/fixture-agent@1.2.0")).unwrap();
     std::os::unix::fs::symlink(outside.join("agents"), &agents).unwrap();
-    let before = listing(&outside);
+    let before = common::listing(&outside);
     for args in [&run[..], &setup] {
         let (code, out, err) = f.run(args);
         assert_eq!(code, Some(2), "{args:?}: {out}{err}");
@@ -512,7 +488,11 @@ fn a_symlinked_version_folder_is_refused_and_nothing_is_written_outside() {
             err.contains(&agents.display().to_string()) && err.contains("symlink"),
             "{args:?}: {err}"
         );
-        assert_eq!(listing(&outside), before, "{args:?}: written outside");
+        assert_eq!(
+            common::listing(&outside),
+            before,
+            "{args:?}: written outside"
+        );
     }
     assert_eq!(f.survivors(), Vec::<String>::new());
 }
@@ -538,7 +518,7 @@ fn a_planted_setup_sh_never_runs_for_another_agent() {
     let (code, _, err) = f.run(&["agents", "setup", "bare-agent"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("no bare-agent install"), "{err}");
-    plant_setup(&f.path("cache/agents/bare-agent"), &marker);
+    common::planted_setup(&f.path("cache/agents/bare-agent"), &marker);
     let (code, _, err) = f.run(&["agents", "setup", "bare-agent"]);
     assert_eq!(code, Some(1), "{err}");
     assert!(!marker.exists(), "the planted setup.sh ran: {err}");
@@ -547,7 +527,7 @@ fn a_planted_setup_sh_never_runs_for_another_agent() {
     let (code, out, err) = f.run(&["agents", "setup", "fixture-agent@1.2.0"]);
     assert_eq!(code, Some(0), "{out}{err}");
     let entry = f.path("cache/agents/fixture-agent@1.2.0");
-    plant_setup(&entry, &marker);
+    common::planted_setup(&entry, &marker);
     let (code, out, err) = f.run(&["agents", "setup", "fixture-agent@1.2.0"]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(!marker.exists(), "the planted setup.sh ran: {out}{err}");
@@ -557,7 +537,7 @@ fn a_planted_setup_sh_never_runs_for_another_agent() {
     );
     // A folder made by hand, with a script in it: refused, nothing run.
     let by_hand = f.path("cache/agents/fixture-agent@1.1.0");
-    plant_setup(&by_hand, &marker);
+    common::planted_setup(&by_hand, &marker);
     let (code, _, err) = f.run(&["agents", "setup", "fixture-agent@1.1.0"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(!marker.exists(), "the planted setup.sh ran: {err}");

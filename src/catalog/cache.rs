@@ -204,23 +204,7 @@ impl Folder {
     /// on the way.
     pub fn read(&self, rel: &Path, limit: u64) -> io::Result<Vec<u8>> {
         let (dir, name) = self.parent_of(rel, false)?;
-        let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
-        let file = File::from(own(openat(
-            Some(dir.as_raw_fd()),
-            name,
-            flags,
-            Mode::empty(),
-        )
-        .map_err(io_err)?));
-        if !file.metadata()?.file_type().is_file() {
-            return Err(io::Error::other(format!(
-                "{} is not a regular file",
-                rel.display()
-            )));
-        }
-        let mut out = Vec::new();
-        file.take(limit).read_to_end(&mut out)?;
-        Ok(out)
+        crate::output::read_regular_at(&dir, name, rel, limit)
     }
 
     /// Does the folder hold nothing?

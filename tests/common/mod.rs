@@ -462,3 +462,34 @@ pub fn run_subset_with(s: &Subset, extra: &[&str]) -> serde_json::Value {
     );
     report
 }
+
+/// Every path under `dir` (recursively, links not followed) with its size:
+/// what "nothing was written there" compares.
+pub fn listing(dir: &Path) -> Vec<(PathBuf, u64)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let m = std::fs::symlink_metadata(e.path()).unwrap();
+            if m.is_dir() {
+                todo.push(e.path());
+            }
+            out.push((e.path(), m.len()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A `setup.sh` that would leave `marker` behind (outside the cache) if it ran.
+pub fn planted_setup(dir: &Path, marker: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let script = dir.join("setup.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\ntouch '{}'\n", marker.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
