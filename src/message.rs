@@ -198,10 +198,19 @@ mod tests {
         let with = |tail: &[Message]| [&opening[..], tail].concat();
         assert_eq!(latest_result(&opening), Some(2));
         assert_eq!(latest_result(&with(&[user("a note")])), Some(2));
-        assert_eq!(latest_result(&with(&[user("a note"), user("another")])), Some(2));
+        assert_eq!(
+            latest_result(&with(&[user("a note"), user("another")])),
+            Some(2)
+        );
         // An empty assistant message is no answer.
-        assert_eq!(latest_result(&with(&[Message::new("assistant", " ")])), Some(2));
-        assert_eq!(latest_result(&with(&[Message::new("assistant", "done"), user("next")])), None);
+        assert_eq!(
+            latest_result(&with(&[Message::new("assistant", " ")])),
+            Some(2)
+        );
+        assert_eq!(
+            latest_result(&with(&[Message::new("assistant", "done"), user("next")])),
+            None
+        );
         assert_eq!(latest_result(&with(&[call()])), None);
         assert_eq!(latest_result(&[user("go")]), None);
         // A continued conversation (Responses `previous_response_id`) sends

@@ -944,20 +944,52 @@ async fn the_same_scenario_records_the_same_shape_on_every_wire() {
 async fn a_result_followed_by_a_note_is_after_the_tool_on_every_wire() {
     let yaml = "- {when: {after_tool: true}, reply: {kind: text, text: 'after tool'}}\n\
                 - {reply: {kind: text, text: 'not after'}}\n";
-    let call = || ("c1".to_string(), "terminal".to_string(), r#"{"cmd":"ls"}"#.to_string());
-    let result = || vec![("c1".to_string(), "terminal".to_string(), "a.txt".to_string())];
-    let opening = || vec![Turn::User("go".into()), Turn::Assistant(String::new(), vec![call()])];
+    let call = || {
+        (
+            "c1".to_string(),
+            "terminal".to_string(),
+            r#"{"cmd":"ls"}"#.to_string(),
+        )
+    };
+    let result = || {
+        vec![(
+            "c1".to_string(),
+            "terminal".to_string(),
+            "a.txt".to_string(),
+        )]
+    };
+    let opening = || {
+        vec![
+            Turn::User("go".into()),
+            Turn::Assistant(String::new(), vec![call()]),
+        ]
+    };
     let note = "<system-reminder>the result above is the tool's output</system-reminder>";
     let with = |tail: Vec<Turn>| opening().into_iter().chain(tail).collect::<Vec<_>>();
     let cases = [
-        ("note in the same message", with(vec![Turn::ResultsThen(result(), note.into())]), "after tool"),
-        ("note as a further message", with(vec![Turn::Results(result()), Turn::User(note.into())]), "after tool"),
         (
-            "note in the same message and a further one",
-            with(vec![Turn::ResultsThen(result(), note.into()), Turn::User(note.into())]),
+            "note in the same message",
+            with(vec![Turn::ResultsThen(result(), note.into())]),
             "after tool",
         ),
-        ("result last", with(vec![Turn::Results(result())]), "after tool"),
+        (
+            "note as a further message",
+            with(vec![Turn::Results(result()), Turn::User(note.into())]),
+            "after tool",
+        ),
+        (
+            "note in the same message and a further one",
+            with(vec![
+                Turn::ResultsThen(result(), note.into()),
+                Turn::User(note.into()),
+            ]),
+            "after tool",
+        ),
+        (
+            "result last",
+            with(vec![Turn::Results(result())]),
+            "after tool",
+        ),
         ("no call yet", vec![Turn::User("go".into())], "not after"),
         (
             "a new turn after the answer",

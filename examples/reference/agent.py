@@ -119,6 +119,14 @@ seen); see KNOWN_BUGS.
 
 Sandbox bug: sandbox_silent (a tool sandbox that cannot start reported as a
 bare exit code, never named); see KNOWN_BUGS and SANDBOX.
+
+Behaviours (not bugs), each its own option:
+  * ``--spill-tool-output[=N]`` (N defaults to SPILL_OVER): a shell output over
+    N chars is written whole to a file under ``$HOME/.refagent/spill/`` and the
+    model gets an excerpt (its first SPILL_EXCERPT chars) naming the file, as
+    mistral-vibe does: a large output never reaches the model whole, so the
+    context window is never pushed over (``context_overflow_tool_output``
+    passes it as an overflow avoided).
 """
 
 import copy
@@ -201,6 +209,8 @@ KNOWN_BUGS = {
 SANDBOX = ["unshare", "--user", "--map-root-user", "--net", "--fork"]
 
 OUTPUT_CAP = 50_000          # chars of tool output kept (bytes read, decoded)
+SPILL_OVER = 16_000          # --spill-tool-output: outputs longer than this go to a file
+SPILL_EXCERPT = 2_000        # --spill-tool-output: chars of a spilled output the model gets
 # The gate every tool process starts behind: wait for "go" on an inherited pipe,
 # then become `bash -c COMMAND` (same pid, same process group). EOF (the agent
 # died before recording the process) means the command never runs.
@@ -1832,7 +1842,26 @@ class Agent:
         rc = proc.returncode
         if rc:
             out += ("\n" if out else "") + f"exit code {rc}"
+        out = self._spill(out)
         return out if out else "(no output)", False
+
+    spill_over = None   # --spill-tool-output: the length over which an output is spilled
+
+    def _spill(self, out):
+        """--spill-tool-output: an output over ``spill_over`` chars is written
+        whole to a file; the model gets its first SPILL_EXCERPT chars and the
+        file's path. Any other output is returned as it is."""
+        if self.spill_over is None or len(out) <= self.spill_over:
+            return out
+        spill_dir = os.path.join(self.home, ".refagent", "spill")
+        os.makedirs(spill_dir, exist_ok=True)
+        path = os.path.join(spill_dir, f"output-{secrets.token_hex(6)}.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(out)
+        log(f"spilled a {len(out)}-char tool output to {path}")
+        return (out[:SPILL_EXCERPT]
+                + f"\n[output of {len(out)} chars written to {path}; "
+                + f"its first {SPILL_EXCERPT} chars are shown]")
 
     def start_background(self, command):
         os.makedirs(self.bg_dir, exist_ok=True)
@@ -2029,6 +2058,24 @@ def parse_args(argv):
     return bugs, spec_path, wire
 
 
+def take_spill_option(argv):
+    """``--spill-tool-output[=N]`` out of ``argv``: the other arguments, and N
+    (SPILL_OVER when bare; None when the option is absent)."""
+    rest, over = [], None
+    for a in argv:
+        if a == "--spill-tool-output":
+            over = SPILL_OVER
+        elif a.startswith("--spill-tool-output="):
+            value = a[len("--spill-tool-output="):]
+            if not value.isdigit() or int(value) < 1:
+                sys.stderr.write(f"agent.py: --spill-tool-output takes a number of chars, not {value!r}\n")
+                sys.exit(2)
+            over = int(value)
+        else:
+            rest.append(a)
+    return rest, over
+
+
 def stdin_reader(ctl):
     buf = b""
     while True:
@@ -2049,6 +2096,7 @@ def stdin_reader(ctl):
 
 
 def main(argv):
+    argv, spill_over = take_spill_option(argv)
     bugs, spec_path, wire = parse_args(argv)
     home = os.environ.get("HOME") or os.path.expanduser("~")
     try:
@@ -2073,6 +2121,7 @@ def main(argv):
         return 2
     if bugs:
         log(f"bugs enabled: {', '.join(sorted(bugs))}")
+    agent.spill_over = spill_over
 
     def on_sigint(_signum, _frame):
         agent.ctl.interrupt()

@@ -486,7 +486,11 @@ mod tests {
             rows[row]["verdict"] = json!("fail");
             let checks = rows[row]["checks"].as_array_mut().unwrap();
             checks.push(pass("history_integrity", held));
-            checks.push(fail("provider_calls", "call_bound", "5 main calls, at most 4"));
+            checks.push(fail(
+                "provider_calls",
+                "call_bound",
+                "5 main calls, at most 4",
+            ));
         }
         let s = steps(&report(rows));
         for step in ["tool call", "mcp listing"] {

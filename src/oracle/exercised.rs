@@ -12,7 +12,8 @@
 //! - a chaos run: at least `min_faults` kills and stops landed in a turn's
 //!   working time (exec mode: after the turn's first provider call);
 //! - an MCP row: its targeted rule matched a real request ([`super::mcp`]);
-//! - a context window: at least one main call overflowed it;
+//! - a context window: at least one main call overflowed it, or the agent
+//!   kept its tool's output under it ([`super::overflow`]);
 //! - a credential that expires: a main call was refused as expired;
 //! - the agent's own sandbox: the command ran in a network namespace other
 //!   than the scenario's, or its failure was named ([`super::sandbox`]).
@@ -46,7 +47,7 @@ pub fn check_with(
     if s.interrupt.is_some() {
         out.push(interrupt(obs));
     }
-    out.extend(context_window(s, obs));
+    out.extend(super::overflow::exercised(s, obs));
     out.extend(credential_expired(s, obs));
     out.extend(super::sandbox::engaged(s, obs));
     out.extend(tools_ran(s, obs));
@@ -171,24 +172,6 @@ fn fault_main_calls(obs: &Observation) -> u64 {
         _ => None,
     })
     .map_or(0, |(_, n)| n)
-}
-
-/// A `context_window` row: some main call was refused for its size.
-fn context_window(s: &Scenario, obs: &Observation) -> Option<Check> {
-    let window = s.context_window?;
-    let overflowed = obs
-        .recording
-        .main_requests()
-        .any(|r| r.reply == crate::provider::context_window::RECORDED);
-    let v = if overflowed {
-        vec![]
-    } else {
-        vec![format!(
-            "no main call went over the {window} context window: the faulted turn made {} main call(s)",
-            obs.recording.main_calls
-        )]
-    };
-    Some(Check::new(Invariant::Exercised, "context_overflowed", v))
 }
 
 /// A row's credential expired on a main call (the refusal landed).

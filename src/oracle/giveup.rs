@@ -49,8 +49,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let last = main.last().expect("not empty");
     let after_tool = crate::message::after_tool(&last.messages);
     let next = rec.main_calls;
-    let cleared =
-        rules::pick(&s.responder, next, after_tool).is_none_or(|r| !r.reply.retryable());
+    let cleared = rules::pick(&s.responder, next, after_tool).is_none_or(|r| !r.reply.retryable());
     let retries = u64::from(s.knobs.api_max_retries);
     let used = failed - 1;
     if !cleared || used >= retries || next >= s.calls.limit() {

@@ -17,6 +17,7 @@ mod mcp;
 mod mcp_abandoned;
 pub mod memory;
 mod orphan;
+mod overflow;
 mod reuse;
 pub(crate) mod sandbox;
 mod side_effects;

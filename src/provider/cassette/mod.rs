@@ -389,7 +389,8 @@ mod tests {
 
     #[test]
     fn a_note_after_a_result_does_not_key_the_call() {
-        let call = Message::assistant_calls(vec![crate::message::ToolCall::new("c1", "shell", "{}")]);
+        let call =
+            Message::assistant_calls(vec![crate::message::ToolCall::new("c1", "shell", "{}")]);
         let note = Message::new("user", "<system-reminder>note</system-reminder>");
         let convo = [
             Message::new("user", "go"),
@@ -398,7 +399,10 @@ mod tests {
             note.clone(),
         ];
         let k = key_of(&convo, "");
-        assert_eq!((k.role.as_str(), k.text.as_deref()), ("tool", Some("out 1")));
+        assert_eq!(
+            (k.role.as_str(), k.text.as_deref()),
+            ("tool", Some("out 1"))
+        );
         let answered = [&convo[..], &[Message::new("assistant", "done"), note]].concat();
         let k = key_of(&answered, "");
         assert_eq!(k.role, "user", "after the answer the last message keys it");
