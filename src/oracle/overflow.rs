@@ -5,15 +5,21 @@
 //!   wire's context-length error; the row's other checks judge what the
 //!   agent did next (compacted and answered, surfaced it, or looped).
 //! - **Avoided** (`not checked`, naming the evidence): no call went over, yet
-//!   the tool's result came back to the model: the agent cut, summarised or
-//!   spilled the output to a file before sending it (mistral-vibe, Claude
-//!   Code, Codex). That is the best outcome, never a failure; the row passes
-//!   on its other checks and the report says the overflow was not
-//!   exercised, with the largest request against the window.
+//!   the tool's result came back to the model, carrying part of the output
+//!   (the row's `tool_result_contains`, when it has one): the agent cut,
+//!   summarised or spilled the output to a file before sending it
+//!   (mistral-vibe, Claude Code, Codex). That is the best outcome, never a
+//!   failure; the row passes on its other checks and the report says the
+//!   overflow was not exercised, with the largest request against the window.
+//! - **No output** (`not checked`, naming the check that judges it): a result
+//!   came back without the row's `tool_result_contains` (the command was
+//!   refused, say): the tool never printed what would overflow, and
+//!   `tool_result_contains` fails for that one cause.
 //! - **Neither** (fail): no call went over and no tool result came back, so
 //!   the fault never landed.
 
-use super::{Check, Invariant};
+use super::{with_nonce, Check, Invariant};
+use crate::message::Message;
 use crate::observe::Observation;
 use crate::provider::context_window::{ContextWindow, RECORDED};
 use crate::provider::RequestRecord;
@@ -28,7 +34,8 @@ pub(super) fn exercised(s: &Scenario, obs: &Observation) -> Option<Check> {
     if main.iter().any(|r| r.reply == RECORDED) {
         return Some(Check::new(Invariant::Exercised, NAME, vec![]));
     }
-    let Some(result) = main.iter().filter_map(|r| result_chars(r)).max() else {
+    let results: Vec<&Message> = main.iter().filter_map(|r| result_of(r)).collect();
+    let Some(result) = results.iter().map(|m| m.content_chars).max() else {
         return Some(Check::new(
             Invariant::Exercised,
             NAME,
@@ -38,6 +45,18 @@ pub(super) fn exercised(s: &Scenario, obs: &Observation) -> Option<Check> {
             )],
         ));
     };
+    if let Some(want) = &s.tool_result_contains {
+        let want = with_nonce(want, obs);
+        if !results.iter().any(|m| m.content.contains(&want)) {
+            return Some(Check::skipped(
+                Invariant::Exercised,
+                NAME,
+                format!(
+                    "no call went over the {window} window, but the tool's result came back without its output ({want:?}): nothing was avoided; tool_result_contains judges it"
+                ),
+            ));
+        }
+    }
     Some(Check::skipped(
         Invariant::Exercised,
         NAME,
@@ -45,10 +64,10 @@ pub(super) fn exercised(s: &Scenario, obs: &Observation) -> Option<Check> {
     ))
 }
 
-/// The length in chars of the tool result a request follows, if it follows
-/// one (whatever the agent appended after it).
-fn result_chars(r: &RequestRecord) -> Option<usize> {
-    crate::message::latest_result(&r.messages).map(|i| r.messages[i].content_chars)
+/// The tool result a request follows, if it follows one (whatever the agent
+/// appended after it).
+fn result_of(r: &RequestRecord) -> Option<&Message> {
+    crate::message::latest_result(&r.messages).map(|i| &r.messages[i])
 }
 
 /// Tokens as the provider estimates them (bytes / 4, rounded up).
@@ -133,6 +152,28 @@ mod tests {
             "not exercised: the agent avoided the overflow: it never sent more than 1600 tokens \
              (the window is 4000 tokens), and the tool result it sent back was 2080 chars, less \
              than the window's 12000-byte headroom: the tool output was not sent whole"
+        );
+    }
+
+    /// A command the agent refused comes back short too: with the row's
+    /// `tool_result_contains` missing from it, nothing was avoided, and that
+    /// check (not this one) fails for it.
+    #[test]
+    fn a_result_without_the_output_is_no_overflow_avoided() {
+        let (mut s, mut o) = after_result(2_080, 6_400, "text");
+        s.tool_result_contains = Some("xxxx".into());
+        let c = exercised(&s, &o).unwrap();
+        assert!(c
+            .not_checked_reason()
+            .unwrap()
+            .starts_with("not exercised: the agent avoided"));
+        let refusal = "Permission denied because no interactive user response was available";
+        o.recording.requests.last_mut().unwrap().messages[2] = tool("c1", refusal);
+        let c = exercised(&s, &o).unwrap();
+        let why = c.not_checked_reason().unwrap_or_else(|| panic!("{c:?}"));
+        assert!(
+            why.contains("came back without its output (\"xxxx\"): nothing was avoided; tool_result_contains judges it"),
+            "{why}"
         );
     }
 
