@@ -202,6 +202,12 @@ mod tests {
             latest_result(&with(&[user("a note"), user("another")])),
             Some(2)
         );
+        // Claude Code 2.1.303 on the Anthropic wire: a system message after it.
+        let tokens = Message::new(
+            "system",
+            "<total_tokens>14984210 tokens left</total_tokens>",
+        );
+        assert_eq!(latest_result(&with(&[tokens])), Some(2));
         // An empty assistant message is no answer.
         assert_eq!(
             latest_result(&with(&[Message::new("assistant", " ")])),
