@@ -234,6 +234,21 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "nor named why",
     },
+    // A sandbox failure that names no cause, and a silent fallback (issue 47.3).
+    Case {
+        bug: "sandbox_generic_error",
+        scenario: "agent_sandbox_denied",
+        invariant: "agent_sandbox",
+        scale: "1",
+        says: "names a cause",
+    },
+    Case {
+        bug: "sandbox_fallback_silent",
+        scenario: "agent_sandbox_denied",
+        invariant: "agent_sandbox",
+        scale: "1",
+        says: "nothing said so",
+    },
 ];
 
 /// Cases run at once (a pool: a new case starts as soon as one ends): more

@@ -117,8 +117,11 @@ Credential bugs: auth_retry_same_key (a 401 retried with the key it refused),
 auth_cached_key (the key read once at start, so a refreshed one is never
 seen); see KNOWN_BUGS.
 
-Sandbox bug: sandbox_silent (a tool sandbox that cannot start reported as a
-bare exit code, never named); see KNOWN_BUGS and SANDBOX.
+Sandbox bugs: sandbox_silent (a tool sandbox that cannot start reported as a
+bare exit code, never named); sandbox_generic_error (reported only as
+"sandboxed command failed (exit 1)": the sandbox, not the cause);
+sandbox_fallback_silent (the command run unsandboxed, and nothing says so);
+see KNOWN_BUGS and SANDBOX.
 """
 
 import copy
@@ -191,6 +194,8 @@ KNOWN_BUGS = {
     "auth_cached_key": "the API key is read once at start and never again (a refreshed key is never seen)",
     # The agent's own sandbox nested in chaosrun's (issue 35.5).
     "sandbox_silent": "a tool sandbox that cannot start is reported as the command's bare exit code: the result never says the sandbox failed",
+    "sandbox_generic_error": "a tool sandbox that cannot start is reported as 'sandboxed command failed (exit 1)': the sandbox is named, the cause is not",
+    "sandbox_fallback_silent": "a tool sandbox that cannot start is skipped: the command runs unsandboxed and nothing says so",
 }
 
 # The tool sandbox (config "sandbox": true): each shell command runs in a user
@@ -1525,9 +1530,10 @@ class Agent:
         log(f"tool shell: {command[:120]!r} (timeout {fmt_num(timeout)}s, background {background})")
         if self.sandbox:
             refused = self.sandbox_refused()
-            if refused:
+            if refused and not self._bug_sandbox_fallback_silent():
                 return refused, False
-            command = "exec " + shlex.join(SANDBOX) + " bash -c " + shlex.quote(command)
+            if not refused:
+                command = "exec " + shlex.join(SANDBOX) + " bash -c " + shlex.quote(command)
         try:
             if background:
                 return self.start_background(command), False
@@ -1552,8 +1558,20 @@ class Agent:
         if self.bug("sandbox_silent"):
             log("reporting it as the command's exit code (bug sandbox_silent)")
             return "exit code 1"
+        if self.bug("sandbox_generic_error"):
+            log("reporting it as a generic failure (bug sandbox_generic_error)")
+            return "sandboxed command failed (exit 1)"
         return ("error: the tool sandbox could not start, so the command was not run "
                 f"(nested in a sandbox or container that denies namespaces?): {why}")
+
+    def _bug_sandbox_fallback_silent(self):
+        """--bug sandbox_fallback_silent: a sandbox that cannot start is
+        skipped and the command run without it; the result says nothing of
+        it (only the log does)."""
+        if not self.bug("sandbox_fallback_silent"):
+            return False
+        log("running the command unsandboxed, saying nothing (bug sandbox_fallback_silent)")
+        return True
 
     # ------------------------------------------------------------ MCP
     # The client lives in mcp_client.py; here: config, the tool list offered to
