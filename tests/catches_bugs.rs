@@ -189,6 +189,21 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "after the parent's turn ended: +",
     },
+    // A subagent left inside its hung model call (issue 47.4).
+    Case {
+        bug: "subagent_abandoned_in_call",
+        scenario: "interrupt_subagent",
+        invariant: "provider_calls",
+        scale: "1",
+        says: "the subagent was left inside its call",
+    },
+    Case {
+        bug: "subagent_abandoned_in_call",
+        scenario: "subagent_provider_hangs",
+        invariant: "provider_calls",
+        scale: "1",
+        says: "the subagent was left inside its call",
+    },
     // Tools that hold the pipe.
     Case {
         bug: "wait_for_pipe_eof",

@@ -87,6 +87,9 @@ subagent_no_deadline (the ``task`` tool waits for its subagent for ever);
 orphan_subagent (a ``task`` tool stopped by its deadline or an interrupt
 abandons its subagent, whose loop retries its model call after the parent's
 turn ended);
+subagent_abandoned_in_call (a ``task`` tool stopped by its deadline or an
+interrupt returns at once and leaves its subagent inside its open model call,
+which makes no new call);
 wait_for_pipe_eof (a foreground call waits for its stdout to close,
 past its timeout, so a child that keeps the pipe holds the turn); and the restart bugs:
   * replay_side_effect: an unanswered call is re-run (its command executed
@@ -174,6 +177,7 @@ KNOWN_BUGS = {
     "mcp_stale_schema": "notifications/tools/list_changed is ignored: the model keeps the old tool schemas",
     "subagent_no_deadline": "the task tool waits for its subagent with no deadline",
     "orphan_subagent": "a stopped task tool abandons its subagent, which keeps calling the model after the parent's turn ended",
+    "subagent_abandoned_in_call": "a stopped task tool returns at once and leaves its subagent inside its open model call, after the parent's turn ended",
     # Tools that hold the pipe.
     "wait_for_pipe_eof": "a foreground call returns only at stdout EOF (no grace, no timeout once the command exited)",
     # Combination bugs (chaosrun explore): each needs two faults together.
@@ -1642,6 +1646,8 @@ class Agent:
             if stopped and worker.is_alive() and self.bug("orphan_subagent"):
                 self._bug_orphan_subagent(sub, worker)
                 break
+            if stopped and worker.is_alive() and self._bug_subagent_abandoned_in_call():
+                break
             if stopped and worker.is_alive():
                 sub.ctl.interrupt()
                 worker.join(5)
@@ -1674,6 +1680,17 @@ class Agent:
                     sub.ctl.sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+    def _bug_subagent_abandoned_in_call(self):
+        """--bug subagent_abandoned_in_call: the parent stops waiting for its
+        subagent and neither interrupts it nor cuts its model call: the
+        subagent stays inside that call (a hung one never returns), holding
+        its connection open after the parent's turn ended, and makes no new
+        call. Its daemon thread goes only with the process."""
+        if not self.bug("subagent_abandoned_in_call"):
+            return False
+        log("subagent: left inside its model call (bug subagent_abandoned_in_call)")
+        return True
 
     def execute_mcp(self, server, name, raw):
         """Run one MCP tool call: (result text, interrupted). Sets last_mcp_error
