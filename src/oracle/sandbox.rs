@@ -155,7 +155,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
         NAME,
         vec![format!(
             "the agent's sandboxed tool neither ran (no tool result holds {want:?}) nor named why: its \
-             result was {shown}, and neither it nor the turn's final text names a cause (namespaces \
+             result was {shown}, and neither it, the turn's final text nor a one-shot CLI's stderr names a cause (namespaces \
              denied, a permission, unshare, nesting, …); saying only that the sandbox failed is not \
              enough: a sandbox that cannot start inside another must say why"
         )],
