@@ -42,20 +42,12 @@ pub(super) async fn generate(
     };
     if let Some(refusal) = shared.refuse_credential(&head, kind, main_index) {
         shared.push(record(head, parsed, kind, main_index, None, refusal.0));
-        shared
-            .records
-            .lock()
-            .unwrap()
-            .end(seq, shared.started.elapsed().as_secs_f64());
+        shared.answered(seq);
         return refusal.1;
     }
     if let Some(overflow) = class.overflow {
         shared.push(record(head, parsed, kind, main_index, None, overflow.0));
-        shared
-            .records
-            .lock()
-            .unwrap()
-            .end(seq, shared.started.elapsed().as_secs_f64());
+        shared.answered(seq);
         return wire.error_response(&overflow.1);
     }
 

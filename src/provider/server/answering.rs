@@ -64,10 +64,7 @@ impl Answering {
 
 impl Drop for Answering {
     fn drop(&mut self) {
-        let at = self.shared.started.elapsed().as_secs_f64();
-        if let Ok(mut records) = self.shared.records.lock() {
-            records.end(self.seq, at);
-        }
+        self.shared.answered(self.seq);
         if self.subagent {
             self.shared
                 .open_subagent
@@ -77,6 +74,15 @@ impl Drop for Answering {
 }
 
 impl Shared {
+    /// Request `seq`'s answer is over now (sent whole, given up, or a
+    /// refusal answered at once).
+    pub(super) fn answered(&self, seq: u64) {
+        let at = self.started.elapsed().as_secs_f64();
+        if let Ok(mut records) = self.records.lock() {
+            records.end(seq, at);
+        }
+    }
+
     /// A probe call: until no subagent call is open, at most
     /// [`SUBAGENT_CLOSE_WAIT`] (or the provider shuts down).
     pub(super) async fn subagents_closed(&self, kind: CallKind) {
