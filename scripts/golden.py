@@ -89,6 +89,8 @@ BUG_ROWS = [
     ("auth_retry_same_key", "credential_revoked_mid_turn", "1", "provider_calls"),
     ("auth_cached_key", "credential_expires_mid_turn", "1", "reusability"),
     ("sandbox_silent", "agent_sandbox_denied", "1", "agent_sandbox"),
+    ("sandbox_generic_error", "agent_sandbox_denied", "1", "agent_sandbox"),
+    ("sandbox_fallback_silent", "agent_sandbox_denied", "1", "agent_sandbox"),
     ("corrupt_store", "provider_500_forever", "1", "store_integrity"),
     ("mcp_no_timeout", "mcp_call_hangs", "0.25", "termination"),
     ("mcp_no_cancel", "interrupt_mcp_call", "1", "termination"),
@@ -102,6 +104,7 @@ BUG_ROWS = [
     ("mcp_stale_schema", "mcp_tool_schema_changes", "1", "reusability"),
     ("subagent_no_deadline", "subagent_provider_hangs", "0.25", "termination"),
     ("orphan_subagent", "interrupt_subagent", "1", "provider_calls"),
+    ("subagent_abandoned_in_call", "interrupt_subagent", "1", "provider_calls"),
     ("stdin_open", "tool_background_reads_stdin", "1", "history_integrity"),
 ]
 PROCESS_BUG_ROWS = [

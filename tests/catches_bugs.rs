@@ -189,6 +189,21 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "after the parent's turn ended: +",
     },
+    // A subagent left inside its hung model call (issue 47.4).
+    Case {
+        bug: "subagent_abandoned_in_call",
+        scenario: "interrupt_subagent",
+        invariant: "provider_calls",
+        scale: "1",
+        says: "the subagent was left inside its call",
+    },
+    Case {
+        bug: "subagent_abandoned_in_call",
+        scenario: "subagent_provider_hangs",
+        invariant: "provider_calls",
+        scale: "1",
+        says: "the subagent was left inside its call",
+    },
     // Tools that hold the pipe.
     Case {
         bug: "wait_for_pipe_eof",
@@ -233,6 +248,21 @@ const CASES: &[Case] = &[
         invariant: "agent_sandbox",
         scale: "1",
         says: "nor named why",
+    },
+    // A sandbox failure that names no cause, and a silent fallback (issue 47.3).
+    Case {
+        bug: "sandbox_generic_error",
+        scenario: "agent_sandbox_denied",
+        invariant: "agent_sandbox",
+        scale: "1",
+        says: "names a cause",
+    },
+    Case {
+        bug: "sandbox_fallback_silent",
+        scenario: "agent_sandbox_denied",
+        invariant: "agent_sandbox",
+        scale: "1",
+        says: "nothing said so",
     },
 ];
 

@@ -87,6 +87,9 @@ subagent_no_deadline (the ``task`` tool waits for its subagent for ever);
 orphan_subagent (a ``task`` tool stopped by its deadline or an interrupt
 abandons its subagent, whose loop retries its model call after the parent's
 turn ended);
+subagent_abandoned_in_call (a ``task`` tool stopped by its deadline or an
+interrupt returns at once and leaves its subagent inside its open model call,
+which makes no new call);
 wait_for_pipe_eof (a foreground call waits for its stdout to close,
 past its timeout, so a child that keeps the pipe holds the turn); and the restart bugs:
   * replay_side_effect: an unanswered call is re-run (its command executed
@@ -117,8 +120,11 @@ Credential bugs: auth_retry_same_key (a 401 retried with the key it refused),
 auth_cached_key (the key read once at start, so a refreshed one is never
 seen); see KNOWN_BUGS.
 
-Sandbox bug: sandbox_silent (a tool sandbox that cannot start reported as a
-bare exit code, never named); see KNOWN_BUGS and SANDBOX.
+Sandbox bugs: sandbox_silent (a tool sandbox that cannot start reported as a
+bare exit code, never named); sandbox_generic_error (reported only as
+"sandboxed command failed (exit 1)": the sandbox, not the cause);
+sandbox_fallback_silent (the command run unsandboxed, and nothing says so);
+see KNOWN_BUGS and SANDBOX.
 
 Behaviours (not bugs), each its own option:
   * ``--spill-tool-output[=N]`` (N defaults to SPILL_OVER): a shell output over
@@ -179,6 +185,7 @@ KNOWN_BUGS = {
     "mcp_stale_schema": "notifications/tools/list_changed is ignored: the model keeps the old tool schemas",
     "subagent_no_deadline": "the task tool waits for its subagent with no deadline",
     "orphan_subagent": "a stopped task tool abandons its subagent, which keeps calling the model after the parent's turn ended",
+    "subagent_abandoned_in_call": "a stopped task tool returns at once and leaves its subagent inside its open model call, after the parent's turn ended",
     # Tools that hold the pipe.
     "wait_for_pipe_eof": "a foreground call returns only at stdout EOF (no grace, no timeout once the command exited)",
     # Combination bugs (chaosrun explore): each needs two faults together.
@@ -199,6 +206,8 @@ KNOWN_BUGS = {
     "auth_cached_key": "the API key is read once at start and never again (a refreshed key is never seen)",
     # The agent's own sandbox nested in chaosrun's (issue 35.5).
     "sandbox_silent": "a tool sandbox that cannot start is reported as the command's bare exit code: the result never says the sandbox failed",
+    "sandbox_generic_error": "a tool sandbox that cannot start is reported as 'sandboxed command failed (exit 1)': the sandbox is named, the cause is not",
+    "sandbox_fallback_silent": "a tool sandbox that cannot start is skipped: the command runs unsandboxed and nothing says so",
 }
 
 # The tool sandbox (config "sandbox": true): each shell command runs in a user
@@ -1535,9 +1544,10 @@ class Agent:
         log(f"tool shell: {command[:120]!r} (timeout {fmt_num(timeout)}s, background {background})")
         if self.sandbox:
             refused = self.sandbox_refused()
-            if refused:
+            if refused and not self._bug_sandbox_fallback_silent():
                 return refused, False
-            command = "exec " + shlex.join(SANDBOX) + " bash -c " + shlex.quote(command)
+            if not refused:
+                command = "exec " + shlex.join(SANDBOX) + " bash -c " + shlex.quote(command)
         try:
             if background:
                 return self.start_background(command), False
@@ -1562,8 +1572,20 @@ class Agent:
         if self.bug("sandbox_silent"):
             log("reporting it as the command's exit code (bug sandbox_silent)")
             return "exit code 1"
+        if self.bug("sandbox_generic_error"):
+            log("reporting it as a generic failure (bug sandbox_generic_error)")
+            return "sandboxed command failed (exit 1)"
         return ("error: the tool sandbox could not start, so the command was not run "
                 f"(nested in a sandbox or container that denies namespaces?): {why}")
+
+    def _bug_sandbox_fallback_silent(self):
+        """--bug sandbox_fallback_silent: a sandbox that cannot start is
+        skipped and the command run without it; the result says nothing of
+        it (only the log does)."""
+        if not self.bug("sandbox_fallback_silent"):
+            return False
+        log("running the command unsandboxed, saying nothing (bug sandbox_fallback_silent)")
+        return True
 
     # ------------------------------------------------------------ MCP
     # The client lives in mcp_client.py; here: config, the tool list offered to
@@ -1634,6 +1656,8 @@ class Agent:
             if stopped and worker.is_alive() and self.bug("orphan_subagent"):
                 self._bug_orphan_subagent(sub, worker)
                 break
+            if stopped and worker.is_alive() and self._bug_subagent_abandoned_in_call():
+                break
             if stopped and worker.is_alive():
                 sub.ctl.interrupt()
                 worker.join(5)
@@ -1666,6 +1690,17 @@ class Agent:
                     sub.ctl.sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+    def _bug_subagent_abandoned_in_call(self):
+        """--bug subagent_abandoned_in_call: the parent stops waiting for its
+        subagent and neither interrupts it nor cuts its model call: the
+        subagent stays inside that call (a hung one never returns), holding
+        its connection open after the parent's turn ended, and makes no new
+        call. Its daemon thread goes only with the process."""
+        if not self.bug("subagent_abandoned_in_call"):
+            return False
+        log("subagent: left inside its model call (bug subagent_abandoned_in_call)")
+        return True
 
     def execute_mcp(self, server, name, raw):
         """Run one MCP tool call: (result text, interrupted). Sets last_mcp_error

@@ -95,6 +95,8 @@ impl Shared {
             previous_response_id,
             error: None,
             credential: head.credential,
+            // Answered at once (a refusal, a model list).
+            ended: Some(head.at),
         });
     }
 
@@ -195,5 +197,6 @@ pub(super) fn record(
         previous_response_id: parsed.previous_response_id,
         error: served.error,
         credential: head.credential,
+        ended: None,
     }
 }
