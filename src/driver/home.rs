@@ -161,6 +161,7 @@ pub fn vars(i: &Inputs<'_>, dirs: &RunDirs) -> Vars {
         ("stale_timeout", num(i.knobs.stale_timeout)),
         ("request_timeout", num(i.knobs.request_timeout)),
         ("api_max_retries", i.knobs.api_max_retries.to_string()),
+        ("api_retry_budget", num(i.knobs.retry_budget())),
         ("max_turns", i.knobs.max_turns.to_string()),
         ("tool_timeout", num(i.knobs.tool_timeout)),
         ("home", dirs.home.display().to_string()),

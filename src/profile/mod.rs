@@ -232,6 +232,7 @@ pub fn placeholder_vars() -> Vars {
         "stale_timeout",
         "request_timeout",
         "api_max_retries",
+        "api_retry_budget",
         "max_turns",
         "tool_timeout",
         "home",
@@ -260,6 +261,7 @@ pub fn var_kinds() -> Kinds {
         ("request_timeout", Seconds),
         ("tool_timeout", Seconds),
         ("api_max_retries", Count),
+        ("api_retry_budget", Seconds),
         ("max_turns", Count),
         ("agent_sandbox", Switch),
     ] {
@@ -599,6 +601,21 @@ mod tests {
             }
         }
         assert!(loaded >= 12, "only {loaded} profiles found");
+    }
+
+    /// `{{api_retry_budget}}` is a number of seconds: the unit filters take
+    /// it, so a budget in ms or whole seconds is rendered, a switch filter is not.
+    #[test]
+    fn the_retry_budget_is_a_variable_of_seconds() {
+        let (vars, kinds) = (placeholder_vars(), var_kinds());
+        for ok in [
+            "{{api_retry_budget}}",
+            "{{api_retry_budget | ms}}",
+            "{{api_retry_budget | int}}",
+        ] {
+            template::check(ok, &vars, &kinds).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        assert_eq!(kinds["api_retry_budget"], template::Kind::Seconds);
     }
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
