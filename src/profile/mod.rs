@@ -135,6 +135,10 @@ struct ProfileDoc {
     /// `false`: the agent offers the model no tools (it acts through its
     /// reply's text); see [`Profile::tool_calls`].
     tool_calls: Option<bool>,
+    /// The agent's tools are functions inside this code-execution tool; see
+    /// [`Profile::code_tool`].
+    #[serde(default)]
+    code_tool: Option<String>,
     /// The model API the agent speaks (`openai-chat` when absent); an
     /// unknown name is a load error listing the four.
     #[serde(default)]
@@ -203,6 +207,12 @@ pub struct Profile {
     /// not a probe counts as a main call, although it offers no tools, and a
     /// row whose model asks for a tool call is N/A.
     pub tool_calls: bool,
+    /// `code_tool: NAME`: the agent's tools (its shell, the MCP server's
+    /// tools) are functions the model calls from code it runs in its
+    /// code-execution tool NAME, not tools it offers by name. A row whose
+    /// model asks for a tool by a name the profile does not map is N/A,
+    /// said so at load ([`needs`]), never pointed at the `tools:` map.
+    pub code_tool: Option<String>,
     /// The model API the agent speaks; the provider serves it.
     pub wire: crate::provider::Wire,
     /// Exec mode (no driver script): one process per turn.
@@ -453,6 +463,7 @@ impl Profile {
             version_cmd,
             resume: doc.resume.unwrap_or(true),
             tool_calls: doc.tool_calls.unwrap_or(true),
+            code_tool: doc.code_tool.filter(|n| !n.trim().is_empty()),
             wire: doc.wire,
             exec: doc.exec,
             upstream: doc.upstream,
