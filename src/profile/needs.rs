@@ -136,13 +136,20 @@ fn unmapped_mcp_probe(profile: &Profile, scenarios: &[Scenario]) -> Option<Strin
     })
 }
 
+/// The logical tools a row expects the agent to have (a row's call to a
+/// name outside these, `no_such_tool_chaos`, asks about a tool no agent
+/// has, which a `code_tool` agent must answer like any other).
+const LOGICAL_TOOLS: &[&str] = &["shell", "mcp_probe", "subagent"];
+
 /// An agent whose tools live inside its code-execution tool (`code_tool`)
 /// cannot run a row whose model asks for a tool by a name the profile does
 /// not map to one the agent offers: chaosrun scripts calls by name, and no
 /// mapping would make the agent run code that calls the tool.
 fn code_tool_gap(profile: &Profile, s: &Scenario) -> Option<String> {
     let code = profile.code_tool.as_deref()?;
-    let call = tool_calls(s).find(|c| !profile.tools.contains_key(&c.tool))?;
+    let call = tool_calls(s).find(|c| {
+        LOGICAL_TOOLS.contains(&c.tool.as_str()) && !profile.tools.contains_key(&c.tool)
+    })?;
     Some(format!(
         "the profile says the agent's tools live inside its code-execution tool `{code}` \
          (`code_tool`), and this row's model asks for `{}` by name, which the agent does not \
@@ -487,6 +494,10 @@ mod tests {
             );
         }
         assert_eq!(not_applicable(&p, &text), None);
+        // A call to a tool no agent has still runs: it asks how the agent
+        // answers an unknown tool.
+        let unknown = row("  - id: u\n    responder:\n      - reply: {kind: tool_call, calls: [{tool: no_such_tool_chaos, args: {command: x}}]}\n    expect: ended\n");
+        assert_eq!(not_applicable(&p, &unknown), None);
         let w = warnings(&p, &[row(PROBE_ROW), row(BG_ROW), text]);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(
