@@ -295,7 +295,11 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
         "workdir": dirs.work,
         "base_url": i.base_url,
         "wire": i.profile.wire.name(),
-        "knobs": i.knobs,
+        // The retry budget resolved, as `{{api_retry_budget}}` renders it.
+        "knobs": crate::scenarios::Knobs {
+            api_retry_budget: Some(i.knobs.retry_budget()),
+            ..i.knobs.clone()
+        },
     });
     std::fs::write(&dirs.spec, serde_json::to_vec_pretty(&spec)?)?;
     std::fs::write(&dirs.journal, b"")?;
