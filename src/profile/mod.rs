@@ -135,6 +135,10 @@ struct ProfileDoc {
     /// `false`: the agent offers the model no tools (it acts through its
     /// reply's text); see [`Profile::tool_calls`].
     tool_calls: Option<bool>,
+    /// The agent's tools are functions inside this code-execution tool; see
+    /// [`Profile::code_tool`].
+    #[serde(default)]
+    code_tool: Option<String>,
     /// The model API the agent speaks (`openai-chat` when absent); an
     /// unknown name is a load error listing the four.
     #[serde(default)]
@@ -203,6 +207,12 @@ pub struct Profile {
     /// not a probe counts as a main call, although it offers no tools, and a
     /// row whose model asks for a tool call is N/A.
     pub tool_calls: bool,
+    /// `code_tool: NAME`: the agent's tools (its shell, the MCP server's
+    /// tools) are functions the model calls from code it runs in its
+    /// code-execution tool NAME, not tools it offers by name. A row whose
+    /// model asks for a tool by a name the profile does not map is N/A,
+    /// said so at load ([`needs`]), never pointed at the `tools:` map.
+    pub code_tool: Option<String>,
     /// The model API the agent speaks; the provider serves it.
     pub wire: crate::provider::Wire,
     /// Exec mode (no driver script): one process per turn.
@@ -232,6 +242,7 @@ pub fn placeholder_vars() -> Vars {
         "stale_timeout",
         "request_timeout",
         "api_max_retries",
+        "api_retry_budget",
         "max_turns",
         "tool_timeout",
         "home",
@@ -260,6 +271,7 @@ pub fn var_kinds() -> Kinds {
         ("request_timeout", Seconds),
         ("tool_timeout", Seconds),
         ("api_max_retries", Count),
+        ("api_retry_budget", Seconds),
         ("max_turns", Count),
         ("agent_sandbox", Switch),
     ] {
@@ -451,6 +463,7 @@ impl Profile {
             version_cmd,
             resume: doc.resume.unwrap_or(true),
             tool_calls: doc.tool_calls.unwrap_or(true),
+            code_tool: doc.code_tool.filter(|n| !n.trim().is_empty()),
             wire: doc.wire,
             exec: doc.exec,
             upstream: doc.upstream,
@@ -599,6 +612,21 @@ mod tests {
             }
         }
         assert!(loaded >= 12, "only {loaded} profiles found");
+    }
+
+    /// `{{api_retry_budget}}` is a number of seconds: the unit filters take
+    /// it, so a budget in ms or whole seconds is rendered, a switch filter is not.
+    #[test]
+    fn the_retry_budget_is_a_variable_of_seconds() {
+        let (vars, kinds) = (placeholder_vars(), var_kinds());
+        for ok in [
+            "{{api_retry_budget}}",
+            "{{api_retry_budget | ms}}",
+            "{{api_retry_budget | int}}",
+        ] {
+            template::check(ok, &vars, &kinds).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        assert_eq!(kinds["api_retry_budget"], template::Kind::Seconds);
     }
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

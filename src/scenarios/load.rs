@@ -369,6 +369,34 @@ mod tests {
         assert_eq!(s.deadlines.turn, 90.0);
     }
 
+    /// A retry budget in seconds, for an agent whose retries are bounded by
+    /// time: 5 s per allowed retry unless a row (or the defaults) sets it.
+    #[test]
+    fn the_retry_budget_follows_the_retries_unless_set() {
+        let t = load_str(ONE, "t.yaml").unwrap();
+        assert_eq!(t.scenarios[0].knobs.retry_budget(), 10.0);
+        let more = ONE.replace(
+            "expect: error",
+            "expect: error\n    knobs: {api_max_retries: 12}",
+        );
+        let t = load_str(&more, "t.yaml").unwrap();
+        assert_eq!(t.scenarios[0].knobs.retry_budget(), 60.0);
+        let own = ONE.replace(
+            "expect: error",
+            "expect: error\n    knobs: {api_retry_budget: 90}",
+        );
+        let t = load_str(&own, "t.yaml").unwrap();
+        assert_eq!(t.scenarios[0].knobs.retry_budget(), 90.0);
+        let dflt = format!("defaults:\n  knobs: {{api_retry_budget: 7}}\n{ONE}");
+        let t = load_str(&dflt, "t.yaml").unwrap();
+        assert_eq!(t.scenarios[0].knobs.retry_budget(), 7.0);
+        let bad = ONE.replace(
+            "expect: error",
+            "expect: error\n    knobs: {api_retry_budget: -1}",
+        );
+        assert!(load_str(&bad, "t.yaml").is_err());
+    }
+
     #[test]
     fn syntax_error_names_file_line_and_column() {
         let bad = "scenarios:\n  - id: a\n    responder: [\n";

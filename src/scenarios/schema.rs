@@ -16,9 +16,31 @@ pub struct Knobs {
     #[serde(deserialize_with = "units::seconds")]
     pub request_timeout: f64,
     pub api_max_retries: u32,
+    /// Seconds an agent whose retries are bounded by time, not a count, may
+    /// spend retrying one model call; unset: [`RETRY_SECONDS_PER_RETRY`] per
+    /// `api_max_retries` ([`Knobs::retry_budget`]).
+    #[serde(
+        default,
+        deserialize_with = "units::opt_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub api_retry_budget: Option<f64>,
     pub max_turns: u32,
     #[serde(deserialize_with = "units::seconds")]
     pub tool_timeout: f64,
+}
+
+/// Seconds of retry budget each allowed retry is worth when a row sets no
+/// `api_retry_budget`: `api_max_retries: 2` is a 10 s budget.
+pub const RETRY_SECONDS_PER_RETRY: f64 = 5.0;
+
+impl Knobs {
+    /// The retry budget in seconds (`{{api_retry_budget}}`): the row's own,
+    /// else [`RETRY_SECONDS_PER_RETRY`] × `api_max_retries`.
+    pub fn retry_budget(&self) -> f64 {
+        self.api_retry_budget
+            .unwrap_or(RETRY_SECONDS_PER_RETRY * f64::from(self.api_max_retries))
+    }
 }
 
 impl Default for Knobs {
@@ -28,6 +50,7 @@ impl Default for Knobs {
             stale_timeout: 3.0,
             request_timeout: 5.0,
             api_max_retries: 2,
+            api_retry_budget: None,
             max_turns: 8,
             tool_timeout: 3.0,
         }
@@ -44,6 +67,8 @@ pub struct KnobOverrides {
     #[serde(default, deserialize_with = "units::opt_seconds")]
     pub request_timeout: Option<f64>,
     pub api_max_retries: Option<u32>,
+    #[serde(default, deserialize_with = "units::opt_seconds")]
+    pub api_retry_budget: Option<f64>,
     pub max_turns: Option<u32>,
     #[serde(default, deserialize_with = "units::opt_seconds")]
     pub tool_timeout: Option<f64>,
@@ -450,7 +475,7 @@ macro_rules! merge {
 
 impl KnobOverrides {
     pub fn apply(&self, base: Knobs) -> Knobs {
-        merge!(
+        let mut out = merge!(
             base,
             self,
             model,
@@ -459,7 +484,11 @@ impl KnobOverrides {
             api_max_retries,
             max_turns,
             tool_timeout
-        )
+        );
+        if self.api_retry_budget.is_some() {
+            out.api_retry_budget = self.api_retry_budget;
+        }
+        out
     }
 }
 
