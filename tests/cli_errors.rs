@@ -924,3 +924,28 @@ fn a_turn_that_crashed_at_config_load_is_quoted_not_blamed_on_the_capture() {
     assert!(stdout.contains("unknown key 'modle'"), "{stdout}");
     assert!(!stdout.contains("fix the capture's selector"), "{stdout}");
 }
+
+/// An id that is a row of the other built-in table says which table has
+/// it and the command that runs it (issue 47.16), both ways; a typo still
+/// lists the known ids.
+#[test]
+fn an_id_of_the_other_built_in_table_names_it_and_the_command() {
+    let (_, stderr) = run("other", &["--only", "kill_mid_stream", "--list"], 2);
+    assert!(
+        stderr.contains(
+            "unknown scenario id `kill_mid_stream` in scenarios.yaml: it is a row of the built-in process_faults.yaml; run it with `chaosrun process_faults.yaml --only kill_mid_stream`"
+        ),
+        "{stderr}"
+    );
+    let (_, stderr) = run(
+        "other2",
+        &["process_faults.yaml", "--only", "provider_hang", "--list"],
+        2,
+    );
+    assert!(
+        stderr.contains("`chaosrun scenarios.yaml --only provider_hang`"),
+        "{stderr}"
+    );
+    let (_, stderr) = run("typo", &["--only", "kill_mid_strem", "--list"], 2);
+    assert!(stderr.contains("known ids: "), "{stderr}");
+}
