@@ -184,8 +184,9 @@ fn context_window(s: &Scenario, obs: &Observation) -> Option<Check> {
         vec![]
     } else {
         vec![format!(
-            "no main call went over the {window} context window: the faulted turn made {} main call(s)",
-            obs.recording.main_calls
+            "no main call went over the {window} context window: the faulted turn made {} main call(s){}",
+            obs.recording.main_calls,
+            super::overflow_hint::hint(window, obs)
         )]
     };
     Some(Check::new(Invariant::Exercised, "context_overflowed", v))

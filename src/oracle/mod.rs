@@ -18,6 +18,7 @@ mod mcp;
 mod mcp_abandoned;
 pub mod memory;
 mod orphan;
+mod overflow_hint;
 mod reuse;
 pub(crate) mod sandbox;
 mod side_effects;

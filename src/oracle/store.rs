@@ -60,8 +60,9 @@ fn missing_capture(obs: &Observation) -> Option<String> {
     obs.events.iter().find_map(|t| match &t.event {
         crate::observe::Event::CaptureMissing { turn, name } => Some(format!(
             "turn {turn} needs `{{{{captured.{name}}}}}{CAPTURE_FIX}{name}`{}",
-            crash_before(obs, Some(*turn))
-                .unwrap_or_else(|| "; fix the capture's selector (see the turn's stdout.log)".into())
+            crash_before(obs, Some(*turn)).unwrap_or_else(|| {
+                "; fix the capture's selector (see the turn's stdout.log)".into()
+            })
         )),
         _ => None,
     })
@@ -92,7 +93,9 @@ pub(crate) fn crash_before(obs: &Observation, before: Option<u64>) -> Option<Str
         true => "its stderr was empty".to_string(),
         false => {
             let cut = stderr.len().saturating_sub(CRASH_QUOTE);
-            let cut = (cut..=stderr.len()).find(|i| stderr.is_char_boundary(*i)).unwrap_or(0);
+            let cut = (cut..=stderr.len())
+                .find(|i| stderr.is_char_boundary(*i))
+                .unwrap_or(0);
             format!("its stderr ended: {:?}", &stderr[cut..])
         }
     };

@@ -83,7 +83,9 @@ fn error_of(obs: &Observation) -> Option<ErrorCause> {
             true => super::store::crash_before(obs, None),
             false => None,
         };
-        return Some(ErrorCause::AfterRun(err.clone() + &crash.unwrap_or_default()));
+        return Some(ErrorCause::AfterRun(
+            err.clone() + &crash.unwrap_or_default(),
+        ));
     }
     // Proxy mode: an upstream that failed on its own is chaosrun's failure
     // to run the scenario, not the agent's. A replayed cassette that has no
@@ -255,14 +257,23 @@ mod tests {
         };
         let mut obs = healthy(&s, crashed);
         obs.run_error = Some("the store query needs `{{captured.session}}` (`exec.store_session`), but the agent's output never matched `exec.capture.session`".into());
-        let cause = judge(&s, Capabilities::default(), &obs).verdict.detail().unwrap();
+        let cause = judge(&s, Capabilities::default(), &obs)
+            .verdict
+            .detail()
+            .unwrap();
         assert!(
             cause.contains("turn 0 crashed before it printed anything to capture (exit 1); its stderr ended: \"Error: cannot load config.json: unknown key 'modle'\""),
             "{cause}"
         );
         let answered = healthy(&s, end(0, false, true, "provider error 500"));
-        let obs = Observation { run_error: obs.run_error.clone(), ..answered };
-        let cause = judge(&s, Capabilities::default(), &obs).verdict.detail().unwrap();
+        let obs = Observation {
+            run_error: obs.run_error.clone(),
+            ..answered
+        };
+        let cause = judge(&s, Capabilities::default(), &obs)
+            .verdict
+            .detail()
+            .unwrap();
         assert!(!cause.contains("crashed"), "{cause}");
     }
 
