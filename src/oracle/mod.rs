@@ -21,6 +21,7 @@ mod orphan;
 mod overflow_hint;
 mod reuse;
 pub(crate) mod sandbox;
+pub mod schedule;
 mod side_effects;
 mod stderr_note;
 mod store;
@@ -204,6 +205,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(side_effects::check(s, obs));
     out.extend(sandbox::check(s, obs));
     out.extend(exercised::check_with(s, obs, caps.background.as_ref()));
+    out.extend(schedule::check(s, obs));
     out.push(memory::check(s, obs));
     depends::attribute(out)
 }

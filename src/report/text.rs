@@ -107,6 +107,18 @@ pub fn scenario_line(r: &ScenarioResult, width: usize) -> String {
     if let Some(note) = r.observation.capped.note() {
         line.push_str(&format!("  [{note}]"));
     }
+    // A row run in part says so under its line, whatever its verdict.
+    for c in r
+        .not_checked()
+        .filter(|c| c.name == crate::oracle::schedule::NAME)
+    {
+        line.push_str(&format!(
+            "\n      ran in part ({} / {}): {}",
+            c.invariant.label(),
+            c.name,
+            c.not_checked_reason().unwrap_or_default()
+        ));
+    }
     line
 }
 
