@@ -134,7 +134,6 @@ type Unchecked = (String, String);
 /// What `r` did not check, one entry per check.
 fn unchecked(r: &ScenarioResult) -> Vec<Unchecked> {
     r.not_checked()
-        .into_iter()
         .map(|c| {
             (
                 format!("{} / {}", c.invariant.label(), c.name),
