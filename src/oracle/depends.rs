@@ -152,8 +152,24 @@ mod tests {
                     .flat_map(|(_, ups)| ups.iter())
                     .any(|u| *u == to || reaches(u, to, depth - 1))
         }
-        for (d, _) in UPSTREAM {
+        const KEYS: &[&str] = &[
+            "termination",
+            "provider_calls",
+            "reusability",
+            "history_integrity",
+            "process_hygiene",
+            "store_integrity",
+            "side_effects",
+            "exercised",
+            "memory",
+            "agent_sandbox",
+        ];
+        for (d, ups) in UPSTREAM {
             assert!(!reaches(d, d, UPSTREAM.len() + 1), "{d} depends on itself");
+            for k in ups.iter().chain([d]) {
+                let inv = k.split('/').next().unwrap();
+                assert!(KEYS.contains(&inv), "{k}: no invariant `{inv}`");
+            }
         }
     }
 
