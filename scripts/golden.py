@@ -105,6 +105,9 @@ BUG_ROWS = [
     ("subagent_no_deadline", "subagent_provider_hangs", "0.25", "termination"),
     ("orphan_subagent", "interrupt_subagent", "1", "provider_calls"),
     ("subagent_abandoned_in_call", "interrupt_subagent", "1", "provider_calls"),
+    # One cause, one failed check (issue 47.8): the fault never served, so
+    # the interrupt and the outcome are not checked, naming it.
+    ("subagent_fails_at_once", "interrupt_subagent", "1", "exercised"),
     ("stdin_open", "tool_background_reads_stdin", "1", "history_integrity"),
 ]
 PROCESS_BUG_ROWS = [
@@ -113,6 +116,9 @@ PROCESS_BUG_ROWS = [
     ("lost_result_on_restart", "kill_during_tool_side_effect", "1", "history_integrity"),
     ("replay_from_zero", "kill_mid_stream", "1", "termination"),
     ("resume_rolls_back_turn", "kill_at_store_write", "1", "store_integrity"),
+    # The kill never fired (nothing persisted mid-turn): kill_landed_mid_turn
+    # and the probe are not checked, naming process_fault_landed.
+    ("persist_at_turn_end", "kill_at_store_write", "1", "exercised"),
 ]
 
 

@@ -264,6 +264,16 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "nothing said so",
     },
+    // One cause, one failed check (issue 47.8): the subagent never started,
+    // so its hang rule never served; the interrupt and the outcome are not
+    // checked, naming `fault_served`, so `exercised` is the only failure.
+    Case {
+        bug: "subagent_fails_at_once",
+        scenario: "interrupt_subagent",
+        invariant: "exercised",
+        scale: "1",
+        says: "never answered a call",
+    },
 ];
 
 /// Cases run at once (a pool: a new case starts as soon as one ends): more

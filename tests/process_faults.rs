@@ -380,3 +380,70 @@ fn a_cancelled_oom_row_leaves_no_memory_cgroup() {
         "chaosrun ({status:?}) left its OOM row's memory cgroup(s): {remaining:?}"
     );
 }
+
+/// A soak whose profile maps no `background` argument runs without its
+/// background calls; the row says the share of its scheduled tool calls
+/// that ran, under its line and as `exercised/schedule_ran` not checked
+/// with the profile's gap, never as a plain pass (issue 47.11).
+#[test]
+fn a_soak_whose_profile_maps_no_background_says_the_share_that_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = repo().join("examples/reference/agent.py");
+    let yaml = std::fs::read_to_string(repo().join("examples/reference/agent.yaml")).unwrap();
+    let without = yaml
+        .replace("{{profile_dir}}/agent.py", agent.to_str().unwrap())
+        .replace(", background: background}", "}");
+    assert_ne!(
+        without,
+        yaml.replace("{{profile_dir}}/agent.py", agent.to_str().unwrap())
+    );
+    let profile = dir.path().join("no-background.yaml");
+    std::fs::write(&profile, without).unwrap();
+    let json = dir.path().join("r.json");
+    let mark = new_mark("pf-part");
+    let out = chaosrun(
+        &mark,
+        &[
+            "process_faults.yaml",
+            "--only",
+            "chaos_soak",
+            "--seed",
+            "7",
+            "--agent",
+            profile.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let left = wait_unmarked(&mark, Duration::from_secs(5));
+    kill_marked(&mark);
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = read_json(&json);
+    let s = scenario(&report, "chaos_soak");
+    let part = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "schedule_ran")
+        .unwrap_or_else(|| panic!("no schedule_ran: {s}"));
+    assert_eq!(part["status"], "not_checked", "{part}");
+    let why = part["reason"].as_str().unwrap();
+    let (ran, all) = why
+        .strip_prefix("part of the row did not run: ")
+        .and_then(|w| w.split_once(" tool calls"))
+        .and_then(|(n, _)| n.split_once(" of "))
+        .map(|(a, b)| (a.parse::<u64>().unwrap(), b.parse::<u64>().unwrap()))
+        .unwrap_or_else(|| panic!("{why}"));
+    assert!(0 < ran && ran < all, "{why}");
+    assert!(
+        why.contains("maps no `background` argument; map it to run the whole row"),
+        "{why}"
+    );
+    assert!(
+        stdout.contains(
+            "\n      ran in part (fault exercised / schedule_ran): part of the row did not run: "
+        ),
+        "{stdout}"
+    );
+}

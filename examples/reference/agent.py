@@ -89,7 +89,10 @@ abandons its subagent, whose loop retries its model call after the parent's
 turn ended);
 subagent_abandoned_in_call (a ``task`` tool stopped by its deadline or an
 interrupt returns at once and leaves its subagent inside its open model call,
-which makes no new call);
+which makes no new call); subagent_fails_at_once (the ``task`` tool errors at once, its
+subagent never started: an interrupt aimed at the subagent's call never lands);
+persist_at_turn_end (the store is written only when a turn ends, as Continue
+CLI does: a kill aimed at a store write mid-turn never fires);
 wait_for_pipe_eof (a foreground call waits for its stdout to close,
 past its timeout, so a child that keeps the pipe holds the turn); and the restart bugs:
   * replay_side_effect: an unanswered call is re-run (its command executed
@@ -186,6 +189,9 @@ KNOWN_BUGS = {
     "subagent_no_deadline": "the task tool waits for its subagent with no deadline",
     "orphan_subagent": "a stopped task tool abandons its subagent, which keeps calling the model after the parent's turn ended",
     "subagent_abandoned_in_call": "a stopped task tool returns at once and leaves its subagent inside its open model call, after the parent's turn ended",
+    "subagent_fails_at_once": "the task tool fails at once, without starting its subagent",
+    # Persistence at turn end (issue 47.8: a kill aimed at a store write never fires).
+    "persist_at_turn_end": "nothing is written to the store while a turn runs: its messages and tool jobs are written when it ends",
     # Tools that hold the pipe.
     "wait_for_pipe_eof": "a foreground call returns only at stdout EOF (no grace, no timeout once the command exited)",
     # Combination bugs (chaosrun explore): each needs two faults together.
@@ -787,6 +793,37 @@ class Store:
             self.db.close()
 
 
+class DeferredWrites:
+    """--bug persist_at_turn_end: a SQLite connection whose writes (INSERT,
+    UPDATE, DELETE) are held in memory and run, in one transaction, only by
+    ``flush`` (at the turn's end) or before any other statement (a read at
+    start-up, the checkpoint at close)."""
+
+    WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+    def __init__(self, db):
+        self.db, self.pending = db, []
+
+    def execute(self, sql, params=()):
+        if sql.lstrip().split(None, 1)[0].upper() in self.WRITES:
+            self.pending.append((sql, params))
+            return None
+        self.flush()
+        return self.db.execute(sql, params)
+
+    def flush(self):
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, []
+        self.db.execute("BEGIN")
+        for sql, params in pending:
+            self.db.execute(sql, params)
+        self.db.execute("COMMIT")
+
+    def __getattr__(self, name):
+        return getattr(self.db, name)
+
+
 def corrupt_db_file(path, root_page):
     """--bug corrupt_store: damage state.db behind SQLite's back, after close.
 
@@ -939,6 +976,8 @@ class Agent:
         self.bg_dir = os.path.join(state_dir, "bg")
         self.store = Store(os.path.join(state_dir, "state.db"),
                            cap=None if self.bug("huge_output_whole") else PERSIST_CAP)
+        if self.bug("persist_at_turn_end"):
+            self.store.db = DeferredWrites(self.store.db)
         # A previous incarnation (SIGKILLed mid-turn) may have left processes and
         # unanswered tool calls behind: clean up first, then repair the history.
         self.kill_stale_jobs()
@@ -948,6 +987,12 @@ class Agent:
 
     def bug(self, name):
         return name in self.bugs
+
+    def persist_turn(self):
+        """--bug persist_at_turn_end: write what the turn held back."""
+        if isinstance(self.store.db, DeferredWrites):
+            with self.store.lock:
+                self.store.db.flush()
 
     def _repair_history(self):
         """A previous process killed mid-batch may have left tool calls unanswered.
@@ -1531,6 +1576,8 @@ class Agent:
             prompt = args.get("prompt")
             if not isinstance(prompt, str) or not prompt.strip():
                 return "error: missing required argument 'prompt'", False
+            if self.bug("subagent_fails_at_once"):
+                return "error: the subagent could not be started (bug subagent_fails_at_once)", False
             return self.run_subagent(prompt)
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
@@ -2210,6 +2257,7 @@ def main(argv):
                 last_reap = time.monotonic()
         agent.ctl.end(clear=agent.clear_interrupt())
         log(f"turn {i} ended after {time.monotonic() - started:.2f}s: {result.get('exit_reason')}")
+        agent.persist_turn()
         emit({"ev": "turn_end", "i": i, **result})
     if agent.pending_replay:
         agent.replay_pending()

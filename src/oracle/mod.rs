@@ -8,6 +8,7 @@ mod backoff;
 mod calls;
 pub mod cause;
 mod credential;
+pub mod depends;
 mod discovery;
 mod exercised;
 mod giveup;
@@ -18,8 +19,10 @@ mod mcp_abandoned;
 pub mod memory;
 mod orphan;
 mod overflow;
+mod overflow_hint;
 mod reuse;
 pub(crate) mod sandbox;
+pub mod schedule;
 mod side_effects;
 mod stderr_note;
 mod store;
@@ -69,6 +72,22 @@ impl Invariant {
             Invariant::Exercised => "fault exercised",
             Invariant::Memory => "bounded memory",
             Invariant::AgentSandbox => "agent sandbox",
+        }
+    }
+
+    /// The name a report gives it (`history_integrity`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Invariant::Termination => "termination",
+            Invariant::ProviderCalls => "provider_calls",
+            Invariant::Reusability => "reusability",
+            Invariant::HistoryIntegrity => "history_integrity",
+            Invariant::ProcessHygiene => "process_hygiene",
+            Invariant::StoreIntegrity => "store_integrity",
+            Invariant::SideEffects => "side_effects",
+            Invariant::Exercised => "exercised",
+            Invariant::Memory => "memory",
+            Invariant::AgentSandbox => "agent_sandbox",
         }
     }
 }
@@ -143,7 +162,9 @@ impl Check {
     }
 }
 
-/// Every check of every invariant class, in class order.
+/// Every check of every invariant class, in class order; a failure another
+/// failed check already explains is `not checked`, naming it
+/// ([`depends::attribute`]).
 pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> {
     if let Some(err) = &obs.setup_error {
         let mut out = vec![Check::new(
@@ -185,8 +206,9 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(side_effects::check(s, obs));
     out.extend(sandbox::check(s, obs));
     out.extend(exercised::check_with(s, obs, caps.background.as_ref()));
+    out.extend(schedule::check(s, obs));
     out.push(memory::check(s, obs));
-    out
+    depends::attribute(out)
 }
 
 pub use backoff::{violations as backoff_violations, EPISODE_FLOOR, RETRY_AFTER_TOLERANCE};

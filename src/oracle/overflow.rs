@@ -40,8 +40,9 @@ pub(super) fn exercised(s: &Scenario, obs: &Observation) -> Option<Check> {
             Invariant::Exercised,
             NAME,
             vec![format!(
-                "no main call went over the {window} context window and no tool result came back to the model: the faulted turn made {} main call(s)",
-                obs.recording.main_calls
+                "no main call went over the {window} context window and no tool result came back to the model: the faulted turn made {} main call(s){}",
+                obs.recording.main_calls,
+                super::overflow_hint::hint(window, obs)
             )],
         ));
     };

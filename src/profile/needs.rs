@@ -300,7 +300,7 @@ fn tool_gaps(profile: &Profile, s: &Scenario) -> Vec<Gap> {
 pub fn adapt(profile: &Profile, s: &Scenario) -> Option<(Scenario, String)> {
     let mut out = s.clone();
     let mut dropped = Vec::new();
-    for rule in &mut out.responder {
+    for (i, rule) in out.responder.iter_mut().enumerate() {
         let Some(calls) = rule.reply.tool_calls_mut() else {
             continue;
         };
@@ -310,7 +310,19 @@ pub fn adapt(profile: &Profile, s: &Scenario) -> Option<(Scenario, String)> {
         if can.is_empty() {
             return None;
         }
-        dropped.extend(cannot.iter().filter_map(|c| unbackgroundable(profile, c)));
+        let whys: Vec<String> = cannot
+            .iter()
+            .filter_map(|c| unbackgroundable(profile, c))
+            .collect();
+        if let Some(why) = whys.first() {
+            out.dropped_calls
+                .push(crate::scenarios::schema::DroppedCalls {
+                    rule: i,
+                    count: whys.len(),
+                    why: why.clone(),
+                });
+        }
+        dropped.extend(whys);
         *calls = can;
     }
     dropped.dedup();
@@ -426,6 +438,16 @@ mod tests {
         let (adapted, note) = adapt(&p, &soak).expect("adapted");
         let calls = adapted.responder[0].reply.tool_calls();
         assert_eq!(calls.len(), 1);
+        // What was dropped is saved with the row, for the oracle.
+        assert_eq!(adapted.dropped_calls.len(), 1);
+        assert_eq!(
+            (
+                adapted.dropped_calls[0].rule,
+                adapted.dropped_calls[0].count
+            ),
+            (0, 1)
+        );
+        assert!(soak.dropped_calls.is_empty());
         assert_eq!(calls[0].args["command"], "a");
         assert!(
             note.starts_with("soak: its `background: true` call(s) dropped"),

@@ -238,6 +238,7 @@ fn resolve(
         memory_mb: s.memory_mb.unwrap_or(defaults.memory_mb),
         credential: s.credential.clone(),
         agent_sandbox: s.agent_sandbox.clone(),
+        dropped_calls: Vec::new(),
     })
 }
 

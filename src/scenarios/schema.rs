@@ -457,6 +457,22 @@ pub struct Scenario {
     pub credential: Option<crate::provider::credential::CredentialSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_sandbox: Option<super::agent_sandbox::AgentSandbox>,
+    /// Calls of the responder's replies the profile could not make, dropped
+    /// before the run (`profile::needs::adapt`): saved with the row, so the
+    /// oracle can say what share of it ran. Empty for a row run as written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped_calls: Vec<DroppedCalls>,
+}
+
+/// Calls dropped from one responder rule's reply before the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DroppedCalls {
+    /// The rule's index in `responder`.
+    pub rule: usize,
+    /// How many of its reply's calls were dropped.
+    pub count: usize,
+    /// Why (the profile's gap, with the key to map).
+    pub why: String,
 }
 
 /// A loaded, validated table.
