@@ -438,7 +438,8 @@ impl Profile {
             .map(|a| template::render(a, &vars))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("adapter profile `{source}`: version_cmd: {e}"))?;
-        knobs::validate(&doc.agent_knobs).map_err(|e| format!("adapter profile `{source}`: {e}"))?;
+        knobs::validate(&doc.agent_knobs)
+            .map_err(|e| format!("adapter profile `{source}`: {e}"))?;
         let unmapped_knobs = knobs::unmapped(&doc.agent_knobs, &doc);
         if installed && find_program(&command[0]).is_none() {
             return Err(format!(
