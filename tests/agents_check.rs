@@ -3,7 +3,9 @@
 //! profile with one part broken (the shell tool's name, the store path) fails
 //! exactly that step, naming the check and the profile key (exit 1); a profile
 //! that declares no resume and no MCP has those steps "not checked", never ok;
-//! an unknown agent is the table run's usage error (exit 2); SIGTERM reaches
+//! a knob the profile declares (`agent_knobs`) and renders nowhere is a
+//! `warning:` line that fails no step; an unknown agent is the table run's
+//! usage error (exit 2); SIGTERM reaches
 //! the table run and its 143 is forwarded. No process of a smoke outlives it.
 
 mod common;

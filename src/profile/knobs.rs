@@ -45,8 +45,8 @@ pub fn unmapped<T: Serialize>(declared: &[String], doc: &T) -> Vec<String> {
         .collect()
 }
 
-/// Every string in `v` (object keys too: a home file's JSON may spell a
-/// knob in a key nobody would, but a template may stand anywhere).
+/// Every string value in `v`, at any depth (a template may stand in any
+/// value of the profile: an `env:` value, an `exec` argument, a home file).
 fn strings<'a>(v: &'a serde_json::Value, out: &mut Vec<&'a str>) {
     match v {
         serde_json::Value::String(s) => out.push(s),
