@@ -301,6 +301,13 @@ const UNDER: &str = "               ";
 /// the end of a long message, its hint and the command that reruns its rows
 /// with evidence kept), then one line of summary.
 pub fn render(steps: &[Step], agent: &str) -> String {
+    render_warned(steps, &[], agent)
+}
+
+/// [`render`], with the smoke's run-wide warnings (a knob the profile
+/// declares and renders nowhere, a log path never found) between the steps
+/// and the summary, one `warning:` line each: a warning fails no step.
+pub fn render_warned(steps: &[Step], warnings: &[String], agent: &str) -> String {
     let mut out = String::new();
     for s in steps {
         let head = format!("{:<12}", s.name);
@@ -316,6 +323,12 @@ pub fn render(steps: &[Step], agent: &str) -> String {
             )),
             Outcome::Failed(f) => out.push_str(&failure(&head, f, agent)),
         }
+    }
+    if !warnings.is_empty() {
+        out.push('\n');
+    }
+    for w in warnings {
+        out.push_str(&format!("warning: {w}\n"));
     }
     out.push_str(&summary(steps));
     out

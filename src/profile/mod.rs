@@ -10,6 +10,7 @@
 pub mod bundled;
 pub mod cassettes;
 pub mod exec;
+pub mod knobs;
 pub mod needs;
 
 use std::collections::BTreeMap;
@@ -161,6 +162,9 @@ struct ProfileDoc {
     /// `driver::seccomp`).
     #[serde(default)]
     allow_setns: bool,
+    /// The scenario knobs the agent itself has a setting for ([`knobs`]).
+    #[serde(default)]
+    agent_knobs: Vec<String>,
 }
 
 /// Where a profile's agent gets its network (`network:`).
@@ -231,6 +235,9 @@ pub struct Profile {
     pub network: NetworkMode,
     /// `allow_setns: true`: the agent's seccomp program lets `setns` through.
     pub allow_setns: bool,
+    /// The knobs `agent_knobs` declares that no template renders: each one
+    /// a run-wide warning ([`knobs::warning`]).
+    pub unmapped_knobs: Vec<String>,
 }
 
 /// The template variables a scenario run provides, with placeholder values
@@ -443,6 +450,9 @@ impl Profile {
             .map(|a| template::render(a, &vars))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("adapter profile `{source}`: version_cmd: {e}"))?;
+        knobs::validate(&doc.agent_knobs)
+            .map_err(|e| format!("adapter profile `{source}`: {e}"))?;
+        let unmapped_knobs = knobs::unmapped(&doc.agent_knobs, &doc);
         if installed && find_program(&command[0]).is_none() {
             return Err(format!(
                 "agent command `{}` (from `{source}`) not found",
@@ -472,6 +482,7 @@ impl Profile {
             mcp_upstream: doc.mcp.upstream,
             network: doc.network,
             allow_setns: doc.allow_setns,
+            unmapped_knobs,
         };
         profile.validate_templates()?;
         profile.validate_home_paths()?;

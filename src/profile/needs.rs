@@ -396,6 +396,7 @@ mod tests {
             mcp_upstream: None,
             network: Default::default(),
             allow_setns: false,
+            unmapped_knobs: Vec::new(),
         };
         for (logical, name, args) in tools {
             p.tools.insert(
