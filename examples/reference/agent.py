@@ -76,7 +76,7 @@ Process faults (restart on the same HOME)
 
 Bugs (``--bug NAME``): retry_storm, retry_400, no_stale_timeout,
 leaked_background, lost_parallel_result, wedged_after_interrupt, stdin_open,
-huge_output_whole, memory_leak, trusts_started_stream, corrupt_store; the MCP bugs mcp_no_timeout, mcp_no_cancel,
+huge_output_whole, memory_leak, output_copies, output_read_whole, trusts_started_stream, corrupt_store; the MCP bugs mcp_no_timeout, mcp_no_cancel,
 mcp_timeout_no_cancel (a timed-out call is forgotten, never cancelled),
 mcp_leak_server (close leaves stdio servers running; the descendant sweep
 spares them), mcp_drop_error_result (an ``isError`` result never enters the
@@ -155,6 +155,8 @@ KNOWN_BUGS = {
     "huge_output_whole": "tool output is not capped",
     "trusts_started_stream": "once a response head arrived, its stream has no read timeout (a stream that started is trusted to finish)",
     "memory_leak": "every tool output is kept whole in memory four times (raw bytes, text, the transcript log line, the rendered view), never trimmed",
+    "output_copies": "every tool output is kept whole in memory three times (raw bytes, text, the transcript line), never trimmed",
+    "output_read_whole": "a tool's whole output is read into memory (bytes, text, lines) before it is cut to the cap",
     "corrupt_store": "state.db is corrupted at close",
     "replay_side_effect": "on resume, an unanswered tool call is re-run",
     "orphan_bg_on_restart": "on resume, the previous incarnation's background jobs are left running",
@@ -1737,6 +1739,32 @@ class Agent:
         self.leaked.extend([bytes(raw), text, json.dumps(text), "".join(["| ", text])])
         log(f"kept {len(raw)} bytes of tool output four times over (bug memory_leak)")
 
+    def _keep_copies(self, raw):
+        """--bug output_copies: keep a tool's whole output three times over
+        (raw bytes, text, the transcript line), never trimmed; the buffer it
+        was read into is let go first, so three copies are all it holds."""
+        data = bytes(raw)
+        del raw[:]
+        text = data.decode("utf-8", "replace")
+        self.leaked.extend([data, text, "".join(["| ", text])])
+        log(f"kept {len(data)} bytes of tool output three times over (bug output_copies)")
+
+    @staticmethod
+    def _cut_whole(whole):
+        """--bug output_read_whole: the whole output, read into memory, is
+        decoded and split into lines, and only then cut to the cap."""
+        text = whole.decode("utf-8", "replace")
+        del whole[:]
+        lines = text.splitlines(keepends=True)
+        del text
+        kept = bytearray()
+        for line in lines:
+            if len(kept) >= OUTPUT_CAP:
+                break
+            kept += line.encode()[:OUTPUT_CAP - len(kept)]
+        log(f"read {sum(len(l) for l in lines)} chars of tool output whole before cutting it (bug output_read_whole)")
+        return kept
+
     def _bg_entry(self, job_id, pid, start_ticks):
         """This incarnation's record of a background job (killed at close)."""
         return (job_id, pid, pid, start_ticks)
@@ -1762,9 +1790,9 @@ class Agent:
                 self.fg_pids.discard(proc.pid)
             raise
         fd = proc.stdout.fileno()
-        cap = None if self.bug("huge_output_whole") else OUTPUT_CAP
+        cap = None if self.bug("huge_output_whole") or self.bug("output_read_whole") else OUTPUT_CAP
         kept = bytearray()
-        leaked = bytearray() if self.bug("memory_leak") else None
+        leaked = bytearray() if self.bug("memory_leak") or self.bug("output_copies") else None
         total = 0
         eof = False
         exited_at = None
@@ -1821,7 +1849,9 @@ class Agent:
             self._end_tool(job_id)
         self._after_tool()
         if leaked is not None:
-            self._leak(leaked)
+            self._keep_copies(leaked) if self.bug("output_copies") else self._leak(leaked)
+        if self.bug("output_read_whole"):
+            kept = self._cut_whole(kept)
         out = kept.decode("utf-8", "replace")
         if total > len(kept):
             out += f"\n[output truncated: {total} bytes total]"

@@ -16,6 +16,7 @@ mod hygiene;
 mod mcp;
 mod mcp_abandoned;
 pub mod memory;
+mod memory_growth;
 mod orphan;
 mod reuse;
 pub(crate) mod sandbox;
@@ -185,6 +186,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(sandbox::check(s, obs));
     out.extend(exercised::check_with(s, obs, caps.background.as_ref()));
     out.push(memory::check(s, obs));
+    out.extend(memory_growth::check(s, obs));
     out
 }
 

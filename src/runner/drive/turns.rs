@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::time::{sleep_until, Instant};
 
+use super::baseline;
 use super::clock::{began, TurnClock};
 use super::faults::{Hit, Landed};
 use super::{Drive, Next};
@@ -99,6 +100,7 @@ pub(crate) async fn drive(
             provider.hold_from(Some(n.saturating_sub(1)));
         }
     }
+    baseline::arm(s, provider);
     if !d.boot_all(s.deadlines.boot).await? {
         return Ok(false);
     }
@@ -148,7 +150,9 @@ async fn faulted_turn(
         tokio::time::sleep(secs(fault_delay)).await;
     };
     tokio::pin!(fault_trigger);
-    let (mut sent, mut faulted) = (false, false);
+    let footprint = baseline::measure(s, scope.clone(), provider);
+    tokio::pin!(footprint);
+    let (mut sent, mut faulted, mut measured) = (false, false, false);
     // The worker running the faulted turn (a single agent is worker 0).
     let mut runner = 0;
     loop {
@@ -169,6 +173,10 @@ async fn faulted_turn(
                     }
                 }
             },
+            ev = &mut footprint, if !measured => {
+                measured = true;
+                d.push(Instant::now(), ev);
+            }
             _ = &mut trigger, if !sent => {
                 sent = true;
                 let main_calls = *provider.main_calls().borrow();
