@@ -119,6 +119,13 @@ seen); see KNOWN_BUGS.
 
 Sandbox bug: sandbox_silent (a tool sandbox that cannot start reported as a
 bare exit code, never named); see KNOWN_BUGS and SANDBOX.
+
+Options (not bugs): --engine-child runs each foreground shell command under an
+engine process of the agent's own (a helper that allocates 64 MB and marks
+itself the OOM killer's first pick, as an app server or code-execution engine
+of a real agent is), so the agent's memory growth is in a child process; a
+command whose engine the kernel killed fails with a result that says so, and
+the turn goes on (see ENGINE).
 """
 
 import copy
@@ -207,6 +214,17 @@ OUTPUT_CAP = 50_000          # chars of tool output kept (bytes read, decoded)
 # then become `bash -c COMMAND` (same pid, same process group). EOF (the agent
 # died before recording the process) means the command never runs.
 GATE = 'IFS= read -r go <&{fd}; exec {fd}<&-; [ "$go" = go ] || exit 125; exec bash -c "$1"'
+# --engine-child: the engine a foreground command runs under. It raises its
+# own oom_score_adj (so the kernel kills it, not the agent, when the agent's
+# processes are out of memory), allocates 64 MB, then runs the command with
+# PR_SET_PDEATHSIG (a killed engine takes its command with it).
+ENGINE = ("import ctypes, subprocess, sys\n"
+          "open('/proc/self/oom_score_adj', 'w').write('500')\n"
+          "held = [b'e' * (1 << 20) for _ in range(64)]\n"
+          "libc = ctypes.CDLL(None)\n"
+          "rc = subprocess.call(['bash', '-c', sys.argv[1]], preexec_fn=lambda: libc.prctl(1, 9))\n"
+          "sys.exit(rc if rc >= 0 else 128 - rc)\n")
+ENGINE_CHILD = False   # set by --engine-child
 PERSIST_CAP = 1_000_000      # hard cap on one persisted content
 RETRY_AFTER_BUDGET = 30.0   # a retry-after longer than this fails the turn at once, surfaced
 MAX_REPLY_CHARS = 200_000   # a reply longer than this is a runaway model: the turn fails, not retried
@@ -1779,6 +1797,8 @@ class Agent:
         os.close(gate)
 
     def run_foreground(self, command, timeout):
+        if ENGINE_CHILD:
+            command = "exec python3 -c " + shlex.quote(ENGINE) + " " + shlex.quote(command)
         proc, gate, start_ticks = self._spawn_gated(command, subprocess.PIPE, track_fg=True)
         pgid = proc.pid
         try:
@@ -1860,9 +1880,18 @@ class Agent:
         if outcome == "interrupted":
             return "interrupted" + (f"\n{out}" if out else ""), True
         rc = proc.returncode
+        if ENGINE_CHILD and rc == -signal.SIGKILL:
+            return self._engine_killed(proc.pid, out), False
         if rc:
             out += ("\n" if out else "") + f"exit code {rc}"
         return out if out else "(no output)", False
+
+    @staticmethod
+    def _engine_killed(pid, out):
+        """--engine-child: the result of a command whose engine was killed."""
+        log(f"tool engine {pid} was killed by SIGKILL")
+        return (f"error: the tool engine (pid {pid}) was killed by SIGKILL (out of memory?); "
+                "the command did not finish" + (f"\n{out}" if out else ""))
 
     def start_background(self, command):
         os.makedirs(self.bg_dir, exist_ok=True)
@@ -2039,7 +2068,10 @@ def parse_args(argv):
             bugs.add(argv[i + 1])
             i += 2
             continue
-        if a.startswith("--bug="):
+        if a == "--engine-child":
+            global ENGINE_CHILD
+            ENGINE_CHILD = True
+        elif a.startswith("--bug="):
             bugs.add(a[len("--bug="):])
         else:
             rest.append(a)
@@ -2054,7 +2086,7 @@ def parse_args(argv):
         sys.exit(2)
     spec_path = rest[-1] if rest else os.environ.get("CHAOS_SPEC")
     if not spec_path:
-        sys.stderr.write("usage: agent.py [--wire W] [--bug NAME]... SPEC_PATH (or set CHAOS_SPEC)\n")
+        sys.stderr.write("usage: agent.py [--wire W] [--bug NAME]... [--engine-child] SPEC_PATH (or set CHAOS_SPEC)\n")
         sys.exit(2)
     return bugs, spec_path, wire
 
