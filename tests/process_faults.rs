@@ -335,15 +335,30 @@ fn the_oom_kill_of_the_agents_engine_child_is_the_agents_and_is_noticed_at_once(
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{wire}: {stdout}");
         let report = read_json(&json);
-        let checks = scenario(&report, "oom_kill_mid_turn")["checks"].as_array().unwrap().clone();
+        let checks = scenario(&report, "oom_kill_mid_turn")["checks"]
+            .as_array()
+            .unwrap()
+            .clone();
         let status = |name: &str| {
             let c = checks.iter().find(|c| c["name"] == name);
             c.map(|c| c["status"].as_str().unwrap_or_default().to_string())
         };
-        assert_eq!(status("process_fault_landed").as_deref(), Some("pass"), "{wire}: {checks:#?}");
-        assert_eq!(status("kill_landed_mid_turn").as_deref(), Some("pass"), "{wire}");
+        assert_eq!(
+            status("process_fault_landed").as_deref(),
+            Some("pass"),
+            "{wire}: {checks:#?}"
+        );
+        assert_eq!(
+            status("kill_landed_mid_turn").as_deref(),
+            Some("pass"),
+            "{wire}"
+        );
         assert_eq!(status("exits_by_itself").as_deref(), Some("pass"), "{wire}");
-        assert_eq!(status("resumes_after_kill").as_deref(), Some("not_checked"), "{wire}");
+        assert_eq!(
+            status("resumes_after_kill").as_deref(),
+            Some("not_checked"),
+            "{wire}"
+        );
         let skipped = skipped_checks(&report, &["termination"]);
         assert!(skipped.is_empty(), "{wire}: skipped: {skipped:#?}");
         // The kernel killed the engine, not the agent (the agent said so).
@@ -360,14 +375,25 @@ fn the_oom_kill_of_the_agents_engine_child_is_the_agents_and_is_noticed_at_once(
                 .position(|e| e["ev"] == ev && i.is_none_or(|i| e["i"] == i))
                 .unwrap_or_else(|| panic!("{wire}: no {ev} {i:?} in {events:#?}"))
         };
-        let (oom, end0, closed) = (first("oom_kill", None), first("turn_end", Some(0)), first("closed", None));
-        assert!(events[oom]["oom_kills"].as_u64() >= Some(1), "{wire}: {}", events[oom]);
+        let (oom, end0, closed) = (
+            first("oom_kill", None),
+            first("turn_end", Some(0)),
+            first("closed", None),
+        );
+        assert!(
+            events[oom]["oom_kills"].as_u64() >= Some(1),
+            "{wire}: {}",
+            events[oom]
+        );
         assert!(oom < end0 && end0 < closed, "{wire}: {events:#?}");
         assert!(
             events[oom]["at"].as_f64() <= events[end0]["at"].as_f64(),
             "{wire}: the OOM was recorded after the turn it cut had ended: {events:#?}"
         );
-        assert!(!events.iter().any(|e| e["ev"] == "restarted"), "{wire}: {events:#?}");
+        assert!(
+            !events.iter().any(|e| e["ev"] == "restarted"),
+            "{wire}: {events:#?}"
+        );
         let left = wait_unmarked(&mark, Duration::from_secs(5));
         kill_marked(&mark);
         assert!(left.is_empty(), "{wire}: left behind: {left:?}");

@@ -1,17 +1,22 @@
 //! Bounded memory growth (`memory_growth`): on a row that declares
-//! `memory_growth_mb`, the agent's processes may grow at most that much over
-//! their own footprint, measured on the same row as its first model call
-//! arrived (the reply held until it was read: [`Event::MemoryBaseline`]),
-//! before the output the row makes exists. The peak is the highest
-//! resident-memory sum sampled after the baseline (the row is sampled every
-//! 50 ms through its faulted turn): resident memory on both sides, never the
-//! cgroup's `memory.peak`, which also counts page cache (a file the agent
-//! spills the output to is not memory it holds). So a lean agent that keeps
-//! copies of the output fails, and a large one that stays flat passes.
-//! `not checked` when the baseline or a later sample is missing.
+//! `memory_growth_mb`, the agent's processes may grow at most that much
+//! during the faulted turn over their own footprint before the output the
+//! row makes exists. The footprint is the most they held before it: the
+//! resident memory measured as the row's first model call arrived (the
+//! reply held until it was read: [`Event::MemoryBaseline`]) or any sample
+//! before that, whichever is higher (a heap that a collection had just
+//! shrunk, or a boot that peaked higher, is still the agent's size). The
+//! peak is the highest resident-memory sum sampled from the baseline to the
+//! first sample after the faulted turn ended (the row is sampled every
+//! 50 ms through it; an exec-mode agent's next turn is a new process whose
+//! boot is not the output's doing). Resident memory on both sides, never
+//! the cgroup's `memory.peak`, which also counts page cache (a file the
+//! agent spills the output to is not memory it holds). So a lean agent that
+//! keeps copies of the output fails, and a large one that stays flat
+//! passes. `not checked` when the baseline or a later sample is missing.
 
 use super::{Check, Invariant};
-use crate::observe::{Event, Observation};
+use crate::observe::{Event, Observation, ProcSample};
 use crate::scenarios::Scenario;
 
 const NAME: &str = "memory_growth";
@@ -37,11 +42,25 @@ fn baseline(obs: &Observation) -> Option<Result<Baseline, String>> {
     .map(|(at, r)| r.map(|(rss, n)| (at, rss, n)))
 }
 
+/// The faulted turn's samples from `at` on: up to the first sample after
+/// its `turn_end` (all of them if it never ended).
+fn in_turn(obs: &Observation, at: f64) -> Vec<&ProcSample> {
+    let end = obs.turn_end(0).map(|(t, _)| t);
+    let mut out = Vec::new();
+    for p in obs.proc_samples.iter().filter(|p| p.at >= at) {
+        out.push(p);
+        if end.is_some_and(|e| p.at > e) {
+            break;
+        }
+    }
+    out
+}
+
 /// The growth check, on a row that declares a bound.
 pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
     let allowed = s.memory_growth_mb?;
     let inv = Invariant::Memory;
-    let (at, base, n) = match baseline(obs) {
+    let (at, measured, n) = match baseline(obs) {
         None => {
             return Some(Check::skipped(
                 inv,
@@ -55,10 +74,18 @@ pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
         }
         Some(Ok(b)) => b,
     };
-    let peak = obs
+    let before = obs
         .proc_samples
         .iter()
-        .filter(|p| p.at >= at && p.rss > 0)
+        .filter(|p| p.at < at && p.rss > measured)
+        .max_by_key(|p| p.rss);
+    let (base, from) = match before {
+        Some(p) => (p.rss, format!("sampled at {:.1} s, before the row's first model call arrived at {at:.1} s, when it was {:.0} MB", p.at, measured as f64 / MB)),
+        None => (measured, format!("measured as the row's first model call arrived, at {at:.1} s")),
+    };
+    let peak = in_turn(obs, at)
+        .into_iter()
+        .filter(|p| p.rss > 0)
         .max_by_key(|p| p.rss);
     let Some(peak) = peak else {
         let why = "no sample of the agent's resident memory after its footprint was measured";
@@ -72,7 +99,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
         inv,
         NAME,
         vec![format!(
-            "the agent's processes grew by {growth:.0} MB over their own footprint, more than the {allowed} MB the row allows (`memory_growth_mb`): baseline {:.0} MB ({n} process(es), resident memory measured as the row's first model call arrived, at {at:.1} s), peak {:.0} MB (sampled RSS at {:.1} s)",
+            "the agent's processes grew by {growth:.0} MB over their own footprint in the faulted turn, more than the {allowed} MB the row allows (`memory_growth_mb`): baseline {:.0} MB (the most its {n} process(es) held before the output: resident memory {from}), peak {:.0} MB (sampled RSS at {:.1} s)",
             base as f64 / MB,
             peak.rss as f64 / MB,
             peak.at
@@ -122,21 +149,57 @@ mod tests {
         assert_eq!(v.len(), 1, "{c:?}");
         assert!(v[0].contains("grew by 480 MB"), "{v:?}");
         assert!(v[0].contains("more than the 80 MB the row allows"), "{v:?}");
-        assert!(v[0].contains("baseline 30 MB (3 process(es)"), "{v:?}");
-        assert!(v[0].contains("at 1.0 s"), "{v:?}");
+        assert!(
+            v[0].contains("baseline 30 MB (the most its 3 process(es)"),
+            "{v:?}"
+        );
+        assert!(v[0].contains("arrived, at 1.0 s"), "{v:?}");
         assert!(v[0].contains("peak 510 MB (sampled RSS at 2.0 s)"), "{v:?}");
     }
 
     /// A 1 GB agent that stays flat passes (an absolute 512 MB bound failed
-    /// it); samples before the baseline (its boot) are not growth.
+    /// it); its footprint is the most it held before the output (a boot
+    /// that peaked higher, a heap a collection had just shrunk), so the
+    /// dip the baseline caught is not counted as growth.
     #[test]
-    fn a_large_flat_agent_passes_and_boot_is_not_growth() {
+    fn a_large_flat_agent_passes_against_the_most_it_held_before() {
         let s = scenario("expect: error\nmemory_growth_mb: 80");
-        let mut o = run(1040, &[(1.5, 1060), (2.5, 1100)]);
-        o.proc_samples.push(sample(0.8, 1900));
+        let o = run(1040, &[(1.5, 1060), (2.5, 1100)]);
         assert!(!check(&s, &o).unwrap().failed());
         let o = run(1040, &[(1.5, 1060), (2.5, 1130)]);
         assert!(check(&s, &o).unwrap().failed(), "90 MB of growth");
+        // Measured in a dip: 960 MB at the call, 1100 MB a moment before.
+        let mut o = run(960, &[(1.5, 1060), (2.5, 1130)]);
+        o.proc_samples.push(sample(0.9, 1100));
+        let c = check(&s, &o).unwrap();
+        assert!(!c.failed(), "{c:?}");
+        o.proc_samples.push(sample(3.0, 1190));
+        let v = check(&s, &o).unwrap().violations().to_vec();
+        assert!(v[0].contains("baseline 1100 MB"), "{v:?}");
+        assert!(v[0].contains("sampled at 0.9 s, before the row's first model call arrived at 1.0 s, when it was 960 MB"), "{v:?}");
+    }
+
+    /// The next turn's process (exec mode) booting bigger is not the
+    /// output's growth: samples end with the first after the faulted turn.
+    #[test]
+    fn samples_after_the_faulted_turn_are_not_judged() {
+        let s = scenario("expect: error\nmemory_growth_mb: 80");
+        let mut o = run(600, &[(1.5, 650), (2.5, 660), (9.0, 900)]);
+        let end = o
+            .events
+            .iter()
+            .position(|t| matches!(t.event, Event::TurnEnd(ref e) if e.i == 0))
+            .unwrap();
+        o.events[end].at = 2.0;
+        assert!(
+            !check(&s, &o).unwrap().failed(),
+            "the first sample after the turn (660 MB) counts, not the next turn's 900 MB"
+        );
+        o.proc_samples.insert(2, sample(2.2, 700));
+        assert!(
+            check(&s, &o).unwrap().failed(),
+            "held at the turn's end: 700 MB"
+        );
     }
 
     #[test]

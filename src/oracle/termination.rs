@@ -375,7 +375,10 @@ fn lived_through_oom(obs: &Observation) -> Option<String> {
         Event::OomKill { oom_kills, .. } => Some(*oom_kills),
         _ => None,
     })?;
-    let restarted = obs.events.iter().any(|t| matches!(t.event, Event::Restarted { .. }));
+    let restarted = obs
+        .events
+        .iter()
+        .any(|t| matches!(t.event, Event::Restarted { .. }));
     let (end_at, _) = obs.turn_end(0)?;
     (kills > 0 && !restarted && end_at >= oom_at).then(|| {
         format!(
@@ -649,7 +652,8 @@ mod tests {
         let why = r.not_checked_reason().unwrap_or_default();
         assert!(why.contains("hit another process of its tree"), "{r:?}");
         // Killed, with no restart and no turn end: that is a failure.
-        obs.events.retain(|t| !matches!(t.event, Event::TurnEnd(ref e) if e.i == 0));
+        obs.events
+            .retain(|t| !matches!(t.event, Event::TurnEnd(ref e) if e.i == 0));
         let c = check(&s, &obs);
         let r = c.iter().find(|c| c.name == "resumes_after_kill").unwrap();
         assert!(r.failed(), "{r:?}");

@@ -66,7 +66,9 @@ impl OomEvents {
                 Source::Inotify(i) => i.read_events().map(|_| ()).map_err(std::io::Error::from),
                 Source::EventFd(f) => {
                     let mut n = [0u8; 8];
-                    nix::unistd::read(f.as_raw_fd(), &mut n).map(|_| ()).map_err(std::io::Error::from)
+                    nix::unistd::read(f.as_raw_fd(), &mut n)
+                        .map(|_| ())
+                        .map_err(std::io::Error::from)
                 }
             };
             match drained {

@@ -425,8 +425,12 @@ mod tests {
 
     #[test]
     fn a_growth_bound_is_bounded_and_not_combined_with_an_oom_fault() {
-        assert_eq!(load_str(ONE, "t.yaml").unwrap().scenarios[0].memory_growth_mb, None);
-        let with = |extra: &str| ONE.replace("expect: error", &format!("expect: error\n    {extra}"));
+        assert_eq!(
+            load_str(ONE, "t.yaml").unwrap().scenarios[0].memory_growth_mb,
+            None
+        );
+        let with =
+            |extra: &str| ONE.replace("expect: error", &format!("expect: error\n    {extra}"));
         let row = with("memory_growth_mb: 80");
         assert_eq!(
             load_str(&row, "t.yaml").unwrap().scenarios[0].memory_growth_mb,
@@ -436,7 +440,10 @@ mod tests {
         assert!(e.message.contains("`memory_growth_mb` is 0"), "{e}");
         let oom = "memory_growth_mb: 80\n    process_fault: {action: oom, at: {after_calls: 1}}";
         let e = load_str(&with(oom), "t.yaml").unwrap_err();
-        assert!(e.message.contains("cannot be combined with an `oom`"), "{e}");
+        assert!(
+            e.message.contains("cannot be combined with an `oom`"),
+            "{e}"
+        );
     }
 
     #[test]

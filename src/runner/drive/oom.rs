@@ -35,7 +35,7 @@ const MB: f64 = 1_048_576.0;
 /// How long the `oom_kill` counter is re-read after the kernel's OOM event
 /// (v1 signals as the cgroup runs out, just before the killer picks its
 /// victim), and how often.
-pub(super) const CONFIRM: Duration = Duration::from_secs(1);
+const CONFIRM: Duration = Duration::from_secs(1);
 const CONFIRM_EVERY: Duration = Duration::from_millis(10);
 
 /// The limit set: the cgroup, its OOM kills before, the usage it counts from.
@@ -76,7 +76,10 @@ impl Armed {
         let Some(cg) = &self.cg else { return 0 };
         let end = Instant::now() + CONFIRM;
         loop {
-            let n = cg.oom_kills().unwrap_or(self.before).saturating_sub(self.before);
+            let n = cg
+                .oom_kills()
+                .unwrap_or(self.before)
+                .saturating_sub(self.before);
             if n > 0 || !self.woke || Instant::now() >= end {
                 return n;
             }
@@ -150,6 +153,16 @@ impl Drive<'_> {
                             self.noticed(&mut armed, hit).await;
                             hit.provider.refresh_credential();
                             return Some(true);
+                        }
+                    }
+                    // Another worker (sharing the cgroup) that closed and
+                    // exited is not news; one that died is revived too.
+                    Next::Eof(w) if w != k => {
+                        if !self.said_closed(w) {
+                            self.noticed(&mut armed, hit).await;
+                            if !self.revive_after_oom(w, hit).await {
+                                return Some(false);
+                            }
                         }
                     }
                     Next::Eof(_) => {
