@@ -42,6 +42,23 @@ fn baseline(obs: &Observation) -> Option<Result<Baseline, String>> {
     .map(|(at, r)| r.map(|(rss, n)| (at, rss, n)))
 }
 
+/// One cause, one failed check: on a row whose growth failed, the absolute
+/// bound (`memory_bounded`) that the same growth pushed the peak over is
+/// `not checked`, naming it, when the footprint before the output was
+/// within that bound (a footprint already over it is its own cause).
+pub fn one_cause(bounded: Check, growth: Option<&Check>, s: &Scenario, obs: &Observation) -> Check {
+    let base = baseline(obs).and_then(Result::ok).map(|(_, rss, _)| rss);
+    let within = base.is_some_and(|b| b as f64 / MB <= s.memory_mb as f64);
+    if bounded.failed() && growth.is_some_and(Check::failed) && within {
+        let why = format!(
+            "the peak over the row's `memory_mb` ({} MB) is the growth `memory_growth` fails: the footprint before the output was within it",
+            s.memory_mb
+        );
+        return Check::skipped(bounded.invariant, bounded.name, why);
+    }
+    bounded
+}
+
 /// The faulted turn's samples from `at` on: up to the first sample after
 /// its `turn_end` (all of them if it never ended).
 fn in_turn(obs: &Observation, at: f64) -> Vec<&ProcSample> {
@@ -200,6 +217,28 @@ mod tests {
             check(&s, &o).unwrap().failed(),
             "held at the turn's end: 700 MB"
         );
+    }
+
+    /// Continue CLI's 4250 MB on the row failed both `memory_bounded`
+    /// (4096) and `memory_growth`: one cause, so the first is not checked;
+    /// a footprint already over the bound is its own cause.
+    #[test]
+    fn growth_over_the_absolute_bound_fails_one_check() {
+        let s = scenario("expect: error\nmemory_growth_mb: 100");
+        let o = run(265, &[(2.0, 4250)]);
+        let g = check(&s, &o).unwrap();
+        let b = crate::oracle::memory::check(&s, &o);
+        assert!(g.failed() && b.failed());
+        let c = one_cause(b.clone(), Some(&g), &s, &o);
+        assert!(c.not_checked() && !c.failed(), "{c:?}");
+        assert!(
+            c.not_checked_reason().unwrap().contains("`memory_growth`"),
+            "{c:?}"
+        );
+        let o = run(4200, &[(2.0, 4400)]);
+        let g = check(&s, &o).unwrap();
+        let b = crate::oracle::memory::check(&s, &o);
+        assert!(g.failed() && one_cause(b, Some(&g), &s, &o).failed());
     }
 
     #[test]

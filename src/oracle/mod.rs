@@ -185,8 +185,10 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(side_effects::check(s, obs));
     out.extend(sandbox::check(s, obs));
     out.extend(exercised::check_with(s, obs, caps.background.as_ref()));
-    out.push(memory::check(s, obs));
-    out.extend(memory_growth::check(s, obs));
+    let growth = memory_growth::check(s, obs);
+    let bounded = memory::check(s, obs);
+    out.push(memory_growth::one_cause(bounded, growth.as_ref(), s, obs));
+    out.extend(growth);
     out
 }
 
