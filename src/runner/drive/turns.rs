@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use tokio::time::{sleep_until, Instant};
 
 use super::baseline;
@@ -150,9 +151,9 @@ async fn faulted_turn(
         tokio::time::sleep(secs(fault_delay)).await;
     };
     tokio::pin!(fault_trigger);
-    let footprint = baseline::measure(s, scope.clone(), provider);
-    tokio::pin!(footprint);
-    let (mut sent, mut faulted, mut measured) = (false, false, false);
+    // Fused: once measured it is pending for good.
+    let mut footprint = Box::pin(baseline::measure(s, scope.clone(), provider).fuse());
+    let (mut sent, mut faulted) = (false, false);
     // The worker running the faulted turn (a single agent is worker 0).
     let mut runner = 0;
     loop {
@@ -173,10 +174,7 @@ async fn faulted_turn(
                     }
                 }
             },
-            ev = &mut footprint, if !measured => {
-                measured = true;
-                d.push(Instant::now(), ev);
-            }
+            ev = &mut footprint => d.push(Instant::now(), ev),
             _ = &mut trigger, if !sent => {
                 sent = true;
                 let main_calls = *provider.main_calls().borrow();
