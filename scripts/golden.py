@@ -86,6 +86,8 @@ BUG_ROWS = [
     ("wedged_after_interrupt", "interrupt_provider_hang", "1", "reusability"),
     ("huge_output_whole", "tool_huge_output", "1", "history_integrity"),
     ("memory_leak", "tool_output_memory", "1", "memory"),
+    ("output_copies", "tool_output_memory", "1", "memory"),
+    ("output_read_whole", "tool_output_memory", "1", "memory"),
     ("auth_retry_same_key", "credential_revoked_mid_turn", "1", "provider_calls"),
     ("auth_cached_key", "credential_expires_mid_turn", "1", "reusability"),
     ("sandbox_silent", "agent_sandbox_denied", "1", "agent_sandbox"),

@@ -87,7 +87,23 @@ const CASES: &[Case] = &[
         scenario: "tool_output_memory",
         invariant: "memory",
         scale: "1",
-        says: "memory_mb",
+        says: "(`memory_growth_mb`): baseline",
+    },
+    // Within the old absolute 512 MB bound (~510 MB and ~340 MB on a 30 MB
+    // agent); over the growth the row allows on the agent's own footprint.
+    Case {
+        bug: "output_copies",
+        scenario: "tool_output_memory",
+        invariant: "memory",
+        scale: "1",
+        says: "(`memory_growth_mb`): baseline",
+    },
+    Case {
+        bug: "output_read_whole",
+        scenario: "tool_output_memory",
+        invariant: "memory",
+        scale: "1",
+        says: "(`memory_growth_mb`): baseline",
     },
     Case {
         bug: "corrupt_store",
@@ -318,6 +334,20 @@ fn each_bug_fails_on_its_own_invariant_only_on_every_wire() {
             .collect();
         pool.into_iter().flat_map(|t| t.join().unwrap()).collect()
     });
+    assert!(problems.is_empty(), "\n{}", problems.join("\n\n"));
+}
+
+/// The memory bugs alone (each on its own wire): the growth check catches
+/// the agent that keeps three copies of the output and the one that reads
+/// it whole before cutting it, which an absolute 512 MB bound passed, and
+/// still the one that keeps four (`cargo test --test catches_bugs memory`).
+#[test]
+fn the_memory_bugs_fail_memory_growth_only() {
+    let cases = CASES.iter().filter(|c| c.scenario == "tool_output_memory");
+    let problems: Vec<String> = cases
+        .enumerate()
+        .flat_map(|(i, c)| case_on(WIRES[i % WIRES.len()], c))
+        .collect();
     assert!(problems.is_empty(), "\n{}", problems.join("\n\n"));
 }
 

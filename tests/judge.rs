@@ -132,6 +132,10 @@ const NO_FAILING_GOLDEN: &[&str] = &[
     "exercised/sandbox_engaged",
     "exercised/tool_ran",
     "history_integrity/store_no_duplicate_user_turn",
+    // The absolute bound: no shipped row sets a tight one any more (the
+    // memory row judges growth over the agent's own footprint, failed by the
+    // memory bugs' goldens); `oracle::memory`'s tests fail it.
+    "memory/memory_bounded",
     "process_hygiene/closed",
     "process_hygiene/exits_by_itself",
     "process_hygiene/tool_gone_before_next_turn",

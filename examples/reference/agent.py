@@ -76,7 +76,7 @@ Process faults (restart on the same HOME)
 
 Bugs (``--bug NAME``): retry_storm, retry_400, no_stale_timeout,
 leaked_background, lost_parallel_result, wedged_after_interrupt, stdin_open,
-huge_output_whole, memory_leak, trusts_started_stream, corrupt_store; the MCP bugs mcp_no_timeout, mcp_no_cancel,
+huge_output_whole, memory_leak, output_copies, output_read_whole, trusts_started_stream, corrupt_store; the MCP bugs mcp_no_timeout, mcp_no_cancel,
 mcp_timeout_no_cancel (a timed-out call is forgotten, never cancelled),
 mcp_leak_server (close leaves stdio servers running; the descendant sweep
 spares them), mcp_drop_error_result (an ``isError`` result never enters the
@@ -136,6 +136,12 @@ Behaviours (not bugs), each its own option:
     mistral-vibe does: a large output never reaches the model whole, so the
     context window is never pushed over (``context_overflow_tool_output``
     passes it as an overflow avoided).
+  * ``--engine-child``: each foreground shell command runs under an engine
+    process of the agent's own (a helper that allocates 64 MB and marks itself
+    the OOM killer's first pick, as an app server or code-execution engine of
+    a real agent is), so the agent's memory growth is in a child process; a
+    command whose engine the kernel killed fails with a result that says so,
+    and the turn goes on (see ENGINE).
 """
 
 import copy
@@ -172,6 +178,8 @@ KNOWN_BUGS = {
     "huge_output_whole": "tool output is not capped",
     "trusts_started_stream": "once a response head arrived, its stream has no read timeout (a stream that started is trusted to finish)",
     "memory_leak": "every tool output is kept whole in memory four times (raw bytes, text, the transcript log line, the rendered view), never trimmed",
+    "output_copies": "every tool output is kept whole in memory three times (raw bytes, text, the transcript line), never trimmed",
+    "output_read_whole": "a tool's whole output is read into memory (bytes, text, lines) before it is cut to the cap",
     "corrupt_store": "state.db is corrupted at close",
     "replay_side_effect": "on resume, an unanswered tool call is re-run",
     "orphan_bg_on_restart": "on resume, the previous incarnation's background jobs are left running",
@@ -230,6 +238,17 @@ SPILL_EXCERPT = 2_000        # --spill-tool-output: chars of a spilled output th
 # then become `bash -c COMMAND` (same pid, same process group). EOF (the agent
 # died before recording the process) means the command never runs.
 GATE = 'IFS= read -r go <&{fd}; exec {fd}<&-; [ "$go" = go ] || exit 125; exec bash -c "$1"'
+# --engine-child: the engine a foreground command runs under. It raises its
+# own oom_score_adj (so the kernel kills it, not the agent, when the agent's
+# processes are out of memory), allocates 64 MB, then runs the command with
+# PR_SET_PDEATHSIG (a killed engine takes its command with it).
+ENGINE = ("import ctypes, subprocess, sys\n"
+          "open('/proc/self/oom_score_adj', 'w').write('500')\n"
+          "held = [b'e' * (1 << 20) for _ in range(64)]\n"
+          "libc = ctypes.CDLL(None)\n"
+          "rc = subprocess.call(['bash', '-c', sys.argv[1]], preexec_fn=lambda: libc.prctl(1, 9))\n"
+          "sys.exit(rc if rc >= 0 else 128 - rc)\n")
+ENGINE_CHILD = False   # set by --engine-child
 PERSIST_CAP = 1_000_000      # hard cap on one persisted content
 RETRY_AFTER_BUDGET = 30.0   # a retry-after longer than this fails the turn at once, surfaced
 MAX_REPLY_CHARS = 200_000   # a reply longer than this is a runaway model: the turn fails, not retried
@@ -1829,6 +1848,32 @@ class Agent:
         self.leaked.extend([bytes(raw), text, json.dumps(text), "".join(["| ", text])])
         log(f"kept {len(raw)} bytes of tool output four times over (bug memory_leak)")
 
+    def _keep_copies(self, raw):
+        """--bug output_copies: keep a tool's whole output three times over
+        (raw bytes, text, the transcript line), never trimmed; the buffer it
+        was read into is let go first, so three copies are all it holds."""
+        data = bytes(raw)
+        del raw[:]
+        text = data.decode("utf-8", "replace")
+        self.leaked.extend([data, text, "".join(["| ", text])])
+        log(f"kept {len(data)} bytes of tool output three times over (bug output_copies)")
+
+    @staticmethod
+    def _cut_whole(whole):
+        """--bug output_read_whole: the whole output, read into memory, is
+        decoded and split into lines, and only then cut to the cap."""
+        text = whole.decode("utf-8", "replace")
+        del whole[:]
+        lines = text.splitlines(keepends=True)
+        del text
+        kept = bytearray()
+        for line in lines:
+            if len(kept) >= OUTPUT_CAP:
+                break
+            kept += line.encode()[:OUTPUT_CAP - len(kept)]
+        log(f"read {sum(len(l) for l in lines)} chars of tool output whole before cutting it (bug output_read_whole)")
+        return kept
+
     def _bg_entry(self, job_id, pid, start_ticks):
         """This incarnation's record of a background job (killed at close)."""
         return (job_id, pid, pid, start_ticks)
@@ -1843,6 +1888,8 @@ class Agent:
         os.close(gate)
 
     def run_foreground(self, command, timeout):
+        if ENGINE_CHILD:
+            command = "exec python3 -c " + shlex.quote(ENGINE) + " " + shlex.quote(command)
         proc, gate, start_ticks = self._spawn_gated(command, subprocess.PIPE, track_fg=True)
         pgid = proc.pid
         try:
@@ -1854,9 +1901,9 @@ class Agent:
                 self.fg_pids.discard(proc.pid)
             raise
         fd = proc.stdout.fileno()
-        cap = None if self.bug("huge_output_whole") else OUTPUT_CAP
+        cap = None if self.bug("huge_output_whole") or self.bug("output_read_whole") else OUTPUT_CAP
         kept = bytearray()
-        leaked = bytearray() if self.bug("memory_leak") else None
+        leaked = bytearray() if self.bug("memory_leak") or self.bug("output_copies") else None
         total = 0
         eof = False
         exited_at = None
@@ -1913,7 +1960,9 @@ class Agent:
             self._end_tool(job_id)
         self._after_tool()
         if leaked is not None:
-            self._leak(leaked)
+            self._keep_copies(leaked) if self.bug("output_copies") else self._leak(leaked)
+        if self.bug("output_read_whole"):
+            kept = self._cut_whole(kept)
         out = kept.decode("utf-8", "replace")
         if total > len(kept):
             out += f"\n[output truncated: {total} bytes total]"
@@ -1922,6 +1971,8 @@ class Agent:
         if outcome == "interrupted":
             return "interrupted" + (f"\n{out}" if out else ""), True
         rc = proc.returncode
+        if ENGINE_CHILD and rc == -signal.SIGKILL:
+            return self._engine_killed(proc.pid, out), False
         if rc:
             out += ("\n" if out else "") + f"exit code {rc}"
         out = self._spill(out)
@@ -1944,6 +1995,13 @@ class Agent:
         return (out[:SPILL_EXCERPT]
                 + f"\n[output of {len(out)} chars written to {path}; "
                 + f"its first {SPILL_EXCERPT} chars are shown]")
+
+    @staticmethod
+    def _engine_killed(pid, out):
+        """--engine-child: the result of a command whose engine was killed."""
+        log(f"tool engine {pid} was killed by SIGKILL")
+        return (f"error: the tool engine (pid {pid}) was killed by SIGKILL (out of memory?); "
+                "the command did not finish" + (f"\n{out}" if out else ""))
 
     def start_background(self, command):
         os.makedirs(self.bg_dir, exist_ok=True)
@@ -2120,7 +2178,10 @@ def parse_args(argv):
             bugs.add(argv[i + 1])
             i += 2
             continue
-        if a.startswith("--bug="):
+        if a == "--engine-child":
+            global ENGINE_CHILD
+            ENGINE_CHILD = True
+        elif a.startswith("--bug="):
             bugs.add(a[len("--bug="):])
         else:
             rest.append(a)
@@ -2135,7 +2196,7 @@ def parse_args(argv):
         sys.exit(2)
     spec_path = rest[-1] if rest else os.environ.get("CHAOS_SPEC")
     if not spec_path:
-        sys.stderr.write("usage: agent.py [--wire W] [--bug NAME]... SPEC_PATH (or set CHAOS_SPEC)\n")
+        sys.stderr.write("usage: agent.py [--wire W] [--bug NAME]... [--engine-child] SPEC_PATH (or set CHAOS_SPEC)\n")
         sys.exit(2)
     return bugs, spec_path, wire
 

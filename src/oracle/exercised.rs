@@ -129,8 +129,10 @@ fn process_fault(action: FaultAction, at: &Trigger, obs: &Observation) -> Check 
     Check::new(Invariant::Exercised, "process_fault_landed", v)
 }
 
-/// `action: oom`: the limit was set, the agent died of a SIGKILL, and the memory cgroup's
-/// own `oom_kill` counter rose (the kernel killed, not chaosrun).
+/// `action: oom`: the limit was set and the memory cgroup's own `oom_kill`
+/// counter rose (the kernel killed, not chaosrun). Whichever process of the
+/// agent's tree the kernel picked (the agent's main process, its engine, its
+/// tool), it was the agent's OOM: the cgroup holds nothing else.
 fn oom_landed(at: &Trigger, obs: &Observation) -> Check {
     let oom = obs
         .find(|e| match e {
@@ -144,20 +146,13 @@ fn oom_landed(at: &Trigger, obs: &Observation) -> Check {
             _ => None,
         })
         .map(|(_, o)| o);
-    let died = obs.events.iter().any(|t| {
-        matches!(&t.event, Event::ProcessFault { action, signalled, .. } if action.kills() && *signalled > 0)
-    });
     let v = match oom {
         None => vec![format!(
             "the memory limit was never set: its trigger {at:?} did not hold during the faulted turn"
         )],
         Some((_, _, _, _, Some(e))) => vec![format!("no memory limit could be set: {e}")],
         Some((via, usage, limit, 0, None)) => vec![format!(
-            "no OOM kill: under a {limit} MB limit ({via}; {usage} MB in use when it was set) the kernel's oom_kill counter did not rise{}",
-            if died { "" } else { " and the agent did not die within the turn's deadline" }
-        )],
-        Some((via, _, limit, n, None)) if !died => vec![format!(
-            "the kernel OOM-killed {n} process(es) under the {limit} MB limit ({via}), but not the agent: it did not die of a SIGKILL within the turn's deadline (another process of its tree, such as its tool, was the kernel's pick)"
+            "no OOM kill: under a {limit} MB limit ({via}; {usage} MB in use when it was set) the kernel's oom_kill counter did not rise before the faulted turn ended: no process of the agent's tree was killed"
         )],
         Some(_) => vec![],
     };
@@ -625,7 +620,10 @@ mod tests {
     /// died: a limit never set, one the agent kept within, and an OOM kill
     /// of another process each fail, named.
     #[test]
-    fn an_oom_kill_lands_only_when_the_kernel_killed_the_agent() {
+    /// Landed when the kernel's counter rose, whichever process of the
+    /// agent's tree it killed (issue 47.7: a kill of mistral-vibe's engine
+    /// child was called "not the agent").
+    fn an_oom_kill_lands_when_the_kernel_killed_any_process_of_the_agents_tree() {
         let s = scenario("expect: killed\nprocess_fault: {action: oom, at: {after_calls: 1}}");
         let mut o = healthy(&s, end(0, true, false, "x"));
         let landed = |o: &Observation| {
@@ -654,10 +652,12 @@ mod tests {
         assert!(landed(&o)[0].contains("no OOM kill"));
         o.events.truncate(o.events.len() - 2);
         o.events.push(at(1.0, oom(2, None)));
-        o.events.push(at(1.0, kill(0)));
-        assert!(landed(&o)[0].contains("not the agent"));
+        o.events.push(at(1.0, kill(2)));
+        assert!(landed(&o).is_empty());
+        // Saved before: a kill of another process of the tree recorded as
+        // signalling nothing; the counter rose, so it landed.
         o.events.pop();
-        o.events.push(at(1.0, kill(1)));
+        o.events.push(at(1.0, kill(0)));
         assert!(landed(&o).is_empty());
     }
 

@@ -17,6 +17,7 @@ mod hygiene;
 mod mcp;
 mod mcp_abandoned;
 pub mod memory;
+mod memory_growth;
 mod orphan;
 mod overflow;
 mod overflow_hint;
@@ -207,7 +208,10 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(sandbox::check(s, obs));
     out.extend(exercised::check_with(s, obs, caps.background.as_ref()));
     out.extend(schedule::check(s, obs));
-    out.push(memory::check(s, obs));
+    let growth = memory_growth::check(s, obs);
+    let bounded = memory::check(s, obs);
+    out.push(memory_growth::one_cause(bounded, growth.as_ref(), s, obs));
+    out.extend(growth);
     depends::attribute(out)
 }
 

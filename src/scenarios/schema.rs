@@ -409,6 +409,11 @@ pub struct ScenarioDoc {
     /// The agent's processes' peak memory bound for this row, in MB.
     #[serde(default)]
     pub memory_mb: Option<u64>,
+    /// How much the agent's processes may grow over their own footprint,
+    /// measured as the row's first model call arrives, in MB (see
+    /// the oracle's `memory_growth` check).
+    #[serde(default)]
+    pub memory_growth_mb: Option<u64>,
     /// A credential that expires mid-run and is refreshed (see
     /// `crate::provider::credential`).
     #[serde(default)]
@@ -453,6 +458,10 @@ pub struct Scenario {
     /// existed read the default).
     #[serde(default = "default_memory_mb")]
     pub memory_mb: u64,
+    /// The agent's processes' growth bound over their footprint when the
+    /// row's first model call arrived, in MB (None: growth is not judged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_growth_mb: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential: Option<crate::provider::credential::CredentialSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
