@@ -496,3 +496,22 @@ fn every_shipped_profile_declares_its_agents_knobs_and_renders_them() {
         );
     }
 }
+
+/// Copilot CLI's one knob (docs/profile-audit.md): its native runtime's
+/// `COPILOT_NATIVE_HTTP_TIMEOUT_MS` bounds the wait for the response headers
+/// (measured: examples/copilot/README.md, "Knobs"), so the profile renders
+/// the row's `request_timeout` there, in milliseconds (5 s is 5000, not 5).
+#[test]
+fn copilot_renders_request_timeout_as_its_header_wait_in_ms() {
+    let path = repo().join("examples/copilot/copilot.yaml");
+    let doc: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let template = doc["env"]["COPILOT_NATIVE_HTTP_TIMEOUT_MS"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{} sets no COPILOT_NATIVE_HTTP_TIMEOUT_MS", path.display()));
+    let mut vars = chaosrun::profile::placeholder_vars();
+    vars.insert("request_timeout".into(), "5".into());
+    assert_eq!(chaosrun::template::render(template, &vars).unwrap(), "5000");
+    vars.insert("request_timeout".into(), "600".into());
+    assert_eq!(chaosrun::template::render(template, &vars).unwrap(), "600000");
+}
