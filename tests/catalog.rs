@@ -515,3 +515,41 @@ fn copilot_renders_request_timeout_as_its_header_wait_in_ms() {
     vars.insert("request_timeout".into(), "600".into());
     assert_eq!(chaosrun::template::render(template, &vars).unwrap(), "600000");
 }
+
+/// Copilot CLI's MCP call timeout (docs/profile-audit.md): the profile
+/// renders the row's `tool_timeout` in ms into `MCP_EXEC_TIMEOUT_MS`, and
+/// `mcp-exec.sh` writes it into the server's config as `timeout` on both
+/// transports (measured to bound a `tools/call`: examples/copilot/README.md,
+/// "Knobs"); unset, the config has none.
+#[test]
+fn copilot_mcp_config_carries_tool_timeout_in_ms() {
+    let dir = repo().join("examples/copilot");
+    let doc: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(dir.join("copilot.yaml")).unwrap()).unwrap();
+    let template = doc["env"]["MCP_EXEC_TIMEOUT_MS"]
+        .as_str()
+        .expect("copilot.yaml sets no MCP_EXEC_TIMEOUT_MS");
+    let mut vars = chaosrun::profile::placeholder_vars();
+    vars.insert("tool_timeout".into(), "3".into());
+    let ms = chaosrun::template::render(template, &vars).unwrap();
+    assert_eq!(ms, "3000");
+    // mcp-exec.sh with `echo` for copilot prints the argv it would run.
+    let config = |transport: &str, timeout: Option<&str>| {
+        let mut cmd = Command::new("sh");
+        cmd.arg(dir.join("mcp-exec.sh"))
+            .args([transport, "/bin/server", r#"["a"]"#, "http://127.0.0.1:9/mcp", "echo"]);
+        cmd.env_remove("MCP_EXEC_TIMEOUT_MS");
+        if let Some(t) = timeout {
+            cmd.env("MCP_EXEC_TIMEOUT_MS", t);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let json = text.trim().strip_prefix("--additional-mcp-config ").unwrap();
+        serde_json::from_str::<serde_json::Value>(json).unwrap()["mcpServers"]["chaos"].clone()
+    };
+    for transport in ["stdio", "http"] {
+        assert_eq!(config(transport, Some(&ms))["timeout"], 3000, "{transport}");
+        assert!(config(transport, None).get("timeout").is_none(), "{transport}");
+    }
+}
