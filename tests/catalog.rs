@@ -3,7 +3,8 @@
 //! installed, another version installed, an unknown name), `agents setup`
 //! into a temp CHAOSRUN_CACHE (the reference agent: no network), and the
 //! built-in tables (`chaosrun` with no table, `tables write`), and every
-//! shipped profile's `agent_knobs`. No real agent is installed here.
+//! shipped profile's `agent_knobs` (and where Copilot CLI's two land: its env and
+//! `mcp-exec.sh`'s MCP config). No real agent is installed here.
 
 mod common;
 
@@ -513,7 +514,10 @@ fn copilot_renders_request_timeout_as_its_header_wait_in_ms() {
     vars.insert("request_timeout".into(), "5".into());
     assert_eq!(chaosrun::template::render(template, &vars).unwrap(), "5000");
     vars.insert("request_timeout".into(), "600".into());
-    assert_eq!(chaosrun::template::render(template, &vars).unwrap(), "600000");
+    assert_eq!(
+        chaosrun::template::render(template, &vars).unwrap(),
+        "600000"
+    );
 }
 
 /// Copilot CLI's MCP call timeout (docs/profile-audit.md): the profile
@@ -536,8 +540,13 @@ fn copilot_mcp_config_carries_tool_timeout_in_ms() {
     // mcp-exec.sh with `echo` for copilot prints the argv it would run.
     let config = |transport: &str, timeout: Option<&str>| {
         let mut cmd = Command::new("sh");
-        cmd.arg(dir.join("mcp-exec.sh"))
-            .args([transport, "/bin/server", r#"["a"]"#, "http://127.0.0.1:9/mcp", "echo"]);
+        cmd.arg(dir.join("mcp-exec.sh")).args([
+            transport,
+            "/bin/server",
+            r#"["a"]"#,
+            "http://127.0.0.1:9/mcp",
+            "echo",
+        ]);
         cmd.env_remove("MCP_EXEC_TIMEOUT_MS");
         if let Some(t) = timeout {
             cmd.env("MCP_EXEC_TIMEOUT_MS", t);
@@ -545,11 +554,17 @@ fn copilot_mcp_config_carries_tool_timeout_in_ms() {
         let out = cmd.output().unwrap();
         assert!(out.status.success(), "{out:?}");
         let text = String::from_utf8(out.stdout).unwrap();
-        let json = text.trim().strip_prefix("--additional-mcp-config ").unwrap();
+        let json = text
+            .trim()
+            .strip_prefix("--additional-mcp-config ")
+            .unwrap();
         serde_json::from_str::<serde_json::Value>(json).unwrap()["mcpServers"]["chaos"].clone()
     };
     for transport in ["stdio", "http"] {
         assert_eq!(config(transport, Some(&ms))["timeout"], 3000, "{transport}");
-        assert!(config(transport, None).get("timeout").is_none(), "{transport}");
+        assert!(
+            config(transport, None).get("timeout").is_none(),
+            "{transport}"
+        );
     }
 }
