@@ -110,6 +110,114 @@ fn reference_agent_survives_kills_stops_and_seeded_chaos() {
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
+/// A slow setup (a loaded machine: the namespace and the provider start
+/// seconds after the run's clock) must not move the provider's request
+/// times on that clock: measured from before the setup, every call looked
+/// that much earlier, and a restarted agent's background job was charged to
+/// the incarnation killed before it ("still wrote to the journal 7.3 s after
+/// the restarted agent was ready" on the old head, with 5 s).
+#[test]
+fn a_slow_setup_does_not_move_request_times() {
+    let mark = new_mark("pf-slow");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("slow.json");
+    let out = command(
+        &mark,
+        &[
+            "process_faults.yaml",
+            "--only",
+            "chaos_soak,kill_with_background_job",
+            "--seed",
+            "7",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    )
+    .env("CHAOSRUN_TEST_SLOW_SETUP", "5")
+    .output()
+    .expect("chaosrun runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let report = read_json(&json);
+    for id in ["chaos_soak", "kill_with_background_job"] {
+        let check = scenario(&report, id)["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "background_silent_after_death")
+            .cloned()
+            .unwrap_or_else(|| panic!("{id}: background_silent_after_death not made"));
+        assert_eq!(check["status"], "pass", "{id}: {check}");
+    }
+    let left = wait_unmarked(&mark, Duration::from_secs(5));
+    kill_marked(&mark);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// Busy loops that load the machine while they live: each a child of this
+/// test, killed (by its own pid) and reaped when dropped.
+struct BusyLoops(Vec<std::process::Child>);
+
+impl BusyLoops {
+    fn start(n: usize) -> BusyLoops {
+        BusyLoops(
+            (0..n)
+                .map(|_| {
+                    std::process::Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("sh starts")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for BusyLoops {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The reference process-fault table passes three times in a row with 8
+/// busy loops on the machine's cores: no verdict of the table depends on
+/// the load (issue 47.10a: `chaos_soak` failed
+/// `background_silent_after_death` at load ~20).
+#[test]
+#[ignore = "load test: run by scripts/test.sh"]
+fn the_table_holds_under_load() {
+    let busy = BusyLoops::start(8);
+    let mut results = Vec::new();
+    for run in 1..=3 {
+        let mark = new_mark(&format!("pf-load{run}"));
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("load.json");
+        let out = chaosrun(
+            &mark,
+            &[
+                "process_faults.yaml",
+                "--skip",
+                "oom_kill_mid_turn",
+                "--json",
+                json.to_str().unwrap(),
+            ],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let summary = stdout.lines().last().unwrap_or_default().to_string();
+        eprintln!("load run {run}: exit {:?}, {summary}", out.status.code());
+        kill_marked(&mark);
+        results.push((out.status.code(), stdout));
+    }
+    drop(busy);
+    for (run, (code, stdout)) in results.iter().enumerate() {
+        assert_eq!(*code, Some(0), "load run {}:\n{stdout}", run + 1);
+        assert!(stdout.contains("9 passed, 0 failed"), "{stdout}");
+    }
+}
+
 #[test]
 fn restart_bugs_are_caught_on_their_own_invariant() {
     let cases = [
