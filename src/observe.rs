@@ -142,10 +142,15 @@ pub enum Event {
     /// Exec mode: turn `turn`'s process reached the provider (its first
     /// request of any kind) `after_spawn` seconds after it was started. The
     /// turn's deadline runs from here; its start-up, from the spawn to here,
-    /// is bounded by the boot deadline.
+    /// is bounded by the boot deadline. `first_output`: seconds after the
+    /// spawn of its first byte on stdout or stderr, when that came before
+    /// this request (a sign of life: what came before it is the process's
+    /// own boot).
     FirstCall {
         turn: u64,
         after_spawn: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first_output: Option<f64>,
     },
     /// After a kill, the agent was started again on the same HOME and session,
     /// told to resume at `start_turn`.
@@ -453,9 +458,22 @@ impl Observation {
     /// last time, after a restart), and how long after its spawn.
     pub fn first_call(&self, i: u64) -> Option<(f64, f64)> {
         self.events.iter().rev().find_map(|t| match t.event {
-            Event::FirstCall { turn, after_spawn } if turn == i => Some((t.at, after_spawn)),
+            Event::FirstCall {
+                turn, after_spawn, ..
+            } if turn == i => Some((t.at, after_spawn)),
             _ => None,
         })
+    }
+
+    /// Exec mode: seconds after turn `i`'s spawn of its first byte on
+    /// stdout or stderr, when that came before its first request.
+    pub fn first_output(&self, i: u64) -> Option<f64> {
+        self.events.iter().rev().find_map(|t| match t.event {
+            Event::FirstCall {
+                turn, first_output, ..
+            } if turn == i => Some(first_output),
+            _ => None,
+        })?
     }
 
     /// Exec mode: the turn whose start-up passed the boot deadline, with

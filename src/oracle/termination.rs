@@ -781,6 +781,7 @@ mod tests {
                 Event::FirstCall {
                     turn: 0,
                     after_spawn: after,
+                    first_output: None,
                 },
             ));
         }
