@@ -108,6 +108,11 @@ pub enum Event {
     BadEvent {
         line: String,
     },
+    /// A chaos run reached its bound (`seconds` after the agent booted)
+    /// with its conversation unfinished: chaosrun cut it there.
+    ChaosBoundReached {
+        seconds: f64,
+    },
     /// A phase's deadline passed before it completed.
     DeadlineMissed {
         phase: Phase,
@@ -240,6 +245,12 @@ pub struct ScheduledFault {
 pub struct ChaosRecord {
     pub seed: u64,
     pub schedule: Vec<ScheduledFault>,
+    /// Seconds the run may take from the first agent's boot on, derived
+    /// from the row's declaration (its duration, the last fault's landing,
+    /// a turn in flight, the probe): past it the run is cut
+    /// ([`Event::ChaosBoundReached`]). 0 in observations saved before it.
+    #[serde(default)]
+    pub bound: f64,
 }
 
 /// What chaosrun dropped to stay within its caps (all zero for a well-behaved

@@ -218,6 +218,79 @@ fn the_table_holds_under_load() {
     }
 }
 
+/// A chaos row whose conversation cannot keep pace with its declaration
+/// (30 turns of 2 s each, a 2 s duration, 6 s turn deadline) is cut at the
+/// bound its declaration gives, which its report prints: a named violation
+/// of `every_turn_finishes`, the probe not checked for that same cause, and
+/// no run of all 30 turns (on the old head the row ran every turn and
+/// passed).
+#[test]
+fn a_chaos_row_is_cut_at_its_bound() {
+    const TABLE: &str = r#"
+defaults:
+  knobs: {model: fake-model, stale_timeout: 3, request_timeout: 5, api_max_retries: 2, max_turns: 8, tool_timeout: 10}
+  deadlines: {boot: 5, turn: 6, interrupt: 5, probe: 5, exit: 10, reap: 5}
+  max_calls: 16
+scenarios:
+  - id: slow_chaos
+    about: 30 turns of 2 s each over a 2 s chaos duration
+    chaos: {turns: 30, duration: 2, interval: [0.5, 0.8], kill_share: 0, stop_for: [0.2, 0.3], min_faults: 1}
+    responder:
+      - when: {after_tool: false}
+        reply: {kind: tool_call, calls: [{tool: shell, args: {command: "sleep 2; echo slept-{{call}}"}}]}
+      - reply: {kind: text, text: "turn done {{nonce}}"}
+    expect: survives
+    calls: {max: 6}
+"#;
+    let mark = new_mark("pf-cut");
+    let dir = tempfile::tempdir().unwrap();
+    let (table, json) = (dir.path().join("t.yaml"), dir.path().join("r.json"));
+    std::fs::write(&table, TABLE).unwrap();
+    let out = chaosrun(
+        &mark,
+        &[
+            table.to_str().unwrap(),
+            "--seed",
+            "7",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let report = read_json(&json);
+    let row = scenario(&report, "slow_chaos");
+    let bound = row["chaos"]["bound"]
+        .as_f64()
+        .expect("the report carries the bound");
+    assert!(bound > 2.0, "{row}");
+    assert!(
+        stdout.contains(&format!("; bound {bound:.0} s]")),
+        "the row's line prints its bound: {stdout}"
+    );
+    let checks = row["checks"].as_array().unwrap();
+    let named = |name: &str| {
+        checks
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} not made: {row}"))
+    };
+    let turns = named("every_turn_finishes");
+    assert_eq!(turns["status"], "fail", "{turns}");
+    assert!(
+        turns["violations"]
+            .to_string()
+            .contains(&format!("reached its bound of {bound:.0} s")),
+        "{turns}"
+    );
+    let probe = named("probe");
+    assert_eq!(probe["status"], "not_checked", "{probe}");
+    let left = wait_unmarked(&mark, Duration::from_secs(5));
+    kill_marked(&mark);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 #[test]
 fn restart_bugs_are_caught_on_their_own_invariant() {
     let cases = [

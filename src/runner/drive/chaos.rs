@@ -5,7 +5,9 @@
 //! of the workers; a single agent's stops freeze its whole tree (its cgroup,
 //! or what the tag fallback finds). In exec mode the faults land in a turn's
 //! working time (after its process first reached the provider), and each
-//! turn's start-up is bounded by the boot deadline, not the turn's.
+//! turn's start-up is bounded by the boot deadline, not the turn's. The
+//! whole run is bounded by the row's own declaration
+//! ([`super::bound::chaos_run`]): a conversation still going then is cut.
 
 use std::collections::BTreeSet;
 
@@ -13,7 +15,7 @@ use tokio::time::{sleep_until, Instant};
 
 use super::faults::{Hit, Landed};
 use super::{Drive, Next};
-use crate::observe::{Event, Phase, ScheduledFault, TurnModel};
+use crate::observe::{ChaosRecord, Event, Phase, ScheduledFault, TurnModel};
 use crate::provider::Provider;
 use crate::scenarios::{FaultTarget, Scenario};
 use crate::units::secs;
@@ -136,13 +138,15 @@ impl Run {
 /// Drive a chaos run; returns whether every turn got through (`Err`: setup).
 /// A fault that comes due while its worker's exec-mode turn is still
 /// starting up is held until that turn's first request to the provider, so
-/// every fault lands in a turn's working time.
+/// every fault lands in a turn's working time. The run is cut at its
+/// `bound` after the boot (recorded as [`Event::ChaosBoundReached`]).
 pub(crate) async fn drive(
     d: &mut Drive<'_>,
     s: &Scenario,
-    schedule: &[ScheduledFault],
+    chaos: &ChaosRecord,
     provider: &Provider,
 ) -> Result<bool, String> {
+    let schedule = chaos.schedule.as_slice();
     let dl = &s.deadlines;
     if !d.boot_all(dl.boot).await? {
         return Ok(false);
@@ -150,6 +154,7 @@ pub(crate) async fn drive(
     let spec = s.chaos.as_ref().expect("a chaos scenario");
     d.phase(Phase::FaultedTurn, dl.turn);
     let t0 = Instant::now();
+    let cut = t0 + secs(chaos.bound);
     let pace = Pace {
         turn: dl.turn,
         boot: dl.boot,
@@ -189,6 +194,10 @@ pub(crate) async fn drive(
             }
             _ = sleep_until(run.pace.deadline) => {
                 run.pace.missed(d);
+                return Ok(false);
+            }
+            _ = sleep_until(cut) => {
+                d.push(Instant::now(), Event::ChaosBoundReached { seconds: chaos.bound });
                 return Ok(false);
             }
         }

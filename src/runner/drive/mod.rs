@@ -13,7 +13,7 @@
 //! through one operation ([`faults`]: `Drive::land`), which alone signals,
 //! buries and revives; it hands on a [`Driven`].
 
-mod bound;
+pub(super) mod bound;
 mod chaos;
 mod clock;
 mod faults;
@@ -192,7 +192,7 @@ impl<'a> Drive<'a> {
                 return std::future::pending().await;
             }
             match chaos {
-                Some(c) => chaos::drive(&mut self, s, &c.schedule, provider).await,
+                Some(c) => chaos::drive(&mut self, s, c, provider).await,
                 None => turns::drive(&mut self, s, provider, mcp).await,
             }
         };
