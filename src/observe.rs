@@ -247,8 +247,9 @@ pub struct ChaosRecord {
     pub schedule: Vec<ScheduledFault>,
     /// Seconds the run may take from the first agent's boot on, derived
     /// from the row's declaration (its duration, the last fault's landing,
-    /// a turn in flight, the probe): past it the run is cut
-    /// ([`Event::ChaosBoundReached`]). 0 in observations saved before it.
+    /// a turn in flight, the probe; exec-mode start-ups not counted): past
+    /// it the run is cut ([`Event::ChaosBoundReached`]). 0 in observations
+    /// saved before it.
     #[serde(default)]
     pub bound: f64,
 }

@@ -291,6 +291,54 @@ scenarios:
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
+/// An exec-mode CLI's turn start-ups (a 3 s silent boot per turn, 15
+/// processes: 45 s of sleeping, past the row's bound) do not count against
+/// the chaos bound: each is bounded by the boot deadline on its own, and a
+/// CLI that keeps pace once running passes.
+#[test]
+fn exec_start_ups_do_not_count_against_the_chaos_bound() {
+    const TABLE: &str = r#"
+defaults:
+  knobs: {model: fake-model, stale_timeout: 3, request_timeout: 5, api_max_retries: 2, max_turns: 8, tool_timeout: 10}
+  deadlines: {boot: 5, turn: 6, interrupt: 5, probe: 5, exit: 10, reap: 5}
+  max_calls: 16
+scenarios:
+  - id: exec_chaos
+    about: 14 turns of a CLI whose every start-up takes 3 s, over a 2 s chaos duration
+    chaos: {turns: 14, duration: 2, interval: [0.5, 0.8], kill_share: 0, stop_for: [0.2, 0.3], min_faults: 1}
+    responder:
+      - reply: {kind: text, text: "turn done {{nonce}}"}
+    expect: survives
+    calls: {max: 6}
+"#;
+    let mark = new_mark("pf-exec-cut");
+    let dir = tempfile::tempdir().unwrap();
+    let (table, json) = (dir.path().join("t.yaml"), dir.path().join("r.json"));
+    std::fs::write(&table, TABLE).unwrap();
+    let args = [
+        table.to_str().unwrap(),
+        "--agent",
+        "tests/fixtures/agents/oneshot_cli.yaml",
+        "--seed",
+        "7",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let out = command(&mark, &args)
+        .env("ONESHOT_STARTUP", "--startup-sleep=3")
+        .output()
+        .expect("chaosrun runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let row = scenario(&read_json(&json), "exec_chaos").clone();
+    let bound = row["chaos"]["bound"].as_f64().unwrap();
+    // The start-ups' sleeps alone outlast the bound.
+    assert!(15.0 * 3.0 > bound, "{row}");
+    let left = wait_unmarked(&mark, Duration::from_secs(5));
+    kill_marked(&mark);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 #[test]
 fn restart_bugs_are_caught_on_their_own_invariant() {
     let cases = [

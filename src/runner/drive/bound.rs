@@ -66,7 +66,9 @@ pub(crate) fn seconds(s: &Scenario, workers: usize, schedule: Option<&[Scheduled
 /// landing of a fault of its `schedule` (a restart, a stop), then, per
 /// worker, a turn in flight (its start-up and its deadline), and the probe
 /// (its start-up and deadline). A run still going then is cut: the
-/// conversation did not keep pace with the row's own declaration.
+/// conversation did not keep pace with the row's own declaration. The
+/// chaos script does not count exec-mode turns' start-ups against it (each
+/// is bounded by the boot deadline on its own).
 pub(crate) fn chaos_run(s: &Scenario, workers: usize, schedule: &[ScheduledFault]) -> f64 {
     let dl = &s.deadlines;
     let duration = s.chaos.as_ref().map_or(0.0, |c| c.duration);

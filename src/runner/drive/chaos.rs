@@ -32,6 +32,12 @@ struct Pace {
     deadline: Instant,
     /// An exec-mode turn's process is starting up (the boot deadline runs).
     starting: bool,
+    /// When the run is cut: its bound after the boot, pushed back by every
+    /// exec-mode turn's start-up (each bounded by the boot deadline; a
+    /// process's own boot is not the conversation's pace).
+    cut: Instant,
+    /// Since when the current exec-mode turn has been starting up.
+    starting_since: Option<Instant>,
 }
 
 impl Pace {
@@ -39,9 +45,13 @@ impl Pace {
         match ev {
             Event::TurnStart { .. } if self.model.start_up => {
                 (self.starting, self.deadline) = (true, at + secs(self.boot));
+                self.starting_since = Some(at);
             }
             Event::FirstCall { .. } => {
-                (self.starting, self.deadline) = (false, at + secs(self.turn))
+                (self.starting, self.deadline) = (false, at + secs(self.turn));
+                if let Some(since) = self.starting_since.take() {
+                    self.cut += at.saturating_duration_since(since);
+                }
             }
             _ => {}
         }
@@ -154,13 +164,14 @@ pub(crate) async fn drive(
     let spec = s.chaos.as_ref().expect("a chaos scenario");
     d.phase(Phase::FaultedTurn, dl.turn);
     let t0 = Instant::now();
-    let cut = t0 + secs(chaos.bound);
     let pace = Pace {
         turn: dl.turn,
         boot: dl.boot,
         model: d.turn_model(),
         deadline: t0 + secs(dl.turn),
         starting: false,
+        cut: t0 + secs(chaos.bound),
+        starting_since: None,
     };
     let mut run = Run {
         pace,
@@ -196,7 +207,7 @@ pub(crate) async fn drive(
                 run.pace.missed(d);
                 return Ok(false);
             }
-            _ = sleep_until(cut) => {
+            _ = sleep_until(run.pace.cut) => {
                 d.push(Instant::now(), Event::ChaosBoundReached { seconds: chaos.bound });
                 return Ok(false);
             }
