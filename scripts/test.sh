@@ -195,7 +195,11 @@ echo "== tests/explore.rs (ran in the background; its output follows)"
 wait "$explore_pid" || failed+=("tests/explore.rs")
 cat "$explore_log"
 cargo test --no-fail-fast --doc || failed+=("doc tests")
-cargo test --no-fail-fast "${heavy[@]}" -- --include-ignored "${skip_args[@]}" || failed+=("phase 2")
+cargo test --no-fail-fast "${heavy[@]}" -- --include-ignored --skip the_table_holds_under_load "${skip_args[@]}" || failed+=("phase 2")
+# Phase 3, alone: the reference process-fault table three times under 8 busy
+# loops (issue 47.10a: no verdict may depend on the machine's load).
+cargo test --no-fail-fast --test process_faults -- --ignored --exact the_table_holds_under_load --nocapture \
+    || failed+=("load test (tests/process_faults.rs the_table_holds_under_load)")
 
 if [ "${#not_run[@]}" -gt 0 ]; then
     echo "== NOT RUN here (prerequisite missing; CI fails on these):"

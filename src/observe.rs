@@ -108,6 +108,11 @@ pub enum Event {
     BadEvent {
         line: String,
     },
+    /// A chaos run reached its bound (`seconds` after the agent booted)
+    /// with its conversation unfinished: chaosrun cut it there.
+    ChaosBoundReached {
+        seconds: f64,
+    },
     /// A phase's deadline passed before it completed.
     DeadlineMissed {
         phase: Phase,
@@ -152,10 +157,15 @@ pub enum Event {
     /// Exec mode: turn `turn`'s process reached the provider (its first
     /// request of any kind) `after_spawn` seconds after it was started. The
     /// turn's deadline runs from here; its start-up, from the spawn to here,
-    /// is bounded by the boot deadline.
+    /// is bounded by the boot deadline. `first_output`: seconds after the
+    /// spawn of its first byte on stdout or stderr, when that came before
+    /// this request (a sign of life: what came before it is the process's
+    /// own boot).
     FirstCall {
         turn: u64,
         after_spawn: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        first_output: Option<f64>,
     },
     /// After a kill, the agent was started again on the same HOME and session,
     /// told to resume at `start_turn`.
@@ -245,6 +255,13 @@ pub struct ScheduledFault {
 pub struct ChaosRecord {
     pub seed: u64,
     pub schedule: Vec<ScheduledFault>,
+    /// Seconds the run may take from the first agent's boot on, derived
+    /// from the row's declaration (its duration, the last fault's landing,
+    /// a turn in flight, the probe; exec-mode start-ups not counted): past
+    /// it the run is cut ([`Event::ChaosBoundReached`]). 0 in observations
+    /// saved before it.
+    #[serde(default)]
+    pub bound: f64,
 }
 
 /// What chaosrun dropped to stay within its caps (all zero for a well-behaved
@@ -463,9 +480,22 @@ impl Observation {
     /// last time, after a restart), and how long after its spawn.
     pub fn first_call(&self, i: u64) -> Option<(f64, f64)> {
         self.events.iter().rev().find_map(|t| match t.event {
-            Event::FirstCall { turn, after_spawn } if turn == i => Some((t.at, after_spawn)),
+            Event::FirstCall {
+                turn, after_spawn, ..
+            } if turn == i => Some((t.at, after_spawn)),
             _ => None,
         })
+    }
+
+    /// Exec mode: seconds after turn `i`'s spawn of its first byte on
+    /// stdout or stderr, when that came before its first request.
+    pub fn first_output(&self, i: u64) -> Option<f64> {
+        self.events.iter().rev().find_map(|t| match t.event {
+            Event::FirstCall {
+                turn, first_output, ..
+            } if turn == i => Some(first_output),
+            _ => None,
+        })?
     }
 
     /// Exec mode: the turn whose start-up passed the boot deadline, with

@@ -38,6 +38,12 @@ scenarios:
 
 /// Run the row with the CLI waiting `wait` seconds for each MCP answer.
 fn run(wait: &str) -> (i32, serde_json::Value, String) {
+    run_with(wait, "--startup-sleep=0")
+}
+
+/// [`run`], the CLI's `startup` option (`--startup-sleep=S`: a silent boot
+/// of S seconds before anything else).
+fn run_with(wait: &str, startup: &str) -> (i32, serde_json::Value, String) {
     require(
         "python3",
         std::process::Command::new("python3")
@@ -59,15 +65,33 @@ fn run(wait: &str) -> (i32, serde_json::Value, String) {
         "--json",
         json.to_str().unwrap(),
     ];
+    let art = dir.path().join("art");
+    let args = [
+        &args[..],
+        &["--artifacts", art.to_str().unwrap(), "--keep-all"],
+    ]
+    .concat();
     let out = command(&mark, &args)
         .env("ONESHOT_MCP_WAIT", wait)
+        .env("ONESHOT_STARTUP", startup)
         .output()
         .expect("chaosrun runs");
     let left = wait_unmarked(&mark, Duration::from_secs(10));
     kill_marked(&mark);
     assert!(left.is_empty(), "processes outlived chaosrun: {left:?}");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    (out.status.code().unwrap_or(-1), read_json(&json), stdout)
+    let mut report = read_json(&json);
+    // The observation's `first_call` events, beside the report.
+    let obs = read_json(&art.join("list_hangs").join("observation.json"));
+    let first_calls: Vec<serde_json::Value> = obs["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ev"] == "first_call")
+        .cloned()
+        .collect();
+    report["first_calls"] = first_calls.into();
+    (out.status.code().unwrap_or(-1), report, stdout)
 }
 
 fn check<'a>(report: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
@@ -91,6 +115,10 @@ fn a_start_up_that_waits_on_a_hung_listing_past_the_deadline_fails() {
     );
     assert!(says.contains("past the 4 s deadline"), "{says}");
     assert!(
+        says.contains("from its first sign of life (its first message to the MCP server"),
+        "{says}"
+    );
+    assert!(
         says.contains("the first model call offered: shell"),
         "{says}"
     );
@@ -102,6 +130,29 @@ fn a_start_up_that_gives_up_on_the_listing_at_once_passes() {
     assert_eq!(code, 0, "{stdout}");
     let c = check(&report, "start_up_bounded").expect("start_up_bounded is made");
     assert_eq!(c["status"], "pass", "{c}");
+}
+
+/// A CLI whose own boot is slow (6 s of silence before anything, past the
+/// 4 s deadline: node's boot under load) and that then gives up on the
+/// listing at once passes: the start-up counts from its first sign of life
+/// (here its first MCP message), not from the spawn. On the old head the
+/// check counted from the spawn and failed it ("turn 0 took 7.x s").
+#[test]
+fn a_slow_boot_before_the_first_sign_of_life_is_not_charged() {
+    let (code, report, stdout) = run_with("0.5", "--startup-sleep=6");
+    assert_eq!(code, 0, "{stdout}");
+    let c = check(&report, "start_up_bounded").expect("start_up_bounded is made");
+    assert_eq!(c["status"], "pass", "{c}");
+    // The boot was silent and slow: each turn's first request came after
+    // the 6 s sleep, past the 4 s deadline counted from the spawn.
+    let first_calls: Vec<f64> = report["first_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["after_spawn"].as_f64().unwrap())
+        .collect();
+    assert_eq!(first_calls.len(), 2, "{first_calls:?}");
+    assert!(first_calls.iter().all(|&s| s >= 6.0), "{first_calls:?}");
 }
 
 /// A profile that registers the MCP server but maps no `tools.mcp_probe`

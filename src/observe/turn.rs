@@ -114,6 +114,7 @@ mod tests {
                 Event::FirstCall {
                     turn: 0,
                     after_spawn: 2.4,
+                    first_output: None,
                 },
             ),
         ];

@@ -11,6 +11,23 @@ use crate::scenarios::{ProbeMode, Scenario};
 /// How fast a breaker must refuse the probe, in seconds.
 pub const BREAKER_REFUSAL_S: f64 = 5.0;
 
+/// A chaos run cut at its bound before the probe turn: the probe is not
+/// checked (one cause, one failed check: `every_turn_finishes` names the
+/// cut).
+fn cut_before_probe(obs: &Observation) -> Option<Check> {
+    obs.find(|e| match e {
+        Event::ChaosBoundReached { seconds } => Some(*seconds),
+        _ => None,
+    })
+    .map(|(_, bound)| {
+        Check::skipped(
+            Invariant::Reusability,
+            "probe",
+            format!("the chaos run was cut at its bound of {bound:.0} s before the probe turn (every_turn_finishes)"),
+        )
+    })
+}
+
 pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> {
     let inv = Invariant::Reusability;
     // After a kill the faulted turn never ends: the restarted agent's probe is
@@ -29,6 +46,9 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
         return vec![Check::skipped(inv, "probe", "the faulted turn never ended")];
     }
     let Some(start) = obs.turn_start(obs.probe_turn) else {
+        if let Some(skipped) = cut_before_probe(obs) {
+            return vec![skipped];
+        }
         let why = if obs.deadline_missed(Phase::Probe).is_some() {
             "the probe turn never started"
         } else {

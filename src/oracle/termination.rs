@@ -398,7 +398,15 @@ fn chaos(_spec: &crate::scenarios::ChaosSpec, obs: &Observation) -> Vec<Check> {
     let turns = if unfinished.is_empty() {
         vec![]
     } else {
+        let cut = obs.find(|e| match e {
+            Event::ChaosBoundReached { seconds } => Some(*seconds),
+            _ => None,
+        });
         let why = match (obs.start_up_missed(), obs.deadline_missed(Phase::FaultedTurn)) {
+            _ if cut.is_some() => format!(
+                "(the run reached its bound of {:.0} s after the boot, derived from the row: its duration, the longest fault landing, a turn in flight and the probe; chaosrun cut it there)",
+                cut.map_or(0.0, |(_, s)| s)
+            ),
             (Some((i, d)), _) => format!(
                 "(turn {i}'s process never reached the provider within {d:.0} s of its start, the boot deadline)"
             ),
@@ -847,6 +855,7 @@ mod tests {
                 Event::FirstCall {
                     turn: 0,
                     after_spawn: after,
+                    first_output: None,
                 },
             ));
         }

@@ -256,6 +256,12 @@ impl Provider {
         self.inner.wire()
     }
 
+    /// When the provider's clock started: a recorded request's `at` is
+    /// seconds since this instant.
+    pub fn started(&self) -> std::time::Instant {
+        self.inner.started()
+    }
+
     /// The bound socket address.
     pub fn addr(&self) -> std::net::SocketAddr {
         self.inner.addr()

@@ -205,6 +205,10 @@ pub struct Chaos {
     /// Faults that landed during start-up.
     #[serde(default)]
     pub in_start_up: usize,
+    /// Seconds the run may take once the agent booted, from the row's
+    /// declaration; past it the run is cut (`every_turn_finishes` says so).
+    #[serde(default)]
+    pub bound: f64,
 }
 
 impl Scenario {
@@ -246,6 +250,7 @@ impl Scenario {
                     kills,
                     stops,
                     in_start_up: k + s - kills - stops,
+                    bound: c.bound,
                 }
             }),
             memory: crate::oracle::memory::peak(obs).map(|p| Memory {

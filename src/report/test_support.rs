@@ -166,6 +166,7 @@ pub fn sample_with_optional_parts() -> Vec<ScenarioResult> {
             stop_for: 0.0,
             worker: 0,
         }],
+        bound: 120.0,
     });
     let mut na = results[0].clone();
     na.id = "na_one".into();

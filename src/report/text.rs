@@ -99,9 +99,10 @@ pub fn scenario_line(r: &ScenarioResult, width: usize) -> String {
             n => format!(", {n} more in start-up (not counted)"),
         };
         line.push_str(&format!(
-            "  [chaos seed {}: {kills} kills, {stops} stops landed{early} of {} scheduled]",
+            "  [chaos seed {}: {kills} kills, {stops} stops landed{early} of {} scheduled; bound {:.0} s]",
             c.seed,
-            c.schedule.len()
+            c.schedule.len(),
+            c.bound
         ));
     }
     if let Some(note) = r.observation.capped.note() {

@@ -8,6 +8,7 @@
 pub mod artifacts;
 mod collect;
 mod drive;
+pub(crate) use drive::bound::chaos_run as chaos_bound;
 pub mod events;
 pub mod plan;
 pub mod sampler;

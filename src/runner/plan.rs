@@ -72,9 +72,11 @@ impl Plan {
         let workers = shared.profile.workers.max(1);
         let chaos = scenario.chaos.as_ref().map(|c| {
             let seed = scenario_seed(ids.seed, &scenario.id);
+            let schedule = schedule(c, seed, workers);
             ChaosRecord {
                 seed,
-                schedule: schedule(c, seed, workers),
+                bound: super::chaos_bound(scenario, workers, &schedule),
+                schedule,
             }
         });
         let probe_turn = scenario.chaos.as_ref().map_or(1, |c| c.turns);

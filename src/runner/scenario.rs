@@ -54,6 +54,16 @@ pub async fn observe(
         Ok(s) => s,
         Err(failed) => return Observation::setup_failed(plan, provider_offset, failed),
     };
+    // A request's `at` counts from the provider's own start, which comes
+    // after the namespace and the provider are set up: seconds later than
+    // the line above on a loaded machine. Measured from there, every
+    // request would look that much earlier than it was (a restarted
+    // agent's job charged to the incarnation killed before it).
+    let provider_offset = session
+        .provider
+        .started()
+        .saturating_duration_since(start.into_std())
+        .as_secs_f64();
     let launch = Launch {
         prepared: &session.prepared,
         env: &session.env,

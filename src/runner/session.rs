@@ -77,6 +77,7 @@ impl Session {
         // servers bind (the upstream is reached by chaosrun, on the host).
         let (netns, network) = open_netns(shared).await;
         let bind = netns.as_ref().map(crate::driver::netns::NetNs::binder);
+        test_slow_setup().await;
         let provider = start_provider(shared, scenario, ids, bind.clone())
             .await
             .map_err(|e| failed(e, Closed::nothing()))?;
@@ -251,6 +252,20 @@ async fn open_netns(
 ) {
     let host = shared.profile.network == crate::profile::NetworkMode::Host;
     crate::driver::netns::NetNs::for_scenario_async(host).await
+}
+
+/// Debug builds only: `CHAOSRUN_TEST_SLOW_SETUP=<seconds>` holds every
+/// session's setup that long before its provider starts, as a loaded
+/// machine does (what tests/process_faults.rs checks: request times stay
+/// on the run's clock). Nothing otherwise.
+async fn test_slow_setup() {
+    let slow = std::env::var("CHAOSRUN_TEST_SLOW_SETUP")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|s| cfg!(debug_assertions) && s.is_finite() && *s > 0.0);
+    if let Some(s) = slow {
+        tokio::time::sleep(crate::units::secs(s)).await;
+    }
 }
 
 /// The fault provider on the profile's wire (relaying the profile's

@@ -30,6 +30,18 @@ pub(super) struct Seen {
     pub(super) failed_last_line: String,
     /// `exec.capture` values this turn printed (the latest of each).
     pub(super) captured: BTreeMap<String, String>,
+    /// When its first byte on stdout or stderr arrived: its first sign of
+    /// life (`start_up_bounded` counts from it, not from the spawn).
+    pub(super) first_output: Option<tokio::time::Instant>,
+}
+
+/// Note the turn's first output, once per stream (the earlier stream wins).
+fn alive(seen: &Mutex<Seen>, noted: &mut bool) {
+    if !std::mem::replace(noted, true) {
+        let now = tokio::time::Instant::now();
+        let mut s = seen.lock().unwrap_or_else(|e| e.into_inner());
+        s.first_output = Some(s.first_output.map_or(now, |t| t.min(now)));
+    }
 }
 
 /// The profile's captures that read one stream, their regexes compiled once
@@ -211,7 +223,9 @@ pub(super) async fn read_stdout(
         sels.line(line, &seen);
     };
     let mut split = LineSplit::default();
+    let mut noted = false;
     copy_capped_with(pipe, log, budget, worker, STDOUT, |chunk| {
+        alive(&seen, &mut noted);
         split.feed(chunk, on_line)
     })
     .await;
@@ -233,7 +247,9 @@ pub(super) async fn read_stderr(
     let mut tail: Vec<u8> = Vec::new();
     let mut split = LineSplit::default();
     let reads = !sels.is_empty();
+    let mut noted = false;
     copy_capped_with(pipe, log, budget, worker, STDERR, |chunk| {
+        alive(&seen, &mut noted);
         if reads {
             split.feed(chunk, |l| sels.line(l, &seen));
         }

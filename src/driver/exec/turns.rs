@@ -154,7 +154,7 @@ impl Turn {
                 biased;
                 _ = requests.wait_for(|n| *n > s.requests_before), if !first_call => {
                     first_call = true;
-                    reached.now(i, s.spawned);
+                    reached.now(i, s.spawned, first_output(&s.seen));
                 }
                 st = s.child.wait() => break st,
                 Some(()) = ctl.recv(), if interrupted_at.is_none() => {
@@ -176,7 +176,7 @@ impl Turn {
             }
         };
         if !first_call && *requests.borrow() > s.requests_before {
-            reached.now(i, s.spawned);
+            reached.now(i, s.spawned, first_output(&s.seen));
         }
         crate::proc_hygiene::disown(s.pid);
         let exit = match status {
@@ -261,6 +261,11 @@ impl Turn {
     }
 }
 
+/// When the turn's process first wrote to stdout or stderr, if it has.
+fn first_output(seen: &std::sync::Mutex<super::read::Seen>) -> Option<Instant> {
+    seen.lock().unwrap_or_else(|e| e.into_inner()).first_output
+}
+
 /// Where a turn tells that its process reached the provider.
 pub(super) struct Reached<'a> {
     pub(super) shared: &'a Shared,
@@ -271,7 +276,7 @@ impl Reached<'_> {
     /// Turn `i`'s process (started at `spawned`) made its first request.
     /// Stamped before the runner can see it: a fault the runner sends once
     /// the turn is working is never recorded before its first call.
-    fn now(&self, i: usize, spawned: Instant) {
+    fn now(&self, i: usize, spawned: Instant, first_output: Option<Instant>) {
         let at = Instant::now();
         self.shared.reached.store(true, Ordering::SeqCst);
         let _ = self.sink.tx.send(Tagged {
@@ -281,6 +286,9 @@ impl Reached<'_> {
             line: Line::Event(Event::FirstCall {
                 turn: i as u64,
                 after_spawn: (at - spawned).as_secs_f64(),
+                first_output: first_output
+                    .filter(|o| *o <= at)
+                    .map(|o| (o - spawned).as_secs_f64()),
             }),
         });
     }

@@ -200,6 +200,11 @@ impl Running {
         self.addr
     }
 
+    /// When the server's clock started: every request's `at` counts from it.
+    pub(crate) fn started(&self) -> Instant {
+        self.shared.started
+    }
+
     pub(crate) fn wire(&self) -> Wire {
         self.shared.wire
     }

@@ -275,6 +275,7 @@ mod tests {
                 event: crate::observe::Event::FirstCall {
                     turn: 0,
                     after_spawn: 4.0,
+                    first_output: None,
                 },
             },
         );

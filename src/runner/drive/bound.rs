@@ -61,6 +61,28 @@ pub(crate) fn seconds(s: &Scenario, workers: usize, schedule: Option<&[Scheduled
     ends + body
 }
 
+/// Seconds a chaos run of `s` over `workers` workers may take once they
+/// booted: its `duration` (when the last fault comes due), the longest
+/// landing of a fault of its `schedule` (a restart, a stop), then, per
+/// worker, a turn in flight (its start-up and its deadline), and the probe
+/// (its start-up and deadline). A run still going then is cut: the
+/// conversation did not keep pace with the row's own declaration. The
+/// chaos script does not count exec-mode turns' start-ups against it (each
+/// is bounded by the boot deadline on its own).
+pub(crate) fn chaos_run(s: &Scenario, workers: usize, schedule: &[ScheduledFault]) -> f64 {
+    let dl = &s.deadlines;
+    let duration = s.chaos.as_ref().map_or(0.0, |c| c.duration);
+    let landing = schedule
+        .iter()
+        .map(|f| match f.action.restarts() {
+            true => restart(dl.boot),
+            false => stop(f.stop_for),
+        })
+        .fold(0.0, f64::max);
+    let in_flight = workers.max(1) as f64 * (dl.boot + dl.turn);
+    duration + landing + in_flight + dl.boot + dl.probe
+}
+
 /// What the observation says of a drive stopped at its bound of `limit` s.
 pub(crate) fn overran(limit: f64) -> String {
     format!(
@@ -109,5 +131,23 @@ mod tests {
         let none = seconds(&c, 1, Some(&[]));
         assert_eq!(none, 10.0 + 7.0 + 20.0 + GRACE + 4.0 * 30.0);
         assert_eq!(seconds(&c, 1, Some(&[kill])), none + 30.0);
+    }
+
+    /// A chaos run's own bound: its duration, the longest landing of a
+    /// fault (a kill's restart here), a turn in flight per worker, the
+    /// probe; not the sum over every turn.
+    #[test]
+    fn a_chaos_runs_bound_comes_from_its_declaration() {
+        let c = row("  - id: c\n    about: x\n    deadlines: {boot: 10, turn: 20, interrupt: 5, probe: 30, exit: 7, reap: 3}\n    chaos: {turns: 80, duration: 5, min_faults: 1}\n    responder: [{reply: {kind: text, text: hi}}]\n    expect: survives\n");
+        let kill = ScheduledFault {
+            at: 1.0,
+            action: crate::scenarios::FaultAction::Kill,
+            stop_for: 0.0,
+            worker: 0,
+        };
+        let two = [kill.clone(), kill];
+        let want = 5.0 + restart(10.0) + (10.0 + 20.0) + (10.0 + 30.0);
+        assert_eq!(chaos_run(&c, 1, &two), want);
+        assert_eq!(chaos_run(&c, 2, &two), want + 30.0);
     }
 }

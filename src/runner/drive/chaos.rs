@@ -5,7 +5,9 @@
 //! of the workers; a single agent's stops freeze its whole tree (its cgroup,
 //! or what the tag fallback finds). In exec mode the faults land in a turn's
 //! working time (after its process first reached the provider), and each
-//! turn's start-up is bounded by the boot deadline, not the turn's.
+//! turn's start-up is bounded by the boot deadline, not the turn's. The
+//! whole run is bounded by the row's own declaration
+//! ([`super::bound::chaos_run`]): a conversation still going then is cut.
 
 use std::collections::BTreeSet;
 
@@ -13,7 +15,7 @@ use tokio::time::{sleep_until, Instant};
 
 use super::faults::{Hit, Landed};
 use super::{Drive, Next};
-use crate::observe::{Event, Phase, ScheduledFault, TurnModel};
+use crate::observe::{ChaosRecord, Event, Phase, ScheduledFault, TurnModel};
 use crate::provider::Provider;
 use crate::scenarios::{FaultTarget, Scenario};
 use crate::units::secs;
@@ -30,6 +32,12 @@ struct Pace {
     deadline: Instant,
     /// An exec-mode turn's process is starting up (the boot deadline runs).
     starting: bool,
+    /// When the run is cut: its bound after the boot, pushed back by every
+    /// exec-mode turn's start-up (each bounded by the boot deadline; a
+    /// process's own boot is not the conversation's pace).
+    cut: Instant,
+    /// Since when the current exec-mode turn has been starting up.
+    starting_since: Option<Instant>,
 }
 
 impl Pace {
@@ -37,9 +45,13 @@ impl Pace {
         match ev {
             Event::TurnStart { .. } if self.model.start_up => {
                 (self.starting, self.deadline) = (true, at + secs(self.boot));
+                self.starting_since = Some(at);
             }
             Event::FirstCall { .. } => {
-                (self.starting, self.deadline) = (false, at + secs(self.turn))
+                (self.starting, self.deadline) = (false, at + secs(self.turn));
+                if let Some(since) = self.starting_since.take() {
+                    self.cut += at.saturating_duration_since(since);
+                }
             }
             _ => {}
         }
@@ -136,13 +148,15 @@ impl Run {
 /// Drive a chaos run; returns whether every turn got through (`Err`: setup).
 /// A fault that comes due while its worker's exec-mode turn is still
 /// starting up is held until that turn's first request to the provider, so
-/// every fault lands in a turn's working time.
+/// every fault lands in a turn's working time. The run is cut at its
+/// `bound` after the boot (recorded as [`Event::ChaosBoundReached`]).
 pub(crate) async fn drive(
     d: &mut Drive<'_>,
     s: &Scenario,
-    schedule: &[ScheduledFault],
+    chaos: &ChaosRecord,
     provider: &Provider,
 ) -> Result<bool, String> {
+    let schedule = chaos.schedule.as_slice();
     let dl = &s.deadlines;
     if !d.boot_all(dl.boot).await? {
         return Ok(false);
@@ -156,6 +170,8 @@ pub(crate) async fn drive(
         model: d.turn_model(),
         deadline: t0 + secs(dl.turn),
         starting: false,
+        cut: t0 + secs(chaos.bound),
+        starting_since: None,
     };
     let mut run = Run {
         pace,
@@ -189,6 +205,10 @@ pub(crate) async fn drive(
             }
             _ = sleep_until(run.pace.deadline) => {
                 run.pace.missed(d);
+                return Ok(false);
+            }
+            _ = sleep_until(run.pace.cut) => {
+                d.push(Instant::now(), Event::ChaosBoundReached { seconds: chaos.bound });
                 return Ok(false);
             }
         }

@@ -14,7 +14,7 @@
 //! buries and revives; it hands on a [`Driven`].
 
 mod baseline;
-mod bound;
+pub(super) mod bound;
 mod chaos;
 mod clock;
 mod faults;
@@ -193,7 +193,7 @@ impl<'a> Drive<'a> {
                 return std::future::pending().await;
             }
             match chaos {
-                Some(c) => chaos::drive(&mut self, s, &c.schedule, provider).await,
+                Some(c) => chaos::drive(&mut self, s, c, provider).await,
                 None => turns::drive(&mut self, s, provider, mcp).await,
             }
         };
