@@ -110,6 +110,7 @@ PROCESS_BUG_ROWS = [
     ("lost_result_on_restart", "kill_during_tool_side_effect", "1", "history_integrity"),
     ("replay_from_zero", "kill_mid_stream", "1", "termination"),
     ("resume_rolls_back_turn", "kill_at_store_write", "1", "store_integrity"),
+    ("nonatomic_rewrite", "kill_at_store_write", "1", "store_integrity"),
 ]
 
 

@@ -238,7 +238,11 @@ fn store_user_turns(obs: &Observation) -> Check {
         Err(why) => return Check::skipped(inv, name, why),
         Ok(msgs) => msgs,
     };
-    let turns: Vec<(usize, &Message)> = msgs.iter().enumerate().filter(|(_, m)| is_turn(m)).collect();
+    let turns: Vec<(usize, &Message)> = msgs
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| is_turn(m))
+        .collect();
     let v = turns
         .windows(2)
         .filter(|w| {
@@ -708,8 +712,11 @@ mod tests {
         )
         .unwrap();
         for (i, (role, kind, text)) in rows.iter().enumerate() {
-            conn.execute("INSERT INTO message VALUES (?1, ?2)", rusqlite::params![i, role])
-                .unwrap();
+            conn.execute(
+                "INSERT INTO message VALUES (?1, ?2)",
+                rusqlite::params![i, role],
+            )
+            .unwrap();
             if let Some(kind) = kind {
                 let call = (*kind != "text").then_some("call_1");
                 conn.execute(
@@ -720,7 +727,8 @@ mod tests {
             }
         }
         drop(conn);
-        let select = "SELECT CASE WHEN p.kind IS NULL OR p.kind = 'text' THEN m.role ELSE p.kind END,
+        let select =
+            "SELECT CASE WHEN p.kind IS NULL OR p.kind = 'text' THEN m.role ELSE p.kind END,
                   p.text, p.call_id FROM message m";
         let keeps = format!("{select} LEFT JOIN part p ON p.message_id = m.id WHERE :session_id IS NOT NULL ORDER BY m.id");
         let drops = format!("{select} JOIN part p ON p.message_id = m.id WHERE :session_id IS NOT NULL ORDER BY m.id");
@@ -737,7 +745,11 @@ mod tests {
 
     #[test]
     fn an_empty_message_between_two_user_turns_is_no_turn_whatever_the_mapping_keeps() {
-        let verdict = |c: &[Check]| named(c, "store_no_duplicate_user_turn").violations().to_vec();
+        let verdict = |c: &[Check]| {
+            named(c, "store_no_duplicate_user_turn")
+                .violations()
+                .to_vec()
+        };
         // A turn stored again after a restart, an empty assistant message
         // between: a duplicate under both mappings.
         let [keeps, drops] = two_mappings(&[
@@ -750,8 +762,14 @@ mod tests {
         // The same verdict; the message numbers are each mapping's own.
         assert_eq!(k.len(), 1, "keeping the empty message: {k:?}");
         assert_eq!(d.len(), 1, "dropping the empty message: {d:?}");
-        assert!(k[0].contains("\"run the job\" twice in a row (messages #0 and #2)"), "{k:?}");
-        assert!(d[0].contains("\"run the job\" twice in a row (messages #0 and #1)"), "{d:?}");
+        assert!(
+            k[0].contains("\"run the job\" twice in a row (messages #0 and #2)"),
+            "{k:?}"
+        );
+        assert!(
+            d[0].contains("\"run the job\" twice in a row (messages #0 and #1)"),
+            "{d:?}"
+        );
         // Turns answered in between (text, or a call and its result): no
         // duplicate under either mapping.
         for between in [

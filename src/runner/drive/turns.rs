@@ -99,6 +99,11 @@ pub(crate) async fn drive(
             provider.hold_from(Some(n.saturating_sub(1)));
         }
     }
+    // A kill aimed at a store write copies the store when its N-th call
+    // arrives, the reply held meanwhile ([`super::store_kill`]).
+    if let Some(n) = store_write_trigger(s) {
+        provider.hold_from(Some(n.saturating_sub(1)));
+    }
     if !d.boot_all(s.deadlines.boot).await? {
         return Ok(false);
     }
@@ -108,15 +113,44 @@ pub(crate) async fn drive(
     Ok(probe_turn(d, s).await)
 }
 
-/// The faulted turn, with its interrupt or process fault sent when its
-/// trigger fires: whether it ended (or, after a kill, the agent was revived)
-/// within its deadline. In exec mode the deadline and the triggers run from
-/// the turn's first request to the provider ([`TurnClock`]).
+/// The faulted turn ([`faulted_turn_in`]); a kill aimed at a store write
+/// keeps the copy its trigger took when it armed, and the reply held for it
+/// is released however the turn ended.
 async fn faulted_turn(
     d: &mut Drive<'_>,
     s: &Scenario,
     provider: &Provider,
     mcp: Option<&crate::mcp::McpServer>,
+) -> bool {
+    let armed = std::sync::Mutex::new(None);
+    let ended = faulted_turn_in(d, s, (provider, mcp), &armed).await;
+    if let Some(copy) = armed.into_inner().ok().flatten() {
+        d.store_at_arm = Some(copy);
+    }
+    if store_write_trigger(s).is_some() {
+        provider.hold_from(None);
+    }
+    ended
+}
+
+/// The `N` of a process fault aimed at a store write
+/// (`store_write_after_calls: N`).
+fn store_write_trigger(s: &Scenario) -> Option<u64> {
+    match s.process_fault.as_ref().map(|f| &f.at) {
+        Some(Trigger::StoreWriteAfterCalls(n)) => Some(*n),
+        _ => None,
+    }
+}
+
+/// The faulted turn, with its interrupt or process fault sent when its
+/// trigger fires: whether it ended (or, after a kill, the agent was revived)
+/// within its deadline. In exec mode the deadline and the triggers run from
+/// the turn's first request to the provider ([`TurnClock`]).
+async fn faulted_turn_in(
+    d: &mut Drive<'_>,
+    s: &Scenario,
+    (provider, mcp): (&Provider, Option<&crate::mcp::McpServer>),
+    armed: &std::sync::Mutex<Option<super::store_kill::AtKill>>,
 ) -> bool {
     let dl = &s.deadlines;
     let mut clock = TurnClock::start(d, 0, Phase::FaultedTurn, dl.turn, dl.boot);
@@ -135,16 +169,24 @@ async fn faulted_turn(
     let mut fault_calls = calls_for(s.process_fault.as_ref().map(|f| &f.at), provider);
     let fault_at = s.process_fault.as_ref().map(|f| f.at.clone());
     let fault_delay = s.process_fault.as_ref().map_or(0.0, |f| f.delay);
+    let into = d.launch.prepared.dirs.root.join(super::store_kill::ARM_DIR);
     let fault_trigger = async {
         let since = began(&mut fault_working).await;
-        trigger_fired(
-            &fault_at,
-            &mut fault_calls,
-            &mut fault_mcp_calls,
-            &scope,
-            (since, store.as_ref()),
-        )
-        .await;
+        if let Some(Trigger::StoreWriteAfterCalls(n)) = &fault_at {
+            let files = (store.as_ref(), into);
+            super::store_kill::armed_then_written(*n, &mut fault_calls, files, provider, armed)
+                .await;
+        } else {
+            let at = (since, store.as_ref());
+            trigger_fired(
+                &fault_at,
+                &mut fault_calls,
+                &mut fault_mcp_calls,
+                &scope,
+                at,
+            )
+            .await;
+        }
         tokio::time::sleep(secs(fault_delay)).await;
     };
     tokio::pin!(fault_trigger);
