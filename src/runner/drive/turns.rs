@@ -14,6 +14,7 @@ use crate::observe::{Event, Phase};
 use crate::proc_hygiene::Scope;
 use crate::provider::Provider;
 use crate::scenarios::{Landing, Scenario, Trigger};
+use crate::store::writes::StoreFiles;
 use crate::units::secs;
 
 /// Resolves when a trigger (of an interrupt or a process fault) fires;
@@ -142,6 +143,32 @@ fn store_write_trigger(s: &Scenario) -> Option<u64> {
     }
 }
 
+/// The process fault's trigger (from the faulted turn's start, `working`),
+/// then its delay; never, for a row without one. A kill aimed at a store
+/// write arms through [`super::store_kill::armed_then_written`], which keeps
+/// its copy in `armed`.
+async fn fault_fired(
+    s: &Scenario,
+    mut working: tokio::sync::watch::Receiver<Option<Instant>>,
+    (provider, mcp): (&Provider, Option<&crate::mcp::McpServer>),
+    (scope, store, into): (Arc<Scope>, Option<StoreFiles>, std::path::PathBuf),
+    armed: &std::sync::Mutex<Option<super::store_kill::AtKill>>,
+) {
+    let since = began(&mut working).await;
+    let at = s.process_fault.as_ref().map(|f| f.at.clone());
+    let mut calls = calls_for(at.as_ref(), provider);
+    if let Some(Trigger::StoreWriteAfterCalls(n)) = &at {
+        let files = (store.as_ref(), into);
+        super::store_kill::armed_then_written(*n, &mut calls, files, provider, armed).await;
+    } else {
+        let mut mcp_calls = mcp.map(|m| m.calls_watch());
+        let when = (since, store.as_ref());
+        trigger_fired(&at, &mut calls, &mut mcp_calls, &scope, when).await;
+    }
+    let delay = s.process_fault.as_ref().map_or(0.0, |f| f.delay);
+    tokio::time::sleep(secs(delay)).await;
+}
+
 /// The faulted turn, with its interrupt or process fault sent when its
 /// trigger fires: whether it ended (or, after a kill, the agent was revived)
 /// within its deadline. In exec mode the deadline and the triggers run from
@@ -154,41 +181,25 @@ async fn faulted_turn_in(
 ) -> bool {
     let dl = &s.deadlines;
     let mut clock = TurnClock::start(d, 0, Phase::FaultedTurn, dl.turn, dl.boot);
-    let (mut working, mut fault_working) = (clock.working(), clock.working());
+    let (mut working, fault_working) = (clock.working(), clock.working());
     let mut calls = calls_for(s.interrupt.as_ref(), provider);
     let scope = d.scope().clone();
     let store = d.store_files();
     let mut mcp_calls = mcp.map(|m| m.calls_watch());
-    let mut fault_mcp_calls = mcp.map(|m| m.calls_watch());
     let trigger = async {
         let since = began(&mut working).await;
         let at = (since, store.as_ref());
         trigger_fired(&s.interrupt, &mut calls, &mut mcp_calls, &scope, at).await;
     };
     tokio::pin!(trigger);
-    let mut fault_calls = calls_for(s.process_fault.as_ref().map(|f| &f.at), provider);
-    let fault_at = s.process_fault.as_ref().map(|f| f.at.clone());
-    let fault_delay = s.process_fault.as_ref().map_or(0.0, |f| f.delay);
     let into = d.launch.prepared.dirs.root.join(super::store_kill::ARM_DIR);
-    let fault_trigger = async {
-        let since = began(&mut fault_working).await;
-        if let Some(Trigger::StoreWriteAfterCalls(n)) = &fault_at {
-            let files = (store.as_ref(), into);
-            super::store_kill::armed_then_written(*n, &mut fault_calls, files, provider, armed)
-                .await;
-        } else {
-            let at = (since, store.as_ref());
-            trigger_fired(
-                &fault_at,
-                &mut fault_calls,
-                &mut fault_mcp_calls,
-                &scope,
-                at,
-            )
-            .await;
-        }
-        tokio::time::sleep(secs(fault_delay)).await;
-    };
+    let fault_trigger = fault_fired(
+        s,
+        fault_working,
+        (provider, mcp),
+        (scope.clone(), store.clone(), into),
+        armed,
+    );
     tokio::pin!(fault_trigger);
     let (mut sent, mut faulted) = (false, false);
     // The worker running the faulted turn (a single agent is worker 0).
