@@ -157,6 +157,7 @@ if [ "$(id -u)" -ne 0 ] || ! { grep -qE ' - cgroup cgroup .*\bmemory\b' /proc/se
         || grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; }; then
     missing the_kernel_oom_kills_past_the_limit_and_counts_it "needs root and a memory cgroup controller"
     missing the_kernel_oom_kills_the_agent_mid_turn_and_it_resumes "needs root and a memory cgroup controller"
+    missing the_oom_kill_of_the_agents_engine_child_is_the_agents_and_is_noticed_at_once "needs root and a memory cgroup controller"
 fi
 # -------------------------------------------------------------------------------
 

@@ -114,6 +114,26 @@ impl Message {
     }
 }
 
+/// Where a conversation's open tool step ends: the latest `tool` message,
+/// when the model has not answered since (no assistant message with text or
+/// calls after it). Whatever else follows the result does not close the
+/// step: agents append a note after each result (Claude Code: a text block in
+/// the result's message, or a further user message). `None`: the request
+/// does not follow a tool result.
+pub fn latest_result(messages: &[Message]) -> Option<usize> {
+    let at = messages.iter().rposition(|m| m.role == "tool")?;
+    let answered = |m: &Message| {
+        m.role == "assistant" && (!m.tool_calls.is_empty() || !m.content.trim().is_empty())
+    };
+    (!messages[at + 1..].iter().any(answered)).then_some(at)
+}
+
+/// The request follows a tool result ([`latest_result`]): the responder's
+/// `after_tool`.
+pub fn after_tool(messages: &[Message]) -> bool {
+    latest_result(messages).is_some()
+}
+
 /// A message as saved: the current shape, or a persisted message's older
 /// `tool_call_ids`.
 #[derive(Deserialize)]
@@ -167,6 +187,41 @@ mod tests {
             plain,
             serde_json::json!({"role": "user", "content": "hé", "content_chars": 2})
         );
+    }
+
+    #[test]
+    fn a_result_is_the_latest_until_the_model_answers() {
+        let call = || Message::assistant_calls(vec![ToolCall::new("c1", "shell", "{}")]);
+        let user = |t: &str| Message::new("user", t);
+        let result = || Message::tool_result("c1", "out");
+        let opening = [user("go"), call(), result()];
+        let with = |tail: &[Message]| [&opening[..], tail].concat();
+        assert_eq!(latest_result(&opening), Some(2));
+        assert_eq!(latest_result(&with(&[user("a note")])), Some(2));
+        assert_eq!(
+            latest_result(&with(&[user("a note"), user("another")])),
+            Some(2)
+        );
+        // Claude Code 2.1.303 on the Anthropic wire: a system message after it.
+        let tokens = Message::new(
+            "system",
+            "<total_tokens>14984210 tokens left</total_tokens>",
+        );
+        assert_eq!(latest_result(&with(&[tokens])), Some(2));
+        // An empty assistant message is no answer.
+        assert_eq!(
+            latest_result(&with(&[Message::new("assistant", " ")])),
+            Some(2)
+        );
+        assert_eq!(
+            latest_result(&with(&[Message::new("assistant", "done"), user("next")])),
+            None
+        );
+        assert_eq!(latest_result(&with(&[call()])), None);
+        assert_eq!(latest_result(&[user("go")]), None);
+        // A continued conversation (Responses `previous_response_id`) sends
+        // the result without the call.
+        assert!(after_tool(&[result(), user("a note")]));
     }
 
     #[test]

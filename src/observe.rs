@@ -139,6 +139,16 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// A row that bounds memory growth (`memory_growth_mb`): the agent's
+    /// footprint, the resident memory summed over its `processes`
+    /// processes, measured as its first main call arrived (the reply held
+    /// until it was read); `error`: it could not be read.
+    MemoryBaseline {
+        rss: u64,
+        processes: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// Exec mode: turn `turn`'s process reached the provider (its first
     /// request of any kind) `after_spawn` seconds after it was started. The
     /// turn's deadline runs from here; its start-up, from the spawn to here,

@@ -11,7 +11,11 @@
 //! `| default: "text"` (used when the name is unknown or the variable unset;
 //! the text is a double-quoted string), and `| choose: "A", "B"` (A, unless
 //! the value is `false`, `0` or empty: then B; a profile renders a row's
-//! on/off switch such as `{{agent_sandbox}}` into the agent's own spelling).
+//! on/off switch such as `{{agent_sandbox}}` into the agent's own spelling),
+//! and `| if_set: "TEXT"` (nothing at all when the value is empty or its
+//! `env:NAME` unset, else TEXT with each `{}` replaced by the value: a flag
+//! or config line rendered only when there is a value; an exec argument
+//! that renders to nothing this way is left out of the argv, [`render_argv`]).
 //! An unknown filter is an error.
 //! docs/profiles.md documents each filter ([`FILTERS`]; tests/docs.rs
 //! keeps the two lists equal).
@@ -29,7 +33,7 @@ use std::collections::BTreeMap;
 pub type Vars = BTreeMap<String, String>;
 
 /// Every filter [`render`] implements, by name (`default` takes an argument).
-pub const FILTERS: [&str; 5] = ["ms", "int", "json", "default", "choose"];
+pub const FILTERS: [&str; 6] = ["ms", "int", "json", "default", "choose", "if_set"];
 
 /// What a variable holds, for [`check`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,6 +184,10 @@ fn check_kind(expr: &str, kinds: &Kinds) -> Result<(), String> {
                 });
                 why = "`choose` gives one of its texts".into();
             }
+            f if f.starts_with("if_set") => {
+                kind = Some(Kind::Text);
+                why = "`if_set` gives its text".into();
+            }
             _ => {}
         }
     }
@@ -230,9 +238,13 @@ fn expand(expr: &str, vars: &Vars) -> Result<String, String> {
         .find_map(|f| f.strip_prefix("default"))
         .map(|arg| parse_default(arg, expr))
         .transpose()?;
+    let if_set = filters.iter().any(|f| f.starts_with("if_set"));
     let mut value = match (lookup(name, vars), default) {
         (Ok(v), _) => v,
         (Err(_), Some(d)) => d,
+        // An unset `env:NAME` is a value not set; an unknown name stays an
+        // error (a typo is never silently nothing).
+        (Err(_), None) if if_set && name.starts_with("env:") => String::new(),
         (Err(e), None) => return Err(e),
     };
     for f in filters {
@@ -242,6 +254,13 @@ fn expand(expr: &str, vars: &Vars) -> Result<String, String> {
             "json" => serde_json::to_string(&value).unwrap_or_default(),
             f if f.starts_with("default") => value,
             f if f.starts_with("choose") => choose(&f["choose".len()..], &value, expr)?,
+            f if f.starts_with("if_set") => {
+                let text = when_set(&f["if_set".len()..], expr)?;
+                if value.is_empty() {
+                    return Ok(String::new());
+                }
+                text.replace("{}", &value)
+            }
             other => {
                 return Err(format!(
                     "unknown filter `{other}` in `{{{{{expr}}}}}`; known: {} (`default: \"text\"`)",
@@ -281,6 +300,34 @@ fn parse_default(arg: &str, expr: &str) -> Result<String, String> {
             "bad filter in `{{{{{expr}}}}}`: write `default: \"text\"` with a double-quoted text"
         )),
     }
+}
+
+/// The TEXT of `if_set: "TEXT"`.
+fn when_set(arg: &str, expr: &str) -> Result<String, String> {
+    let quoted = arg.trim_start().strip_prefix(':').map(str::trim);
+    quoted
+        .and_then(|q| serde_json::from_str::<String>(q).ok())
+        .ok_or_else(|| {
+            format!(
+                "bad filter in `{{{{{expr}}}}}`: write `if_set: \"--flag={{}}\"` with a double-quoted \
+                 text (`{{}}` stands for the value)"
+            )
+        })
+}
+
+/// An argv rendered ([`render`]): an argument that uses `if_set` and
+/// renders to nothing (its value was not set) is left out, never passed as
+/// an empty string.
+pub fn render_argv(argv: &[String], vars: &Vars) -> Result<Vec<String>, String> {
+    let mut out = Vec::with_capacity(argv.len());
+    for a in argv {
+        let r = render(a, vars)?;
+        if r.is_empty() && a.contains("if_set") {
+            continue;
+        }
+        out.push(r);
+    }
+    Ok(out)
 }
 
 /// `choose: "A", "B"`: A for a value that is on, B for `false`, `0` or empty.
@@ -338,6 +385,43 @@ mod tests {
         assert_eq!(render(t, &v).unwrap(), "--no-sandbox");
         let e = render(r#"{{agent_sandbox | choose: "one"}}"#, &v).unwrap_err();
         assert!(e.contains("two double-quoted texts"), "{e}");
+    }
+
+    #[test]
+    fn if_set_renders_only_a_value_that_is_there() {
+        let mut v = vars();
+        v.insert("mcp_url".into(), "http://127.0.0.1:9/mcp".into());
+        v.insert("mcp_command".into(), String::new());
+        let url = r#"{{mcp_url | if_set: "--mcp-url={}"}}"#;
+        assert_eq!(render(url, &v).unwrap(), "--mcp-url=http://127.0.0.1:9/mcp");
+        let cmd = r#"{{mcp_command | if_set: "--mcp-command={}"}}"#;
+        assert_eq!(render(cmd, &v).unwrap(), "");
+        // A config line, its value JSON-quoted first.
+        let line = r#"a = 1{{mcp_url | json | if_set: "\nurl = {}"}}"#;
+        assert_eq!(
+            render(line, &v).unwrap(),
+            "a = 1\nurl = \"http://127.0.0.1:9/mcp\""
+        );
+        // An unset env:NAME is not set; an unknown name is still a typo.
+        let env = r#"{{env:CHAOSRUN_TEST_SURELY_UNSET_47 | if_set: "--proxy={}"}}"#;
+        assert_eq!(render(env, &v).unwrap(), "");
+        let typo = render(r#"{{mcp_ulr | if_set: "x={}"}}"#, &v).unwrap_err();
+        assert!(typo.contains("unknown template variable"), "{typo}");
+        let bad = render(r#"{{mcp_url | if_set: --x}}"#, &v).unwrap_err();
+        assert!(bad.contains("double-quoted"), "{bad}");
+        // The value is checked as text after it: no unit filter on a flag.
+        let kinds: Kinds = [("request_timeout".to_string(), Kind::Seconds)].into();
+        v.insert("request_timeout".into(), "5".into());
+        assert!(check(r#"{{request_timeout | ms | if_set: "--t={}"}}"#, &v, &kinds).is_ok());
+        assert!(check(r#"{{request_timeout | if_set: "{}" | ms}}"#, &v, &kinds).is_err());
+        // In an argv the argument that rendered to nothing is left out.
+        let argv: Vec<String> = ["cli", url, cmd, "{{mcp_command}}", "msg"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            render_argv(&argv, &v).unwrap(),
+            ["cli", "--mcp-url=http://127.0.0.1:9/mcp", "", "msg"]
+        );
     }
 
     #[test]
@@ -497,6 +581,7 @@ mod tests {
             let expr = match f {
                 "default" => "{{a | default: \"x\"}}".to_string(),
                 "choose" => "{{a | choose: \"x\", \"y\"}}".to_string(),
+                "if_set" => "{{a | if_set: \"-a={}\"}}".to_string(),
                 f => format!("{{{{a | {f}}}}}"),
             };
             assert!(render(&expr, &vars()).is_ok(), "{expr}");

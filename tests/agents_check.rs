@@ -3,7 +3,9 @@
 //! profile with one part broken (the shell tool's name, the store path) fails
 //! exactly that step, naming the check and the profile key (exit 1); a profile
 //! that declares no resume and no MCP has those steps "not checked", never ok;
-//! an unknown agent is the table run's usage error (exit 2); SIGTERM reaches
+//! a knob the profile declares (`agent_knobs`) and renders nowhere is a
+//! `warning:` line that fails no step; an unknown agent is the table run's
+//! usage error (exit 2); SIGTERM reaches
 //! the table run and its 143 is forwarded. No process of a smoke outlives it.
 
 mod common;
@@ -156,6 +158,44 @@ fn steps_the_profile_cannot_express_are_not_checked() {
     assert!(step(&out, "mcp listing").contains("mcp"), "{out}");
     assert!(
         out.ends_with("\nno step failed: 3 ok, 2 not checked (never a pass)\n"),
+        "{out}"
+    );
+}
+
+/// A profile that declares the agent's request and tool timeouts
+/// (`agent_knobs`) but renders only the tool timeout: the smoke warns once,
+/// naming `request_timeout` (not `tool_timeout`), between the steps and the
+/// summary; a warning fails no step (exit 0).
+#[test]
+fn a_declared_knob_the_profile_renders_nowhere_is_warned() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = reference_profile(
+        dir.path(),
+        &[
+            (
+                "agent_knobs: [stale_timeout, request_timeout, api_max_retries, max_turns, tool_timeout]",
+                "agent_knobs: [request_timeout, tool_timeout]",
+            ),
+            (
+                "\"request_timeout\": {{request_timeout}}",
+                "\"request_timeout\": 600",
+            ),
+        ],
+    );
+    let (code, out, err) = check("check-knobs", profile.to_str().unwrap(), &[]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let warned: Vec<&str> = out.lines().filter(|l| l.starts_with("warning: ")).collect();
+    assert_eq!(warned.len(), 1, "{out}");
+    assert!(
+        warned[0].contains("setting for `request_timeout` (`agent_knobs`)")
+            && warned[0].contains("renders `{{request_timeout}}` nowhere"),
+        "{out}"
+    );
+    for name in STEPS {
+        assert!(step(&out, name).ends_with(" ok"), "{name}:\n{out}");
+    }
+    assert!(
+        out.ends_with("\nthe profile drives this agent: 5 step(s) ok\n"),
         "{out}"
     );
 }

@@ -2,8 +2,8 @@
 //! `--agent NAME` (the bundled reference agent by name, a shipped agent not
 //! installed, another version installed, an unknown name), `agents setup`
 //! into a temp CHAOSRUN_CACHE (the reference agent: no network), and the
-//! built-in tables (`chaosrun` with no table, `tables write`). No real agent
-//! is installed here.
+//! built-in tables (`chaosrun` with no table, `tables write`), and every
+//! shipped profile's `agent_knobs`. No real agent is installed here.
 
 mod common;
 
@@ -468,4 +468,31 @@ fn a_cache_entry_made_by_hand_is_refused() {
         .unwrap();
     assert_eq!(codex["installed"], "refused", "{codex}");
     assert_eq!(codex["versions"], serde_json::json!([]), "{codex}");
+}
+
+/// Every shipped profile says which of chaosrun's knobs its agent has a
+/// setting for (`agent_knobs`, docs/profile-audit.md) and renders each one
+/// it lists, so no published verdict judges an agent's default where the
+/// agent could be given the row's value (issue 47, item 12).
+#[test]
+fn every_shipped_profile_declares_its_agents_knobs_and_renders_them() {
+    for e in chaosrun::catalog::registry::AGENTS {
+        let path = repo().join("examples").join(e.name).join(e.profile_yaml());
+        let text = std::fs::read_to_string(&path).unwrap();
+        let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+        let declared: Vec<String> = doc
+            .get("agent_knobs")
+            .and_then(serde_yaml::Value::as_sequence)
+            .unwrap_or_else(|| panic!("{} declares no agent_knobs", path.display()))
+            .iter()
+            .map(|k| k.as_str().unwrap().to_string())
+            .collect();
+        chaosrun::profile::knobs::validate(&declared).unwrap();
+        let unmapped = chaosrun::profile::knobs::unmapped(&declared, &doc);
+        assert!(
+            unmapped.is_empty(),
+            "{} declares {unmapped:?} but renders them nowhere",
+            path.display()
+        );
+    }
 }

@@ -87,7 +87,23 @@ const CASES: &[Case] = &[
         scenario: "tool_output_memory",
         invariant: "memory",
         scale: "1",
-        says: "memory_mb",
+        says: "(`memory_growth_mb`): baseline",
+    },
+    // Within the old absolute 512 MB bound (~510 MB and ~340 MB on a 30 MB
+    // agent); over the growth the row allows on the agent's own footprint.
+    Case {
+        bug: "output_copies",
+        scenario: "tool_output_memory",
+        invariant: "memory",
+        scale: "1",
+        says: "(`memory_growth_mb`): baseline",
+    },
+    Case {
+        bug: "output_read_whole",
+        scenario: "tool_output_memory",
+        invariant: "memory",
+        scale: "1",
+        says: "(`memory_growth_mb`): baseline",
     },
     Case {
         bug: "corrupt_store",
@@ -189,6 +205,21 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "after the parent's turn ended: +",
     },
+    // A subagent left inside its hung model call (issue 47.4).
+    Case {
+        bug: "subagent_abandoned_in_call",
+        scenario: "interrupt_subagent",
+        invariant: "provider_calls",
+        scale: "1",
+        says: "the subagent was left inside its call",
+    },
+    Case {
+        bug: "subagent_abandoned_in_call",
+        scenario: "subagent_provider_hangs",
+        invariant: "provider_calls",
+        scale: "1",
+        says: "the subagent was left inside its call",
+    },
     // Tools that hold the pipe.
     Case {
         bug: "wait_for_pipe_eof",
@@ -234,6 +265,31 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "nor named why",
     },
+    // A sandbox failure that names no cause, and a silent fallback (issue 47.3).
+    Case {
+        bug: "sandbox_generic_error",
+        scenario: "agent_sandbox_denied",
+        invariant: "agent_sandbox",
+        scale: "1",
+        says: "names a cause",
+    },
+    Case {
+        bug: "sandbox_fallback_silent",
+        scenario: "agent_sandbox_denied",
+        invariant: "agent_sandbox",
+        scale: "1",
+        says: "nothing said so",
+    },
+    // One cause, one failed check (issue 47.8): the subagent never started,
+    // so its hang rule never served; the interrupt and the outcome are not
+    // checked, naming `fault_served`, so `exercised` is the only failure.
+    Case {
+        bug: "subagent_fails_at_once",
+        scenario: "interrupt_subagent",
+        invariant: "exercised",
+        scale: "1",
+        says: "never answered a call",
+    },
 ];
 
 /// Cases run at once (a pool: a new case starts as soon as one ends): more
@@ -278,6 +334,20 @@ fn each_bug_fails_on_its_own_invariant_only_on_every_wire() {
             .collect();
         pool.into_iter().flat_map(|t| t.join().unwrap()).collect()
     });
+    assert!(problems.is_empty(), "\n{}", problems.join("\n\n"));
+}
+
+/// The memory bugs alone (each on its own wire): the growth check catches
+/// the agent that keeps three copies of the output and the one that reads
+/// it whole before cutting it, which an absolute 512 MB bound passed, and
+/// still the one that keeps four (`cargo test --test catches_bugs memory`).
+#[test]
+fn the_memory_bugs_fail_memory_growth_only() {
+    let cases = CASES.iter().filter(|c| c.scenario == "tool_output_memory");
+    let problems: Vec<String> = cases
+        .enumerate()
+        .flat_map(|(i, c)| case_on(WIRES[i % WIRES.len()], c))
+        .collect();
     assert!(problems.is_empty(), "\n{}", problems.join("\n\n"));
 }
 

@@ -902,3 +902,50 @@ fn a_filter_on_the_wrong_kind_of_value_is_a_load_error_at_its_place() {
         assert!(stderr.contains("every row would end in ERROR"), "{stderr}");
     }
 }
+
+/// An exec-mode agent whose first turn crashes at config load prints
+/// nothing a capture could match: the ERROR quotes the crash (its exit and
+/// stderr) as the cause, never "fix the capture's selector" (issue 47.16).
+#[test]
+fn a_turn_that_crashed_at_config_load_is_quoted_not_blamed_on_the_capture() {
+    let d = tempfile::tempdir().unwrap();
+    let table = write(d.path(), "t.yaml", ONE);
+    let crash = "import sys; sys.stderr.write(\"Error: cannot load ~/.cli/config.json: unknown key 'modle'\\n\"); sys.exit(1)";
+    let profile = format!(
+        "exec:\n  first: [\"python3\", \"-c\", {crash:?}, \"{{{{message}}}}\"]\n  next: [\"python3\", \"-c\", {crash:?}, \"--resume\", \"{{{{captured.session}}}}\", \"{{{{message}}}}\"]\n  capture:\n    session: {{jsonl: {{where: {{type: system}}, field: session_id}}}}\n  stdin: closed\n  final: {{jsonl: {{where: {{type: result}}, field: result}}}}\n  failed: {{exit_code_nonzero: true}}\n"
+    );
+    let p = write(d.path(), "crash.yaml", &profile);
+    let (stdout, _) = run("crash", &[&table, "--agent", &p], 1);
+    assert!(stdout.contains("ERROR a"), "{stdout}");
+    assert!(
+        stdout.contains("turn 0 crashed before it printed anything to capture (exit 1)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("unknown key 'modle'"), "{stdout}");
+    assert!(!stdout.contains("fix the capture's selector"), "{stdout}");
+}
+
+/// An id that is a row of the other built-in table says which table has
+/// it and the command that runs it (issue 47.16), both ways; a typo still
+/// lists the known ids.
+#[test]
+fn an_id_of_the_other_built_in_table_names_it_and_the_command() {
+    let (_, stderr) = run("other", &["--only", "kill_mid_stream", "--list"], 2);
+    assert!(
+        stderr.contains(
+            "unknown scenario id `kill_mid_stream` in scenarios.yaml: it is a row of the built-in process_faults.yaml; run it with `chaosrun process_faults.yaml --only kill_mid_stream`"
+        ),
+        "{stderr}"
+    );
+    let (_, stderr) = run(
+        "other2",
+        &["process_faults.yaml", "--only", "provider_hang", "--list"],
+        2,
+    );
+    assert!(
+        stderr.contains("`chaosrun scenarios.yaml --only provider_hang`"),
+        "{stderr}"
+    );
+    let (_, stderr) = run("typo", &["--only", "kill_mid_strem", "--list"], 2);
+    assert!(stderr.contains("known ids: "), "{stderr}");
+}

@@ -232,3 +232,34 @@ fn a_bad_capture_section_is_refused_at_load_with_its_place() {
         assert!(line >= 1, "{yaml}: {err}");
     }
 }
+
+/// `if_set` in an exec argv: on a row without MCP, `{{mcp_url}}` is empty,
+/// so `{{mcp_url | if_set: "--mcp-url={}"}}` renders nothing and the
+/// argument is left out (the fixture CLI's argparse would refuse an empty
+/// extra argument as well as an unknown flag: the row passes only if it is
+/// gone).
+#[test]
+#[cfg_attr(not(target_os = "linux"), ignore = "needs Linux /proc")]
+fn an_if_set_argument_without_a_value_is_left_out_of_the_argv() {
+    require("python3", python(), "install python3");
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = repo().join("tests/fixtures/agents");
+    let text = std::fs::read_to_string(repo().join(PROFILE))
+        .unwrap()
+        .replace("{{profile_dir}}", fixtures.to_str().unwrap())
+        .replace(
+            "\"{{message}}\"]",
+            "\"{{mcp_url | if_set: \\\"--mcp-url={}\\\"}}\", \"{{message}}\"]",
+        );
+    assert_eq!(text.matches("if_set").count(), 2, "{text}");
+    let p = dir.path().join("p.yaml");
+    std::fs::write(&p, text).unwrap();
+    let id = "provider_500_forever";
+    let r = run("scenarios.yaml", p.to_str().unwrap(), &[id]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let argv = argvs(&r, id);
+    assert!(argv.len() >= 2, "{argv:?}");
+    for a in &argv {
+        assert!(!a.contains("\"\"") && !a.contains("--mcp-url"), "{a}");
+    }
+}

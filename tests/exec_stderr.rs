@@ -3,8 +3,10 @@
 //! Continue CLI does). With `from: stderr` on the profile's `final`, `failed`
 //! and `capture` the turn's answer, its failure and its session id are read
 //! there and the row passes; without it the violation quotes what stderr
-//! held and names `from: stderr`. A bad `from:` is exit 2 with
-//! FILE:LINE:COL.
+//! held and names a stderr selector beside the stdout one. An agent that
+//! answers on stdout and errs on stderr (`--errors-on-stderr`) is read with a
+//! `final.jsonl` list whose error selector says `from: stderr`. A bad
+//! `from:` is exit 2 with FILE:LINE:COL.
 
 mod common;
 
@@ -145,7 +147,41 @@ fn without_from_stderr_the_violation_quotes_what_stderr_held() {
     let v = violations(&r.report, ROW).join("\n");
     assert!(v.contains("stderr held: "), "{v}");
     assert!(v.contains(r#"\"is_error\": true"#), "{v}");
-    assert!(v.contains("use `from: stderr`"), "{v}");
+    // The fix named keeps the stdout selector (a whole-`final` move to
+    // stderr would break every healthy row of an agent answering on stdout).
+    assert!(
+        v.contains("its own `from: stderr` after the one that reads stdout"),
+        "{v}"
+    );
+}
+
+/// The answer on stdout and the error on stderr (the Continue CLI's `cn -p`):
+/// one `final.jsonl` list, the error selector with its own `from: stderr`,
+/// reads both without a `2>&1` wrapper.
+#[test]
+#[cfg_attr(not(target_os = "linux"), ignore = "needs Linux /proc")]
+fn an_answer_on_stdout_and_an_error_on_stderr_are_both_read() {
+    require("python3", python(), "install python3");
+    let r = run("tests/fixtures/agents/oneshot_split.yaml");
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let ends = turn_ends(&r);
+    assert_eq!(ends.len(), 2, "{ends:?}");
+    assert_eq!(ends[0]["failed"], true, "{}", ends[0]);
+    let fault = ends[0]["final"].as_str().unwrap();
+    assert!(fault.contains("500"), "{}", ends[0]);
+    assert!(
+        ends[0]["stderr"].as_str().unwrap().contains("500"),
+        "{}",
+        ends[0]
+    );
+    assert_eq!(ends[1]["completed"], true, "{}", ends[1]);
+    let probe = ends[1]["final"].as_str().unwrap();
+    assert!(probe.starts_with("alive "), "{}", ends[1]);
+    assert!(
+        !ends[1]["stderr"].as_str().unwrap_or("").contains("alive"),
+        "{}",
+        ends[1]
+    );
 }
 
 #[test]

@@ -232,6 +232,7 @@ fn restart_bugs_are_caught_on_their_own_invariant() {
 #[test]
 #[ignore = "needs a memory cgroup controller (root; scripts/test.sh runs it)"]
 fn the_kernel_oom_kills_the_agent_mid_turn_and_it_resumes() {
+    let _one = OOM_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let gap = chaosrun::proc_hygiene::memory_limit::host_gap();
     require(
         "a memory cgroup controller",
@@ -298,6 +299,120 @@ fn the_kernel_oom_kills_the_agent_mid_turn_and_it_resumes() {
     }
 }
 
+/// oom_kill_mid_turn with the agent's memory in a child process (issue
+/// 47.7, mistral-vibe's engine): the reference agent with `--engine-child`
+/// runs the row's tool under an engine of its own that allocates and is the
+/// OOM killer's pick. The kill of that engine is the agent's OOM: it lands
+/// (`process_fault_landed`), chaosrun records it when the kernel says so,
+/// before the agent's own `turn_end` of the faulted turn (the order of the
+/// recorded events, not wall time), and the agent, which lived on and
+/// answered, is never restarted, so no process is restarted after the
+/// session closed and `exits_by_itself` judges the agent itself. On the old
+/// head the kill was noticed only when the whole session had closed, called
+/// "not the agent", and the agent restarted after `closed`.
+#[test]
+#[ignore = "needs a memory cgroup controller (root; scripts/test.sh runs it)"]
+fn the_oom_kill_of_the_agents_engine_child_is_the_agents_and_is_noticed_at_once() {
+    let _one = OOM_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+    let gap = chaosrun::proc_hygiene::memory_limit::host_gap();
+    require(
+        "a memory cgroup controller",
+        gap.is_none(),
+        &format!("run as root with a v2 or v1 memory controller ({gap:?})"),
+    );
+    for wire in ["openai-chat", "anthropic"] {
+        let mark = new_mark(&format!("oom-engine-{wire}"));
+        let dir = tempfile::tempdir().unwrap();
+        let (art, json) = (dir.path().join("art"), dir.path().join("r.json"));
+        let out = chaosrun(
+            &mark,
+            &[
+                "process_faults.yaml",
+                "--only",
+                "oom_kill_mid_turn",
+                "--agent-arg=--engine-child",
+                "--wire",
+                wire,
+                "--artifacts",
+                art.to_str().unwrap(),
+                "--keep-all",
+                "--json",
+                json.to_str().unwrap(),
+            ],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{wire}: {stdout}");
+        let report = read_json(&json);
+        let checks = scenario(&report, "oom_kill_mid_turn")["checks"]
+            .as_array()
+            .unwrap()
+            .clone();
+        let status = |name: &str| {
+            let c = checks.iter().find(|c| c["name"] == name);
+            c.map(|c| c["status"].as_str().unwrap_or_default().to_string())
+        };
+        assert_eq!(
+            status("process_fault_landed").as_deref(),
+            Some("pass"),
+            "{wire}: {checks:#?}"
+        );
+        assert_eq!(
+            status("kill_landed_mid_turn").as_deref(),
+            Some("pass"),
+            "{wire}"
+        );
+        assert_eq!(status("exits_by_itself").as_deref(), Some("pass"), "{wire}");
+        assert_eq!(
+            status("resumes_after_kill").as_deref(),
+            Some("not_checked"),
+            "{wire}"
+        );
+        let skipped = skipped_checks(&report, &["termination"]);
+        assert!(skipped.is_empty(), "{wire}: skipped: {skipped:#?}");
+        // The kernel killed the engine, not the agent (the agent said so).
+        let row = art.join("oom_kill_mid_turn");
+        let stderr = std::fs::read_to_string(row.join("stderr.log")).unwrap();
+        assert!(stderr.contains("was killed by SIGKILL"), "{wire}: {stderr}");
+        // The order of what was recorded: the OOM, then the faulted turn's
+        // end, the probe, `closed`; no restart at all.
+        let obs = read_json(&row.join("observation.json"));
+        let events: Vec<&serde_json::Value> = obs["events"].as_array().unwrap().iter().collect();
+        let first = |ev: &str, i: Option<u64>| {
+            events
+                .iter()
+                .position(|e| e["ev"] == ev && i.is_none_or(|i| e["i"] == i))
+                .unwrap_or_else(|| panic!("{wire}: no {ev} {i:?} in {events:#?}"))
+        };
+        let (oom, end0, closed) = (
+            first("oom_kill", None),
+            first("turn_end", Some(0)),
+            first("closed", None),
+        );
+        assert!(
+            events[oom]["oom_kills"].as_u64() >= Some(1),
+            "{wire}: {}",
+            events[oom]
+        );
+        assert!(oom < end0 && end0 < closed, "{wire}: {events:#?}");
+        assert!(
+            events[oom]["at"].as_f64() <= events[end0]["at"].as_f64(),
+            "{wire}: the OOM was recorded after the turn it cut had ended: {events:#?}"
+        );
+        assert!(
+            !events.iter().any(|e| e["ev"] == "restarted"),
+            "{wire}: {events:#?}"
+        );
+        let left = wait_unmarked(&mark, Duration::from_secs(5));
+        kill_marked(&mark);
+        assert!(left.is_empty(), "{wire}: left behind: {left:?}");
+    }
+}
+
+/// The OOM tests, one at a time: a_cancelled_oom_row_leaves_no_memory_cgroup
+/// counts the memory cgroups that appear while it runs, so another OOM
+/// test's cgroup must not appear meanwhile.
+static OOM_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The OOM row's v1 memory cgroups (`chaosrun-oom-*`) under this process's
 /// own v1 memory cgroup (where chaosrun, its child, makes them), listed from
 /// /proc/self/cgroup and /proc/self/mountinfo, not through chaosrun.
@@ -338,6 +453,7 @@ fn oom_cgroups() -> Vec<std::path::PathBuf> {
 #[test]
 #[ignore = "needs root and a memory cgroup"]
 fn a_cancelled_oom_row_leaves_no_memory_cgroup() {
+    let _one = OOM_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let gap = chaosrun::proc_hygiene::memory_limit::host_gap();
     require(
         "a memory cgroup controller",
@@ -386,5 +502,72 @@ fn a_cancelled_oom_row_leaves_no_memory_cgroup() {
     assert!(
         remaining.is_empty(),
         "chaosrun ({status:?}) left its OOM row's memory cgroup(s): {remaining:?}"
+    );
+}
+
+/// A soak whose profile maps no `background` argument runs without its
+/// background calls; the row says the share of its scheduled tool calls
+/// that ran, under its line and as `exercised/schedule_ran` not checked
+/// with the profile's gap, never as a plain pass (issue 47.11).
+#[test]
+fn a_soak_whose_profile_maps_no_background_says_the_share_that_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = repo().join("examples/reference/agent.py");
+    let yaml = std::fs::read_to_string(repo().join("examples/reference/agent.yaml")).unwrap();
+    let without = yaml
+        .replace("{{profile_dir}}/agent.py", agent.to_str().unwrap())
+        .replace(", background: background}", "}");
+    assert_ne!(
+        without,
+        yaml.replace("{{profile_dir}}/agent.py", agent.to_str().unwrap())
+    );
+    let profile = dir.path().join("no-background.yaml");
+    std::fs::write(&profile, without).unwrap();
+    let json = dir.path().join("r.json");
+    let mark = new_mark("pf-part");
+    let out = chaosrun(
+        &mark,
+        &[
+            "process_faults.yaml",
+            "--only",
+            "chaos_soak",
+            "--seed",
+            "7",
+            "--agent",
+            profile.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let left = wait_unmarked(&mark, Duration::from_secs(5));
+    kill_marked(&mark);
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = read_json(&json);
+    let s = scenario(&report, "chaos_soak");
+    let part = s["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "schedule_ran")
+        .unwrap_or_else(|| panic!("no schedule_ran: {s}"));
+    assert_eq!(part["status"], "not_checked", "{part}");
+    let why = part["reason"].as_str().unwrap();
+    let (ran, all) = why
+        .strip_prefix("part of the row did not run: ")
+        .and_then(|w| w.split_once(" tool calls"))
+        .and_then(|(n, _)| n.split_once(" of "))
+        .map(|(a, b)| (a.parse::<u64>().unwrap(), b.parse::<u64>().unwrap()))
+        .unwrap_or_else(|| panic!("{why}"));
+    assert!(0 < ran && ran < all, "{why}");
+    assert!(
+        why.contains("maps no `background` argument; map it to run the whole row"),
+        "{why}"
+    );
+    assert!(
+        stdout.contains(
+            "\n      ran in part (fault exercised / schedule_ran): part of the row did not run: "
+        ),
+        "{stdout}"
     );
 }

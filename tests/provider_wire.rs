@@ -1037,3 +1037,51 @@ async fn an_expired_credential_is_refused_until_the_refreshed_key_comes() {
         "no key is recorded"
     );
 }
+
+/// Issue 47.4: a subagent call given up by its client is recorded as over
+/// when its connection closed, and the probe's answer waits for it (an
+/// agent that left its subagent inside the call cannot exit at once).
+#[tokio::test]
+async fn a_probe_waits_for_the_open_subagent_call_whose_end_is_recorded() {
+    let p = start("- when: {subagent: true}\n  reply: {kind: hang, seconds: 3600}\n").await;
+    let sub = format!("list the files [[subagent:{NONCE}]]");
+    let mut subagent_calls = p.subagent_calls();
+    let hung = tokio::spawn({
+        let (url, body) = (
+            format!("{}/chat/completions", p.base_url()),
+            chat(true, false, &sub, false),
+        );
+        async move { reqwest::Client::new().post(url).json(&body).send().await }
+    });
+    subagent_calls.wait_for(|n| *n >= 1).await.unwrap();
+    let probe = format!("are you there? [[probe:{NONCE}]]");
+    let mut probed = tokio::spawn({
+        let (url, body) = (
+            format!("{}/chat/completions", p.base_url()),
+            chat(true, false, &probe, false),
+        );
+        async move { reqwest::Client::new().post(url).json(&body).send().await }
+    });
+    let mut requests = p.requests();
+    requests.wait_for(|n| *n >= 2).await.unwrap();
+    let early = tokio::time::timeout(Duration::from_millis(300), &mut probed).await;
+    assert!(
+        early.is_err(),
+        "the probe was answered while the subagent's call was open: {early:?}"
+    );
+    // The subagent's client gives up: the connection closes, the probe goes on.
+    hung.abort();
+    let answer = tokio::time::timeout(Duration::from_secs(10), probed)
+        .await
+        .expect("the probe is answered once the subagent's call closed")
+        .unwrap()
+        .unwrap();
+    assert_eq!(text_answer(answer).await, format!("alive {NONCE}"));
+    let rec = p.shutdown().await;
+    let ended = |k: CallKind| rec.requests.iter().find(|r| r.kind == k).unwrap().ended;
+    let (sub_end, probe_end) = (ended(CallKind::Subagent), ended(CallKind::Probe));
+    assert!(
+        sub_end.is_some() && sub_end <= probe_end,
+        "subagent call ended {sub_end:?}, the probe {probe_end:?}"
+    );
+}

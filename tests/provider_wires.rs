@@ -43,6 +43,11 @@ enum Turn {
     User(String),
     Assistant(String, Vec<Call>),
     Results(Vec<(String, String, String)>), // (id, name, output)
+    /// Results, then a note in the same wire message where the wire has one
+    /// (an Anthropic text block after the `tool_result` blocks, a Gemini
+    /// text part after the `functionResponse` parts); a user message after
+    /// them on the OpenAI wires, which put results in messages of their own.
+    ResultsThen(Vec<(String, String, String)>, String),
 }
 
 /// The request body for `turns` on `wire`.
@@ -66,6 +71,12 @@ fn body(wire: Wire, turns: &[Turn], tools: bool, stream: bool) -> Value {
                         for (id, _, out) in rs {
                             msgs.push(json!({"role": "tool", "tool_call_id": id, "content": out}));
                         }
+                    }
+                    Turn::ResultsThen(rs, note) => {
+                        for (id, _, out) in rs {
+                            msgs.push(json!({"role": "tool", "tool_call_id": id, "content": out}));
+                        }
+                        msgs.push(json!({"role": "user", "content": note}));
                     }
                 }
             }
@@ -97,6 +108,12 @@ fn body(wire: Wire, turns: &[Turn], tools: bool, stream: bool) -> Value {
                             input.push(json!({"type": "function_call_output", "call_id": id, "output": out}));
                         }
                     }
+                    Turn::ResultsThen(rs, note) => {
+                        for (id, _, out) in rs {
+                            input.push(json!({"type": "function_call_output", "call_id": id, "output": out}));
+                        }
+                        input.push(json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": note}]}));
+                    }
                 }
             }
             let mut b = json!({"model": "m", "stream": stream, "input": input, "instructions": instructions});
@@ -127,6 +144,11 @@ fn body(wire: Wire, turns: &[Turn], tools: bool, stream: bool) -> Value {
                     }
                     Turn::Results(rs) => {
                         let blocks: Vec<Value> = rs.iter().map(|(id, _, out)| json!({"type": "tool_result", "tool_use_id": id, "content": out})).collect();
+                        msgs.push(json!({"role": "user", "content": blocks}));
+                    }
+                    Turn::ResultsThen(rs, note) => {
+                        let mut blocks: Vec<Value> = rs.iter().map(|(id, _, out)| json!({"type": "tool_result", "tool_use_id": id, "content": out})).collect();
+                        blocks.push(json!({"type": "text", "text": note}));
                         msgs.push(json!({"role": "user", "content": blocks}));
                     }
                 }
@@ -162,6 +184,11 @@ fn body(wire: Wire, turns: &[Turn], tools: bool, stream: bool) -> Value {
                     }
                     Turn::Results(rs) => {
                         let parts: Vec<Value> = rs.iter().map(|(id, n, out)| json!({"functionResponse": {"id": id, "name": n, "response": {"output": out}}})).collect();
+                        contents.push(json!({"role": "user", "parts": parts}));
+                    }
+                    Turn::ResultsThen(rs, note) => {
+                        let mut parts: Vec<Value> = rs.iter().map(|(id, n, out)| json!({"functionResponse": {"id": id, "name": n, "response": {"output": out}}})).collect();
+                        parts.push(json!({"text": note}));
                         contents.push(json!({"role": "user", "parts": parts}));
                     }
                 }
@@ -906,6 +933,81 @@ async fn the_same_scenario_records_the_same_shape_on_every_wire() {
     assert_eq!(chat[1][2]["tool_calls"].as_array().unwrap().len(), 2);
     for (wire, s) in &shapes[1..] {
         assert_eq!(s, chat, "{wire} records a different shape than openai-chat");
+    }
+}
+
+/// A tool result followed by more content (Claude Code appends a note after
+/// each result: a text block in the same message, or a further user
+/// message) is still "after the tool", on every wire; an answer after the
+/// result ends the exchange, so a new user turn is not.
+#[tokio::test]
+async fn a_result_followed_by_a_note_is_after_the_tool_on_every_wire() {
+    let yaml = "- {when: {after_tool: true}, reply: {kind: text, text: 'after tool'}}\n\
+                - {reply: {kind: text, text: 'not after'}}\n";
+    let call = || {
+        (
+            "c1".to_string(),
+            "terminal".to_string(),
+            r#"{"cmd":"ls"}"#.to_string(),
+        )
+    };
+    let result = || {
+        vec![(
+            "c1".to_string(),
+            "terminal".to_string(),
+            "a.txt".to_string(),
+        )]
+    };
+    let opening = || {
+        vec![
+            Turn::User("go".into()),
+            Turn::Assistant(String::new(), vec![call()]),
+        ]
+    };
+    let note = "<system-reminder>the result above is the tool's output</system-reminder>";
+    let with = |tail: Vec<Turn>| opening().into_iter().chain(tail).collect::<Vec<_>>();
+    let cases = [
+        (
+            "note in the same message",
+            with(vec![Turn::ResultsThen(result(), note.into())]),
+            "after tool",
+        ),
+        (
+            "note as a further message",
+            with(vec![Turn::Results(result()), Turn::User(note.into())]),
+            "after tool",
+        ),
+        (
+            "note in the same message and a further one",
+            with(vec![
+                Turn::ResultsThen(result(), note.into()),
+                Turn::User(note.into()),
+            ]),
+            "after tool",
+        ),
+        (
+            "result last",
+            with(vec![Turn::Results(result())]),
+            "after tool",
+        ),
+        ("no call yet", vec![Turn::User("go".into())], "not after"),
+        (
+            "a new turn after the answer",
+            with(vec![
+                Turn::Results(result()),
+                Turn::Assistant("done".into(), vec![]),
+                Turn::User("next".into()),
+            ]),
+            "not after",
+        ),
+    ];
+    for wire in Wire::ALL {
+        let p = start(wire, yaml).await;
+        for (what, turns, want) in &cases {
+            let d = decode(wire, send(&p, wire, turns, false).await, false).await;
+            assert_eq!(d.text, *want, "{wire}: {what}");
+        }
+        p.shutdown().await;
     }
 }
 

@@ -140,3 +140,71 @@ fn mcp_rows_pass_over_http(wire: &str, profile: &std::path::Path, dir: &std::pat
     kill_marked(&mark);
     assert!(survivors.is_empty(), "{wire}: left behind: {survivors:?}");
 }
+
+/// `context_overflow_tool_output` on `wire` with the reference agent's
+/// `extra` options: chaosrun's exit code and the row's entry in the report.
+fn overflow_row(wire: &str, extra: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let mark = new_mark("overflow");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let mut args = vec![
+        "scenarios.yaml",
+        "--only",
+        "context_overflow_tool_output",
+        "--wire",
+        wire,
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = chaosrun(&mark, &args);
+    let survivors = wait_unmarked(&mark, Duration::from_secs(5));
+    kill_marked(&mark);
+    assert!(survivors.is_empty(), "{wire}: left behind: {survivors:?}");
+    let report = read_json(&json);
+    let row = scenario(&report, "context_overflow_tool_output").clone();
+    (out.status.code(), row)
+}
+
+fn check_named<'a>(row: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    row["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name}: {row}"))
+}
+
+/// An agent that spills a large tool output to a file and sends the model
+/// an excerpt (mistral-vibe) never overflows the window: the overflow row
+/// passes it, naming the overflow as avoided with its evidence, on the wire
+/// that puts results in messages of their own and on Anthropic's. An agent
+/// that overflows and compacts still passes with the overflow seen; one
+/// that overflows and loops on compaction still fails.
+#[test]
+fn the_overflow_row_passes_an_agent_that_avoids_the_overflow() {
+    for wire in ["openai-chat", "anthropic"] {
+        let (code, row) = overflow_row(wire, &["--agent-arg=--spill-tool-output"]);
+        assert_eq!(
+            (code, &row["verdict"]),
+            (Some(0), &"pass".into()),
+            "{wire}: {row}"
+        );
+        let c = check_named(&row, "context_overflowed");
+        assert_eq!(c["status"], "not_checked", "{wire}: {c}");
+        let why = c["reason"].as_str().unwrap();
+        for says in [
+            "not exercised: the agent avoided the overflow: it never sent more than ",
+            "the tool output was not sent whole",
+        ] {
+            assert!(why.contains(says), "{wire}: {why}");
+        }
+    }
+    let (code, row) = overflow_row("openai-chat", &[]);
+    assert_eq!((code, &row["verdict"]), (Some(0), &"pass".into()), "{row}");
+    assert_eq!(check_named(&row, "context_overflowed")["status"], "pass");
+    let (code, row) = overflow_row("openai-chat", &["--agent-arg=--bug=compaction_loop"]);
+    assert_eq!((code, &row["verdict"]), (Some(1), &"fail".into()), "{row}");
+    assert_eq!(check_named(&row, "context_overflowed")["status"], "pass");
+    assert_eq!(check_named(&row, "call_bound")["status"], "fail", "{row}");
+}

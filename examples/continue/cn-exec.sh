@@ -8,10 +8,14 @@
 # `url` for Streamable HTTP). chaosrun renders the transport a row does not
 # use as "" (a row without MCP renders both empty), so the entry is written
 # only for the row's transport and a row without MCP gets no `mcpServers`.
-# usage: cn-exec.sh TRANSPORT COMMAND ARGS_JSON URL BASE_URL MODEL API_KEY CN ARG...
+# TIMEOUT_MS is the row's request_timeout in milliseconds, written as each
+# model's `requestOptions.timeout`: the adapter hands it to the OpenAI SDK,
+# whose unit is ms (packages/openai-adapters/src/apis/OpenAI.ts:48; the SDK's
+# default 600000, openai/src/client.ts:382).
+# usage: cn-exec.sh TRANSPORT COMMAND ARGS_JSON URL BASE_URL MODEL API_KEY TIMEOUT_MS CN ARG...
 set -eu
-transport=$1 command=$2 args=$3 url=$4 base_url=$5 model=$6 api_key=$7
-shift 7
+transport=$1 command=$2 args=$3 url=$4 base_url=$5 model=$6 api_key=$7 timeout_ms=$8
+shift 8
 config="$HOME/.continue/chaos-config.yaml"
 mkdir -p "$HOME/.continue"
 cat > "$config" <<YAML
@@ -24,12 +28,14 @@ models:
     model: "$model"
     apiKey: "$api_key"
     apiBase: "$base_url"
+    requestOptions: {timeout: $timeout_ms}
     roles: [chat]
   - name: chaos-sub
     provider: openai
     model: "$model"
     apiKey: "$api_key"
     apiBase: "$base_url"
+    requestOptions: {timeout: $timeout_ms}
     roles: [subagent]
     chatOptions:
       baseSystemMessage: "A general-purpose subagent: carry out the task it is given."

@@ -76,7 +76,7 @@ Process faults (restart on the same HOME)
 
 Bugs (``--bug NAME``): retry_storm, retry_400, no_stale_timeout,
 leaked_background, lost_parallel_result, wedged_after_interrupt, stdin_open,
-huge_output_whole, memory_leak, trusts_started_stream, corrupt_store; the MCP bugs mcp_no_timeout, mcp_no_cancel,
+huge_output_whole, memory_leak, output_copies, output_read_whole, trusts_started_stream, corrupt_store; the MCP bugs mcp_no_timeout, mcp_no_cancel,
 mcp_timeout_no_cancel (a timed-out call is forgotten, never cancelled),
 mcp_leak_server (close leaves stdio servers running; the descendant sweep
 spares them), mcp_drop_error_result (an ``isError`` result never enters the
@@ -87,6 +87,12 @@ subagent_no_deadline (the ``task`` tool waits for its subagent for ever);
 orphan_subagent (a ``task`` tool stopped by its deadline or an interrupt
 abandons its subagent, whose loop retries its model call after the parent's
 turn ended);
+subagent_abandoned_in_call (a ``task`` tool stopped by its deadline or an
+interrupt returns at once and leaves its subagent inside its open model call,
+which makes no new call); subagent_fails_at_once (the ``task`` tool errors at once, its
+subagent never started: an interrupt aimed at the subagent's call never lands);
+persist_at_turn_end (the store is written only when a turn ends, as Continue
+CLI does: a kill aimed at a store write mid-turn never fires);
 wait_for_pipe_eof (a foreground call waits for its stdout to close,
 past its timeout, so a child that keeps the pipe holds the turn); and the restart bugs:
   * replay_side_effect: an unanswered call is re-run (its command executed
@@ -122,8 +128,25 @@ Credential bugs: auth_retry_same_key (a 401 retried with the key it refused),
 auth_cached_key (the key read once at start, so a refreshed one is never
 seen); see KNOWN_BUGS.
 
-Sandbox bug: sandbox_silent (a tool sandbox that cannot start reported as a
-bare exit code, never named); see KNOWN_BUGS and SANDBOX.
+Sandbox bugs: sandbox_silent (a tool sandbox that cannot start reported as a
+bare exit code, never named); sandbox_generic_error (reported only as
+"sandboxed command failed (exit 1)": the sandbox, not the cause);
+sandbox_fallback_silent (the command run unsandboxed, and nothing says so);
+see KNOWN_BUGS and SANDBOX.
+
+Behaviours (not bugs), each its own option:
+  * ``--spill-tool-output[=N]`` (N defaults to SPILL_OVER): a shell output over
+    N chars is written whole to a file under ``$HOME/.refagent/spill/`` and the
+    model gets an excerpt (its first SPILL_EXCERPT chars) naming the file, as
+    mistral-vibe does: a large output never reaches the model whole, so the
+    context window is never pushed over (``context_overflow_tool_output``
+    passes it as an overflow avoided).
+  * ``--engine-child``: each foreground shell command runs under an engine
+    process of the agent's own (a helper that allocates 64 MB and marks itself
+    the OOM killer's first pick, as an app server or code-execution engine of
+    a real agent is), so the agent's memory growth is in a child process; a
+    command whose engine the kernel killed fails with a result that says so,
+    and the turn goes on (see ENGINE).
 """
 
 import copy
@@ -160,6 +183,8 @@ KNOWN_BUGS = {
     "huge_output_whole": "tool output is not capped",
     "trusts_started_stream": "once a response head arrived, its stream has no read timeout (a stream that started is trusted to finish)",
     "memory_leak": "every tool output is kept whole in memory four times (raw bytes, text, the transcript log line, the rendered view), never trimmed",
+    "output_copies": "every tool output is kept whole in memory three times (raw bytes, text, the transcript line), never trimmed",
+    "output_read_whole": "a tool's whole output is read into memory (bytes, text, lines) before it is cut to the cap",
     "corrupt_store": "state.db is corrupted at close",
     "replay_side_effect": "on resume, an unanswered tool call is re-run",
     "orphan_bg_on_restart": "on resume, the previous incarnation's background jobs are left running",
@@ -177,6 +202,10 @@ KNOWN_BUGS = {
     "mcp_stale_schema": "notifications/tools/list_changed is ignored: the model keeps the old tool schemas",
     "subagent_no_deadline": "the task tool waits for its subagent with no deadline",
     "orphan_subagent": "a stopped task tool abandons its subagent, which keeps calling the model after the parent's turn ended",
+    "subagent_abandoned_in_call": "a stopped task tool returns at once and leaves its subagent inside its open model call, after the parent's turn ended",
+    "subagent_fails_at_once": "the task tool fails at once, without starting its subagent",
+    # Persistence at turn end (issue 47.8: a kill aimed at a store write never fires).
+    "persist_at_turn_end": "nothing is written to the store while a turn runs: its messages and tool jobs are written when it ends",
     # Tools that hold the pipe.
     "wait_for_pipe_eof": "a foreground call returns only at stdout EOF (no grace, no timeout once the command exited)",
     # Combination bugs (chaosrun explore): each needs two faults together.
@@ -197,6 +226,8 @@ KNOWN_BUGS = {
     "auth_cached_key": "the API key is read once at start and never again (a refreshed key is never seen)",
     # The agent's own sandbox nested in chaosrun's (issue 35.5).
     "sandbox_silent": "a tool sandbox that cannot start is reported as the command's bare exit code: the result never says the sandbox failed",
+    "sandbox_generic_error": "a tool sandbox that cannot start is reported as 'sandboxed command failed (exit 1)': the sandbox is named, the cause is not",
+    "sandbox_fallback_silent": "a tool sandbox that cannot start is skipped: the command runs unsandboxed and nothing says so",
 }
 
 # The tool sandbox (config "sandbox": true): each shell command runs in a user
@@ -207,10 +238,23 @@ KNOWN_BUGS = {
 SANDBOX = ["unshare", "--user", "--map-root-user", "--net", "--fork"]
 
 OUTPUT_CAP = 50_000          # chars of tool output kept (bytes read, decoded)
+SPILL_OVER = 16_000          # --spill-tool-output: outputs longer than this go to a file
+SPILL_EXCERPT = 2_000        # --spill-tool-output: chars of a spilled output the model gets
 # The gate every tool process starts behind: wait for "go" on an inherited pipe,
 # then become `bash -c COMMAND` (same pid, same process group). EOF (the agent
 # died before recording the process) means the command never runs.
 GATE = 'IFS= read -r go <&{fd}; exec {fd}<&-; [ "$go" = go ] || exit 125; exec bash -c "$1"'
+# --engine-child: the engine a foreground command runs under. It raises its
+# own oom_score_adj (so the kernel kills it, not the agent, when the agent's
+# processes are out of memory), allocates 64 MB, then runs the command with
+# PR_SET_PDEATHSIG (a killed engine takes its command with it).
+ENGINE = ("import ctypes, subprocess, sys\n"
+          "open('/proc/self/oom_score_adj', 'w').write('500')\n"
+          "held = [b'e' * (1 << 20) for _ in range(64)]\n"
+          "libc = ctypes.CDLL(None)\n"
+          "rc = subprocess.call(['bash', '-c', sys.argv[1]], preexec_fn=lambda: libc.prctl(1, 9))\n"
+          "sys.exit(rc if rc >= 0 else 128 - rc)\n")
+ENGINE_CHILD = False   # set by --engine-child
 PERSIST_CAP = 1_000_000      # hard cap on one persisted content
 RETRY_AFTER_BUDGET = 30.0   # a retry-after longer than this fails the turn at once, surfaced
 MAX_REPLY_CHARS = 200_000   # a reply longer than this is a runaway model: the turn fails, not retried
@@ -804,6 +848,37 @@ class NonAtomicStore(Store):
         super().add(session_id, msg)
 
 
+class DeferredWrites:
+    """--bug persist_at_turn_end: a SQLite connection whose writes (INSERT,
+    UPDATE, DELETE) are held in memory and run, in one transaction, only by
+    ``flush`` (at the turn's end) or before any other statement (a read at
+    start-up, the checkpoint at close)."""
+
+    WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+    def __init__(self, db):
+        self.db, self.pending = db, []
+
+    def execute(self, sql, params=()):
+        if sql.lstrip().split(None, 1)[0].upper() in self.WRITES:
+            self.pending.append((sql, params))
+            return None
+        self.flush()
+        return self.db.execute(sql, params)
+
+    def flush(self):
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, []
+        self.db.execute("BEGIN")
+        for sql, params in pending:
+            self.db.execute(sql, params)
+        self.db.execute("COMMIT")
+
+    def __getattr__(self, name):
+        return getattr(self.db, name)
+
+
 def corrupt_db_file(path, root_page):
     """--bug corrupt_store: damage state.db behind SQLite's back, after close.
 
@@ -957,6 +1032,8 @@ class Agent:
         store_cls = NonAtomicStore if self.bug("nonatomic_rewrite") else Store
         self.store = store_cls(os.path.join(state_dir, "state.db"),
                                cap=None if self.bug("huge_output_whole") else PERSIST_CAP)
+        if self.bug("persist_at_turn_end"):
+            self.store.db = DeferredWrites(self.store.db)
         # A previous incarnation (SIGKILLed mid-turn) may have left processes and
         # unanswered tool calls behind: clean up first, then repair the history.
         self.kill_stale_jobs()
@@ -966,6 +1043,12 @@ class Agent:
 
     def bug(self, name):
         return name in self.bugs
+
+    def persist_turn(self):
+        """--bug persist_at_turn_end: write what the turn held back."""
+        if isinstance(self.store.db, DeferredWrites):
+            with self.store.lock:
+                self.store.db.flush()
 
     def _repair_history(self):
         """A previous process killed mid-batch may have left tool calls unanswered.
@@ -1549,6 +1632,8 @@ class Agent:
             prompt = args.get("prompt")
             if not isinstance(prompt, str) or not prompt.strip():
                 return "error: missing required argument 'prompt'", False
+            if self.bug("subagent_fails_at_once"):
+                return "error: the subagent could not be started (bug subagent_fails_at_once)", False
             return self.run_subagent(prompt)
         command = args.get("command")
         if not isinstance(command, str) or not command.strip():
@@ -1562,9 +1647,10 @@ class Agent:
         log(f"tool shell: {command[:120]!r} (timeout {fmt_num(timeout)}s, background {background})")
         if self.sandbox:
             refused = self.sandbox_refused()
-            if refused:
+            if refused and not self._bug_sandbox_fallback_silent():
                 return refused, False
-            command = "exec " + shlex.join(SANDBOX) + " bash -c " + shlex.quote(command)
+            if not refused:
+                command = "exec " + shlex.join(SANDBOX) + " bash -c " + shlex.quote(command)
         try:
             if background:
                 return self.start_background(command), False
@@ -1589,8 +1675,20 @@ class Agent:
         if self.bug("sandbox_silent"):
             log("reporting it as the command's exit code (bug sandbox_silent)")
             return "exit code 1"
+        if self.bug("sandbox_generic_error"):
+            log("reporting it as a generic failure (bug sandbox_generic_error)")
+            return "sandboxed command failed (exit 1)"
         return ("error: the tool sandbox could not start, so the command was not run "
                 f"(nested in a sandbox or container that denies namespaces?): {why}")
+
+    def _bug_sandbox_fallback_silent(self):
+        """--bug sandbox_fallback_silent: a sandbox that cannot start is
+        skipped and the command run without it; the result says nothing of
+        it (only the log does)."""
+        if not self.bug("sandbox_fallback_silent"):
+            return False
+        log("running the command unsandboxed, saying nothing (bug sandbox_fallback_silent)")
+        return True
 
     # ------------------------------------------------------------ MCP
     # The client lives in mcp_client.py; here: config, the tool list offered to
@@ -1661,6 +1759,8 @@ class Agent:
             if stopped and worker.is_alive() and self.bug("orphan_subagent"):
                 self._bug_orphan_subagent(sub, worker)
                 break
+            if stopped and worker.is_alive() and self._bug_subagent_abandoned_in_call():
+                break
             if stopped and worker.is_alive():
                 sub.ctl.interrupt()
                 worker.join(5)
@@ -1693,6 +1793,17 @@ class Agent:
                     sub.ctl.sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+
+    def _bug_subagent_abandoned_in_call(self):
+        """--bug subagent_abandoned_in_call: the parent stops waiting for its
+        subagent and neither interrupts it nor cuts its model call: the
+        subagent stays inside that call (a hung one never returns), holding
+        its connection open after the parent's turn ended, and makes no new
+        call. Its daemon thread goes only with the process."""
+        if not self.bug("subagent_abandoned_in_call"):
+            return False
+        log("subagent: left inside its model call (bug subagent_abandoned_in_call)")
+        return True
 
     def execute_mcp(self, server, name, raw):
         """Run one MCP tool call: (result text, interrupted). Sets last_mcp_error
@@ -1774,6 +1885,32 @@ class Agent:
         self.leaked.extend([bytes(raw), text, json.dumps(text), "".join(["| ", text])])
         log(f"kept {len(raw)} bytes of tool output four times over (bug memory_leak)")
 
+    def _keep_copies(self, raw):
+        """--bug output_copies: keep a tool's whole output three times over
+        (raw bytes, text, the transcript line), never trimmed; the buffer it
+        was read into is let go first, so three copies are all it holds."""
+        data = bytes(raw)
+        del raw[:]
+        text = data.decode("utf-8", "replace")
+        self.leaked.extend([data, text, "".join(["| ", text])])
+        log(f"kept {len(data)} bytes of tool output three times over (bug output_copies)")
+
+    @staticmethod
+    def _cut_whole(whole):
+        """--bug output_read_whole: the whole output, read into memory, is
+        decoded and split into lines, and only then cut to the cap."""
+        text = whole.decode("utf-8", "replace")
+        del whole[:]
+        lines = text.splitlines(keepends=True)
+        del text
+        kept = bytearray()
+        for line in lines:
+            if len(kept) >= OUTPUT_CAP:
+                break
+            kept += line.encode()[:OUTPUT_CAP - len(kept)]
+        log(f"read {sum(len(l) for l in lines)} chars of tool output whole before cutting it (bug output_read_whole)")
+        return kept
+
     def _bg_entry(self, job_id, pid, start_ticks):
         """This incarnation's record of a background job (killed at close)."""
         return (job_id, pid, pid, start_ticks)
@@ -1788,6 +1925,8 @@ class Agent:
         os.close(gate)
 
     def run_foreground(self, command, timeout):
+        if ENGINE_CHILD:
+            command = "exec python3 -c " + shlex.quote(ENGINE) + " " + shlex.quote(command)
         proc, gate, start_ticks = self._spawn_gated(command, subprocess.PIPE, track_fg=True)
         pgid = proc.pid
         try:
@@ -1799,9 +1938,9 @@ class Agent:
                 self.fg_pids.discard(proc.pid)
             raise
         fd = proc.stdout.fileno()
-        cap = None if self.bug("huge_output_whole") else OUTPUT_CAP
+        cap = None if self.bug("huge_output_whole") or self.bug("output_read_whole") else OUTPUT_CAP
         kept = bytearray()
-        leaked = bytearray() if self.bug("memory_leak") else None
+        leaked = bytearray() if self.bug("memory_leak") or self.bug("output_copies") else None
         total = 0
         eof = False
         exited_at = None
@@ -1858,7 +1997,9 @@ class Agent:
             self._end_tool(job_id)
         self._after_tool()
         if leaked is not None:
-            self._leak(leaked)
+            self._keep_copies(leaked) if self.bug("output_copies") else self._leak(leaked)
+        if self.bug("output_read_whole"):
+            kept = self._cut_whole(kept)
         out = kept.decode("utf-8", "replace")
         if total > len(kept):
             out += f"\n[output truncated: {total} bytes total]"
@@ -1867,9 +2008,37 @@ class Agent:
         if outcome == "interrupted":
             return "interrupted" + (f"\n{out}" if out else ""), True
         rc = proc.returncode
+        if ENGINE_CHILD and rc == -signal.SIGKILL:
+            return self._engine_killed(proc.pid, out), False
         if rc:
             out += ("\n" if out else "") + f"exit code {rc}"
+        out = self._spill(out)
         return out if out else "(no output)", False
+
+    spill_over = None   # --spill-tool-output: the length over which an output is spilled
+
+    def _spill(self, out):
+        """--spill-tool-output: an output over ``spill_over`` chars is written
+        whole to a file; the model gets its first SPILL_EXCERPT chars and the
+        file's path. Any other output is returned as it is."""
+        if self.spill_over is None or len(out) <= self.spill_over:
+            return out
+        spill_dir = os.path.join(self.home, ".refagent", "spill")
+        os.makedirs(spill_dir, exist_ok=True)
+        path = os.path.join(spill_dir, f"output-{secrets.token_hex(6)}.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(out)
+        log(f"spilled a {len(out)}-char tool output to {path}")
+        return (out[:SPILL_EXCERPT]
+                + f"\n[output of {len(out)} chars written to {path}; "
+                + f"its first {SPILL_EXCERPT} chars are shown]")
+
+    @staticmethod
+    def _engine_killed(pid, out):
+        """--engine-child: the result of a command whose engine was killed."""
+        log(f"tool engine {pid} was killed by SIGKILL")
+        return (f"error: the tool engine (pid {pid}) was killed by SIGKILL (out of memory?); "
+                "the command did not finish" + (f"\n{out}" if out else ""))
 
     def start_background(self, command):
         os.makedirs(self.bg_dir, exist_ok=True)
@@ -2046,7 +2215,10 @@ def parse_args(argv):
             bugs.add(argv[i + 1])
             i += 2
             continue
-        if a.startswith("--bug="):
+        if a == "--engine-child":
+            global ENGINE_CHILD
+            ENGINE_CHILD = True
+        elif a.startswith("--bug="):
             bugs.add(a[len("--bug="):])
         else:
             rest.append(a)
@@ -2061,9 +2233,27 @@ def parse_args(argv):
         sys.exit(2)
     spec_path = rest[-1] if rest else os.environ.get("CHAOS_SPEC")
     if not spec_path:
-        sys.stderr.write("usage: agent.py [--wire W] [--bug NAME]... SPEC_PATH (or set CHAOS_SPEC)\n")
+        sys.stderr.write("usage: agent.py [--wire W] [--bug NAME]... [--engine-child] SPEC_PATH (or set CHAOS_SPEC)\n")
         sys.exit(2)
     return bugs, spec_path, wire
+
+
+def take_spill_option(argv):
+    """``--spill-tool-output[=N]`` out of ``argv``: the other arguments, and N
+    (SPILL_OVER when bare; None when the option is absent)."""
+    rest, over = [], None
+    for a in argv:
+        if a == "--spill-tool-output":
+            over = SPILL_OVER
+        elif a.startswith("--spill-tool-output="):
+            value = a[len("--spill-tool-output="):]
+            if not value.isdigit() or int(value) < 1:
+                sys.stderr.write(f"agent.py: --spill-tool-output takes a number of chars, not {value!r}\n")
+                sys.exit(2)
+            over = int(value)
+        else:
+            rest.append(a)
+    return rest, over
 
 
 def stdin_reader(ctl):
@@ -2086,6 +2276,7 @@ def stdin_reader(ctl):
 
 
 def main(argv):
+    argv, spill_over = take_spill_option(argv)
     bugs, spec_path, wire = parse_args(argv)
     home = os.environ.get("HOME") or os.path.expanduser("~")
     try:
@@ -2110,6 +2301,7 @@ def main(argv):
         return 2
     if bugs:
         log(f"bugs enabled: {', '.join(sorted(bugs))}")
+    agent.spill_over = spill_over
 
     def on_sigint(_signum, _frame):
         agent.ctl.interrupt()
@@ -2163,6 +2355,7 @@ def main(argv):
                 last_reap = time.monotonic()
         agent.ctl.end(clear=agent.clear_interrupt())
         log(f"turn {i} ended after {time.monotonic() - started:.2f}s: {result.get('exit_reason')}")
+        agent.persist_turn()
         emit({"ev": "turn_end", "i": i, **result})
     if agent.pending_replay:
         agent.replay_pending()

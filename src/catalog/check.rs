@@ -82,7 +82,7 @@ pub fn run(args: &CheckArgs) -> u8 {
         Err(e) => return fail(1, format!("the smoke left no report to read: {e}")),
     };
     let steps = steps::steps(&report);
-    super::cli::say(&steps::render(&steps, &args.agent));
+    super::cli::say(&steps::render_warned(&steps, &report.warnings, &args.agent));
     let verdict = steps::exit_code(&steps);
     if code > verdict {
         crate::say_err!(

@@ -208,11 +208,37 @@ fn row_step(def: &StepDef, id: &'static str, entry: Option<&Scenario>) -> Outcom
         return Outcome::Ok;
     }
     let mut out = failed(def, failures, vec![id]);
-    if let (true, Outcome::Failed(f)) = (never_started, &mut out) {
-        f.hint = NEVER_STARTED.into();
+    if let Outcome::Failed(f) = &mut out {
+        if never_started {
+            f.hint = NEVER_STARTED.into();
+        } else if let Some(h) = result_came_back(def.name, s) {
+            f.hint = h.into();
+        }
     }
     out
 }
+
+/// The hint of a tool step whose tool worked: its result came back to the
+/// model with what the row asked for (`own_outputs`, `tool_result_contains`
+/// held), so the tool mapping is right and something after the result
+/// failed.
+fn result_came_back(step: &str, s: &Scenario) -> Option<&'static str> {
+    let held = match step {
+        "tool call" => "own_outputs",
+        "mcp listing" => "tool_result_contains",
+        _ => return None,
+    };
+    s.checks
+        .iter()
+        .any(|c| c.name == held && c.status == Status::Pass)
+        .then_some(RESULT_CAME_BACK)
+}
+
+/// [`result_came_back`]'s hint.
+const RESULT_CAME_BACK: &str = "the tool ran and its result came back to the model, so the \
+     profile's tool mapping is right: what failed came after the result. Look at the row's \
+     requests.jsonl (--artifacts DIR): what the agent sent after the result and what it was \
+     answered, and at how the profile reads a turn's end (`exec.final`, `exec.failed`)";
 
 /// The store step: the store checks of every row that ran, and an ERROR
 /// that names the profile's store mapping.
@@ -275,6 +301,13 @@ const UNDER: &str = "               ";
 /// the end of a long message, its hint and the command that reruns its rows
 /// with evidence kept), then one line of summary.
 pub fn render(steps: &[Step], agent: &str) -> String {
+    render_warned(steps, &[], agent)
+}
+
+/// [`render`], with the smoke's run-wide warnings (a knob the profile
+/// declares and renders nowhere, a log path never found) between the steps
+/// and the summary, one `warning:` line each: a warning fails no step.
+pub fn render_warned(steps: &[Step], warnings: &[String], agent: &str) -> String {
     let mut out = String::new();
     for s in steps {
         let head = format!("{:<12}", s.name);
@@ -290,6 +323,12 @@ pub fn render(steps: &[Step], agent: &str) -> String {
             )),
             Outcome::Failed(f) => out.push_str(&failure(&head, f, agent)),
         }
+    }
+    if !warnings.is_empty() {
+        out.push('\n');
+    }
+    for w in warnings {
+        out.push_str(&format!("warning: {w}\n"));
     }
     out.push_str(&summary(steps));
     out
@@ -447,6 +486,31 @@ mod tests {
         );
         assert!(text.contains("--agent my.yaml check.yaml --only check_tool_call --artifacts DIR"));
         assert!(text.ends_with("\n1 step(s) FAILED, 4 ok\n"), "{text}");
+    }
+
+    /// A tool whose result came back (`own_outputs`, `tool_result_contains`
+    /// held) is not the tool mapping's fault: the step's hint says the
+    /// mapping is right and points after the result, not at `tools.shell`
+    /// (Claude Code 2.1.303, when a note after each result hid it).
+    #[test]
+    fn a_step_whose_result_came_back_does_not_blame_the_tool_mapping() {
+        let mut rows = all_healthy();
+        for (row, held) in [(1, "own_outputs"), (3, "tool_result_contains")] {
+            rows[row]["verdict"] = json!("fail");
+            let checks = rows[row]["checks"].as_array_mut().unwrap();
+            checks.push(pass("history_integrity", held));
+            checks.push(fail(
+                "provider_calls",
+                "call_bound",
+                "5 main calls, at most 4",
+            ));
+        }
+        let s = steps(&report(rows));
+        for step in ["tool call", "mcp listing"] {
+            let (check, hint) = failed_check(outcome(&s, step));
+            assert_eq!(check, "call_bound", "{step}");
+            assert_eq!(hint, RESULT_CAME_BACK, "{step}");
+        }
     }
 
     /// A store that was never written fails every row's store check: only

@@ -54,6 +54,45 @@ pub fn resolve(arg: Option<&Path>) -> Result<(PathBuf, Option<tempfile::TempDir>
     Ok((path, Some(dir)))
 }
 
+/// [`crate::scenarios::select`] over `table`, read from `path`: an unknown
+/// id that is a row of a built-in table (the other one, or this one when
+/// `path` is the user's own copy) names that table and the command that
+/// runs it, instead of listing the ids it does not hold.
+pub fn select(
+    path: &Path,
+    table: &[crate::scenarios::Scenario],
+    only: &[String],
+    skip: &[String],
+) -> Result<Vec<crate::scenarios::Scenario>, String> {
+    crate::scenarios::select(table, only, skip).map_err(|e| {
+        let unknown = only
+            .iter()
+            .chain(skip)
+            .find(|id| !table.iter().any(|s| &s.id == *id));
+        let file = path.file_name().map(|f| f.to_string_lossy().into_owned());
+        match unknown.and_then(|id| Some((id, holding(id)?))) {
+            Some((id, other)) => format!(
+                "unknown scenario id `{id}` in {}: it is a row of the built-in {other}; run it with `chaosrun {other} --only {id}`",
+                file.unwrap_or_else(|| path.display().to_string())
+            ),
+            None => e,
+        }
+    })
+}
+
+/// The built-in table (`scenarios.yaml`, `process_faults.yaml`) with a row
+/// `id`, if one has it.
+fn holding(id: &str) -> Option<&'static str> {
+    TABLES
+        .iter()
+        .filter(|(file, _)| *file != "check.yaml")
+        .find(|(file, text)| {
+            crate::scenarios::load_str(text, file)
+                .is_ok_and(|t| t.scenarios.iter().any(|s| s.id == id))
+        })
+        .map(|(file, _)| *file)
+}
+
 /// Write every built-in table into `dir` (created if new). Refuses, writing
 /// nothing, when any of them is already there.
 pub fn write(dir: &Path) -> Result<Vec<PathBuf>, String> {

@@ -156,7 +156,12 @@ fn preflight(args: &Args) -> Result<&'static Entry, String> {
     }
     let (path, _builtin) = catalog::tables::resolve(args.scenarios.as_deref())?;
     let table = crate::scenarios::load_file(&path).map_err(|e| e.to_string())?;
-    let rows = crate::scenarios::select(&table.scenarios, std::slice::from_ref(&args.only), &[])?;
+    let rows = catalog::tables::select(
+        &path,
+        &table.scenarios,
+        std::slice::from_ref(&args.only),
+        &[],
+    )?;
     let row = &rows[0];
     row.deadlines
         .scaled(scale)

@@ -174,7 +174,8 @@ fn select_rows(args: &Args) -> Result<Rows, Stop> {
     }
     let table = scenarios::load_file(table_path).map_err(usage)?;
     let mut selected =
-        scenarios::select(&table.scenarios, &args.only, &args.skip).map_err(usage)?;
+        crate::catalog::tables::select(table_path, &table.scenarios, &args.only, &args.skip)
+            .map_err(usage)?;
     if selected.is_empty() {
         return Err(usage("--only/--skip left no scenario to run"));
     }

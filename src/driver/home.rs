@@ -161,6 +161,7 @@ pub fn vars(i: &Inputs<'_>, dirs: &RunDirs) -> Vars {
         ("stale_timeout", num(i.knobs.stale_timeout)),
         ("request_timeout", num(i.knobs.request_timeout)),
         ("api_max_retries", i.knobs.api_max_retries.to_string()),
+        ("api_retry_budget", num(i.knobs.retry_budget())),
         ("max_turns", i.knobs.max_turns.to_string()),
         ("tool_timeout", num(i.knobs.tool_timeout)),
         ("home", dirs.home.display().to_string()),
@@ -294,7 +295,11 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
         "workdir": dirs.work,
         "base_url": i.base_url,
         "wire": i.profile.wire.name(),
-        "knobs": i.knobs,
+        // The retry budget resolved, as `{{api_retry_budget}}` renders it.
+        "knobs": crate::scenarios::Knobs {
+            api_retry_budget: Some(i.knobs.retry_budget()),
+            ..i.knobs.clone()
+        },
     });
     std::fs::write(&dirs.spec, serde_json::to_vec_pretty(&spec)?)?;
     std::fs::write(&dirs.journal, b"")?;

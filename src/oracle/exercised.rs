@@ -12,7 +12,8 @@
 //! - a chaos run: at least `min_faults` kills and stops landed in a turn's
 //!   working time (exec mode: after the turn's first provider call);
 //! - an MCP row: its targeted rule matched a real request ([`super::mcp`]);
-//! - a context window: at least one main call overflowed it;
+//! - a context window: at least one main call overflowed it, or the agent
+//!   kept its tool's output under it ([`super::overflow`]);
 //! - a credential that expires: a main call was refused as expired;
 //! - the agent's own sandbox: the command ran in a network namespace other
 //!   than the scenario's, or its failure was named ([`super::sandbox`]).
@@ -46,7 +47,7 @@ pub fn check_with(
     if s.interrupt.is_some() {
         out.push(interrupt(obs));
     }
-    out.extend(context_window(s, obs));
+    out.extend(super::overflow::exercised(s, obs));
     out.extend(credential_expired(s, obs));
     out.extend(super::sandbox::engaged(s, obs));
     out.extend(tools_ran(s, obs));
@@ -128,8 +129,10 @@ fn process_fault(action: FaultAction, at: &Trigger, obs: &Observation) -> Check 
     Check::new(Invariant::Exercised, "process_fault_landed", v)
 }
 
-/// `action: oom`: the limit was set, the agent died of a SIGKILL, and the memory cgroup's
-/// own `oom_kill` counter rose (the kernel killed, not chaosrun).
+/// `action: oom`: the limit was set and the memory cgroup's own `oom_kill`
+/// counter rose (the kernel killed, not chaosrun). Whichever process of the
+/// agent's tree the kernel picked (the agent's main process, its engine, its
+/// tool), it was the agent's OOM: the cgroup holds nothing else.
 fn oom_landed(at: &Trigger, obs: &Observation) -> Check {
     let oom = obs
         .find(|e| match e {
@@ -143,20 +146,13 @@ fn oom_landed(at: &Trigger, obs: &Observation) -> Check {
             _ => None,
         })
         .map(|(_, o)| o);
-    let died = obs.events.iter().any(|t| {
-        matches!(&t.event, Event::ProcessFault { action, signalled, .. } if action.kills() && *signalled > 0)
-    });
     let v = match oom {
         None => vec![format!(
             "the memory limit was never set: its trigger {at:?} did not hold during the faulted turn"
         )],
         Some((_, _, _, _, Some(e))) => vec![format!("no memory limit could be set: {e}")],
         Some((via, usage, limit, 0, None)) => vec![format!(
-            "no OOM kill: under a {limit} MB limit ({via}; {usage} MB in use when it was set) the kernel's oom_kill counter did not rise{}",
-            if died { "" } else { " and the agent did not die within the turn's deadline" }
-        )],
-        Some((via, _, limit, n, None)) if !died => vec![format!(
-            "the kernel OOM-killed {n} process(es) under the {limit} MB limit ({via}), but not the agent: it did not die of a SIGKILL within the turn's deadline (another process of its tree, such as its tool, was the kernel's pick)"
+            "no OOM kill: under a {limit} MB limit ({via}; {usage} MB in use when it was set) the kernel's oom_kill counter did not rise before the faulted turn ended: no process of the agent's tree was killed"
         )],
         Some(_) => vec![],
     };
@@ -171,24 +167,6 @@ fn fault_main_calls(obs: &Observation) -> u64 {
         _ => None,
     })
     .map_or(0, |(_, n)| n)
-}
-
-/// A `context_window` row: some main call was refused for its size.
-fn context_window(s: &Scenario, obs: &Observation) -> Option<Check> {
-    let window = s.context_window?;
-    let overflowed = obs
-        .recording
-        .main_requests()
-        .any(|r| r.reply == crate::provider::context_window::RECORDED);
-    let v = if overflowed {
-        vec![]
-    } else {
-        vec![format!(
-            "no main call went over the {window} context window: the faulted turn made {} main call(s)",
-            obs.recording.main_calls
-        )]
-    };
-    Some(Check::new(Invariant::Exercised, "context_overflowed", v))
 }
 
 /// A row's credential expired on a main call (the refusal landed).
@@ -642,7 +620,10 @@ mod tests {
     /// died: a limit never set, one the agent kept within, and an OOM kill
     /// of another process each fail, named.
     #[test]
-    fn an_oom_kill_lands_only_when_the_kernel_killed_the_agent() {
+    /// Landed when the kernel's counter rose, whichever process of the
+    /// agent's tree it killed (issue 47.7: a kill of mistral-vibe's engine
+    /// child was called "not the agent").
+    fn an_oom_kill_lands_when_the_kernel_killed_any_process_of_the_agents_tree() {
         let s = scenario("expect: killed\nprocess_fault: {action: oom, at: {after_calls: 1}}");
         let mut o = healthy(&s, end(0, true, false, "x"));
         let landed = |o: &Observation| {
@@ -671,10 +652,12 @@ mod tests {
         assert!(landed(&o)[0].contains("no OOM kill"));
         o.events.truncate(o.events.len() - 2);
         o.events.push(at(1.0, oom(2, None)));
-        o.events.push(at(1.0, kill(0)));
-        assert!(landed(&o)[0].contains("not the agent"));
+        o.events.push(at(1.0, kill(2)));
+        assert!(landed(&o).is_empty());
+        // Saved before: a kill of another process of the tree recorded as
+        // signalling nothing; the counter rose, so it landed.
         o.events.pop();
-        o.events.push(at(1.0, kill(1)));
+        o.events.push(at(1.0, kill(0)));
         assert!(landed(&o).is_empty());
     }
 

@@ -88,6 +88,7 @@ pub fn request(seq: u64, kind: CallKind, messages: Vec<Message>) -> RequestRecor
         previous_response_id: None,
         error: None,
         credential: None,
+        ended: None,
     }
 }
 

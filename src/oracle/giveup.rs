@@ -47,10 +47,9 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
         )];
     }
     let last = main.last().expect("not empty");
-    let last_is_tool = last.messages.last().is_some_and(|m| m.role == "tool");
+    let after_tool = crate::message::after_tool(&last.messages);
     let next = rec.main_calls;
-    let cleared =
-        rules::pick(&s.responder, next, last_is_tool).is_none_or(|r| !r.reply.retryable());
+    let cleared = rules::pick(&s.responder, next, after_tool).is_none_or(|r| !r.reply.retryable());
     let retries = u64::from(s.knobs.api_max_retries);
     let used = failed - 1;
     if !cleared || used >= retries || next >= s.calls.limit() {

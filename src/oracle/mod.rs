@@ -8,6 +8,7 @@ mod backoff;
 mod calls;
 pub mod cause;
 mod credential;
+pub mod depends;
 mod discovery;
 mod exercised;
 mod giveup;
@@ -16,9 +17,13 @@ mod hygiene;
 mod mcp;
 mod mcp_abandoned;
 pub mod memory;
+mod memory_growth;
 mod orphan;
+mod overflow;
+mod overflow_hint;
 mod reuse;
 pub(crate) mod sandbox;
+pub mod schedule;
 mod side_effects;
 mod stderr_note;
 mod store;
@@ -68,6 +73,22 @@ impl Invariant {
             Invariant::Exercised => "fault exercised",
             Invariant::Memory => "bounded memory",
             Invariant::AgentSandbox => "agent sandbox",
+        }
+    }
+
+    /// The name a report gives it (`history_integrity`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Invariant::Termination => "termination",
+            Invariant::ProviderCalls => "provider_calls",
+            Invariant::Reusability => "reusability",
+            Invariant::HistoryIntegrity => "history_integrity",
+            Invariant::ProcessHygiene => "process_hygiene",
+            Invariant::StoreIntegrity => "store_integrity",
+            Invariant::SideEffects => "side_effects",
+            Invariant::Exercised => "exercised",
+            Invariant::Memory => "memory",
+            Invariant::AgentSandbox => "agent_sandbox",
         }
     }
 }
@@ -142,7 +163,9 @@ impl Check {
     }
 }
 
-/// Every check of every invariant class, in class order.
+/// Every check of every invariant class, in class order; a failure another
+/// failed check already explains is `not checked`, naming it
+/// ([`depends::attribute`]).
 pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> {
     if let Some(err) = &obs.setup_error {
         let mut out = vec![Check::new(
@@ -184,8 +207,12 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(side_effects::check(s, obs));
     out.extend(sandbox::check(s, obs));
     out.extend(exercised::check_with(s, obs, caps.background.as_ref()));
-    out.push(memory::check(s, obs));
-    out
+    out.extend(schedule::check(s, obs));
+    let growth = memory_growth::check(s, obs);
+    let bounded = memory::check(s, obs);
+    out.push(memory_growth::one_cause(bounded, growth.as_ref(), s, obs));
+    out.extend(growth);
+    depends::attribute(out)
 }
 
 pub use backoff::{violations as backoff_violations, EPISODE_FLOOR, RETRY_AFTER_TOLERANCE};

@@ -1,7 +1,19 @@
 //! A subagent that outlives its parent's turn: on rows that start a subagent,
 //! no call marked as the subagent's (`[[subagent:NONCE]]`) reaches the
 //! provider once the faulted turn has ended (answer, deadline or interrupt),
-//! unless a later turn that may start a subagent of its own is running.
+//! unless a later turn that may start a subagent of its own is running; and
+//! no subagent call made during a turn is still open (its answer not over,
+//! its connection not closed: [`RequestRecord::ended`]) more than
+//! [`OPEN_GRACE`] after that turn ended: a subagent left inside its hung
+//! model call when the parent gave up makes no new call, but the provider
+//! sees the call still open (issue 47.4). The provider holds the probe
+//! turn's call while a subagent call is open (for up to 3 s,
+//! `provider::server::answering::SUBAGENT_CLOSE_WAIT`), so such an agent
+//! cannot close, and drop the call with its process, before the grace is
+//! past. A call recorded without its end (an older observation) is judged
+//! on the calls it made only.
+//!
+//! [`RequestRecord::ended`]: crate::provider::recording::RequestRecord::ended
 
 use super::{unless_partial, Check, Invariant};
 use crate::observe::Observation;
@@ -13,6 +25,11 @@ const NAME: &str = "subagent_outlived_turn";
 
 /// Late calls listed in a violation, at most.
 const LISTED: usize = 10;
+
+/// Seconds a subagent's call may stay open after its parent's turn ended:
+/// the parent stops its subagent as its turn ends, and the provider sees
+/// the connection close a moment later (more under load).
+pub const OPEN_GRACE: f64 = 1.0;
 
 /// The row's responder answers the subagent (`subagent: true` rules) or has
 /// the parent call the `subagent` tool.
@@ -79,11 +96,19 @@ pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
         .iter()
         .filter_map(|r| late_by(&windows, r.at + obs.provider_offset))
         .collect();
-    let v = if late.is_empty() {
-        vec![]
-    } else {
-        vec![violation(&late)]
-    };
+    let open: Vec<f64> = subagent
+        .iter()
+        .filter(|r| late_by(&windows, r.at + obs.provider_offset).is_none())
+        .filter_map(|r| late_by(&windows, r.ended? + obs.provider_offset))
+        .filter(|d| *d > OPEN_GRACE)
+        .collect();
+    let mut v = Vec::new();
+    if !late.is_empty() {
+        v.push(violation(&late));
+    }
+    if !open.is_empty() {
+        v.push(left_open(&open));
+    }
     let hidden = obs.recording.subagent_calls > subagent.len() as u64;
     let why = hidden.then(|| {
         format!(
@@ -111,6 +136,24 @@ fn violation(late: &[f64]) -> String {
         "the subagent called the provider {n} time{} after the parent's turn ended: {}",
         if n == 1 { "" } else { "s" },
         times.join(", ")
+    )
+}
+
+/// `the subagent's model call made during the turn was still open 3.0 s
+/// after the parent's turn ended (…)`.
+fn left_open(open: &[f64]) -> String {
+    let times: Vec<String> = open
+        .iter()
+        .take(LISTED)
+        .map(|d| format!("+{d:.1} s"))
+        .collect();
+    let n = open.len();
+    format!(
+        "{n} model call{s} the subagent made during the parent's turn {was} still open after that turn \
+         ended, closing only {} after it (the grace is {OPEN_GRACE} s): the subagent was left inside its call",
+        times.join(", "),
+        s = if n == 1 { "" } else { "s" },
+        was = if n == 1 { "was" } else { "were" },
     )
 }
 
@@ -156,6 +199,53 @@ mod tests {
             "{c:?}"
         );
         assert_eq!(c.invariant, Invariant::ProviderCalls);
+    }
+
+    /// `run(sub)` with the subagent's calls ending at `ended` (provider clock).
+    fn ending(sub: &[f64], ended: &[Option<f64>]) -> Check {
+        let (s, mut o) = run(sub);
+        let subagent = o
+            .recording
+            .requests
+            .iter_mut()
+            .filter(|r| r.kind == CallKind::Subagent);
+        for (r, e) in subagent.zip(ended) {
+            r.ended = *e;
+        }
+        check(&s, &o).unwrap()
+    }
+
+    #[test]
+    fn a_call_left_open_after_the_turn_ended_fails() {
+        // Made at 1.0 + 0.5 s, in the turn (ended 3.0 s); closed at 5.5 + 0.5 = 6.0 s.
+        let c = ending(&[1.0], &[Some(5.5)]);
+        assert_eq!(
+            c.violations(),
+            ["1 model call the subagent made during the parent's turn was still open after that turn \
+              ended, closing only +3.0 s after it (the grace is 1 s): the subagent was left inside its call"],
+            "{c:?}"
+        );
+        assert_eq!(c.invariant, Invariant::ProviderCalls);
+    }
+
+    #[test]
+    fn a_call_closed_with_the_turn_or_within_the_grace_passes() {
+        // Closed at 2.9 s (before the end), at 3.9 s (+0.9 s), or not known.
+        for ended in [Some(2.4), Some(3.4), None] {
+            let c = ending(&[1.0], &[ended]);
+            assert_eq!(c.status, super::super::Status::Pass, "{ended:?}: {c:?}");
+        }
+    }
+
+    #[test]
+    fn a_late_call_is_named_once_not_also_as_left_open() {
+        // Made at +0.5 s after the turn and open long after: a late call.
+        let c = ending(&[3.0], &[Some(9.0)]);
+        assert_eq!(c.violations().len(), 1, "{c:?}");
+        assert!(
+            c.violations()[0].contains("called the provider 1 time"),
+            "{c:?}"
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! What a turn's stderr held, quoted where its `final` came out empty: an
 //! exec-mode agent that answers, or prints its error, on stderr is read only
-//! through `from: stderr` in its profile, and a violation that says "`final`
-//! is empty" while the error sat on stderr says so (and how to read it).
+//! through a selector that says `from: stderr`, and a violation that says
+//! "`final` is empty" while the error sat on stderr says so, and how to read
+//! it without losing the stdout answer of a healthy turn.
 
 use crate::observe::TurnEnd;
 
@@ -21,11 +22,17 @@ pub(super) fn unread_stderr(end: &TurnEnd) -> String {
     let n = err.chars().count();
     let quoted: String = err.chars().skip(n.saturating_sub(QUOTE_CHARS)).collect();
     let cut = if n > QUOTE_CHARS { "…" } else { "" };
-    format!(
-        "; stderr held: {cut}{quoted:?}; if the agent answers on stderr, \
-         use `from: stderr` in the profile's final/failed selector"
-    )
+    format!("; stderr held: {cut}{quoted:?}; {HINT}")
 }
+
+/// What to change when the answer or error sat on stderr: a selector of
+/// its own for stderr, beside the stdout one, so a healthy turn's answer is
+/// still read where it is (moving the whole `final` to `from: stderr`
+/// breaks every row the agent answers on stdout).
+pub(super) const HINT: &str = "if the agent prints its error (or answer) there as JSON, add a \
+     selector with its own `from: stderr` after the one that reads stdout \
+     (`final: {jsonl: [{where: ..., field: ...}, {where: ..., field: ..., from: stderr}]}`); \
+     put `from: stderr` on the whole `final` only if every answer is printed there";
 
 #[cfg(test)]
 mod tests {
@@ -46,7 +53,14 @@ mod tests {
         assert!(note.contains(r#"stderr held: …"#), "{note}");
         assert!(note.contains(r#"{\"error\": \"HTTP 500\"}""#), "{note}");
         assert!(note.contains("`from: stderr`"), "{note}");
-        assert!(note.chars().count() < QUOTE_CHARS + 200, "{note}");
+        // The fix it names keeps the stdout selector: never "move `final`
+        // to stderr", which loses every healthy turn's answer.
+        assert!(note.contains("after the one that reads stdout"), "{note}");
+        assert!(
+            !note.contains("use `from: stderr` in the profile's final"),
+            "{note}"
+        );
+        assert!(note.chars().count() < QUOTE_CHARS + 500, "{note}");
         e.final_text = "HTTP 500".into();
         assert_eq!(unread_stderr(&e), "");
     }

@@ -53,14 +53,56 @@ pub fn configuration_error(obs: &Observation) -> Option<ErrorCause> {
 }
 
 /// Exec mode: a turn that needed a captured value the agent never printed
-/// (never a silent empty string in its argv).
+/// (never a silent empty string in its argv). When an earlier turn crashed
+/// before it printed anything (a config it could not load), the crash is
+/// quoted as the cause instead of the capture's selector.
 fn missing_capture(obs: &Observation) -> Option<String> {
     obs.events.iter().find_map(|t| match &t.event {
         crate::observe::Event::CaptureMissing { turn, name } => Some(format!(
-            "turn {turn} needs `{{{{captured.{name}}}}}{CAPTURE_FIX}{name}`; fix the capture's selector (see the turn's stdout.log)"
+            "turn {turn} needs `{{{{captured.{name}}}}}{CAPTURE_FIX}{name}`{}",
+            crash_before(obs, Some(*turn)).unwrap_or_else(|| {
+                "; fix the capture's selector (see the turn's stdout.log)".into()
+            })
         )),
         _ => None,
     })
+}
+
+/// Characters of a crashed turn's stderr quoted.
+const CRASH_QUOTE: usize = 600;
+
+/// Exec mode: why a capture could not match, when the turn it would have
+/// read (the last one before turn `before`, else the first) failed with nothing
+/// on `final`: `: turn N crashed before it printed anything to capture
+/// (exit 1); its stderr: "…"; fix what made it fail, not the capture's
+/// selector`. `None` when no turn crashed so.
+pub(crate) fn crash_before(obs: &Observation, before: Option<u64>) -> Option<String> {
+    let mut ends = obs.events.iter().filter_map(|t| match &t.event {
+        crate::observe::Event::TurnEnd(e) if before.is_none_or(|b| e.i < b) => Some(e),
+        _ => None,
+    });
+    let end = match before {
+        Some(_) => ends.next_back()?,
+        None => ends.next()?,
+    };
+    if !end.failed || !end.final_text.trim().is_empty() {
+        return None;
+    }
+    let stderr = end.stderr.as_deref().map(str::trim).unwrap_or_default();
+    let quoted = match stderr.is_empty() {
+        true => "its stderr was empty".to_string(),
+        false => {
+            let cut = stderr.len().saturating_sub(CRASH_QUOTE);
+            let cut = (cut..=stderr.len())
+                .find(|i| stderr.is_char_boundary(*i))
+                .unwrap_or(0);
+            format!("its stderr ended: {:?}", &stderr[cut..])
+        }
+    };
+    Some(format!(
+        ": turn {} crashed before it printed anything to capture ({}); {quoted}; fix what made it fail (its config, its arguments), not the capture's selector",
+        end.i, end.exit_reason
+    ))
 }
 
 pub fn check(obs: &Observation) -> Vec<Check> {

@@ -345,6 +345,10 @@ fn killed(s: &Scenario, obs: &Observation) -> Vec<Check> {
         ));
         return out;
     }
+    if let Some(why) = lived_through_oom(obs) {
+        out.push(Check::skipped(inv, "resumes_after_kill", why));
+        return out;
+    }
     let failed = obs.find(|e| match e {
         Event::RestartFailed { error } => Some(error.clone()),
         _ => None,
@@ -360,6 +364,27 @@ fn killed(s: &Scenario, obs: &Observation) -> Vec<Check> {
     };
     out.push(Check::new(inv, "resumes_after_kill", v));
     out
+}
+
+/// An `oom` whose kill hit another process of the agent's tree (its
+/// engine, its tool) while the agent itself lived on and ended the faulted
+/// turn: it was not restarted, so there is nothing to resume (the probe is
+/// reusability's). Why, if so.
+fn lived_through_oom(obs: &Observation) -> Option<String> {
+    let (oom_at, kills) = obs.find(|e| match e {
+        Event::OomKill { oom_kills, .. } => Some(*oom_kills),
+        _ => None,
+    })?;
+    let restarted = obs
+        .events
+        .iter()
+        .any(|t| matches!(t.event, Event::Restarted { .. }));
+    let (end_at, _) = obs.turn_end(0)?;
+    (kills > 0 && !restarted && end_at >= oom_at).then(|| {
+        format!(
+            "the agent was not restarted: the kernel's OOM kill at {oom_at:.1} s hit another process of its tree, and the agent itself lived on and ended the faulted turn at {end_at:.1} s, so there was nothing to resume"
+        )
+    })
 }
 
 /// A chaos run: every turn finished, and every kill was followed by a resumed
@@ -591,6 +616,47 @@ mod tests {
         let c = check(&s, &killed_run(&s));
         assert!(c.iter().all(|c| !c.failed()), "{c:?}");
         assert!(c.iter().any(|c| c.name == "resumes_after_kill"));
+    }
+
+    /// The kernel killed the agent's engine child, not the agent: no
+    /// restart, the agent ended the faulted turn itself after the kill. The
+    /// kill landed mid-turn; resuming is not checked, and says why.
+    #[test]
+    fn an_oom_of_another_process_of_the_tree_needs_no_resume() {
+        let s = scenario("expect: killed\nprocess_fault: {action: oom, at: {after_calls: 1}}");
+        let mut obs = healthy(&s, end(0, true, false, "tools settled"));
+        let end0 = obs
+            .events
+            .iter()
+            .position(|t| matches!(t.event, Event::TurnEnd(ref e) if e.i == 0))
+            .unwrap();
+        let at_end = obs.events[end0].at;
+        let oom = Event::OomKill {
+            via: "cgroup v1 memory.limit_in_bytes".into(),
+            usage_mb: 0.0,
+            limit_mb: 32.0,
+            oom_kills: 1,
+            error: None,
+        };
+        let kill = Event::ProcessFault {
+            action: "kill".into(),
+            signalled: 1,
+            main_calls: 1,
+            start_up: false,
+        };
+        obs.events.insert(end0, at(at_end - 0.1, kill));
+        obs.events.insert(end0, at(at_end - 0.1, oom));
+        let c = check(&s, &obs);
+        assert!(c.iter().all(|c| !c.failed()), "{c:?}");
+        let r = c.iter().find(|c| c.name == "resumes_after_kill").unwrap();
+        let why = r.not_checked_reason().unwrap_or_default();
+        assert!(why.contains("hit another process of its tree"), "{r:?}");
+        // Killed, with no restart and no turn end: that is a failure.
+        obs.events
+            .retain(|t| !matches!(t.event, Event::TurnEnd(ref e) if e.i == 0));
+        let c = check(&s, &obs);
+        let r = c.iter().find(|c| c.name == "resumes_after_kill").unwrap();
+        assert!(r.failed(), "{r:?}");
     }
 
     #[test]

@@ -77,7 +77,15 @@ fn error_of(obs: &Observation) -> Option<ErrorCause> {
         return Some(ErrorCause::SetupFailed(err.clone()));
     }
     if let Some(err) = &obs.run_error {
-        return Some(ErrorCause::AfterRun(err.clone()));
+        // A capture the store query needed, never printed because a turn
+        // crashed: the crash is the cause to read.
+        let crash = match err.contains("`exec.capture.") {
+            true => super::store::crash_before(obs, None),
+            false => None,
+        };
+        return Some(ErrorCause::AfterRun(
+            err.clone() + &crash.unwrap_or_default(),
+        ));
     }
     // Proxy mode: an upstream that failed on its own is chaosrun's failure
     // to run the scenario, not the agent's. A replayed cassette that has no
@@ -192,6 +200,7 @@ impl Verdict {
 mod tests {
     use super::super::fixtures::*;
     use super::*;
+    use crate::observe::TurnEnd;
 
     /// An error found after the agent ran (a cassette that could not be
     /// written, a capture the store query needed) makes the run an ERROR
@@ -232,6 +241,40 @@ mod tests {
             .checks
             .iter()
             .any(|c| c.not_checked_reason() == Some("the agent never ran")));
+    }
+
+    /// A capture the store query needed, never printed because turn 0
+    /// crashed (a config it could not load): the ERROR quotes the crash;
+    /// a turn that printed its answer is no crash, and the cause stays the
+    /// capture's.
+    #[test]
+    fn a_missing_capture_after_a_crash_quotes_the_crash() {
+        let s = scenario("expect: error");
+        let crashed = TurnEnd {
+            exit_reason: "exit 1".into(),
+            stderr: Some("Error: cannot load config.json: unknown key 'modle'".into()),
+            ..end(0, false, true, "")
+        };
+        let mut obs = healthy(&s, crashed);
+        obs.run_error = Some("the store query needs `{{captured.session}}` (`exec.store_session`), but the agent's output never matched `exec.capture.session`".into());
+        let cause = judge(&s, Capabilities::default(), &obs)
+            .verdict
+            .detail()
+            .unwrap();
+        assert!(
+            cause.contains("turn 0 crashed before it printed anything to capture (exit 1); its stderr ended: \"Error: cannot load config.json: unknown key 'modle'\""),
+            "{cause}"
+        );
+        let answered = healthy(&s, end(0, false, true, "provider error 500"));
+        let obs = Observation {
+            run_error: obs.run_error.clone(),
+            ..answered
+        };
+        let cause = judge(&s, Capabilities::default(), &obs)
+            .verdict
+            .detail()
+            .unwrap();
+        assert!(!cause.contains("crashed"), "{cause}");
     }
 
     /// The upstream's failures are typed by who wrote them: a replayed

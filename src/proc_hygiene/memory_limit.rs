@@ -276,6 +276,12 @@ impl MemoryLimit {
         }
     }
 
+    /// The kernel's OOM events in this cgroup from now on, as they happen
+    /// (inside a tokio runtime; see [`super::oom_events`]).
+    pub fn events(&self) -> Result<super::oom_events::OomEvents, String> {
+        super::oom_events::OomEvents::open(&self.dir, self.via)
+    }
+
     /// The OOM kills the kernel made in the cgroup so far.
     pub fn oom_kills(&self) -> Option<u64> {
         match self.via {

@@ -16,6 +16,7 @@ mod freeze_gate;
 mod guard;
 mod kill;
 pub mod memory_limit;
+pub mod oom_events;
 mod pseudo;
 mod scan;
 pub mod stat;

@@ -2,7 +2,8 @@
 //! without a driver script. chaosrun runs one process per turn from an argv
 //! template (`first`, `next`, `resume`), feeds stdin as told, and reads the
 //! turn's outcome from its output through the selectors declared here
-//! (`final`, `failed`; stdout, or stderr with `from: stderr`), and takes
+//! (`final`, `failed`; stdout, or stderr with `from: stderr`, per selector
+//! in a `final.jsonl` list; paths dotted, with list indices), and takes
 //! values it printed (`capture`: its own
 //! session id) for later turns' argv and the store query. Everything is
 //! checked at load, so a bad selector is a
@@ -74,6 +75,11 @@ impl Source {
 /// matching JSON lines are concatenated instead (an answer streamed as
 /// deltas, Gemini CLI's `{"type":"message","delta":true}`); a matching line
 /// after a JSON line that did not match starts a new run.
+///
+/// In a `final.jsonl` list each selector may name its own stream (`from:`,
+/// else the one `final.from` names): an agent that answers on stdout and
+/// prints its error on stderr (Continue CLI, mistral-vibe) is read with a
+/// stdout selector for the answer and a `from: stderr` one for the error.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JsonlSel {
@@ -83,16 +89,64 @@ pub struct JsonlSel {
     pub field: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub join: bool,
+    /// This selector's own stream: read only in a `final.jsonl` selector
+    /// ([`FinalJsonlDoc`]); a capture or `failed` names its stream itself.
+    #[serde(default, skip_serializing_if = "Option::is_none", skip_deserializing)]
+    pub from: Option<Source>,
+}
+
+/// A `final.jsonl` selector as written: a [`JsonlSel`] that may name its
+/// own stream.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FinalJsonlDoc {
+    #[serde(rename = "where", default)]
+    where_: BTreeMap<String, serde_json::Value>,
+    #[serde(default, deserialize_with = "one_or_many")]
+    field: Option<Vec<String>>,
+    #[serde(default)]
+    join: bool,
+    #[serde(default)]
+    from: Option<Source>,
+}
+
+impl From<FinalJsonlDoc> for JsonlSel {
+    fn from(d: FinalJsonlDoc) -> JsonlSel {
+        JsonlSel {
+            where_: d.where_,
+            field: d.field,
+            join: d.join,
+            from: d.from,
+        }
+    }
 }
 
 /// One selector or a list of them (`final.jsonl`): the first that found a
 /// non-empty text wins.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 enum OneOrManySel {
-    // A list first: a struct would also take a (short) YAML sequence.
     Many(Vec<JsonlSel>),
     One(JsonlSel),
+}
+
+/// A list is many selectors, anything else one; a mistake inside says what
+/// it is (an untagged enum would only say that nothing matched).
+impl<'de> Deserialize<'de> for OneOrManySel {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let v = serde_json::Value::deserialize(d)?;
+        let one = |v| serde_json::from_value::<FinalJsonlDoc>(v).map(JsonlSel::from);
+        match v {
+            serde_json::Value::Array(list) => list
+                .into_iter()
+                .map(one)
+                .collect::<Result<_, _>>()
+                .map(OneOrManySel::Many),
+            _ => one(v).map(OneOrManySel::One),
+        }
+        .map_err(D::Error::custom)
+    }
 }
 
 fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
@@ -190,6 +244,9 @@ impl TryFrom<FinalDoc> for FinalSel {
                     "`exec.final.jsonl` needs a `field` (the answer's dotted path, e.g. `result`)"
                         .into(),
                 );
+            }
+            for j in &sels {
+                j.check_paths("exec.final.jsonl")?;
             }
             return Ok(FinalSel::Jsonl(sels));
         }
@@ -322,6 +379,7 @@ impl TryFrom<CaptureDoc> for Capture {
                 {
                     return Err("`exec.capture.*.jsonl` needs a `field` (the value's dotted path, e.g. `session_id`)".into());
                 }
+                j.check_paths("exec.capture.*.jsonl")?;
                 CaptureSel::Jsonl(j)
             }
             (None, Some(r)) => {
@@ -441,6 +499,12 @@ impl TryFrom<ExecDoc> for ExecSpec {
         if d.failed.from == Source::Stderr && !reads_from {
             return Err("`exec.failed.from` says which stream `exec.failed.jsonl` (or `unless_last_line`) reads: give `jsonl` too, or `unless_last_line` (`exec.failed.stderr` is a pattern on stderr already)".into());
         }
+        if let Some(j) = &d.failed.jsonl {
+            j.check_paths("exec.failed.jsonl")?;
+        }
+        for k in d.failed.last_of.iter().flat_map(BTreeMap::keys) {
+            check_path(k, "exec.failed.last_of")?;
+        }
         if d.failed.last_of.is_some() && d.failed.jsonl.is_none() {
             return Err("`exec.failed.last_of` picks which line `exec.failed.jsonl` judges: give `jsonl` too".into());
         }
@@ -542,12 +606,82 @@ pub fn session_uuid(session_id: &str) -> String {
     )
 }
 
-/// The value at dotted `path` in `v`.
+/// One step of a selector's path: a key, or a list index (negative from
+/// the end: `-1` is the last element).
+#[derive(Debug, PartialEq)]
+enum Step<'a> {
+    /// `name`, or a bare number: on a list an index, on an object a key.
+    Key(&'a str),
+    /// `[N]`: on a list only.
+    Index(i64),
+}
+
+/// A selector path split into steps: dotted keys, each followed by any
+/// number of `[N]` list indices (`messages[-1].content`); a bare number
+/// between dots is an index too on a list (`messages.0.content`,
+/// `messages.-1.content`).
+fn steps(path: &str) -> Result<Vec<Step<'_>>, String> {
+    let mut out = Vec::new();
+    for part in path.split('.') {
+        let (key, mut rest) = part.split_at(part.find('[').unwrap_or(part.len()));
+        if !key.is_empty() {
+            out.push(Step::Key(key));
+        } else if rest.is_empty() {
+            return Err(format!(
+                "`{path}` has an empty step (two dots, or a dot at an end)"
+            ));
+        }
+        while let Some(inner) = rest.strip_prefix('[') {
+            let close = inner
+                .find(']')
+                .ok_or_else(|| format!("`{path}`: `[` without `]`"))?;
+            let i = inner[..close].trim().parse::<i64>().map_err(|_| {
+                format!(
+                    "`{path}`: `[{}]` is not a list index (a whole number, `-1` the last)",
+                    &inner[..close]
+                )
+            })?;
+            out.push(Step::Index(i));
+            rest = &inner[close + 1..];
+        }
+        if !rest.is_empty() {
+            return Err(format!(
+                "`{path}`: `{rest}` after an index (write `a[0].b`)"
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// A selector path checked at load ([`steps`]), `what` naming where it stands.
+fn check_path(path: &str, what: &str) -> Result<(), String> {
+    steps(path).map(drop).map_err(|e| format!("`{what}`: {e}"))
+}
+
+/// Element `i` of `a`, counting from the end when negative.
+fn index(a: &[serde_json::Value], i: i64) -> Option<&serde_json::Value> {
+    let at = if i < 0 {
+        a.len()
+            .checked_sub(usize::try_from(i.unsigned_abs()).ok()?)?
+    } else {
+        usize::try_from(i).ok()?
+    };
+    a.get(at)
+}
+
+/// The value at `path` in `v`: dotted keys, list indices as `[N]` or as a
+/// bare number between dots, negative from the end ([`steps`]). A path that
+/// does not parse finds nothing (the load check refuses it first).
 pub fn at_path<'a>(v: &'a serde_json::Value, path: &str) -> Option<&'a serde_json::Value> {
-    path.split('.').try_fold(v, |v, k| match v {
-        serde_json::Value::Array(a) => k.parse::<usize>().ok().and_then(|i| a.get(i)),
-        _ => v.get(k),
-    })
+    steps(path)
+        .ok()?
+        .into_iter()
+        .try_fold(v, |v, step| match (v, step) {
+            (serde_json::Value::Array(a), Step::Key(k)) => index(a, k.parse().ok()?),
+            (serde_json::Value::Array(a), Step::Index(i)) => index(a, i),
+            (_, Step::Key(k)) => v.get(k),
+            (_, Step::Index(_)) => None,
+        })
 }
 
 /// Whether `rec` is an object matching every `where` pair (see
@@ -577,6 +711,21 @@ impl FailedSel {
 }
 
 impl JsonlSel {
+    /// Every path it names (its `where` keys, its `field`s) parses.
+    fn check_paths(&self, what: &str) -> Result<(), String> {
+        let fields = self.field.iter().flatten();
+        self.where_
+            .keys()
+            .chain(fields)
+            .try_for_each(|p| check_path(p, what))
+    }
+
+    /// The stream this selector reads: its own `from`, else `default`
+    /// (the `from` of the `final` it stands in).
+    pub fn source(&self, default: Source) -> Source {
+        self.from.unwrap_or(default)
+    }
+
     /// Whether the record matches every `where` pair: a list is any of its
     /// values (Codex ends a turn with `item.completed` or `turn.failed`), and
     /// `null` is a path that is absent (or null).
@@ -616,8 +765,25 @@ pub fn pick_final(
     rec: &serde_json::Value,
     keep: usize,
 ) -> Option<String> {
+    pick_final_from(sels, None, picks, rec, keep)
+}
+
+/// [`pick_final`] for a record of one stream: `read` is `(the stream, the
+/// `final.from` default)`, and only the selectors reading that stream see
+/// the record (each keeps its own state; the first non-empty text of the
+/// whole list still wins, whichever stream it came from).
+pub fn pick_final_from(
+    sels: &[JsonlSel],
+    read: Option<(Source, Source)>,
+    picks: &mut Vec<Pick>,
+    rec: &serde_json::Value,
+    keep: usize,
+) -> Option<String> {
     picks.resize(sels.len(), (None, false));
     for (sel, (text, in_run)) in sels.iter().zip(picks.iter_mut()) {
+        if read.is_some_and(|(stream, default)| sel.source(default) != stream) {
+            continue;
+        }
         let hit = sel.matches(rec);
         if hit {
             let got = sel.take(rec);
@@ -738,6 +904,7 @@ mod tests {
             .into(),
             field: Some(vec!["result".into(), "error.message".into()]),
             join: false,
+            from: None,
         };
         let hit =
             serde_json::json!({"type": "result", "meta": {"is_error": true}, "result": "boom"});
@@ -851,6 +1018,111 @@ mod tests {
         assert!(parse("first: [a]\nfinal: {jsonl: []}\n")
             .unwrap_err()
             .contains("empty list"));
+    }
+
+    #[test]
+    fn each_final_selector_may_name_its_own_stream() {
+        let s = parse(
+            "first: [a]\nfinal: {jsonl: [{where: {status: success}, field: response},\n  \
+             {where: {status: error}, field: message, from: stderr}]}\n",
+        )
+        .unwrap();
+        let FinalSel::Jsonl(sels) = &s.final_sel.sel else {
+            panic!("{:?}", s.final_sel)
+        };
+        assert_eq!(s.final_sel.from, Source::Stdout);
+        assert_eq!(sels[0].source(s.final_sel.from), Source::Stdout);
+        assert_eq!(sels[1].source(s.final_sel.from), Source::Stderr);
+        let back: ExecSpec = serde_yaml::from_str(&serde_yaml::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back, s);
+        // A stderr record reaches only the stderr selector, a stdout one only
+        // the stdout selector; the list's order decides between them.
+        let err = serde_json::json!({"status": "error", "message": "HTTP 500"});
+        let ok = serde_json::json!({"status": "success", "response": "42"});
+        let out = Some((Source::Stdout, Source::Stdout));
+        let errs = Some((Source::Stderr, Source::Stdout));
+        let mut picks = Vec::new();
+        assert_eq!(pick_final_from(sels, out, &mut picks, &err, 100), None);
+        let got = pick_final_from(sels, errs, &mut picks, &err, 100);
+        assert_eq!(got.as_deref(), Some("HTTP 500"));
+        let got = pick_final_from(sels, out, &mut picks, &ok, 100);
+        assert_eq!(got.as_deref(), Some("42"));
+        assert_eq!(
+            pick_final_from(sels, errs, &mut picks, &ok, 100).as_deref(),
+            Some("42")
+        );
+        // Where a selector's own stream is already said, a `from` inside it is refused.
+        for (y, says) in [
+            (
+                "first: [a]\nfinal: {last_line: true}\ncapture: {s: {jsonl: {field: id, from: stderr}}}\n",
+                "unknown field `from`",
+            ),
+            (
+                "first: [a]\nfinal: {last_line: true}\nfailed: {jsonl: {where: {e: 1}, from: stderr}}\n",
+                "unknown field `from`",
+            ),
+            (
+                "first: [a]\nfinal: {jsonl: {field: x, from: stdrr}}\n",
+                "expected `stdout` or `stderr`",
+            ),
+        ] {
+            let e = parse(y).unwrap_err();
+            assert!(e.contains(says), "{y}: {e}");
+        }
+    }
+
+    #[test]
+    fn paths_take_list_indices_negative_from_the_end() {
+        let v = serde_json::json!({"messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [{"text": "a"}, {"text": "last"}]}
+        ]});
+        for (path, want) in [
+            ("messages[-1].role", Some("assistant")),
+            ("messages[0].content", Some("hi")),
+            ("messages.0.content", Some("hi")),
+            ("messages.-1.role", Some("assistant")),
+            ("messages[-1].content[-1].text", Some("last")),
+            ("messages[1].content.0.text", Some("a")),
+            ("messages[2].role", None),
+            ("messages[-3].role", None),
+            ("messages[0][0]", None),
+        ] {
+            let got = at_path(&v, path).and_then(|v| v.as_str());
+            assert_eq!(got, want, "{path}");
+        }
+        let s = parse(
+            "first: [a]\nfinal: {jsonl: {where: {type: done}, field: \"messages[-1].content\"}}\n",
+        )
+        .unwrap();
+        let FinalSel::Jsonl(sels) = &s.final_sel.sel else {
+            panic!()
+        };
+        let rec = serde_json::json!({"type": "done", "messages": [{"content": "x"}, {"content": "answer"}]});
+        assert_eq!(sels[0].take(&rec).as_deref(), Some("answer"));
+        for (y, says) in [
+            ("final: {jsonl: {field: \"messages[-1\"}}", "without `]`"),
+            (
+                "final: {jsonl: {field: \"messages[last]\"}}",
+                "not a list index",
+            ),
+            (
+                "final: {jsonl: {field: \"messages[0]x\"}}",
+                "after an index",
+            ),
+            ("final: {jsonl: {field: \"a..b\"}}", "empty step"),
+            (
+                "final: {last_line: true}\ncapture: {s: {jsonl: {field: \"a[x]\"}}}",
+                "exec.capture",
+            ),
+            (
+                "final: {last_line: true}\nfailed: {jsonl: {where: {\"a[\": 1}}}",
+                "exec.failed.jsonl",
+            ),
+        ] {
+            let e = parse(&format!("first: [a]\n{y}\n")).unwrap_err();
+            assert!(e.contains(says), "{y}: {e}");
+        }
     }
 
     #[test]

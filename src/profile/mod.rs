@@ -10,6 +10,7 @@
 pub mod bundled;
 pub mod cassettes;
 pub mod exec;
+pub mod knobs;
 pub mod needs;
 
 use std::collections::BTreeMap;
@@ -135,6 +136,10 @@ struct ProfileDoc {
     /// `false`: the agent offers the model no tools (it acts through its
     /// reply's text); see [`Profile::tool_calls`].
     tool_calls: Option<bool>,
+    /// The agent's tools are functions inside this code-execution tool; see
+    /// [`Profile::code_tool`].
+    #[serde(default)]
+    code_tool: Option<String>,
     /// The model API the agent speaks (`openai-chat` when absent); an
     /// unknown name is a load error listing the four.
     #[serde(default)]
@@ -157,6 +162,9 @@ struct ProfileDoc {
     /// `driver::seccomp`).
     #[serde(default)]
     allow_setns: bool,
+    /// The scenario knobs the agent itself has a setting for ([`knobs`]).
+    #[serde(default)]
+    agent_knobs: Vec<String>,
 }
 
 /// Where a profile's agent gets its network (`network:`).
@@ -203,6 +211,12 @@ pub struct Profile {
     /// not a probe counts as a main call, although it offers no tools, and a
     /// row whose model asks for a tool call is N/A.
     pub tool_calls: bool,
+    /// `code_tool: NAME`: the agent's tools (its shell, the MCP server's
+    /// tools) are functions the model calls from code it runs in its
+    /// code-execution tool NAME, not tools it offers by name. A row whose
+    /// model asks for a tool by a name the profile does not map is N/A,
+    /// said so at load ([`needs`]), never pointed at the `tools:` map.
+    pub code_tool: Option<String>,
     /// The model API the agent speaks; the provider serves it.
     pub wire: crate::provider::Wire,
     /// Exec mode (no driver script): one process per turn.
@@ -221,6 +235,9 @@ pub struct Profile {
     pub network: NetworkMode,
     /// `allow_setns: true`: the agent's seccomp program lets `setns` through.
     pub allow_setns: bool,
+    /// The knobs `agent_knobs` declares that no template renders: each one
+    /// a run-wide warning ([`knobs::warning`]).
+    pub unmapped_knobs: Vec<String>,
 }
 
 /// The template variables a scenario run provides, with placeholder values
@@ -232,6 +249,7 @@ pub fn placeholder_vars() -> Vars {
         "stale_timeout",
         "request_timeout",
         "api_max_retries",
+        "api_retry_budget",
         "max_turns",
         "tool_timeout",
         "home",
@@ -260,6 +278,7 @@ pub fn var_kinds() -> Kinds {
         ("request_timeout", Seconds),
         ("tool_timeout", Seconds),
         ("api_max_retries", Count),
+        ("api_retry_budget", Seconds),
         ("max_turns", Count),
         ("agent_sandbox", Switch),
     ] {
@@ -431,6 +450,9 @@ impl Profile {
             .map(|a| template::render(a, &vars))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("adapter profile `{source}`: version_cmd: {e}"))?;
+        knobs::validate(&doc.agent_knobs)
+            .map_err(|e| format!("adapter profile `{source}`: {e}"))?;
+        let unmapped_knobs = knobs::unmapped(&doc.agent_knobs, &doc);
         if installed && find_program(&command[0]).is_none() {
             return Err(format!(
                 "agent command `{}` (from `{source}`) not found",
@@ -451,6 +473,7 @@ impl Profile {
             version_cmd,
             resume: doc.resume.unwrap_or(true),
             tool_calls: doc.tool_calls.unwrap_or(true),
+            code_tool: doc.code_tool.filter(|n| !n.trim().is_empty()),
             wire: doc.wire,
             exec: doc.exec,
             upstream: doc.upstream,
@@ -459,6 +482,7 @@ impl Profile {
             mcp_upstream: doc.mcp.upstream,
             network: doc.network,
             allow_setns: doc.allow_setns,
+            unmapped_knobs,
         };
         profile.validate_templates()?;
         profile.validate_home_paths()?;
@@ -599,6 +623,21 @@ mod tests {
             }
         }
         assert!(loaded >= 12, "only {loaded} profiles found");
+    }
+
+    /// `{{api_retry_budget}}` is a number of seconds: the unit filters take
+    /// it, so a budget in ms or whole seconds is rendered, a switch filter is not.
+    #[test]
+    fn the_retry_budget_is_a_variable_of_seconds() {
+        let (vars, kinds) = (placeholder_vars(), var_kinds());
+        for ok in [
+            "{{api_retry_budget}}",
+            "{{api_retry_budget | ms}}",
+            "{{api_retry_budget | int}}",
+        ] {
+            template::check(ok, &vars, &kinds).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        assert_eq!(kinds["api_retry_budget"], template::Kind::Seconds);
     }
 
     fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

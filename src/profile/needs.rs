@@ -28,6 +28,7 @@ pub fn not_applicable(profile: &Profile, s: &Scenario) -> Option<String> {
     }
     mcp_gap(profile, s)
         .or_else(|| tool_call_gap(profile, s))
+        .or_else(|| code_tool_gap(profile, s))
         .or_else(|| {
             tool_gaps(profile, s)
                 .into_iter()
@@ -103,7 +104,10 @@ fn credential_gap(profile: &Profile, s: &Scenario) -> Option<String> {
 /// Run-wide warnings about the selected rows (an optional argument dropped
 /// because the profile does not map it), each once.
 pub fn warnings(profile: &Profile, scenarios: &[Scenario]) -> Vec<String> {
-    let mut out: Vec<String> = unmapped_mcp_probe(profile, scenarios).into_iter().collect();
+    let mut out: Vec<String> = match code_tool_note(profile, scenarios) {
+        Some(note) => vec![note],
+        None => unmapped_mcp_probe(profile, scenarios).into_iter().collect(),
+    };
     for s in scenarios {
         if not_applicable(profile, s).is_some() {
             continue;
@@ -129,6 +133,47 @@ fn unmapped_mcp_probe(profile: &Profile, scenarios: &[Scenario]) -> Option<Strin
          <the agent's name for the chaos server's probe tool>}}` (each such row's ERROR names the \
          tool the agent offered)"
             .to_string()
+    })
+}
+
+/// The logical tools a row expects the agent to have (a row's call to a
+/// name outside these, `no_such_tool_chaos`, asks about a tool no agent
+/// has, which a `code_tool` agent must answer like any other).
+const LOGICAL_TOOLS: &[&str] = &["shell", "mcp_probe", "subagent"];
+
+/// An agent whose tools live inside its code-execution tool (`code_tool`)
+/// cannot run a row whose model asks for a tool by a name the profile does
+/// not map to one the agent offers: chaosrun scripts calls by name, and no
+/// mapping would make the agent run code that calls the tool.
+fn code_tool_gap(profile: &Profile, s: &Scenario) -> Option<String> {
+    let code = profile.code_tool.as_deref()?;
+    let call = tool_calls(s).find(|c| {
+        LOGICAL_TOOLS.contains(&c.tool.as_str()) && !profile.tools.contains_key(&c.tool)
+    })?;
+    Some(format!(
+        "the profile says the agent's tools live inside its code-execution tool `{code}` \
+         (`code_tool`), and this row's model asks for `{}` by name, which the agent does not \
+         offer as a tool of its own: a scripted call cannot reach a function inside code \
+         (no `tools:` mapping would)",
+        call.tool
+    ))
+}
+
+/// Said once at load for a `code_tool` agent: how many selected rows are
+/// N/A because their model calls a tool by name.
+fn code_tool_note(profile: &Profile, scenarios: &[Scenario]) -> Option<String> {
+    let code = profile.code_tool.as_deref()?;
+    let n = scenarios
+        .iter()
+        .filter(|s| mcp_gap(profile, s).is_none() && tool_call_gap(profile, s).is_none())
+        .filter(|s| code_tool_gap(profile, s).is_some())
+        .count();
+    (n > 0).then(|| {
+        format!(
+            "the agent's tools live inside its code-execution tool `{code}` (`code_tool`): {n} \
+             selected row(s) whose model calls a tool by name are N/A; the rows without a tool \
+             call run as usual"
+        )
     })
 }
 
@@ -255,7 +300,7 @@ fn tool_gaps(profile: &Profile, s: &Scenario) -> Vec<Gap> {
 pub fn adapt(profile: &Profile, s: &Scenario) -> Option<(Scenario, String)> {
     let mut out = s.clone();
     let mut dropped = Vec::new();
-    for rule in &mut out.responder {
+    for (i, rule) in out.responder.iter_mut().enumerate() {
         let Some(calls) = rule.reply.tool_calls_mut() else {
             continue;
         };
@@ -265,7 +310,19 @@ pub fn adapt(profile: &Profile, s: &Scenario) -> Option<(Scenario, String)> {
         if can.is_empty() {
             return None;
         }
-        dropped.extend(cannot.iter().filter_map(|c| unbackgroundable(profile, c)));
+        let whys: Vec<String> = cannot
+            .iter()
+            .filter_map(|c| unbackgroundable(profile, c))
+            .collect();
+        if let Some(why) = whys.first() {
+            out.dropped_calls
+                .push(crate::scenarios::schema::DroppedCalls {
+                    rule: i,
+                    count: whys.len(),
+                    why: why.clone(),
+                });
+        }
+        dropped.extend(whys);
         *calls = can;
     }
     dropped.dedup();
@@ -330,6 +387,7 @@ mod tests {
             version_cmd: vec![],
             resume: true,
             tool_calls: true,
+            code_tool: None,
             wire: Default::default(),
             exec: None,
             dir: Default::default(),
@@ -338,6 +396,7 @@ mod tests {
             mcp_upstream: None,
             network: Default::default(),
             allow_setns: false,
+            unmapped_knobs: Vec::new(),
         };
         for (logical, name, args) in tools {
             p.tools.insert(
@@ -380,6 +439,16 @@ mod tests {
         let (adapted, note) = adapt(&p, &soak).expect("adapted");
         let calls = adapted.responder[0].reply.tool_calls();
         assert_eq!(calls.len(), 1);
+        // What was dropped is saved with the row, for the oracle.
+        assert_eq!(adapted.dropped_calls.len(), 1);
+        assert_eq!(
+            (
+                adapted.dropped_calls[0].rule,
+                adapted.dropped_calls[0].count
+            ),
+            (0, 1)
+        );
+        assert!(soak.dropped_calls.is_empty());
         assert_eq!(calls[0].args["command"], "a");
         assert!(
             note.starts_with("soak: its `background: true` call(s) dropped"),
@@ -419,6 +488,52 @@ mod tests {
         assert_eq!(not_applicable(&p, &text), None);
         p.tool_calls = true;
         assert_eq!(not_applicable(&p, &row(BG_ROW)), None);
+    }
+
+    /// `code_tool: NAME`: the agent's tools are functions inside its
+    /// code-execution tool. A row whose model calls a tool by a name the
+    /// profile does not map is N/A naming `code_tool`, and the note at load
+    /// says so instead of pointing at `tools.mcp_probe`; a text row runs, and
+    /// a tool the agent also offers by name (mapped) still runs.
+    #[test]
+    fn an_agent_whose_tools_live_in_code_says_so_not_the_tools_map() {
+        use crate::mcp::Transport;
+        const PROBE_ROW: &str = "  - id: mp\n    mcp: {transport: stdio}\n    responder:\n      - reply: {kind: tool_call, calls: [{tool: mcp_probe, args: {}}]}\n    expect: ended\n";
+        let text = row(
+            "  - id: t\n    responder:\n      - reply: {kind: text, text: hi}\n    expect: ended\n",
+        );
+        let mut p = profile(&[], McpSupport::Transports(vec![Transport::Stdio]));
+        let before = warnings(&p, &[row(PROBE_ROW)]);
+        assert!(
+            before[0].contains("maps no `tools.mcp_probe`"),
+            "{before:?}"
+        );
+        p.code_tool = Some("run_python".into());
+        for r in [row(PROBE_ROW), row(BG_ROW)] {
+            let why = not_applicable(&p, &r).expect("a by-name tool row is N/A");
+            assert!(
+                why.contains("code-execution tool `run_python` (`code_tool`)"),
+                "{why}"
+            );
+        }
+        assert_eq!(not_applicable(&p, &text), None);
+        // A call to a tool no agent has still runs: it asks how the agent
+        // answers an unknown tool.
+        let unknown = row("  - id: u\n    responder:\n      - reply: {kind: tool_call, calls: [{tool: no_such_tool_chaos, args: {command: x}}]}\n    expect: ended\n");
+        assert_eq!(not_applicable(&p, &unknown), None);
+        let w = warnings(&p, &[row(PROBE_ROW), row(BG_ROW), text]);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("`run_python` (`code_tool`): 2 selected row(s)"),
+            "{w:?}"
+        );
+        assert!(!w[0].contains("tools.mcp_probe"), "{w:?}");
+        let mut both = profile(
+            &[("shell", "bash", &[("command", "cmd"), ("background", "bg")])],
+            McpSupport::None,
+        );
+        both.code_tool = Some("run_python".into());
+        assert_eq!(not_applicable(&both, &row(BG_ROW)), None);
     }
 
     #[test]

@@ -89,6 +89,13 @@ pub struct RequestRecord {
     /// with a `credential:`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential: Option<String>,
+    /// Seconds since the provider started when the answer was over: its
+    /// last byte sent, or its connection closed under it (a client that
+    /// gave up on a hung call), or, still open when the provider shut down,
+    /// that moment. `None` only in a live snapshot of a call still being
+    /// answered, or an observation older than this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<f64>,
 }
 
 /// What an error reply told the client about retrying it.
@@ -445,6 +452,24 @@ impl Recorder {
         (all, self.dropped)
     }
 
+    /// The answer to request `seq` is over at `at` (see
+    /// [`RequestRecord::ended`]); nothing when it is not kept (or already
+    /// over).
+    pub fn end(&mut self, seq: u64, at: f64) {
+        let kept = self.tail.iter_mut().rev().chain(self.head.iter_mut().rev());
+        if let Some(r) = kept.into_iter().find(|r| r.seq == seq) {
+            r.ended.get_or_insert(at);
+        }
+    }
+
+    /// Every kept request still being answered ends at `at` (the provider
+    /// shuts down).
+    pub fn end_all(&mut self, at: f64) {
+        for r in self.head.iter_mut().chain(self.tail.iter_mut()) {
+            r.ended.get_or_insert(at);
+        }
+    }
+
     /// Where the kept requests' messages and headers are, once spooled.
     pub fn spool(&self) -> Option<&Spool> {
         self.spool.as_ref()
@@ -492,11 +517,32 @@ mod tests {
             previous_response_id: None,
             error: None,
             credential: None,
+            ended: None,
         }
     }
 
     fn msg(role: &str, content: &str) -> Message {
         Message::new(role, content)
+    }
+
+    #[test]
+    fn an_answer_ends_once_and_shutdown_ends_the_open_ones() {
+        let mut r = Recorder::new(RecordLimits {
+            head: 1,
+            tail: 2,
+            ..RecordLimits::SCENARIO
+        });
+        for seq in 0..4 {
+            r.push(record(seq, vec![msg("user", "hi")]));
+        }
+        r.end(0, 1.0);
+        r.end(3, 2.0);
+        r.end(3, 9.0);
+        r.end(1, 3.0); // dropped: nothing to mark
+        r.end_all(5.0);
+        let (kept, _) = r.snapshot();
+        let ended: Vec<_> = kept.iter().map(|r| (r.seq, r.ended)).collect();
+        assert_eq!(ended, [(0, Some(1.0)), (2, Some(5.0)), (3, Some(2.0))]);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Responder rules: which reply a faulted-turn main call gets, chosen by what the
-//! request shows (its main-call index, whether the last message is a tool
-//! result, whether it is a subagent's), optionally held until tagged
+//! request shows (its main-call index, whether it follows a tool result,
+//! whether it is a subagent's), optionally held until tagged
 //! processes exist.
 
 use serde::{Deserialize, Serialize};
@@ -37,7 +37,10 @@ impl CallMatch {
 pub struct When {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub call: Option<CallMatch>,
-    /// Whether the request's last message has role `tool`.
+    /// Whether the request follows a tool result: the conversation's latest
+    /// `tool` message with no answer of the model after it, whatever else
+    /// follows it (an agent's note after the result, in the same message or
+    /// a further one): [`crate::message::after_tool`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_tool: Option<bool>,
     /// A time-based episode: the call arrives less than this many seconds
@@ -58,16 +61,16 @@ pub struct When {
 impl When {
     /// `index` counts the parent's main calls, or the subagent's calls when
     /// `subagent` is true.
-    pub fn matches(&self, index: u64, last_is_tool: bool, subagent: bool) -> bool {
-        self.matches_at(index, last_is_tool, subagent, 0.0)
+    pub fn matches(&self, index: u64, after_tool: bool, subagent: bool) -> bool {
+        self.matches_at(index, after_tool, subagent, 0.0)
     }
 
     /// [`When::matches`] for a call `elapsed` seconds after the turn's first
     /// main call.
-    pub fn matches_at(&self, index: u64, last_is_tool: bool, subagent: bool, elapsed: f64) -> bool {
+    pub fn matches_at(&self, index: u64, after_tool: bool, subagent: bool, elapsed: f64) -> bool {
         self.subagent.unwrap_or(false) == subagent
             && self.call.as_ref().is_none_or(|c| c.matches(index))
-            && self.after_tool.is_none_or(|t| t == last_is_tool)
+            && self.after_tool.is_none_or(|t| t == after_tool)
             && self.within.is_none_or(|w| elapsed < w)
     }
 }
@@ -103,18 +106,18 @@ pub struct Rule {
 }
 
 /// First rule for the parent's main calls whose `when` matches, if any.
-pub fn pick(rules: &[Rule], index: u64, last_is_tool: bool) -> Option<&Rule> {
-    pick_indexed(rules, index, last_is_tool, false).map(|(_, r)| r)
+pub fn pick(rules: &[Rule], index: u64, after_tool: bool) -> Option<&Rule> {
+    pick_indexed(rules, index, after_tool, false).map(|(_, r)| r)
 }
 
 /// First rule whose `when` matches, with its index.
 pub fn pick_indexed(
     rules: &[Rule],
     index: u64,
-    last_is_tool: bool,
+    after_tool: bool,
     subagent: bool,
 ) -> Option<(usize, &Rule)> {
-    pick_at(rules, index, last_is_tool, subagent, 0.0)
+    pick_at(rules, index, after_tool, subagent, 0.0)
 }
 
 /// [`pick_indexed`] for a call `elapsed` seconds after the turn's first main
@@ -122,14 +125,14 @@ pub fn pick_indexed(
 pub fn pick_at(
     rules: &[Rule],
     index: u64,
-    last_is_tool: bool,
+    after_tool: bool,
     subagent: bool,
     elapsed: f64,
 ) -> Option<(usize, &Rule)> {
     rules
         .iter()
         .enumerate()
-        .find(|(_, r)| r.when.matches_at(index, last_is_tool, subagent, elapsed))
+        .find(|(_, r)| r.when.matches_at(index, after_tool, subagent, elapsed))
 }
 
 #[cfg(test)]

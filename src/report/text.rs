@@ -107,12 +107,76 @@ pub fn scenario_line(r: &ScenarioResult, width: usize) -> String {
     if let Some(note) = r.observation.capped.note() {
         line.push_str(&format!("  [{note}]"));
     }
+    // A row run in part says so under its line, whatever its verdict.
+    for c in r
+        .not_checked()
+        .filter(|c| c.name == crate::oracle::schedule::NAME)
+    {
+        line.push_str(&format!(
+            "\n      ran in part ({} / {}): {}",
+            c.invariant.label(),
+            c.name,
+            c.not_checked_reason().unwrap_or_default()
+        ));
+    }
     line
 }
 
 /// Every violation of a failed scenario (or an error's cause), and what was
-/// not checked.
+/// not checked: the checks not checked for one reason on one line.
 pub fn failure_detail(r: &ScenarioResult) -> String {
+    failure_detail_but(r, &[])
+}
+
+/// A check not checked, and why: (`invariant / name`, reason).
+type Unchecked = (String, String);
+
+/// What `r` did not check, one entry per check.
+fn unchecked(r: &ScenarioResult) -> Vec<Unchecked> {
+    r.not_checked()
+        .map(|c| {
+            (
+                format!("{} / {}", c.invariant.label(), c.name),
+                c.not_checked_reason().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `  not checked{what}: A, B: reason` lines, the checks of one reason on
+/// one line, reasons in first-seen order.
+fn unchecked_lines(list: &[Unchecked], what: &str) -> String {
+    let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
+    for (check, why) in list {
+        match reasons.iter_mut().find(|(r, _)| r == why) {
+            Some((_, checks)) => checks.push(check),
+            None => reasons.push((why, vec![check])),
+        }
+    }
+    reasons
+        .into_iter()
+        .map(|(why, checks)| format!("  not checked{what}: {}: {why}\n", checks.join(", ")))
+        .collect()
+}
+
+/// What every one of `failures` (two or more) did not check for the same
+/// reason: said once above them, not under each.
+fn unchecked_in_all(failures: &[&ScenarioResult]) -> Vec<Unchecked> {
+    let [first, rest @ ..] = failures else {
+        return Vec::new();
+    };
+    if rest.is_empty() {
+        return Vec::new();
+    }
+    let others: Vec<Vec<Unchecked>> = rest.iter().map(|r| unchecked(r)).collect();
+    unchecked(first)
+        .into_iter()
+        .filter(|u| others.iter().all(|o| o.contains(u)))
+        .collect()
+}
+
+/// [`failure_detail`] leaving out what `shared` says once for the run.
+fn failure_detail_but(r: &ScenarioResult, shared: &[Unchecked]) -> String {
     let mut s = if r.attempts > 1 {
         format!(
             "{} {} [{}/{}]\n",
@@ -135,14 +199,11 @@ pub fn failure_detail(r: &ScenarioResult) -> String {
             s.push('\n');
         }
     }
-    for c in r.not_checked() {
-        s.push_str(&format!(
-            "  not checked: {} / {}: {}\n",
-            c.invariant.label(),
-            c.name,
-            c.not_checked_reason().unwrap_or_default()
-        ));
-    }
+    let own: Vec<Unchecked> = unchecked(r)
+        .into_iter()
+        .filter(|u| !shared.contains(u))
+        .collect();
+    s.push_str(&unchecked_lines(&own, ""));
     if let Some(dir) = &r.artifacts {
         s.push_str(&format!("  artifacts: {}\n", dir.display()));
     }
@@ -183,8 +244,16 @@ impl<W: Write + Send> Reporter for Text<W> {
                     .collect();
                 if !failures.is_empty() {
                     put!(self.out, "\nfailures:\n");
+                    let shared = unchecked_in_all(&failures);
+                    if !shared.is_empty() {
+                        put!(
+                            self.out,
+                            "{}",
+                            unchecked_lines(&shared, " in every failed row")
+                        );
+                    }
                     for r in failures {
-                        put!(self.out, "{}", failure_detail(r));
+                        put!(self.out, "{}", failure_detail_but(r, &shared));
                     }
                 }
                 let na: Vec<&ScenarioResult> = self
@@ -232,6 +301,7 @@ impl<W: Write + Send> Reporter for Text<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::oracle::{Check, Invariant};
     use crate::report::test_support::{feed, sample_results, sample_with_error};
 
     /// What a person reads after a run with a failure, pinned: a change to it
@@ -242,6 +312,45 @@ mod tests {
         feed(&mut text, sample_results());
         let out = String::from_utf8(text.into_inner()).unwrap();
         insta::assert_snapshot!(out);
+    }
+
+    /// A check not checked for one reason in every failed row (a profile
+    /// with no durable store) is said once above the failures, its checks
+    /// on one line, never under each failure; one a single row did not
+    /// check stays under it (issue 47.16).
+    #[test]
+    fn a_reason_every_failure_shares_is_said_once() {
+        let mut results = sample_results();
+        let why = "the adapter profile names no durable store";
+        let mut bad = results.pop().unwrap();
+        bad.checks.retain(|c| !c.not_checked());
+        for (inv, name) in [
+            (Invariant::HistoryIntegrity, "store_tool_results"),
+            (Invariant::HistoryIntegrity, "persisted_size_bound"),
+            (Invariant::StoreIntegrity, "integrity_check"),
+        ] {
+            bad.checks.push(Check::skipped(inv, name, why));
+        }
+        let mut other = bad.clone();
+        other.id = "another_failure".into();
+        other.checks.push(Check::skipped(
+            Invariant::ProcessHygiene,
+            "closed",
+            "only here",
+        ));
+        results.extend([bad, other]);
+        let mut text = Text::new(Vec::new());
+        feed(&mut text, results);
+        let out = String::from_utf8(text.into_inner()).unwrap();
+        assert_eq!(out.matches(why).count(), 1, "{out}");
+        assert!(
+            out.contains("  not checked in every failed row: history integrity / store_tool_results, history integrity / persisted_size_bound, store integrity / integrity_check: the adapter profile names no durable store\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("  not checked: process hygiene / closed: only here\n"),
+            "{out}"
+        );
     }
 
     /// A scenario chaosrun could not run is an ERROR with its cause, in the

@@ -138,7 +138,9 @@ pub async fn run_all(
     }
     reaper.abort();
     sampler.stop();
-    for w in adapted.into_iter().chain(warnings(&results)) {
+    let knobs = ctx.shared.profile.unmapped_knobs.iter();
+    let knobs = knobs.map(|k| crate::profile::knobs::warning(k));
+    for w in adapted.into_iter().chain(knobs).chain(warnings(&results)) {
         let _ = events.send(RunEvent::Warning(w));
     }
     let _ = events.send(RunEvent::Finished {

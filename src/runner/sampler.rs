@@ -8,7 +8,11 @@
 //! processes' summed CPU and resident memory, read through `sysinfo` for
 //! exactly those pids (never a scan of every process). Besides its ticks it
 //! samples when nudged (at each phase of a scenario: a turn's end, the close),
-//! so memory an agent holds to its end is seen before it exits.
+//! so memory an agent holds to its end is seen before it exits, and it
+//! samples a scenario closely (every [`CLOSE`]) while asked to (a row that
+//! bounds memory growth, through its faulted turn), so a peak that lasts a
+//! fraction of a second (a whole output read, then cut) is seen.
+//! [`resident`] reads one figure on demand (the growth row's baseline).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,6 +24,9 @@ use tokio::time::Instant;
 use crate::observe::ProcSample;
 use crate::proc_hygiene::cgroup::Cgroup;
 use crate::proc_hygiene::{by_value, ProcInfo, RunContainment, TAG_VAR};
+
+/// The pace of close sampling ([`Sampler::closely`]).
+pub const CLOSE: Duration = Duration::from_millis(50);
 
 /// Distinct command lines kept per tag, and characters kept of each.
 pub const SEEN_KEEP: usize = 64;
@@ -52,6 +59,8 @@ pub struct Sampler {
     tags: Arc<Mutex<HashMap<String, Watched>>>,
     task: Arc<tokio::task::JoinHandle<()>>,
     nudged: tokio::sync::mpsc::UnboundedSender<String>,
+    /// Tags sampled every [`CLOSE`] besides the ticks.
+    close: Arc<Mutex<std::collections::BTreeSet<String>>>,
 }
 
 impl Sampler {
@@ -62,23 +71,47 @@ impl Sampler {
         let shared = tags.clone();
         let meter: Arc<Mutex<Meter>> = Default::default();
         let (nudged, mut woken) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let close: Arc<Mutex<std::collections::BTreeSet<String>>> = Default::default();
+        let closely = close.clone();
         let task = tokio::spawn(async move {
             // Ticks at a steady pace whatever the nudges do.
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut fast = tokio::time::interval(CLOSE);
+            fast.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                // A tick samples every scenario; a nudge only the one that asked.
-                let only = tokio::select! {
-                    _ = tick.tick() => None,
-                    Some(tag) = woken.recv() => Some(tag),
+                // A tick samples every scenario; a nudge only the one that
+                // asked; a close tick each scenario sampled closely.
+                let only: Vec<String> = tokio::select! {
+                    _ = tick.tick() => Vec::new(),
+                    Some(tag) = woken.recv() => vec![tag],
+                    _ = fast.tick() => {
+                        let close: Vec<String> = lock(&closely).iter().cloned().collect();
+                        if close.is_empty() {
+                            continue;
+                        }
+                        close
+                    }
                 };
-                sample(&shared, &containment, &meter, only.as_deref()).await;
+                let only = (!only.is_empty()).then_some(only.as_slice());
+                sample(&shared, &containment, &meter, only).await;
             }
         });
         Sampler {
             tags,
             task: Arc::new(task),
             nudged,
+            close,
+        }
+    }
+
+    /// Sample scenario `tag` every [`CLOSE`] (besides the ticks) while `on`.
+    pub fn closely(&self, tag: &str, on: bool) {
+        let mut close = lock(&self.close);
+        if on {
+            close.insert(tag.to_string());
+        } else {
+            close.remove(tag);
         }
     }
 
@@ -100,6 +133,7 @@ impl Sampler {
 
     /// Stop recording `tag`: its samples and the command lines seen.
     pub fn take(&self, tag: &str) -> (Vec<ProcSample>, Vec<String>) {
+        self.closely(tag, false);
         self.tags
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -113,18 +147,19 @@ impl Sampler {
     }
 }
 
-/// One sample of every watched scenario, or of `only` that one: its
+/// One sample of every watched scenario, or of `only` those: their
 /// processes, their CPU and memory, the command lines seen.
 async fn sample(
     shared: &Arc<Mutex<HashMap<String, Watched>>>,
     containment: &Arc<RunContainment>,
     meter: &Arc<Mutex<Meter>>,
-    only: Option<&str>,
+    only: Option<&[String]>,
 ) {
     let now = Instant::now();
+    let wanted = |tag: &str| only.is_none_or(|o| o.iter().any(|t| t == tag));
     let targets: Vec<(String, Option<Cgroup>)> = lock(shared)
         .iter()
-        .filter(|(tag, _)| only.is_none_or(|o| o == tag.as_str()))
+        .filter(|(tag, _)| wanted(tag))
         .map(|(tag, w)| (tag.clone(), w.cgroup.clone()))
         .collect();
     if targets.is_empty() {
@@ -145,7 +180,7 @@ async fn sample(
         }
     }
     for (tag, w) in tags.iter_mut() {
-        let Some(start) = w.start.filter(|_| only.is_none_or(|o| o == tag)) else {
+        let Some(start) = w.start.filter(|_| wanted(tag)) else {
             continue;
         };
         let procs = counts.get(tag).map(Vec::as_slice).unwrap_or_default();
@@ -164,6 +199,21 @@ async fn sample(
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Blocking: the resident memory of processes `pids`, summed, in bytes,
+/// through `sysinfo` (only these pids are read); `Err` when `sysinfo`
+/// cannot start.
+pub fn resident(pids: &[i32]) -> Result<u64, String> {
+    let mut sys = System::new().map_err(|e| format!("sysinfo: {e}"))?;
+    let pids: Vec<Pid> = pids.iter().map(|p| Pid::from_u32(*p as u32)).collect();
+    let kind = ProcessRefreshKind::nothing().with_memory().without_tasks();
+    sys.refresh_processes_specifics(ProcessesToUpdate::Some(&pids), true, kind);
+    Ok(pids
+        .iter()
+        .filter_map(|p| sys.process(*p))
+        .map(|p| p.memory())
+        .sum())
 }
 
 /// CPU and resident memory of given processes, through `sysinfo` (its

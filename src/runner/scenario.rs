@@ -35,9 +35,15 @@ pub async fn observe(
     // A sample as the faulted turn has ended (the probe begins) and as the
     // agent is asked to close: what it holds then is seen while it still
     // runs, which a tick twice a second can miss. (Every phase would cost
-    // rows_cpu some 15%.)
+    // rows_cpu some 15%.) A row that bounds memory growth is sampled
+    // closely through its faulted turn, where its output lands.
+    let growth = scenario.memory_growth_mb.is_some();
     let on_phase = &|phase: Phase, seconds: f64| {
+        if growth && phase == Phase::FaultedTurn {
+            sampler.closely(&ids.tag, true);
+        }
         if matches!(phase, Phase::Probe | Phase::Exit) {
+            sampler.closely(&ids.tag, false);
             sampler.nudge(&ids.tag);
         }
         on_phase(phase, seconds)

@@ -136,6 +136,7 @@ fn check_counts(
             super::schema::MAX_MEMORY_MB
         ));
     }
+    check_growth(s)?;
     let trigger = s
         .interrupt
         .as_ref()
@@ -236,9 +237,34 @@ fn resolve(
         mcp: s.mcp.clone(),
         context_window: s.context_window,
         memory_mb: s.memory_mb.unwrap_or(defaults.memory_mb),
+        memory_growth_mb: s.memory_growth_mb,
         credential: s.credential.clone(),
         agent_sandbox: s.agent_sandbox.clone(),
+        dropped_calls: Vec::new(),
     })
+}
+
+/// `memory_growth_mb` is from 1 to the memory bound's maximum, and is not
+/// combined with an `oom` fault: both hold the reply to a main call (the
+/// baseline is measured while the first is held).
+fn check_growth(s: &super::schema::ScenarioDoc) -> Result<(), String> {
+    let Some(growth) = s.memory_growth_mb else {
+        return Ok(());
+    };
+    if !(1..=super::schema::MAX_MEMORY_MB).contains(&growth) {
+        return Err(format!(
+            "`memory_growth_mb` is {growth}; it is from 1 to {} (1 TB)",
+            super::schema::MAX_MEMORY_MB
+        ));
+    }
+    let oom = s
+        .process_fault
+        .as_ref()
+        .is_some_and(|f| f.action.lands() == super::Landing::MemoryLimit);
+    if oom || s.chaos.is_some() {
+        return Err("`memory_growth_mb` judges one faulted turn's growth: it cannot be combined with an `oom` process fault or a `chaos` run".into());
+    }
+    Ok(())
 }
 
 /// Every knob and deadline in seconds is positive and finite.
@@ -369,6 +395,34 @@ mod tests {
         assert_eq!(s.deadlines.turn, 90.0);
     }
 
+    /// A retry budget in seconds, for an agent whose retries are bounded by
+    /// time: 5 s per allowed retry unless a row (or the defaults) sets it.
+    #[test]
+    fn the_retry_budget_follows_the_retries_unless_set() {
+        let t = load_str(ONE, "t.yaml").unwrap();
+        assert_eq!(t.scenarios[0].knobs.retry_budget(), 10.0);
+        let more = ONE.replace(
+            "expect: error",
+            "expect: error\n    knobs: {api_max_retries: 12}",
+        );
+        let t = load_str(&more, "t.yaml").unwrap();
+        assert_eq!(t.scenarios[0].knobs.retry_budget(), 60.0);
+        let own = ONE.replace(
+            "expect: error",
+            "expect: error\n    knobs: {api_retry_budget: 90}",
+        );
+        let t = load_str(&own, "t.yaml").unwrap();
+        assert_eq!(t.scenarios[0].knobs.retry_budget(), 90.0);
+        let dflt = format!("defaults:\n  knobs: {{api_retry_budget: 7}}\n{ONE}");
+        let t = load_str(&dflt, "t.yaml").unwrap();
+        assert_eq!(t.scenarios[0].knobs.retry_budget(), 7.0);
+        let bad = ONE.replace(
+            "expect: error",
+            "expect: error\n    knobs: {api_retry_budget: -1}",
+        );
+        assert!(load_str(&bad, "t.yaml").is_err());
+    }
+
     #[test]
     fn syntax_error_names_file_line_and_column() {
         let bad = "scenarios:\n  - id: a\n    responder: [\n";
@@ -396,6 +450,29 @@ mod tests {
         let e = load_str(&bad, "t.yaml").unwrap_err();
         assert!(e.message.contains("expekt"), "{e}");
         assert_eq!(e.line, 6, "{e}");
+    }
+
+    #[test]
+    fn a_growth_bound_is_bounded_and_not_combined_with_an_oom_fault() {
+        assert_eq!(
+            load_str(ONE, "t.yaml").unwrap().scenarios[0].memory_growth_mb,
+            None
+        );
+        let with =
+            |extra: &str| ONE.replace("expect: error", &format!("expect: error\n    {extra}"));
+        let row = with("memory_growth_mb: 80");
+        assert_eq!(
+            load_str(&row, "t.yaml").unwrap().scenarios[0].memory_growth_mb,
+            Some(80)
+        );
+        let e = load_str(&with("memory_growth_mb: 0"), "t.yaml").unwrap_err();
+        assert!(e.message.contains("`memory_growth_mb` is 0"), "{e}");
+        let oom = "memory_growth_mb: 80\n    process_fault: {action: oom, at: {after_calls: 1}}";
+        let e = load_str(&with(oom), "t.yaml").unwrap_err();
+        assert!(
+            e.message.contains("cannot be combined with an `oom`"),
+            "{e}"
+        );
     }
 
     #[test]

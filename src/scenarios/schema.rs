@@ -16,9 +16,31 @@ pub struct Knobs {
     #[serde(deserialize_with = "units::seconds")]
     pub request_timeout: f64,
     pub api_max_retries: u32,
+    /// Seconds an agent whose retries are bounded by time, not a count, may
+    /// spend retrying one model call; unset: [`RETRY_SECONDS_PER_RETRY`] per
+    /// `api_max_retries` ([`Knobs::retry_budget`]).
+    #[serde(
+        default,
+        deserialize_with = "units::opt_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub api_retry_budget: Option<f64>,
     pub max_turns: u32,
     #[serde(deserialize_with = "units::seconds")]
     pub tool_timeout: f64,
+}
+
+/// Seconds of retry budget each allowed retry is worth when a row sets no
+/// `api_retry_budget`: `api_max_retries: 2` is a 10 s budget.
+pub const RETRY_SECONDS_PER_RETRY: f64 = 5.0;
+
+impl Knobs {
+    /// The retry budget in seconds (`{{api_retry_budget}}`): the row's own,
+    /// else [`RETRY_SECONDS_PER_RETRY`] × `api_max_retries`.
+    pub fn retry_budget(&self) -> f64 {
+        self.api_retry_budget
+            .unwrap_or(RETRY_SECONDS_PER_RETRY * f64::from(self.api_max_retries))
+    }
 }
 
 impl Default for Knobs {
@@ -28,6 +50,7 @@ impl Default for Knobs {
             stale_timeout: 3.0,
             request_timeout: 5.0,
             api_max_retries: 2,
+            api_retry_budget: None,
             max_turns: 8,
             tool_timeout: 3.0,
         }
@@ -44,6 +67,8 @@ pub struct KnobOverrides {
     #[serde(default, deserialize_with = "units::opt_seconds")]
     pub request_timeout: Option<f64>,
     pub api_max_retries: Option<u32>,
+    #[serde(default, deserialize_with = "units::opt_seconds")]
+    pub api_retry_budget: Option<f64>,
     pub max_turns: Option<u32>,
     #[serde(default, deserialize_with = "units::opt_seconds")]
     pub tool_timeout: Option<f64>,
@@ -384,6 +409,11 @@ pub struct ScenarioDoc {
     /// The agent's processes' peak memory bound for this row, in MB.
     #[serde(default)]
     pub memory_mb: Option<u64>,
+    /// How much the agent's processes may grow over their own footprint,
+    /// measured as the row's first model call arrives, in MB (see
+    /// the oracle's `memory_growth` check).
+    #[serde(default)]
+    pub memory_growth_mb: Option<u64>,
     /// A credential that expires mid-run and is refreshed (see
     /// `crate::provider::credential`).
     #[serde(default)]
@@ -428,10 +458,30 @@ pub struct Scenario {
     /// existed read the default).
     #[serde(default = "default_memory_mb")]
     pub memory_mb: u64,
+    /// The agent's processes' growth bound over their footprint when the
+    /// row's first model call arrived, in MB (None: growth is not judged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_growth_mb: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential: Option<crate::provider::credential::CredentialSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_sandbox: Option<super::agent_sandbox::AgentSandbox>,
+    /// Calls of the responder's replies the profile could not make, dropped
+    /// before the run (`profile::needs::adapt`): saved with the row, so the
+    /// oracle can say what share of it ran. Empty for a row run as written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped_calls: Vec<DroppedCalls>,
+}
+
+/// Calls dropped from one responder rule's reply before the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DroppedCalls {
+    /// The rule's index in `responder`.
+    pub rule: usize,
+    /// How many of its reply's calls were dropped.
+    pub count: usize,
+    /// Why (the profile's gap, with the key to map).
+    pub why: String,
 }
 
 /// A loaded, validated table.
@@ -450,7 +500,7 @@ macro_rules! merge {
 
 impl KnobOverrides {
     pub fn apply(&self, base: Knobs) -> Knobs {
-        merge!(
+        let mut out = merge!(
             base,
             self,
             model,
@@ -459,7 +509,11 @@ impl KnobOverrides {
             api_max_retries,
             max_turns,
             tool_timeout
-        )
+        );
+        if self.api_retry_budget.is_some() {
+            out.api_retry_budget = self.api_retry_budget;
+        }
+        out
     }
 }
 

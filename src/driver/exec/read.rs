@@ -11,7 +11,7 @@ use tokio::io::AsyncRead;
 use crate::driver::output::{copy_capped_with, Budget, MAX_LINE, STDERR, STDOUT};
 use crate::driver::process::FINAL_KEEP_CHARS;
 use crate::profile::exec::{
-    pick_final, Capture, CaptureSel, ExecSpec, FailedSel, FinalSel, Source, MAX_CAPTURE_CHARS,
+    pick_final_from, Capture, CaptureSel, ExecSpec, FailedSel, FinalSel, Source, MAX_CAPTURE_CHARS,
 };
 
 use super::STDERR_TAIL;
@@ -85,8 +85,12 @@ impl Captures {
 /// The profile's selectors that read one of a turn's streams (`from:`):
 /// `final`, `failed.jsonl` and the captures, compiled once per turn.
 pub(super) struct Selectors {
-    /// `final`, when it reads this stream, and its regex.
+    /// `final`, when it (or, for a `jsonl` list, one of its selectors)
+    /// reads this stream, and its regex.
     pub(super) final_sel: Option<FinalSel>,
+    /// This stream, and the stream `final.from` names (the default of a
+    /// `final.jsonl` selector without its own `from`).
+    pub(super) read: (Source, Source),
     pub(super) final_re: Option<regex::Regex>,
     /// `failed`, when its `jsonl` reads this stream.
     pub(super) failed: Option<FailedSel>,
@@ -95,7 +99,12 @@ pub(super) struct Selectors {
 
 impl Selectors {
     pub(super) fn new(spec: &ExecSpec, stream: Source) -> Selectors {
-        let final_sel = (spec.final_sel.from == stream).then(|| spec.final_sel.sel.clone());
+        let default = spec.final_sel.from;
+        let reads = match &spec.final_sel.sel {
+            FinalSel::Jsonl(sels) => sels.iter().any(|j| j.source(default) == stream),
+            _ => default == stream,
+        };
+        let final_sel = reads.then(|| spec.final_sel.sel.clone());
         let final_re = match &final_sel {
             Some(FinalSel::Regex(r)) => regex::Regex::new(r).ok(),
             _ => None,
@@ -105,6 +114,7 @@ impl Selectors {
         .then(|| spec.failed.clone());
         Selectors {
             final_sel,
+            read: (stream, default),
             final_re,
             failed,
             captures: Captures::new(&spec.capture, stream),
@@ -147,7 +157,8 @@ impl Selectors {
         self.captures.read(text, rec.as_ref(), &mut seen.captured);
         let Some(rec) = rec else { return };
         if let Some(FinalSel::Jsonl(sels)) = &self.final_sel {
-            let picked = pick_final(sels, &mut seen.picks, &rec, FINAL_KEEP_CHARS);
+            let (read, picks) = (Some(self.read), &mut seen.picks);
+            let picked = pick_final_from(sels, read, picks, &rec, FINAL_KEEP_CHARS);
             seen.final_text = picked;
         }
         if let Some(failed) = self.failed.as_ref().and_then(|f| f.judge_line(&rec)) {
@@ -287,6 +298,46 @@ mod tests {
         out.line(br#"{"error": true}"#, &seen);
         assert_eq!(seen.lock().unwrap().final_text.as_deref(), Some("42"));
         assert!(seen.lock().unwrap().failed);
+    }
+
+    /// An answer on stdout and an error on stderr (Continue CLI,
+    /// mistral-vibe): one `final.jsonl` list, a selector per stream. A healthy
+    /// turn's answer is read on stdout whatever stderr printed, a failed
+    /// turn's error on stderr.
+    #[test]
+    fn a_final_list_reads_each_selector_on_its_own_stream() {
+        let s = spec(
+            "first: [a]\nfinal: {jsonl: [{where: {status: success}, field: response},\n  \
+             {where: {status: error}, field: message, from: stderr}]}\n",
+        );
+        let turn = |out_lines: &[&str], err_lines: &[&str]| {
+            let (out, err) = (
+                Selectors::new(&s, Source::Stdout),
+                Selectors::new(&s, Source::Stderr),
+            );
+            let seen = Mutex::new(Seen::default());
+            for l in err_lines {
+                err.line(l.as_bytes(), &seen);
+            }
+            for l in out_lines {
+                out.line(l.as_bytes(), &seen);
+            }
+            let text = seen.lock().unwrap().final_text.clone();
+            text
+        };
+        let healthy = turn(
+            &[r#"{"status": "success", "response": "alive 42"}"#],
+            &[
+                "warning: update check skipped",
+                r#"{"status": "error", "message": "on stdout only"}"#,
+            ],
+        );
+        assert_eq!(healthy.as_deref(), Some("alive 42"));
+        let failed = turn(&[], &[r#"{"status": "error", "message": "HTTP 500"}"#]);
+        assert_eq!(failed.as_deref(), Some("HTTP 500"));
+        // A success line on stderr is not the answer: that selector reads stdout.
+        let wrong = turn(&[], &[r#"{"status": "success", "response": "no"}"#]);
+        assert_eq!(wrong, None);
     }
 
     /// `failed.unless_last_line` (aider): the last non-empty line of its

@@ -114,10 +114,7 @@ impl Turn {
                 .into());
             }
         }
-        template
-            .iter()
-            .map(|a| crate::template::render(a, &vars).map_err(anyhow::Error::msg))
-            .collect()
+        crate::template::render_argv(template, &vars).map_err(anyhow::Error::msg)
     }
 
     /// Merge a turn's captured values into the run's; the events for those

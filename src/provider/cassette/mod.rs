@@ -4,8 +4,9 @@
 //! A cassette is a JSON-lines file. Line 1 is the header
 //! (`{"cassette":1,"wire":"openai-chat","upstream":"https://…"}`); every other
 //! line is one relayed main call, in order ([`Entry`]): the request in the one
-//! message model, the `match` key replay uses (the last message's role and
-//! text: the last user message or tool result), and the upstream's answer as
+//! message model, the `match` key replay uses (a message's role and text:
+//! the latest tool result when the request follows one, whatever the agent
+//! appended after it, else the last message), and the upstream's answer as
 //! wire-neutral events ([`Recorded`]: text and reasoning chunks with their
 //! offsets in seconds from the response head, tool calls with arguments, the
 //! finish with usage) or the error status it answered. The scenario's nonce
@@ -57,7 +58,7 @@ pub struct Header {
     pub scenario: Option<String>,
 }
 
-/// What a replayed call is matched on: its last message.
+/// What a replayed call is matched on: the message [`key_of`] picks.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MatchKey {
@@ -157,9 +158,13 @@ pub(crate) fn hide_nonce(text: &str, nonce: &str) -> String {
     }
 }
 
-/// The match key of a request whose last message is `last`.
-pub(crate) fn key_of(last: Option<&Message>, nonce: &str) -> MatchKey {
-    let Some(m) = last else {
+/// The match key of a request of `messages`: its latest tool result when it
+/// follows one ([`crate::message::latest_result`]; a note the agent appended
+/// after the result is the same after every result and says nothing of the
+/// call), else its last message.
+pub(crate) fn key_of(messages: &[Message], nonce: &str) -> MatchKey {
+    let at = crate::message::latest_result(messages);
+    let Some(m) = at.map(|i| &messages[i]).or(messages.last()) else {
         return MatchKey::default();
     };
     let text: Vec<&str> = m.content.split_whitespace().collect();
@@ -376,9 +381,31 @@ mod tests {
     #[test]
     fn keys_collapse_whitespace_and_hide_the_nonce() {
         let m = Message::new("tool", " out  N123\nend ");
-        let k = key_of(Some(&m), "N123");
+        let k = key_of(std::slice::from_ref(&m), "N123");
         assert_eq!(k.text.as_deref(), Some("out {{nonce}} end"));
         assert_eq!(k.role, "tool");
+        assert_eq!(key_of(&[], "N123"), MatchKey::default());
+    }
+
+    #[test]
+    fn a_note_after_a_result_does_not_key_the_call() {
+        let call =
+            Message::assistant_calls(vec![crate::message::ToolCall::new("c1", "shell", "{}")]);
+        let note = Message::new("user", "<system-reminder>note</system-reminder>");
+        let convo = [
+            Message::new("user", "go"),
+            call,
+            Message::tool_result("c1", "out 1"),
+            note.clone(),
+        ];
+        let k = key_of(&convo, "");
+        assert_eq!(
+            (k.role.as_str(), k.text.as_deref()),
+            ("tool", Some("out 1"))
+        );
+        let answered = [&convo[..], &[Message::new("assistant", "done"), note]].concat();
+        let k = key_of(&answered, "");
+        assert_eq!(k.role, "user", "after the answer the last message keys it");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! The match rule: each entry answers at most once. A call takes the next
 //! unused entry (by position) when that entry's `match` key equals the call's
-//! (the last message's role and its whitespace-collapsed text, nonce as
+//! (its latest tool result's role and whitespace-collapsed text when it
+//! follows one, whatever was appended after it, else its last message's; nonce as
 //! `{{nonce}}`; an entry without `text` matches any text of that role, and
 //! a `<redacted>` in it, a secret the recording replaced, any text there);
 //! otherwise the first unused entry further on whose key equals it (a skipped
@@ -104,7 +105,7 @@ impl Player {
                     .take(120)
                     .collect();
                 Err(format!(
-                    "{REPLAY_ERROR}{}: no entry for main call {main_index} (last message {}: {text:?}; \
+                    "{REPLAY_ERROR}{}: no entry for main call {main_index} (matched on {}: {text:?}; \
                      {} of {} entries left)",
                     self.file,
                     key.role,

@@ -1,7 +1,7 @@
 //! `cassette`: answer main calls from a recorded session (see
 //! [`crate::provider::cassette`]), on whatever wire is served, paced as it was
 //! recorded: `{kind: cassette, file: rec/row.jsonl}`. The entry is picked by
-//! position and by the call's last message (the documented match rule in
+//! position and by the call's match key (the documented match rule in
 //! [`crate::provider::cassette::player`]); a call no entry matches gets a
 //! 500 naming it and makes the scenario an ERROR. `fault:` takes any relay
 //! fault (`stall_after_events`, `cut_before_terminal`, `delay_first_byte`,

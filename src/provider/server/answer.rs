@@ -28,6 +28,7 @@ pub(super) async fn generate(
             Ok(call) => call,
             Err(resp) => return resp,
         };
+    let (seq, size) = (head.seq, head.size);
     let class = shared.classify(&parsed, head.size);
     let (kind, main_index, picked) = (class.kind, class.main_index, class.picked);
     let rule = picked.map(|(_, r)| r);
@@ -41,10 +42,12 @@ pub(super) async fn generate(
     };
     if let Some(refusal) = shared.refuse_credential(&head, kind, main_index) {
         shared.push(record(head, parsed, kind, main_index, None, refusal.0));
+        shared.answered(seq);
         return refusal.1;
     }
     if let Some(overflow) = class.overflow {
         shared.push(record(head, parsed, kind, main_index, None, overflow.0));
+        shared.answered(seq);
         return wire.error_response(&overflow.1);
     }
 
@@ -66,7 +69,6 @@ pub(super) async fn generate(
         None => Served::reply(reply, wire, parsed.stream),
     };
     let (stream, model) = (parsed.stream, parsed.model.clone());
-    let (seq, size) = (head.seq, head.size);
     shared.push(record(
         head,
         parsed,
@@ -75,8 +77,10 @@ pub(super) async fn generate(
         picked.map(|(i, _)| i),
         served,
     ));
+    let answering = super::answering::Answering::new(shared.clone(), seq, kind);
 
     shared.hold(picked, main_index).await;
+    shared.subagents_closed(kind).await;
     let call = Accepted {
         reply,
         picked,
@@ -91,7 +95,8 @@ pub(super) async fn generate(
         seq,
         size,
     };
-    answer(&shared, call, upstream_body, &forward).await
+    let resp = answer(&shared, call, upstream_body, &forward).await;
+    answering.until_sent(resp)
 }
 
 impl Shared {

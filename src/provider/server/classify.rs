@@ -95,6 +95,8 @@ impl Shared {
             previous_response_id,
             error: None,
             credential: head.credential,
+            // Answered at once (a refusal, a model list).
+            ended: Some(head.at),
         });
     }
 
@@ -117,7 +119,7 @@ impl Shared {
             self.subagent_tx.send_modify(|v| *v = (*v).max(index + 1));
             out.kind = CallKind::Subagent;
             out.main_index = Some(index);
-            out.picked = rules::pick_at(&self.rules, index, parsed.last_is_tool, true, 0.0);
+            out.picked = rules::pick_at(&self.rules, index, parsed.after_tool, true, 0.0);
             if let Some((i, _)) = out.picked {
                 self.rule_hits[i].fetch_add(1, Ordering::SeqCst);
             }
@@ -154,7 +156,7 @@ impl Shared {
         out.picked = rules::pick_at(
             &self.rules,
             index,
-            parsed.last_is_tool,
+            parsed.after_tool,
             false,
             elapsed.as_secs_f64(),
         );
@@ -195,5 +197,6 @@ pub(super) fn record(
         previous_response_id: parsed.previous_response_id,
         error: served.error,
         credential: head.credential,
+        ended: None,
     }
 }

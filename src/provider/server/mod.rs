@@ -6,6 +6,7 @@
 //! [`conversations`] keeps the Responses conversations.
 
 mod answer;
+mod answering;
 mod asleep;
 mod classify;
 mod conversations;
@@ -68,6 +69,8 @@ struct Shared {
     /// Subagent calls (see [`CallKind::Subagent`]), and a watch on them.
     subagent: AtomicU64,
     subagent_tx: watch::Sender<u64>,
+    /// Subagent calls whose answer is not over yet (see [`answering`]).
+    open_subagent: watch::Sender<u64>,
     /// How many times the provider was put to sleep (see [`asleep`]).
     sleeps: watch::Sender<u64>,
     /// Answers a sleep silenced (see [`asleep`]).
@@ -157,6 +160,7 @@ impl Running {
             main_tx,
             subagent: AtomicU64::new(0),
             subagent_tx: watch::channel(0u64).0,
+            open_subagent: watch::channel(0u64).0,
             sleeps: watch::channel(0u64).0,
             held: watch::channel(None).0,
             silenced: Arc::new(AtomicU64::new(0)),
@@ -292,7 +296,11 @@ impl Running {
         }
         // The records move into the recording, whole once the run-wide
         // budget has room: the scenario's observation is their one copy.
-        let taken = self.shared.records.lock().unwrap().take();
+        let taken = {
+            let mut records = self.shared.records.lock().unwrap();
+            records.end_all(self.shared.started.elapsed().as_secs_f64());
+            records.take()
+        };
         let (requests, dropped, lease) = taken.whole().await;
         self.recording_with(requests, dropped, lease)
     }

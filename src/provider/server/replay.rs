@@ -58,7 +58,7 @@ impl Shared {
         if !taped && !matches!(reply.source(), Source::Replayed { .. }) {
             return (None, None);
         }
-        let key = crate::provider::cassette::key_of(parsed.messages.last(), &self.nonce);
+        let key = crate::provider::cassette::key_of(&parsed.messages, &self.nonce);
         let tape = taped.then(|| crate::provider::cassette::tape::TapeStart {
             main_index: main_index.unwrap_or(0),
             key: key.clone(),

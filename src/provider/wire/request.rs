@@ -1,8 +1,8 @@
 //! Request normalisation: every wire's request body, parsed by its own module
 //! into [`Request`] (messages in the one message model, [`Message`]), then
 //! bounded and classified here the same way for all
-//! wires (probe marker in the latest user message, last message a tool
-//! result, "main call" = the request offers tools).
+//! wires (probe marker in the latest user input, after a tool result
+//! whatever follows it, "main call" = the request offers tools).
 
 use serde_json::Value;
 
@@ -32,8 +32,11 @@ pub(crate) struct Parsed {
     pub tools: Vec<String>,
     pub messages: Vec<Message>,
     pub truncated: bool,
-    pub last_is_tool: bool,
-    /// The nonce of a `[[probe:NONCE]]` marker in the latest user message.
+    /// The request follows a tool result, whatever follows the result
+    /// ([`crate::message::after_tool`]).
+    pub after_tool: bool,
+    /// The nonce of a `[[probe:NONCE]]` marker in the latest user input
+    /// ([`user_input`]).
     pub probe: Option<String>,
     /// A user message of the conversation's opening (before any assistant
     /// or tool message) carries `[[subagent:NONCE]]`.
@@ -72,7 +75,6 @@ pub(crate) fn json(body: &[u8]) -> Result<Value, String> {
 pub(crate) fn bound_request(req: Request, nonce: &str) -> Parsed {
     let mut truncated = false;
     let mut probe = None;
-    let last_user = req.messages.iter().rposition(|m| m.role == "user");
     // The subagent's own conversation opens with its prompt: the first user
     // message, or one after an agent's own context messages (Codex sends
     // `<environment_context>` as a user message first). The parent's carries
@@ -82,10 +84,11 @@ pub(crate) fn bound_request(req: Request, nonce: &str) -> Parsed {
         .iter()
         .take_while(|m| m.role != "assistant" && m.role != "tool")
         .any(|m| m.role == "user" && subagent_marker(&m.content, nonce));
-    let last_is_tool = req.messages.last().is_some_and(|m| m.role == "tool");
+    let after_tool = crate::message::after_tool(&req.messages);
+    let input = user_input(&req.messages);
     let mut messages = req.messages;
     for (pos, m) in messages.iter_mut().enumerate() {
-        if Some(pos) == last_user {
+        if input.contains(&pos) && probe.is_none() {
             probe = probe_marker(&m.content, nonce);
         }
         (m.content, m.content_chars) = bound(std::mem::take(&mut m.content), &mut truncated);
@@ -101,11 +104,23 @@ pub(crate) fn bound_request(req: Request, nonce: &str) -> Parsed {
         tools: req.tools,
         messages,
         truncated,
-        last_is_tool,
+        after_tool,
         probe,
         subagent,
         previous_response_id: req.previous_response_id,
     }
+}
+
+/// The positions of the user's latest input: the latest user message, and
+/// every user message since the model last spoke (an agent may append its
+/// own notes after the prompt, as it does after a tool result).
+fn user_input(messages: &[Message]) -> Vec<usize> {
+    let spoke = messages.iter().rposition(|m| m.role == "assistant");
+    let latest = messages.iter().rposition(|m| m.role == "user");
+    (0..messages.len())
+        .filter(|&i| messages[i].role == "user")
+        .filter(|&i| Some(i) == latest || spoke.is_none_or(|a| i > a))
+        .collect()
 }
 
 /// The marker chaosrun appends to a `subagent` tool call's prompt.
@@ -336,6 +351,32 @@ mod tests {
     }
 
     #[test]
+    fn a_note_after_the_probe_prompt_still_makes_a_probe() {
+        let probe = |msgs: Vec<Message>| {
+            let req = Request {
+                messages: msgs,
+                ..Request::default()
+            };
+            bound_request(req, "N").probe
+        };
+        let answered = || {
+            vec![
+                Message::new("user", "task"),
+                Message::new("assistant", "done"),
+            ]
+        };
+        let note = || Message::new("user", "<system-reminder>note</system-reminder>");
+        let mut asked = answered();
+        asked.extend([Message::new("user", "still there? [[probe:N]]"), note()]);
+        assert_eq!(probe(asked), Some("N".into()));
+        // A marker before the model's last answer is an earlier turn's.
+        let mut old = vec![Message::new("user", "[[probe:N]]")];
+        old.extend(answered());
+        old.push(note());
+        assert_eq!(probe(old), None);
+    }
+
+    #[test]
     fn reasoning_is_bounded_like_content() {
         let mut m = Message::new("assistant", "ok");
         m.reasoning = "r".repeat(CONTENT_KEEP_CHARS + 5);
@@ -375,7 +416,7 @@ mod tests {
             ..Request::default()
         };
         let p = bound_request(req, "N");
-        assert!(p.truncated && p.last_is_tool);
+        assert!(p.truncated && p.after_tool);
         assert_eq!(p.probe.as_deref(), Some("N"));
         assert_eq!(p.messages[1].content.len(), CONTENT_KEEP_CHARS);
         assert_eq!(p.messages[1].content_chars, CONTENT_KEEP_CHARS + 10);

@@ -13,6 +13,7 @@
 //! through one operation ([`faults`]: `Drive::land`), which alone signals,
 //! buries and revives; it hands on a [`Driven`].
 
+mod baseline;
 mod bound;
 mod chaos;
 mod clock;

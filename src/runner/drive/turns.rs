@@ -5,8 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use tokio::time::{sleep_until, Instant};
 
+use super::baseline;
 use super::clock::{began, TurnClock};
 use super::faults::{Hit, Landed};
 use super::{Drive, Next};
@@ -105,6 +107,7 @@ pub(crate) async fn drive(
     if let Some(n) = store_write_trigger(s) {
         provider.hold_from(Some(n.saturating_sub(1)));
     }
+    baseline::arm(s, provider);
     if !d.boot_all(s.deadlines.boot).await? {
         return Ok(false);
     }
@@ -201,6 +204,8 @@ async fn faulted_turn_in(
         armed,
     );
     tokio::pin!(fault_trigger);
+    // Fused: once measured it is pending for good.
+    let mut footprint = Box::pin(baseline::measure(s, scope.clone(), provider).fuse());
     let (mut sent, mut faulted) = (false, false);
     // The worker running the faulted turn (a single agent is worker 0).
     let mut runner = 0;
@@ -222,6 +227,7 @@ async fn faulted_turn_in(
                     }
                 }
             },
+            ev = &mut footprint => d.push(Instant::now(), ev),
             _ = &mut trigger, if !sent => {
                 sent = true;
                 let main_calls = *provider.main_calls().borrow();

@@ -88,9 +88,9 @@ pub enum Evidence {
     /// [`Evidence::Signalled`], and the provider silenced at least one
     /// answer in flight.
     SignalledSilencing,
-    /// The kernel's OOM kill: a limit was set, the memory cgroup's own
-    /// `oom_kill` counter rose, and the agent died of a SIGKILL (recorded as
-    /// a landed kill).
+    /// The kernel's OOM kill: a limit was set and the memory cgroup's own
+    /// `oom_kill` counter rose (a kill of any process of the agent's tree,
+    /// recorded as a landed kill).
     KernelOomKill,
 }
 

@@ -1,11 +1,12 @@
 //! `oom`: the kernel's OOM kill. The reply to the trigger's call
 //! (`at: {after_calls: N}`) is held while the agent's processes get a
 //! memory cgroup limit of their usage then plus `headroom_mb` (1 to 65536);
-//! the turn makes the agent outgrow it and the kernel kills it. chaosrun
+//! the turn makes the agent's processes outgrow it and the kernel kills one
+//! of them (any process of the agent's tree is the agent's OOM). chaosrun
 //! sends no signal: it lifts the limit and restarts the agent as after a
-//! `kill` (the limit: proc_hygiene's `memory_limit`; the landing:
-//! runner's `drive/oom.rs`). Landed when the cgroup's own `oom_kill`
-//! counter rose and the agent died of a SIGKILL, recorded as a `kill`.
+//! `kill` if its process died (the limit: proc_hygiene's `memory_limit`;
+//! the landing: runner's `drive/oom.rs`). Landed when the cgroup's own
+//! `oom_kill` counter rose, recorded as a `kill`.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,0 +1,98 @@
+//! When each model call's answer is over ([`RequestRecord::ended`]): a
+//! guard, made once the call is recorded, marks it over when it is dropped.
+//! It lives in the handler until the response is ready (a `hang` answers
+//! nothing, so a client that gives up drops it with the connection) and
+//! then in the response's body, which the server drops once the last byte
+//! is sent or the connection closes under it. So the record tells a call
+//! answered, or given up by its client, from one still held open (a
+//! subagent left inside its model call after its parent's turn ended).
+//!
+//! And the wait that makes such a call visible: the probe turn's call is
+//! answered once no subagent call is open, or after
+//! [`SUBAGENT_CLOSE_WAIT`], so an agent that left its subagent inside a
+//! call cannot close (and drop that call with its process) right after the
+//! parent's turn ended; an agent that stopped its subagent is not held.
+//!
+//! [`RequestRecord::ended`]: crate::provider::recording::RequestRecord::ended
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use futures_util::StreamExt;
+
+use super::Shared;
+use crate::provider::CallKind;
+
+/// How long the probe turn's call waits for the subagent calls still open
+/// to close (`oracle::orphan::OPEN_GRACE`, the time a call may stay open
+/// after its parent's turn ended, is well within it).
+pub const SUBAGENT_CLOSE_WAIT: Duration = Duration::from_secs(3);
+
+/// Marks request `seq`'s answer over when dropped.
+pub(super) struct Answering {
+    shared: Arc<Shared>,
+    seq: u64,
+    subagent: bool,
+}
+
+impl Answering {
+    pub(super) fn new(shared: Arc<Shared>, seq: u64, kind: CallKind) -> Answering {
+        let subagent = kind == CallKind::Subagent;
+        if subagent {
+            shared.open_subagent.send_modify(|n| *n += 1);
+        }
+        Answering {
+            shared,
+            seq,
+            subagent,
+        }
+    }
+
+    /// `resp`, its body holding this guard: the answer is over when the
+    /// body is sent whole or dropped with its connection.
+    pub(super) fn until_sent(self, resp: Response) -> Response {
+        let (parts, body) = resp.into_parts();
+        let held = body.into_data_stream().map(move |chunk| {
+            let _answering = &self;
+            chunk
+        });
+        Response::from_parts(parts, Body::from_stream(held))
+    }
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        self.shared.answered(self.seq);
+        if self.subagent {
+            self.shared
+                .open_subagent
+                .send_modify(|n| *n = n.saturating_sub(1));
+        }
+    }
+}
+
+impl Shared {
+    /// Request `seq`'s answer is over now (sent whole, given up, or a
+    /// refusal answered at once).
+    pub(super) fn answered(&self, seq: u64) {
+        let at = self.started.elapsed().as_secs_f64();
+        if let Ok(mut records) = self.records.lock() {
+            records.end(seq, at);
+        }
+    }
+
+    /// A probe call: until no subagent call is open, at most
+    /// [`SUBAGENT_CLOSE_WAIT`] (or the provider shuts down).
+    pub(super) async fn subagents_closed(&self, kind: CallKind) {
+        if kind != CallKind::Probe {
+            return;
+        }
+        let mut open = self.open_subagent.subscribe();
+        tokio::select! {
+            _ = tokio::time::timeout(SUBAGENT_CLOSE_WAIT, open.wait_for(|n| *n == 0)) => {}
+            _ = self.cancel.cancelled() => {}
+        }
+    }
+}
