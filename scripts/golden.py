@@ -118,6 +118,7 @@ PROCESS_BUG_ROWS = [
     ("lost_result_on_restart", "kill_during_tool_side_effect", "1", "history_integrity"),
     ("replay_from_zero", "kill_mid_stream", "1", "termination"),
     ("resume_rolls_back_turn", "kill_at_store_write", "1", "store_integrity"),
+    ("nonatomic_rewrite", "kill_at_store_write", "1", "store_integrity"),
     # The kill never fired (nothing persisted mid-turn): kill_landed_mid_turn
     # and the probe are not checked, naming process_fault_landed.
     ("persist_at_turn_end", "kill_at_store_write", "1", "exercised"),

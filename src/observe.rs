@@ -374,6 +374,11 @@ pub struct Observation {
     /// copy taken before the restart), for such a row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_at_kill: Option<StoreObservation>,
+    /// The store when that kill's trigger armed, before the write it was
+    /// aimed at (read from the copy taken then): the messages the kill must
+    /// not lose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_at_arm: Option<StoreObservation>,
     /// The scenario's processes (its cgroup's members, or what the tag
     /// fallback found) still alive after the reap deadline.
     pub survivors: Vec<ProcInfo>,

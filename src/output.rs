@@ -308,19 +308,42 @@ pub fn read_regular_at(
     shown: &Path,
     limit: u64,
 ) -> io::Result<Vec<u8>> {
+    let (file, _) = open_regular_at(dir, name, shown)?;
+    let mut out = Vec::new();
+    file.take(limit).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// Open the regular file `name` in the folder `dir` for reading, the name
+/// not followed if it is a link and the open never blocking (`shown` names
+/// it in the error); the file and its metadata, taken on the descriptor.
+pub fn open_regular_at(
+    dir: &OwnedFd,
+    name: &std::ffi::OsStr,
+    shown: &Path,
+) -> io::Result<(File, std::fs::Metadata)> {
     let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
     let fd = openat(Some(raw(dir)), name, flags, Mode::empty()).map_err(errno)?;
     // SAFETY: openat returned a fresh descriptor we now own.
     let file = unsafe { File::from_raw_fd(fd) };
-    if !file.metadata()?.file_type().is_file() {
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
         return Err(io::Error::other(format!(
             "{} is not a regular file",
             shown.display()
         )));
     }
-    let mut out = Vec::new();
-    file.take(limit).read_to_end(&mut out)?;
-    Ok(out)
+    Ok((file, meta))
+}
+
+/// [`open_regular_at`] for `base/rel`, refusing a symlink anywhere below
+/// `base` (a file a live agent may swap while it is read).
+pub fn open_regular_beneath(base: &Path, rel: &Path) -> io::Result<(File, std::fs::Metadata)> {
+    let name = rel
+        .file_name()
+        .ok_or_else(|| io::Error::other(format!("{} is not a file name", rel.display())))?;
+    let dir = open_dir_beneath(base, rel.parent().unwrap_or(Path::new("")))?;
+    open_regular_at(&dir, name, rel)
 }
 
 /// Open a log in a run folder the agent can write to, for appending: a

@@ -107,6 +107,11 @@ past its timeout, so a child that keeps the pipe holds the turn); and the restar
     turn again from turn 0 (a protocol violation chaosrun must name).
   * resume_rolls_back_turn: the unfinished turn is rolled back to its user
     message (its finished tool steps deleted from the store), not repaired.
+  * nonatomic_rewrite: every write to the store first deletes the unfinished
+    turn's stored steps (everything after its user message), then re-inserts
+    them one autocommit at a time, NONATOMIC_PAUSE seconds apart (a slow disk),
+    then adds the new message: a kill aimed at that write leaves a store
+    without the turn's finished steps, which the restarted agent never sees.
 
 Combination bugs, each invisible to every row of the seed tables (``chaosrun
 explore`` finds them): sticky_backoff_interrupt, resend_batch_minus_one,
@@ -186,6 +191,7 @@ KNOWN_BUGS = {
     "lost_result_on_restart": "on resume, an unanswered tool call is left without a result",
     "replay_from_zero": "on resume, start_turn is ignored and the turns replay from turn 0",
     "resume_rolls_back_turn": "on resume, an unfinished turn is rolled back to its user message: the tool calls and results it had persisted are deleted",
+    "nonatomic_rewrite": "every store write deletes the unfinished turn's stored steps, then re-inserts them one slow autocommit at a time: a kill in between leaves the store short",
     "mcp_no_timeout": "an MCP tool call has no timeout (waits until interrupted)",
     "mcp_no_cancel": "an abandoned MCP call is never cancelled (no notifications/cancelled)",
     "mcp_timeout_no_cancel": "an MCP call whose timeout fires is forgotten: no notifications/cancelled, the connection kept open",
@@ -812,6 +818,36 @@ class Store:
             self.db.close()
 
 
+# --bug nonatomic_rewrite: the pause before each re-inserted row (seconds).
+NONATOMIC_PAUSE = 1.0
+
+
+class NonAtomicStore(Store):
+    """--bug nonatomic_rewrite: a store that rewrites the unfinished turn on
+    every write, without a transaction: the turn's stored steps (the rows
+    after its last user message) are deleted in one autocommit, re-inserted
+    one autocommit at a time NONATOMIC_PAUSE seconds apart, then the new
+    message is added. A kill in between leaves them deleted."""
+
+    def add(self, session_id, msg):
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT id, role, content, tool_call_id, tool_calls, created_at FROM messages"
+                " WHERE session_id = ? AND active = 1 AND id > COALESCE((SELECT MAX(id) FROM messages"
+                "  WHERE session_id = ? AND active = 1 AND role = 'user'), 0) ORDER BY id",
+                (session_id, session_id)).fetchall()
+            if rows:
+                self.db.execute("DELETE FROM messages WHERE id IN (%s)" % ",".join("?" * len(rows)),
+                                [r[0] for r in rows])
+                log(f"rewriting {len(rows)} stored step(s) of the turn (bug nonatomic_rewrite)")
+            for _id, role, content, call_id, calls, created in rows:
+                time.sleep(NONATOMIC_PAUSE)
+                self.db.execute(
+                    "INSERT INTO messages(session_id, role, content, tool_call_id, tool_calls, active, created_at)"
+                    " VALUES (?, ?, ?, ?, ?, 1, ?)", (session_id, role, content, call_id, calls, created))
+        super().add(session_id, msg)
+
+
 class DeferredWrites:
     """--bug persist_at_turn_end: a SQLite connection whose writes (INSERT,
     UPDATE, DELETE) are held in memory and run, in one transaction, only by
@@ -993,8 +1029,9 @@ class Agent:
         state_dir = os.path.join(home, ".refagent")
         os.makedirs(state_dir, exist_ok=True)
         self.bg_dir = os.path.join(state_dir, "bg")
-        self.store = Store(os.path.join(state_dir, "state.db"),
-                           cap=None if self.bug("huge_output_whole") else PERSIST_CAP)
+        store_cls = NonAtomicStore if self.bug("nonatomic_rewrite") else Store
+        self.store = store_cls(os.path.join(state_dir, "state.db"),
+                               cap=None if self.bug("huge_output_whole") else PERSIST_CAP)
         if self.bug("persist_at_turn_end"):
             self.store.db = DeferredWrites(self.store.db)
         # A previous incarnation (SIGKILLed mid-turn) may have left processes and

@@ -163,6 +163,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
         memory_peak: None,
         turn_model: None,
         store_at_kill: None,
+        store_at_arm: None,
         processes_seen: vec![],
         provider_offset: 0.0,
         store: StoreObservation::Read {

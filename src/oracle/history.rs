@@ -220,8 +220,17 @@ fn store_results(obs: &Observation) -> Check {
     Check::new(inv, "store_tool_results", v)
 }
 
+/// Whether a stored message is a turn: it has text, tool calls or answers
+/// a call. An empty one (opencode writes an empty assistant message after
+/// each user message) is no turn, whether the profile's mapping keeps it or
+/// drops it.
+fn is_turn(m: &Message) -> bool {
+    m.content_chars > 0 || !m.tool_calls.is_empty() || m.tool_call_id.is_some()
+}
+
 /// No user turn persisted twice in a row (a resume that re-appends the turn
-/// it was given).
+/// it was given); messages that are no turn ([`is_turn`]) do not separate
+/// the two.
 fn store_user_turns(obs: &Observation) -> Check {
     let inv = Invariant::HistoryIntegrity;
     let name = "store_no_duplicate_user_turn";
@@ -229,21 +238,26 @@ fn store_user_turns(obs: &Observation) -> Check {
         Err(why) => return Check::skipped(inv, name, why),
         Ok(msgs) => msgs,
     };
-    let v = msgs
-        .windows(2)
+    let turns: Vec<(usize, &Message)> = msgs
+        .iter()
         .enumerate()
-        .filter(|(_, w)| {
-            w[0].role == "user"
-                && w[1].role == "user"
-                && !w[0].content.is_empty()
-                && w[0].content == w[1].content
-                && w[0].content_chars == w[1].content_chars
+        .filter(|(_, m)| is_turn(m))
+        .collect();
+    let v = turns
+        .windows(2)
+        .filter(|w| {
+            let (a, b) = (w[0].1, w[1].1);
+            a.role == "user"
+                && b.role == "user"
+                && a.content == b.content
+                && a.content_chars == b.content_chars
         })
-        .map(|(i, w)| {
+        .map(|w| {
             format!(
-                "the store holds the user turn {:?} twice in a row (messages #{i} and #{})",
-                clip(&w[0].content, 80),
-                i + 1
+                "the store holds the user turn {:?} twice in a row (messages #{} and #{})",
+                clip(&w[0].1.content, 80),
+                w[0].0,
+                w[1].0
             )
         })
         .collect();
@@ -683,6 +697,98 @@ mod tests {
             stored("user", "run the job", None, &[]),
         ]);
         assert!(!named(&check(&s, &o), "store_no_duplicate_user_turn").failed());
+    }
+
+    /// One opencode-like store (a message row, its parts) read through two
+    /// mappings: one keeps a message with no text part (the empty assistant
+    /// message written after each user message), one drops it.
+    fn two_mappings(rows: &[(&str, Option<&str>, Option<&str>)]) -> [Vec<Check>; 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("store.db");
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE message(id INTEGER PRIMARY KEY, role TEXT);
+             CREATE TABLE part(id INTEGER PRIMARY KEY, message_id INTEGER, kind TEXT, text TEXT, call_id TEXT);",
+        )
+        .unwrap();
+        for (i, (role, kind, text)) in rows.iter().enumerate() {
+            conn.execute(
+                "INSERT INTO message VALUES (?1, ?2)",
+                rusqlite::params![i, role],
+            )
+            .unwrap();
+            if let Some(kind) = kind {
+                let call = (*kind != "text").then_some("call_1");
+                conn.execute(
+                    "INSERT INTO part(message_id, kind, text, call_id) VALUES (?1, ?2, ?3, ?4)",
+                    rusqlite::params![i, kind, text, call],
+                )
+                .unwrap();
+            }
+        }
+        drop(conn);
+        let select =
+            "SELECT CASE WHEN p.kind IS NULL OR p.kind = 'text' THEN m.role ELSE p.kind END,
+                  p.text, p.call_id FROM message m";
+        let keeps = format!("{select} LEFT JOIN part p ON p.message_id = m.id WHERE :session_id IS NOT NULL ORDER BY m.id");
+        let drops = format!("{select} JOIN part p ON p.message_id = m.id WHERE :session_id IS NOT NULL ORDER BY m.id");
+        [keeps, drops].map(|sql| {
+            let spec: crate::store::StoreSpec = serde_yaml::from_str(&format!(
+                "path: store.db\nshape: items\nmessages_sql: {sql:?}"
+            ))
+            .unwrap();
+            let (s, mut o) = with_wire(vec![]);
+            o.store = crate::store::observe(Some(&db), &spec, "s1");
+            check(&s, &o)
+        })
+    }
+
+    #[test]
+    fn an_empty_message_between_two_user_turns_is_no_turn_whatever_the_mapping_keeps() {
+        let verdict = |c: &[Check]| {
+            named(c, "store_no_duplicate_user_turn")
+                .violations()
+                .to_vec()
+        };
+        // A turn stored again after a restart, an empty assistant message
+        // between: a duplicate under both mappings.
+        let [keeps, drops] = two_mappings(&[
+            ("user", Some("text"), Some("run the job")),
+            ("assistant", None, None),
+            ("user", Some("text"), Some("run the job")),
+            ("assistant", Some("text"), Some("done")),
+        ]);
+        let (k, d) = (verdict(&keeps), verdict(&drops));
+        // The same verdict; the message numbers are each mapping's own.
+        assert_eq!(k.len(), 1, "keeping the empty message: {k:?}");
+        assert_eq!(d.len(), 1, "dropping the empty message: {d:?}");
+        assert!(
+            k[0].contains("\"run the job\" twice in a row (messages #0 and #2)"),
+            "{k:?}"
+        );
+        assert!(
+            d[0].contains("\"run the job\" twice in a row (messages #0 and #1)"),
+            "{d:?}"
+        );
+        // Turns answered in between (text, or a call and its result): no
+        // duplicate under either mapping.
+        for between in [
+            vec![("assistant", Some("text"), Some("done"))],
+            vec![
+                ("assistant", Some("tool_call"), Some("{}")),
+                ("assistant", Some("tool_result"), Some("ok")),
+            ],
+        ] {
+            let mut rows = vec![
+                ("user", Some("text"), Some("run the job")),
+                ("assistant", None, None),
+            ];
+            rows.extend(between);
+            rows.push(("user", Some("text"), Some("run the job")));
+            for c in two_mappings(&rows) {
+                assert!(verdict(&c).is_empty(), "{:?}", verdict(&c));
+            }
+        }
     }
 
     #[test]

@@ -2,12 +2,17 @@
 //! (`at: {store_write_after_calls: N}`): the store as the kill left it (the
 //! copy chaosrun took before the restart) must open and pass its integrity
 //! check, or for JSONL transcripts hold only JSON records (a store torn by
-//! the kill is what the restarted agent reads), and
-//! every message it held must still be in the store at the end, in order (a
-//! restarted agent that rolls back, rewrites or drops what was durable loses
-//! completed work, which no request to the model need show). Not checked
-//! when nothing was persisted before the kill, when no copy could be taken,
-//! or when the final store cannot be read (that is `integrity_check`'s).
+//! the kill is what the restarted agent reads); every message the store held
+//! when the trigger armed (the copy taken then, before the write the kill is
+//! aimed at) must still be in it as the kill left it (a store rewritten
+//! without a transaction is short exactly at the kill; one left empty or
+//! deleted lost them all); and every message it held as the kill left it
+//! must still be in the store at the end, in order (a restarted agent that
+//! rolls back, rewrites or drops what was durable loses completed work,
+//! which no request to the model need show). Not checked when nothing was
+//! persisted before the kill, when no copy could be taken, or when the final
+//! store cannot be read (that is `integrity_check`'s); an observation saved
+//! before the copy at arming was taken is judged on the two others.
 
 use super::history::messages_of;
 use super::{clip, Check, Invariant};
@@ -21,10 +26,24 @@ const NAME: &str = "store_kept_across_kill";
 pub fn check(obs: &Observation) -> Option<Check> {
     let at_kill = obs.store_at_kill.as_ref()?;
     let inv = Invariant::StoreIntegrity;
+    let armed = match obs.store_at_arm.as_ref().map(reference) {
+        None => None,
+        Some(Ok(m)) => Some(m),
+        Some(Err(why)) => return Some(Check::skipped(inv, NAME, why)),
+    };
     let held = match at_kill {
-        StoreObservation::Missing { .. } => {
-            return Some(Check::skipped(inv, NAME, "the agent had persisted nothing when it was killed"))
-        }
+        // A store that held messages when the trigger armed and is gone as
+        // the kill left it lost them all.
+        StoreObservation::Missing { .. } => match armed {
+            Some(a) if !a.is_empty() => &[][..],
+            _ => {
+                return Some(Check::skipped(
+                    inv,
+                    NAME,
+                    "the agent had persisted nothing when it was killed",
+                ))
+            }
+        },
         StoreObservation::Unreadable { path, error } if path.is_empty() => {
             return Some(Check::skipped(inv, NAME, format!("no copy of the store was taken at the kill: {error}")))
         }
@@ -50,16 +69,55 @@ pub fn check(obs: &Observation) -> Option<Check> {
             }
         },
     };
-    let kept = match messages_of(&obs.store) {
-        Ok(m) => m,
-        Err(why) => return Some(Check::skipped(inv, NAME, format!("the final store: {why}"))),
-    };
-    Some(Check::new(inv, NAME, lost(held, kept)))
+    let mut v = armed.map_or_else(Vec::new, |a| {
+        lost(
+            a,
+            held,
+            "when the kill's trigger armed",
+            "as the kill left it",
+        )
+    });
+    match messages_of(&obs.store) {
+        Ok(kept) => v.extend(lost(
+            held,
+            kept,
+            "when the agent was killed",
+            "after the restart",
+        )),
+        Err(why) if v.is_empty() => {
+            return Some(Check::skipped(inv, NAME, format!("the final store: {why}")))
+        }
+        Err(_) => {}
+    }
+    Some(Check::new(inv, NAME, v))
 }
 
-/// The messages of `held` that `kept` no longer has, in order (each matched
-/// at most once, after the previous match), named.
-fn lost(held: &[Message], kept: &[Message]) -> Vec<String> {
+/// The messages of the copy taken when the trigger armed (none when there
+/// was no store yet), or why they cannot be the reference (a copy taken
+/// while the agent ran that does not read clean is chaosrun's, not a loss).
+fn reference(at_arm: &StoreObservation) -> Result<&[Message], String> {
+    let why = match at_arm {
+        StoreObservation::Missing { .. } => return Ok(&[]),
+        StoreObservation::Read { integrity, .. } if integrity != "ok" => {
+            format!("integrity_check says {:?}", clip(integrity, 200))
+        }
+        StoreObservation::Jsonl { read, .. } if read.malformed > 0 => {
+            format!("{} line(s) are not JSON records", read.malformed)
+        }
+        other => match messages_of(other) {
+            Ok(m) => return Ok(m),
+            Err(why) => why,
+        },
+    };
+    Err(format!(
+        "the copy of the store taken when the kill's trigger armed cannot be the reference: {why}"
+    ))
+}
+
+/// The messages of `held` (the store `then`) that `kept` (the store `now`)
+/// no longer has, in order (each matched at most once, after the previous
+/// match), named.
+fn lost(held: &[Message], kept: &[Message], then: &str, now: &str) -> Vec<String> {
     let mut rest = kept.iter();
     let gone: Vec<(usize, &Message)> = held
         .iter()
@@ -72,12 +130,16 @@ fn lost(held: &[Message], kept: &[Message]) -> Vec<String> {
     let named: Vec<String> = gone.iter().take(3).map(|(i, m)| describe(*i, m)).collect();
     let more = gone.len().saturating_sub(3);
     vec![format!(
-        "{} of the {} message(s) the store held when the agent was killed {} gone after the restart: {}{}",
+        "{} of the {} message(s) the store held {then} {} gone {now}: {}{}",
         gone.len(),
         held.len(),
         if gone.len() == 1 { "is" } else { "are" },
         named.join("; "),
-        if more > 0 { format!("; and {more} more") } else { String::new() }
+        if more > 0 {
+            format!("; and {more} more")
+        } else {
+            String::new()
+        }
     )]
 }
 
@@ -164,6 +226,73 @@ mod tests {
                 && v[0].contains("#1 (assistant, tool call(s) call_1)"),
             "{v:?}"
         );
+    }
+
+    fn finished_step() -> Vec<Message> {
+        let mut m = turn();
+        m.push(stored("tool", "step-one", Some("call_1"), &[]));
+        m
+    }
+
+    #[test]
+    fn a_store_short_at_the_kill_fails_against_the_copy_taken_when_armed() {
+        // A store rewritten without a transaction, killed mid-rewrite: the
+        // copy at the kill holds only the user turn, and so does the end.
+        let short = vec![stored("user", "run the job", None, &[])];
+        let mut end = short.clone();
+        end.push(stored("user", "probe", None, &[]));
+        let mut o = obs(Some(read(short, "ok")), end);
+        // Judged on the copy at the kill alone (as before the copy at
+        // arming), the loss is invisible.
+        let c = check(&o).unwrap();
+        assert!(!c.failed() && !c.not_checked(), "{:?}", c.violations());
+        o.store_at_arm = Some(read(finished_step(), "ok"));
+        let v = check(&o).unwrap().violations().to_vec();
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].contains("2 of the 3 message(s) the store held when the kill's trigger armed are gone as the kill left it")
+                && v[0].contains("#1 (assistant, tool call(s) call_1)")
+                && v[0].contains("#2 (tool, result of call_1)"),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn an_empty_or_missing_store_at_the_kill_is_a_loss_when_it_held_messages() {
+        for at_kill in [
+            read(vec![], "ok"),
+            StoreObservation::Missing { path: "x".into() },
+        ] {
+            let mut o = obs(Some(at_kill), vec![stored("user", "probe", None, &[])]);
+            o.store_at_arm = Some(read(finished_step(), "ok"));
+            let v = check(&o).unwrap().violations().to_vec();
+            assert!(v[0].contains("3 of the 3 message(s)"), "{v:?}");
+            // Nothing held when armed either: nothing to lose.
+            o.store_at_arm = Some(StoreObservation::Missing { path: "x".into() });
+            let c = check(&o).unwrap();
+            assert!(!c.failed(), "{:?}", c.violations());
+        }
+    }
+
+    #[test]
+    fn a_kept_store_passes_and_a_torn_copy_at_arming_is_not_checked() {
+        let mut end = finished_step();
+        end.push(stored("assistant", "", None, &["call_2"]));
+        end.push(stored(
+            "tool",
+            "interrupted: not re-run",
+            Some("call_2"),
+            &[],
+        ));
+        let mut at_kill = finished_step();
+        at_kill.push(stored("assistant", "", None, &["call_2"]));
+        let mut o = obs(Some(read(at_kill, "ok")), end);
+        o.store_at_arm = Some(read(finished_step(), "ok"));
+        let c = check(&o).unwrap();
+        assert!(!c.failed() && !c.not_checked(), "{:?}", c.violations());
+        o.store_at_arm = Some(read(finished_step(), "*** in database main ***"));
+        let why = check(&o).unwrap().not_checked_reason().unwrap().to_string();
+        assert!(why.contains("taken when the kill's trigger armed"), "{why}");
     }
 
     #[test]

@@ -173,6 +173,7 @@ pub(crate) struct Collected {
     network: crate::listen::Network,
     store: StoreObservation,
     store_at_kill: Option<StoreObservation>,
+    store_at_arm: Option<StoreObservation>,
     closed: Closed,
     /// What the sampler saw of the scenario's processes (CPU and RSS over
     /// time, every command line).
@@ -212,7 +213,21 @@ pub(crate) async fn collect(
     };
     let store = read_store(shared, &session, &session_id).await;
     let store_at_kill = match (driven.store_at_kill(), &shared.profile.store) {
-        (Some(at), Some(spec)) => Some(read_copy(at, spec, &session, &session_id).await),
+        (Some(at), Some(spec)) => {
+            Some(read_copy((at, "the agent was killed"), spec, &session, &session_id).await)
+        }
+        _ => None,
+    };
+    let store_at_arm = match (driven.store_at_arm(), &shared.profile.store) {
+        (Some(at), Some(spec)) => Some(
+            read_copy(
+                (at, "the kill's trigger armed"),
+                spec,
+                &session,
+                &session_id,
+            )
+            .await,
+        ),
         _ => None,
     };
     let network = session.network.clone();
@@ -233,6 +248,7 @@ pub(crate) async fn collect(
         network,
         store,
         store_at_kill,
+        store_at_arm,
         closed,
         samples,
         memory_peak,
@@ -312,10 +328,11 @@ async fn read_store(shared: &Shared, session: &Session, session_id: &str) -> Sto
     }
 }
 
-/// The copy of the store a kill aimed at a store write left, read as the
-/// restarted agent would find it; why not, when no copy could be taken.
+/// A copy of the store taken for a kill aimed at a store write (`when`: as
+/// the kill left it, or when its trigger armed), read as the restarted
+/// agent would find it; why not, when no copy could be taken.
 async fn read_copy(
-    at: &Result<Option<std::path::PathBuf>, String>,
+    (at, when): (&Result<Option<std::path::PathBuf>, String>, &str),
     spec: &crate::store::StoreSpec,
     session: &Session,
     session_id: &str,
@@ -327,7 +344,7 @@ async fn read_copy(
             error: error.clone(),
         },
         Ok(None) => StoreObservation::Missing {
-            path: "(no store when the agent was killed)".into(),
+            path: format!("(no store when {when})"),
         },
         Ok(Some(copy)) => {
             let (copy, spec, id) = (copy.clone(), spec.clone(), session_id.to_string());
@@ -383,6 +400,7 @@ impl Observation {
         obs.network = c.network;
         obs.store = c.store;
         obs.store_at_kill = c.store_at_kill;
+        obs.store_at_arm = c.store_at_arm;
         obs.recording = c.closed.recording;
         (obs.proc_samples, obs.processes_seen) = c.samples;
         obs.memory_peak = c.memory_peak;

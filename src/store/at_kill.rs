@@ -1,9 +1,12 @@
-//! The store as a kill aimed at a store write ([`super::writes`]) left it:
-//! the copy of the store's files (a SQLite database with its `-wal`,
-//! `-journal` and `-shm`, or the JSONL transcripts the profile's glob
-//! matches) taken once the killed agent is gone and before it is started
-//! again, read after the run beside the final store
-//! (`store_kept_across_kill`).
+//! Copies of the store for a kill aimed at a store write ([`super::writes`]):
+//! the store's files (a SQLite database with its `-wal`, `-journal` and
+//! `-shm`, or the JSONL transcripts the profile's glob matches), copied when
+//! the trigger arms (the reference: before the write the kill is aimed at,
+//! the agent waiting on a held model reply) and again once the killed agent
+//! is gone and before it is started again; both read after the run beside
+//! the final store (`store_kept_across_kill`). Every file is opened below
+//! HOME with no symlink followed anywhere on the way (the agent may be
+//! alive).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -50,11 +53,8 @@ pub fn copy_jsonl(home: &Path, pattern: &Path, into: &Path) -> Result<Option<Pat
     }
     let mut copied = false;
     for src in found {
-        let real = crate::safe_path::resolve_inside(home, &src)?;
-        let rel = src
-            .strip_prefix(home)
-            .map_err(|_| format!("{} is not inside HOME", src.display()))?;
-        let (file, meta) = crate::input::open_regular(&real, crate::input::Follow::No)
+        let rel = below(home, &src)?;
+        let (file, meta) = crate::output::open_regular_beneath(home, rel)
             .map_err(|e| format!("{}: {e}", src.display()))?;
         if meta.len() > MAX_COPY_BYTES {
             return Err(format!(
@@ -73,23 +73,29 @@ pub fn copy_jsonl(home: &Path, pattern: &Path, into: &Path) -> Result<Option<Pat
     Ok(copied.then(|| into.to_path_buf()))
 }
 
+/// `path` relative to `home` (lexically: the open below it follows no link).
+fn below<'p>(home: &Path, path: &'p Path) -> Result<&'p Path, String> {
+    path.strip_prefix(home)
+        .map_err(|_| format!("{} is not inside HOME", path.display()))
+}
+
 /// Copy the SQLite store at `db` (inside `home`; never through a symlink)
 /// and the files beside it that exist into `into`; the copied database's
-/// path (`None`: there was no store), or why it could not be copied. The agent must be dead (nothing
-/// writes the files while they are copied); the originals are only read.
+/// path (`None`: there was no store), or why it could not be copied. The
+/// originals are only read; an agent writing them meanwhile (the copy when
+/// the trigger arms) leaves a copy SQLite reads as after a crash at that
+/// moment.
 pub fn copy_sqlite(home: &Path, db: &Path, into: &Path) -> Result<Option<PathBuf>, String> {
     if db.symlink_metadata().is_err() {
         return Ok(None);
     }
-    let real = crate::safe_path::resolve_inside(home, db)?;
+    below(home, db)?;
     std::fs::create_dir_all(into).map_err(|e| format!("{}: {e}", into.display()))?;
     let mut copied = None;
-    for (k, src) in siblings(&real).iter().enumerate() {
-        let (file, meta) = match crate::input::open_regular(src, crate::input::Follow::No) {
+    for (k, src) in siblings(db).iter().enumerate() {
+        let (file, meta) = match crate::output::open_regular_beneath(home, below(home, src)?) {
             Ok(f) => f,
-            Err(crate::input::OpenError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-                continue
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(format!("{}: {e}", src.display())),
         };
         if meta.len() > MAX_COPY_BYTES {
@@ -145,7 +151,16 @@ mod tests {
         let link = home.path().join("link.db");
         std::os::unix::fs::symlink(outside.path().join("real.db"), &link).unwrap();
         let err = copy_sqlite(home.path(), &link, &home.path().join("copy2")).unwrap_err();
-        assert!(err.contains("outside the agent's HOME"), "{err}");
+        assert!(err.contains("link.db"), "{err}");
+        assert!(!home.path().join("copy2/link.db").exists());
+        // A link on the way to the store (a folder the agent swapped) is
+        // refused too.
+        std::fs::create_dir(outside.path().join("d")).unwrap();
+        std::fs::write(outside.path().join("d/state.db"), b"secret").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("d"), home.path().join("d")).unwrap();
+        let via = home.path().join("d/state.db");
+        assert!(copy_sqlite(home.path(), &via, &home.path().join("copy4")).is_err());
+        assert!(!home.path().join("copy4/state.db").exists());
         let none = copy_sqlite(
             home.path(),
             &home.path().join("none.db"),

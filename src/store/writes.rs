@@ -125,6 +125,22 @@ impl StoreWrites {
         register(fd, target)
     }
 
+    /// Forget the writes reported so far, without waiting (a folder one of
+    /// them made is watched from now on): the next write [`Self::next`]
+    /// resolves at is one made after this call.
+    pub fn drain(&mut self) {
+        let StoreWrites { fd, target } = self;
+        let inotify = &fd.get_ref().0;
+        while let Ok(events) = inotify.read_events() {
+            if events.is_empty() {
+                break;
+            }
+            for e in &events {
+                target.written(inotify, e);
+            }
+        }
+    }
+
     /// Resolves at the next write to one of the store's files.
     pub async fn next(&mut self) -> Result<(), String> {
         let StoreWrites { fd, target } = self;
@@ -235,6 +251,26 @@ mod tests {
         );
         std::fs::write(dir.path().join("state.db-wal"), b"z").unwrap();
         assert_eq!(next.await, Ok(()));
+    }
+
+    #[tokio::test]
+    async fn a_drained_write_does_not_resolve_the_next_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("state.db");
+        std::fs::write(&db, b"x").unwrap();
+        let mut writes = StoreWrites::sqlite(&db).unwrap();
+        std::fs::write(dir.path().join("state.db-wal"), b"before").unwrap();
+        writes.drain();
+        {
+            let next = writes.next();
+            tokio::pin!(next);
+            assert!(
+                (&mut next).now_or_never().is_none(),
+                "a drained write resolved the watch"
+            );
+        }
+        std::fs::write(dir.path().join("state.db-wal"), b"after").unwrap();
+        assert_eq!(writes.next().await, Ok(()));
     }
 
     #[tokio::test]

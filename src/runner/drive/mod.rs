@@ -82,6 +82,8 @@ pub(crate) struct Drive<'a> {
     /// The copy of the store taken after a kill aimed at a store write
     /// ([`store_kill`]).
     store_at_kill: Option<store_kill::AtKill>,
+    /// The copy taken when that kill's trigger armed (the reference).
+    store_at_arm: Option<store_kill::AtKill>,
 }
 
 /// What the script needs besides the scenario: a chaos run's schedule (none:
@@ -103,6 +105,7 @@ pub(crate) struct Driven {
     /// [`agent::store_session`]).
     store_session: Result<Option<String>, String>,
     store_at_kill: Option<store_kill::AtKill>,
+    store_at_arm: Option<store_kill::AtKill>,
 }
 
 impl Driven {
@@ -123,6 +126,12 @@ impl Driven {
     /// has one.
     pub(crate) fn store_at_kill(&self) -> Option<&store_kill::AtKill> {
         self.store_at_kill.as_ref()
+    }
+
+    /// The copy of the store taken when that kill's trigger armed, if the
+    /// row has one.
+    pub(crate) fn store_at_arm(&self) -> Option<&store_kill::AtKill> {
+        self.store_at_arm.as_ref()
     }
 
     /// Whether chaosrun killed a process that did not exit by itself.
@@ -171,6 +180,7 @@ impl<'a> Drive<'a> {
             snapshots: Vec::new(),
             on_phase,
             store_at_kill: None,
+            store_at_arm: None,
         }
     }
 
@@ -214,6 +224,7 @@ impl<'a> Drive<'a> {
         Ok(Driven {
             store_session,
             store_at_kill: self.store_at_kill,
+            store_at_arm: self.store_at_arm,
             events: self.events,
             snapshots: self.snapshots,
             agents: self.workers.into_iter().flatten().collect(),

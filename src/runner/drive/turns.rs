@@ -16,6 +16,7 @@ use crate::observe::{Event, Phase};
 use crate::proc_hygiene::Scope;
 use crate::provider::Provider;
 use crate::scenarios::{Landing, Scenario, Trigger};
+use crate::store::writes::StoreFiles;
 use crate::units::secs;
 
 /// Resolves when a trigger (of an interrupt or a process fault) fires;
@@ -101,6 +102,11 @@ pub(crate) async fn drive(
             provider.hold_from(Some(n.saturating_sub(1)));
         }
     }
+    // A kill aimed at a store write copies the store when its N-th call
+    // arrives, the reply held meanwhile ([`super::store_kill`]).
+    if let Some(n) = store_write_trigger(s) {
+        provider.hold_from(Some(n.saturating_sub(1)));
+    }
     baseline::arm(s, provider);
     if !d.boot_all(s.deadlines.boot).await? {
         return Ok(false);
@@ -111,45 +117,92 @@ pub(crate) async fn drive(
     Ok(probe_turn(d, s).await)
 }
 
-/// The faulted turn, with its interrupt or process fault sent when its
-/// trigger fires: whether it ended (or, after a kill, the agent was revived)
-/// within its deadline. In exec mode the deadline and the triggers run from
-/// the turn's first request to the provider ([`TurnClock`]).
+/// The faulted turn ([`faulted_turn_in`]); a kill aimed at a store write
+/// keeps the copy its trigger took when it armed, and the reply held for it
+/// is released however the turn ended.
 async fn faulted_turn(
     d: &mut Drive<'_>,
     s: &Scenario,
     provider: &Provider,
     mcp: Option<&crate::mcp::McpServer>,
 ) -> bool {
+    let armed = std::sync::Mutex::new(None);
+    let ended = faulted_turn_in(d, s, (provider, mcp), &armed).await;
+    if let Some(copy) = armed.into_inner().ok().flatten() {
+        d.store_at_arm = Some(copy);
+    }
+    if store_write_trigger(s).is_some() {
+        provider.hold_from(None);
+    }
+    ended
+}
+
+/// The `N` of a process fault aimed at a store write
+/// (`store_write_after_calls: N`).
+fn store_write_trigger(s: &Scenario) -> Option<u64> {
+    match s.process_fault.as_ref().map(|f| &f.at) {
+        Some(Trigger::StoreWriteAfterCalls(n)) => Some(*n),
+        _ => None,
+    }
+}
+
+/// The process fault's trigger (from the faulted turn's start, `working`),
+/// then its delay; never, for a row without one. A kill aimed at a store
+/// write arms through [`super::store_kill::armed_then_written`], which keeps
+/// its copy in `armed`.
+async fn fault_fired(
+    s: &Scenario,
+    mut working: tokio::sync::watch::Receiver<Option<Instant>>,
+    (provider, mcp): (&Provider, Option<&crate::mcp::McpServer>),
+    (scope, store, into): (Arc<Scope>, Option<StoreFiles>, std::path::PathBuf),
+    armed: &std::sync::Mutex<Option<super::store_kill::AtKill>>,
+) {
+    let since = began(&mut working).await;
+    let at = s.process_fault.as_ref().map(|f| f.at.clone());
+    let mut calls = calls_for(at.as_ref(), provider);
+    if let Some(Trigger::StoreWriteAfterCalls(n)) = &at {
+        let files = (store.as_ref(), into);
+        super::store_kill::armed_then_written(*n, &mut calls, files, provider, armed).await;
+    } else {
+        let mut mcp_calls = mcp.map(|m| m.calls_watch());
+        let when = (since, store.as_ref());
+        trigger_fired(&at, &mut calls, &mut mcp_calls, &scope, when).await;
+    }
+    let delay = s.process_fault.as_ref().map_or(0.0, |f| f.delay);
+    tokio::time::sleep(secs(delay)).await;
+}
+
+/// The faulted turn, with its interrupt or process fault sent when its
+/// trigger fires: whether it ended (or, after a kill, the agent was revived)
+/// within its deadline. In exec mode the deadline and the triggers run from
+/// the turn's first request to the provider ([`TurnClock`]).
+async fn faulted_turn_in(
+    d: &mut Drive<'_>,
+    s: &Scenario,
+    (provider, mcp): (&Provider, Option<&crate::mcp::McpServer>),
+    armed: &std::sync::Mutex<Option<super::store_kill::AtKill>>,
+) -> bool {
     let dl = &s.deadlines;
     let mut clock = TurnClock::start(d, 0, Phase::FaultedTurn, dl.turn, dl.boot);
-    let (mut working, mut fault_working) = (clock.working(), clock.working());
+    let (mut working, fault_working) = (clock.working(), clock.working());
     let mut calls = calls_for(s.interrupt.as_ref(), provider);
     let scope = d.scope().clone();
     let store = d.store_files();
     let mut mcp_calls = mcp.map(|m| m.calls_watch());
-    let mut fault_mcp_calls = mcp.map(|m| m.calls_watch());
     let trigger = async {
         let since = began(&mut working).await;
         let at = (since, store.as_ref());
         trigger_fired(&s.interrupt, &mut calls, &mut mcp_calls, &scope, at).await;
     };
     tokio::pin!(trigger);
-    let mut fault_calls = calls_for(s.process_fault.as_ref().map(|f| &f.at), provider);
-    let fault_at = s.process_fault.as_ref().map(|f| f.at.clone());
-    let fault_delay = s.process_fault.as_ref().map_or(0.0, |f| f.delay);
-    let fault_trigger = async {
-        let since = began(&mut fault_working).await;
-        trigger_fired(
-            &fault_at,
-            &mut fault_calls,
-            &mut fault_mcp_calls,
-            &scope,
-            (since, store.as_ref()),
-        )
-        .await;
-        tokio::time::sleep(secs(fault_delay)).await;
-    };
+    let into = d.launch.prepared.dirs.root.join(super::store_kill::ARM_DIR);
+    let fault_trigger = fault_fired(
+        s,
+        fault_working,
+        (provider, mcp),
+        (scope.clone(), store.clone(), into),
+        armed,
+    );
     tokio::pin!(fault_trigger);
     // Fused: once measured it is pending for good.
     let mut footprint = Box::pin(baseline::measure(s, scope.clone(), provider).fuse());
