@@ -596,7 +596,12 @@ fn the_oom_kill_of_the_agents_engine_child_is_the_agents_and_is_noticed_at_once(
             Some("not_checked"),
             "{wire}"
         );
-        let skipped = skipped_checks(&report, &["termination"]);
+        // `termination/resumes_after_kill` has nothing to resume; and the row
+        // is over in under half a second, so on a host whose memory cgroup
+        // keeps no `memory.peak` (v1) the twice-a-second sampler may have no
+        // figure: `memory_bounded` is then honestly not checked. Neither is
+        // what this test is about (who the OOM kill belongs to, and when).
+        let skipped = skipped_checks(&report, &["termination", "memory"]);
         assert!(skipped.is_empty(), "{wire}: skipped: {skipped:#?}");
         // The kernel killed the engine, not the agent (the agent said so).
         let row = art.join("oom_kill_mid_turn");
@@ -622,10 +627,17 @@ fn the_oom_kill_of_the_agents_engine_child_is_the_agents_and_is_noticed_at_once(
             "{wire}: {}",
             events[oom]
         );
-        assert!(oom < end0 && end0 < closed, "{wire}: {events:#?}");
+        // Recorded as it happened: before `closed`, and no later than the
+        // notice lag after the faulted turn's end (an agent that hears of its
+        // engine's death at once can end its turn a millisecond before the
+        // kernel's notice is read; the old head noticed only after `closed`).
+        assert!(oom < closed && end0 < closed, "{wire}: {events:#?}");
+        let (oom_at, end_at) = (events[oom]["at"].as_f64(), events[end0]["at"].as_f64());
         assert!(
-            events[oom]["at"].as_f64() <= events[end0]["at"].as_f64(),
-            "{wire}: the OOM was recorded after the turn it cut had ended: {events:#?}"
+            oom_at
+                .zip(end_at)
+                .is_some_and(|(o, e)| o <= e + chaosrun::oracle::OOM_NOTICE_LAG),
+            "{wire}: the OOM was recorded long after the turn it cut had ended: {events:#?}"
         );
         assert!(
             !events.iter().any(|e| e["ev"] == "restarted"),

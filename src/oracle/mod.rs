@@ -218,6 +218,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
 pub use backoff::{violations as backoff_violations, EPISODE_FLOOR, RETRY_AFTER_TOLERANCE};
 pub use cause::{ErrorCause, HostNeed, NotApplicable};
 pub use store::configuration_error;
+pub use termination::OOM_NOTICE_LAG;
 pub use verdict::{judge, Judged, Verdict};
 
 /// A check made on partial data (a cap cut what chaosrun kept): its

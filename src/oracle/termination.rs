@@ -309,6 +309,21 @@ fn restart_protocol(obs: &Observation) -> Vec<String> {
     out
 }
 
+/// How late chaosrun's `oom_kill` event may be recorded after the kernel's
+/// kill: the drive re-reads the cgroup's `oom_kill` counter for up to this
+/// long after the kernel's notice (v1 signals just before the kill is
+/// counted). An agent that learns of its engine's death at once can end its
+/// turn inside that lag, so an OOM recorded at most this long after the
+/// faulted turn's end still landed in it.
+pub const OOM_NOTICE_LAG: f64 = 1.0;
+
+/// Whether the faulted turn's end at `end` came inside the notice lag of
+/// an OOM kill recorded at `kill` (the kill landed in the turn).
+fn oom_within_lag(obs: &Observation, end: f64, kill: f64) -> bool {
+    let oom = obs.find(|e| matches!(e, Event::OomKill { .. }).then_some(()));
+    oom.is_some() && kill - end <= OOM_NOTICE_LAG
+}
+
 /// `expect: killed`: the kill must land during the faulted turn, and the
 /// agent started again on the same HOME must boot (resume) in time.
 fn killed(s: &Scenario, obs: &Observation) -> Vec<Check> {
@@ -331,7 +346,7 @@ fn killed(s: &Scenario, obs: &Observation) -> Vec<Check> {
             ),
             None => "the kill never fired".to_string(),
         }],
-        (Some((k, _)), Some((e, _))) if e < k => {
+        (Some((k, _)), Some((e, _))) if e < k && !oom_within_lag(obs, e, k) => {
             vec!["the faulted turn returned before the kill landed".to_string()]
         }
         _ => vec![],
@@ -380,7 +395,7 @@ fn lived_through_oom(obs: &Observation) -> Option<String> {
         .iter()
         .any(|t| matches!(t.event, Event::Restarted { .. }));
     let (end_at, _) = obs.turn_end(0)?;
-    (kills > 0 && !restarted && end_at >= oom_at).then(|| {
+    (kills > 0 && !restarted && end_at + OOM_NOTICE_LAG >= oom_at).then(|| {
         format!(
             "the agent was not restarted: the kernel's OOM kill at {oom_at:.1} s hit another process of its tree, and the agent itself lived on and ended the faulted turn at {end_at:.1} s, so there was nothing to resume"
         )
@@ -659,6 +674,18 @@ mod tests {
         let r = c.iter().find(|c| c.name == "resumes_after_kill").unwrap();
         let why = r.not_checked_reason().unwrap_or_default();
         assert!(why.contains("hit another process of its tree"), "{r:?}");
+        // The agent heard of its engine's death at once and ended the turn
+        // 0.7 ms before chaosrun recorded the OOM (inside the notice lag, as
+        // seen in CI on 2026-12-06): the kill still landed in the turn.
+        let mut raced = obs.clone();
+        for t in raced.events.iter_mut() {
+            if matches!(t.event, Event::OomKill { .. } | Event::ProcessFault { .. }) {
+                t.at = at_end + 0.0007;
+            }
+        }
+        raced.events.sort_by(|a, b| a.at.total_cmp(&b.at));
+        let c = check(&s, &raced);
+        assert!(c.iter().all(|c| !c.failed()), "{c:?}");
         // Killed, with no restart and no turn end: that is a failure.
         obs.events
             .retain(|t| !matches!(t.event, Event::TurnEnd(ref e) if e.i == 0));

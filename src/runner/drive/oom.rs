@@ -35,7 +35,7 @@ const MB: f64 = 1_048_576.0;
 /// How long the `oom_kill` counter is re-read after the kernel's OOM event
 /// (v1 signals as the cgroup runs out, just before the killer picks its
 /// victim), and how often.
-const CONFIRM: Duration = Duration::from_secs(1);
+const CONFIRM: Duration = Duration::from_secs(crate::oracle::OOM_NOTICE_LAG as u64);
 const CONFIRM_EVERY: Duration = Duration::from_millis(10);
 
 /// The limit set: the cgroup, its OOM kills before, the usage it counts from.
