@@ -23,6 +23,16 @@ pub fn scenario(extra: &str) -> Scenario {
         .remove(0)
 }
 
+/// A sample of two processes holding `mb` MB of resident memory at `at` s.
+pub fn sample(at: f64, mb: u64) -> ProcSample {
+    ProcSample {
+        at,
+        count: 2,
+        cpu: 0.0,
+        rss: mb << 20,
+    }
+}
+
 pub fn at(at: f64, event: Event) -> Timed {
     Timed {
         at,

@@ -76,20 +76,11 @@ pub fn check(s: &Scenario, obs: &Observation) -> Check {
 mod tests {
     use super::*;
     use crate::observe::ProcSample;
-    use crate::oracle::fixtures::{end, healthy, scenario};
+    use crate::oracle::fixtures::{end, healthy, sample, scenario};
 
     fn observation() -> Observation {
         let s = scenario("expect: error");
         healthy(&s, end(0, false, true, ""))
-    }
-
-    fn sample(at: f64, mb: u64) -> ProcSample {
-        ProcSample {
-            at,
-            count: 2,
-            cpu: 0.0,
-            rss: mb << 20,
-        }
     }
 
     #[test]

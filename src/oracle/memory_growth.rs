@@ -127,17 +127,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::ProcSample;
-    use crate::oracle::fixtures::{at, end, healthy, scenario};
-
-    fn sample(at: f64, mb: u64) -> ProcSample {
-        ProcSample {
-            at,
-            count: 2,
-            cpu: 0.0,
-            rss: mb << 20,
-        }
-    }
+    use crate::oracle::fixtures::{at, end, healthy, sample, scenario};
 
     /// A run whose footprint was `base` MB at 1.0 s, then sampled `peaks`.
     fn run(base: u64, peaks: &[(f64, u64)]) -> Observation {
