@@ -190,6 +190,34 @@ pub enum Event {
         turn: u64,
         name: String,
     },
+    /// ACP drive: a tool call's status as the agent reported it in a
+    /// `session/update` (`tool_call` or `tool_call_update`) while turn
+    /// `turn` ran: `pending`, `in_progress`, `completed`, `failed` or
+    /// `cancelled` (an update without a status is not recorded).
+    ToolStatus {
+        turn: u64,
+        id: String,
+        status: String,
+    },
+    /// ACP drive: the agent sent a `session/update` of `kind` (its
+    /// `sessionUpdate` value) for the session after turn `turn`'s prompt had
+    /// been answered and before the next prompt went out: work that went on
+    /// after the turn ended.
+    UpdateAfterTurn {
+        turn: u64,
+        kind: String,
+    },
+    /// ACP drive: the agent asked the client side (chaosrun) `method`
+    /// (`fs/read_text_file`, `terminal/create`,
+    /// `session/request_permission`, ...) while turn `turn` ran (`None`:
+    /// between turns), and chaosrun answered with `outcome` (`ok`, the
+    /// option chosen, or the error sent).
+    ClientCall {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn: Option<u64>,
+        method: String,
+        outcome: String,
+    },
     /// The agent process exited (or was killed by chaosrun).
     Exited {
         code: Option<i32>,

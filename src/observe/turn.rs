@@ -1,5 +1,5 @@
 //! [`TurnModel`]: how an agent's turn runs, decided once by the agent's drive
-//! (driver protocol, exec mode; another drive adds one constant here) and
+//! (driver protocol, exec mode, ACP) and
 //! recorded in the observation. The runner's clock, the oracle and the
 //! report all read it; [`TurnModel::clock_start`] is the one place that says
 //! where a turn's clock starts on the run clock.
@@ -46,6 +46,15 @@ impl TurnModel {
     pub const EXEC: TurnModel = TurnModel {
         clock: ClockStart::FirstCall,
         start_up: true,
+        session_from_agent: true,
+    };
+
+    /// An Agent Client Protocol session: one process booted once
+    /// (`initialize`, `session/new`), a `session/prompt` per turn taken at
+    /// once, under the session id the agent handed back.
+    pub const ACP: TurnModel = TurnModel {
+        clock: ClockStart::TurnStart,
+        start_up: false,
         session_from_agent: true,
     };
 
