@@ -2,8 +2,9 @@
 //! set of operations (start for a worker, fresh or resuming at turn K; pid,
 //! signal, interrupt, wait, whether a turn is still starting up, its exit,
 //! the stray stdout lines; how its turns run ([`TurnModel`]); the session id its
-//! store is read under): a driver-protocol process ([`AgentProcess`]) or a
-//! one-shot CLI run per turn ([`ExecAgent`]). The runner never asks which.
+//! store is read under): a driver-protocol process ([`AgentProcess`]), a
+//! one-shot CLI run per turn ([`ExecAgent`]) or an agent driven over the
+//! Agent Client Protocol ([`AcpAgent`]). The runner never asks which.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::acp::AcpAgent;
 use super::exec::ExecAgent;
 use super::home::{self, Prepared};
 use super::process::{AgentProcess, Exit, Sink};
@@ -33,19 +35,24 @@ pub struct Launch<'a> {
 /// one place a drive's kind decides it; the runner records it in the
 /// observation.
 pub fn turn_model(prep: &Prepared) -> TurnModel {
-    match prep.exec {
-        Some(_) => TurnModel::EXEC,
-        None => TurnModel::DRIVER_PROTOCOL,
+    match (&prep.exec, &prep.acp) {
+        (Some(_), _) => TurnModel::EXEC,
+        (None, Some(_)) => TurnModel::ACP,
+        (None, None) => TurnModel::DRIVER_PROTOCOL,
     }
 }
 
 /// The session id the agent's store is read under: the profile's
 /// `exec.store_session` rendered with the values captured from the agent
-/// (exec mode), else `None` (the scenario's own). `Err` names a capture the
+/// (exec mode), or the ACP session id the agent returned from `session/new`
+/// (ACP drive), else `None` (the scenario's own). `Err` names a capture the
 /// agent never printed.
 pub fn store_session(prep: &Prepared) -> Result<Option<String>, String> {
     if !turn_model(prep).session_from_agent {
         return Ok(None);
+    }
+    if prep.acp.is_some() {
+        return Ok(super::acp::store_session(prep));
     }
     super::exec::store_session(prep)
 }
@@ -56,6 +63,8 @@ pub enum Agent {
     Protocol(AgentProcess),
     /// A one-shot CLI, one process per turn.
     Exec(ExecAgent),
+    /// One process driven over the Agent Client Protocol.
+    Acp(AcpAgent),
 }
 
 impl Agent {
@@ -74,6 +83,11 @@ impl Agent {
             let agent = ExecAgent::spawn(prep, run, launch.env, sink, scope, resume, requests)?;
             return Ok(Agent::Exec(agent));
         }
+        if let Some(run) = &prep.acp {
+            let scope = launch.scope.clone();
+            let agent = AcpAgent::spawn(prep, run, launch.env, sink, scope, resume)?;
+            return Ok(Agent::Acp(agent));
+        }
         let (argv, spec) = home::worker_spec(prep, worker, launch.workers, resume)?;
         let mut env = launch.env.clone();
         env.insert("CHAOS_SPEC".into(), spec.display().to_string());
@@ -85,6 +99,7 @@ impl Agent {
         match self {
             Agent::Protocol(p) => p.pid(),
             Agent::Exec(e) => e.pid(),
+            Agent::Acp(a) => a.pid(),
         }
     }
 
@@ -94,6 +109,7 @@ impl Agent {
         match self {
             Agent::Protocol(p) => p.signal(sig),
             Agent::Exec(e) => e.signal(sig),
+            Agent::Acp(a) => a.signal(sig),
         }
     }
 
@@ -101,11 +117,13 @@ impl Agent {
         tokio::time::timeout(within, self.wait()).await.ok()
     }
 
-    /// Interrupt the running turn (`interrupt` on stdin, or SIGINT).
+    /// Interrupt the running turn (`interrupt` on stdin, SIGINT, or
+    /// `session/cancel`).
     pub async fn interrupt(&mut self) -> std::io::Result<()> {
         match self {
             Agent::Protocol(p) => p.interrupt().await,
             Agent::Exec(e) => e.interrupt(),
+            Agent::Acp(a) => a.interrupt(),
         }
     }
 
@@ -113,6 +131,7 @@ impl Agent {
         match self {
             Agent::Protocol(p) => p.wait().await,
             Agent::Exec(e) => e.wait().await,
+            Agent::Acp(a) => a.wait().await,
         }
     }
 
@@ -122,6 +141,7 @@ impl Agent {
         match self {
             Agent::Protocol(_) => false,
             Agent::Exec(e) => e.starting_up(),
+            Agent::Acp(_) => false,
         }
     }
 
@@ -129,6 +149,7 @@ impl Agent {
         match self {
             Agent::Protocol(p) => p.exited(),
             Agent::Exec(e) => e.exited(),
+            Agent::Acp(a) => a.exited(),
         }
     }
 
@@ -136,6 +157,7 @@ impl Agent {
         match self {
             Agent::Protocol(p) => p.other_lines(),
             Agent::Exec(e) => e.other_lines(),
+            Agent::Acp(a) => a.other_lines(),
         }
     }
 }

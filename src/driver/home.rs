@@ -90,6 +90,9 @@ pub struct Prepared {
     /// Exec mode: the run's template variables, the turns' messages and the
     /// profile's `exec:` section (see `driver::exec`).
     pub exec: Option<ExecRun>,
+    /// ACP drive: the agent's argv, the turns' messages, the work dir and
+    /// the scenario's MCP server (see `driver::acp`).
+    pub acp: Option<AcpRun>,
     /// The scenario's network namespace, which every agent process joins
     /// (None: the host's network; set by the runner after [`prepare`]).
     pub netns: Option<std::sync::Arc<super::netns::NetNs>>,
@@ -115,6 +118,39 @@ pub struct ExecRun {
     pub credential: Option<std::sync::Arc<crate::provider::credential::Credential>>,
     /// The profile's `env:` entries that use `{{api_key}}`, unrendered.
     pub key_env: BTreeMap<String, String>,
+}
+
+/// What the ACP drive needs: one agent process per scenario, spoken to as
+/// its ACP client.
+#[derive(Debug, Clone)]
+pub struct AcpRun {
+    pub spec: crate::profile::acp::AcpSpec,
+    /// `acp.command` rendered, with the `--agent-arg` values appended.
+    pub argv: Vec<String>,
+    pub turns: Vec<String>,
+    /// The scenario's work dir, absolute: `session/new`'s `cwd`, and the
+    /// only place the client side's `fs/*` reads and writes.
+    pub workdir: PathBuf,
+    /// `session/new`'s `mcpServers`: the scenario's MCP server, if any.
+    pub mcp_servers: serde_json::Value,
+    /// The ACP session id the agent returned from `session/new`, kept across
+    /// a kill and restart (the store query's `:session_id`).
+    pub session: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+}
+
+/// `session/new`'s `mcpServers` from the MCP template variables: the
+/// scenario's server over stdio or http, else none.
+pub fn acp_mcp_servers(vars: &Vars) -> serde_json::Value {
+    let get = |k: &str| vars.get(k).cloned().unwrap_or_default();
+    match get("mcp_transport").as_str() {
+        "stdio" => {
+            let args: serde_json::Value =
+                serde_json::from_str(&get("mcp_args_json")).unwrap_or_else(|_| json!([]));
+            json!([{"name": "chaos", "command": get("mcp_command"), "args": args, "env": []}])
+        }
+        "http" => json!([{"type": "http", "name": "chaos", "url": get("mcp_url"), "headers": []}]),
+        _ => json!([]),
+    }
 }
 
 /// Inputs of [`prepare`].
@@ -145,7 +181,7 @@ fn num(v: f64) -> String {
 
 /// The template variables of one run.
 pub fn vars(i: &Inputs<'_>, dirs: &RunDirs) -> Vars {
-    let profile_dir = if i.profile.exec.is_some() {
+    let profile_dir = if i.profile.exec.is_some() || i.profile.acp.is_some() {
         i.profile.dir.display().to_string()
     } else {
         i.profile
@@ -354,6 +390,21 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
                 .collect(),
         }
     });
+    let acp = match &i.profile.acp {
+        Some(spec) => {
+            let mut argv = template::render_argv(&spec.command, &vars).map_err(anyhow::Error::msg)?;
+            argv.extend(i.agent_args.iter().cloned());
+            Some(AcpRun {
+                spec: spec.clone(),
+                argv,
+                turns: i.turns.to_vec(),
+                workdir: std::path::absolute(&dirs.work)?,
+                mcp_servers: acp_mcp_servers(&vars),
+                session: Default::default(),
+            })
+        }
+        None => None,
+    };
     Ok(Prepared {
         dirs,
         argv,
@@ -361,6 +412,7 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
         store,
         log_paths,
         exec,
+        acp,
         netns: None,
         mntns: None,
         seccomp: super::seccomp::Policy::default(),

@@ -3,9 +3,11 @@
 //! [`mountns`]), what it gives up before exec ([`harden`], [`seccomp`]), the one way it is
 //! started and killed ([`spawn`], through [`child`]: no fork), the running process speaking the driver
 //! protocol ([`process`]): `CHAOS ` events on stdout, `interrupt` on stdin; a
-//! one-shot CLI run per turn ([`exec`]); and what it writes, read within caps
-//! ([`output`]).
+//! one-shot CLI run per turn ([`exec`]); one long-lived agent driven over the
+//! Agent Client Protocol, chaosrun its client ([`acp`]); and what it writes,
+//! read within caps ([`output`]).
 
+pub mod acp;
 pub mod agent;
 pub mod child;
 pub mod env;

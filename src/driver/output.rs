@@ -96,7 +96,7 @@ impl Budget {
 
     /// Whether one more event of a `len`-byte line may be forwarded (counts
     /// it either way).
-    fn take_event(&self, len: usize) -> bool {
+    pub(crate) fn take_event(&self, len: usize) -> bool {
         let n = self.events.fetch_add(1, Ordering::Relaxed);
         let bytes = self.event_bytes.fetch_add(len as u64, Ordering::Relaxed);
         if n < MAX_EVENTS && bytes + len as u64 <= MAX_EVENT_BYTES {
@@ -200,7 +200,7 @@ pub async fn copy_capped_with(
 }
 
 /// Write what the log's cap admits of `bytes` (already redacted).
-fn keep_in_log(
+pub(crate) fn keep_in_log(
     budget: &Budget,
     worker: usize,
     stream: usize,

@@ -9,6 +9,7 @@
 
 pub mod bundled;
 pub mod cassettes;
+pub mod acp;
 pub mod exec;
 pub mod knobs;
 pub mod needs;
@@ -147,6 +148,10 @@ struct ProfileDoc {
     /// Exec mode: a one-shot CLI run once per turn (instead of `command`).
     #[serde(default)]
     exec: Option<exec::ExecSpec>,
+    /// ACP drive: one long-lived agent process spoken to over the Agent
+    /// Client Protocol (instead of `command`).
+    #[serde(default)]
+    acp: Option<acp::AcpSpec>,
     /// Proxy mode: forward model calls to this real server.
     #[serde(default)]
     upstream: Option<crate::provider::upstream::UpstreamSpec>,
@@ -221,7 +226,9 @@ pub struct Profile {
     pub wire: crate::provider::Wire,
     /// Exec mode (no driver script): one process per turn.
     pub exec: Option<exec::ExecSpec>,
-    /// The profile's directory (`{{profile_dir}}` in exec mode).
+    /// ACP drive: chaosrun is the agent's ACP client ([`acp`]).
+    pub acp: Option<acp::AcpSpec>,
+    /// The profile's directory (`{{profile_dir}}` in exec mode and the ACP drive).
     pub dir: PathBuf,
     /// Proxy mode (`upstream:`, or `--upstream`): unmatched model calls and
     /// `relay` rules go to this server (see [`crate::provider::upstream`]).
@@ -315,6 +322,26 @@ fn at_template(path: &Path, e: String) -> String {
     }
 }
 
+/// An `acp:` section stands alone (no `exec`, no top-level `command`) and
+/// drives one agent; its program must exist like `command`'s.
+fn check_acp(agent: &str, doc: &mut ProfileDoc) -> Result<(), String> {
+    let Some(a) = &doc.acp else { return Ok(()) };
+    if doc.exec.is_some() || !doc.command.is_empty() {
+        return Err(format!(
+            "adapter profile `{agent}` has `acp` (an agent driven over the Agent Client \
+             Protocol) beside `{}`; keep one",
+            if doc.exec.is_some() { "exec" } else { "command" }
+        ));
+    }
+    if doc.workers.unwrap_or(1) != 1 {
+        return Err(format!(
+            "adapter profile `{agent}`: the ACP drive runs one agent; `workers` must be 1"
+        ));
+    }
+    doc.command = vec![a.command[0].clone()];
+    Ok(())
+}
+
 /// Is `cmd` runnable: a path that exists, or a bare name found on PATH.
 fn find_program(cmd: &str) -> Option<PathBuf> {
     if cmd.contains('/') {
@@ -386,6 +413,7 @@ impl Profile {
                 // The program each turn runs must exist, like `command`'s.
                 doc.command = vec![e.first[0].clone()];
             }
+            check_acp(agent, &mut doc)?;
             if doc.command.is_empty() {
                 return Err(format!(
                     "adapter profile `{agent}` has no `command`; give the agent's argv, e.g. \
@@ -476,6 +504,7 @@ impl Profile {
             code_tool: doc.code_tool.filter(|n| !n.trim().is_empty()),
             wire: doc.wire,
             exec: doc.exec,
+            acp: doc.acp,
             upstream: doc.upstream,
             dir: dir.to_path_buf(),
             mcp: doc.mcp.support,

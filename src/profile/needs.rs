@@ -390,6 +390,7 @@ mod tests {
             code_tool: None,
             wire: Default::default(),
             exec: None,
+            acp: None,
             dir: Default::default(),
             upstream: None,
             mcp,

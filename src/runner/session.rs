@@ -198,7 +198,7 @@ async fn own_mounts(
 
 /// What the scenario's mount namespace keeps visible: its folder, its MCP
 /// socket, and every absolute path the agent is given (its argv, each exec
-/// template that renders now, its environment's values and `PATH`, the
+/// template that renders now, the ACP command, its environment's values and `PATH`, the
 /// profile's folder, chaosrun's own binary).
 fn reach(
     shared: &Shared,
@@ -215,6 +215,9 @@ fn reach(
                 paths.push(a.into());
             }
         }
+    }
+    if let Some(acp) = &prepared.acp {
+        paths.extend(acp.argv.iter().map(Into::into));
     }
     paths.extend(env.values().flat_map(|v| v.split(':')).map(Into::into));
     paths.extend(mcp.map(|m| m.socket().to_path_buf()));

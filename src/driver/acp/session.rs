@@ -1,0 +1,438 @@
+//! One ACP agent process's conversation, driven by chaosrun as its client:
+//! `initialize` → `session/new` (or `session/load` after a kill) → `ready` →
+//! per turn `turn_start`, `session/prompt`, the turn's `session/update`s
+//! (answer text kept up to [`FINAL_KEEP_CHARS`], tool statuses recorded), the
+//! agent's requests answered by the client side, an interrupt sent as
+//! `session/cancel`, and `turn_end` from the prompt's response → after the
+//! last turn `session/close` where advertised, `closed`, end of stdin. What
+//! the agent sends wrong (an invalid frame, a response to an id never
+//! asked, an update of the wrong shape) is a bad event; every event the
+//! agent causes is counted against the run's budget.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::client::{Answer, Client};
+use super::rpc::{clip, Frame, Out, RpcError};
+use crate::driver::home::AcpRun;
+use crate::driver::process::{Line, Sink, Tagged, FINAL_KEEP_CHARS};
+use crate::observe::{Event, TurnEnd};
+use crate::profile::acp::Load;
+
+/// How long `session/close` may take to be answered before `closed`.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
+/// `terminal/*` requests served at once; more are refused.
+const MAX_OPEN_TERMINAL_CALLS: usize = 64;
+
+/// A request of the agent's answered off the drive (a terminal call may
+/// wait on its command), and what to record.
+struct Late {
+    id: Value,
+    method: String,
+    turn: Option<u64>,
+    answer: Answer,
+}
+
+/// The drive of one agent process.
+pub(super) struct Drive {
+    run: AcpRun,
+    sink: Sink,
+    out: Out,
+    frames: mpsc::Receiver<Frame>,
+    late_tx: mpsc::UnboundedSender<Late>,
+    late: mpsc::UnboundedReceiver<Late>,
+    open_calls: Arc<AtomicUsize>,
+    stderr_log: PathBuf,
+    /// The ACP session id in use.
+    session: String,
+    /// `initialize`'s `agentCapabilities`.
+    caps: Value,
+    /// The turn running; its answer text (and its length in characters).
+    turn: Option<u64>,
+    text: String,
+    text_chars: usize,
+    /// The running turn was cancelled.
+    cancelled: bool,
+    /// The last turn whose prompt was answered (no prompt since).
+    after: Option<u64>,
+    /// `session/load` is replaying the conversation: not this run's updates.
+    loading: bool,
+}
+
+impl Drive {
+    pub(super) fn new(
+        run: AcpRun,
+        sink: Sink,
+        out: Out,
+        frames: mpsc::Receiver<Frame>,
+        stderr_log: PathBuf,
+    ) -> Drive {
+        let (late_tx, late) = mpsc::unbounded_channel();
+        Drive {
+            run,
+            sink,
+            out,
+            frames,
+            late_tx,
+            late,
+            open_calls: Arc::new(AtomicUsize::new(0)),
+            stderr_log,
+            session: String::new(),
+            caps: Value::Null,
+            turn: None,
+            text: String::new(),
+            text_chars: 0,
+            cancelled: false,
+            after: None,
+            loading: false,
+        }
+    }
+
+    fn send(&self, line: Line) {
+        let _ = self.sink.tx.send(Tagged {
+            at: Instant::now(),
+            worker: self.sink.worker,
+            incarnation: self.sink.incarnation,
+            line,
+        });
+    }
+
+    /// An event the agent caused: forwarded within the run's budget.
+    fn agent_event(&self, ev: Event) {
+        let len = serde_json::to_string(&ev).map_or(0, |s| s.len());
+        if self.sink.budget.take_event(len) {
+            self.send(Line::Event(ev));
+        }
+    }
+
+    fn bad(&self, line: String) {
+        self.agent_event(Event::BadEvent { line });
+    }
+
+    /// A line in the agent's stderr log (what the report quotes).
+    fn note(&self, what: &str) {
+        if let Ok(mut log) = crate::output::append_log(&self.stderr_log) {
+            let _ = writeln!(log, "[chaosrun] {what}");
+        }
+    }
+
+    /// The whole conversation; ends with end of output.
+    pub(super) async fn run(
+        mut self,
+        client: Arc<Client>,
+        mut ctl: mpsc::UnboundedReceiver<()>,
+        resume: Option<u64>,
+    ) {
+        if self.boot(&client, &mut ctl, resume).await {
+            self.send(Line::Event(Event::Ready));
+            let mut finished = true;
+            for i in resume.unwrap_or(0)..self.run.turns.len() as u64 {
+                if !self.turn(i, &client, &mut ctl).await {
+                    finished = false;
+                    break;
+                }
+            }
+            if finished {
+                self.close(&client, &mut ctl).await;
+                self.send(Line::Event(Event::Closed));
+            }
+        }
+        self.out.close();
+        client.terminals.kill_all();
+        // What it says after its stdin closed is recorded, never served.
+        while let Some(f) = self.frames.recv().await {
+            if !matches!(f, Frame::Request { .. }) {
+                self.on_frame(f, &client).await;
+            }
+        }
+        self.send(Line::Eof);
+    }
+
+    /// `initialize`, then `session/load` (a restart, per `load`) or
+    /// `session/new`: whether the session is ready.
+    async fn boot(
+        &mut self,
+        client: &Arc<Client>,
+        ctl: &mut mpsc::UnboundedReceiver<()>,
+        resume: Option<u64>,
+    ) -> bool {
+        let init = json!({
+            "protocolVersion": 1,
+            "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true},
+            "clientInfo": {"name": "chaosrun", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let Some(answer) = self.ask("initialize", init, client, ctl).await else {
+            return false;
+        };
+        match answer {
+            Ok(v) => self.caps = v.get("agentCapabilities").cloned().unwrap_or(Value::Null),
+            Err(e) => {
+                self.note(&format!("initialize was answered with error {}: {}", e.code, e.message));
+                return false;
+            }
+        }
+        let known = self.run.session.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let can_load = self.caps.get("loadSession") == Some(&Value::Bool(true));
+        let (cwd, mcp) = (self.run.workdir.display().to_string(), self.run.mcp_servers.clone());
+        if let (Some(id), Some(_), Load::Auto, true) = (known, resume, self.run.spec.load, can_load) {
+            self.loading = true;
+            let params = json!({"sessionId": id, "cwd": cwd, "mcpServers": mcp});
+            let answer = self.ask("session/load", params, client, ctl).await;
+            self.loading = false;
+            return match answer {
+                Some(Ok(_)) => {
+                    self.session = id;
+                    true
+                }
+                Some(Err(e)) => {
+                    self.note(&format!("session/load failed: {} {}", e.code, e.message));
+                    false
+                }
+                None => false,
+            };
+        }
+        let params = json!({"cwd": cwd, "mcpServers": mcp});
+        match self.ask("session/new", params, client, ctl).await {
+            Some(Ok(v)) => match v.get("sessionId").and_then(Value::as_str) {
+                Some(id) => {
+                    self.session = clip(id, 1000);
+                    let mut kept = self.run.session.lock().unwrap_or_else(|e| e.into_inner());
+                    kept.get_or_insert_with(|| self.session.clone());
+                    true
+                }
+                None => {
+                    self.bad(clip(&format!("session/new answered without a sessionId: {v}"), 200));
+                    false
+                }
+            },
+            Some(Err(e)) => {
+                self.note(&format!("session/new failed: {} {}", e.code, e.message));
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Send request `method` and serve the agent until it is answered;
+    /// `None`: the agent's output ended first (or its stdin is gone).
+    async fn ask(
+        &mut self,
+        method: &str,
+        params: Value,
+        client: &Arc<Client>,
+        ctl: &mut mpsc::UnboundedReceiver<()>,
+    ) -> Option<Result<Value, RpcError>> {
+        let id = match self.out.request(method, params).await {
+            Ok(id) => json!(id),
+            Err(e) => {
+                self.note(&format!("cannot send {method}: {e}"));
+                return None;
+            }
+        };
+        loop {
+            tokio::select! {
+                f = self.frames.recv() => match f {
+                    None => return None,
+                    Some(Frame::Response { id: got, result }) if got == id => return Some(result),
+                    Some(f) => self.on_frame(f, client).await,
+                },
+                Some(late) = self.late.recv() => self.answer_late(late).await,
+                Some(()) = ctl.recv() => self.cancel().await,
+            }
+        }
+    }
+
+    /// The interrupt: `session/cancel` for the running turn.
+    async fn cancel(&mut self) {
+        if self.turn.is_none() || self.cancelled {
+            return;
+        }
+        self.cancelled = true;
+        let params = json!({"sessionId": self.session});
+        if let Err(e) = self.out.notify("session/cancel", params).await {
+            self.note(&format!("cannot send session/cancel: {e}"));
+        }
+    }
+
+    /// Turn `i`: whether it ended with the prompt's response (false: the
+    /// agent's output ended first, as when it was killed).
+    async fn turn(
+        &mut self,
+        i: u64,
+        client: &Arc<Client>,
+        ctl: &mut mpsc::UnboundedReceiver<()>,
+    ) -> bool {
+        (self.turn, self.after, self.cancelled) = (Some(i), None, false);
+        (self.text, self.text_chars) = (String::new(), 0);
+        self.send(Line::Event(Event::TurnStart { i }));
+        let message = self.run.turns.get(i as usize).cloned().unwrap_or_default();
+        let params = json!({"sessionId": self.session, "prompt": [{"type": "text", "text": message}]});
+        let answer = self.ask("session/prompt", params, client, ctl).await;
+        self.turn = None;
+        let Some(answer) = answer else { return false };
+        let text = std::mem::take(&mut self.text);
+        let end = turn_end(i, answer, text);
+        self.send(Line::Event(Event::TurnEnd(end)));
+        self.after = Some(i);
+        // Updates already there came after the answer: work after the turn.
+        while let Ok(f) = self.frames.try_recv() {
+            self.on_frame(f, client).await;
+        }
+        true
+    }
+
+    /// After the last turn: `session/close` where the agent advertised it.
+    async fn close(&mut self, client: &Arc<Client>, ctl: &mut mpsc::UnboundedReceiver<()>) {
+        let close = self.caps.pointer("/sessionCapabilities/close");
+        if close.is_none_or(Value::is_null) {
+            return;
+        }
+        let params = json!({"sessionId": self.session});
+        let asked = tokio::time::timeout(CLOSE_WAIT, self.ask("session/close", params, client, ctl));
+        if asked.await.is_err() {
+            self.note("session/close was not answered within 5 s");
+        }
+    }
+
+    /// One frame that is not the awaited response.
+    async fn on_frame(&mut self, f: Frame, client: &Arc<Client>) {
+        match f {
+            Frame::Request { id, method, params } => self.serve(id, method, params, client).await,
+            Frame::Notification { method, params } if method == "session/update" => {
+                self.on_update(&params)
+            }
+            Frame::Notification { .. } => {}
+            Frame::Response { id, .. } => {
+                self.bad(clip(&format!("a response to id {id}, never asked"), 200))
+            }
+            Frame::Bad(line) => self.bad(line),
+        }
+    }
+
+    /// Answer the agent's request (a terminal call off the drive).
+    async fn serve(&mut self, id: Value, method: String, params: Value, client: &Arc<Client>) {
+        let turn = self.turn;
+        if !method.starts_with("terminal/") {
+            let answer = client.handle(&method, &params, self.cancelled).await;
+            return self.answer_late(Late { id, method, turn, answer }).await;
+        }
+        if self.open_calls.fetch_add(1, Ordering::SeqCst) >= MAX_OPEN_TERMINAL_CALLS {
+            self.open_calls.fetch_sub(1, Ordering::SeqCst);
+            let e = RpcError::new(-32603, "too many terminal requests outstanding");
+            let answer = Answer::from(Err(e));
+            return self.answer_late(Late { id, method, turn, answer }).await;
+        }
+        let (client, tx, open) = (client.clone(), self.late_tx.clone(), self.open_calls.clone());
+        tokio::spawn(async move {
+            let answer = client.handle(&method, &params, false).await;
+            open.fetch_sub(1, Ordering::SeqCst);
+            let _ = tx.send(Late { id, method, turn, answer });
+        });
+    }
+
+    async fn answer_late(&mut self, late: Late) {
+        self.out.respond(late.id, &late.answer.result).await;
+        self.agent_event(Event::ClientCall {
+            turn: late.turn,
+            method: clip(&late.method, 100),
+            outcome: late.answer.outcome,
+        });
+    }
+
+    /// A `session/update`: the running turn's text and tool statuses, or
+    /// work after a turn ended.
+    fn on_update(&mut self, params: &Value) {
+        let update = params.get("update");
+        let Some(kind) = update.and_then(|u| u.get("sessionUpdate")).and_then(Value::as_str) else {
+            let shown = clip(&params.to_string(), 150);
+            return self.bad(format!("a session/update without update.sessionUpdate: {shown}"));
+        };
+        let update = update.expect("has a kind");
+        if self.loading {
+            return;
+        }
+        let Some(turn) = self.turn else {
+            if let Some(turn) = self.after {
+                let kind = clip(kind, 100);
+                self.agent_event(Event::UpdateAfterTurn { turn, kind });
+            }
+            return;
+        };
+        match kind {
+            "agent_message_chunk" => {
+                let chunk = update.pointer("/content/text").and_then(Value::as_str);
+                self.keep_text(chunk.unwrap_or(""));
+            }
+            "tool_call" | "tool_call_update" => {
+                let status = update.get("status").and_then(Value::as_str);
+                let id = update.get("toolCallId").and_then(Value::as_str);
+                if let (Some(status), Some(id)) = (status, id) {
+                    let (id, status) = (clip(id, 200), clip(status, 50));
+                    self.agent_event(Event::ToolStatus { turn, id, status });
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Append to the turn's answer, up to [`FINAL_KEEP_CHARS`] characters.
+    fn keep_text(&mut self, chunk: &str) {
+        let room = FINAL_KEEP_CHARS.saturating_sub(self.text_chars);
+        if room == 0 {
+            return;
+        }
+        let kept: String = chunk.chars().take(room).collect();
+        self.text_chars += kept.chars().count();
+        self.text.push_str(&kept);
+    }
+}
+
+/// Turn `i`'s end from the prompt's response: `end_turn` completed,
+/// `cancelled` interrupted, any other stop reason or an error failed.
+fn turn_end(i: u64, answer: Result<Value, RpcError>, text: String) -> TurnEnd {
+    let (reason, final_text) = match answer {
+        Ok(v) => {
+            let reason = v.get("stopReason").and_then(Value::as_str);
+            (clip(reason.unwrap_or("no stopReason"), 200), text)
+        }
+        Err(e) => ("error".to_string(), clip(&e.message, FINAL_KEEP_CHARS)),
+    };
+    let completed = reason == "end_turn";
+    let interrupted = reason == "cancelled";
+    TurnEnd {
+        i,
+        failed: !completed && !interrupted,
+        interrupted,
+        completed,
+        final_text,
+        exit_reason: reason,
+        stderr: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prompts_response_ends_its_turn_by_stop_reason() {
+        let end = |r| turn_end(0, r, "hi".into());
+        let done = end(Ok(json!({"stopReason": "end_turn"})));
+        assert!(done.completed && !done.failed && done.final_text == "hi");
+        let cut = end(Ok(json!({"stopReason": "cancelled"})));
+        assert!(cut.interrupted && !cut.failed && !cut.completed);
+        let refused = end(Ok(json!({"stopReason": "refusal"})));
+        assert!(refused.failed && refused.exit_reason == "refusal");
+        let error = end(Err(RpcError::new(-32603, "Internal error")));
+        assert!(error.failed && error.exit_reason == "error");
+        assert_eq!(error.final_text, "Internal error");
+        assert!(end(Ok(json!({}))).failed);
+    }
+}
