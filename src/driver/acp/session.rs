@@ -168,6 +168,8 @@ impl Drive {
             "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true},
             "clientInfo": {"name": "chaosrun", "version": env!("CARGO_PKG_VERSION")},
         });
+        // The log's last line names the step the agent is stuck at.
+        self.note("ACP: initialize sent, waiting for its answer");
         let Some(answer) = self.ask("initialize", init, client, ctl).await else {
             return false;
         };
