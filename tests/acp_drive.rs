@@ -2,7 +2,8 @@
 //! a small stdlib ACP agent (tests/fixtures/acp/acp_agent.py, one process per
 //! scenario) through its `acp:` profile. A well-behaved agent passes with
 //! its tool statuses recorded and the ACP turn model in the observation; a
-//! cancel ends the interrupted turn `cancelled`; the client side's fs reads
+//! cancel ends the interrupted turn `cancelled`; after a kill the new
+//! process gets the session back with `session/load`; the client side's fs reads
 //! and writes inside the work dir. Each hostile mode ends in its named
 //! failure or ERROR with nothing outside the scenario touched: a flood of
 //! updates (bounded), invalid JSON-RPC and a response to an id never asked,
@@ -152,6 +153,17 @@ fn session_cancel_ends_the_interrupted_turn_cancelled() {
     assert_eq!(ends[0]["interrupted"], true, "{}", ends[0]);
     assert_eq!(ends[0]["exit_reason"], "cancelled", "{}", ends[0]);
     assert_eq!(ends[1]["completed"], true, "{}", ends[1]);
+}
+
+#[test]
+#[cfg_attr(not(target_os = "linux"), ignore = "needs Linux /proc")]
+fn after_a_kill_the_new_process_loads_the_session_and_answers_the_probe() {
+    let r = run("acp_kill", None);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_eq!(r.events("acp_kill", "restarted").len(), 1);
+    assert_eq!(r.events("acp_kill", "ready").len(), 2, "a restart is ready again");
+    let log = std::fs::read_to_string(r.dir.path().join("art/acp_kill/stderr.log")).unwrap();
+    assert!(log.contains("ACP: session/load of acp-"), "{log}");
 }
 
 #[test]

@@ -184,6 +184,7 @@ impl Drive {
         let can_load = self.caps.get("loadSession") == Some(&Value::Bool(true));
         let (cwd, mcp) = (self.run.workdir.display().to_string(), self.run.mcp_servers.clone());
         if let (Some(id), Some(_), Load::Auto, true) = (known, resume, self.run.spec.load, can_load) {
+            self.note(&format!("ACP: session/load of {id} (a restart)"));
             self.loading = true;
             let params = json!({"sessionId": id, "cwd": cwd, "mcpServers": mcp});
             let answer = self.ask("session/load", params, client, ctl).await;
