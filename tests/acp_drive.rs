@@ -74,7 +74,14 @@ fn run(id: &str, mode: Option<&str>) -> Run {
 
 impl Run {
     fn observation(&self, id: &str) -> serde_json::Value {
-        read_json(&self.dir.path().join("art").join(id).join("observation.json"))
+        read_json(
+            &self
+                .dir
+                .path()
+                .join("art")
+                .join(id)
+                .join("observation.json"),
+        )
     }
 
     fn events(&self, id: &str, ev: &str) -> Vec<serde_json::Value> {
@@ -104,7 +111,11 @@ fn a_well_behaved_acp_agent_passes_with_its_updates_recorded() {
     let r = run("acp_answers", None);
     assert_eq!(r.code, 0, "{}", r.stdout);
     let obs = r.observation("acp_answers");
-    assert_eq!(obs["turn_model"]["clock"], "turn_start", "{}", obs["turn_model"]);
+    assert_eq!(
+        obs["turn_model"]["clock"], "turn_start",
+        "{}",
+        obs["turn_model"]
+    );
     assert_eq!(obs["turn_model"]["session_from_agent"], true);
     let names: Vec<String> = obs["events"]
         .as_array()
@@ -113,12 +124,25 @@ fn a_well_behaved_acp_agent_passes_with_its_updates_recorded() {
         .map(|e| e["ev"].as_str().unwrap().to_string())
         .filter(|e| ["ready", "turn_start", "turn_end", "closed", "exited"].contains(&e.as_str()))
         .collect();
-    let want = ["ready", "turn_start", "turn_end", "turn_start", "turn_end", "closed", "exited"];
+    let want = [
+        "ready",
+        "turn_start",
+        "turn_end",
+        "turn_start",
+        "turn_end",
+        "closed",
+        "exited",
+    ];
     assert_eq!(names, want, "one process for every turn: {names:?}");
     let statuses: Vec<(u64, String)> = r
         .events("acp_answers", "tool_status")
         .iter()
-        .map(|e| (e["turn"].as_u64().unwrap(), e["status"].as_str().unwrap().into()))
+        .map(|e| {
+            (
+                e["turn"].as_u64().unwrap(),
+                e["status"].as_str().unwrap().into(),
+            )
+        })
         .collect();
     assert_eq!(
         statuses,
@@ -161,7 +185,11 @@ fn after_a_kill_the_new_process_loads_the_session_and_answers_the_probe() {
     let r = run("acp_kill", None);
     assert_eq!(r.code, 0, "{}", r.stdout);
     assert_eq!(r.events("acp_kill", "restarted").len(), 1);
-    assert_eq!(r.events("acp_kill", "ready").len(), 2, "a restart is ready again");
+    assert_eq!(
+        r.events("acp_kill", "ready").len(),
+        2,
+        "a restart is ready again"
+    );
     let log = std::fs::read_to_string(r.dir.path().join("art/acp_kill/stderr.log")).unwrap();
     assert!(log.contains("ACP: session/load of acp-"), "{log}");
 }
@@ -174,18 +202,32 @@ fn the_client_side_reads_and_writes_inside_the_work_dir() {
     let calls = r.events("acp_hostile", "client_call");
     let got: Vec<(&str, &str)> = calls
         .iter()
-        .map(|c| (c["method"].as_str().unwrap(), c["outcome"].as_str().unwrap()))
+        .map(|c| {
+            (
+                c["method"].as_str().unwrap(),
+                c["outcome"].as_str().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(got[..2], [("fs/write_text_file", "ok"), ("fs/read_text_file", "ok")]);
+    assert_eq!(
+        got[..2],
+        [("fs/write_text_file", "ok"), ("fs/read_text_file", "ok")]
+    );
     let ends = r.events("acp_hostile", "turn_end");
     // Line 2, one line: the `line`/`limit` window of what was written.
     assert!(
-        ends[0]["final"].as_str().unwrap().contains(r#"{"content": "line two\n"}"#),
+        ends[0]["final"]
+            .as_str()
+            .unwrap()
+            .contains(r#"{"content": "line two\n"}"#),
         "{}",
         ends[0]
     );
     let note = r.dir.path().join("art/acp_hostile/work/note.txt");
-    assert_eq!(std::fs::read_to_string(note).unwrap(), "line one\nline two\n");
+    assert_eq!(
+        std::fs::read_to_string(note).unwrap(),
+        "line one\nline two\n"
+    );
 }
 
 #[test]
@@ -218,7 +260,10 @@ fn invalid_json_rpc_and_a_response_never_asked_are_bad_events() {
         .map(|e| e["line"].as_str().unwrap().to_string())
         .collect();
     assert!(bad.iter().any(|l| l == "this is not json-rpc"), "{bad:?}");
-    assert!(bad.iter().any(|l| l.contains("id 424242, never asked")), "{bad:?}");
+    assert!(
+        bad.iter().any(|l| l.contains("id 424242, never asked")),
+        "{bad:?}"
+    );
     let v = violations(&r.report, "acp_hostile").join("\n");
     assert!(v.contains("never asked"), "{v}");
 }
@@ -238,7 +283,10 @@ fn refused(r: &Run, method: &str) {
     for c in calls {
         assert_eq!(c["method"], method, "{c}");
         let outcome = c["outcome"].as_str().unwrap();
-        assert!(outcome.starts_with("error -32602") && outcome.contains("outside"), "{c}");
+        assert!(
+            outcome.starts_with("error -32602") && outcome.contains("outside"),
+            "{c}"
+        );
     }
 }
 
@@ -282,21 +330,43 @@ fn an_agent_that_never_answers_initialize_fails_boot_naming_it() {
 fn a_bad_acp_section_is_refused_at_load() {
     let dir = tempfile::tempdir().unwrap();
     for (yaml, says, placed) in [
-        ("acp:\n  command: [python3, \"{{mesage}}\"]\n", "mesage", true),
-        ("acp:\n  command: [python3]\n  lod: never\n", "unknown field `lod`", true),
+        (
+            "acp:\n  command: [python3, \"{{mesage}}\"]\n",
+            "mesage",
+            true,
+        ),
+        (
+            "acp:\n  command: [python3]\n  lod: never\n",
+            "unknown field `lod`",
+            true,
+        ),
         ("acp:\n  command: []\n", "non-empty argv", true),
-        ("command: [python3]\nacp:\n  command: [python3]\n", "keep one", false),
+        (
+            "command: [python3]\nacp:\n  command: [python3]\n",
+            "keep one",
+            false,
+        ),
         (
             "exec:\n  first: [python3]\n  final: {last_line: true}\nacp:\n  command: [python3]\n",
             "keep one",
             false,
         ),
-        ("workers: 2\nacp:\n  command: [python3]\n", "`workers` must be 1", false),
+        (
+            "workers: 2\nacp:\n  command: [python3]\n",
+            "`workers` must be 1",
+            false,
+        ),
     ] {
         let p = dir.path().join("p.yaml");
         std::fs::write(&p, yaml).unwrap();
         let out = std::process::Command::new(bin())
-            .args([TABLE, "--agent", p.to_str().unwrap(), "--only", "acp_answers"])
+            .args([
+                TABLE,
+                "--agent",
+                p.to_str().unwrap(),
+                "--only",
+                "acp_answers",
+            ])
             .current_dir(repo())
             .output()
             .unwrap();

@@ -54,6 +54,26 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     ),
     ("src/template.rs", "\"text\"", "a template's `text` field"),
     (
+        "src/driver/acp/",
+        "\"error\"",
+        "JSON-RPC's `error` member and a failed prompt's exit reason (no provider kind)",
+    ),
+    (
+        "src/driver/acp/",
+        "\"result\"",
+        "JSON-RPC's `result` member (no provider kind)",
+    ),
+    (
+        "src/driver/acp/",
+        "\"text\"",
+        "ACP's content block type `text` (no provider kind)",
+    ),
+    (
+        "src/driver/acp/",
+        "\"tool_call\"",
+        "ACP's session update `tool_call` (no provider kind)",
+    ),
+    (
         "src/input.rs",
         "\"cassette\"",
         "the cassette file's size cap, named in errors",

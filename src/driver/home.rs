@@ -312,6 +312,24 @@ pub fn credential_rewriter(
     }))
 }
 
+/// The ACP drive's run (a profile with `acp:`): its argv rendered, with the
+/// `--agent-arg` values appended.
+fn acp_run(i: &Inputs<'_>, vars: &Vars, dirs: &RunDirs) -> anyhow::Result<Option<AcpRun>> {
+    let Some(spec) = &i.profile.acp else {
+        return Ok(None);
+    };
+    let mut argv = template::render_argv(&spec.command, vars).map_err(anyhow::Error::msg)?;
+    argv.extend(i.agent_args.iter().cloned());
+    Ok(Some(AcpRun {
+        spec: spec.clone(),
+        argv,
+        turns: i.turns.to_vec(),
+        workdir: std::path::absolute(&dirs.work)?,
+        mcp_servers: acp_mcp_servers(vars),
+        session: Default::default(),
+    }))
+}
+
 /// Create the run's directories, render home files and the spec.
 pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
     let dirs = RunDirs::create(root)?;
@@ -390,21 +408,7 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
                 .collect(),
         }
     });
-    let acp = match &i.profile.acp {
-        Some(spec) => {
-            let mut argv = template::render_argv(&spec.command, &vars).map_err(anyhow::Error::msg)?;
-            argv.extend(i.agent_args.iter().cloned());
-            Some(AcpRun {
-                spec: spec.clone(),
-                argv,
-                turns: i.turns.to_vec(),
-                workdir: std::path::absolute(&dirs.work)?,
-                mcp_servers: acp_mcp_servers(&vars),
-                session: Default::default(),
-            })
-        }
-        None => None,
-    };
+    let acp = acp_run(i, &vars, &dirs)?;
     Ok(Prepared {
         dirs,
         argv,

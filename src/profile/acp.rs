@@ -104,14 +104,19 @@ mod tests {
         assert_eq!(s.permission, Permission::AllowOnce);
         let s: AcpSpec =
             serde_yaml::from_str("{command: [x], load: never, permission: reject_once}").unwrap();
-        assert_eq!((s.load, s.permission), (Load::Never, Permission::RejectOnce));
+        assert_eq!(
+            (s.load, s.permission),
+            (Load::Never, Permission::RejectOnce)
+        );
         for (bad, says) in [
             ("command: []", "non-empty argv"),
             ("command: [x, \"{{mesage}}\"]", "mesage"),
             ("{command: [x], load: sometimes}", "unknown variant"),
             ("{command: [x], permision: allow_once}", "unknown field"),
         ] {
-            let e = serde_yaml::from_str::<AcpSpec>(bad).unwrap_err().to_string();
+            let e = serde_yaml::from_str::<AcpSpec>(bad)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
     }

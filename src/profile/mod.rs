@@ -7,9 +7,9 @@
 //! speaks the driver protocol, with an optional profile beside it (`./hermes`
 //! with `./hermes.yaml`). Without `--agent`, the bundled reference agent runs.
 
+pub mod acp;
 pub mod bundled;
 pub mod cassettes;
-pub mod acp;
 pub mod exec;
 pub mod knobs;
 pub mod needs;
@@ -330,7 +330,11 @@ fn check_acp(agent: &str, doc: &mut ProfileDoc) -> Result<(), String> {
         return Err(format!(
             "adapter profile `{agent}` has `acp` (an agent driven over the Agent Client \
              Protocol) beside `{}`; keep one",
-            if doc.exec.is_some() { "exec" } else { "command" }
+            if doc.exec.is_some() {
+                "exec"
+            } else {
+                "command"
+            }
         ));
     }
     if doc.workers.unwrap_or(1) != 1 {

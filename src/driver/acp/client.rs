@@ -58,7 +58,10 @@ impl Client {
     fn permission(&self, params: &Value, cancelled: bool) -> Answer {
         let options = params.get("options").and_then(Value::as_array);
         let Some(options) = options else {
-            return Err(RpcError::invalid("session/request_permission without `options`")).into();
+            return Err(RpcError::invalid(
+                "session/request_permission without `options`",
+            ))
+            .into();
         };
         let chosen = (!cancelled)
             .then(|| {
@@ -141,7 +144,9 @@ impl Client {
         let content = if line <= 1 && limit.is_none() {
             text.into_owned()
         } else {
-            let lines = text.split_inclusive('\n').skip(line.saturating_sub(1) as usize);
+            let lines = text
+                .split_inclusive('\n')
+                .skip(line.saturating_sub(1) as usize);
             lines
                 .take(limit.map_or(usize::MAX, |l| l as usize))
                 .collect()

@@ -37,7 +37,10 @@ const FRAME_QUEUE: usize = 8;
 /// `session/new` (`None` before it did, or without an ACP profile).
 pub(crate) fn store_session(prep: &Prepared) -> Option<String> {
     let run = prep.acp.as_ref()?;
-    run.session.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    run.session
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
 }
 
 /// One ACP agent process.

@@ -146,7 +146,10 @@ impl Splitter {
     }
 
     fn take(&mut self) -> Option<Frame> {
-        let (line, len) = (std::mem::take(&mut self.line), std::mem::take(&mut self.len));
+        let (line, len) = (
+            std::mem::take(&mut self.line),
+            std::mem::take(&mut self.len),
+        );
         if len > MAX_FRAME {
             let head = String::from_utf8_lossy(&line[..line.len().min(BAD_KEEP_CHARS)]);
             return Some(Frame::Bad(format!(

@@ -176,14 +176,26 @@ impl Drive {
         match answer {
             Ok(v) => self.caps = v.get("agentCapabilities").cloned().unwrap_or(Value::Null),
             Err(e) => {
-                self.note(&format!("initialize was answered with error {}: {}", e.code, e.message));
+                self.note(&format!(
+                    "initialize was answered with error {}: {}",
+                    e.code, e.message
+                ));
                 return false;
             }
         }
-        let known = self.run.session.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let known = self
+            .run
+            .session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let can_load = self.caps.get("loadSession") == Some(&Value::Bool(true));
-        let (cwd, mcp) = (self.run.workdir.display().to_string(), self.run.mcp_servers.clone());
-        if let (Some(id), Some(_), Load::Auto, true) = (known, resume, self.run.spec.load, can_load) {
+        let (cwd, mcp) = (
+            self.run.workdir.display().to_string(),
+            self.run.mcp_servers.clone(),
+        );
+        if let (Some(id), Some(_), Load::Auto, true) = (known, resume, self.run.spec.load, can_load)
+        {
             self.note(&format!("ACP: session/load of {id} (a restart)"));
             self.loading = true;
             let params = json!({"sessionId": id, "cwd": cwd, "mcpServers": mcp});
@@ -211,7 +223,10 @@ impl Drive {
                     true
                 }
                 None => {
-                    self.bad(clip(&format!("session/new answered without a sessionId: {v}"), 200));
+                    self.bad(clip(
+                        &format!("session/new answered without a sessionId: {v}"),
+                        200,
+                    ));
                     false
                 }
             },
@@ -276,7 +291,8 @@ impl Drive {
         (self.text, self.text_chars) = (String::new(), 0);
         self.send(Line::Event(Event::TurnStart { i }));
         let message = self.run.turns.get(i as usize).cloned().unwrap_or_default();
-        let params = json!({"sessionId": self.session, "prompt": [{"type": "text", "text": message}]});
+        let params =
+            json!({"sessionId": self.session, "prompt": [{"type": "text", "text": message}]});
         let answer = self.ask("session/prompt", params, client, ctl).await;
         self.turn = None;
         let Some(answer) = answer else { return false };
@@ -298,7 +314,8 @@ impl Drive {
             return;
         }
         let params = json!({"sessionId": self.session});
-        let asked = tokio::time::timeout(CLOSE_WAIT, self.ask("session/close", params, client, ctl));
+        let asked =
+            tokio::time::timeout(CLOSE_WAIT, self.ask("session/close", params, client, ctl));
         if asked.await.is_err() {
             self.note("session/close was not answered within 5 s");
         }
@@ -324,19 +341,42 @@ impl Drive {
         let turn = self.turn;
         if !method.starts_with("terminal/") {
             let answer = client.handle(&method, &params, self.cancelled).await;
-            return self.answer_late(Late { id, method, turn, answer }).await;
+            return self
+                .answer_late(Late {
+                    id,
+                    method,
+                    turn,
+                    answer,
+                })
+                .await;
         }
         if self.open_calls.fetch_add(1, Ordering::SeqCst) >= MAX_OPEN_TERMINAL_CALLS {
             self.open_calls.fetch_sub(1, Ordering::SeqCst);
             let e = RpcError::new(-32603, "too many terminal requests outstanding");
             let answer = Answer::from(Err(e));
-            return self.answer_late(Late { id, method, turn, answer }).await;
+            return self
+                .answer_late(Late {
+                    id,
+                    method,
+                    turn,
+                    answer,
+                })
+                .await;
         }
-        let (client, tx, open) = (client.clone(), self.late_tx.clone(), self.open_calls.clone());
+        let (client, tx, open) = (
+            client.clone(),
+            self.late_tx.clone(),
+            self.open_calls.clone(),
+        );
         tokio::spawn(async move {
             let answer = client.handle(&method, &params, false).await;
             open.fetch_sub(1, Ordering::SeqCst);
-            let _ = tx.send(Late { id, method, turn, answer });
+            let _ = tx.send(Late {
+                id,
+                method,
+                turn,
+                answer,
+            });
         });
     }
 
@@ -353,9 +393,14 @@ impl Drive {
     /// work after a turn ended.
     fn on_update(&mut self, params: &Value) {
         let update = params.get("update");
-        let Some(kind) = update.and_then(|u| u.get("sessionUpdate")).and_then(Value::as_str) else {
+        let Some(kind) = update
+            .and_then(|u| u.get("sessionUpdate"))
+            .and_then(Value::as_str)
+        else {
             let shown = clip(&params.to_string(), 150);
-            return self.bad(format!("a session/update without update.sessionUpdate: {shown}"));
+            return self.bad(format!(
+                "a session/update without update.sessionUpdate: {shown}"
+            ));
         };
         let update = update.expect("has a kind");
         if self.loading {
