@@ -495,6 +495,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_acp_session_gets_the_scenarios_mcp_server() {
+        let vars = |pairs: &[(&str, &str)]| -> Vars {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let stdio = vars(&[
+            ("mcp_transport", "stdio"),
+            ("mcp_command", "/bin/chaosrun"),
+            ("mcp_args_json", r#"["mcp-stdio","--socket","/s"]"#),
+        ]);
+        assert_eq!(
+            acp_mcp_servers(&stdio),
+            json!([{"name": "chaos", "command": "/bin/chaosrun",
+                    "args": ["mcp-stdio", "--socket", "/s"], "env": []}])
+        );
+        let http = vars(&[
+            ("mcp_transport", "http"),
+            ("mcp_url", "http://127.0.0.1:9/mcp"),
+        ]);
+        assert_eq!(
+            acp_mcp_servers(&http),
+            json!([{"type": "http", "name": "chaos", "url": "http://127.0.0.1:9/mcp", "headers": []}])
+        );
+        assert_eq!(acp_mcp_servers(&vars(&[("mcp_transport", "")])), json!([]));
+    }
+
+    #[test]
     fn profile_paths_stay_inside_home() {
         let home = Path::new("/run/x/home");
         assert_eq!(

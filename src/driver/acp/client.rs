@@ -165,3 +165,118 @@ impl Client {
         Ok(Value::Null)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    /// A client on `work/work` (its containment ended by the caller).
+    fn client(
+        work: &Path,
+        permission: Permission,
+    ) -> (crate::proc_hygiene::RunContainment, Client) {
+        let dirs = crate::driver::home::RunDirs::create(&work.join("run")).unwrap();
+        let prep = crate::driver::Prepared {
+            dirs,
+            argv: vec![],
+            profile_env: BTreeMap::new(),
+            store: None,
+            log_paths: vec![],
+            exec: None,
+            acp: None,
+            netns: None,
+            mntns: None,
+            seccomp: Default::default(),
+        };
+        let id = format!("acpclient{}{}", std::process::id(), permission.kinds()[0]);
+        let run = crate::proc_hygiene::RunContainment::new(&id);
+        let scope = Arc::new(run.scope("s0"));
+        let client = Client {
+            workdir: work.join("work"),
+            permission,
+            terminals: Terminals::new(&prep, &BTreeMap::new(), scope),
+        };
+        (run, client)
+    }
+
+    fn code(a: &Answer) -> i64 {
+        a.result.as_ref().unwrap_err().code
+    }
+
+    #[tokio::test]
+    async fn fs_stays_inside_the_work_dir() {
+        let d = tempfile::tempdir().unwrap();
+        let work = d.path().join("work");
+        std::fs::create_dir_all(work.join("sub")).unwrap();
+        std::fs::write(d.path().join("secret"), "pw").unwrap();
+        std::os::unix::fs::symlink(d.path(), work.join("up")).unwrap();
+        let (run, c) = client(d.path(), Permission::AllowOnce);
+        let at = |p: &Path| json!({"sessionId": "s", "path": p.display().to_string()});
+        let secret = d.path().join("secret");
+        for outside in [
+            secret.clone(),
+            work.join("up/secret"),
+            work.join("../secret"),
+            PathBuf::from("secret"),
+        ] {
+            let a = c.handle("fs/read_text_file", &at(&outside), false).await;
+            assert_eq!(code(&a), -32602, "{}", outside.display());
+            assert!(a.outcome.contains("outside"), "{}", a.outcome);
+        }
+        let missing = at(&work.join("missing.txt"));
+        let a = c.handle("fs/read_text_file", &missing, false).await;
+        assert_eq!(code(&a), -32002);
+        let mut w = at(&work.join("up/new.txt"));
+        w["content"] = json!("x");
+        assert_eq!(
+            code(&c.handle("fs/write_text_file", &w, false).await),
+            -32602
+        );
+        assert!(!d.path().join("new.txt").exists());
+        let mut w = at(&work.join("sub/new.txt"));
+        w["content"] = json!("a\nb\nc\n");
+        let a = c.handle("fs/write_text_file", &w, false).await;
+        assert_eq!((a.result.unwrap(), a.outcome.as_str()), (Value::Null, "ok"));
+        let mut r = at(&work.join("sub/new.txt"));
+        r["line"] = json!(2);
+        let a = c.handle("fs/read_text_file", &r, false).await;
+        assert_eq!(a.result.unwrap(), json!({"content": "b\nc\n"}));
+        let a = c.handle("session/set_mode", &json!({}), false).await;
+        assert_eq!(code(&a), -32601);
+        drop(c);
+        run.end();
+    }
+
+    #[tokio::test]
+    async fn permission_picks_the_profiles_kind_or_cancels() {
+        let d = tempfile::tempdir().unwrap();
+        let options = json!({"options": [
+            {"optionId": "a", "name": "Always", "kind": "allow_always"},
+            {"optionId": "r", "name": "No", "kind": "reject_once"},
+        ]});
+        let pick = |p: Permission, cancelled: bool| {
+            let (run, c) = client(d.path(), p);
+            let options = options.clone();
+            async move {
+                let a = c
+                    .handle("session/request_permission", &options, cancelled)
+                    .await;
+                drop(c);
+                run.end();
+                a
+            }
+        };
+        let a = pick(Permission::AllowOnce, false).await;
+        assert_eq!(a.outcome, "allow_always", "allow_once falls back");
+        assert_eq!(a.result.unwrap()["outcome"]["optionId"], "a");
+        let a = pick(Permission::RejectOnce, false).await;
+        assert_eq!(a.result.unwrap()["outcome"]["optionId"], "r");
+        let a = pick(Permission::AllowOnce, true).await;
+        assert_eq!(
+            a.result.unwrap(),
+            json!({"outcome": {"outcome": "cancelled"}})
+        );
+    }
+}
