@@ -68,13 +68,15 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     out
 }
 
-/// Every `CHAOS ` line parsed, none dropped past the cap, and restarts
-/// resumed where they were told.
+/// Every `CHAOS ` line parsed (ACP drive: every JSON-RPC frame), none
+/// dropped past the cap, and restarts resumed where they were told.
 fn protocol(obs: &Observation) -> Check {
+    let acp = obs.turn_model() == crate::observe::TurnModel::ACP;
     let mut bad: Vec<String> = obs
         .events
         .iter()
         .filter_map(|t| match &t.event {
+            Event::BadEvent { line } if acp => Some(format!("bad ACP frame: {line}")),
             Event::BadEvent { line } => Some(format!("unparseable event line: CHAOS {line}")),
             _ => None,
         })
