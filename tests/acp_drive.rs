@@ -379,3 +379,38 @@ fn a_bad_acp_section_is_refused_at_load() {
         }
     }
 }
+
+/// `agents check` on an ACP profile: `start` is ok when `initialize` is
+/// answered and `session/new` returns a session id, and fails (naming the
+/// missing id) when it returns none.
+#[test]
+#[cfg_attr(not(target_os = "linux"), ignore = "needs Linux /proc")]
+fn agents_check_covers_an_acp_profile() {
+    require("python3", python(), "install python3");
+    for (mode, ok) in [(None, true), (Some("no_session"), false)] {
+        let mark = new_mark("acpcheck");
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("r.json");
+        let args = ["agents", "check", PROFILE, "--json", json.to_str().unwrap()];
+        let mut cmd = command(&mark, &args);
+        cmd.args(PASS_MARK);
+        if let Some(m) = mode {
+            cmd.env("ACP_MODE", format!("--mode={m}"));
+        }
+        let out = cmd.output().expect("chaosrun runs");
+        let left = wait_unmarked(&mark, Duration::from_secs(10));
+        kill_marked(&mark);
+        assert!(left.is_empty(), "processes outlived chaosrun: {left:?}");
+        let steps = String::from_utf8_lossy(&out.stdout).to_string();
+        let start = steps.lines().find(|l| l.starts_with("start")).unwrap_or("");
+        assert_eq!(start.ends_with(" ok"), ok, "{mode:?}: {steps}");
+        if !ok {
+            let report = read_json(&json);
+            let bad = report.to_string();
+            assert!(
+                bad.contains("session/new answered without a sessionId"),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -283,9 +283,9 @@ fn store_step(def: &StepDef, report: &Report) -> Outcome {
 /// `failed` (an agent that never reached the provider is [`NEVER_STARTED`]).
 fn hint(name: &str, failed: &[&str]) -> String {
     let text = match name {
-        "start" => "the agent reached the provider but its turn was not read as the answer it got: look at how the profile reads a turn's end (`exec.final`, `exec.failed`), or the driver's CHAOS events",
+        "start" => "the agent reached the provider but its turn was not read as the answer it got: look at how the profile reads a turn's end (`exec.final`, `exec.failed`), the driver's CHAOS events, or an ACP agent's `agent_message_chunk` text and `stopReason`",
         "tool call" => "look at the profile's `tools.shell`: the agent's name for its shell tool and for its `command` argument (this version may have renamed either)",
-        "resume" => "look at how the profile resumes a session after a kill: `exec.resume` and the `exec.capture` it uses (the session id), or `resume: false` if this version cannot resume",
+        "resume" => "look at how the profile resumes a session after a kill: `exec.resume` and the `exec.capture` it uses (the session id), `acp.load` (an ACP agent: `session/load` after a kill), or `resume: false` if this version cannot resume",
         "store read" if failed.contains(&"store_written") => "look at the profile's `store.path` (or `store.jsonl`): the file this version writes its session to (compare with the files under the run's HOME: --artifacts DIR keeps them)",
         "store read" => "look at the profile's `store` mapping (`store.messages_sql` or `store.records`) and `exec.store_session`: how this version's store holds a session's messages",
         "mcp listing" => "look at the profile's MCP registration: the config its `home_files` (or `exec` argv) render with {{mcp_command}} {{mcp_args_json}} or {{mcp_url}}, `mcp.transports`, and `tools.mcp_probe` (the agent's name for the chaos server's `probe` tool)",
