@@ -38,6 +38,11 @@ struct Run {
 /// Run row `id` of the ACP table with the agent's `--mode` (if any),
 /// keeping every artifact; no marked process may outlive chaosrun.
 fn run(id: &str, mode: Option<&str>) -> Run {
+    run_with(PROFILE, id, mode)
+}
+
+/// [`run`] through `profile`.
+fn run_with(profile: &str, id: &str, mode: Option<&str>) -> Run {
     require("python3", python(), "install python3");
     let mark = new_mark("acp");
     let dir = tempfile::tempdir().unwrap();
@@ -47,7 +52,7 @@ fn run(id: &str, mode: Option<&str>) -> Run {
     let args = [
         TABLE,
         "--agent",
-        PROFILE,
+        profile,
         "--only",
         id,
         "--json",
@@ -192,6 +197,19 @@ fn after_a_kill_the_new_process_loads_the_session_and_answers_the_probe() {
     );
     let log = std::fs::read_to_string(r.dir.path().join("art/acp_kill/stderr.log")).unwrap();
     assert!(log.contains("ACP: session/load of acp-"), "{log}");
+}
+
+/// `load: never`: the restart asks `session/new`; this agent's new session
+/// has no history, so the probe shows the lost turn.
+#[test]
+#[cfg_attr(not(target_os = "linux"), ignore = "needs Linux /proc")]
+fn load_never_starts_a_new_session_after_a_kill() {
+    let r = run_with("tests/fixtures/acp/acp_agent_no_load.yaml", "acp_kill", None);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let log = std::fs::read_to_string(r.dir.path().join("art/acp_kill/stderr.log")).unwrap();
+    assert!(!log.contains("session/load"), "{log}");
+    let v = violations(&r.report, "acp_kill").join("\n");
+    assert!(v.contains("lost its history"), "{v}");
 }
 
 #[test]
