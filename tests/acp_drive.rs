@@ -204,7 +204,11 @@ fn after_a_kill_the_new_process_loads_the_session_and_answers_the_probe() {
 #[test]
 #[cfg_attr(not(target_os = "linux"), ignore = "needs Linux /proc")]
 fn load_never_starts_a_new_session_after_a_kill() {
-    let r = run_with("tests/fixtures/acp/acp_agent_no_load.yaml", "acp_kill", None);
+    let r = run_with(
+        "tests/fixtures/acp/acp_agent_no_load.yaml",
+        "acp_kill",
+        None,
+    );
     assert_eq!(r.code, 1, "{}", r.stdout);
     let log = std::fs::read_to_string(r.dir.path().join("art/acp_kill/stderr.log")).unwrap();
     assert!(!log.contains("session/load"), "{log}");

@@ -236,6 +236,11 @@ impl Out {
         let _ = self.write(msg).await;
     }
 
+    /// How many requests were sent (their ids are 0 to this, excluded).
+    pub fn sent(&self) -> u64 {
+        self.next_id
+    }
+
     /// Close stdin (end of the session: the agent should exit).
     pub fn close(&mut self) {
         self.stdin = None;

@@ -9,6 +9,7 @@
 //! asked, an update of the wrong shape) is a bad event; every event the
 //! agent causes is counted against the run's budget.
 
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -64,6 +65,9 @@ pub(super) struct Drive {
     after: Option<u64>,
     /// `session/load` is replaying the conversation: not this run's updates.
     loading: bool,
+    /// The ids of chaosrun's requests the agent answered (one per request
+    /// sent: a few per turn).
+    answered: HashSet<u64>,
 }
 
 impl Drive {
@@ -92,6 +96,7 @@ impl Drive {
             cancelled: false,
             after: None,
             loading: false,
+            answered: HashSet::new(),
         }
     }
 
@@ -258,7 +263,10 @@ impl Drive {
             tokio::select! {
                 f = self.frames.recv() => match f {
                     None => return None,
-                    Some(Frame::Response { id: got, result }) if got == id => return Some(result),
+                    Some(Frame::Response { id: got, result }) if got == id => {
+                        self.answered.extend(got.as_u64());
+                        return Some(result);
+                    }
                     Some(f) => self.on_frame(f, client).await,
                 },
                 Some(late) = self.late.recv() => self.answer_late(late).await,
@@ -329,10 +337,20 @@ impl Drive {
                 self.on_update(&params)
             }
             Frame::Notification { .. } => {}
-            Frame::Response { id, .. } => {
-                self.bad(clip(&format!("a response to id {id}, never asked"), 200))
-            }
+            Frame::Response { id, .. } => self.stray_response(&id),
             Frame::Bad(line) => self.bad(line),
+        }
+    }
+
+    /// A response that is not the one awaited: late to a request chaosrun
+    /// stopped waiting for (`session/close`) is fine; a second one to the
+    /// same id, or one to an id never sent, is a bad event.
+    fn stray_response(&mut self, id: &Value) {
+        let late = id.as_u64().filter(|n| *n < self.out.sent());
+        match late {
+            Some(n) if self.answered.insert(n) => {}
+            Some(n) => self.bad(format!("a second response to id {n}")),
+            None => self.bad(clip(&format!("a response to id {id}, never asked"), 200)),
         }
     }
 
@@ -468,6 +486,56 @@ fn turn_end(i: u64, answer: Result<Value, RpcError>, text: String) -> TurnEnd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A drive whose agent is gone (no stdin), and what it sends.
+    fn drive() -> (Drive, mpsc::UnboundedReceiver<Tagged>) {
+        let run = AcpRun {
+            spec: crate::profile::acp::AcpSpec {
+                command: vec!["x".into()],
+                load: Load::Auto,
+                permission: Default::default(),
+            },
+            argv: vec!["x".into()],
+            turns: vec![],
+            workdir: PathBuf::from("/nonexistent"),
+            mcp_servers: json!([]),
+            session: Default::default(),
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let sink = Sink {
+            tx,
+            worker: 0,
+            incarnation: 1,
+            budget: crate::driver::output::Budget::new(1),
+        };
+        let (_, frames) = mpsc::channel(1);
+        let log = std::env::temp_dir().join("chaosrun-acp-session-test.log");
+        (Drive::new(run, sink, Out::new(None), frames, log), rx)
+    }
+
+    #[tokio::test]
+    async fn a_late_response_is_fine_a_second_or_unasked_one_is_bad() {
+        let (mut d, mut rx) = drive();
+        let _ = d.out.request("session/close", json!({})).await;
+        d.stray_response(&json!(0));
+        d.stray_response(&json!(0));
+        d.stray_response(&json!(7));
+        d.stray_response(&json!("zz"));
+        let mut bad = Vec::new();
+        while let Ok(t) = rx.try_recv() {
+            if let Line::Event(Event::BadEvent { line }) = t.line {
+                bad.push(line);
+            }
+        }
+        assert_eq!(
+            bad,
+            [
+                "a second response to id 0",
+                "a response to id 7, never asked",
+                "a response to id \"zz\", never asked"
+            ]
+        );
+    }
 
     #[test]
     fn a_prompts_response_ends_its_turn_by_stop_reason() {
