@@ -216,6 +216,22 @@ fn load_never_starts_a_new_session_after_a_kill() {
     assert!(v.contains("lost its history"), "{v}");
 }
 
+/// An update after the last prompt's response (before `session/close`) is
+/// work after the turn: recorded against that turn. (Turn 0's may land
+/// after the next prompt went out, and is then that turn's: not asserted.)
+#[test]
+#[cfg_attr(not(target_os = "linux"), ignore = "needs Linux /proc")]
+fn an_update_after_the_turns_answer_is_recorded_as_such() {
+    let r = run("acp_answers", Some("late_update"));
+    let after = r.events("acp_answers", "update_after_turn");
+    assert!(
+        after
+            .iter()
+            .any(|e| e["turn"] == 1 && e["kind"] == "agent_message_chunk"),
+        "{after:?}"
+    );
+}
+
 #[test]
 #[cfg_attr(not(target_os = "linux"), ignore = "needs Linux /proc")]
 fn the_client_side_reads_and_writes_inside_the_work_dir() {

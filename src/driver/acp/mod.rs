@@ -19,7 +19,6 @@ pub mod terminal;
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, watch};
@@ -50,8 +49,8 @@ pub struct AcpAgent {
     exit: watch::Receiver<Option<Exit>>,
     /// Interrupts for the drive (each one a `session/cancel`).
     ctl: mpsc::UnboundedSender<()>,
-    terminals: Arc<client::Client>,
-    other_lines: Arc<AtomicU64>,
+    /// The client side (its terminals are killed with the agent).
+    client: Arc<client::Client>,
 }
 
 impl AcpAgent {
@@ -122,8 +121,7 @@ impl AcpAgent {
             pidfd,
             exit,
             ctl,
-            terminals: client,
-            other_lines: Arc::new(AtomicU64::new(0)),
+            client,
         })
     }
 
@@ -154,7 +152,7 @@ impl AcpAgent {
                 nix::sys::signal::Signal::SIGKILL,
             );
             crate::proc_hygiene::kill_pidfds(&tree);
-            self.terminals.terminals.kill_all();
+            self.client.terminals.kill_all();
         }
         hit
     }
@@ -181,8 +179,9 @@ impl AcpAgent {
         *self.exit.borrow()
     }
 
-    /// Lines that were not frames are bad events here: none are counted.
+    /// Stray stdout lines: none here (a line that is not a frame is a bad
+    /// event).
     pub fn other_lines(&self) -> u64 {
-        self.other_lines.load(Ordering::Relaxed)
+        0
     }
 }
