@@ -6,6 +6,7 @@
 //! one-shot CLI run per turn ([`exec`]); and what it writes, read within caps
 //! ([`output`]).
 
+pub mod acp;
 pub mod agent;
 pub mod child;
 pub mod env;
