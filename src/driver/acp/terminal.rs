@@ -32,7 +32,7 @@ pub use output::HARD_CAP;
 pub const MAX_RUNNING: usize = 16;
 /// Terminals kept (running or exited, not released) at once; one more is
 /// refused (each keeps up to [`HARD_CAP`] bytes of output).
-pub const MAX_KEPT: usize = 64;
+pub const MAX_KEPT: usize = 32;
 
 const INVALID_PARAMS: i64 = -32602;
 const METHOD_NOT_FOUND: i64 = -32601;
@@ -181,6 +181,9 @@ impl Terminals {
     }
 
     async fn create(&self, p: CreateParams) -> Result<Value, RpcError> {
+        if p.command.is_empty() {
+            return Err(error(INVALID_PARAMS, "terminal/create: an empty command"));
+        }
         let cwd = self.cwd(p.cwd.as_deref())?;
         let _one = self.creating.lock().await;
         self.room()?;
@@ -561,7 +564,7 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn an_unknown_terminal_or_method_is_refused() {
+    async fn an_unknown_terminal_method_or_program_is_refused() {
         let f = fixture("unknown");
         for method in [
             "terminal/output",
@@ -578,6 +581,13 @@ mod tests {
             .handle("terminal/output", &json!({"sessionId": "s"}))
             .await
             .unwrap_err();
+        assert_eq!(e.code, -32602, "{e:?}");
+        let p = json!({"sessionId": "s", "command": "chaosrun-no-such-program", "args": ["x"]});
+        let e = f.terms.handle("terminal/create", &p).await.unwrap_err();
+        assert_eq!(e.code, -32603, "{e:?}");
+        assert!(e.message.contains("chaosrun-no-such-program"), "{e:?}");
+        let p = json!({"sessionId": "s", "command": ""});
+        let e = f.terms.handle("terminal/create", &p).await.unwrap_err();
         assert_eq!(e.code, -32602, "{e:?}");
         let e = f
             .terms
@@ -655,5 +665,65 @@ mod tests {
         send_sync::<Terminals>();
         let f = fixture("send");
         send(f.terms.handle("terminal/create", &json!({})));
+    }
+
+    /// The inode of a namespace fd (what `readlink /proc/self/ns/*` names).
+    fn ns_inode(fd: std::os::fd::BorrowedFd<'_>) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        let f = std::fs::File::from(fd.try_clone_to_owned().unwrap());
+        f.metadata().unwrap().ino()
+    }
+
+    /// A terminal's command is contained exactly like the agent: in the
+    /// scenario's network and mount namespaces, under the seccomp program
+    /// (a `namespaces: denied` row's `unshare` refused), with no_new_privs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs root (scripts/test.sh runs it)"]
+    async fn the_command_runs_in_the_scenarios_namespaces_and_seccomp_program() {
+        use crate::driver::mountns::{MntNs, Reach};
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(unsafe { libc::geteuid() }, 0, "missing prerequisite: root");
+        let mut f = fixture("contained");
+        let (netns, network) = crate::driver::netns::NetNs::for_scenario_async(false).await;
+        let netns = netns.unwrap_or_else(|| panic!("a network namespace: {}", network.describe()));
+        let reach = Reach {
+            scenario: f.dir.path().to_path_buf(),
+            artifacts: None,
+            paths: vec![],
+        };
+        let (mntns, mounts) = MntNs::for_scenario(&reach);
+        let mntns = mntns.unwrap_or_else(|| panic!("a mount namespace: {mounts:?}"));
+        let want = format!(
+            "net:[{}]\nmnt:[{}]\n",
+            ns_inode(netns.fd()),
+            ns_inode(mntns.fd())
+        );
+        let scope = f.terms.sandbox.scope.clone();
+        f.terms = Terminals::contained(Sandbox {
+            work: f.dir.path().join("work"),
+            env: BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]),
+            netns: Some(netns),
+            mntns: Some(mntns),
+            seccomp: crate::driver::seccomp::Policy {
+                allow_setns: false,
+                deny_namespaces: true,
+            },
+            scope,
+        });
+        let line =
+            "readlink /proc/self/ns/net /proc/self/ns/mnt; grep NoNewPrivs /proc/self/status; \
+                    unshare --net true 2>/dev/null && echo UNSHARED || echo REFUSED";
+        let id = create(&f.terms, json!({"sessionId": "s", "command": line}))
+            .await
+            .unwrap();
+        call(&f.terms, "terminal/wait_for_exit", &id).await.unwrap();
+        let out = call(&f.terms, "terminal/output", &id).await.unwrap();
+        let text = out["output"].as_str().unwrap();
+        assert!(text.starts_with(&want), "want {want:?}: {text}");
+        assert!(text.contains("NoNewPrivs:\t1"), "{text}");
+        assert!(
+            text.contains("REFUSED") && !text.contains("UNSHARED"),
+            "{text}"
+        );
     }
 }

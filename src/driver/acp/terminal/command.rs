@@ -45,6 +45,9 @@ const SWEEPS: usize = 8;
 /// descendant still writing is not waited for).
 const DRAIN_MAX: usize = 2 * super::output::HARD_CAP;
 
+/// Bytes per read of a pipe (a command that floods costs fewer wake-ups).
+const READ_BUF: usize = 64 * 1024;
+
 /// Where every terminal command runs: the agent's own containment.
 pub struct Sandbox {
     /// The scenario's work dir (the default cwd, and the bound of any other).
@@ -275,7 +278,7 @@ struct Pump {
 
 impl Pump {
     async fn run(mut self) {
-        let (mut out_buf, mut err_buf) = (vec![0u8; 8192], vec![0u8; 8192]);
+        let (mut out_buf, mut err_buf) = (vec![0u8; READ_BUF], vec![0u8; READ_BUF]);
         let mut done = false;
         while !done || self.stdout.is_some() || self.stderr.is_some() {
             tokio::select! {
@@ -349,7 +352,7 @@ fn keep<R>(pipe: &mut Option<R>, n: std::io::Result<usize>, buf: &[u8], output: 
 /// up to [`DRAIN_MAX`] bytes.
 fn drain<R: AsRawFd>(pipe: &mut Option<R>, output: &Mutex<Output>) {
     let Some(p) = pipe else { return };
-    let mut buf = [0u8; 8192];
+    let mut buf = vec![0u8; READ_BUF];
     let mut total = 0;
     while total < DRAIN_MAX {
         match nix::unistd::read(p.as_raw_fd(), &mut buf) {
