@@ -433,6 +433,22 @@ mod tests {
         assert_eq!(out["truncated"], json!(false));
     }
 
+    /// Once wait_for_exit answered, the output holds all the command wrote
+    /// (the end of it sat in the pipe when it exited), every time.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_output_is_complete_when_wait_for_exit_answers() {
+        let f = fixture("complete");
+        let write = "import sys; sys.stdout.write('a' * 300000)";
+        for _ in 0..10 {
+            let p = json!({"sessionId": "s", "command": "python3", "args": ["-c", write]});
+            let id = create(&f.terms, p).await.unwrap();
+            call(&f.terms, "terminal/wait_for_exit", &id).await.unwrap();
+            let out = call(&f.terms, "terminal/output", &id).await.unwrap();
+            assert_eq!(out["output"].as_str().map(str::len), Some(300000));
+            call(&f.terms, "terminal/release", &id).await.unwrap();
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn wait_for_exit_returns_the_exit_code_or_the_signal() {
         let f = fixture("wait");
@@ -469,19 +485,22 @@ mod tests {
         assert_eq!(out["exitStatus"]["signal"], json!("SIGKILL"), "{out}");
     }
 
-    /// The shell exits at once and leaves its background sleep re-parented:
-    /// the kill still finds it (by its marker variable).
+    /// The shell exits at once and leaves its background sleep re-parented,
+    /// holding the output pipes: wait_for_exit answers at the shell's exit
+    /// with all the shell wrote, and the kill still finds the sleep (by its
+    /// marker variable).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn kill_after_the_command_exited_takes_what_it_left_running() {
         let f = fixture("orphan");
         let m = marker();
-        let id = create(
-            &f.terms,
-            json!({"sessionId": "s", "command": format!("sleep 300 {m} &")}),
-        )
-        .await
-        .unwrap();
-        call(&f.terms, "terminal/wait_for_exit", &id).await.unwrap();
+        let line = format!("sleep 300 {m} & echo started");
+        let id = create(&f.terms, json!({"sessionId": "s", "command": line}))
+            .await
+            .unwrap();
+        let exit = call(&f.terms, "terminal/wait_for_exit", &id).await.unwrap();
+        assert_eq!(exit["exitCode"], json!(0), "{exit}");
+        let out = call(&f.terms, "terminal/output", &id).await.unwrap();
+        assert_eq!(out["output"], json!("started\n"), "{out}");
         let pids = started(&m, 1).await;
         call(&f.terms, "terminal/kill", &id).await.unwrap();
         assert_eq!(with_marker(&m), Vec::<i32>::new(), "survivors of {pids:?}");
