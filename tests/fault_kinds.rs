@@ -54,6 +54,11 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     ),
     ("src/template.rs", "\"text\"", "a template's `text` field"),
     (
+        "src/oracle/acp_quiet.rs",
+        "\"tool_call\"",
+        "ACP's `sessionUpdate` kind `tool_call` (no provider kind)",
+    ),
+    (
         "src/input.rs",
         "\"cassette\"",
         "the cassette file's size cap, named in errors",
