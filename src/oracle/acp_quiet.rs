@@ -5,7 +5,8 @@
 //! The protocol lets an agent send content and tool call updates after
 //! `session/cancel` only before it answers the prompt. Session-state updates
 //! ([`SESSION_STATE`]: a title, usage, commands, a mode) are not work and
-//! are left out. Judged only under [`TurnModel::ACP`] (omitted otherwise,
+//! are left out, as is what a process restarted after a kill sends (its
+//! `session/load` replay). Judged only under [`TurnModel::ACP`] (omitted otherwise,
 //! like every drive-specific check); `not checked` when no turn ended
 //! cancelled. A tool call update that follows a cancelled turn which left
 //! that call unsettled is `tool_calls_settled`'s charge (one cause, one
@@ -50,8 +51,12 @@ struct AfterCancel {
 /// came after its end.
 fn after_cancel(obs: &Observation, unsettled: &[Unsettled]) -> Vec<AfterCancel> {
     let mut out = Vec::new();
+    // Updates from a process started after a kill (`session/load` replaying
+    // the conversation) are not the cancelled turn's work.
+    let mut judged_from = 0;
     for t in &obs.events {
         match &t.event {
+            Event::Restarted { .. } => judged_from = out.len(),
             Event::TurnEnd(end) if end.interrupted => out.push(AfterCancel {
                 turn: end.i,
                 ended_at: t.at,
@@ -59,7 +64,8 @@ fn after_cancel(obs: &Observation, unsettled: &[Unsettled]) -> Vec<AfterCancel> 
                 charged_elsewhere: 0,
             }),
             Event::UpdateAfterTurn { turn, kind } => {
-                let Some(a) = out.iter_mut().rev().find(|a| a.turn == *turn) else {
+                let live = &mut out[judged_from..];
+                let Some(a) = live.iter_mut().rev().find(|a| a.turn == *turn) else {
                     continue;
                 };
                 if SESSION_STATE.contains(&kind.as_str()) {
@@ -232,6 +238,23 @@ mod tests {
             },
         ));
         assert_eq!(check(&o).unwrap().status, Status::Pass);
+    }
+
+    /// A restarted process replaying the conversation on `session/load`
+    /// is not the cancelled turn going on.
+    #[test]
+    fn a_replay_after_a_restart_is_not_work_after_the_cancel() {
+        let replay = vec![
+            at(
+                3.2,
+                Event::Restarted {
+                    pid: 9,
+                    start_turn: Some(1),
+                },
+            ),
+            update_after(3.3, 0, "agent_message_chunk"),
+        ];
+        assert_eq!(judged(acp_cancelled(), replay).status, Status::Pass);
     }
 
     /// No turn ended cancelled: nothing to judge, never a pass; a cancel
