@@ -74,6 +74,11 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "ACP's session update `tool_call` (no provider kind)",
     ),
     (
+        "src/oracle/acp_quiet.rs",
+        "\"tool_call\"",
+        "ACP's `sessionUpdate` kind `tool_call` (no provider kind)",
+    ),
+    (
         "src/input.rs",
         "\"cassette\"",
         "the cassette file's size cap, named in errors",

@@ -214,3 +214,52 @@ pub fn set_turn_end_time(obs: &mut Observation, i: u64, t: f64) {
         }
     }
 }
+
+/// The healthy run of `s` as the ACP drive records it (turn model
+/// [`TurnModel::ACP`]), with `extra` events put in time order.
+pub fn acp(s: &Scenario, turn0: TurnEnd, extra: Vec<Timed>) -> Observation {
+    let mut obs = healthy(s, turn0);
+    obs.turn_model = Some(TurnModel::ACP);
+    obs.events.extend(extra);
+    obs.events.sort_by(|a, b| a.at.total_cmp(&b.at));
+    obs
+}
+
+/// Turn 0 answered `stopReason: cancelled` after `session/cancel`.
+pub fn acp_cancelled() -> TurnEnd {
+    TurnEnd {
+        exit_reason: "cancelled".into(),
+        ..end_interrupted(0)
+    }
+}
+
+/// Turn 0 answered `stopReason: end_turn`.
+pub fn acp_end_turn(final_text: &str) -> TurnEnd {
+    TurnEnd {
+        exit_reason: "end_turn".into(),
+        ..end(0, true, false, final_text)
+    }
+}
+
+/// The agent reported tool call `id` of `turn` with `status` at `t` s.
+pub fn tool_status(t: f64, turn: u64, id: &str, status: &str) -> Timed {
+    at(
+        t,
+        Event::ToolStatus {
+            turn,
+            id: id.into(),
+            status: status.into(),
+        },
+    )
+}
+
+/// A `session/update` of `kind` after turn `turn`'s answer, at `t` s.
+pub fn update_after(t: f64, turn: u64, kind: &str) -> Timed {
+    at(
+        t,
+        Event::UpdateAfterTurn {
+            turn,
+            kind: kind.into(),
+        },
+    )
+}

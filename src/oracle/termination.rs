@@ -3,7 +3,7 @@
 //! matches what the scenario expects, with a surfaced (non-empty) `final`.
 
 use super::{clip, with_nonce, Check, Invariant};
-use crate::observe::{Event, Observation, Phase, TurnEnd};
+use crate::observe::{Event, Observation, Phase, TurnEnd, TurnModel};
 use crate::scenarios::{Expect, Scenario};
 
 /// The agent's stderr tail and its own log tails, quoted as evidence.
@@ -68,15 +68,18 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     out
 }
 
-/// Every `CHAOS ` line parsed (ACP drive: every JSON-RPC frame), none
-/// dropped past the cap, and restarts resumed where they were told.
+/// Every `CHAOS ` line parsed (over ACP: every JSON-RPC frame valid and
+/// answering a request chaosrun made), none dropped past the cap, and
+/// restarts resumed where they were told.
 fn protocol(obs: &Observation) -> Check {
-    let acp = obs.turn_model() == crate::observe::TurnModel::ACP;
+    let acp = obs.turn_model() == TurnModel::ACP;
     let mut bad: Vec<String> = obs
         .events
         .iter()
         .filter_map(|t| match &t.event {
-            Event::BadEvent { line } if acp => Some(format!("bad ACP frame: {line}")),
+            Event::BadEvent { line } if acp => {
+                Some(format!("bad ACP frame from the agent: {line}"))
+            }
             Event::BadEvent { line } => Some(format!("unparseable event line: CHAOS {line}")),
             _ => None,
         })
@@ -992,5 +995,30 @@ mod tests {
             .find(|c| c.name == "protocol")
             .unwrap()
             .failed());
+    }
+
+    /// Over ACP a bad event is a frame of the JSON-RPC stream (an invalid
+    /// one, a response to an id never asked), not a `CHAOS ` line: the
+    /// violation says so instead of quoting it as a driver-protocol line.
+    #[test]
+    fn a_bad_acp_frame_is_named_as_one() {
+        let s = scenario("expect: error");
+        let bad = vec![at(
+            0.5,
+            Event::BadEvent {
+                line: "response to id 99, which chaosrun never asked: {\"id\":99}".into(),
+            },
+        )];
+        let obs = acp(&s, end(0, false, true, "x"), bad);
+        let c = check(&s, &obs);
+        let v = c
+            .iter()
+            .find(|c| c.name == "protocol")
+            .unwrap()
+            .violations();
+        assert_eq!(
+            v,
+            ["bad ACP frame from the agent: response to id 99, which chaosrun never asked: {\"id\":99}"]
+        );
     }
 }
