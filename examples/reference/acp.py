@@ -174,8 +174,7 @@ def make_agent_class(ref):
         def _append(self, msg):
             super()._append(msg)
             if self.session is not None and msg.get("role") == "assistant" and msg.get("content"):
-                self.session.update({"sessionUpdate": "agent_message_chunk",
-                                     "content": text_block(msg["content"])})
+                self.session.say(msg["content"])
 
         def run_batch(self, tool_calls):
             if self.is_subagent or self.session is None:
@@ -254,10 +253,16 @@ class Session:
         self.active = None          # the request id of the prompt running
         self.runner = None
         self.resume_next = agent.resume   # the first prompt after session/load resumes a turn
+        self.said = False                 # the running turn sent assistant text
         agent.session = self
 
     def update(self, update):
         self.server.frames.update(self.id, update)
+
+    def say(self, text):
+        """Assistant text of the running turn, as an agent_message_chunk."""
+        self.said = True
+        self.update({"sessionUpdate": "agent_message_chunk", "content": text_block(text)})
 
     def enqueue(self, rid, text):
         with self.lock:
@@ -284,6 +289,7 @@ class Session:
     def _run(self, rid, text):
         ref, agent = self.server.ref, self.agent
         resumed, self.resume_next = self.resume_next, False
+        self.said = False
         started = time.monotonic()
         result = {}
 
@@ -314,6 +320,8 @@ class Session:
 
     def _answer(self, rid, result):
         frames = self.server.frames
+        if (result.get("completed") or result.get("exit_reason") == "max_turns") and not self.said:
+            self.say(str(result.get("final") or ""))   # "(empty answer)", "stopped: max turns ..."
         if result.get("interrupted"):
             frames.result(rid, {"stopReason": "cancelled"})
             if self.agent.bug("acp_update_after_cancel"):
