@@ -46,10 +46,22 @@ fn the_reference_agent_passes_every_acp_check_on_every_wire() {
 #[test]
 fn each_acp_bug_option_fails_only_its_check() {
     let cases = [
-        ("acp_tool_left_in_progress", "tool_status_final", "left in_progress"),
-        ("acp_update_after_cancel", "no_update_after_answer", "after an answer"),
+        (
+            "acp_tool_left_in_progress",
+            "tool_status_final",
+            "left in_progress",
+        ),
+        (
+            "acp_update_after_cancel",
+            "no_update_after_answer",
+            "after an answer",
+        ),
         ("acp_cancel_leaves_job", "cancel_kills_tool", "still runs"),
-        ("acp_subagent_ignores_cancel", "cancel_stops_subagent", "still holds a connection"),
+        (
+            "acp_subagent_ignores_cancel",
+            "cancel_stops_subagent",
+            "still holds a connection",
+        ),
     ];
     let wires = ["openai-chat", "openai-responses", "anthropic", "gemini"];
     for (i, (bug, check, why)) in cases.iter().enumerate() {
