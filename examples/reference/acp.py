@@ -251,6 +251,8 @@ class Session:
         self.lock = threading.Lock()
         self.queue = deque()        # (request id, text) of prompts not started yet
         self.active = None          # the request id of the prompt running
+        self.answering = False      # a turn ended and its answer is being sent
+        self.cancel_next = False    # a cancel came while no turn ran but a prompt waited
         self.runner = None
         self.resume_next = agent.resume   # the first prompt after session/load resumes a turn
         self.said = False                 # the running turn sent assistant text
@@ -267,7 +269,7 @@ class Session:
     def enqueue(self, rid, text):
         with self.lock:
             self.queue.append((rid, text))
-            if self.active is None:
+            if self.active is None and not self.answering:
                 self._start_next()
             else:
                 self.server.ref.log(f"prompt {rid!r} queued behind {self.active!r} ({len(self.queue)} waiting)")
@@ -278,6 +280,9 @@ class Session:
         rid, text = self.queue.popleft()
         self.active = rid
         self.agent.ctl.begin()
+        if self.cancel_next:
+            self.cancel_next = False
+            self.agent.ctl.interrupt()
         self.runner = threading.Thread(target=self._run, args=(rid, text), daemon=True, name=f"prompt-{rid}")
         self.runner.start()
 
@@ -285,6 +290,10 @@ class Session:
         with self.lock:
             if self.active is not None:
                 self.agent.ctl.interrupt()
+            elif self.queue:
+                # The prompt sent after the last answer has not started yet: it is
+                # the one the client cancels.
+                self.cancel_next = True
 
     def _run(self, rid, text):
         ref, agent = self.server.ref, self.agent
@@ -309,13 +318,15 @@ class Session:
             if time.monotonic() - last_reap > 0.5:
                 agent.reap_orphans()
                 last_reap = time.monotonic()
-        agent.ctl.end(clear=agent.clear_interrupt())
+        with self.lock:
+            agent.ctl.end(clear=agent.clear_interrupt())
+            self.active, self.answering = None, True
         ref.log(f"prompt {rid!r} ended after {time.monotonic() - started:.2f}s: {result.get('exit_reason')}")
         agent.persist_turn()
         self._answer(rid, result)
         with self.lock:
-            self.active = None
-            if self.queue:
+            self.answering = False
+            if self.queue and self.active is None:
                 self._start_next()
 
     def _answer(self, rid, result):
@@ -346,7 +357,7 @@ class Session:
         """Cancel the running turn, answer the queued prompts ``cancelled``, close the Agent."""
         with self.lock:
             waiting, self.queue = list(self.queue), deque()
-            runner = self.runner if self.active is not None else None
+            runner = self.runner if self.active is not None or self.answering else None
             if runner is not None:
                 self.agent.ctl.interrupt()
         for rid, _text in waiting:
