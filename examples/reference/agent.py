@@ -10,6 +10,10 @@ What it does
   * Speaks the chaosrun driver protocol: ``agent.py [--bug NAME]... SPEC_PATH``;
     one JSON event per ``CHAOS `` line on stdout; ``interrupt`` lines on stdin
     interrupt the running turn as Ctrl+C would. Logs go to stderr.
+  * Or, with ``--acp`` (and no spec path), the Agent Client Protocol: JSON-RPC
+    on stdin/stdout, a session per ``session/new``, a turn per
+    ``session/prompt``, ``session/cancel`` as the interrupt, ``session/load``
+    after a restart (``acp.py``, a sibling module, owns it; see its docstring).
   * Reads its config from ``$HOME/.refagent/config.json`` (base_url, model,
     stale_timeout, request_timeout, api_max_retries, max_turns, tool_timeout).
     Its API key is read from ``$HOME/.refagent/credentials`` for every request
@@ -134,6 +138,13 @@ bare exit code, never named); sandbox_generic_error (reported only as
 sandbox_fallback_silent (the command run unsandboxed, and nothing says so);
 see KNOWN_BUGS and SANDBOX.
 
+ACP bugs (``--acp`` only; see acp.py): acp_tool_left_in_progress (a completed
+tool call's last update stays ``in_progress``), acp_update_after_cancel (an
+``agent_message_chunk`` after the cancelled prompt's answer),
+acp_cancel_leaves_job (a cancel leaves the running shell command running),
+acp_subagent_ignores_cancel (a running ``task`` subagent never hears the
+cancel and goes on calling the model).
+
 Behaviours (not bugs), each its own option:
   * ``--spill-tool-output[=N]`` (N defaults to SPILL_OVER): a shell output over
     N chars is written whole to a file under ``$HOME/.refagent/spill/`` and the
@@ -228,6 +239,11 @@ KNOWN_BUGS = {
     "sandbox_silent": "a tool sandbox that cannot start is reported as the command's bare exit code: the result never says the sandbox failed",
     "sandbox_generic_error": "a tool sandbox that cannot start is reported as 'sandboxed command failed (exit 1)': the sandbox is named, the cause is not",
     "sandbox_fallback_silent": "a tool sandbox that cannot start is skipped: the command runs unsandboxed and nothing says so",
+    # ACP mode (acp.py, issue 43): each only changes what `--acp` does.
+    "acp_tool_left_in_progress": "ACP: a tool call that completed never gets its `completed` update; its last update stays `in_progress`",
+    "acp_update_after_cancel": "ACP: an agent_message_chunk is sent after the cancelled prompt was answered",
+    "acp_cancel_leaves_job": "ACP: a cancel ends the turn `cancelled` at once and leaves the running shell command running",
+    "acp_subagent_ignores_cancel": "ACP: a cancel stops the parent's turn but the running `task` subagent is never told and goes on calling the model",
 }
 
 # The tool sandbox (config "sandbox": true): each shell command runs in a user
@@ -2197,7 +2213,9 @@ class Agent:
 
 # ---------------------------------------------------------------- main
 
-def parse_args(argv):
+def parse_args(argv, spec=True):
+    """(bugs, spec path, wire) of the command line; ``spec=False`` (ACP mode): no
+    spec path, and any other argument is an error."""
     bugs, rest = set(), []
     wire = None
     i = 0
@@ -2231,9 +2249,14 @@ def parse_args(argv):
     if wire is not None and wire not in WIRES:
         sys.stderr.write(f"agent.py: unknown wire {wire}; known wires: {', '.join(WIRES)}\n")
         sys.exit(2)
+    if not spec:
+        if rest:
+            sys.stderr.write(f"agent.py: --acp takes no spec path nor {' '.join(rest)}\n")
+            sys.exit(2)
+        return bugs, None, wire
     spec_path = rest[-1] if rest else os.environ.get("CHAOS_SPEC")
     if not spec_path:
-        sys.stderr.write("usage: agent.py [--wire W] [--bug NAME]... [--engine-child] SPEC_PATH (or set CHAOS_SPEC)\n")
+        sys.stderr.write("usage: agent.py [--wire W] [--bug NAME]... [--engine-child] SPEC_PATH (or set CHAOS_SPEC), or agent.py --acp [--wire W] [--bug NAME]...\n")
         sys.exit(2)
     return bugs, spec_path, wire
 
@@ -2276,6 +2299,9 @@ def stdin_reader(ctl):
 
 
 def main(argv):
+    if "--acp" in argv:   # ACP mode: acp.py (imported only here, so driver mode never needs it)
+        import acp
+        return acp.main(sys.modules[__name__], [a for a in argv if a != "--acp"])
     argv, spill_over = take_spill_option(argv)
     bugs, spec_path, wire = parse_args(argv)
     home = os.environ.get("HOME") or os.path.expanduser("~")

@@ -1,0 +1,567 @@
+"""The reference agent's ACP mode (Agent Client Protocol v1; Python 3.11, stdlib only).
+
+``agent.py --acp [--wire W] [--bug NAME]... [--engine-child] [--spill-tool-output[=N]]``
+makes the reference agent an ACP agent: the client (chaosrun's ACP drive, an
+editor) starts it and speaks newline-delimited JSON-RPC 2.0 on its stdin and
+stdout. stdout carries only JSON-RPC frames (fd 1 is pointed at stderr, so a
+stray write can never corrupt the stream); stderr is the agent's log. No spec
+file: the session comes from ``session/new`` or ``session/load``, the turns
+from ``session/prompt``. This module owns the protocol side; the agent loop is
+agent.py's ``Agent``, subclassed here only to report what it does.
+
+Methods served
+  * ``initialize`` -> protocolVersion 1, ``agentCapabilities`` (``loadSession``,
+    ``mcpCapabilities.http``, ``sessionCapabilities.close``), ``authMethods: []``.
+  * ``session/new {cwd, mcpServers}`` -> ``{sessionId: "sess_<hex>"}``: an
+    ``Agent`` whose session id (the store's ``session_id``) is that id and whose
+    workdir is ``cwd``; config from ``$HOME/.refagent/config.json`` as in driver
+    mode. ``mcpServers`` (stdio ``{name, command, args, env: [{name, value}]}``
+    or http ``{type: "http", name, url}``) are added to the config's
+    ``mcp_servers``, replacing a configured server of the same name.
+  * ``session/load {sessionId, cwd, mcpServers}`` -> an ``Agent`` resumed on
+    that session (stale jobs killed, history repaired, as after a restart in
+    driver mode); its stored history is replayed as ``user_message_chunk`` /
+    ``agent_message_chunk`` updates, then the answer ``null``.
+  * ``session/prompt {sessionId, prompt}`` -> the turn runs in a worker thread
+    while stdin is still read. Tool calls are reported as ``tool_call``
+    (``pending``, with title, kind and rawInput) when the model asks for them,
+    ``tool_call_update`` ``in_progress`` when each starts, then ``completed``,
+    ``failed``, or ``cancelled`` (the turn was cancelled). Assistant text goes
+    out as ``agent_message_chunk`` as it is stored. The answer is
+    ``{stopReason}``: ``end_turn``, ``cancelled``, ``max_turn_requests``; a
+    failed turn is the JSON-RPC error -32603 with the turn's final text. A
+    prompt sent while one runs is queued and served after it, in order.
+  * ``session/cancel`` (notification) -> the running turn's interrupt.
+  * ``session/close {sessionId}`` -> the running turn cancelled, queued prompts
+    answered ``cancelled``, the Agent closed (jobs and descendants killed, store
+    closed) and the answer ``{}``.
+  * stdin closed -> every session closed, exit 0. Anything else asked -> -32601.
+
+ACP bugs (``--bug NAME``, listed in agent.py's KNOWN_BUGS), each one change:
+  * ``acp_tool_left_in_progress``: a tool call that completed never gets its
+    ``completed`` update: its last update stays ``in_progress``.
+  * ``acp_update_after_cancel``: right after answering a prompt ``cancelled``
+    it sends one more ``agent_message_chunk`` (the spec wants every update
+    before the answer).
+  * ``acp_cancel_leaves_job``: a cancel ends the turn ``cancelled`` at once but
+    the running shell command is left running, not killed.
+  * ``acp_subagent_ignores_cancel``: a cancel stops the parent but a running
+    ``task`` subagent is never told; it goes on with its model calls.
+"""
+
+import copy
+import ctypes
+import json
+import os
+import secrets
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+
+PROTOCOL_VERSION = 1
+AGENT_INFO = {"name": "chaosrun-refagent", "version": "1.0"}
+CONTENT_CAP = 10_000        # chars of a tool's output put in its final update
+RAW_INPUT_CAP = 2_000       # chars of unparseable tool arguments put in rawInput
+MAX_LINE = 64_000_000       # bytes of one incoming frame kept; a longer one is refused
+PARSE_ERROR, INVALID_REQUEST, NO_METHOD, BAD_PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
+LATE_CHUNK = "(late) the cancelled turn is still talking (bug acp_update_after_cancel)"
+
+
+class Frames:
+    """Writes JSON-RPC frames, one per line, to the client (thread-safe)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.lock = threading.Lock()
+
+    def send(self, msg):
+        data = (json.dumps(msg) + "\n").encode()
+        with self.lock:
+            try:
+                while data:
+                    data = data[os.write(self.fd, data):]
+            except OSError:
+                pass   # the client is gone; stdin's EOF ends us
+
+    def result(self, rid, result):
+        self.send({"jsonrpc": "2.0", "id": rid, "result": result})
+
+    def error(self, rid, code, message):
+        self.send({"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}})
+
+    def update(self, session_id, update):
+        self.send({"jsonrpc": "2.0", "method": "session/update",
+                   "params": {"sessionId": session_id, "update": update}})
+
+
+class RpcError(Exception):
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def text_block(text):
+    return {"type": "text", "text": text}
+
+
+def prompt_text(prompt):
+    """The text of a prompt's content blocks (text blocks, and embedded text resources)."""
+    if not isinstance(prompt, list):
+        raise RpcError(BAD_PARAMS, "prompt must be a list of content blocks")
+    parts = []
+    for b in prompt:
+        if not isinstance(b, dict):
+            continue
+        if b.get("type") == "text" and isinstance(b.get("text"), str):
+            parts.append(b["text"])
+        elif b.get("type") == "resource" and isinstance((b.get("resource") or {}).get("text"), str):
+            parts.append(b["resource"]["text"])
+    return "\n".join(parts)
+
+
+def mcp_servers_from(servers):
+    """ACP ``mcpServers`` as the agent config's ``mcp_servers`` ({NAME: conf})."""
+    out = {}
+    for i, s in enumerate(servers if isinstance(servers, list) else []):
+        if not isinstance(s, dict):
+            continue
+        name = str(s.get("name") or f"server{i}")
+        if s.get("url"):
+            out[name] = {"url": str(s["url"])}
+        elif s.get("command"):
+            env = {str(e.get("name")): str(e.get("value", "")) for e in s.get("env") or []
+                   if isinstance(e, dict) and e.get("name")}
+            out[name] = {"command": str(s["command"]), "args": [str(a) for a in s.get("args") or []],
+                         "env": env}
+    return out
+
+
+def tool_call_fields(tc):
+    """(title, kind, rawInput) of a model tool call, for its ``tool_call`` update."""
+    fn = tc.get("function") or {}
+    name, raw = fn.get("name") or "", fn.get("arguments") or ""
+    try:
+        args = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        args = raw[:RAW_INPUT_CAP]
+    a = args if isinstance(args, dict) else {}
+    if name == "shell":
+        return str(a.get("command") or "shell")[:200], "execute", args
+    if name == "task":
+        return ("task: " + str(a.get("prompt") or ""))[:200], "other", args
+    return name, "other", args
+
+
+def tool_status(out, interrupted, mcp_error):
+    """The final ACP status of a tool call from its result."""
+    if interrupted:
+        return "cancelled"
+    if mcp_error or out.startswith(("error:", "subagent failed:")):
+        return "failed"
+    return "completed"
+
+
+def make_agent_class(ref):
+    """agent.py's Agent, reporting its text and tool calls to an ACP session."""
+
+    class AcpAgent(ref.Agent):
+        session = None          # the Session reporting for this agent (None: not yet)
+        acp_open = frozenset()  # tool call ids announced and not yet given a final status
+
+        def _append(self, msg):
+            super()._append(msg)
+            if self.session is not None and msg.get("role") == "assistant" and msg.get("content"):
+                self.session.say(msg["content"])
+
+        def run_batch(self, tool_calls):
+            if self.is_subagent or self.session is None:
+                return super().run_batch(tool_calls)
+            self.acp_open = {tc["id"] for tc in tool_calls}
+            for tc in tool_calls:
+                title, kind, raw = tool_call_fields(tc)
+                self.session.update({"sessionUpdate": "tool_call", "toolCallId": tc["id"], "title": title,
+                                     "kind": kind, "status": "pending", "rawInput": raw})
+            try:
+                return super().run_batch(tool_calls)
+            finally:
+                # Calls the batch never ran (a cancel, an error): closed, never left open.
+                status = "cancelled" if self.ctl.interrupted() else "failed"
+                for cid in sorted(self.acp_open):
+                    self.session.update({"sessionUpdate": "tool_call_update", "toolCallId": cid,
+                                         "status": status})
+                self.acp_open = frozenset()
+
+        def execute_tool(self, tc):
+            if self.is_subagent or self.session is None or tc.get("id") not in self.acp_open:
+                return super().execute_tool(tc)
+            cid = tc["id"]
+            self.session.update({"sessionUpdate": "tool_call_update", "toolCallId": cid,
+                                 "status": "in_progress"})
+            out, interrupted = super().execute_tool(tc)
+            self.acp_open = self.acp_open - {cid}
+            status = tool_status(out, interrupted, self.last_mcp_error)
+            if status == "completed" and self.bug("acp_tool_left_in_progress"):
+                ref.log(f"tool call {cid} completed; not saying so (bug acp_tool_left_in_progress)")
+                return out, interrupted
+            self.session.update({"sessionUpdate": "tool_call_update", "toolCallId": cid, "status": status,
+                                 "content": [{"type": "content", "content": text_block(out[:CONTENT_CAP])}]})
+            return out, interrupted
+
+        def run_foreground(self, command, timeout):
+            if not self.bug("acp_cancel_leaves_job"):
+                return super().run_foreground(command, timeout)
+            return self._bug_cancel_leaves_job(command, timeout)
+
+        def _bug_cancel_leaves_job(self, command, timeout):
+            """--bug acp_cancel_leaves_job: the command runs under a control that
+            never hears the cancel; on a cancel the call returns at once and the
+            command is left running (until its own timeout, or close)."""
+            deaf = copy.copy(self)
+            deaf.ctl = ref.TurnControl()
+            result = {}
+            worker = threading.Thread(target=lambda: result.update(r=ref.Agent.run_foreground(
+                deaf, command, timeout)), daemon=True, name="fg-deaf")
+            worker.start()
+            while worker.is_alive():
+                worker.join(0.05)
+                if self.ctl.interrupted():
+                    ref.log("cancelled: leaving the shell command running (bug acp_cancel_leaves_job)")
+                    return "interrupted", True
+            return result.get("r") or ("error: the command's runner failed", False)
+
+        def _bug_subagent_abandoned_in_call(self):
+            if self.bug("acp_subagent_ignores_cancel") and self.ctl.interrupted():
+                ref.log("cancel: the subagent is not told (bug acp_subagent_ignores_cancel)")
+                return True
+            return super()._bug_subagent_abandoned_in_call()
+
+    return AcpAgent
+
+
+class Session:
+    """One ACP session: its Agent, its prompt queue and the thread running the turn."""
+
+    def __init__(self, server, session_id, agent):
+        self.server = server
+        self.id = session_id
+        self.agent = agent
+        self.lock = threading.Lock()
+        self.queue = deque()        # (request id, text) of prompts not started yet
+        self.active = None          # the request id of the prompt running
+        self.answering = False      # a turn ended and its answer is being sent
+        self.cancel_next = False    # a cancel came while no turn ran but a prompt waited
+        self.runner = None
+        self.resume_next = agent.resume   # the first prompt after session/load resumes a turn
+        self.said = False                 # the running turn sent assistant text
+        agent.session = self
+
+    def update(self, update):
+        self.server.frames.update(self.id, update)
+
+    def say(self, text):
+        """Assistant text of the running turn, as an agent_message_chunk."""
+        self.said = True
+        self.update({"sessionUpdate": "agent_message_chunk", "content": text_block(text)})
+
+    def enqueue(self, rid, text):
+        with self.lock:
+            self.queue.append((rid, text))
+            if self.active is None and not self.answering:
+                self._start_next()
+            else:
+                self.server.ref.log(f"prompt {rid!r} queued behind {self.active!r} ({len(self.queue)} waiting)")
+
+    def _start_next(self):
+        """Start the next queued prompt (the lock held): the turn is begun here, so
+        a cancel that follows the prompt at once finds it running."""
+        rid, text = self.queue.popleft()
+        self.active = rid
+        self.agent.ctl.begin()
+        if self.cancel_next:
+            self.cancel_next = False
+            self.agent.ctl.interrupt()
+        self.runner = threading.Thread(target=self._run, args=(rid, text), daemon=True, name=f"prompt-{rid}")
+        self.runner.start()
+
+    def cancel(self):
+        with self.lock:
+            if self.active is not None:
+                self.agent.ctl.interrupt()
+            elif self.queue:
+                # The prompt sent after the last answer has not started yet: it is
+                # the one the client cancels.
+                self.cancel_next = True
+
+    def _run(self, rid, text):
+        ref, agent = self.server.ref, self.agent
+        resumed, self.resume_next = self.resume_next, False
+        self.said = False
+        started = time.monotonic()
+        result = {}
+
+        def work():
+            try:
+                result.update(agent.run_turn(text, resumed=resumed))
+            except Exception as e:   # never let a bug of ours wedge the client
+                traceback.print_exc()
+                result.update(failed=True, interrupted=False, completed=False,
+                              final=f"internal error: {e!r}", exit_reason="error")
+
+        worker = threading.Thread(target=work, daemon=True, name=f"turn-{rid}")
+        worker.start()
+        last_reap = time.monotonic()
+        while worker.is_alive():
+            worker.join(0.05)
+            if time.monotonic() - last_reap > 0.5:
+                agent.reap_orphans()
+                last_reap = time.monotonic()
+        with self.lock:
+            agent.ctl.end(clear=agent.clear_interrupt())
+            self.active, self.answering = None, True
+        ref.log(f"prompt {rid!r} ended after {time.monotonic() - started:.2f}s: {result.get('exit_reason')}")
+        agent.persist_turn()
+        self._answer(rid, result)
+        with self.lock:
+            self.answering = False
+            if self.queue and self.active is None:
+                self._start_next()
+
+    def _answer(self, rid, result):
+        frames = self.server.frames
+        if (result.get("completed") or result.get("exit_reason") == "max_turns") and not self.said:
+            self.say(str(result.get("final") or ""))   # "(empty answer)", "stopped: max turns ..."
+        if result.get("interrupted"):
+            frames.result(rid, {"stopReason": "cancelled"})
+            if self.agent.bug("acp_update_after_cancel"):
+                self.server.ref.log("an update after the cancelled prompt's answer (bug acp_update_after_cancel)")
+                self.update({"sessionUpdate": "agent_message_chunk", "content": text_block(LATE_CHUNK)})
+        elif result.get("completed"):
+            frames.result(rid, {"stopReason": "end_turn"})
+        elif result.get("exit_reason") == "max_turns":
+            frames.result(rid, {"stopReason": "max_turn_requests"})
+        else:
+            frames.error(rid, INTERNAL, str(result.get("final") or "the turn failed"))
+
+    def replay(self):
+        """session/load: the stored conversation as updates."""
+        for m in self.agent.history:
+            if m.get("role") == "user" and m.get("content"):
+                self.update({"sessionUpdate": "user_message_chunk", "content": text_block(m["content"])})
+            elif m.get("role") == "assistant" and m.get("content"):
+                self.update({"sessionUpdate": "agent_message_chunk", "content": text_block(m["content"])})
+
+    def close(self):
+        """Cancel the running turn, answer the queued prompts ``cancelled``, close the Agent."""
+        with self.lock:
+            waiting, self.queue = list(self.queue), deque()
+            runner = self.runner if self.active is not None or self.answering else None
+            if runner is not None:
+                self.agent.ctl.interrupt()
+        for rid, _text in waiting:
+            self.server.frames.result(rid, {"stopReason": "cancelled"})
+        if runner is not None:
+            runner.join()
+        if self.agent.pending_replay:
+            self.agent.replay_pending()
+        self.agent.close()
+
+
+class Server:
+    """The agent side of one ACP connection: dispatch of the client's frames."""
+
+    def __init__(self, ref, cfg, home, bugs, wire, spill_over, frames):
+        self.ref = ref
+        self.cfg = cfg
+        self.home = home
+        self.bugs = bugs
+        self.wire = wire
+        self.spill_over = spill_over
+        self.frames = frames
+        self.agent_class = make_agent_class(ref)
+        self.sessions = {}
+
+    # ------------------------------------------------------------ frames
+
+    def handle_line(self, line):
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            self.frames.error(None, PARSE_ERROR, "parse error: not JSON")
+            return
+        if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
+            self.frames.error(msg.get("id") if isinstance(msg, dict) else None, INVALID_REQUEST,
+                              "invalid request: not a JSON-RPC 2.0 object")
+            return
+        method, rid = msg.get("method"), msg.get("id")
+        if not isinstance(method, str):
+            self.ref.log(f"a response to id {rid!r}, which this agent never asked: ignored")
+            return
+        params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
+        if "id" not in msg:
+            self.notification(method, params)
+            return
+        if method == "session/prompt":   # answered by its turn, later
+            try:
+                self.prompt(rid, params)
+            except RpcError as e:
+                self.frames.error(rid, e.code, e.message)
+            return
+        try:
+            self.frames.result(rid, self.request(method, params))
+        except RpcError as e:
+            self.frames.error(rid, e.code, e.message)
+        except Exception as e:   # noqa: BLE001 (a bug of ours is the client's error, not a crash)
+            traceback.print_exc()
+            self.frames.error(rid, INTERNAL, f"internal error: {e!r}")
+
+    def notification(self, method, params):
+        if method == "session/cancel":
+            s = self.sessions.get(params.get("sessionId"))
+            if s is None:
+                self.ref.log(f"session/cancel for unknown session {params.get('sessionId')!r}: ignored")
+            else:
+                s.cancel()
+        else:
+            self.ref.log(f"notification {method!r} ignored")
+
+    def request(self, method, params):
+        if method == "initialize":
+            return self.initialize(params)
+        if method == "session/new":
+            return self.open_session(secrets.token_hex(8), params, resume=False)
+        if method == "session/load":
+            return self.open_session(params.get("sessionId"), params, resume=True)
+        if method == "session/close":
+            s = self.session(params)
+            del self.sessions[s.id]
+            s.close()
+            return {}
+        raise RpcError(NO_METHOD, f"method not found: {method}")
+
+    # ------------------------------------------------------------ methods
+
+    def initialize(self, params):
+        self.ref.log(f"initialize: client protocolVersion {params.get('protocolVersion')!r}")
+        return {"protocolVersion": PROTOCOL_VERSION,
+                "agentCapabilities": {
+                    "loadSession": True,
+                    "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+                    "mcpCapabilities": {"http": True, "sse": False},
+                    "sessionCapabilities": {"close": {}}},
+                "authMethods": [],
+                "agentInfo": AGENT_INFO}
+
+    def session(self, params):
+        s = self.sessions.get(params.get("sessionId"))
+        if s is None:
+            raise RpcError(BAD_PARAMS, f"unknown session {params.get('sessionId')!r}")
+        return s
+
+    def open_session(self, sid, params, resume):
+        """session/new (``sid`` a fresh hex) or session/load (``sid`` the client's)."""
+        cwd = params.get("cwd")
+        if not isinstance(cwd, str) or not os.path.isabs(cwd):
+            raise RpcError(BAD_PARAMS, "cwd must be an absolute path")
+        if resume and (not isinstance(sid, str) or not sid):
+            raise RpcError(BAD_PARAMS, "sessionId must be a non-empty string")
+        if not resume:
+            sid = "sess_" + sid
+        if sid in self.sessions:
+            raise RpcError(BAD_PARAMS, f"session {sid} is already open")
+        cfg = dict(self.cfg)
+        cfg["mcp_servers"] = {**(cfg.get("mcp_servers") or {}), **mcp_servers_from(params.get("mcpServers"))}
+        spec = {"session_id": sid, "workdir": cwd, "resume": resume}
+        try:
+            agent = self.agent_class(cfg, spec, self.bugs, self.home, self.wire)
+        except ValueError as e:
+            raise RpcError(INTERNAL, str(e))
+        agent.spill_over = self.spill_over
+        s = Session(self, sid, agent)
+        self.sessions[sid] = s
+        if resume:
+            self.ref.log(f"loaded session {sid}: {len(agent.history)} messages")
+            s.replay()
+            return None
+        self.ref.log(f"new session {sid} in {cwd}")
+        return {"sessionId": sid}
+
+    def prompt(self, rid, params):
+        s = self.session(params)
+        s.enqueue(rid, prompt_text(params.get("prompt")))
+
+    def close_all(self):
+        for sid in list(self.sessions):
+            self.sessions.pop(sid).close()
+
+    # ------------------------------------------------------------ loop
+
+    def serve(self, fd=0):
+        """Read frames until stdin closes."""
+        buf = b""
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                if line.strip():
+                    self.handle_line(line)
+            if len(buf) > MAX_LINE:
+                self.frames.error(None, INVALID_REQUEST, f"frame over {MAX_LINE} bytes: dropped")
+                buf = b""
+        self.ref.log("stdin closed: closing every session and exiting")
+        self.close_all()
+
+
+def become_subreaper(ref):
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(ref.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            ref.log(f"prctl(PR_SET_CHILD_SUBREAPER) failed: errno {ctypes.get_errno()}")
+    except Exception as e:   # noqa: BLE001
+        ref.log(f"subreaper unavailable: {e}")
+
+
+def main(ref, argv):
+    """``agent.py --acp ...`` (``ref``: agent.py's module; ``argv`` without ``--acp``)."""
+    argv, spill_over = ref.take_spill_option(argv)
+    bugs, _spec, wire = ref.parse_args(argv, spec=False)
+    home = os.environ.get("HOME") or os.path.expanduser("~")
+    try:
+        with open(os.path.join(home, ".refagent", "config.json")) as f:
+            cfg = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.stderr.write(f"agent.py: cannot load config: {e}\n")
+        return 2
+    # Frames get their own copy of stdout; fd 1 becomes stderr, so nothing else
+    # this process (or a child that inherits fd 1) writes can land in the stream.
+    frames = Frames(os.dup(1))
+    os.dup2(2, 1)
+    become_subreaper(ref)
+    if bugs:
+        ref.log(f"bugs enabled: {', '.join(sorted(bugs))}")
+    server = Server(ref, cfg, home, bugs, wire, spill_over, frames)
+
+    def on_sigint(_signum, _frame):
+        for s in list(server.sessions.values()):
+            s.cancel()
+
+    def on_sigterm(_signum, _frame):
+        ref.log("SIGTERM: killing descendants and exiting")
+        for s in list(server.sessions.values()):
+            if not s.agent.bug("leaked_background"):
+                s.agent.kill_descendants(2.0)
+        os._exit(143)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGTERM, on_sigterm)
+    server.serve()
+    sys.stderr.flush()
+    os._exit(0)
