@@ -303,8 +303,14 @@ fn invalid_json_rpc_and_a_response_never_asked_are_bad_events() {
         "{bad:?}"
     );
     let v = violations(&r.report, "acp_hostile").join("\n");
-    assert!(v.contains("bad ACP frame from the agent: this is not json-rpc"), "{v}");
-    assert!(v.contains("bad ACP frame from the agent: a response to id 424242"), "{v}");
+    assert!(
+        v.contains("bad ACP frame from the agent: this is not json-rpc"),
+        "{v}"
+    );
+    assert!(
+        v.contains("bad ACP frame from the agent: a response to id 424242"),
+        "{v}"
+    );
 }
 
 /// A file outside the scenario holding a marker string.

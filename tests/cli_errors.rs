@@ -949,3 +949,19 @@ fn an_id_of_the_other_built_in_table_names_it_and_the_command() {
     let (_, stderr) = run("typo", &["--only", "kill_mid_strem", "--list"], 2);
     assert!(stderr.contains("known ids: "), "{stderr}");
 }
+
+/// `NAME-acp` runs a known agent through its ACP profile: one without one is
+/// exit 2 naming it, before anything is installed or started.
+#[test]
+fn an_acp_name_for_an_agent_without_an_acp_profile_is_refused() {
+    let (stdout, stderr) = run(
+        "noacp",
+        &["--agent", "aider-acp", "--only", "provider_hang"],
+        2,
+    );
+    assert!(
+        stderr.contains("agent `aider` has no ACP profile (no aider-acp.yaml in examples/aider/)"),
+        "{stderr}"
+    );
+    assert!(stdout.is_empty(), "{stdout}");
+}

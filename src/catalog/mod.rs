@@ -122,6 +122,17 @@ pub fn agent_or_bundled(
         Some((name, want)) => (name, Some(want)),
         None => (agent, None),
     };
+    if find(name)?.is_none() {
+        if let Some(base) = name.strip_suffix(ACP_SUFFIX).filter(|b| !b.is_empty()) {
+            if let Some(entry) = find(base)? {
+                let file = acp_file(entry)?;
+                let at = agent.replacen(name, base, 1);
+                let (profile, keep) = agent_or_bundled(Some(&at))?;
+                let path = std::path::Path::new(&profile).with_file_name(file);
+                return Ok((path.display().to_string(), keep));
+            }
+        }
+    }
     let Some(entry) = find(name)? else {
         if want.is_none() && on_path(agent) {
             return Ok((agent.to_string(), None));
@@ -146,6 +157,30 @@ pub fn agent_or_bundled(
             }
         }
     }
+}
+
+/// What a known name ends with to run its agent over the Agent Client
+/// Protocol: `gemini-cli-acp` is `gemini-cli`'s folder and install, driven
+/// through its ACP profile.
+pub const ACP_SUFFIX: &str = "-acp";
+
+/// The file name of `entry`'s ACP profile, `NAME-acp.yaml` for its
+/// `NAME.yaml` (`agent-acp.yaml` for the reference agent's `agent.yaml`),
+/// looked up in its folder before anything is installed; an agent with none
+/// is an error saying so.
+fn acp_file(entry: &Entry) -> Result<String, String> {
+    let yaml = entry.profile_yaml();
+    let stem = yaml.strip_suffix(".yaml").unwrap_or(&yaml);
+    let file = format!("{stem}{ACP_SUFFIX}.yaml");
+    let bundled = entry.install == entry::Install::Bundled;
+    if bundled || files(entry).iter().any(|(path, _, _)| *path == file) {
+        return Ok(file);
+    }
+    Err(format!(
+        "agent `{}` has no ACP profile (no {file} in examples/{}/): it is driven through \
+         `{}` only; docs/acp.md lists the agents that speak ACP",
+        entry.name, entry.name, entry.name
+    ))
 }
 
 /// The version `want` names: itself, or (`latest`) what the agent's

@@ -6,14 +6,19 @@ use std::path::{Path, PathBuf};
 const AGENT_PY: &str = include_str!("../../examples/reference/agent.py");
 const AGENT_YAML: &str = include_str!("../../examples/reference/agent.yaml");
 const MCP_CLIENT_PY: &str = include_str!("../../examples/reference/mcp_client.py");
+const ACP_PY: &str = include_str!("../../examples/reference/acp.py");
+const AGENT_ACP_YAML: &str = include_str!("../../examples/reference/agent-acp.yaml");
 
-/// Write the reference agent into `dir` and return its profile's path.
+/// Write the reference agent into `dir` (its ACP mode and profile,
+/// `agent-acp.yaml`, beside it) and return its profile's path.
 pub fn materialize(dir: &Path) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let py = dir.join("agent.py");
     std::fs::write(&py, AGENT_PY)?;
     std::fs::set_permissions(&py, std::fs::Permissions::from_mode(0o755))?;
     std::fs::write(dir.join("mcp_client.py"), MCP_CLIENT_PY)?;
+    std::fs::write(dir.join("acp.py"), ACP_PY)?;
+    std::fs::write(dir.join("agent-acp.yaml"), AGENT_ACP_YAML)?;
     let yaml = dir.join("agent.yaml");
     std::fs::write(&yaml, AGENT_YAML)?;
     Ok(yaml)
