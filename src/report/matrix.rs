@@ -107,10 +107,20 @@ fn agent_of(agent: &str, link_prefix: &str) -> (String, Option<String>) {
         .and_then(|d| d.file_name())
         .or_else(|| path.file_stem())
         .map_or_else(|| agent.to_string(), |n| n.to_string_lossy().into_owned());
+    // An ACP profile (`NAME-acp.yaml`, `agent-acp.yaml`) is a column of
+    // its own beside the agent's other drive: `gemini-cli (acp)`.
+    let acp = path
+        .file_stem()
+        .is_some_and(|s| s.to_string_lossy().ends_with("-acp"));
+    let readme_dir = name.clone();
+    let name = match acp {
+        true => format!("{name} (acp)"),
+        false => name,
+    };
     // Another version of a catalog agent runs from the cache
     // (`.../agents/NAME@VERSION/`): its README is the shipped one,
     // `examples/NAME/README.md`, when that is here.
-    let readme = match name.split_once('@') {
+    let readme = match readme_dir.split_once('@') {
         Some((base, _)) => Some(Path::new("examples").join(base).join("README.md")),
         None => dir.map(|d| d.join("README.md")),
     };
@@ -461,6 +471,17 @@ mod tests {
         assert!(!header.contains("(1)"), "{header}");
         let page = html(&m);
         assert!(!page.contains("<script>"), "{page}");
+    }
+
+    #[test]
+    fn an_acp_profile_is_a_column_of_its_own() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let (name, readme) = agent_of(&format!("{root}/examples/codex/codex-acp.yaml"), "");
+        assert_eq!(name, "codex (acp)");
+        assert_eq!(readme, Some(format!("{root}/examples/codex/README.md")));
+        let cached = "/c/agents/gemini-cli@0.60.1/gemini-cli-acp.yaml";
+        assert_eq!(agent_of(cached, "").0, "gemini-cli@0.60.1 (acp)");
+        assert_eq!(agent_of("/tmp/x/agent-acp.yaml", "").0, "x (acp)");
     }
 
     #[test]
