@@ -46,3 +46,31 @@ fn opencode_subset_verdicts() {
         seed: "11",
     });
 }
+
+/// One row over ACP (`opencode-acp.yaml`, the same install):
+/// `interrupt_hung_tool` passes: `session/cancel` ends the turn `cancelled`,
+/// stops the hung command and settles its call (anomalyco/opencode #21743 not
+/// reproduced; README "Over ACP"). The verdict must match the committed ACP
+/// report.
+#[test]
+#[ignore = "needs opencode 1.18.33: .ci/opencode_subset.sh (scripts/test.sh runs it)"]
+fn opencode_acp_subset_verdicts() {
+    let row = "interrupt_hung_tool";
+    let committed = read_json(&repo().join("examples/opencode/acp-report.json"));
+    assert_eq!(
+        scenario(&committed, row)["verdict"],
+        "pass",
+        "the committed ACP report's verdict for {row}"
+    );
+    run_subset(&Subset {
+        agent: "opencode 1.18.33",
+        installed: "examples/opencode/prefix/bin/opencode",
+        install: ".ci/opencode_subset.sh",
+        profile: "examples/opencode/opencode-acp.yaml",
+        passing: &[row],
+        failing: &[],
+        store_checks: &["store_tool_results"],
+        store_rows: &[row],
+        seed: "11",
+    });
+}

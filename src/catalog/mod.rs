@@ -83,7 +83,11 @@ pub fn version_at(profile: &std::path::Path) -> Option<String> {
     all()
         .ok()?
         .into_iter()
-        .filter(|e| e.profile == file && e.install != entry::Install::Bundled)
+        .filter(|e| {
+            // Its ACP profile (`NAME-acp.yaml`) runs the same install.
+            let acp = acp_file(e).is_ok_and(|f| f == file);
+            (e.profile == file || acp) && e.install != entry::Install::Bundled
+        })
         .find_map(|e| install::installed_version(e, dir))
 }
 
@@ -314,6 +318,26 @@ fn range_warning(entry: &Entry, files: &[embedded::File], version: &str) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An ACP profile (`gemini-cli-acp.yaml`) names the version of the
+    /// install it sits on, as its exec profile does: the report's
+    /// `agent_version` (without it a run fell back to `version_cmd`, which
+    /// timed out under load, or had none).
+    #[test]
+    fn an_acp_profile_names_its_installs_version() {
+        let d = tempfile::tempdir().unwrap();
+        let manifest = d.path().join("prefix/lib/node_modules/@google/gemini-cli");
+        std::fs::create_dir_all(&manifest).unwrap();
+        std::fs::write(manifest.join("package.json"), r#"{"version": "0.61.0"}"#).unwrap();
+        for file in ["gemini-cli.yaml", "gemini-cli-acp.yaml"] {
+            assert_eq!(
+                version_at(&d.path().join(file)).as_deref(),
+                Some("0.61.0"),
+                "{file}"
+            );
+        }
+        assert_eq!(version_at(&d.path().join("other-acp.yaml")), None);
+    }
 
     /// Each entry whose folder was embedded holds its profile, and its
     /// `setup.sh` installs the version the registry pins (a drift between the
