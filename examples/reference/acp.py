@@ -47,6 +47,15 @@ ACP bugs (``--bug NAME``, listed in agent.py's KNOWN_BUGS), each one change:
     the running shell command is left running, not killed.
   * ``acp_subagent_ignores_cancel``: a cancel stops the parent but a running
     ``task`` subagent is never told; it goes on with its model calls.
+  * ``acp_cancel_before_call_breaks``: a cancel that lands before the turn's
+    first model call is made is answered ``cancelled``, but the session stays
+    busy: every later prompt is answered at once "Queued for the next turn."
+    and never run (Hermes 0.19.0).
+  * ``acp_answer_off_by_one``: after a cancelled prompt, each prompt is
+    answered with the previous turn's answer text, its own held back for the
+    next (claude-agent-acp 0.23.1).
+  * ``acp_no_exit_on_eof``: stdin closed closes the sessions but the process
+    does not exit; only a signal ends it (the Claude adapters, codex-acp).
 """
 
 import copy
@@ -174,7 +183,10 @@ def make_agent_class(ref):
         def _append(self, msg):
             super()._append(msg)
             if self.session is not None and msg.get("role") == "assistant" and msg.get("content"):
-                self.session.say(msg["content"])
+                if self.session.lagging:
+                    self.session.held.append(msg["content"])   # --bug acp_answer_off_by_one
+                else:
+                    self.session.say(msg["content"])
 
         def run_batch(self, tool_calls):
             if self.is_subagent or self.session is None:
@@ -232,6 +244,12 @@ def make_agent_class(ref):
                     return "interrupted", True
             return result.get("r") or ("error: the command's runner failed", False)
 
+        model_calls_started = 0   # this turn's model calls begun (--bug acp_cancel_before_call_breaks)
+
+        def call_model(self):
+            self.model_calls_started += 1
+            return super().call_model()
+
         def _bug_subagent_abandoned_in_call(self):
             if self.bug("acp_subagent_ignores_cancel") and self.ctl.interrupted():
                 ref.log("cancel: the subagent is not told (bug acp_subagent_ignores_cancel)")
@@ -256,6 +274,10 @@ class Session:
         self.runner = None
         self.resume_next = agent.resume   # the first prompt after session/load resumes a turn
         self.said = False                 # the running turn sent assistant text
+        self.broken = False     # --bug acp_cancel_before_call_breaks: later prompts only queued
+        self.lagging = False    # --bug acp_answer_off_by_one: answers one turn late
+        self.held = []          # the running turn's text, held back while lagging
+        self.carried = []       # the previous turn's text, the next answer (lagging)
         agent.session = self
 
     def update(self, update):
@@ -267,6 +289,9 @@ class Session:
         self.update({"sessionUpdate": "agent_message_chunk", "content": text_block(text)})
 
     def enqueue(self, rid, text):
+        if self.broken:
+            self._bug_only_queue(rid)
+            return
         with self.lock:
             self.queue.append((rid, text))
             if self.active is None and not self.answering:
@@ -279,6 +304,7 @@ class Session:
         a cancel that follows the prompt at once finds it running."""
         rid, text = self.queue.popleft()
         self.active = rid
+        self.agent.model_calls_started = 0
         self.agent.ctl.begin()
         if self.cancel_next:
             self.cancel_next = False
@@ -289,6 +315,10 @@ class Session:
     def cancel(self):
         with self.lock:
             if self.active is not None:
+                if self.agent.bug("acp_cancel_before_call_breaks") and self.agent.model_calls_started == 0:
+                    self.server.ref.log("cancel before the first model call: the session stays busy "
+                                        "(bug acp_cancel_before_call_breaks)")
+                    self.broken = True
                 self.agent.ctl.interrupt()
             elif self.queue:
                 # The prompt sent after the last answer has not started yet: it is
@@ -329,7 +359,29 @@ class Session:
             if self.queue and self.active is None:
                 self._start_next()
 
+    def _bug_only_queue(self, rid):
+        """--bug acp_cancel_before_call_breaks: a prompt to a broken session is
+        answered at once and never run."""
+        self.queued_count = getattr(self, "queued_count", 0) + 1
+        self.server.ref.log(f"prompt {rid!r} only queued (bug acp_cancel_before_call_breaks)")
+        self.say(f"Queued for the next turn. ({self.queued_count} queued)")
+        self.server.frames.result(rid, {"stopReason": "end_turn"})
+
+    def _bug_answer_late(self, result):
+        """--bug acp_answer_off_by_one: once a prompt was cancelled, each answer
+        is the previous turn's text; this turn's is carried to the next."""
+        if not self.lagging:
+            self.lagging = result.get("interrupted") and self.agent.bug("acp_answer_off_by_one")
+            return
+        own = self.held or ([str(result.get("final") or "")] if result.get("completed") else [])
+        for text in self.carried:
+            self.say(text)
+        self.said = True
+        self.server.ref.log("answered with the previous turn's text (bug acp_answer_off_by_one)")
+        self.carried, self.held = own, []
+
     def _answer(self, rid, result):
+        self._bug_answer_late(result)
         frames = self.server.frames
         if (result.get("completed") or result.get("exit_reason") == "max_turns") and not self.said:
             self.say(str(result.get("final") or ""))   # "(empty answer)", "stopped: max turns ..."
@@ -564,4 +616,8 @@ def main(ref, argv):
     signal.signal(signal.SIGTERM, on_sigterm)
     server.serve()
     sys.stderr.flush()
+    if "acp_no_exit_on_eof" in bugs:
+        ref.log("stdin closed: not exiting (bug acp_no_exit_on_eof)")
+        while True:
+            signal.pause()   # SIGTERM's handler exits
     os._exit(0)
