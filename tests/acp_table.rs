@@ -78,6 +78,12 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "the probe was not answered",
     ),
     (
+        "acp_tool_unreported",
+        "acp_failed_tool_reported",
+        "process_hygiene",
+        "reported 0 to the client",
+    ),
+    (
         "acp_no_exit_on_eof",
         "acp_exit_on_stdin_close",
         "process_hygiene",

@@ -54,6 +54,9 @@ ACP bugs (``--bug NAME``, listed in agent.py's KNOWN_BUGS), each one change:
   * ``acp_answer_off_by_one``: after a cancelled prompt, each prompt is
     answered with the previous turn's answer text, its own held back for the
     next (claude-agent-acp 0.23.1).
+  * ``acp_tool_unreported``: a tool call is shown only once it succeeded; one
+    that fails (an error, a non-zero exit) sends no ``tool_call`` update at all
+    (codex-acp 0.16.0 in read-only mode without bwrap).
   * ``acp_no_exit_on_eof``: stdin closed closes the sessions but the process
     does not exit; only a signal ends it (the Claude adapters, codex-acp).
 """
@@ -62,6 +65,7 @@ import copy
 import ctypes
 import json
 import os
+import re
 import secrets
 import signal
 import sys
@@ -191,6 +195,8 @@ def make_agent_class(ref):
         def run_batch(self, tool_calls):
             if self.is_subagent or self.session is None:
                 return super().run_batch(tool_calls)
+            if self.bug("acp_tool_unreported"):
+                return super().run_batch(tool_calls)   # execute_tool reports each call, or not
             self.acp_open = {tc["id"] for tc in tool_calls}
             for tc in tool_calls:
                 title, kind, raw = tool_call_fields(tc)
@@ -207,6 +213,8 @@ def make_agent_class(ref):
                 self.acp_open = frozenset()
 
         def execute_tool(self, tc):
+            if not self.is_subagent and self.session is not None and self.bug("acp_tool_unreported"):
+                return self._bug_tool_unreported(tc)
             if self.is_subagent or self.session is None or tc.get("id") not in self.acp_open:
                 return super().execute_tool(tc)
             cid = tc["id"]
@@ -219,6 +227,20 @@ def make_agent_class(ref):
                 ref.log(f"tool call {cid} completed; not saying so (bug acp_tool_left_in_progress)")
                 return out, interrupted
             self.session.update({"sessionUpdate": "tool_call_update", "toolCallId": cid, "status": status,
+                                 "content": [{"type": "content", "content": text_block(out[:CONTENT_CAP])}]})
+            return out, interrupted
+
+        def _bug_tool_unreported(self, tc):
+            """--bug acp_tool_unreported: a call is shown only once it succeeded;
+            one that fails (an error, a non-zero exit) is never reported."""
+            out, interrupted = ref.Agent.execute_tool(self, tc)
+            status = tool_status(out, interrupted, self.last_mcp_error)
+            if status == "failed" or re.search(r"(^|\n)exit code [1-9]", out):
+                ref.log(f"tool call {tc['id']} failed; not reporting it (bug acp_tool_unreported)")
+                return out, interrupted
+            title, kind, raw = tool_call_fields(tc)
+            self.session.update({"sessionUpdate": "tool_call", "toolCallId": tc["id"], "title": title,
+                                 "kind": kind, "status": status, "rawInput": raw,
                                  "content": [{"type": "content", "content": text_block(out[:CONTENT_CAP])}]})
             return out, interrupted
 
