@@ -48,9 +48,11 @@ ACP bugs (``--bug NAME``, listed in agent.py's KNOWN_BUGS), each one change:
   * ``acp_subagent_ignores_cancel``: a cancel stops the parent but a running
     ``task`` subagent is never told; it goes on with its model calls.
   * ``acp_cancel_before_call_breaks``: a cancel that lands before the turn's
-    first model call is made is answered ``cancelled``, but the session stays
-    busy: every later prompt is answered at once "Queued for the next turn."
-    and never run (Hermes 0.19.0).
+    first model call is answered (made or not) is answered ``cancelled``, but
+    the session stays busy: every later prompt is answered at once "Queued
+    for the next turn." and never run (Hermes 0.19.0, there only before the
+    call is made; here also during it, so that the row's cancel, which may
+    race the call, always finds the bug).
   * ``acp_answer_off_by_one``: after a cancelled prompt, each prompt is
     answered with the previous turn's answer text, its own held back for the
     next (claude-agent-acp 0.23.1).
@@ -266,11 +268,12 @@ def make_agent_class(ref):
                     return "interrupted", True
             return result.get("r") or ("error: the command's runner failed", False)
 
-        model_calls_started = 0   # this turn's model calls begun (--bug acp_cancel_before_call_breaks)
+        model_replies = 0   # this turn's model calls answered (--bug acp_cancel_before_call_breaks)
 
         def call_model(self):
-            self.model_calls_started += 1
-            return super().call_model()
+            reply = super().call_model()
+            self.model_replies += 1
+            return reply
 
         def _bug_subagent_abandoned_in_call(self):
             if self.bug("acp_subagent_ignores_cancel") and self.ctl.interrupted():
@@ -326,7 +329,7 @@ class Session:
         a cancel that follows the prompt at once finds it running."""
         rid, text = self.queue.popleft()
         self.active = rid
-        self.agent.model_calls_started = 0
+        self.agent.model_replies = 0
         self.agent.ctl.begin()
         if self.cancel_next:
             self.cancel_next = False
@@ -337,8 +340,8 @@ class Session:
     def cancel(self):
         with self.lock:
             if self.active is not None:
-                if self.agent.bug("acp_cancel_before_call_breaks") and self.agent.model_calls_started == 0:
-                    self.server.ref.log("cancel before the first model call: the session stays busy "
+                if self.agent.bug("acp_cancel_before_call_breaks") and self.agent.model_replies == 0:
+                    self.server.ref.log("cancel before the first model reply: the session stays busy "
                                         "(bug acp_cancel_before_call_breaks)")
                     self.broken = True
                 self.agent.ctl.interrupt()

@@ -10,7 +10,7 @@
 //! when the turn never ended or was cancelled (a call cut before the agent
 //! took it need not be shown), when the row's subagent issued calls (a
 //! subagent's tools are reported as the agent chooses), when a kill
-//! restarted the agent, or when events were dropped past the cap.
+//! restarted the agent, on a `chaos:` row (its calls span many turns), or when events were dropped past the cap.
 //!
 //! [`Recording::issued_tool_calls`]: crate::provider::recording::Recording
 //! [`TurnModel::ACP`]: crate::observe::TurnModel
@@ -37,6 +37,11 @@ fn unjudged(s: &Scenario, obs: &Observation) -> Option<String> {
     if s.responder.iter().any(|r| r.when.subagent == Some(true)) {
         return Some(
             "the row's subagent issued tool calls, which the agent reports as it chooses".into(),
+        );
+    }
+    if s.chaos.is_some() {
+        return Some(
+            "a chaos run's issued tool calls span its turns and kills, not one turn".into(),
         );
     }
     if s.process_fault.is_some() {
@@ -139,5 +144,14 @@ mod tests {
         let mut o = healthy(&s, end(0, true, false, "done"));
         issued(&mut o, 1);
         assert!(check(&s, &o).is_none());
+        // A chaos run: its issued calls span every turn (chaos_soak over ACP).
+        let chaos = scenario("expect: survives\nchaos: {turns: 2, duration: 5, min_faults: 1}");
+        let mut o = acp(
+            &chaos,
+            acp_end_turn("done"),
+            vec![tool_status(1.0, 0, "a", "completed")],
+        );
+        issued(&mut o, 5);
+        assert!(check(&chaos, &o).unwrap().not_checked());
     }
 }
