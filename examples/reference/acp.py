@@ -47,12 +47,27 @@ ACP bugs (``--bug NAME``, listed in agent.py's KNOWN_BUGS), each one change:
     the running shell command is left running, not killed.
   * ``acp_subagent_ignores_cancel``: a cancel stops the parent but a running
     ``task`` subagent is never told; it goes on with its model calls.
+  * ``acp_cancel_before_call_breaks``: a cancel that lands before the turn's
+    first model call is answered (made or not) is answered ``cancelled``, but
+    the session stays busy: every later prompt is answered at once "Queued
+    for the next turn." and never run (Hermes 0.19.0, there only before the
+    call is made; here also during it, so that the row's cancel, which may
+    race the call, always finds the bug).
+  * ``acp_answer_off_by_one``: after a cancelled prompt, each prompt is
+    answered with the previous turn's answer text, its own held back for the
+    next (claude-agent-acp 0.23.1).
+  * ``acp_tool_unreported``: a tool call is shown only once it succeeded; one
+    that fails (an error, a non-zero exit) sends no ``tool_call`` update at all
+    (codex-acp 0.16.0 in read-only mode without bwrap).
+  * ``acp_no_exit_on_eof``: stdin closed closes the sessions but the process
+    does not exit; only a signal ends it (the Claude adapters, codex-acp).
 """
 
 import copy
 import ctypes
 import json
 import os
+import re
 import secrets
 import signal
 import sys
@@ -174,11 +189,16 @@ def make_agent_class(ref):
         def _append(self, msg):
             super()._append(msg)
             if self.session is not None and msg.get("role") == "assistant" and msg.get("content"):
-                self.session.say(msg["content"])
+                if self.session.lagging:
+                    self.session.held.append(msg["content"])   # --bug acp_answer_off_by_one
+                else:
+                    self.session.say(msg["content"])
 
         def run_batch(self, tool_calls):
             if self.is_subagent or self.session is None:
                 return super().run_batch(tool_calls)
+            if self.bug("acp_tool_unreported"):
+                return super().run_batch(tool_calls)   # execute_tool reports each call, or not
             self.acp_open = {tc["id"] for tc in tool_calls}
             for tc in tool_calls:
                 title, kind, raw = tool_call_fields(tc)
@@ -195,6 +215,8 @@ def make_agent_class(ref):
                 self.acp_open = frozenset()
 
         def execute_tool(self, tc):
+            if not self.is_subagent and self.session is not None and self.bug("acp_tool_unreported"):
+                return self._bug_tool_unreported(tc)
             if self.is_subagent or self.session is None or tc.get("id") not in self.acp_open:
                 return super().execute_tool(tc)
             cid = tc["id"]
@@ -207,6 +229,20 @@ def make_agent_class(ref):
                 ref.log(f"tool call {cid} completed; not saying so (bug acp_tool_left_in_progress)")
                 return out, interrupted
             self.session.update({"sessionUpdate": "tool_call_update", "toolCallId": cid, "status": status,
+                                 "content": [{"type": "content", "content": text_block(out[:CONTENT_CAP])}]})
+            return out, interrupted
+
+        def _bug_tool_unreported(self, tc):
+            """--bug acp_tool_unreported: a call is shown only once it succeeded;
+            one that fails (an error, a non-zero exit) is never reported."""
+            out, interrupted = ref.Agent.execute_tool(self, tc)
+            status = tool_status(out, interrupted, self.last_mcp_error)
+            if status == "failed" or re.search(r"(^|\n)exit code [1-9]", out):
+                ref.log(f"tool call {tc['id']} failed; not reporting it (bug acp_tool_unreported)")
+                return out, interrupted
+            title, kind, raw = tool_call_fields(tc)
+            self.session.update({"sessionUpdate": "tool_call", "toolCallId": tc["id"], "title": title,
+                                 "kind": kind, "status": status, "rawInput": raw,
                                  "content": [{"type": "content", "content": text_block(out[:CONTENT_CAP])}]})
             return out, interrupted
 
@@ -232,6 +268,13 @@ def make_agent_class(ref):
                     return "interrupted", True
             return result.get("r") or ("error: the command's runner failed", False)
 
+        model_replies = 0   # this turn's model calls answered (--bug acp_cancel_before_call_breaks)
+
+        def call_model(self):
+            reply = super().call_model()
+            self.model_replies += 1
+            return reply
+
         def _bug_subagent_abandoned_in_call(self):
             if self.bug("acp_subagent_ignores_cancel") and self.ctl.interrupted():
                 ref.log("cancel: the subagent is not told (bug acp_subagent_ignores_cancel)")
@@ -256,6 +299,10 @@ class Session:
         self.runner = None
         self.resume_next = agent.resume   # the first prompt after session/load resumes a turn
         self.said = False                 # the running turn sent assistant text
+        self.broken = False     # --bug acp_cancel_before_call_breaks: later prompts only queued
+        self.lagging = False    # --bug acp_answer_off_by_one: answers one turn late
+        self.held = []          # the running turn's text, held back while lagging
+        self.carried = []       # the previous turn's text, the next answer (lagging)
         agent.session = self
 
     def update(self, update):
@@ -267,6 +314,9 @@ class Session:
         self.update({"sessionUpdate": "agent_message_chunk", "content": text_block(text)})
 
     def enqueue(self, rid, text):
+        if self.broken:
+            self._bug_only_queue(rid)
+            return
         with self.lock:
             self.queue.append((rid, text))
             if self.active is None and not self.answering:
@@ -279,6 +329,7 @@ class Session:
         a cancel that follows the prompt at once finds it running."""
         rid, text = self.queue.popleft()
         self.active = rid
+        self.agent.model_replies = 0
         self.agent.ctl.begin()
         if self.cancel_next:
             self.cancel_next = False
@@ -289,6 +340,10 @@ class Session:
     def cancel(self):
         with self.lock:
             if self.active is not None:
+                if self.agent.bug("acp_cancel_before_call_breaks") and self.agent.model_replies == 0:
+                    self.server.ref.log("cancel before the first model reply: the session stays busy "
+                                        "(bug acp_cancel_before_call_breaks)")
+                    self.broken = True
                 self.agent.ctl.interrupt()
             elif self.queue:
                 # The prompt sent after the last answer has not started yet: it is
@@ -329,7 +384,29 @@ class Session:
             if self.queue and self.active is None:
                 self._start_next()
 
+    def _bug_only_queue(self, rid):
+        """--bug acp_cancel_before_call_breaks: a prompt to a broken session is
+        answered at once and never run."""
+        self.queued_count = getattr(self, "queued_count", 0) + 1
+        self.server.ref.log(f"prompt {rid!r} only queued (bug acp_cancel_before_call_breaks)")
+        self.say(f"Queued for the next turn. ({self.queued_count} queued)")
+        self.server.frames.result(rid, {"stopReason": "end_turn"})
+
+    def _bug_answer_late(self, result):
+        """--bug acp_answer_off_by_one: once a prompt was cancelled, each answer
+        is the previous turn's text; this turn's is carried to the next."""
+        if not self.lagging:
+            self.lagging = result.get("interrupted") and self.agent.bug("acp_answer_off_by_one")
+            return
+        own = self.held or ([str(result.get("final") or "")] if result.get("completed") else [])
+        for text in self.carried:
+            self.say(text)
+        self.said = True
+        self.server.ref.log("answered with the previous turn's text (bug acp_answer_off_by_one)")
+        self.carried, self.held = own, []
+
     def _answer(self, rid, result):
+        self._bug_answer_late(result)
         frames = self.server.frames
         if (result.get("completed") or result.get("exit_reason") == "max_turns") and not self.said:
             self.say(str(result.get("final") or ""))   # "(empty answer)", "stopped: max turns ..."
@@ -564,4 +641,8 @@ def main(ref, argv):
     signal.signal(signal.SIGTERM, on_sigterm)
     server.serve()
     sys.stderr.flush()
+    if "acp_no_exit_on_eof" in bugs:
+        ref.log("stdin closed: not exiting (bug acp_no_exit_on_eof)")
+        while True:
+            signal.pause()   # SIGTERM's handler exits
     os._exit(0)

@@ -143,7 +143,11 @@ tool call's last update stays ``in_progress``), acp_update_after_cancel (an
 ``agent_message_chunk`` after the cancelled prompt's answer),
 acp_cancel_leaves_job (a cancel leaves the running shell command running),
 acp_subagent_ignores_cancel (a running ``task`` subagent never hears the
-cancel and goes on calling the model).
+cancel and goes on calling the model), acp_cancel_before_call_breaks (a cancel
+before the turn's first model reply leaves every later prompt only queued),
+acp_answer_off_by_one (after a cancel each prompt gets the previous turn's
+answer), acp_tool_unreported (a tool call that fails is never reported),
+acp_no_exit_on_eof (stdin closed does not make it exit).
 
 Behaviours (not bugs), each its own option:
   * ``--spill-tool-output[=N]`` (N defaults to SPILL_OVER): a shell output over
@@ -244,6 +248,10 @@ KNOWN_BUGS = {
     "acp_update_after_cancel": "ACP: an agent_message_chunk is sent after the cancelled prompt was answered",
     "acp_cancel_leaves_job": "ACP: a cancel ends the turn `cancelled` at once and leaves the running shell command running",
     "acp_subagent_ignores_cancel": "ACP: a cancel stops the parent's turn but the running `task` subagent is never told and goes on calling the model",
+    "acp_cancel_before_call_breaks": "ACP: a cancel before the turn's first model call is answered leaves the session busy; every later prompt is only queued, never run",
+    "acp_answer_off_by_one": "ACP: after a cancelled prompt each prompt is answered with the previous turn's answer",
+    "acp_tool_unreported": "ACP: a tool call that fails (an error, a non-zero exit) sends no `tool_call` update at all",
+    "acp_no_exit_on_eof": "ACP: stdin closed does not make the agent exit; only a signal ends it",
 }
 
 # The tool sandbox (config "sandbox": true): each shell command runs in a user

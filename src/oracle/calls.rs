@@ -1,10 +1,18 @@
-//! Bounded provider calls: the faulted turn made at least one main call and no
-//! more than its bound (or exactly the number asked), and at most
+//! Bounded provider calls: the faulted turn made at least one main call (none
+//! needed when `interrupt` went out before the first) and no more than its
+//! bound (or exactly the number asked), and at most
 //! `max_calls_after_interrupt` after `interrupt` was sent.
 
 use super::{Check, Invariant};
 use crate::observe::Observation;
 use crate::scenarios::{CallBound, Scenario};
+
+/// `interrupt` went out before the faulted turn's first main call (a row
+/// that cancels with the prompt, `interrupt: {after_seconds: 0}`): a turn
+/// cancelled before it called the provider may end without calling it.
+fn interrupted_before_any_call(obs: &Observation) -> bool {
+    obs.interrupt_sent().is_some_and(|(_, before)| before == 0)
+}
 
 /// Rows with `subagent: true` rules: the subagent's calls (counted apart from
 /// the parent's) within the row's call bound: a subagent that loops is cut.
@@ -75,6 +83,9 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
                 format!("the faulted turn made {n} provider calls; the bound is {max}")
             }],
         ),
+        CallBound::Max(_) if n == 0 && turn_ended && interrupted_before_any_call(obs) => {
+            Check::new(inv, "call_bound", vec![])
+        }
         CallBound::Max(_) if n == 0 && turn_ended => Check::new(
             inv,
             "call_bound",
@@ -137,6 +148,22 @@ mod tests {
     fn zero_calls_in_an_ended_turn_is_a_violation() {
         let s = scenario("expect: error");
         assert!(check(&s, &with_calls(&s, 0))[0].failed());
+    }
+
+    #[test]
+    fn a_turn_cancelled_before_its_first_call_may_make_none() {
+        let s = scenario("expect: interrupted\ninterrupt: {after_seconds: 0}");
+        let mut o = with_calls(&s, 0);
+        o.events
+            .push(at(0.1, Event::InterruptSent { main_calls: 0 }));
+        let c = check(&s, &o);
+        assert!(!c[0].failed() && !c[0].not_checked(), "{:?}", c[0]);
+        // Sent after a call: the turn still had to make one.
+        o.events
+            .retain(|t| !matches!(t.event, Event::InterruptSent { .. }));
+        o.events
+            .push(at(0.1, Event::InterruptSent { main_calls: 1 }));
+        assert!(check(&s, &o)[0].failed());
     }
 
     #[test]

@@ -199,6 +199,16 @@ fn provider_rules(s: &Scenario, obs: &Observation) -> Vec<Check> {
     if faults.is_empty() {
         return Vec::new();
     }
+    if obs.recording.main_calls == 0 && obs.interrupt_sent().is_some_and(|(_, n)| n == 0) {
+        // A row that cancels with the prompt: its rules only hold a call
+        // that comes before the cancel; the cancel itself is the fault
+        // (`interrupt_landed`).
+        return vec![Check::skipped(
+            Invariant::Exercised,
+            "fault_served",
+            "`interrupt` went out before the faulted turn's first model call and the turn made none: no responder rule could serve (the interrupt is judged by interrupt_landed)",
+        )];
+    }
     // The exact per-rule counts when recorded, else the requests kept.
     let served = |i: usize| match obs.recording.rule_hits.get(i) {
         Some(n) => *n > 0,
@@ -469,6 +479,22 @@ mod tests {
             named(&c, "fault_served").violations()[0].contains("rule 1 (hang) never answered"),
             "{c:?}"
         );
+    }
+
+    #[test]
+    fn rules_a_cancel_sent_with_the_prompt_kept_from_serving_are_not_checked() {
+        let s = scenario("expect: interrupted\ninterrupt: {after_seconds: 0}");
+        let mut o = healthy(&s, end_interrupted(0));
+        o.recording.requests.clear();
+        o.recording.rule_hits = vec![0];
+        o.recording.main_calls = 0;
+        o.events
+            .insert(1, at(0.0, Event::InterruptSent { main_calls: 0 }));
+        let c = check(&s, &o);
+        assert!(named(&c, "fault_served").not_checked(), "{c:?}");
+        // A call made before the cancel went out: the rule had to serve it.
+        o.recording.main_calls = 1;
+        assert!(named(&check(&s, &o), "fault_served").failed());
     }
 
     const HUNG: &str = "expect: ended\ntool_gone: \"sleep 3600\"";

@@ -587,7 +587,7 @@ mod tests {
         // `row.json` in the artifacts holds the resolved row; `chaosrun judge`
         // reads it back and must get the very row that ran.
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        for table in ["scenarios.yaml", "process_faults.yaml"] {
+        for table in ["scenarios.yaml", "process_faults.yaml", "acp.yaml"] {
             let t = load_file(&root.join(table)).unwrap();
             assert!(!t.scenarios.is_empty());
             for s in &t.scenarios {
