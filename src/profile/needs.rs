@@ -397,6 +397,7 @@ mod tests {
             mcp_upstream: None,
             network: Default::default(),
             allow_setns: false,
+            tty: false,
             unmapped_knobs: Vec::new(),
         };
         for (logical, name, args) in tools {
