@@ -77,3 +77,74 @@ pub fn hangup(path: &Path) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Close the terminal of process `pid`: its controlling terminal, when
+/// that is a pseudo-terminal (`tty_nr` of `/proc/PID/stat`, the kernel's
+/// own record), is hung up ([`hangup`]); a process without one gets SIGHUP
+/// to its process group (chaosrun makes every agent process a group
+/// leader), as its terminal's closing would send. Whether either was done.
+pub fn hang_up(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    match controlling_pts(pid) {
+        Some(path) => hangup(&path).is_ok(),
+        None => nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGHUP,
+        )
+        .is_ok(),
+    }
+}
+
+/// `/dev/pts/N` when `pid`'s controlling terminal is a pseudo-terminal's
+/// slave (majors 136 to 143).
+fn controlling_pts(pid: i32) -> Option<PathBuf> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // Field 7 (tty_nr) is the 5th after the command name.
+    let nr: u32 = rest.split_whitespace().nth(4)?.parse().ok()?;
+    let major = (nr >> 8) & 0xfff;
+    let minor = (nr & 0xff) | ((nr >> 12) & 0xfff00);
+    (136..=143)
+        .contains(&major)
+        .then(|| PathBuf::from(format!("/dev/pts/{}", (major - 136) * 256 + minor)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A process whose controlling terminal is the pty exits of SIGHUP when
+    /// the terminal is hung up; its stat names the pty (`controlling_pts`).
+    #[test]
+    fn a_hangup_sends_sighup_to_the_terminals_session() {
+        let pty = open().unwrap();
+        let slave = pty.slave.try_clone().unwrap();
+        let mut cmd = std::process::Command::new("sleep");
+        cmd.arg("30").stdin(std::process::Stdio::from(slave));
+        // SAFETY: setsid and an ioctl on fd 0 between fork and exec.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().unwrap();
+        let pid = child.id() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while controlling_pts(pid).is_none() {
+            assert!(std::time::Instant::now() < deadline, "no terminal");
+            std::thread::yield_now();
+        }
+        assert_eq!(controlling_pts(pid), Some(pty.path.clone()));
+        // The master stays open: the hangup, not its closing, ends `sleep`.
+        assert!(hang_up(pid));
+        let status = child.wait().unwrap();
+        drop(pty);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGHUP), "{status:?}");
+    }
+}

@@ -1,0 +1,49 @@
+//! `exits_on_hangup`, for a row whose process fault is `hangup` (the
+//! agent's terminal closed): the agent must exit of it on its own. Judged
+//! over the saved events: after a recorded `hangup` that reached a process,
+//! the agent's next recorded exit must be one chaosrun did not cause
+//! (`killed_by_chaosrun: false`); chaosrun SIGKILLs an agent still running
+//! [`crate::driver::spawn::KILL_WAIT`] after the hangup, and that exit fails
+//! the check (the agent kept running with no terminal, claude-code #20117).
+//! `not checked` when no hangup reached a process (that is `fault_landed`'s)
+//! or no exit was recorded after it.
+
+use super::{Check, Invariant};
+use crate::observe::{Event, Observation};
+use crate::scenarios::{FaultAction, Sent};
+
+pub const NAME: &str = "exits_on_hangup";
+
+/// The check, for a row with a `hangup` fault; `None` for any other row.
+pub fn check(obs: &Observation) -> Option<Check> {
+    let inv = Invariant::ProcessHygiene;
+    let mut events = obs.events.iter();
+    let hung_up = events.find(|t| {
+        matches!(t.event, Event::ProcessFault { action: Sent::Action(FaultAction::Hangup), .. })
+    })?;
+    let Event::ProcessFault { signalled, .. } = hung_up.event else {
+        return None;
+    };
+    if signalled == 0 {
+        return Some(Check::skipped(inv, NAME, "the hangup reached no process"));
+    }
+    let exit = events.find_map(|t| match t.event {
+        Event::Exited {
+            killed_by_chaosrun, ..
+        } if t.worker == hung_up.worker => Some((t.at, killed_by_chaosrun)),
+        _ => None,
+    });
+    Some(match exit {
+        None => Check::skipped(inv, NAME, "no exit of the agent was recorded after the hangup"),
+        Some((_, false)) => Check::new(inv, NAME, vec![]),
+        Some((at, true)) => Check::new(
+            inv,
+            NAME,
+            vec![format!(
+                "the agent was still running {:.1} s after its terminal closed (hangup at {:.1} s); chaosrun killed it",
+                at - hung_up.at,
+                hung_up.at
+            )],
+        ),
+    })
+}
