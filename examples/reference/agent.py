@@ -243,6 +243,7 @@ KNOWN_BUGS = {
     "acp_tool_left_in_progress": "ACP: a tool call that completed never gets its `completed` update; its last update stays `in_progress`",
     "acp_update_after_cancel": "ACP: an agent_message_chunk is sent after the cancelled prompt was answered",
     "acp_cancel_leaves_job": "ACP: a cancel ends the turn `cancelled` at once and leaves the running shell command running",
+    "hangup_ignored": "SIGHUP is ignored: the agent runs on after its terminal closed",
     "acp_subagent_ignores_cancel": "ACP: a cancel stops the parent's turn but the running `task` subagent is never told and goes on calling the model",
 }
 
@@ -2298,6 +2299,16 @@ def stdin_reader(ctl):
                 log(f"unknown control line ignored: {line.strip()[:80]!r}")
 
 
+def on_hangup(bugs, terminate):
+    """SIGHUP (the agent's terminal closed): end as on SIGTERM (``terminate``:
+    its tools killed first). --bug hangup_ignored: SIGHUP is ignored and the
+    agent runs on with no terminal."""
+    if "hangup_ignored" in bugs:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    else:
+        signal.signal(signal.SIGHUP, terminate)
+
+
 def main(argv):
     if "--acp" in argv:   # ACP mode: acp.py (imported only here, so driver mode never needs it)
         import acp
@@ -2340,6 +2351,7 @@ def main(argv):
 
     signal.signal(signal.SIGINT, on_sigint)
     signal.signal(signal.SIGTERM, on_sigterm)
+    on_hangup(bugs, on_sigterm)
     threading.Thread(target=stdin_reader, args=(agent.ctl,), daemon=True, name="stdin").start()
 
     turns = spec.get("turns") or []

@@ -5,8 +5,10 @@
 //! (`killed_by_chaosrun: false`); chaosrun SIGKILLs an agent still running
 //! [`crate::driver::spawn::KILL_WAIT`] after the hangup, and that exit fails
 //! the check (the agent kept running with no terminal, claude-code #20117).
-//! `not checked` when no hangup reached a process (that is `fault_landed`'s)
-//! or no exit was recorded after it.
+//! `not checked` when no hangup reached a process (that is `fault_landed`'s),
+//! no exit was recorded after it, or the agent said `closed` (it ended its
+//! last turn: a driver-protocol agent runs the probe turn at once after its
+//! answer, so its exit then says nothing of the hangup).
 
 use super::{Check, Invariant};
 use crate::observe::{Event, Observation};
@@ -28,15 +30,21 @@ pub fn check(obs: &Observation) -> Option<Check> {
         return Some(Check::skipped(inv, NAME, "the hangup reached no process"));
     }
     let exit = events.find_map(|t| match t.event {
+        Event::Closed if t.worker == hung_up.worker => Some(None),
         Event::Exited {
             killed_by_chaosrun, ..
-        } if t.worker == hung_up.worker => Some((t.at, killed_by_chaosrun)),
+        } if t.worker == hung_up.worker => Some(Some((t.at, killed_by_chaosrun))),
         _ => None,
     });
     Some(match exit {
         None => Check::skipped(inv, NAME, "no exit of the agent was recorded after the hangup"),
-        Some((_, false)) => Check::new(inv, NAME, vec![]),
-        Some((at, true)) => Check::new(
+        Some(None) => Check::skipped(
+            inv,
+            NAME,
+            "the agent ended its last turn and closed after the hangup (the driver protocol gives it every turn at once): its exit says nothing of the hangup",
+        ),
+        Some(Some((_, false))) => Check::new(inv, NAME, vec![]),
+        Some(Some((at, true))) => Check::new(
             inv,
             NAME,
             vec![format!(
