@@ -12,7 +12,7 @@
 
 use super::{Check, Invariant};
 use crate::observe::{Event, Observation};
-use crate::scenarios::{FaultAction, Sent};
+use crate::scenarios::{Landing, Sent};
 
 pub const NAME: &str = "exits_on_hangup";
 
@@ -21,7 +21,7 @@ pub fn check(obs: &Observation) -> Option<Check> {
     let inv = Invariant::ProcessHygiene;
     let mut events = obs.events.iter();
     let hung_up = events.find(|t| {
-        matches!(t.event, Event::ProcessFault { action: Sent::Action(FaultAction::Hangup), .. })
+        matches!(t.event, Event::ProcessFault { action: Sent::Action(a), .. } if a.lands() == Landing::Hangup)
     })?;
     let Event::ProcessFault { signalled, .. } = hung_up.event else {
         return None;
