@@ -43,7 +43,10 @@ fn probe(profile: &str) -> serde_json::Value {
         .find(|l| l.contains("\"type\": \"result\""))
         .unwrap_or_else(|| panic!("the probe printed no result: {log}\n{stdout}"));
     // The line arrived as the agent wrote it: no `\r` from the terminal.
-    assert!(!log.contains('\r'), "the terminal rewrote the output: {log:?}");
+    assert!(
+        !log.contains('\r'),
+        "the terminal rewrote the output: {log:?}"
+    );
     serde_json::from_str(line).unwrap()
 }
 
@@ -55,8 +58,14 @@ fn a_tty_true_exec_agent_has_a_controlling_terminal_on_its_stdio() {
     assert_eq!(seen["dev_tty"], true, "/dev/tty does not open: {seen}");
     let stdio = seen["stdio"].as_array().unwrap();
     let pts = stdio[0].as_str().unwrap_or_default();
-    assert!(pts.starts_with("/dev/pts/"), "stdin is not a terminal: {seen}");
-    assert!(stdio.iter().all(|s| s == pts), "stdio on one terminal: {seen}");
+    assert!(
+        pts.starts_with("/dev/pts/"),
+        "stdin is not a terminal: {seen}"
+    );
+    assert!(
+        stdio.iter().all(|s| s == pts),
+        "stdio on one terminal: {seen}"
+    );
 }
 
 #[test]
@@ -73,5 +82,9 @@ fn without_tty_the_agent_has_no_terminal() {
     let seen = probe(profile.to_str().unwrap());
     assert_eq!(seen["tty_nr"], 0, "{seen}");
     assert_eq!(seen["dev_tty"], false, "{seen}");
-    assert_eq!(seen["stdio"], serde_json::json!([null, null, null]), "{seen}");
+    assert_eq!(
+        seen["stdio"],
+        serde_json::json!([null, null, null]),
+        "{seen}"
+    );
 }

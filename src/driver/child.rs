@@ -551,7 +551,6 @@ mod tests {
                     cgroup: None,
                     netns: None,
                     mntns: None,
-            tty: None,
                     tty: None,
                     seccomp: super::super::seccomp::Policy {
                         allow_setns: false,

@@ -162,7 +162,9 @@ fn check_counts(
         }
     }
     if matches!(s.interrupt, Some(super::schema::Trigger::AfterAnswer)) {
-        return Err("`after_answer` times a process fault, not an interrupt (the turn has ended)".into());
+        return Err(
+            "`after_answer` times a process fault, not an interrupt (the turn has ended)".into(),
+        );
     }
     if let Some(super::schema::Trigger::StoreWriteAfterCalls(n)) = trigger {
         count("store_write_after_calls", *n, MAX_COUNT)?;

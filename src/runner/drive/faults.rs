@@ -9,10 +9,10 @@
 use tokio::time::Instant;
 
 use super::Drive;
+use crate::driver::spawn::KILL_WAIT;
 use crate::observe::Event;
 use crate::provider::Provider;
 use crate::scenarios::{FaultAction, FaultTarget, Landing, Sent};
-use crate::driver::spawn::KILL_WAIT;
 use crate::units::secs;
 
 /// One fault to land on a worker.
