@@ -4,7 +4,7 @@
 //! what closing the master does: SIGHUP to the session leader and the
 //! foreground process group, reads end, writes fail); without a terminal
 //! it sends SIGHUP to the agent's process group. The agent must exit of it
-//! within [`crate::driver::spawn::KILL_WAIT`] (`exits_on_hangup`); one that
+//! within 10 s (the driver's `KILL_WAIT`) (`exits_on_hangup`); one that
 //! does not is SIGKILLed. Either way chaosrun restarts it on the same HOME
 //! and session and the restarted agent must answer the probe (`expect:
 //! killed`), with what it answered before in its store. Landed when the

@@ -80,7 +80,7 @@ pub enum Landing {
     MemoryLimit,
     /// The agent's terminal closes (its pty hung up; without one, SIGHUP
     /// to its process group); chaosrun waits for the exit (SIGKILL after
-    /// [`crate::driver::spawn::KILL_WAIT`]), then restarts it.
+    /// 10 s (the driver's `KILL_WAIT`)), then restarts it.
     Hangup,
 }
 
