@@ -55,3 +55,71 @@ pub fn check(obs: &Observation) -> Option<Check> {
         ),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::Timed;
+    use crate::oracle::fixtures::{at, end, healthy, scenario};
+    use crate::oracle::Status;
+    use crate::scenarios::FaultAction;
+
+    /// An observation whose agent was hung up at 1 s, then `after`.
+    fn hung_up(signalled: usize, after: Vec<Timed>) -> Observation {
+        let s = scenario("process_fault: {action: hangup, at: {after_calls: 1}}\nexpect: killed");
+        let mut obs = healthy(&s, end(0, true, false, "x"));
+        obs.events = vec![at(
+            1.0,
+            Event::ProcessFault {
+                action: Sent::Action(FaultAction::Hangup),
+                signalled,
+                main_calls: 1,
+                start_up: false,
+            },
+        )];
+        obs.events.extend(after);
+        obs
+    }
+
+    fn exited(t: f64, killed_by_chaosrun: bool) -> Timed {
+        at(
+            t,
+            Event::Exited {
+                code: None,
+                signal: Some(libc::SIGHUP),
+                killed_by_chaosrun,
+            },
+        )
+    }
+
+    #[test]
+    fn an_agent_that_exits_of_the_hangup_passes_and_one_killed_fails() {
+        let pass = check(&hung_up(1, vec![exited(1.1, false)])).unwrap();
+        assert_eq!(pass.status, Status::Pass);
+        let fail = check(&hung_up(1, vec![exited(11.0, true)])).unwrap();
+        assert!(
+            fail.violations()[0].contains("still running 10.0 s after its terminal closed"),
+            "{fail:?}"
+        );
+    }
+
+    #[test]
+    fn no_hangup_no_check_and_an_unlanded_or_closed_one_is_not_checked() {
+        let s = scenario("process_fault: {action: kill, at: {after_calls: 1}}\nexpect: killed");
+        assert!(check(&healthy(&s, end(0, true, false, "x"))).is_none());
+        let missed = check(&hung_up(0, vec![exited(11.0, true)])).unwrap();
+        assert!(
+            matches!(missed.status, Status::NotChecked { .. }),
+            "{missed:?}"
+        );
+        let closed = check(&hung_up(
+            1,
+            vec![at(2.0, Event::Closed), exited(2.1, false)],
+        ))
+        .unwrap();
+        assert!(
+            matches!(closed.status, Status::NotChecked { .. }),
+            "{closed:?}"
+        );
+    }
+}
