@@ -98,7 +98,9 @@ subagent never started: an interrupt aimed at the subagent's call never lands);
 persist_at_turn_end (the store is written only when a turn ends, as Continue
 CLI does: a kill aimed at a store write mid-turn never fires);
 wait_for_pipe_eof (a foreground call waits for its stdout to close,
-past its timeout, so a child that keeps the pipe holds the turn); and the restart bugs:
+past its timeout, so a child that keeps the pipe holds the turn); hangup_ignored
+(SIGHUP, its terminal closing, is ignored: the agent runs on; without it a
+SIGHUP ends the agent as SIGTERM does, its tools killed first); and the restart bugs:
   * replay_side_effect: an unanswered call is re-run (its command executed
     again, its real output persisted as the result). The re-run happens in the
     worker of the first resumed turn, before that turn's user message (so it is
