@@ -78,8 +78,6 @@ pub struct Child {
     pub stdin: Option<ChildStdin>,
     pub stdout: Option<ChildStdout>,
     pub stderr: Option<ChildStderr>,
-    /// Its controlling terminal's path (`tty: true`), for a hangup.
-    pub tty: Option<PathBuf>,
 }
 
 /// The exec path: `argv[0]` as given when it names a path (relative to
@@ -459,7 +457,6 @@ pub fn start(cmd: &Command<'_>) -> io::Result<Child> {
         stdin: None,
         stdout: None,
         stderr: None,
-        tty: cmd.tty.map(|(p, _)| p.path.clone()),
     };
     child.stdin = stdin_w
         .map(|w| ChildStdin::from_std(std::process::ChildStdin::from(w)))

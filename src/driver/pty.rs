@@ -26,7 +26,7 @@ pub enum TtyStdio {
 pub struct Pty {
     pub master: OwnedFd,
     pub slave: OwnedFd,
-    /// The slave's path (`/dev/pts/N`), for [`hangup`].
+    /// The slave's path (`/dev/pts/N`).
     pub path: PathBuf,
 }
 
