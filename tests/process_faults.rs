@@ -48,7 +48,7 @@ fn reference_agent_survives_kills_stops_and_seeded_chaos() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("9 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("11 passed, 0 failed"), "{stdout}");
     assert!(
         stdout.contains("[chaos seed "),
         "the report prints the chaos seed: {stdout}"
@@ -84,6 +84,7 @@ fn reference_agent_survives_kills_stops_and_seeded_chaos() {
         "store_kept_across_kill",
         "enough_faults_landed",
         "every_turn_finishes",
+        "exits_on_hangup",
     ] {
         assert!(names.iter().any(|n| n == want), "{want} never checked");
     }
@@ -342,6 +343,13 @@ scenarios:
 #[test]
 fn restart_bugs_are_caught_on_their_own_invariant() {
     let cases = [
+        // The terminal closed and the agent ran on (claude-code #20117).
+        (
+            "hangup_ignored",
+            "hangup_mid_turn",
+            "process_hygiene",
+            "after its terminal closed",
+        ),
         (
             "replay_side_effect",
             "kill_during_tool_side_effect",

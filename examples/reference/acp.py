@@ -639,6 +639,7 @@ def main(ref, argv):
 
     signal.signal(signal.SIGINT, on_sigint)
     signal.signal(signal.SIGTERM, on_sigterm)
+    ref.on_hangup(bugs, on_sigterm)
     server.serve()
     sys.stderr.flush()
     if "acp_no_exit_on_eof" in bugs:

@@ -98,7 +98,9 @@ subagent never started: an interrupt aimed at the subagent's call never lands);
 persist_at_turn_end (the store is written only when a turn ends, as Continue
 CLI does: a kill aimed at a store write mid-turn never fires);
 wait_for_pipe_eof (a foreground call waits for its stdout to close,
-past its timeout, so a child that keeps the pipe holds the turn); and the restart bugs:
+past its timeout, so a child that keeps the pipe holds the turn); hangup_ignored
+(SIGHUP, its terminal closing, is ignored: the agent runs on; without it a
+SIGHUP ends the agent as SIGTERM does, its tools killed first); and the restart bugs:
   * replay_side_effect: an unanswered call is re-run (its command executed
     again, its real output persisted as the result). The re-run happens in the
     worker of the first resumed turn, before that turn's user message (so it is
@@ -247,6 +249,7 @@ KNOWN_BUGS = {
     "acp_tool_left_in_progress": "ACP: a tool call that completed never gets its `completed` update; its last update stays `in_progress`",
     "acp_update_after_cancel": "ACP: an agent_message_chunk is sent after the cancelled prompt was answered",
     "acp_cancel_leaves_job": "ACP: a cancel ends the turn `cancelled` at once and leaves the running shell command running",
+    "hangup_ignored": "SIGHUP is ignored: the agent runs on after its terminal closed",
     "acp_subagent_ignores_cancel": "ACP: a cancel stops the parent's turn but the running `task` subagent is never told and goes on calling the model",
     "acp_cancel_before_call_breaks": "ACP: a cancel before the turn's first model call is answered leaves the session busy; every later prompt is only queued, never run",
     "acp_answer_off_by_one": "ACP: after a cancelled prompt each prompt is answered with the previous turn's answer",
@@ -2306,6 +2309,16 @@ def stdin_reader(ctl):
                 log(f"unknown control line ignored: {line.strip()[:80]!r}")
 
 
+def on_hangup(bugs, terminate):
+    """SIGHUP (the agent's terminal closed): end as on SIGTERM (``terminate``:
+    its tools killed first). --bug hangup_ignored: SIGHUP is ignored and the
+    agent runs on with no terminal."""
+    if "hangup_ignored" in bugs:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    else:
+        signal.signal(signal.SIGHUP, terminate)
+
+
 def main(argv):
     if "--acp" in argv:   # ACP mode: acp.py (imported only here, so driver mode never needs it)
         import acp
@@ -2348,6 +2361,7 @@ def main(argv):
 
     signal.signal(signal.SIGINT, on_sigint)
     signal.signal(signal.SIGTERM, on_sigterm)
+    on_hangup(bugs, on_sigterm)
     threading.Thread(target=stdin_reader, args=(agent.ctl,), daemon=True, name="stdin").start()
 
     turns = spec.get("turns") or []

@@ -113,6 +113,15 @@ impl Agent {
         }
     }
 
+    /// Close the agent's terminal ([`super::pty::hang_up`]; the running
+    /// turn's process in exec mode); whether it reached a process.
+    pub fn hang_up(&self) -> bool {
+        match self {
+            Agent::Exec(e) => e.hang_up(),
+            _ => self.exited().is_none() && super::pty::hang_up(self.pid()),
+        }
+    }
+
     pub async fn wait_for(&mut self, within: Duration) -> Option<Exit> {
         tokio::time::timeout(within, self.wait()).await.ok()
     }

@@ -57,7 +57,14 @@ pub struct Command<'a> {
     /// What the seccomp program refuses ([`super::seccomp`]): namespace
     /// creation on a `namespaces: denied` row, `setns` unless allowed.
     pub seccomp: super::seccomp::Policy,
+    /// `tty: true`: the pseudo-terminal the child takes as its controlling
+    /// terminal (in a session of its own), and which of its stdio it is
+    /// ([`super::pty`]); what the terminal carries is read from
+    /// [`Child::stdout`] ([`TtyStdio::Output`]) or [`Child::stderr`].
+    pub tty: Option<(&'a super::pty::Pty, TtyStdio)>,
 }
+
+pub use super::pty::TtyStdio;
 
 /// A started process: chaosrun's child until [`Child::wait`] reaps it;
 /// dropped unreaped, it is killed (its zombie is left to the orphan reaper).
@@ -159,6 +166,9 @@ struct Shared {
     cgroup: RawFd,
     netns: RawFd,
     mntns: RawFd,
+    /// The controlling terminal to take (-1: none; the child then makes a
+    /// process group of its own, not a session).
+    ctty: RawFd,
     /// [`super::harden::apply`]'s arguments: the Landlock ruleset (-1: none)
     /// and the last capability to drop (-1: none, not root).
     ruleset: RawFd,
@@ -236,7 +246,16 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
                 fail(s);
             }
         }
-        if libc::setpgid(0, 0) != 0 || libc::chdir(s.cwd) != 0 {
+        if s.ctty >= 0 {
+            // A session of its own (its process group too) whose
+            // controlling terminal is the pty, as a terminal's shell has.
+            if libc::setsid() < 0 || libc::ioctl(s.ctty, libc::TIOCSCTTY, 0) != 0 {
+                fail(s);
+            }
+        } else if libc::setpgid(0, 0) != 0 {
+            fail(s);
+        }
+        if libc::chdir(s.cwd) != 0 {
             fail(s);
         }
         if let Some(limit) = &s.nofile {
@@ -329,6 +348,32 @@ fn clone_vfork(shared: &Shared) -> io::Result<(i32, i32)> {
     }
 }
 
+/// The child's stdout and stderr (read end, write end each). Under a
+/// terminal the write ends are its slave and the read end of the stream it
+/// carries is its master; the other read end (exec: stderr, all of which
+/// the terminal carried) is a pipe that ends at once.
+fn stdio_out(
+    tty: Option<(&super::pty::Pty, TtyStdio)>,
+) -> io::Result<(OwnedFd, OwnedFd, OwnedFd, OwnedFd)> {
+    let Some((pty, on)) = tty else {
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        return Ok((out_r, out_w, err_r, err_w));
+    };
+    let (master, slave) = (pty.master.try_clone()?, pty.slave.try_clone()?);
+    Ok(match on {
+        TtyStdio::Output => {
+            // Its write end closed here: the stream ends at once.
+            let (empty, _) = pipe()?;
+            (master, slave.try_clone()?, empty, slave)
+        }
+        TtyStdio::Stderr => {
+            let (out_r, out_w) = pipe()?;
+            (out_r, out_w, master, slave)
+        }
+    })
+}
+
 /// Start `cmd`. Call it inside [`crate::children::start_owned`], so the
 /// orphan reaper never takes the child before it is registered.
 pub fn start(cmd: &Command<'_>) -> io::Result<Child> {
@@ -349,15 +394,15 @@ pub fn start(cmd: &Command<'_>) -> io::Result<Child> {
     sh_args.extend(args.iter().skip(1).cloned());
     let cwd = cstring(cmd.cwd.as_os_str().as_bytes())?;
     let (argv, envp, sh_argv) = (pointers(&args), pointers(&env), pointers(&sh_args));
-    let (stdin_r, stdin_w) = match cmd.stdin {
-        Stdin::Piped => {
+    let (stdin_r, stdin_w) = match (cmd.stdin, cmd.tty) {
+        (Stdin::Piped, _) => {
             let (r, w) = pipe()?;
             (r, Some(w))
         }
-        Stdin::Null => (dev_null()?, None),
+        (Stdin::Null, Some((pty, TtyStdio::Output))) => (pty.slave.try_clone()?, None),
+        (Stdin::Null, _) => (dev_null()?, None),
     };
-    let (out_r, out_w) = pipe()?;
-    let (err_r, err_w) = pipe()?;
+    let (out_r, out_w, err_r, err_w) = stdio_out(cmd.tty)?;
     let filter = match super::seccomp::program(cmd.seccomp) {
         Ok(p) => Some(p),
         // This build has no program: only a row that denies namespaces needs one.
@@ -380,6 +425,7 @@ pub fn start(cmd: &Command<'_>) -> io::Result<Child> {
         cgroup: cmd.cgroup.map_or(-1, |f| f.as_raw_fd()),
         netns: cmd.netns.map_or(-1, |f| f.as_raw_fd()),
         mntns: cmd.mntns.map_or(-1, |f| f.as_raw_fd()),
+        ctty: cmd.tty.map_or(-1, |(p, _)| p.slave.as_raw_fd()),
         ruleset: hardening.ruleset_fd(),
         last_cap: hardening.last_cap(),
         seccomp: seccomp
@@ -502,6 +548,7 @@ mod tests {
                     cgroup: None,
                     netns: None,
                     mntns: None,
+                    tty: None,
                     seccomp: super::super::seccomp::Policy {
                         allow_setns: false,
                         deny_namespaces,
@@ -635,6 +682,7 @@ mod tests {
             cgroup: None,
             netns: None,
             mntns: None,
+            tty: None,
             seccomp: super::super::seccomp::Policy::default(),
         })
         .unwrap_err()

@@ -102,6 +102,9 @@ pub struct Prepared {
     /// What every agent process's seccomp program refuses (set by the
     /// runner after [`prepare`]; see [`super::seccomp`]).
     pub seccomp: super::seccomp::Policy,
+    /// The profile's `tty: true`: every agent process runs under a
+    /// pseudo-terminal of its own ([`super::pty`]).
+    pub tty: bool,
 }
 
 /// What exec mode needs to render each turn's argv.
@@ -420,6 +423,7 @@ pub fn prepare(root: &Path, i: &Inputs<'_>) -> anyhow::Result<Prepared> {
         netns: None,
         mntns: None,
         seccomp: super::seccomp::Policy::default(),
+        tty: i.profile.tty,
     })
 }
 

@@ -19,6 +19,7 @@ pub mod mountns;
 pub mod netns;
 pub mod output;
 pub mod process;
+pub mod pty;
 pub mod seccomp;
 pub mod spawn;
 

@@ -141,6 +141,7 @@ impl AgentProcess {
             netns: prep.netns.as_deref(),
             mntns: prep.mntns.as_deref(),
             seccomp: prep.seccomp,
+            tty: prep.tty.then_some(super::pty::TtyStdio::Stderr),
             what: "agent command",
         })?;
         // Not reaped yet (its waiter starts below, and the orphan reaper

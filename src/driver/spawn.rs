@@ -43,6 +43,9 @@ pub struct SpawnSpec<'a> {
     pub mntns: Option<&'a MntNs>,
     /// What the agent's seccomp program refuses ([`super::seccomp`]).
     pub seccomp: Policy,
+    /// `tty: true`: the process runs under a pseudo-terminal of its own,
+    /// carrying this of its stdio ([`super::pty`]).
+    pub tty: Option<super::pty::TtyStdio>,
     /// What the command is, for the error (`agent command`, `exec turn command`).
     pub what: &'a str,
 }
@@ -59,6 +62,11 @@ pub fn spawn(spec: SpawnSpec<'_>) -> anyhow::Result<(Child, i32)> {
         .spawning()
         .with_context(|| format!("cannot start {} `{}`", spec.what, argv[0]))?;
     let procs = spec.scope.procs_file()?;
+    let pty = spec
+        .tty
+        .map(|on| super::pty::open().map(|p| (p, on)))
+        .transpose()
+        .with_context(|| format!("cannot open a pseudo-terminal for {}", spec.what))?;
     let cmd = child::Command {
         argv,
         env: spec.env,
@@ -68,13 +76,15 @@ pub fn spawn(spec: SpawnSpec<'_>) -> anyhow::Result<(Child, i32)> {
         netns: spec.netns.map(NetNs::fd),
         mntns: spec.mntns.map(MntNs::fd),
         seccomp: spec.seccomp,
+        tty: pty.as_ref().map(|(p, on)| (p, *on)),
     };
     // Owned before the orphan reaper can see it (it may exit at once).
     let child = crate::children::start_owned(|| child::start(&cmd), |c| Some(c.id()))
         .with_context(|| format!("cannot start {} `{}`", spec.what, argv[0]))?;
     let pid = child.id() as i32;
     spec.scope.started(pid);
-    drop((procs, handoff));
+    // chaosrun keeps only the master (in the child's stdout or stderr).
+    drop((procs, handoff, pty));
     Ok((child, pid))
 }
 
@@ -150,6 +160,7 @@ mod tests {
                 netns: None,
                 mntns: None,
                 seccomp: Policy::default(),
+                tty: None,
                 what: "test command",
             });
             let _ = tx.send(started);

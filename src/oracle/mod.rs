@@ -15,6 +15,7 @@ pub mod depends;
 mod discovery;
 mod exercised;
 mod giveup;
+mod hangup;
 mod history;
 mod hygiene;
 mod mcp;
@@ -210,6 +211,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(acp_reported::check(s, obs));
     out.extend(store::check(obs));
     out.extend(store_kill::check(obs));
+    out.extend(hangup::check(obs));
     out.extend(side_effects::check(s, obs));
     out.extend(sandbox::check(s, obs));
     out.extend(exercised::check_with(s, obs, caps.background.as_ref()));

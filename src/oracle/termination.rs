@@ -331,6 +331,13 @@ fn oom_within_lag(obs: &Observation, end: f64, kill: f64) -> bool {
 
 /// `expect: killed`: the kill must land during the faulted turn, and the
 /// agent started again on the same HOME must boot (resume) in time.
+/// The row's process fault is timed just after the faulted turn's answer.
+fn after_answer(s: &Scenario) -> bool {
+    s.process_fault
+        .as_ref()
+        .is_some_and(|f| f.at == crate::scenarios::Trigger::AfterAnswer)
+}
+
 fn killed(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let inv = Invariant::Termination;
     let kill = obs.find(|e| match e {
@@ -351,7 +358,10 @@ fn killed(s: &Scenario, obs: &Observation) -> Vec<Check> {
             ),
             None => "the kill never fired".to_string(),
         }],
-        (Some((k, _)), Some((e, _))) if e < k && !oom_within_lag(obs, e, k) => {
+        // A fault timed `at: after_answer` lands after the turn's end.
+        (Some((k, _)), Some((e, _)))
+            if e < k && !oom_within_lag(obs, e, k) && !after_answer(s) =>
+        {
             vec!["the faulted turn returned before the kill landed".to_string()]
         }
         _ => vec![],

@@ -167,6 +167,9 @@ struct ProfileDoc {
     /// `driver::seccomp`).
     #[serde(default)]
     allow_setns: bool,
+    /// `true`: the agent runs under a pseudo-terminal (`driver::pty`).
+    #[serde(default)]
+    tty: bool,
     /// The scenario knobs the agent itself has a setting for ([`knobs`]).
     #[serde(default)]
     agent_knobs: Vec<String>,
@@ -242,6 +245,10 @@ pub struct Profile {
     pub network: NetworkMode,
     /// `allow_setns: true`: the agent's seccomp program lets `setns` through.
     pub allow_setns: bool,
+    /// `tty: true`: every agent process runs under a pseudo-terminal of its
+    /// own, its controlling terminal (exec mode: its stdin, stdout and
+    /// stderr; the driver protocol and the ACP drive: its stderr).
+    pub tty: bool,
     /// The knobs `agent_knobs` declares that no template renders: each one
     /// a run-wide warning ([`knobs::warning`]).
     pub unmapped_knobs: Vec<String>,
@@ -515,6 +522,7 @@ impl Profile {
             mcp_upstream: doc.mcp.upstream,
             network: doc.network,
             allow_setns: doc.allow_setns,
+            tty: doc.tty,
             unmapped_knobs,
         };
         profile.validate_templates()?;

@@ -37,6 +37,7 @@ pub fn not_applicable(profile: &Profile, s: &Scenario) -> Option<String> {
         })
         .or_else(|| resume_gap(profile, s))
         .or_else(|| store_gap(profile, s))
+        .or_else(|| after_answer_gap(profile, s))
         .or_else(|| credential_gap(profile, s))
         .or_else(|| sandbox_gap(profile, s))
 }
@@ -244,6 +245,18 @@ fn store_gap(profile: &Profile, s: &Scenario) -> Option<String> {
     })
 }
 
+/// A fault timed `at: after_answer` lands on the agent between turns: in
+/// exec mode there is none (each turn's process has exited by its answer).
+fn after_answer_gap(profile: &Profile, s: &Scenario) -> Option<String> {
+    let after = s
+        .process_fault
+        .as_ref()
+        .is_some_and(|f| f.at == crate::scenarios::Trigger::AfterAnswer);
+    (after && profile.exec.is_some()).then(|| {
+        "this row's fault lands just after the answer (`after_answer`); in exec mode the turn's process has exited by then, so nothing is left to fault".to_string()
+    })
+}
+
 /// One thing a row's tool calls need that the profile does not map.
 struct Gap {
     reason: String,
@@ -397,6 +410,7 @@ mod tests {
             mcp_upstream: None,
             network: Default::default(),
             allow_setns: false,
+            tty: false,
             unmapped_knobs: Vec::new(),
         };
         for (logical, name, args) in tools {

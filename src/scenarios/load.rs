@@ -161,6 +161,11 @@ fn check_counts(
             return Err("`when_subagent_call` counts from 1 (the subagent's first call)".into());
         }
     }
+    if matches!(s.interrupt, Some(super::schema::Trigger::AfterAnswer)) {
+        return Err(
+            "`after_answer` times a process fault, not an interrupt (the turn has ended)".into(),
+        );
+    }
     if let Some(super::schema::Trigger::StoreWriteAfterCalls(n)) = trigger {
         count("store_write_after_calls", *n, MAX_COUNT)?;
     }

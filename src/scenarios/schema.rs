@@ -205,6 +205,10 @@ pub enum Trigger {
     /// reported once the provider has received this many faulted-turn main
     /// calls: a kill aimed at a persistence point.
     StoreWriteAfterCalls(u64),
+    /// Just after the faulted turn's answer (`at: after_answer`): as soon
+    /// as its turn end is seen (process faults only; the agent lives on
+    /// between turns, so not in exec mode, whose turn process has exited).
+    AfterAnswer,
 }
 
 pub use super::actions::FaultAction;

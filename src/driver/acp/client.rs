@@ -189,6 +189,7 @@ mod tests {
             netns: None,
             mntns: None,
             seccomp: Default::default(),
+            tty: false,
         };
         let id = format!("acpclient{}{}", std::process::id(), permission.kinds()[0]);
         let run = crate::proc_hygiene::RunContainment::new(&id);

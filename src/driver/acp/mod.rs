@@ -77,6 +77,7 @@ impl AcpAgent {
             netns: prep.netns.as_deref(),
             mntns: prep.mntns.as_deref(),
             seccomp: prep.seccomp,
+            tty: prep.tty.then_some(super::pty::TtyStdio::Stderr),
             what: "ACP agent command",
         })?;
         // Not reaped yet (its waiter starts below): this pidfd is this child's.

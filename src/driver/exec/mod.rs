@@ -184,6 +184,20 @@ impl ExecAgent {
             .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))
     }
 
+    /// Close the running turn's terminal ([`crate::driver::pty::hang_up`]);
+    /// the agent ends with that turn's process, as after a kill.
+    pub fn hang_up(&self) -> bool {
+        let cur = self
+            .shared
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        self.shared.killed.store(true, Ordering::SeqCst);
+        cur.as_ref().is_some_and(|r| {
+            !crate::proc_hygiene::is_zombie(r.pid) && crate::driver::pty::hang_up(r.pid)
+        })
+    }
+
     /// Wait for the last turn's process to have exited.
     pub async fn wait(&mut self) -> Exit {
         match self.exit.wait_for(Option::is_some).await {

@@ -199,6 +199,10 @@ impl Turn {
             netns: self.prep.netns.as_deref(),
             mntns: self.prep.mntns.as_deref(),
             seccomp: self.prep.seccomp,
+            tty: self
+                .prep
+                .tty
+                .then_some(crate::driver::pty::TtyStdio::Output),
             what: "exec turn command",
         })?;
         if let Some(mut w) = child.stdin.take() {

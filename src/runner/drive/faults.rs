@@ -9,6 +9,7 @@
 use tokio::time::Instant;
 
 use super::Drive;
+use crate::driver::spawn::KILL_WAIT;
 use crate::observe::Event;
 use crate::provider::Provider;
 use crate::scenarios::{FaultAction, FaultTarget, Landing, Sent};
@@ -54,6 +55,7 @@ impl Drive<'_> {
                 self.pause(k, &hit, silences).await;
                 Landed::GoesOn
             }
+            Landing::Hangup => Landed::Revived(self.hang_up(k, &hit).await),
             Landing::MemoryLimit => self
                 .oom_kill(k, &hit)
                 .await
@@ -84,6 +86,31 @@ impl Drive<'_> {
             }
         }
         true
+    }
+
+    /// Close worker `k`'s terminal ([`crate::driver::pty::hang_up`]),
+    /// record it, and wait up to [`KILL_WAIT`] for the agent to exit of it
+    /// (recorded as an exit chaosrun did not kill); one still running then
+    /// is buried (SIGKILL, recorded as killed by chaosrun). Then revive it.
+    async fn hang_up(&mut self, k: usize, hit: &Hit<'_>) -> bool {
+        let start_up = self.starting_up(k);
+        let signalled = usize::from(self.worker(k).hang_up());
+        let event = Event::ProcessFault {
+            action: hit.action.recorded(),
+            signalled,
+            main_calls: hit.main_calls,
+            start_up,
+        };
+        self.push_from(Instant::now(), k, event);
+        match self.worker(k).wait_for(KILL_WAIT).await {
+            Some(exit) => self.retire(k, &exit, false),
+            None => self.bury(k).await,
+        }
+        if hit.copy_store {
+            self.copy_store_at_kill().await;
+        }
+        let (turn, boot) = hit.resume;
+        self.revive(k, turn, boot).await
     }
 
     /// SIGSTOP (the provider silenced first when `silences`), then SIGCONT

@@ -29,7 +29,8 @@ async fn trigger_fired(
     (since, store): (Instant, Option<&crate::store::writes::StoreFiles>),
 ) {
     match trigger {
-        None => std::future::pending().await,
+        // Landed at the turn's end by [`faulted_turn_in`].
+        None | Some(Trigger::AfterAnswer) => std::future::pending().await,
         Some(Trigger::WhenMcpCall(n)) => match mcp_calls {
             Some(w) => {
                 let _ = w.wait_for(|c| *c >= *n).await;
@@ -223,7 +224,10 @@ async fn faulted_turn_in(
                     if end {
                         // A row's expired credential (`refresh: turn_end`).
                         provider.refresh_credential();
-                        return true;
+                        return match after_answer(s) {
+                            Some(f) => land_after_answer(d, (runner, f, dl.boot), provider, &clock).await,
+                            None => true,
+                        };
                     }
                 }
             },
@@ -266,6 +270,40 @@ async fn faulted_turn_in(
                 return false;
             }
         }
+    }
+}
+
+/// The process fault timed `at: after_answer`, if the row has one.
+fn after_answer(s: &Scenario) -> Option<&crate::scenarios::ProcessFault> {
+    s.process_fault
+        .as_ref()
+        .filter(|f| f.at == Trigger::AfterAnswer)
+}
+
+/// Land `f` just after the faulted turn's answer: whether the agent got
+/// through it (revived after a kill or a hangup).
+async fn land_after_answer(
+    d: &mut Drive<'_>,
+    (runner, f, boot): (usize, &crate::scenarios::ProcessFault, f64),
+    provider: &Provider,
+    clock: &TurnClock,
+) -> bool {
+    tokio::time::sleep(secs(f.delay)).await;
+    let hit = Hit {
+        action: f.action,
+        target: f.target,
+        stop_for: f.stop_for,
+        headroom_mb: f.headroom_mb,
+        main_calls: *provider.main_calls().borrow(),
+        resume: (1, boot),
+        copy_store: false,
+        deadline: clock.deadline,
+        provider,
+    };
+    match d.land(runner, hit).await {
+        Landed::Revived(revived) => revived,
+        Landed::GoesOn => true,
+        Landed::Missed => false,
     }
 }
 

@@ -60,6 +60,7 @@ actions! {
     Stop(stop::Stop),
     Suspend(suspend::Suspend),
     Oom(oom::Oom),
+    Hangup(hangup::Hangup),
 }
 
 /// How chaosrun lands an action on the agent's processes.
@@ -77,6 +78,10 @@ pub enum Landing {
     /// reply to the trigger's call held until it is set; the kernel kills
     /// (proc_hygiene's `memory_limit`).
     MemoryLimit,
+    /// The agent's terminal closes (its pty hung up; without one, SIGHUP
+    /// to its process group); chaosrun waits for the exit (SIGKILL after
+    /// 10 s (the driver's `KILL_WAIT`)), then restarts it.
+    Hangup,
 }
 
 /// What the observation must show for an action to have landed.

@@ -108,6 +108,7 @@ impl Command {
                 netns: sandbox.netns.as_deref(),
                 mntns: sandbox.mntns.as_deref(),
                 seccomp: sandbox.seccomp,
+                tty: None,
                 what: "terminal command",
             })
         })?;
