@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,11 +21,13 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::client::{Answer, Client};
+use super::faulted::{Faults, Held};
 use super::rpc::{clip, Frame, Out, RpcError};
 use crate::driver::home::AcpRun;
 use crate::driver::process::{Line, Sink, Tagged, FINAL_KEEP_CHARS};
 use crate::observe::{Event, TurnEnd};
 use crate::profile::acp::Load;
+use crate::scenarios::client::Plan;
 
 /// How long `session/close` may take to be answered before `closed`.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
@@ -68,6 +70,10 @@ pub(super) struct Drive {
     /// The ids of chaosrun's requests the agent answered (one per request
     /// sent: a few per turn).
     answered: HashSet<u64>,
+    /// The row's client faults, and requests held unanswered.
+    faults: Faults,
+    /// [`Drive::cancelled`] as the answers sent late read it.
+    cancelled_now: Arc<AtomicBool>,
 }
 
 impl Drive {
@@ -79,6 +85,7 @@ impl Drive {
         stderr_log: PathBuf,
     ) -> Drive {
         let (late_tx, late) = mpsc::unbounded_channel();
+        let faults = Faults::new(run.client.clone());
         Drive {
             run,
             sink,
@@ -97,6 +104,8 @@ impl Drive {
             after: None,
             loading: false,
             answered: HashSet::new(),
+            faults,
+            cancelled_now: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -281,9 +290,26 @@ impl Drive {
             return;
         }
         self.cancelled = true;
+        self.cancelled_now.store(true, Ordering::SeqCst);
         let params = json!({"sessionId": self.session});
         if let Err(e) = self.out.notify("session/cancel", params).await {
             self.note(&format!("cannot send session/cancel: {e}"));
+        }
+        // The protocol: the client answers a pending permission request
+        // `cancelled` once it cancelled the turn.
+        for h in self.faults.settle_at_cancel() {
+            let answer = Answer {
+                result: Ok(json!({"outcome": {"outcome": "cancelled"}})),
+                outcome: crate::observe::CLIENT_SETTLED_AT_CANCEL.into(),
+            };
+            let (id, method, turn) = (h.id, h.method, h.turn);
+            self.answer_late(Late {
+                id,
+                method,
+                turn,
+                answer,
+            })
+            .await;
         }
     }
 
@@ -296,6 +322,7 @@ impl Drive {
         ctl: &mut mpsc::UnboundedReceiver<()>,
     ) -> bool {
         (self.turn, self.after, self.cancelled) = (Some(i), None, false);
+        self.cancelled_now.store(false, Ordering::SeqCst);
         (self.text, self.text_chars) = (String::new(), 0);
         self.send(Line::Event(Event::TurnStart { i }));
         let message = self.run.turns.get(i as usize).cloned().unwrap_or_default();
@@ -357,6 +384,9 @@ impl Drive {
     /// Answer the agent's request (a terminal call off the drive).
     async fn serve(&mut self, id: Value, method: String, params: Value, client: &Arc<Client>) {
         let turn = self.turn;
+        if let Some(plan) = self.faults.plan(&method) {
+            return self.serve_faulted(plan, id, method, params, client).await;
+        }
         if !method.starts_with("terminal/") {
             let answer = client.handle(&method, &params, self.cancelled).await;
             return self
@@ -396,6 +426,73 @@ impl Drive {
                 answer,
             });
         });
+    }
+
+    /// Answer the agent's request the way the row's client fault says: an
+    /// error at once, held unanswered, or served after a delay (off the
+    /// drive, counted among the open calls).
+    async fn serve_faulted(
+        &mut self,
+        plan: Plan,
+        id: Value,
+        method: String,
+        params: Value,
+        client: &Arc<Client>,
+    ) {
+        let turn = self.turn;
+        let refuse = |code, message: &str| Answer::from(Err(RpcError::new(code, message)));
+        let answer = match plan {
+            Plan::Error { code, message } => refuse(code, &message),
+            Plan::Held => {
+                let (m, t) = (method.clone(), turn);
+                if self.faults.hold(Held {
+                    id: id.clone(),
+                    method: m,
+                    turn: t,
+                }) {
+                    let outcome = crate::observe::CLIENT_HELD.to_string();
+                    return self.agent_event(Event::ClientCall {
+                        turn,
+                        method: clip(&method, 100),
+                        outcome,
+                    });
+                }
+                refuse(-32603, "too many requests left unanswered")
+            }
+            Plan::After(delay) => {
+                if self.open_calls.fetch_add(1, Ordering::SeqCst) >= MAX_OPEN_TERMINAL_CALLS {
+                    self.open_calls.fetch_sub(1, Ordering::SeqCst);
+                    refuse(-32603, "too many requests outstanding")
+                } else {
+                    let (client, tx, open) = (
+                        client.clone(),
+                        self.late_tx.clone(),
+                        self.open_calls.clone(),
+                    );
+                    let cancelled = self.cancelled_now.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        let now = cancelled.load(Ordering::SeqCst);
+                        let answer = client.handle(&method, &params, now).await;
+                        open.fetch_sub(1, Ordering::SeqCst);
+                        let _ = tx.send(Late {
+                            id,
+                            method,
+                            turn,
+                            answer,
+                        });
+                    });
+                    return;
+                }
+            }
+        };
+        self.answer_late(Late {
+            id,
+            method,
+            turn,
+            answer,
+        })
+        .await;
     }
 
     async fn answer_late(&mut self, late: Late) {
@@ -500,6 +597,7 @@ mod tests {
             workdir: PathBuf::from("/nonexistent"),
             mcp_servers: json!([]),
             session: Default::default(),
+            client: vec![],
         };
         let (tx, rx) = mpsc::unbounded_channel();
         let sink = Sink {
