@@ -2,8 +2,8 @@
 //! serves an ACP agent (`fs/*`, `terminal/*`, `session/request_permission`)
 //! failing the way editors fail. One small type per kind implementing
 //! [`ClientFault`], registered once in [`ClientReply`]; a kind only says
-//! *what* happens to one request ([`Plan`]): the ACP drive
-//! (`crate::driver::acp`) carries it out. Rules are matched by method and
+//! *what* happens to one request ([`Plan`]): the ACP drive (src/driver/acp/)
+//! carries it out. Rules are matched by method and
 //! by the request's index among that method's requests (from 0); first
 //! match wins; an unmatched request is served as usual.
 
@@ -18,7 +18,7 @@ crate::kinds::registry! {
     "ACP client reply", ClientReply: dyn ClientFault {
         Late(late::Late),
         Never(never::Never),
-        Error(error::RpcErrorReply),
+        RpcError(rpc_error::RpcErrorReply),
     }
 }
 
@@ -107,7 +107,7 @@ mod tests {
         let rules: Vec<ClientRule> = serde_yaml::from_str(
             "- when: {method: session/request_permission, call: 0}\n  reply: {kind: never}\n\
              - when: {method: session/request_permission}\n  reply: {kind: late, delay: 2}\n\
-             - when: {method: fs/read_text_file}\n  reply: {kind: error, code: -32603, message: boom}\n",
+             - when: {method: fs/read_text_file}\n  reply: {kind: rpc_error, code: -32603, message: boom}\n",
         )
         .unwrap();
         assert!(rules.iter().all(|r| r.check().is_ok()));
@@ -137,6 +137,6 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("late, never, error"), "{e}");
+        assert!(e.contains("late, never, rpc_error"), "{e}");
     }
 }

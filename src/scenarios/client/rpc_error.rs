@@ -1,4 +1,4 @@
-//! `error`: answer the request at once with a JSON-RPC error (`code`,
+//! `rpc_error`: answer the request at once with a JSON-RPC error (`code`,
 //! default -32603 Internal error; `message`), as an editor whose file
 //! system or terminal fails does.
 
@@ -22,7 +22,7 @@ pub struct RpcErrorReply {
 }
 
 impl crate::kinds::Kind for RpcErrorReply {
-    const NAME: &'static str = "error";
+    const NAME: &'static str = "rpc_error";
 }
 
 impl super::ClientFault for RpcErrorReply {
