@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::client::{Answer, Client};
-use super::faulted::{Faults, Held};
+use super::faulted::{Faults, Held, MAX_HELD};
 use super::rpc::{clip, Frame, Out, RpcError};
 use crate::driver::home::AcpRun;
 use crate::driver::process::{Line, Sink, Tagged, FINAL_KEEP_CHARS};
@@ -74,6 +74,8 @@ pub(super) struct Drive {
     faults: Faults,
     /// [`Drive::cancelled`] as the answers sent late read it.
     cancelled_now: Arc<AtomicBool>,
+    /// The agent went past [`MAX_HELD`] held requests (said once).
+    flooded: bool,
 }
 
 impl Drive {
@@ -106,6 +108,7 @@ impl Drive {
             answered: HashSet::new(),
             faults,
             cancelled_now: Arc::new(AtomicBool::new(false)),
+            flooded: false,
         }
     }
 
@@ -456,6 +459,12 @@ impl Drive {
                         method: clip(&method, 100),
                         outcome,
                     });
+                }
+                if !self.flooded {
+                    self.flooded = true;
+                    self.bad(format!(
+                        "the agent left more than {MAX_HELD} client requests pending: the rest are refused"
+                    ));
                 }
                 refuse(-32603, "too many requests left unanswered")
             }
