@@ -298,8 +298,13 @@ impl Drive {
         if let Err(e) = self.out.notify("session/cancel", params).await {
             self.note(&format!("cannot send session/cancel: {e}"));
         }
-        // The protocol: the client answers a pending permission request
-        // `cancelled` once it cancelled the turn.
+        self.settle_held().await;
+    }
+
+    /// The protocol: the client answers a pending permission request
+    /// `cancelled` once it cancelled the turn (one that comes after the
+    /// cancel too, at once).
+    async fn settle_held(&mut self) {
         for h in self.faults.settle_at_cancel() {
             let answer = Answer {
                 result: Ok(json!({"outcome": {"outcome": "cancelled"}})),
@@ -454,11 +459,15 @@ impl Drive {
                     turn: t,
                 }) {
                     let outcome = crate::observe::CLIENT_HELD.to_string();
-                    return self.agent_event(Event::ClientCall {
+                    self.agent_event(Event::ClientCall {
                         turn,
                         method: clip(&method, 100),
                         outcome,
                     });
+                    if self.cancelled {
+                        self.settle_held().await;
+                    }
+                    return;
                 }
                 if !self.flooded {
                     self.flooded = true;
