@@ -2,7 +2,9 @@
 //! `initialize` → `session/new` (or `session/load` after a kill) → `ready` →
 //! per turn `turn_start`, `session/prompt`, the turn's `session/update`s
 //! (answer text kept up to [`FINAL_KEEP_CHARS`], tool statuses recorded), the
-//! agent's requests answered by the client side, an interrupt sent as
+//! agent's requests answered by the client side (or as the row's client
+//! faults say, [`super::faulted`]: late, held, an error; a held permission
+//! request answered `cancelled` at the cancel), an interrupt sent as
 //! `session/cancel`, and `turn_end` from the prompt's response → after the
 //! last turn `session/close` where advertised, `closed`, end of stdin. What
 //! the agent sends wrong (an invalid frame, a response to an id never
