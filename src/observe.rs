@@ -85,6 +85,13 @@ pub struct TurnEnd {
     pub stderr: Option<String>,
 }
 
+/// The outcome of an [`Event::ClientCall`] a client fault (`never`) left
+/// unanswered, recorded when the request came.
+pub const CLIENT_HELD: &str = "held: never answered";
+/// The outcome of a held `session/request_permission` chaosrun answered
+/// `cancelled` at the turn's cancel.
+pub const CLIENT_SETTLED_AT_CANCEL: &str = "cancelled (pending at the cancel)";
+
 /// One thing that happened, agent-side or chaosrun-side.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "ev", rename_all = "snake_case")]
@@ -208,6 +215,9 @@ pub enum Event {
         kind: String,
     },
     /// ACP drive: the agent asked the client side (chaosrun) `method`
+    /// (a request a client fault holds is recorded at once with outcome
+    /// [`CLIENT_HELD`], and again when chaosrun settles it at the cancel,
+    /// [`CLIENT_SETTLED_AT_CANCEL`]);
     /// (`fs/read_text_file`, `terminal/create`,
     /// `session/request_permission`, ...) while turn `turn` ran (`None`:
     /// between turns), and chaosrun answered with `outcome` (`ok`, the

@@ -289,6 +289,30 @@ fn a_flood_of_session_updates_stays_within_the_budget_and_fails_protocol() {
 
 #[test]
 #[cfg_attr(not(target_os = "linux"), ignore = "needs Linux /proc")]
+fn a_flood_of_requests_a_client_fault_holds_stays_bounded_and_fails_protocol() {
+    let r = run("acp_ask_flood", Some("ask_flood"));
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let v = violations(&r.report, "acp_ask_flood").join("\n");
+    assert!(v.contains("more than 64 client requests"), "{v}");
+    let calls = r.events("acp_ask_flood", "client_call");
+    let held = calls
+        .iter()
+        .filter(|c| c["outcome"] == "held: never answered");
+    assert_eq!(held.count(), 64, "held at most 64");
+    let refused = calls.iter().filter(|c| {
+        c["outcome"]
+            .as_str()
+            .is_some_and(|o| o.contains("too many requests left unanswered"))
+    });
+    assert_eq!(
+        refused.count(),
+        500 * 2 - 64,
+        "the rest refused (turn and probe)"
+    );
+}
+
+#[test]
+#[cfg_attr(not(target_os = "linux"), ignore = "needs Linux /proc")]
 fn invalid_json_rpc_and_a_response_never_asked_are_bad_events() {
     let r = run("acp_hostile", Some("bad_rpc"));
     assert_eq!(r.code, 1, "{}", r.stdout);

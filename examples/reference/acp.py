@@ -61,6 +61,14 @@ ACP bugs (``--bug NAME``, listed in agent.py's KNOWN_BUGS), each one change:
     (codex-acp 0.16.0 in read-only mode without bwrap).
   * ``acp_no_exit_on_eof``: stdin closed closes the sessions but the process
     does not exit; only a signal ends it (the Claude adapters, codex-acp).
+  * ``acp_permission_unsettled``: a permission request answered ``cancelled``
+    is ignored: the agent waits on it until the session closes.
+
+Permission: a shell command whose text holds ``ASK_PERMISSION`` is first put
+to the client as ``session/request_permission`` (options ``allow_once``,
+``reject_once``): run when allowed, refused (``error: permission denied``)
+when rejected, ended as cancelled when the outcome is ``cancelled``; a cancel
+while no answer came yet stops the wait after ``PERMISSION_GRACE`` s.
 """
 
 import copy
@@ -82,6 +90,8 @@ CONTENT_CAP = 10_000        # chars of a tool's output put in its final update
 RAW_INPUT_CAP = 2_000       # chars of unparseable tool arguments put in rawInput
 MAX_LINE = 64_000_000       # bytes of one incoming frame kept; a longer one is refused
 PARSE_ERROR, INVALID_REQUEST, NO_METHOD, BAD_PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
+PERMISSION_MARKER = "ASK_PERMISSION"
+PERMISSION_GRACE = 2.0      # s a cancelled turn still waits for its permission answer
 LATE_CHUNK = "(late) the cancelled turn is still talking (bug acp_update_after_cancel)"
 
 
@@ -247,6 +257,9 @@ def make_agent_class(ref):
             return out, interrupted
 
         def run_foreground(self, command, timeout):
+            refused = self._ask_permission(command, timeout)
+            if refused is not None:
+                return refused
             if not self.bug("acp_cancel_leaves_job"):
                 return super().run_foreground(command, timeout)
             return self._bug_cancel_leaves_job(command, timeout)
@@ -274,6 +287,34 @@ def make_agent_class(ref):
             reply = super().call_model()
             self.model_replies += 1
             return reply
+        def _ask_permission(self, command, timeout):
+            """session/request_permission before a command holding PERMISSION_MARKER:
+            None to run it, else the tool's (output, interrupted)."""
+            if PERMISSION_MARKER not in command or self.session is None or self.is_subagent:
+                return None
+            server = self.session.server
+            waiter = server.ask("session/request_permission", {
+                "sessionId": self.session.id,
+                "toolCall": {"toolCallId": "perm-" + secrets.token_hex(4), "title": command[:200]},
+                "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                            {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]})
+            started, cancelled_at = time.monotonic(), None
+            while not waiter["done"].wait(0.05):
+                if self.ctl.interrupted() and cancelled_at is None:
+                    cancelled_at = time.monotonic()
+                if cancelled_at is not None and time.monotonic() - cancelled_at > PERMISSION_GRACE:
+                    return "interrupted", True
+                if timeout and time.monotonic() - started > timeout:
+                    return "error: no answer to the permission request", False
+            outcome = ((waiter.get("result") or {}).get("outcome") or {})
+            if outcome.get("outcome") == "selected" and outcome.get("optionId") == "allow":
+                return None
+            if outcome.get("outcome") == "cancelled":
+                if self.bug("acp_permission_unsettled"):
+                    ref.log("permission answered cancelled; waiting on anyway (bug acp_permission_unsettled)")
+                    server.closed.wait()
+                return "interrupted", True
+            return "error: permission denied", False
 
         def _bug_subagent_abandoned_in_call(self):
             if self.bug("acp_subagent_ignores_cancel") and self.ctl.interrupted():
@@ -459,6 +500,29 @@ class Server:
         self.frames = frames
         self.agent_class = make_agent_class(ref)
         self.sessions = {}
+        self.asked = {}             # our request id -> {"done": Event, "result": ...}
+        self.asked_lock = threading.Lock()
+        self.next_ask = 0
+        self.closed = threading.Event()   # stdin closed: every wait ends
+
+    def ask(self, method, params):
+        """Send the client a request; the returned dict's ``done`` is set with its answer."""
+        with self.asked_lock:
+            rid = f"ref-{self.next_ask}"
+            self.next_ask += 1
+            waiter = {"done": threading.Event(), "result": None}
+            self.asked[rid] = waiter
+        self.frames.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        return waiter
+
+    def answered(self, rid, msg):
+        with self.asked_lock:
+            waiter = self.asked.pop(rid, None) if isinstance(rid, str) else None
+        if waiter is None:
+            return False
+        waiter["result"] = msg.get("result")
+        waiter["done"].set()
+        return True
 
     # ------------------------------------------------------------ frames
 
@@ -474,6 +538,8 @@ class Server:
             return
         method, rid = msg.get("method"), msg.get("id")
         if not isinstance(method, str):
+            if self.answered(rid, msg):
+                return
             self.ref.log(f"a response to id {rid!r}, which this agent never asked: ignored")
             return
         params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
@@ -594,6 +660,7 @@ class Server:
                 self.frames.error(None, INVALID_REQUEST, f"frame over {MAX_LINE} bytes: dropped")
                 buf = b""
         self.ref.log("stdin closed: closing every session and exiting")
+        self.closed.set()
         self.close_all()
 
 

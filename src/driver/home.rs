@@ -139,6 +139,8 @@ pub struct AcpRun {
     /// The ACP session id the agent returned from `session/new`, kept across
     /// a kill and restart (the store query's `:session_id`).
     pub session: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    /// The row's faults of the client side.
+    pub client: Vec<crate::scenarios::client::ClientRule>,
 }
 
 /// `session/new`'s `mcpServers` from the MCP template variables: the
@@ -172,6 +174,8 @@ pub struct Inputs<'a> {
     /// The row asks the agent to turn on its own sandbox
     /// (`{{agent_sandbox}}`: `true` or `false`).
     pub agent_sandbox: bool,
+    /// The row's ACP client faults (`client:`).
+    pub client: &'a [crate::scenarios::client::ClientRule],
 }
 
 fn num(v: f64) -> String {
@@ -330,6 +334,7 @@ fn acp_run(i: &Inputs<'_>, vars: &Vars, dirs: &RunDirs) -> anyhow::Result<Option
         workdir: std::path::absolute(&dirs.work)?,
         mcp_servers: acp_mcp_servers(vars),
         session: Default::default(),
+        client: i.client.to_vec(),
     }))
 }
 

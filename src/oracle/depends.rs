@@ -21,6 +21,9 @@ use super::{clip, Check, Status};
 ///   and an interrupt waiting on a rule that never served was never sent.
 /// - A tool result missing from the wire is why no result sent contains the
 ///   expected text.
+/// - A turn that never ended after chaosrun settled its pending permission
+///   request (`pending_request_settled`) is why the faulted turn did not
+///   end, did not end as expected, and why the probe behind it failed.
 /// - A side effect that happened twice is why a finished call's side effect
 ///   is in the journal twice.
 pub const UPSTREAM: &[(&str, &[&str])] = &[
@@ -34,9 +37,14 @@ pub const UPSTREAM: &[(&str, &[&str])] = &[
             "exercised/process_fault_landed",
             "termination/kill_landed_mid_turn",
             "termination/resumes_after_kill",
+            "termination/pending_request_settled",
         ],
     ),
     ("exercised/interrupt_landed", &["exercised/fault_served"]),
+    (
+        "termination/faulted_turn_ends",
+        &["termination/pending_request_settled"],
+    ),
     (
         "termination/outcome",
         &[
@@ -46,6 +54,7 @@ pub const UPSTREAM: &[(&str, &[&str])] = &[
             "exercised/context_overflowed",
             "exercised/credential_expired",
             "exercised/mcp_call_arrived",
+            "termination/pending_request_settled",
         ],
     ),
     (

@@ -26,7 +26,8 @@ pub fn not_applicable(profile: &Profile, s: &Scenario) -> Option<String> {
     if let Some((adapted, _)) = adapt(profile, s) {
         return not_applicable(profile, &adapted);
     }
-    mcp_gap(profile, s)
+    acp_gap(profile, s)
+        .or_else(|| mcp_gap(profile, s))
         .or_else(|| tool_call_gap(profile, s))
         .or_else(|| code_tool_gap(profile, s))
         .or_else(|| {
@@ -40,6 +41,17 @@ pub fn not_applicable(profile: &Profile, s: &Scenario) -> Option<String> {
         .or_else(|| after_answer_gap(profile, s))
         .or_else(|| credential_gap(profile, s))
         .or_else(|| sandbox_gap(profile, s))
+}
+
+/// A row that faults the ACP client side (`client:` rules) needs the ACP
+/// drive: under the driver protocol or exec mode chaosrun serves no client
+/// side, so the fault could never land.
+fn acp_gap(profile: &Profile, s: &Scenario) -> Option<String> {
+    (!s.client.is_empty() && profile.acp.is_none()).then(|| {
+        "needs the ACP drive: the row faults the ACP client side (`client:`), which only an \
+         `acp:` profile has; run it with the agent's ACP profile (`--agent NAME-acp`)"
+            .to_string()
+    })
 }
 
 /// A row that asks the agent to turn on its own sandbox needs a profile

@@ -97,6 +97,7 @@ impl Session {
             mcp: &mcp_vars,
             api_key: &crate::provider::credential::key(&ids.nonce, 1),
             agent_sandbox: scenario.agent_sandbox.is_some(),
+            client: &scenario.client,
         };
         let prepared = match prepare(root, &inputs) {
             Ok(p) => {

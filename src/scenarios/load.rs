@@ -217,6 +217,10 @@ fn resolve(
     if let Some(c) = &s.chaos {
         check_chaos(s, c)?;
     }
+    for (n, rule) in s.client.iter().enumerate() {
+        rule.check()
+            .map_err(|e| format!("client rule {}: {e}", n + 1))?;
+    }
     if let Some(m) = &s.mcp {
         m.check()?;
         if s.chaos.is_some() {
@@ -245,6 +249,7 @@ fn resolve(
         memory_growth_mb: s.memory_growth_mb,
         credential: s.credential.clone(),
         agent_sandbox: s.agent_sandbox.clone(),
+        client: s.client.clone(),
         dropped_calls: Vec::new(),
     })
 }

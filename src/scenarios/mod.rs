@@ -4,6 +4,7 @@
 
 pub mod actions;
 pub mod agent_sandbox;
+pub mod client;
 pub mod load;
 pub mod schema;
 pub mod select;

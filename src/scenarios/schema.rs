@@ -426,6 +426,10 @@ pub struct ScenarioDoc {
     /// [`super::agent_sandbox`]).
     #[serde(default)]
     pub agent_sandbox: Option<super::agent_sandbox::AgentSandbox>,
+    /// Faults of the ACP client side chaosrun serves (see
+    /// [`super::client`]); the row needs the ACP drive.
+    #[serde(default)]
+    pub client: Vec<super::client::ClientRule>,
 }
 
 /// The whole file.
@@ -470,6 +474,9 @@ pub struct Scenario {
     pub credential: Option<crate::provider::credential::CredentialSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_sandbox: Option<super::agent_sandbox::AgentSandbox>,
+    /// Faults of the ACP client side (the row needs the ACP drive).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client: Vec<super::client::ClientRule>,
     /// Calls of the responder's replies the profile could not make, dropped
     /// before the run (`profile::needs::adapt`): saved with the row, so the
     /// oracle can say what share of it ran. Empty for a row run as written.

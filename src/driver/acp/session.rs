@@ -2,7 +2,9 @@
 //! `initialize` → `session/new` (or `session/load` after a kill) → `ready` →
 //! per turn `turn_start`, `session/prompt`, the turn's `session/update`s
 //! (answer text kept up to [`FINAL_KEEP_CHARS`], tool statuses recorded), the
-//! agent's requests answered by the client side, an interrupt sent as
+//! agent's requests answered by the client side (or as the row's client
+//! faults say, [`super::faulted`]: late, held, an error; a held permission
+//! request answered `cancelled` at the cancel), an interrupt sent as
 //! `session/cancel`, and `turn_end` from the prompt's response → after the
 //! last turn `session/close` where advertised, `closed`, end of stdin. What
 //! the agent sends wrong (an invalid frame, a response to an id never
@@ -12,7 +14,7 @@
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,11 +23,13 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::client::{Answer, Client};
+use super::faulted::{Faults, Held, MAX_HELD};
 use super::rpc::{clip, Frame, Out, RpcError};
 use crate::driver::home::AcpRun;
 use crate::driver::process::{Line, Sink, Tagged, FINAL_KEEP_CHARS};
 use crate::observe::{Event, TurnEnd};
 use crate::profile::acp::Load;
+use crate::scenarios::client::Plan;
 
 /// How long `session/close` may take to be answered before `closed`.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
@@ -68,6 +72,12 @@ pub(super) struct Drive {
     /// The ids of chaosrun's requests the agent answered (one per request
     /// sent: a few per turn).
     answered: HashSet<u64>,
+    /// The row's client faults, and requests held unanswered.
+    faults: Faults,
+    /// [`Drive::cancelled`] as the answers sent late read it.
+    cancelled_now: Arc<AtomicBool>,
+    /// The agent went past [`MAX_HELD`] held requests (said once).
+    flooded: bool,
 }
 
 impl Drive {
@@ -79,6 +89,7 @@ impl Drive {
         stderr_log: PathBuf,
     ) -> Drive {
         let (late_tx, late) = mpsc::unbounded_channel();
+        let faults = Faults::new(run.client.clone());
         Drive {
             run,
             sink,
@@ -97,6 +108,9 @@ impl Drive {
             after: None,
             loading: false,
             answered: HashSet::new(),
+            faults,
+            cancelled_now: Arc::new(AtomicBool::new(false)),
+            flooded: false,
         }
     }
 
@@ -281,9 +295,31 @@ impl Drive {
             return;
         }
         self.cancelled = true;
+        self.cancelled_now.store(true, Ordering::SeqCst);
         let params = json!({"sessionId": self.session});
         if let Err(e) = self.out.notify("session/cancel", params).await {
             self.note(&format!("cannot send session/cancel: {e}"));
+        }
+        self.settle_held().await;
+    }
+
+    /// The protocol: the client answers a pending permission request
+    /// `cancelled` once it cancelled the turn (one that comes after the
+    /// cancel too, at once).
+    async fn settle_held(&mut self) {
+        for h in self.faults.settle_at_cancel() {
+            let answer = Answer {
+                result: Ok(json!({"outcome": {"outcome": "cancelled"}})),
+                outcome: crate::observe::CLIENT_SETTLED_AT_CANCEL.into(),
+            };
+            let (id, method, turn) = (h.id, h.method, h.turn);
+            self.answer_late(Late {
+                id,
+                method,
+                turn,
+                answer,
+            })
+            .await;
         }
     }
 
@@ -296,6 +332,7 @@ impl Drive {
         ctl: &mut mpsc::UnboundedReceiver<()>,
     ) -> bool {
         (self.turn, self.after, self.cancelled) = (Some(i), None, false);
+        self.cancelled_now.store(false, Ordering::SeqCst);
         (self.text, self.text_chars) = (String::new(), 0);
         self.send(Line::Event(Event::TurnStart { i }));
         let message = self.run.turns.get(i as usize).cloned().unwrap_or_default();
@@ -357,6 +394,9 @@ impl Drive {
     /// Answer the agent's request (a terminal call off the drive).
     async fn serve(&mut self, id: Value, method: String, params: Value, client: &Arc<Client>) {
         let turn = self.turn;
+        if let Some(plan) = self.faults.plan(&method) {
+            return self.serve_faulted(plan, id, method, params, client).await;
+        }
         if !method.starts_with("terminal/") {
             let answer = client.handle(&method, &params, self.cancelled).await;
             return self
@@ -396,6 +436,83 @@ impl Drive {
                 answer,
             });
         });
+    }
+
+    /// Answer the agent's request the way the row's client fault says: an
+    /// error at once, held unanswered, or served after a delay (off the
+    /// drive, counted among the open calls).
+    async fn serve_faulted(
+        &mut self,
+        plan: Plan,
+        id: Value,
+        method: String,
+        params: Value,
+        client: &Arc<Client>,
+    ) {
+        let turn = self.turn;
+        let refuse = |code, message: &str| Answer::from(Err(RpcError::new(code, message)));
+        let answer = match plan {
+            Plan::Error { code, message } => refuse(code, &message),
+            Plan::Held => {
+                let (m, t) = (method.clone(), turn);
+                if self.faults.hold(Held {
+                    id: id.clone(),
+                    method: m,
+                    turn: t,
+                }) {
+                    let outcome = crate::observe::CLIENT_HELD.to_string();
+                    self.agent_event(Event::ClientCall {
+                        turn,
+                        method: clip(&method, 100),
+                        outcome,
+                    });
+                    if self.cancelled {
+                        self.settle_held().await;
+                    }
+                    return;
+                }
+                if !self.flooded {
+                    self.flooded = true;
+                    self.bad(format!(
+                        "the agent left more than {MAX_HELD} client requests pending: the rest are refused"
+                    ));
+                }
+                refuse(-32603, "too many requests left unanswered")
+            }
+            Plan::After(delay) => {
+                if self.open_calls.fetch_add(1, Ordering::SeqCst) >= MAX_OPEN_TERMINAL_CALLS {
+                    self.open_calls.fetch_sub(1, Ordering::SeqCst);
+                    refuse(-32603, "too many requests outstanding")
+                } else {
+                    let (client, tx, open) = (
+                        client.clone(),
+                        self.late_tx.clone(),
+                        self.open_calls.clone(),
+                    );
+                    let cancelled = self.cancelled_now.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        let now = cancelled.load(Ordering::SeqCst);
+                        let answer = client.handle(&method, &params, now).await;
+                        open.fetch_sub(1, Ordering::SeqCst);
+                        let _ = tx.send(Late {
+                            id,
+                            method,
+                            turn,
+                            answer,
+                        });
+                    });
+                    return;
+                }
+            }
+        };
+        self.answer_late(Late {
+            id,
+            method,
+            turn,
+            answer,
+        })
+        .await;
     }
 
     async fn answer_late(&mut self, late: Late) {
@@ -500,6 +617,7 @@ mod tests {
             workdir: PathBuf::from("/nonexistent"),
             mcp_servers: json!([]),
             session: Default::default(),
+            client: vec![],
         };
         let (tx, rx) = mpsc::unbounded_channel();
         let sink = Sink {
