@@ -83,7 +83,9 @@ pub fn version_at(profile: &std::path::Path) -> Option<String> {
     all()
         .ok()?
         .into_iter()
-        .filter(|e| e.profile == file && e.install != entry::Install::Bundled)
+        .filter(|e| e.install != entry::Install::Bundled)
+        // Its profile, or its ACP profile (`NAME-acp.yaml`) on the same install.
+        .filter(|e| e.profile == file || acp_file(e).is_ok_and(|acp| acp == file))
         .find_map(|e| install::installed_version(e, dir))
 }
 
@@ -314,6 +316,27 @@ fn range_warning(entry: &Entry, files: &[embedded::File], version: &str) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run through a catalog agent's ACP profile reports the version of
+    /// the install it sits in, as its exec profile's run does, without
+    /// asking `version_cmd` (which a loaded machine can make time out).
+    #[test]
+    fn an_acp_profile_reports_its_installs_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = dir
+            .path()
+            .join("prefix/lib/node_modules/@github/copilot/package.json");
+        std::fs::create_dir_all(manifest.parent().unwrap()).unwrap();
+        std::fs::write(&manifest, r#"{"version": "1.0.102"}"#).unwrap();
+        for file in ["copilot.yaml", "copilot-acp.yaml"] {
+            assert_eq!(
+                version_at(&dir.path().join(file)).as_deref(),
+                Some("1.0.102"),
+                "{file}"
+            );
+        }
+        assert_eq!(version_at(&dir.path().join("other-acp.yaml")), None);
+    }
 
     /// Each entry whose folder was embedded holds its profile, and its
     /// `setup.sh` installs the version the registry pins (a drift between the
