@@ -149,6 +149,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/kilo/sleep-report.json",
     "examples/kilo/sandbox-report.json",
     "examples/kilo/oom-report.json",
+    "examples/kilo/acp-rows-report.json",
     "examples/pi/report.json",
     "examples/pi/process-faults-report.json",
     "examples/pi/store-kill-report.json",
