@@ -105,7 +105,7 @@ settle codex "Codex CLI could not be installed" codex_subset_verdicts
 settle gemini "Gemini CLI could not be installed" gemini_subset_verdicts
 settle opencode "opencode could not be installed" opencode_subset_verdicts
 settle pi "pi could not be installed" pi_subset_verdicts
-settle copilot "GitHub Copilot CLI could not be installed" copilot_subset_verdicts
+settle copilot "GitHub Copilot CLI could not be installed" copilot_subset_verdicts copilot_acp_subset_verdicts
 settle continue "Continue CLI could not be installed" continue_subset_verdicts
 settle pydantic_ai "pydantic-ai could not be installed" pydantic_ai_subset_verdicts
 settle aider "aider could not be installed" aider_subset_verdicts

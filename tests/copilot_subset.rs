@@ -44,3 +44,28 @@ fn copilot_subset_verdicts() {
         seed: "11",
     });
 }
+
+/// One short row over ACP (`examples/copilot/copilot-acp.yaml`, `copilot
+/// --acp`), with the verdict `examples/copilot/acp-report.json` recorded: a
+/// `session/cancel` while the shell tool hangs is answered `cancelled`, but
+/// the tool call's last status is still `pending` (never `cancelled`), and the
+/// store keeps the call with no result (examples/copilot/README.md, "Over ACP").
+#[test]
+#[ignore = "needs GitHub Copilot CLI 1.0.102: .ci/copilot_subset.sh (scripts/test.sh runs it)"]
+fn copilot_acp_subset_verdicts() {
+    run_subset(&Subset {
+        agent: "GitHub Copilot CLI 1.0.102 over ACP",
+        installed: "examples/copilot/prefix/pkgcache/pkg/linux-x64/1.0.102/index.js",
+        install: ".ci/copilot_subset.sh",
+        profile: "examples/copilot/copilot-acp.yaml",
+        passing: &[],
+        failing: &[(
+            "interrupt_hung_tool",
+            &["history_integrity", "process_hygiene"],
+            "was still `pending` (its last status)",
+        )],
+        store_checks: &[],
+        store_rows: &[],
+        seed: "11",
+    });
+}

@@ -7,7 +7,7 @@ set -euo pipefail
 
 PIN="0.19.0"
 # Another version (`chaosrun agents setup hermes@VERSION`) installs unlocked:
-# hermes-agent[mcp]==VERSION with what PyPI resolves for it today.
+# hermes-agent[mcp,acp]==VERSION with what PyPI resolves for it today.
 HERMES_VERSION="${CHAOSRUN_AGENT_VERSION:-$PIN}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VENV="$HERE/.venv"
@@ -48,13 +48,14 @@ else
     fi
 fi
 
-# The lock is hermes-agent[mcp]: the `mcp` extra brings Hermes' MCP client
-# (the pinned `mcp` SDK) for the MCP rows.
-echo "setup.sh: pip install --no-deps -r $LOCK (hermes-agent[mcp]==$HERMES_VERSION)"
+# The lock is hermes-agent[mcp,acp]: the `mcp` extra brings Hermes' MCP client
+# (the pinned `mcp` SDK) for the MCP rows; the `acp` extra (agent-client-protocol
+# 0.9.0) is what its `hermes-acp` entry point imports (hermes-acp.yaml).
+echo "setup.sh: pip install --no-deps -r $LOCK (hermes-agent[mcp,acp]==$HERMES_VERSION)"
 if [ "$HERMES_VERSION" = "$PIN" ]; then
     set -- --no-deps -r "$LOCK"
 else
-    set -- "hermes-agent[mcp]==$HERMES_VERSION"
+    set -- "hermes-agent[mcp,acp]==$HERMES_VERSION"
 fi
 if ! "$VENV/bin/python" -m pip install --disable-pip-version-check "$@"; then
     echo "setup.sh: pip could not install the pinned set in $LOCK (see pip's output above);" \

@@ -117,12 +117,16 @@ fn agent_of(agent: &str, link_prefix: &str) -> (String, Option<String>) {
         true => format!("{name} (acp)"),
         false => name,
     };
-    // Another version of a catalog agent runs from the cache
-    // (`.../agents/NAME@VERSION/`): its README is the shipped one,
-    // `examples/NAME/README.md`, when that is here.
-    let readme = match readme_dir.split_once('@') {
-        Some((base, _)) => Some(Path::new("examples").join(base).join("README.md")),
-        None => dir.map(|d| d.join("README.md")),
+    // A catalog agent run by name runs from the cache (`.../agents/NAME/`,
+    // another version `.../agents/NAME@VERSION/`): its README is the
+    // shipped one, `examples/NAME/README.md`, when that is here.
+    let base = readme_dir
+        .split_once('@')
+        .map_or(readme_dir.as_str(), |(b, _)| b);
+    let in_cache = dir.and_then(Path::parent).and_then(Path::file_name) == Some("agents".as_ref());
+    let readme = match readme_dir.contains('@') || in_cache {
+        true => Some(Path::new("examples").join(base).join("README.md")),
+        false => dir.map(|d| d.join("README.md")),
     };
     let readme = readme
         .filter(|r| r.is_file())
@@ -482,6 +486,13 @@ mod tests {
         let cached = "/c/agents/gemini-cli@0.60.1/gemini-cli-acp.yaml";
         assert_eq!(agent_of(cached, "").0, "gemini-cli@0.60.1 (acp)");
         assert_eq!(agent_of("/tmp/x/agent-acp.yaml", "").0, "x (acp)");
+        // Run by name (`--agent copilot-acp`), from the cache: the shipped README.
+        let by_name = agent_of(
+            "/root/.cache/chaosrun/agents/copilot/copilot-acp.yaml",
+            "../",
+        );
+        assert_eq!(by_name.0, "copilot (acp)");
+        assert_eq!(by_name.1.as_deref(), Some("../examples/copilot/README.md"));
     }
 
     #[test]
