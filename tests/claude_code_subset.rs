@@ -68,7 +68,8 @@ fn claude_code_acp_row_verdict() {
         failing: &[(
             "provider_500_forever",
             &["reusability"],
-            "no probe request reached the provider",
+            // answered end_turn and empty: the off-by-one, not a probe left hanging
+            "(completed=true failed=false final=\"\")",
         )],
         store_checks: &[],
         store_rows: &[],
