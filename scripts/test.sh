@@ -109,7 +109,7 @@ settle copilot "GitHub Copilot CLI could not be installed" copilot_subset_verdic
 settle continue "Continue CLI could not be installed" continue_subset_verdicts
 settle pydantic_ai "pydantic-ai could not be installed" pydantic_ai_subset_verdicts
 settle aider "aider could not be installed" aider_subset_verdicts
-settle claude_code "Claude Code could not be installed" claude_code_subset_verdicts
+settle claude_code "Claude Code could not be installed" claude_code_subset_verdicts claude_code_acp_row_verdict
 settle chromium "chromium is not installed (apt-get install chromium, as root)" \
     html_report_renders_in_chromium history_strip_renders_in_chromium
 settle mcp_everything "server-everything could not be installed (examples/mcp-everything/setup.sh)" \

@@ -48,3 +48,31 @@ fn claude_code_subset_verdicts() {
         seed: "11",
     });
 }
+
+/// One short row over ACP (`examples/claude-code/claude-code-acp.yaml`,
+/// through @zed-industries/claude-agent-acp 0.23.1): `provider_500_forever`
+/// fails as in `examples/claude-code/acp-report.json`. The errored turn ends
+/// (-32603), and the probe prompt in the same session is answered `end_turn`
+/// at once, empty, before its own model call: the adapter returns on the
+/// errored turn's leftover `session_state_changed: idle`
+/// (dist/acp-agent.js:315-317; README "Over ACP").
+#[test]
+#[ignore = "needs Claude Code 2.1.328 and claude-agent-acp 0.23.1: .ci/claude_code_subset.sh"]
+fn claude_code_acp_row_verdict() {
+    run_subset(&Subset {
+        agent: "Claude Code 2.1.328 over ACP",
+        installed: "examples/claude-code/prefix/bin/claude-agent-acp",
+        install: ".ci/claude_code_subset.sh",
+        profile: "examples/claude-code/claude-code-acp.yaml",
+        passing: &[],
+        failing: &[(
+            "provider_500_forever",
+            &["reusability"],
+            // answered end_turn and empty: the off-by-one, not a probe left hanging
+            "(completed=true failed=false final=\"\")",
+        )],
+        store_checks: &[],
+        store_rows: &[],
+        seed: "11",
+    });
+}

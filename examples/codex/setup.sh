@@ -13,6 +13,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 # it is (`npm ci` refuses a lock that lacks other platforms' optional
 # packages, which a registry mirror may not serve).
 pin=0.169.0
+# Its ACP adapter (codex-acp.yaml runs prefix/bin/codex-acp), pinned in the
+# same lock; another version of the agent gets this adapter too.
+acp_pkg=@zed-industries/codex-acp
+acp_pin=0.16.0
 version=${CHAOSRUN_AGENT_VERSION:-$pin}
 lib="$here/prefix/lib"
 if [ "$version" != "$pin" ]; then
@@ -21,15 +25,16 @@ if [ "$version" != "$pin" ]; then
     if ! grep -qs "\"version\": \"$version\"" "$lib/node_modules/@openai/codex/package.json"; then
         rm -rf "$lib"
         mkdir -p "$lib"
-        printf '{"private": true, "dependencies": {"%s": "%s"}}\n' "@openai/codex" "$version" > "$lib/package.json"
+        printf '{"private": true, "dependencies": {"%s": "%s", "%s": "%s"}}\n' "@openai/codex" "$version" "$acp_pkg" "$acp_pin" > "$lib/package.json"
         npm install --prefix "$lib" --include=optional --no-audit --no-fund --no-save
     fi
-elif ! cmp -s "$here/npm/package-lock.json" "$lib/package-lock.json" || [ ! -d "$lib/node_modules/@openai/codex" ]; then
+elif ! cmp -s "$here/npm/package-lock.json" "$lib/package-lock.json" || [ ! -d "$lib/node_modules/@openai/codex" ] || [ ! -d "$lib/node_modules/$acp_pkg" ]; then
     mkdir -p "$lib"
     cp "$here/npm/package.json" "$here/npm/package-lock.json" "$lib/"
     npm install --prefix "$lib" --include=optional --no-audit --no-fund --no-save
 fi
 mkdir -p "$here/prefix/bin"
+ln -sf ../lib/node_modules/.bin/codex-acp "$here/prefix/bin/codex-acp"
 ln -sf ../lib/node_modules/.bin/codex "$here/prefix/bin/codex"
 bin=$(find "$here/prefix/lib/node_modules/@openai" -path '*/vendor/*/bin/codex' -type f 2>/dev/null | head -n1)
 if [ -z "$bin" ] || [ ! -x "$bin" ]; then
