@@ -24,6 +24,11 @@ use super::{clip, Check, Status};
 /// - A turn that never ended after chaosrun settled its pending permission
 ///   request (`pending_request_settled`) is why the faulted turn did not
 ///   end, did not end as expected, and why the probe behind it failed.
+/// - A frame of the ACP update stream that could not be read (`protocol`:
+///   over the frame cap, not JSON-RPC) may have carried the status that
+///   settled a tool call or the `tool_call` that reported it: the stream's
+///   two tool-call checks cannot be judged on what was left (codex-acp's
+///   30.8 MB `tool_huge_output` frame failed both).
 /// - A side effect that happened twice is why a finished call's side effect
 ///   is in the journal twice.
 pub const UPSTREAM: &[(&str, &[&str])] = &[
@@ -60,6 +65,14 @@ pub const UPSTREAM: &[(&str, &[&str])] = &[
     (
         "history_integrity/tool_result_contains",
         &["history_integrity/wire_tool_results"],
+    ),
+    (
+        "process_hygiene/tool_calls_settled",
+        &["termination/protocol"],
+    ),
+    (
+        "process_hygiene/tool_calls_reported",
+        &["termination/protocol"],
     ),
     (
         "side_effects/finished_calls_journalled_once",
@@ -148,6 +161,41 @@ mod tests {
         assert!(by("fault_served").failed());
         assert!(by("no_survivors").failed());
         assert_eq!(by("faulted_turn_ends").status, Status::Pass);
+    }
+
+    /// An unreadable ACP frame (codex-acp's 30.8 MB one) fails `protocol`;
+    /// the tool call it settled is then not charged again.
+    #[test]
+    fn a_dropped_acp_frame_is_why_a_call_looks_unsettled() {
+        let checks = vec![
+            fail(
+                Invariant::Termination,
+                "protocol",
+                "bad ACP frame from the agent: over 4 MiB",
+            ),
+            fail(
+                Invariant::ProcessHygiene,
+                "tool_calls_settled",
+                "call_1 left in_progress",
+            ),
+            fail(
+                Invariant::ProcessHygiene,
+                "tool_calls_reported",
+                "0 of 1 reported",
+            ),
+        ];
+        let out = attribute(checks);
+        let by = |n: &str| out.iter().find(|c| c.name == n).unwrap();
+        assert!(by("protocol").failed());
+        for n in ["tool_calls_settled", "tool_calls_reported"] {
+            assert_eq!(
+                by(n).not_checked_reason(),
+                Some(
+                    "because termination/protocol failed: bad ACP frame from the agent: over 4 MiB"
+                ),
+                "{n}"
+            );
+        }
     }
 
     /// The graph has no cycle and names only keys of known invariants.
