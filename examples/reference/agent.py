@@ -145,6 +145,10 @@ acp_cancel_leaves_job (a cancel leaves the running shell command running),
 acp_subagent_ignores_cancel (a running ``task`` subagent never hears the
 cancel and goes on calling the model).
 
+Long-session bug: history_copies_per_turn (each turn keeps a full extra copy
+of the history, never freed: memory grows per turn, caught only by
+``memory_per_turn`` on long_session_tool_output); see KNOWN_BUGS.
+
 Behaviours (not bugs), each its own option:
   * ``--spill-tool-output[=N]`` (N defaults to SPILL_OVER): a shell output over
     N chars is written whole to a file under ``$HOME/.refagent/spill/`` and the
@@ -195,6 +199,7 @@ KNOWN_BUGS = {
     "trusts_started_stream": "once a response head arrived, its stream has no read timeout (a stream that started is trusted to finish)",
     "memory_leak": "every tool output is kept whole in memory four times (raw bytes, text, the transcript log line, the rendered view), never trimmed",
     "output_copies": "every tool output is kept whole in memory three times (raw bytes, text, the transcript line), never trimmed",
+    "history_copies_per_turn": "each turn keeps a full extra copy of the conversation's history, never freed: memory grows with every turn",
     "output_read_whole": "a tool's whole output is read into memory (bytes, text, lines) before it is cut to the cap",
     "corrupt_store": "state.db is corrupted at close",
     "replay_side_effect": "on resume, an unanswered tool call is re-run",
@@ -1117,7 +1122,19 @@ class Agent:
 
     # ------------------------------------------------------------ turns
 
+    def _keep_history_copy(self):
+        """--bug history_copies_per_turn: a deep copy of the whole history,
+        serialised, kept for the life of the process (an undo stack nobody
+        trims)."""
+        if not self.bug("history_copies_per_turn"):
+            return
+        kept = getattr(self, "_history_copies", None)
+        if kept is None:
+            kept = self._history_copies = []
+        kept.append(json.dumps(self.history).encode())
+
     def run_turn(self, text, resumed=False):
+        self._keep_history_copy()
         if self.pending_replay:
             self.replay_pending()
         last = self.history[-1] if self.history else None

@@ -20,6 +20,7 @@ mod mcp;
 mod mcp_abandoned;
 pub mod memory;
 mod memory_growth;
+mod memory_per_turn;
 mod orphan;
 mod overflow;
 mod overflow_hint;
@@ -216,6 +217,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     let bounded = memory::check(s, obs);
     out.push(memory_growth::one_cause(bounded, growth.as_ref(), s, obs));
     out.extend(growth);
+    out.extend(memory_per_turn::check(s, obs));
     depends::attribute(out)
 }
 
