@@ -13,6 +13,7 @@
 //! client side it serves [`client`] (with [`terminal`]).
 
 pub mod client;
+mod replay;
 pub mod rpc;
 mod session;
 pub mod terminal;
