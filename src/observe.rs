@@ -248,6 +248,17 @@ pub struct ReplayedTurn {
     pub answer: String,
 }
 
+/// Characters kept of each replayed user message and answer.
+pub const REPLAY_KEEP_CHARS: usize = 200;
+
+/// `s` with its whitespace runs made one space, trimmed, and clipped to
+/// [`REPLAY_KEEP_CHARS`] characters: how a replayed text and a turn's
+/// answer compare.
+pub fn normalise_replayed(s: &str) -> String {
+    let words: Vec<&str> = s.split_whitespace().collect();
+    words.join(" ").chars().take(REPLAY_KEEP_CHARS).collect()
+}
+
 /// An event and when it was seen, in seconds since the run started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Timed {

@@ -4,6 +4,7 @@
 //! check that could not be made is `NotChecked` with its reason, never a pass.
 
 mod acp_quiet;
+mod acp_reload;
 mod acp_settled;
 pub mod applies;
 mod backoff;
@@ -207,6 +208,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(hygiene::check(s, obs));
     out.extend(acp_settled::check(obs));
     out.extend(acp_quiet::check(obs));
+    out.extend(acp_reload::check(obs));
     out.extend(store::check(obs));
     out.extend(store_kill::check(obs));
     out.extend(side_effects::check(s, obs));

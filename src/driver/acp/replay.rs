@@ -5,12 +5,10 @@
 
 use serde_json::Value;
 
-use crate::observe::ReplayedTurn;
+use crate::observe::{normalise_replayed as normalise, ReplayedTurn, REPLAY_KEEP_CHARS};
 
 /// Replayed turns kept; more are counted, not kept.
 pub const REPLAY_KEEP_TURNS: usize = 200;
-/// Characters kept of each replayed user message and answer.
-pub const REPLAY_KEEP_CHARS: usize = 200;
 
 /// The replay being received.
 #[derive(Debug, Default)]
@@ -78,13 +76,6 @@ impl Replay {
 fn keep(to: &mut String, chunk: &str) {
     let room = (REPLAY_KEEP_CHARS * 4).saturating_sub(to.chars().count());
     to.extend(chunk.chars().take(room));
-}
-
-/// `s` with its whitespace runs made one space, trimmed, and clipped to
-/// [`REPLAY_KEEP_CHARS`] characters: how replayed and live texts compare.
-pub fn normalise(s: &str) -> String {
-    let words: Vec<&str> = s.split_whitespace().collect();
-    words.join(" ").chars().take(REPLAY_KEEP_CHARS).collect()
 }
 
 #[cfg(test)]
