@@ -143,7 +143,8 @@ tool call's last update stays ``in_progress``), acp_update_after_cancel (an
 ``agent_message_chunk`` after the cancelled prompt's answer),
 acp_cancel_leaves_job (a cancel leaves the running shell command running),
 acp_subagent_ignores_cancel (a running ``task`` subagent never hears the
-cancel and goes on calling the model).
+cancel and goes on calling the model), acp_load_drops_last_turn
+(``session/load`` replays the conversation without its last answered turn).
 
 Long-session bug: history_copies_per_turn (each turn keeps a full extra copy
 of the history, never freed: memory grows per turn, caught only by
@@ -249,6 +250,7 @@ KNOWN_BUGS = {
     "acp_update_after_cancel": "ACP: an agent_message_chunk is sent after the cancelled prompt was answered",
     "acp_cancel_leaves_job": "ACP: a cancel ends the turn `cancelled` at once and leaves the running shell command running",
     "acp_subagent_ignores_cancel": "ACP: a cancel stops the parent's turn but the running `task` subagent is never told and goes on calling the model",
+    "acp_load_drops_last_turn": "ACP: session/load replays the conversation without its last answered turn",
 }
 
 # The tool sandbox (config "sandbox": true): each shell command runs in a user

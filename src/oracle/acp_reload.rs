@@ -1,13 +1,14 @@
 //! ACP drive: `reload_keeps_done_turns` (history integrity). After a kill,
 //! the restart's `session/load` replays the conversation (the drive's
 //! [`Event::SessionLoaded`]); every turn that ended `completed` before it
-//! must be there: a replayed user message with the turn's answer (its
-//! `TurnEnd` final, compared as the normalised first 200 characters).
+//! must be there, in order: a replayed user message with the turn's answer
+//! (its `TurnEnd` final, compared as the normalised first 200 characters),
+//! each replayed turn standing for one completed turn at most.
 //! Judged only under [`TurnModel::ACP`] on runs with a restart; `not
 //! checked` when the restart used no `session/load` (the agent does not
 //! advertise `loadSession`, or the profile says `load: never`) and when the
 //! load was answered with an error (`termination/resumes_after_kill` owns
-//! that failure).
+//! that failure), and when no turn completed before the restart.
 
 use super::{clip, Check, Invariant};
 use crate::observe::{normalise_replayed, Event, Observation, ReplayedTurn, TurnModel};
@@ -63,13 +64,24 @@ pub fn check(obs: &Observation) -> Vec<Check> {
             format!("the replay had more turns than kept ({dropped} past the bound)"),
         )];
     }
-    let missing: Vec<String> = obs.events[..at]
+    let done: Vec<_> = obs.events[..at]
         .iter()
         .filter_map(|t| match &t.event {
             Event::TurnEnd(end) if end.completed => Some(end),
             _ => None,
         })
-        .filter(|end| !replayed(turns, &end.final_text))
+        .collect();
+    if done.is_empty() {
+        return vec![Check::skipped(
+            inv,
+            NAME,
+            "no turn completed before the restart: nothing the replay had to keep",
+        )];
+    }
+    let mut rest = turns.iter();
+    let missing: Vec<String> = done
+        .into_iter()
+        .filter(|end| !replayed(&mut rest, &end.final_text))
         .map(|end| format!("turn {} (answer {:?})", end.i, clip(&end.final_text, 60)))
         .collect();
     let v = if missing.is_empty() {
@@ -86,10 +98,12 @@ pub fn check(obs: &Observation) -> Vec<Check> {
     vec![Check::new(inv, NAME, v)]
 }
 
-/// A replayed turn has a user message and `answer` (normalised) as its answer.
-fn replayed(turns: &[ReplayedTurn], answer: &str) -> bool {
+/// The next replayed turn in `rest` with a user message and `answer`
+/// (normalised) as its answer, taken: the completed turns are found in
+/// order, each replayed turn standing for one of them at most.
+fn replayed<'a>(rest: &mut impl Iterator<Item = &'a ReplayedTurn>, answer: &str) -> bool {
     let want = normalise_replayed(answer);
-    turns.iter().any(|t| !t.user.is_empty() && t.answer == want)
+    rest.any(|t| !t.user.is_empty() && t.answer == want)
 }
 
 #[cfg(test)]
@@ -173,6 +187,22 @@ mod tests {
         let why = c.not_checked_reason().unwrap();
         assert!(why.contains("-32603 no such session"), "{why}");
         assert!(why.contains("termination/resumes_after_kill"), "{why}");
+    }
+
+    #[test]
+    fn no_turn_completed_before_the_load_is_not_checked() {
+        let o = acp(
+            &scenario("expect: error"),
+            acp_end_turn("x"),
+            vec![restarted(2.0), loaded(2.1, &[], None)],
+        );
+        let c = check(&o);
+        assert!(
+            c[0].not_checked_reason()
+                .unwrap()
+                .contains("no turn completed"),
+            "{c:?}"
+        );
     }
 
     #[test]
