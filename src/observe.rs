@@ -228,12 +228,45 @@ pub enum Event {
         method: String,
         outcome: String,
     },
+    /// ACP drive: a restart's `session/load` before turn `before_turn`
+    /// replayed `turns` (per turn the normalised start of its user message
+    /// and answer, at most 200 kept; `dropped` more), `tool_calls` tool calls,
+    /// and was answered with `error` (`None`: answered ok).
+    SessionLoaded {
+        before_turn: u64,
+        turns: Vec<ReplayedTurn>,
+        #[serde(default)]
+        dropped: u64,
+        #[serde(default)]
+        tool_calls: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     /// The agent process exited (or was killed by chaosrun).
     Exited {
         code: Option<i32>,
         signal: Option<i32>,
         killed_by_chaosrun: bool,
     },
+}
+
+/// One conversation turn a `session/load` replayed: the normalised first
+/// 200 characters of its user message and of its answer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReplayedTurn {
+    pub user: String,
+    pub answer: String,
+}
+
+/// Characters kept of each replayed user message and answer.
+pub const REPLAY_KEEP_CHARS: usize = 200;
+
+/// `s` with its whitespace runs made one space, trimmed, and clipped to
+/// [`REPLAY_KEEP_CHARS`] characters: how a replayed text and a turn's
+/// answer compare.
+pub fn normalise_replayed(s: &str) -> String {
+    let words: Vec<&str> = s.split_whitespace().collect();
+    words.join(" ").chars().take(REPLAY_KEEP_CHARS).collect()
 }
 
 /// An event and when it was seen, in seconds since the run started.

@@ -48,7 +48,7 @@ fn reference_agent_survives_kills_stops_and_seeded_chaos() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
-    assert!(stdout.contains("11 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("12 passed, 0 failed"), "{stdout}");
     assert!(
         stdout.contains("[chaos seed "),
         "the report prints the chaos seed: {stdout}"
@@ -202,6 +202,9 @@ fn the_table_holds_under_load() {
                 "process_faults.yaml",
                 "--skip",
                 "oom_kill_mid_turn",
+                // 60 turns; its memory per turn has its own test below.
+                "--skip",
+                "long_session_tool_output",
                 "--json",
                 json.to_str().unwrap(),
             ],
@@ -819,4 +822,81 @@ fn a_soak_whose_profile_maps_no_background_says_the_share_that_ran() {
         ),
         "{stdout}"
     );
+}
+
+/// The long session (`long_session_tool_output`, 60 turns in one process)
+/// over ACP passes the reference agent (the driver protocol's run is the
+/// whole table's, above), and `history_copies_per_turn` (a copy of the
+/// history kept per turn) fails `memory_per_turn` alone, over the driver
+/// protocol and over ACP. On the old head the row's `memory_per_turn_mb`
+/// was an unknown key (a load error), and nothing judged growth per turn.
+#[test]
+fn a_long_session_bounds_memory_per_turn_on_both_drives() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = [
+        ("reference-acp", None),
+        ("reference", Some("history_copies_per_turn")),
+        ("reference-acp", Some("history_copies_per_turn")),
+    ];
+    let handles: Vec<_> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, &(agent, bug))| {
+            let json = dir.path().join(format!("long{i}.json"));
+            let mark = new_mark(&format!("long{i}"));
+            let (j, m) = (json.clone(), mark.clone());
+            let h = std::thread::spawn(move || {
+                let mut args = vec![
+                    "--agent".to_string(),
+                    agent.to_string(),
+                    "process_faults.yaml".into(),
+                    "--only".into(),
+                    "long_session_tool_output".into(),
+                    "--json".into(),
+                    j.to_str().unwrap().to_string(),
+                ];
+                args.extend(bug.map(|b| format!("--agent-arg=--bug={b}")));
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                chaosrun(&m, &args)
+            });
+            (agent, bug, json, mark, h)
+        })
+        .collect();
+    let mut problems = Vec::new();
+    for (agent, bug, json, mark, h) in handles {
+        let out = h.join().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let want = if bug.is_some() { 1 } else { 0 };
+        if out.status.code() != Some(want) {
+            problems.push(format!("{agent} {bug:?}: exit {:?}\n{stdout}", out.status));
+            continue;
+        }
+        let report = read_json(&json);
+        let row = "long_session_tool_output";
+        let status = scenario(&report, row)["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "memory_per_turn")
+            .map(|c| c["status"].clone());
+        let failed = failed_invariants(&report, row);
+        match bug {
+            None if status != Some("pass".into()) => {
+                problems.push(format!("{agent}: memory_per_turn {status:?}\n{stdout}"))
+            }
+            Some(_) if status != Some("fail".into()) || failed != ["memory"] => problems.push(
+                format!("{agent} {bug:?}: memory_per_turn {status:?}, failed {failed:?}"),
+            ),
+            Some(_) if !report.to_string().contains("MB per turn over") => {
+                problems.push(format!("{agent} {bug:?}: no violation says the slope"))
+            }
+            _ => {}
+        }
+        let left = wait_unmarked(&mark, Duration::from_secs(5));
+        kill_marked(&mark);
+        if !left.is_empty() {
+            problems.push(format!("{agent} {bug:?}: left behind {left:?}"));
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }

@@ -69,6 +69,8 @@ to the client as ``session/request_permission`` (options ``allow_once``,
 ``reject_once``): run when allowed, refused (``error: permission denied``)
 when rejected, ended as cancelled when the outcome is ``cancelled``; a cancel
 while no answer came yet stops the wait after ``PERMISSION_GRACE`` s.
+  * ``acp_load_drops_last_turn``: ``session/load`` replays the conversation
+    without its last answered turn.
 """
 
 import copy
@@ -465,11 +467,27 @@ class Session:
 
     def replay(self):
         """session/load: the stored conversation as updates."""
-        for m in self.agent.history:
+        for m in self.replayed_history():
             if m.get("role") == "user" and m.get("content"):
                 self.update({"sessionUpdate": "user_message_chunk", "content": text_block(m["content"])})
             elif m.get("role") == "assistant" and m.get("content"):
                 self.update({"sessionUpdate": "agent_message_chunk", "content": text_block(m["content"])})
+
+    def replayed_history(self):
+        """The history session/load replays: with ``acp_load_drops_last_turn``,
+        the last turn that was answered (its user message to the next) is left out."""
+        history = self.agent.history
+        if not self.agent.bug("acp_load_drops_last_turn"):
+            return history
+        users = [n for n, m in enumerate(history) if m.get("role") == "user" and m.get("content")]
+        ends = users[1:] + [len(history)]
+        done = [(a, b) for a, b in zip(users, ends)
+                if any(m.get("role") == "assistant" and m.get("content") for m in history[a:b])]
+        if not done:
+            return history
+        a, b = done[-1]
+        self.server.ref.log("session/load: the last answered turn is left out of the replay (bug acp_load_drops_last_turn)")
+        return history[:a] + history[b:]
 
     def close(self):
         """Cancel the running turn, answer the queued prompts ``cancelled``, close the Agent."""

@@ -151,7 +151,12 @@ acp_answer_off_by_one (after a cancel each prompt gets the previous turn's
 answer), acp_tool_unreported (a tool call that fails is never reported),
 acp_no_exit_on_eof (stdin closed does not make it exit), acp_permission_unsettled
 (a permission request answered ``cancelled`` is waited on forever; the turn
-never ends).
+never ends), acp_load_drops_last_turn
+(``session/load`` replays the conversation without its last answered turn).
+
+Long-session bug: history_copies_per_turn (each turn keeps a full extra copy
+of the history, never freed: memory grows per turn, caught only by
+``memory_per_turn`` on long_session_tool_output); see KNOWN_BUGS.
 
 Behaviours (not bugs), each its own option:
   * ``--spill-tool-output[=N]`` (N defaults to SPILL_OVER): a shell output over
@@ -203,6 +208,7 @@ KNOWN_BUGS = {
     "trusts_started_stream": "once a response head arrived, its stream has no read timeout (a stream that started is trusted to finish)",
     "memory_leak": "every tool output is kept whole in memory four times (raw bytes, text, the transcript log line, the rendered view), never trimmed",
     "output_copies": "every tool output is kept whole in memory three times (raw bytes, text, the transcript line), never trimmed",
+    "history_copies_per_turn": "each turn keeps a full extra copy of the conversation's history, never freed: memory grows with every turn",
     "output_read_whole": "a tool's whole output is read into memory (bytes, text, lines) before it is cut to the cap",
     "corrupt_store": "state.db is corrupted at close",
     "replay_side_effect": "on resume, an unanswered tool call is re-run",
@@ -258,6 +264,7 @@ KNOWN_BUGS = {
     "acp_tool_unreported": "ACP: a tool call that fails (an error, a non-zero exit) sends no `tool_call` update at all",
     "acp_no_exit_on_eof": "ACP: stdin closed does not make the agent exit; only a signal ends it",
     "acp_permission_unsettled": "ACP: a session/request_permission answered `cancelled` is ignored and waited on forever, so the cancelled turn never ends",
+    "acp_load_drops_last_turn": "ACP: session/load replays the conversation without its last answered turn",
 }
 
 # The tool sandbox (config "sandbox": true): each shell command runs in a user
@@ -1131,7 +1138,19 @@ class Agent:
 
     # ------------------------------------------------------------ turns
 
+    def _keep_history_copy(self):
+        """--bug history_copies_per_turn: a deep copy of the whole history,
+        serialised, kept for the life of the process (an undo stack nobody
+        trims)."""
+        if not self.bug("history_copies_per_turn"):
+            return
+        kept = getattr(self, "_history_copies", None)
+        if kept is None:
+            kept = self._history_copies = []
+        kept.append(json.dumps(self.history).encode())
+
     def run_turn(self, text, resumed=False):
+        self._keep_history_copy()
         if self.pending_replay:
             self.replay_pending()
         last = self.history[-1] if self.history else None

@@ -6,6 +6,7 @@
 mod acp_pending;
 mod acp_quiet;
 mod acp_reported;
+mod acp_reload;
 mod acp_settled;
 pub mod applies;
 mod backoff;
@@ -23,6 +24,7 @@ mod mcp;
 mod mcp_abandoned;
 pub mod memory;
 mod memory_growth;
+mod memory_per_turn;
 mod orphan;
 mod overflow;
 mod overflow_hint;
@@ -211,6 +213,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(acp_quiet::check(obs));
     out.extend(acp_reported::check(s, obs));
     out.extend(acp_pending::check(s, obs));
+    out.extend(acp_reload::check(obs));
     out.extend(store::check(obs));
     out.extend(store_kill::check(obs));
     out.extend(hangup::check(obs));
@@ -222,6 +225,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     let bounded = memory::check(s, obs);
     out.push(memory_growth::one_cause(bounded, growth.as_ref(), s, obs));
     out.extend(growth);
+    out.extend(memory_per_turn::check(s, obs));
     depends::attribute(out)
 }
 

@@ -383,9 +383,19 @@ fn killed(s: &Scenario, obs: &Observation) -> Vec<Check> {
         Event::RestartFailed { error } => Some(error.clone()),
         _ => None,
     });
+    let load_error = obs.find(|e| match e {
+        Event::SessionLoaded {
+            error: Some(error), ..
+        } => Some(error.clone()),
+        _ => None,
+    });
     let v = match (failed, obs.ready_after_restart()) {
         (Some((_, error)), _) => vec![format!("the agent could not be started again: {error}")],
         (None, Some(_)) => vec![],
+        (None, None) if load_error.is_some() => vec![format!(
+            "the restarted agent answered session/load with an error: {}",
+            load_error.map(|(_, e)| e).unwrap_or_default()
+        )],
         (None, None) => vec![format!(
             "the restarted agent never said ready within {:.0} s; {}",
             s.deadlines.boot,
@@ -718,6 +728,32 @@ mod tests {
         let c = check(&s, &obs);
         let r = c.iter().find(|c| c.name == "resumes_after_kill").unwrap();
         assert!(r.violations()[0].contains("never said ready"), "{r:?}");
+    }
+
+    /// ACP: a restart whose session/load was answered with an error says
+    /// that error, not only that the agent never said ready.
+    #[test]
+    fn a_session_load_error_is_named() {
+        let s = scenario("expect: killed\nprocess_fault: {action: kill, at: {after_calls: 1}}");
+        let mut obs = killed_run(&s);
+        obs.events
+            .retain(|t| !(t.at == 1.5 && matches!(t.event, Event::Ready)));
+        obs.events.push(at(
+            1.5,
+            Event::SessionLoaded {
+                before_turn: 0,
+                turns: vec![],
+                dropped: 0,
+                tool_calls: 0,
+                error: Some("-32603 session file unreadable".into()),
+            },
+        ));
+        let c = check(&s, &obs);
+        let r = c.iter().find(|c| c.name == "resumes_after_kill").unwrap();
+        assert_eq!(
+            r.violations(),
+            ["the restarted agent answered session/load with an error: -32603 session file unreadable"]
+        );
     }
 
     #[test]

@@ -36,8 +36,10 @@ pub async fn observe(
     // agent is asked to close: what it holds then is seen while it still
     // runs, which a tick twice a second can miss. (Every phase would cost
     // rows_cpu some 15%.) A row that bounds memory growth is sampled
-    // closely through its faulted turn, where its output lands.
-    let growth = scenario.memory_growth_mb.is_some();
+    // closely through its faulted turn, where its output lands; a long
+    // session that bounds growth per turn, through its whole conversation
+    // (every turn's end then has a sample within 50 ms).
+    let growth = scenario.memory_growth_mb.is_some() || scenario.memory_per_turn_mb.is_some();
     let on_phase = &|phase: Phase, seconds: f64| {
         if growth && phase == Phase::FaultedTurn {
             sampler.closely(&ids.tag, true);

@@ -137,6 +137,7 @@ fn check_counts(
         ));
     }
     check_growth(s)?;
+    check_per_turn(s)?;
     let trigger = s
         .interrupt
         .as_ref()
@@ -247,6 +248,7 @@ fn resolve(
         context_window: s.context_window,
         memory_mb: s.memory_mb.unwrap_or(defaults.memory_mb),
         memory_growth_mb: s.memory_growth_mb,
+        memory_per_turn_mb: s.memory_per_turn_mb,
         credential: s.credential.clone(),
         agent_sandbox: s.agent_sandbox.clone(),
         client: s.client.clone(),
@@ -273,6 +275,29 @@ fn check_growth(s: &super::schema::ScenarioDoc) -> Result<(), String> {
         .is_some_and(|f| f.action.lands() == super::Landing::MemoryLimit);
     if oom || s.chaos.is_some() {
         return Err("`memory_growth_mb` judges one faulted turn's growth: it cannot be combined with an `oom` process fault or a `chaos` run".into());
+    }
+    Ok(())
+}
+
+/// The most MB per turn a row may allow (`memory_per_turn_mb`).
+const MAX_PER_TURN_MB: f64 = 1024.0;
+
+/// `memory_per_turn_mb` is above 0 and at most [`MAX_PER_TURN_MB`], on a
+/// `chaos` conversation long enough for the check's warm-up and slope.
+fn check_per_turn(s: &super::schema::ScenarioDoc) -> Result<(), String> {
+    let Some(mb) = s.memory_per_turn_mb else {
+        return Ok(());
+    };
+    if !(mb > 0.0 && mb <= MAX_PER_TURN_MB) {
+        return Err(format!(
+            "`memory_per_turn_mb` is {mb}; it is above 0 and at most {MAX_PER_TURN_MB}"
+        ));
+    }
+    let need = (super::schema::PER_TURN_WARMUP + super::schema::PER_TURN_MIN_TURNS) as u64;
+    if s.chaos.as_ref().is_none_or(|c| c.turns < need) {
+        return Err(format!(
+            "`memory_per_turn_mb` judges a long session: it needs a `chaos` conversation of at least {need} turns"
+        ));
     }
     Ok(())
 }
@@ -431,6 +456,28 @@ mod tests {
             "expect: error\n    knobs: {api_retry_budget: -1}",
         );
         assert!(load_str(&bad, "t.yaml").is_err());
+    }
+
+    /// `memory_per_turn_mb` needs a chaos conversation long enough for the
+    /// warm-up and a slope, and a positive bound.
+    #[test]
+    fn memory_per_turn_needs_a_long_session() {
+        let row =
+            |extra: &str| ONE.replace("expect: error", &format!("expect: survives\n    {extra}"));
+        let ok =
+            row("chaos: {turns: 15, duration: 0.01, min_faults: 0}\n    memory_per_turn_mb: 0.5");
+        let t = load_str(&ok, "t.yaml").unwrap();
+        assert_eq!(t.scenarios[0].memory_per_turn_mb, Some(0.5));
+        let short =
+            row("chaos: {turns: 14, duration: 0.01, min_faults: 0}\n    memory_per_turn_mb: 0.5");
+        let e = load_str(&short, "t.yaml").unwrap_err();
+        assert!(e.message.contains("at least 15 turns"), "{e}");
+        let zero =
+            row("chaos: {turns: 15, duration: 0.01, min_faults: 0}\n    memory_per_turn_mb: 0");
+        assert!(load_str(&zero, "t.yaml")
+            .unwrap_err()
+            .message
+            .contains("above 0"));
     }
 
     #[test]

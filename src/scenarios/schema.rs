@@ -356,6 +356,13 @@ pub fn default_memory_mb() -> u64 {
     4096
 }
 
+/// A long session's first turns whose footprint `memory_per_turn` leaves
+/// out (imports, caches and the first model client are not growth).
+pub const PER_TURN_WARMUP: usize = 5;
+
+/// The fewest turns after the warm-up with a sample that make a slope.
+pub const PER_TURN_MIN_TURNS: usize = 10;
+
 /// The largest memory bound a row may set, in MB (1 TB).
 pub const MAX_MEMORY_MB: u64 = 1 << 20;
 
@@ -418,6 +425,11 @@ pub struct ScenarioDoc {
     /// the oracle's `memory_growth` check).
     #[serde(default)]
     pub memory_growth_mb: Option<u64>,
+    /// How many MB per turn the agent's resident memory may grow over a
+    /// long session (a `chaos` conversation; see the oracle's
+    /// `memory_per_turn` check).
+    #[serde(default)]
+    pub memory_per_turn_mb: Option<f64>,
     /// A credential that expires mid-run and is refreshed (see
     /// `crate::provider::credential`).
     #[serde(default)]
@@ -470,6 +482,10 @@ pub struct Scenario {
     /// row's first model call arrived, in MB (None: growth is not judged).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_growth_mb: Option<u64>,
+    /// The agent's processes' growth bound per turn over a long session, in
+    /// MB (None: not judged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_per_turn_mb: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential: Option<crate::provider::credential::CredentialSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

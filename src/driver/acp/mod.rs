@@ -14,6 +14,7 @@
 
 pub mod client;
 mod faulted;
+mod replay;
 pub mod rpc;
 mod session;
 pub mod terminal;

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 
 use super::client::{Answer, Client};
 use super::faulted::{Faults, Held, MAX_HELD};
+use super::replay::Replay;
 use super::rpc::{clip, Frame, Out, RpcError};
 use crate::driver::home::AcpRun;
 use crate::driver::process::{Line, Sink, Tagged, FINAL_KEEP_CHARS};
@@ -67,8 +68,9 @@ pub(super) struct Drive {
     cancelled: bool,
     /// The last turn whose prompt was answered (no prompt since).
     after: Option<u64>,
-    /// `session/load` is replaying the conversation: not this run's updates.
-    loading: bool,
+    /// `session/load` is replaying the conversation (what it replayed):
+    /// not this run's updates.
+    loading: Option<Replay>,
     /// The ids of chaosrun's requests the agent answered (one per request
     /// sent: a few per turn).
     answered: HashSet<u64>,
@@ -106,7 +108,7 @@ impl Drive {
             text_chars: 0,
             cancelled: false,
             after: None,
-            loading: false,
+            loading: None,
             answered: HashSet::new(),
             faults,
             cancelled_now: Arc::new(AtomicBool::new(false)),
@@ -216,20 +218,34 @@ impl Drive {
         if let (Some(id), Some(_), Load::Auto, true) = (known, resume, self.run.spec.load, can_load)
         {
             self.note(&format!("ACP: session/load of {id} (a restart)"));
-            self.loading = true;
+            self.loading = Some(Replay::default());
             let params = json!({"sessionId": id, "cwd": cwd, "mcpServers": mcp});
             let answer = self.ask("session/load", params, client, ctl).await;
-            self.loading = false;
-            return match answer {
-                Some(Ok(_)) => {
+            let replay = self.loading.take().unwrap_or_default();
+            let error = match &answer {
+                Some(Err(e)) => Some(clip(&format!("{} {}", e.code, e.message), 300)),
+                _ => None,
+            };
+            if answer.is_some() {
+                let (turns, dropped, tool_calls) = replay.finish();
+                self.agent_event(Event::SessionLoaded {
+                    before_turn: resume.unwrap_or(0),
+                    turns,
+                    dropped,
+                    tool_calls,
+                    error: error.clone(),
+                });
+            }
+            return match (answer, error) {
+                (Some(Ok(_)), _) => {
                     self.session = id;
                     true
                 }
-                Some(Err(e)) => {
-                    self.note(&format!("session/load failed: {} {}", e.code, e.message));
+                (Some(Err(_)), Some(e)) => {
+                    self.note(&format!("session/load failed: {e}"));
                     false
                 }
-                None => false,
+                _ => false,
             };
         }
         let params = json!({"cwd": cwd, "mcpServers": mcp});
@@ -538,8 +554,8 @@ impl Drive {
             ));
         };
         let update = update.expect("has a kind");
-        if self.loading {
-            return;
+        if let Some(replay) = self.loading.as_mut() {
+            return replay.update(kind, update);
         }
         let Some(turn) = self.turn else {
             if let Some(turn) = self.after {
