@@ -5,8 +5,8 @@
 
 mod acp_pending;
 mod acp_quiet;
-mod acp_reported;
 mod acp_reload;
+mod acp_reported;
 mod acp_settled;
 pub mod applies;
 mod backoff;
