@@ -228,6 +228,11 @@ pub enum Event {
         method: String,
         outcome: String,
     },
+    /// ACP drive (`queue_prompt`): turn `turn`'s `session/prompt` was sent
+    /// while the turn before it still ran.
+    PromptQueued {
+        turn: u64,
+    },
     /// The agent process exited (or was killed by chaosrun).
     Exited {
         code: Option<i32>,

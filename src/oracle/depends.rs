@@ -24,6 +24,8 @@ use super::{clip, Check, Status};
 /// - A turn that never ended after chaosrun settled its pending permission
 ///   request (`pending_request_settled`) is why the faulted turn did not
 ///   end, did not end as expected, and why the probe behind it failed.
+/// - A queued prompt never answered (`queued_prompt_answered`) is why the
+///   probe (that prompt) failed.
 /// - A side effect that happened twice is why a finished call's side effect
 ///   is in the journal twice.
 pub const UPSTREAM: &[(&str, &[&str])] = &[
@@ -38,6 +40,7 @@ pub const UPSTREAM: &[(&str, &[&str])] = &[
             "termination/kill_landed_mid_turn",
             "termination/resumes_after_kill",
             "termination/pending_request_settled",
+            "reusability/queued_prompt_answered",
         ],
     ),
     ("exercised/interrupt_landed", &["exercised/fault_served"]),
