@@ -86,6 +86,6 @@ fn a_permission_left_unsettled_fails_pending_request_settled_only() {
 fn the_client_rows_are_not_applicable_without_the_acp_drive() {
     let (code, report, text) = run("reference", "openai-chat", &[]);
     assert_eq!(code, Some(0), "{text}");
-    assert_eq!(report["not_applicable"], 3, "{text}");
+    assert_eq!(report["not_applicable"], 4, "{text}");
     assert!(text.contains("needs the ACP drive"), "{text}");
 }
