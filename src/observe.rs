@@ -85,6 +85,10 @@ pub struct TurnEnd {
     pub stderr: Option<String>,
 }
 
+/// ACP drive: a turn's `exit_reason` when its `session/prompt` was answered
+/// with a JSON-RPC error (a refusal).
+pub const ACP_PROMPT_ERROR: &str = "error";
+
 /// The outcome of an [`Event::ClientCall`] a client fault (`never`) left
 /// unanswered, recorded when the request came.
 pub const CLIENT_HELD: &str = "held: never answered";

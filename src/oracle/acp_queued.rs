@@ -11,7 +11,7 @@
 
 use super::acp_settled::is_acp;
 use super::{clip, Check, Invariant};
-use crate::observe::{Event, Observation};
+use crate::observe::{Event, Observation, ACP_PROMPT_ERROR};
 use crate::scenarios::Scenario;
 
 pub const NAME: &str = "queued_prompt_answered";
@@ -37,7 +37,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
             "the prompt sent while turn {} ran (turn {turn}) was never answered nor refused: the queued message was lost",
             turn.saturating_sub(1)
         )],
-        Some((_, end)) if end.exit_reason == "error" => vec![],
+        Some((_, end)) if end.exit_reason == ACP_PROMPT_ERROR => vec![],
         Some((_, end)) if end.final_text.contains(&format!("alive {}", obs.nonce)) => vec![],
         Some((_, end)) => {
             let before = obs.turn_end(turn.saturating_sub(1)).map(|(_, e)| e.final_text);
@@ -92,7 +92,7 @@ mod tests {
     fn a_refused_queued_prompt_passes() {
         let mut obs = acp(&row(), acp_end_turn("done"), vec![queued()]);
         set_probe(&mut obs, |e| {
-            (e.exit_reason, e.final_text) = ("error".into(), "busy".into());
+            (e.exit_reason, e.final_text) = (ACP_PROMPT_ERROR.into(), "busy".into());
         });
         let c = check(&row(), &obs).unwrap();
         assert!(c.status == crate::oracle::Status::Pass, "{c:?}");

@@ -685,7 +685,10 @@ fn turn_end(i: u64, answer: Result<Value, RpcError>, text: String) -> TurnEnd {
             let reason = v.get("stopReason").and_then(Value::as_str);
             (clip(reason.unwrap_or("no stopReason"), 200), text)
         }
-        Err(e) => ("error".to_string(), clip(&e.message, FINAL_KEEP_CHARS)),
+        Err(e) => (
+            crate::observe::ACP_PROMPT_ERROR.to_string(),
+            clip(&e.message, FINAL_KEEP_CHARS),
+        ),
     };
     let completed = reason == "end_turn";
     let interrupted = reason == "cancelled";
