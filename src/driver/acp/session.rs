@@ -736,6 +736,36 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_queued_prompts_response_is_kept_for_its_turn_once() {
+        let (mut d, _) = drive();
+        d.queued = Some(Queued {
+            turn: 1,
+            id: json!(3),
+            answer: None,
+        });
+        let result = Ok(json!({"stopReason": "end_turn"}));
+        assert!(!d.keep_queued(&json!(2), &result), "another id is not it");
+        assert!(d.keep_queued(&json!(3), &result));
+        let kept = d.queued.as_ref().and_then(|q| q.answer.clone());
+        assert_eq!(kept, Some(result.clone()));
+        assert!(d.answered.contains(&3));
+        // A second response to the same id is a stray, not the answer.
+        assert!(!d.keep_queued(&json!(3), &Ok(json!({}))));
+        let kept = d.queued.as_ref().and_then(|q| q.answer.clone());
+        assert_eq!(kept, Some(result));
+    }
+
+    #[test]
+    fn only_the_first_turn_queues_and_only_with_a_turn_after_it() {
+        let (mut d, _) = drive();
+        d.run.turns = vec!["a".into(), "b".into()];
+        assert!(d.queue_deadline(0).is_none(), "no queue_prompt");
+        d.run.queue_after = Some(0.5);
+        assert!(d.queue_deadline(0).is_some());
+        assert!(d.queue_deadline(1).is_none(), "no turn after the last");
+    }
+
+    #[tokio::test]
     async fn a_late_response_is_fine_a_second_or_unasked_one_is_bad() {
         let (mut d, mut rx) = drive();
         let _ = d.out.request("session/close", json!({})).await;
