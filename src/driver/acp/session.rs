@@ -5,7 +5,9 @@
 //! agent's requests answered by the client side (or as the row's client
 //! faults say, [`super::faulted`]: late, held, an error; a held permission
 //! request answered `cancelled` at the cancel), an interrupt sent as
-//! `session/cancel`, and `turn_end` from the prompt's response → after the
+//! `session/cancel`, and `turn_end` from the prompt's response (with
+//! `queue_prompt`, the next turn's prompt sent while the first runs, its
+//! response kept for its own turn) → after the
 //! last turn `session/close` where advertised, `closed`, end of stdin. What
 //! the agent sends wrong (an invalid frame, a response to an id never
 //! asked, an update of the wrong shape) is a bad event; every event the
@@ -669,8 +671,6 @@ impl Drive {
     }
 }
 
-/// Turn `i`'s end from the prompt's response: `end_turn` completed,
-/// `cancelled` interrupted, any other stop reason or an error failed.
 /// Resolves at `at`; never without one.
 async fn sleep_until_some(at: Option<Instant>) {
     match at {
@@ -679,6 +679,8 @@ async fn sleep_until_some(at: Option<Instant>) {
     }
 }
 
+/// Turn `i`'s end from the prompt's response: `end_turn` completed,
+/// `cancelled` interrupted, any other stop reason or an error failed.
 fn turn_end(i: u64, answer: Result<Value, RpcError>, text: String) -> TurnEnd {
     let (reason, final_text) = match answer {
         Ok(v) => {
