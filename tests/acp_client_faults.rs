@@ -41,7 +41,7 @@ fn the_reference_agent_passes_the_client_rows_over_acp_on_every_wire() {
     for wire in WIRES {
         let (code, report, text) = run("reference-acp", wire, &[]);
         assert_eq!(code, Some(0), "{wire}:\n{text}");
-        assert_eq!(report["passed"], 3, "{wire}:\n{text}");
+        assert_eq!(report["passed"], 9, "{wire}:\n{text}");
         let s = scenario(&report, "acp_permission_never_until_cancel");
         let made = s["checks"]
             .as_array()
