@@ -85,6 +85,10 @@ pub struct TurnEnd {
     pub stderr: Option<String>,
 }
 
+/// ACP drive: a turn's `exit_reason` when its `session/prompt` was answered
+/// with a JSON-RPC error (a refusal).
+pub const ACP_PROMPT_ERROR: &str = "error";
+
 /// The outcome of an [`Event::ClientCall`] a client fault (`never`) left
 /// unanswered, recorded when the request came.
 pub const CLIENT_HELD: &str = "held: never answered";
@@ -241,6 +245,11 @@ pub enum Event {
         tool_calls: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+    },
+    /// ACP drive (`queue_prompt`): turn `turn`'s `session/prompt` was sent
+    /// while the turn before it still ran.
+    PromptQueued {
+        turn: u64,
     },
     /// The agent process exited (or was killed by chaosrun).
     Exited {

@@ -41,7 +41,7 @@ fn the_reference_agent_passes_the_client_rows_over_acp_on_every_wire() {
     for wire in WIRES {
         let (code, report, text) = run("reference-acp", wire, &[]);
         assert_eq!(code, Some(0), "{wire}:\n{text}");
-        assert_eq!(report["passed"], 3, "{wire}:\n{text}");
+        assert_eq!(report["passed"], 9, "{wire}:\n{text}");
         let s = scenario(&report, "acp_permission_never_until_cancel");
         let made = s["checks"]
             .as_array()
@@ -86,6 +86,6 @@ fn a_permission_left_unsettled_fails_pending_request_settled_only() {
 fn the_client_rows_are_not_applicable_without_the_acp_drive() {
     let (code, report, text) = run("reference", "openai-chat", &[]);
     assert_eq!(code, Some(0), "{text}");
-    assert_eq!(report["not_applicable"], 3, "{text}");
+    assert_eq!(report["not_applicable"], 4, "{text}");
     assert!(text.contains("needs the ACP drive"), "{text}");
 }

@@ -58,8 +58,8 @@ fn the_reference_agent_passes_the_acp_table_on_every_wire() {
         let (code, report, out) = run("acp-table", wire, None, &[]);
         assert_eq!(code, Some(0), "{wire}:\n{out}");
         let rows = report["scenarios"].as_array().expect("scenarios").len();
-        assert_eq!(rows, 5, "{wire}: every row ran\n{out}");
-        assert_eq!(report["passed"], 5, "{wire}:\n{out}");
+        assert_eq!(rows, 9, "{wire}: every row ran\n{out}");
+        assert_eq!(report["passed"], 9, "{wire}:\n{out}");
     }
 }
 
@@ -88,6 +88,12 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "acp_exit_on_stdin_close",
         "process_hygiene",
         "did not exit by itself",
+    ),
+    (
+        "acp_queued_prompt_dropped",
+        "acp_prompt_while_turn_runs",
+        "reusability",
+        "the queued message was lost",
     ),
 ];
 

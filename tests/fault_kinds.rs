@@ -74,6 +74,11 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "ACP's session update `tool_call` (no provider kind)",
     ),
     (
+        "src/observe.rs",
+        "\"error\"",
+        "ACP_PROMPT_ERROR: a refused ACP prompt's exit reason (no provider kind)",
+    ),
+    (
         "src/oracle/acp_quiet.rs",
         "\"tool_call\"",
         "ACP's `sessionUpdate` kind `tool_call` (no provider kind)",

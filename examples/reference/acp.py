@@ -53,6 +53,8 @@ ACP bugs (``--bug NAME``, listed in agent.py's KNOWN_BUGS), each one change:
     for the next turn." and never run (Hermes 0.19.0, there only before the
     call is made; here also during it, so that the row's cancel, which may
     race the call, always finds the bug).
+  * ``acp_queued_prompt_dropped``: a ``session/prompt`` that arrives while a
+    turn runs is dropped: never answered, never run (copilot-cli #3184).
   * ``acp_answer_off_by_one``: after a cancelled prompt, each prompt is
     answered with the previous turn's answer text, its own held back for the
     next (claude-agent-acp 0.23.1).
@@ -361,11 +363,22 @@ class Session:
             self._bug_only_queue(rid)
             return
         with self.lock:
+            if self._bug_drops_queued(rid):
+                return
             self.queue.append((rid, text))
             if self.active is None and not self.answering:
                 self._start_next()
             else:
                 self.server.ref.log(f"prompt {rid!r} queued behind {self.active!r} ({len(self.queue)} waiting)")
+
+    def _bug_drops_queued(self, rid):
+        """--bug acp_queued_prompt_dropped: a prompt that arrives while a turn
+        runs is dropped (the lock held): never answered, never run."""
+        busy = self.active is not None or self.answering
+        if busy and self.agent.bug("acp_queued_prompt_dropped"):
+            self.server.ref.log(f"prompt {rid!r} dropped: a turn runs (bug acp_queued_prompt_dropped)")
+            return True
+        return False
 
     def _start_next(self):
         """Start the next queued prompt (the lock held): the turn is begun here, so

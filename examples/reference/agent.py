@@ -149,7 +149,8 @@ cancel and goes on calling the model), acp_cancel_before_call_breaks (a cancel
 before the turn's first model reply leaves every later prompt only queued),
 acp_answer_off_by_one (after a cancel each prompt gets the previous turn's
 answer), acp_tool_unreported (a tool call that fails is never reported),
-acp_no_exit_on_eof (stdin closed does not make it exit), acp_permission_unsettled
+acp_no_exit_on_eof (stdin closed does not make it exit), acp_queued_prompt_dropped
+(a prompt sent while a turn runs is never answered), acp_permission_unsettled
 (a permission request answered ``cancelled`` is waited on forever; the turn
 never ends), acp_load_drops_last_turn
 (``session/load`` replays the conversation without its last answered turn).
@@ -263,6 +264,7 @@ KNOWN_BUGS = {
     "acp_answer_off_by_one": "ACP: after a cancelled prompt each prompt is answered with the previous turn's answer",
     "acp_tool_unreported": "ACP: a tool call that fails (an error, a non-zero exit) sends no `tool_call` update at all",
     "acp_no_exit_on_eof": "ACP: stdin closed does not make the agent exit; only a signal ends it",
+    "acp_queued_prompt_dropped": "ACP: a session/prompt that arrives while a turn runs is dropped: never answered, never run",
     "acp_permission_unsettled": "ACP: a session/request_permission answered `cancelled` is ignored and waited on forever, so the cancelled turn never ends",
     "acp_load_drops_last_turn": "ACP: session/load replays the conversation without its last answered turn",
 }

@@ -141,6 +141,9 @@ pub struct AcpRun {
     pub session: std::sync::Arc<std::sync::Mutex<Option<String>>>,
     /// The row's faults of the client side.
     pub client: Vec<crate::scenarios::client::ClientRule>,
+    /// `queue_prompt`: seconds after the first turn's prompt to send the
+    /// next turn's while the first still runs.
+    pub queue_after: Option<f64>,
 }
 
 /// `session/new`'s `mcpServers` from the MCP template variables: the
@@ -176,6 +179,8 @@ pub struct Inputs<'a> {
     pub agent_sandbox: bool,
     /// The row's ACP client faults (`client:`).
     pub client: &'a [crate::scenarios::client::ClientRule],
+    /// The row's `queue_prompt` (its seconds).
+    pub queue_after: Option<f64>,
 }
 
 fn num(v: f64) -> String {
@@ -335,6 +340,7 @@ fn acp_run(i: &Inputs<'_>, vars: &Vars, dirs: &RunDirs) -> anyhow::Result<Option
         mcp_servers: acp_mcp_servers(vars),
         session: Default::default(),
         client: i.client.to_vec(),
+        queue_after: i.queue_after,
     }))
 }
 

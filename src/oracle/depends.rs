@@ -29,6 +29,8 @@ use super::{clip, Check, Status};
 ///   settled a tool call or the `tool_call` that reported it: the stream's
 ///   two tool-call checks cannot be judged on what was left (codex-acp's
 ///   30.8 MB `tool_huge_output` frame failed both).
+/// - A queued prompt never answered (`queued_prompt_answered`) is why the
+///   probe (that prompt) failed.
 /// - A side effect that happened twice is why a finished call's side effect
 ///   is in the journal twice.
 pub const UPSTREAM: &[(&str, &[&str])] = &[
@@ -43,6 +45,7 @@ pub const UPSTREAM: &[(&str, &[&str])] = &[
             "termination/kill_landed_mid_turn",
             "termination/resumes_after_kill",
             "termination/pending_request_settled",
+            "reusability/queued_prompt_answered",
         ],
     ),
     ("exercised/interrupt_landed", &["exercised/fault_served"]),

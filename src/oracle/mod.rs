@@ -4,6 +4,7 @@
 //! check that could not be made is `NotChecked` with its reason, never a pass.
 
 mod acp_pending;
+mod acp_queued;
 mod acp_quiet;
 mod acp_reload;
 mod acp_reported;
@@ -214,6 +215,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(acp_reported::check(s, obs));
     out.extend(acp_pending::check(s, obs));
     out.extend(acp_reload::check(obs));
+    out.extend(acp_queued::check(s, obs));
     out.extend(store::check(obs));
     out.extend(store_kill::check(obs));
     out.extend(hangup::check(obs));

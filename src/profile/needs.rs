@@ -43,10 +43,18 @@ pub fn not_applicable(profile: &Profile, s: &Scenario) -> Option<String> {
         .or_else(|| sandbox_gap(profile, s))
 }
 
-/// A row that faults the ACP client side (`client:` rules) needs the ACP
-/// drive: under the driver protocol or exec mode chaosrun serves no client
+/// A row that faults the ACP client side (`client:` rules), or sends a
+/// prompt while a turn runs (`queue_prompt`), needs the ACP drive: under the driver protocol or exec mode chaosrun serves no client
 /// side, so the fault could never land.
 fn acp_gap(profile: &Profile, s: &Scenario) -> Option<String> {
+    if s.queue_prompt.is_some() && profile.acp.is_none() {
+        return Some(
+            "needs the ACP drive: the row sends a prompt while a turn runs (`queue_prompt`), \
+             which only an `acp:` profile's session takes; run it with the agent's ACP profile \
+             (`--agent NAME-acp`)"
+                .to_string(),
+        );
+    }
     (!s.client.is_empty() && profile.acp.is_none()).then(|| {
         "needs the ACP drive: the row faults the ACP client side (`client:`), which only an \
          `acp:` profile has; run it with the agent's ACP profile (`--agent NAME-acp`)"

@@ -98,6 +98,7 @@ impl Session {
             api_key: &crate::provider::credential::key(&ids.nonce, 1),
             agent_sandbox: scenario.agent_sandbox.is_some(),
             client: &scenario.client,
+            queue_after: scenario.queue_prompt.map(|q| q.after_seconds),
         };
         let prepared = match prepare(root, &inputs) {
             Ok(p) => {

@@ -252,6 +252,7 @@ fn resolve(
         credential: s.credential.clone(),
         agent_sandbox: s.agent_sandbox.clone(),
         client: s.client.clone(),
+        queue_prompt: s.queue_prompt,
         dropped_calls: Vec::new(),
     })
 }

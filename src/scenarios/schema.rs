@@ -442,6 +442,20 @@ pub struct ScenarioDoc {
     /// [`super::client`]); the row needs the ACP drive.
     #[serde(default)]
     pub client: Vec<super::client::ClientRule>,
+    /// ACP drive: the probe turn's `session/prompt` is sent while the
+    /// faulted turn still runs (a queued message); the row needs the ACP
+    /// drive.
+    #[serde(default)]
+    pub queue_prompt: Option<QueuePrompt>,
+}
+
+/// `queue_prompt: {after_seconds: S}`: the ACP drive sends the next turn's
+/// `session/prompt` S seconds after the faulted turn's, if that turn still
+/// runs then.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueuePrompt {
+    pub after_seconds: f64,
 }
 
 /// The whole file.
@@ -493,6 +507,9 @@ pub struct Scenario {
     /// Faults of the ACP client side (the row needs the ACP drive).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub client: Vec<super::client::ClientRule>,
+    /// The probe's prompt sent while the faulted turn runs (ACP drive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_prompt: Option<QueuePrompt>,
     /// Calls of the responder's replies the profile could not make, dropped
     /// before the run (`profile::needs::adapt`): saved with the row, so the
     /// oracle can say what share of it ran. Empty for a row run as written.

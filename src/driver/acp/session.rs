@@ -5,7 +5,9 @@
 //! agent's requests answered by the client side (or as the row's client
 //! faults say, [`super::faulted`]: late, held, an error; a held permission
 //! request answered `cancelled` at the cancel), an interrupt sent as
-//! `session/cancel`, and `turn_end` from the prompt's response → after the
+//! `session/cancel`, and `turn_end` from the prompt's response (with
+//! `queue_prompt`, the next turn's prompt sent while the first runs, its
+//! response kept for its own turn) → after the
 //! last turn `session/close` where advertised, `closed`, end of stdin. What
 //! the agent sends wrong (an invalid frame, a response to an id never
 //! asked, an update of the wrong shape) is a bad event; every event the
@@ -46,6 +48,14 @@ struct Late {
     answer: Answer,
 }
 
+/// The next turn's `session/prompt`, sent while the turn before it ran
+/// (`queue_prompt`), and its response if it came before that turn ended.
+struct Queued {
+    turn: u64,
+    id: Value,
+    answer: Option<Result<Value, RpcError>>,
+}
+
 /// The drive of one agent process.
 pub(super) struct Drive {
     run: AcpRun,
@@ -80,6 +90,10 @@ pub(super) struct Drive {
     cancelled_now: Arc<AtomicBool>,
     /// The agent went past [`MAX_HELD`] held requests (said once).
     flooded: bool,
+    /// When to send the next turn's prompt while this one runs.
+    queue_at: Option<Instant>,
+    /// That prompt, once sent.
+    queued: Option<Queued>,
 }
 
 impl Drive {
@@ -113,6 +127,8 @@ impl Drive {
             faults,
             cancelled_now: Arc::new(AtomicBool::new(false)),
             flooded: false,
+            queue_at: None,
+            queued: None,
         }
     }
 
@@ -289,7 +305,19 @@ impl Drive {
                 return None;
             }
         };
+        self.wait(id, client, ctl).await
+    }
+
+    /// Serve the agent until request `id` is answered (as [`Drive::ask`]);
+    /// meanwhile the queued prompt goes out at [`Drive::queue_at`].
+    async fn wait(
+        &mut self,
+        id: Value,
+        client: &Arc<Client>,
+        ctl: &mut mpsc::UnboundedReceiver<()>,
+    ) -> Option<Result<Value, RpcError>> {
         loop {
+            let queue_at = self.queue_at;
             tokio::select! {
                 f = self.frames.recv() => match f {
                     None => return None,
@@ -301,7 +329,50 @@ impl Drive {
                 },
                 Some(late) = self.late.recv() => self.answer_late(late).await,
                 Some(()) = ctl.recv() => self.cancel().await,
+                () = sleep_until_some(queue_at) => self.send_queued().await,
             }
+        }
+    }
+
+    /// `queue_prompt`: the next turn's `session/prompt`, sent now while this
+    /// turn runs.
+    async fn send_queued(&mut self) {
+        self.queue_at = None;
+        let Some(turn) = self.turn.map(|t| t + 1) else {
+            return;
+        };
+        let message = self
+            .run
+            .turns
+            .get(turn as usize)
+            .cloned()
+            .unwrap_or_default();
+        let params =
+            json!({"sessionId": self.session, "prompt": [{"type": "text", "text": message}]});
+        match self.out.request("session/prompt", params).await {
+            Ok(id) => {
+                let id = json!(id);
+                self.queued = Some(Queued {
+                    turn,
+                    id,
+                    answer: None,
+                });
+                self.send(Line::Event(Event::PromptQueued { turn }));
+            }
+            Err(e) => self.note(&format!("cannot send the queued session/prompt: {e}")),
+        }
+    }
+
+    /// The response to the queued prompt, kept for its own turn: whether
+    /// `id` was its id.
+    fn keep_queued(&mut self, id: &Value, result: &Result<Value, RpcError>) -> bool {
+        match self.queued.as_mut() {
+            Some(q) if &q.id == id && q.answer.is_none() => {
+                self.answered.extend(id.as_u64());
+                q.answer = Some(result.clone());
+                true
+            }
+            _ => false,
         }
     }
 
@@ -351,21 +422,40 @@ impl Drive {
         self.cancelled_now.store(false, Ordering::SeqCst);
         (self.text, self.text_chars) = (String::new(), 0);
         self.send(Line::Event(Event::TurnStart { i }));
-        let message = self.run.turns.get(i as usize).cloned().unwrap_or_default();
-        let params =
-            json!({"sessionId": self.session, "prompt": [{"type": "text", "text": message}]});
-        let answer = self.ask("session/prompt", params, client, ctl).await;
-        self.turn = None;
+        let answer = match self.queued.take_if(|q| q.turn == i) {
+            // Sent while the turn before ran: its answer, or wait for it.
+            Some(Queued {
+                answer: Some(a), ..
+            }) => Some(a),
+            Some(q) => self.wait(q.id, client, ctl).await,
+            None => {
+                self.queue_at = self.queue_deadline(i);
+                let message = self.run.turns.get(i as usize).cloned().unwrap_or_default();
+                let params = json!({"sessionId": self.session, "prompt": [{"type": "text", "text": message}]});
+                self.ask("session/prompt", params, client, ctl).await
+            }
+        };
+        (self.turn, self.queue_at) = (None, None);
         let Some(answer) = answer else { return false };
         let text = std::mem::take(&mut self.text);
         let end = turn_end(i, answer, text);
         self.send(Line::Event(Event::TurnEnd(end)));
         self.after = Some(i);
-        // Updates already there came after the answer: work after the turn.
-        while let Ok(f) = self.frames.try_recv() {
+        // Updates already there came after the answer: work after the turn
+        // (unless the next prompt is already out: then they may be its).
+        while self.queued.is_none() {
+            let Ok(f) = self.frames.try_recv() else { break };
             self.on_frame(f, client).await;
         }
         true
+    }
+
+    /// When turn `i` sends the next turn's prompt (`queue_prompt`): only
+    /// the first turn, and only when a turn follows it.
+    fn queue_deadline(&self, i: u64) -> Option<Instant> {
+        let next = (i as usize + 1) < self.run.turns.len();
+        let after = self.run.queue_after.filter(|_| i == 0 && next)?;
+        Some(Instant::now() + crate::units::secs(after))
     }
 
     /// After the last turn: `session/close` where the agent advertised it.
@@ -390,7 +480,11 @@ impl Drive {
                 self.on_update(&params)
             }
             Frame::Notification { .. } => {}
-            Frame::Response { id, .. } => self.stray_response(&id),
+            Frame::Response { id, result } => {
+                if !self.keep_queued(&id, &result) {
+                    self.stray_response(&id)
+                }
+            }
             Frame::Bad(line) => self.bad(line),
         }
     }
@@ -593,6 +687,14 @@ impl Drive {
     }
 }
 
+/// Resolves at `at`; never without one.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Turn `i`'s end from the prompt's response: `end_turn` completed,
 /// `cancelled` interrupted, any other stop reason or an error failed.
 fn turn_end(i: u64, answer: Result<Value, RpcError>, text: String) -> TurnEnd {
@@ -601,7 +703,10 @@ fn turn_end(i: u64, answer: Result<Value, RpcError>, text: String) -> TurnEnd {
             let reason = v.get("stopReason").and_then(Value::as_str);
             (clip(reason.unwrap_or("no stopReason"), 200), text)
         }
-        Err(e) => ("error".to_string(), clip(&e.message, FINAL_KEEP_CHARS)),
+        Err(e) => (
+            crate::observe::ACP_PROMPT_ERROR.to_string(),
+            clip(&e.message, FINAL_KEEP_CHARS),
+        ),
     };
     let completed = reason == "end_turn";
     let interrupted = reason == "cancelled";
@@ -634,6 +739,7 @@ mod tests {
             mcp_servers: json!([]),
             session: Default::default(),
             client: vec![],
+            queue_after: None,
         };
         let (tx, rx) = mpsc::unbounded_channel();
         let sink = Sink {
@@ -645,6 +751,36 @@ mod tests {
         let (_, frames) = mpsc::channel(1);
         let log = std::env::temp_dir().join("chaosrun-acp-session-test.log");
         (Drive::new(run, sink, Out::new(None), frames, log), rx)
+    }
+
+    #[tokio::test]
+    async fn the_queued_prompts_response_is_kept_for_its_turn_once() {
+        let (mut d, _) = drive();
+        d.queued = Some(Queued {
+            turn: 1,
+            id: json!(3),
+            answer: None,
+        });
+        let result = Ok(json!({"stopReason": "end_turn"}));
+        assert!(!d.keep_queued(&json!(2), &result), "another id is not it");
+        assert!(d.keep_queued(&json!(3), &result));
+        let kept = d.queued.as_ref().and_then(|q| q.answer.clone());
+        assert_eq!(kept, Some(result.clone()));
+        assert!(d.answered.contains(&3));
+        // A second response to the same id is a stray, not the answer.
+        assert!(!d.keep_queued(&json!(3), &Ok(json!({}))));
+        let kept = d.queued.as_ref().and_then(|q| q.answer.clone());
+        assert_eq!(kept, Some(result));
+    }
+
+    #[test]
+    fn only_the_first_turn_queues_and_only_with_a_turn_after_it() {
+        let (mut d, _) = drive();
+        d.run.turns = vec!["a".into(), "b".into()];
+        assert!(d.queue_deadline(0).is_none(), "no queue_prompt");
+        d.run.queue_after = Some(0.5);
+        assert!(d.queue_deadline(0).is_some());
+        assert!(d.queue_deadline(1).is_none(), "no turn after the last");
     }
 
     #[tokio::test]

@@ -276,7 +276,8 @@ mod tests {
     }
 
     /// What the oracle asks of a recorded fault, from the action's facts:
-    /// an `oom` lands as the kill it amounts to.
+    /// an `oom` lands as the kill it amounts to; a `hangup` ends the agent
+    /// (by itself, or killed after the wait), so it restarts as a kill does.
     #[test]
     fn recorded_faults_answer_from_their_actions_facts() {
         assert_eq!(FaultAction::Oom.recorded(), FaultAction::Kill.recorded());
@@ -285,6 +286,9 @@ mod tests {
         assert!(Sent::from("stop").pauses() && Sent::from("suspend").pauses());
         assert!(!Sent::Cont.kills() && !Sent::Cont.pauses());
         let restart: Vec<_> = FaultAction::ALL.iter().filter(|a| a.restarts()).collect();
-        assert_eq!(restart, [&FaultAction::Kill, &FaultAction::Oom]);
+        assert_eq!(
+            restart,
+            [&FaultAction::Kill, &FaultAction::Oom, &FaultAction::Hangup]
+        );
     }
 }
