@@ -151,7 +151,9 @@ acp_answer_off_by_one (after a cancel each prompt gets the previous turn's
 answer), acp_tool_unreported (a tool call that fails is never reported),
 acp_no_exit_on_eof (stdin closed does not make it exit), acp_permission_unsettled
 (a permission request answered ``cancelled`` is waited on forever; the turn
-never ends).
+never ends), acp_terminal_no_timeout (the client terminal's wait_for_exit is
+waited on with no tool timeout), acp_terminal_never_released (the client's
+terminal is never released).
 
 Behaviours (not bugs), each its own option:
   * ``--spill-tool-output[=N]`` (N defaults to SPILL_OVER): a shell output over
@@ -258,6 +260,8 @@ KNOWN_BUGS = {
     "acp_tool_unreported": "ACP: a tool call that fails (an error, a non-zero exit) sends no `tool_call` update at all",
     "acp_no_exit_on_eof": "ACP: stdin closed does not make the agent exit; only a signal ends it",
     "acp_permission_unsettled": "ACP: a session/request_permission answered `cancelled` is ignored and waited on forever, so the cancelled turn never ends",
+    "acp_terminal_no_timeout": "ACP: terminal/wait_for_exit on the client's terminal is waited on with no tool timeout",
+    "acp_terminal_never_released": "ACP: the client's terminal is never released (terminal/release)",
 }
 
 # The tool sandbox (config "sandbox": true): each shell command runs in a user
