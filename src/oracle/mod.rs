@@ -4,6 +4,7 @@
 //! check that could not be made is `NotChecked` with its reason, never a pass.
 
 mod acp_pending;
+mod acp_released;
 mod acp_quiet;
 mod acp_reported;
 mod acp_settled;
@@ -211,6 +212,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(acp_quiet::check(obs));
     out.extend(acp_reported::check(s, obs));
     out.extend(acp_pending::check(s, obs));
+    out.extend(acp_released::check(s, obs));
     out.extend(store::check(obs));
     out.extend(store_kill::check(obs));
     out.extend(hangup::check(obs));
