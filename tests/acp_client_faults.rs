@@ -43,7 +43,10 @@ fn the_reference_agent_passes_the_client_rows_over_acp_on_every_wire() {
     for wire in WIRES {
         let (code, report, text) = run("reference-acp", wire, &[]);
         assert_eq!(code, Some(0), "{wire}:\n{text}");
-        assert_eq!(report["passed"], 11, "{wire}: every row of acp.yaml\n{text}");
+        assert_eq!(
+            report["passed"], 11,
+            "{wire}: every row of acp.yaml\n{text}"
+        );
         let s = scenario(&report, "acp_permission_never_until_cancel");
         let made = s["checks"]
             .as_array()
@@ -58,7 +61,10 @@ fn the_reference_agent_passes_the_client_rows_over_acp_on_every_wire() {
                 .unwrap()
                 .iter()
                 .any(|c| c["name"] == "terminals_released" && c["status"] == "pass");
-            assert!(released, "{wire}: {id} used a client terminal and released it:\n{s}");
+            assert!(
+                released,
+                "{wire}: {id} used a client terminal and released it:\n{s}"
+            );
         }
     }
 }
@@ -91,8 +97,15 @@ fn a_terminal_waited_on_with_no_timeout_fails_the_terminal_rows_termination_only
     assert_eq!(code, Some(1), "{text}");
     assert_eq!(report["failed"], 2, "{text}");
     for id in TERMINAL_ROWS {
-        assert_eq!(failed_checks(&report, id), ["faulted_turn_ends"], "{id}:\n{text}");
-        assert!(violations(&report, id)[0].contains("did not return"), "{text}");
+        assert_eq!(
+            failed_checks(&report, id),
+            ["faulted_turn_ends"],
+            "{id}:\n{text}"
+        );
+        assert!(
+            violations(&report, id)[0].contains("did not return"),
+            "{text}"
+        );
     }
 }
 
@@ -103,7 +116,11 @@ fn a_terminal_never_released_fails_terminals_released_only() {
     assert_eq!(code, Some(1), "{text}");
     assert_eq!(report["failed"], 2, "{text}");
     for id in TERMINAL_ROWS {
-        assert_eq!(failed_checks(&report, id), ["terminals_released"], "{id}:\n{text}");
+        assert_eq!(
+            failed_checks(&report, id),
+            ["terminals_released"],
+            "{id}:\n{text}"
+        );
         assert!(violations(&report, id)[0].contains("released 0"), "{text}");
     }
 }

@@ -4,8 +4,8 @@
 //! check that could not be made is `NotChecked` with its reason, never a pass.
 
 mod acp_pending;
-mod acp_released;
 mod acp_quiet;
+mod acp_released;
 mod acp_reported;
 mod acp_settled;
 pub mod applies;
