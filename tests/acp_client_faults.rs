@@ -44,7 +44,7 @@ fn the_reference_agent_passes_the_client_rows_over_acp_on_every_wire() {
         let (code, report, text) = run("reference-acp", wire, &[]);
         assert_eq!(code, Some(0), "{wire}:\n{text}");
         assert_eq!(
-            report["passed"], 11,
+            report["passed"], 12,
             "{wire}: every row of acp.yaml\n{text}"
         );
         let s = scenario(&report, "acp_permission_never_until_cancel");
@@ -70,8 +70,9 @@ fn the_reference_agent_passes_the_client_rows_over_acp_on_every_wire() {
 }
 
 /// The rows whose command runs in the client's terminal.
-const TERMINAL_ROWS: [&str; 2] = [
+const TERMINAL_ROWS: [&str; 3] = [
     "acp_terminal_wait_never_returns",
+    "acp_terminal_waits_for_input",
     "acp_terminal_output_endless",
 ];
 
@@ -95,7 +96,7 @@ fn a_terminal_waited_on_with_no_timeout_fails_the_terminal_rows_termination_only
     ];
     let (code, report, text) = run("reference-acp", "openai-responses", &extra);
     assert_eq!(code, Some(1), "{text}");
-    assert_eq!(report["failed"], 2, "{text}");
+    assert_eq!(report["failed"], 3, "{text}");
     for id in TERMINAL_ROWS {
         assert_eq!(
             failed_checks(&report, id),
@@ -114,7 +115,7 @@ fn a_terminal_never_released_fails_terminals_released_only() {
     let extra = ["--agent-arg=--bug=acp_terminal_never_released"];
     let (code, report, text) = run("reference-acp", "gemini", &extra);
     assert_eq!(code, Some(1), "{text}");
-    assert_eq!(report["failed"], 2, "{text}");
+    assert_eq!(report["failed"], 3, "{text}");
     for id in TERMINAL_ROWS {
         assert_eq!(
             failed_checks(&report, id),
@@ -159,6 +160,6 @@ fn a_permission_left_unsettled_fails_pending_request_settled_only() {
 fn the_client_rows_are_not_applicable_without_the_acp_drive() {
     let (code, report, text) = run("reference", "openai-chat", &[]);
     assert_eq!(code, Some(0), "{text}");
-    assert_eq!(report["not_applicable"], 6, "{text}");
+    assert_eq!(report["not_applicable"], 7, "{text}");
     assert!(text.contains("needs the ACP drive"), "{text}");
 }

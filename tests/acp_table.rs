@@ -58,8 +58,8 @@ fn the_reference_agent_passes_the_acp_table_on_every_wire() {
         let (code, report, out) = run("acp-table", wire, None, &[]);
         assert_eq!(code, Some(0), "{wire}:\n{out}");
         let rows = report["scenarios"].as_array().expect("scenarios").len();
-        assert_eq!(rows, 11, "{wire}: every row ran\n{out}");
-        assert_eq!(report["passed"], 11, "{wire}:\n{out}");
+        assert_eq!(rows, 12, "{wire}: every row ran\n{out}");
+        assert_eq!(report["passed"], 12, "{wire}:\n{out}");
     }
 }
 
