@@ -65,6 +65,11 @@ ACP bugs (``--bug NAME``, listed in agent.py's KNOWN_BUGS), each one change:
     does not exit; only a signal ends it (the Claude adapters, codex-acp).
   * ``acp_permission_unsettled``: a permission request answered ``cancelled``
     is ignored: the agent waits on it until the session closes.
+  * ``acp_terminal_no_timeout``: a command run in the client's terminal is
+    waited on (``terminal/wait_for_exit``) with no tool timeout: only a
+    cancel ends the wait.
+  * ``acp_terminal_never_released``: the client's terminal is never
+    released (``terminal/release``) once its command ended or was killed.
 
 Permission: a shell command whose text holds ``ASK_PERMISSION`` is first put
 to the client as ``session/request_permission`` (options ``allow_once``,
@@ -73,6 +78,15 @@ when rejected, ended as cancelled when the outcome is ``cancelled``; a cancel
 while no answer came yet stops the wait after ``PERMISSION_GRACE`` s.
   * ``acp_load_drops_last_turn``: ``session/load`` replays the conversation
     without its last answered turn.
+
+Client tools: a shell command whose text holds ``VIA_TERMINAL`` runs in the
+client's terminal: ``terminal/create`` (``sh -c COMMAND``), ``wait_for_exit``
+bounded by the tool timeout (on timeout ``terminal/kill``; the result is
+"error: command timed out after Ns (terminal killed)" and the output so far),
+``terminal/output``, ``terminal/release``; on a cancel the terminal is killed
+and released. A shell command ``cat VIA_CLIENT_FS:PATH`` (PATH relative to the
+work dir, or absolute) is read through ``fs/read_text_file`` instead, bounded
+by the same timeout ("error: fs/read_text_file: no answer in Ns").
 """
 
 import copy
@@ -95,6 +109,8 @@ RAW_INPUT_CAP = 2_000       # chars of unparseable tool arguments put in rawInpu
 MAX_LINE = 64_000_000       # bytes of one incoming frame kept; a longer one is refused
 PARSE_ERROR, INVALID_REQUEST, NO_METHOD, BAD_PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
 PERMISSION_MARKER = "ASK_PERMISSION"
+TERMINAL_MARKER = "VIA_TERMINAL"   # a shell command holding it runs in the client's terminal
+FS_MARKER = "VIA_CLIENT_FS:"       # `cat VIA_CLIENT_FS:PATH` reads PATH through fs/read_text_file
 PERMISSION_GRACE = 2.0      # s a cancelled turn still waits for its permission answer
 LATE_CHUNK = "(late) the cancelled turn is still talking (bug acp_update_after_cancel)"
 
@@ -264,6 +280,9 @@ def make_agent_class(ref):
             refused = self._ask_permission(command, timeout)
             if refused is not None:
                 return refused
+            via_client = self._via_client(command, timeout)
+            if via_client is not None:
+                return via_client
             if not self.bug("acp_cancel_leaves_job"):
                 return super().run_foreground(command, timeout)
             return self._bug_cancel_leaves_job(command, timeout)
@@ -320,6 +339,19 @@ def make_agent_class(ref):
                 return "interrupted", True
             return "error: permission denied", False
 
+        def _via_client(self, command, timeout):
+            """A command holding TERMINAL_MARKER run in the client's terminal, or
+            ``cat VIA_CLIENT_FS:PATH`` read through fs/read_text_file: the tool's
+            (output, interrupted); None: run it here as usual."""
+            if self.session is None or self.is_subagent:
+                return None
+            m = re.match(r"\s*cat\s+" + FS_MARKER + r"(\S+)\s*$", command)
+            if m:
+                return ClientTools(self, timeout).read_file(m.group(1))
+            if TERMINAL_MARKER in command:
+                return ClientTools(self, timeout).run_in_terminal(command)
+            return None
+
         def _bug_subagent_abandoned_in_call(self):
             if self.bug("acp_subagent_ignores_cancel") and self.ctl.interrupted():
                 ref.log("cancel: the subagent is not told (bug acp_subagent_ignores_cancel)")
@@ -327,6 +359,84 @@ def make_agent_class(ref):
             return super()._bug_subagent_abandoned_in_call()
 
     return AcpAgent
+
+
+class ClientTools:
+    """One tool call served by the client (``terminal/*``, ``fs/read_text_file``),
+    every wait bounded by the tool timeout and ended by a cancel."""
+
+    def __init__(self, agent, timeout):
+        self.agent, self.session = agent, agent.session
+        self.server = agent.session.server
+        self.deadline = time.monotonic() + timeout if timeout else None
+        self.timeout = timeout
+
+    def ask(self, method, params, bounded=True):
+        """(result, None) or (None, why): why is "timeout", "interrupted" or an error text."""
+        waiter = self.server.ask(method, {"sessionId": self.session.id, **params})
+        while not waiter["done"].wait(0.05):
+            if self.agent.ctl.interrupted():
+                return None, "interrupted"
+            if bounded and self.deadline is not None and time.monotonic() > self.deadline:
+                return None, "timeout"
+            if self.server.closed.is_set():
+                return None, "interrupted"
+        if waiter.get("error") is not None:
+            return None, f"{method} failed: {(waiter['error'] or {}).get('message')}"
+        return waiter.get("result") or {}, None
+
+    def read_file(self, path):
+        full = path if os.path.isabs(path) else os.path.join(self.agent.workdir, path)
+        result, why = self.ask("fs/read_text_file", {"path": full})
+        if why == "interrupted":
+            return "interrupted", True
+        if why == "timeout":
+            return f"error: fs/read_text_file: no answer in {self.timeout:g}s", False
+        if why:
+            return f"error: {why}", False
+        return str(result.get("content") or ""), False
+
+    def run_in_terminal(self, command):
+        result, why = self.ask("terminal/create", {"command": "sh", "args": ["-c", command],
+                                                   "cwd": self.agent.workdir,
+                                                   "outputByteLimit": CONTENT_CAP})
+        if why == "interrupted":
+            return "interrupted", True
+        if why:
+            return f"error: terminal/create: {'no answer' if why == 'timeout' else why}", False
+        tid = result.get("terminalId")
+        no_timeout = self.agent.bug("acp_terminal_no_timeout")
+        if no_timeout:
+            self.server.ref.log("waiting on terminal/wait_for_exit with no timeout (bug acp_terminal_no_timeout)")
+        exit_, why = self.ask("terminal/wait_for_exit", {"terminalId": tid}, bounded=not no_timeout)
+        if why == "interrupted":
+            self.end(tid, kill=True)
+            return "interrupted", True
+        note = ""
+        if why == "timeout":
+            self.deadline = time.monotonic() + 5.0
+            self.ask("terminal/kill", {"terminalId": tid})
+            note = f"error: command timed out after {self.timeout:g}s (terminal killed)"
+        elif why:
+            note = f"error: {why}"
+        self.deadline = time.monotonic() + 5.0   # the output, once the command ended
+        out, _ = self.ask("terminal/output", {"terminalId": tid})
+        self.end(tid, kill=False)
+        text = str((out or {}).get("output") or "")
+        if note:
+            return note + (f"\n{text}" if text else ""), False
+        code = (exit_ or {}).get("exitCode")
+        return text + ("\n" if text else "") + f"exit code {code if code is not None else 'unknown'}", False
+
+    def end(self, tid, kill):
+        """Kill (if asked) and release the terminal; bounded, never waited on forever."""
+        self.deadline = time.monotonic() + 5.0
+        if kill:
+            self.server.ask("terminal/kill", {"sessionId": self.session.id, "terminalId": tid})
+        if self.agent.bug("acp_terminal_never_released"):
+            self.server.ref.log(f"terminal {tid} not released (bug acp_terminal_never_released)")
+            return
+        self.server.ask("terminal/release", {"sessionId": self.session.id, "terminalId": tid})
 
 
 class Session:
@@ -541,7 +651,7 @@ class Server:
         with self.asked_lock:
             rid = f"ref-{self.next_ask}"
             self.next_ask += 1
-            waiter = {"done": threading.Event(), "result": None}
+            waiter = {"done": threading.Event(), "result": None, "error": None}
             self.asked[rid] = waiter
         self.frames.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
         return waiter
@@ -552,6 +662,7 @@ class Server:
         if waiter is None:
             return False
         waiter["result"] = msg.get("result")
+        waiter["error"] = msg.get("error")
         waiter["done"].set()
         return True
 

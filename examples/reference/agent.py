@@ -153,7 +153,10 @@ acp_no_exit_on_eof (stdin closed does not make it exit), acp_queued_prompt_dropp
 (a prompt sent while a turn runs is never answered), acp_permission_unsettled
 (a permission request answered ``cancelled`` is waited on forever; the turn
 never ends), acp_load_drops_last_turn
-(``session/load`` replays the conversation without its last answered turn).
+(``session/load`` replays the conversation without its last answered turn),
+acp_terminal_no_timeout (the client terminal's wait_for_exit is
+waited on with no tool timeout), acp_terminal_never_released (the client's
+terminal is never released).
 
 Long-session bug: history_copies_per_turn (each turn keeps a full extra copy
 of the history, never freed: memory grows per turn, caught only by
@@ -267,6 +270,8 @@ KNOWN_BUGS = {
     "acp_queued_prompt_dropped": "ACP: a session/prompt that arrives while a turn runs is dropped: never answered, never run",
     "acp_permission_unsettled": "ACP: a session/request_permission answered `cancelled` is ignored and waited on forever, so the cancelled turn never ends",
     "acp_load_drops_last_turn": "ACP: session/load replays the conversation without its last answered turn",
+    "acp_terminal_no_timeout": "ACP: terminal/wait_for_exit on the client's terminal is waited on with no tool timeout",
+    "acp_terminal_never_released": "ACP: the client's terminal is never released (terminal/release)",
 }
 
 # The tool sandbox (config "sandbox": true): each shell command runs in a user

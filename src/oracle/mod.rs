@@ -6,6 +6,7 @@
 mod acp_pending;
 mod acp_queued;
 mod acp_quiet;
+mod acp_released;
 mod acp_reload;
 mod acp_reported;
 mod acp_settled;
@@ -216,6 +217,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(acp_pending::check(s, obs));
     out.extend(acp_reload::check(obs));
     out.extend(acp_queued::check(s, obs));
+    out.extend(acp_released::check(s, obs));
     out.extend(store::check(obs));
     out.extend(store_kill::check(obs));
     out.extend(hangup::check(obs));

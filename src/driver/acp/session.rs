@@ -563,6 +563,7 @@ impl Drive {
         let refuse = |code, message: &str| Answer::from(Err(RpcError::new(code, message)));
         let answer = match plan {
             Plan::Error { code, message } => refuse(code, &message),
+            Plan::StdinOpen => client.terminals.create_stdin_open(&params).await.into(),
             Plan::Held => {
                 let (m, t) = (method.clone(), turn);
                 if self.faults.hold(Held {

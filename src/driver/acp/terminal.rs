@@ -8,7 +8,9 @@
 //! dir, the variables chaosrun sets left alone, at most [`MAX_RUNNING`]
 //! commands running and [`MAX_KEPT`] terminals kept), the terminals' ids,
 //! and the kill of every terminal's process tree ([`Terminals::kill_all`],
-//! also on drop). Output is kept per [`output`].
+//! also on drop). Output is kept per [`output`]. stdin is `/dev/null`, or
+//! an open pipe nobody writes under the client fault `stdin_open`
+//! ([`Terminals::create_stdin_open`]).
 
 mod command;
 mod output;
@@ -126,7 +128,7 @@ impl Terminals {
     /// params = the request's params).
     pub async fn handle(&self, method: &str, params: &Value) -> Result<Value, RpcError> {
         match method {
-            "terminal/create" => self.create(self::params(method, params)?).await,
+            "terminal/create" => self.create(self::params(method, params)?, false).await,
             "terminal/output" => Ok(self.get(method, params)?.output()),
             "terminal/wait_for_exit" => {
                 let t = self.get(method, params)?;
@@ -180,7 +182,15 @@ impl Terminals {
         self.lock().get(&id).cloned().ok_or_else(|| unknown(&id))
     }
 
-    async fn create(&self, p: CreateParams) -> Result<Value, RpcError> {
+    /// `terminal/create` with the command's stdin an open pipe nobody
+    /// writes (the client fault `stdin_open`): a command that reads its
+    /// input waits forever.
+    pub async fn create_stdin_open(&self, params: &Value) -> Result<Value, RpcError> {
+        self.create(self::params("terminal/create", params)?, true)
+            .await
+    }
+
+    async fn create(&self, p: CreateParams, stdin_open: bool) -> Result<Value, RpcError> {
         if p.command.is_empty() {
             return Err(error(INVALID_PARAMS, "terminal/create: an empty command"));
         }
@@ -201,6 +211,7 @@ impl Terminals {
             cwd,
             limit: p.output_byte_limit,
             marker,
+            stdin_open,
         };
         let started =
             Command::start(&self.sandbox, launch).map_err(|e| error(INTERNAL, format!("{e:#}")))?;
@@ -406,6 +417,39 @@ mod tests {
     /// A tree: the shell, a background sleep and a foreground one.
     fn tree_command(m: &str) -> Value {
         json!({"sessionId": "s", "command": format!("sleep 300 {m} & sleep 300 {m}")})
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stdin_open_gives_the_command_a_pipe_nobody_writes() {
+        let f = fixture("stdin");
+        let p = json!({"sessionId": "s", "command": "readlink /proc/self/fd/0"});
+        let plain = create(&f.terms, p.clone()).await.unwrap();
+        call(&f.terms, "terminal/wait_for_exit", &plain)
+            .await
+            .unwrap();
+        let out = call(&f.terms, "terminal/output", &plain).await.unwrap();
+        assert_eq!(out["output"], "/dev/null\n", "{out}");
+        let v = f.terms.create_stdin_open(&p).await.unwrap();
+        let open = v["terminalId"].as_str().unwrap();
+        call(&f.terms, "terminal/wait_for_exit", open)
+            .await
+            .unwrap();
+        let out = call(&f.terms, "terminal/output", open).await.unwrap();
+        assert!(
+            out["output"].as_str().unwrap().starts_with("pipe:["),
+            "{out}"
+        );
+        // A command that reads its input is still waiting when killed.
+        let p = json!({"sessionId": "s", "command": "read x; echo read=$?"});
+        let v = f.terms.create_stdin_open(&p).await.unwrap();
+        let reading = v["terminalId"].as_str().unwrap();
+        call(&f.terms, "terminal/kill", reading).await.unwrap();
+        let exit = call(&f.terms, "terminal/wait_for_exit", reading)
+            .await
+            .unwrap();
+        assert_eq!(exit["signal"], "SIGKILL", "{exit}");
+        let out = call(&f.terms, "terminal/output", reading).await.unwrap();
+        assert!(!out["output"].as_str().unwrap().contains("read="), "{out}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

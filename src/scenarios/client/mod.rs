@@ -19,6 +19,7 @@ crate::kinds::registry! {
         Late(late::Late),
         Never(never::Never),
         RpcError(rpc_error::RpcErrorReply),
+        StdinOpen(stdin_open::StdinOpen),
     }
 }
 
@@ -49,6 +50,9 @@ pub enum Plan {
     Held,
     /// Answered with this JSON-RPC error.
     Error { code: i64, message: String },
+    /// `terminal/create` served as usual, the command's stdin an open pipe
+    /// nobody writes.
+    StdinOpen,
 }
 
 /// What a client reply kind does with a request.
@@ -83,6 +87,12 @@ impl ClientRule {
                 "unknown client method `{}`; a client rule answers one of {}",
                 self.when.method,
                 METHODS.join(", ")
+            ));
+        }
+        if self.reply.as_dyn().plan() == Plan::StdinOpen && self.when.method != "terminal/create" {
+            return Err(format!(
+                "client reply kind `stdin_open` applies to terminal/create only, not `{}`",
+                self.when.method
             ));
         }
         Ok(())
@@ -137,6 +147,14 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("late, never, rpc_error"), "{e}");
+        assert!(e.contains("late, never, rpc_error, stdin_open"), "{e}");
+        let r: ClientRule =
+            serde_yaml::from_str("{when: {method: fs/read_text_file}, reply: {kind: stdin_open}}")
+                .unwrap();
+        assert!(r.check().unwrap_err().contains("terminal/create only"));
+        let r: ClientRule =
+            serde_yaml::from_str("{when: {method: terminal/create}, reply: {kind: stdin_open}}")
+                .unwrap();
+        assert!(r.check().is_ok());
     }
 }

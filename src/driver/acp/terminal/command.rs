@@ -69,6 +69,9 @@ pub struct Launch {
     pub limit: Option<u64>,
     /// Its [`MARK_VAR`] value.
     pub marker: String,
+    /// Its stdin a pipe chaosrun holds open and never writes (the client
+    /// fault `stdin_open`), not `/dev/null`.
+    pub stdin_open: bool,
 }
 
 /// A started command.
@@ -83,6 +86,8 @@ pub struct Command {
     /// be another process's: neither its group nor its children are ours).
     reaped: Arc<tokio::sync::Mutex<bool>>,
     pump: tokio::task::JoinHandle<()>,
+    /// The write end of an open stdin (`stdin_open`), held and never written.
+    _stdin: Option<tokio::process::ChildStdin>,
 }
 
 /// Run `f` (which blocks: a start waits for the child's exec, a scan reads
@@ -103,7 +108,11 @@ impl Command {
                 argv: &launch.argv,
                 env: &launch.env,
                 cwd: &launch.cwd,
-                stdin: Stdin::Null,
+                stdin: if launch.stdin_open {
+                    Stdin::Piped
+                } else {
+                    Stdin::Null
+                },
                 scope: &sandbox.scope,
                 netns: sandbox.netns.as_deref(),
                 mntns: sandbox.mntns.as_deref(),
@@ -118,6 +127,7 @@ impl Command {
         let output = Arc::new(Mutex::new(Output::new(launch.limit)));
         let (exit_tx, exit) = watch::channel(None);
         let reaped = Arc::new(tokio::sync::Mutex::new(false));
+        let stdin = child.stdin.take();
         let pump = Pump {
             stdout: child.stdout.take(),
             stderr: child.stderr.take(),
@@ -136,6 +146,7 @@ impl Command {
             exit,
             reaped,
             pump: tokio::spawn(pump.run()),
+            _stdin: stdin,
         })
     }
 
