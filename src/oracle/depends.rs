@@ -16,7 +16,8 @@ use super::{clip, Check, Status};
 ///   faulted turn's deadline, the agent did not exit by itself.
 /// - A fault that never landed (its rule never served a call, its interrupt
 ///   never sent, its hung tool never ran, its window never overflowed, its
-///   credential never expired, its MCP call never arrived) is why the
+///   credential never expired, its MCP call never arrived, no client rule
+///   answered a request) is why the
 ///   faulted turn did not end the way the fault should have made it end,
 ///   and an interrupt waiting on a rule that never served was never sent.
 /// - A tool result missing from the wire is why no result sent contains the
@@ -62,12 +63,16 @@ pub const UPSTREAM: &[(&str, &[&str])] = &[
             "exercised/context_overflowed",
             "exercised/credential_expired",
             "exercised/mcp_call_arrived",
+            "exercised/client_fault_served",
             "termination/pending_request_settled",
         ],
     ),
     (
         "history_integrity/tool_result_contains",
-        &["history_integrity/wire_tool_results"],
+        &[
+            "history_integrity/wire_tool_results",
+            "exercised/client_fault_served",
+        ],
     ),
     (
         "process_hygiene/tool_calls_settled",

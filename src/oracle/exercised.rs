@@ -55,6 +55,7 @@ pub fn check_with(
         out.extend(background_job(s, obs, background));
     }
     out.extend(super::mcp::exercised(s, obs));
+    out.extend(super::client_served::exercised(s, obs));
     if out.is_empty() {
         out.push(Check::skipped(
             Invariant::Exercised,

@@ -14,6 +14,7 @@ pub mod applies;
 mod backoff;
 mod calls;
 pub mod cause;
+mod client_served;
 mod credential;
 pub mod depends;
 mod discovery;
