@@ -60,6 +60,33 @@ enum Wire {
     Closed,
 }
 
+/// Reap the agent `child` (pid `pid`) when it exits, off the caller: its
+/// exit, once known, in the returned watch (the one place an agent process
+/// is waited for, so its pid is forgotten by the scope as it is reaped).
+pub(crate) fn watch_exit(
+    mut child: super::child::Child,
+    pid: i32,
+) -> watch::Receiver<Option<Exit>> {
+    let (exit_tx, exit) = watch::channel(None);
+    tokio::spawn(async move {
+        use std::os::unix::process::ExitStatusExt;
+        let status = child.wait().await;
+        crate::proc_hygiene::disown(pid);
+        let exit = match status {
+            Ok(s) => Exit {
+                code: s.code(),
+                signal: s.signal(),
+            },
+            Err(_) => Exit {
+                code: None,
+                signal: None,
+            },
+        };
+        let _ = exit_tx.send(Some(exit));
+    });
+    exit
+}
+
 /// Characters kept of a `turn_end`'s `final` (an answer is judged on them).
 pub const FINAL_KEEP_CHARS: usize = 16 * 1024;
 
@@ -176,23 +203,7 @@ impl AgentProcess {
             .await;
             send(Line::Eof);
         });
-        let (exit_tx, exit) = watch::channel(None);
-        tokio::spawn(async move {
-            use std::os::unix::process::ExitStatusExt;
-            let status = child.wait().await;
-            crate::proc_hygiene::disown(pid);
-            let exit = match status {
-                Ok(s) => Exit {
-                    code: s.code(),
-                    signal: s.signal(),
-                },
-                Err(_) => Exit {
-                    code: None,
-                    signal: None,
-                },
-            };
-            let _ = exit_tx.send(Some(exit));
-        });
+        let exit = watch_exit(child, pid);
         Ok(AgentProcess {
             exit,
             pid,

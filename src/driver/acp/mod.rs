@@ -93,23 +93,7 @@ impl AcpAgent {
         let (frames_tx, frames) = mpsc::channel(FRAME_QUEUE);
         let (b, w) = (sink.budget.clone(), sink.worker);
         tokio::spawn(rpc::read_frames(stdout, stdout_log, b, w, frames_tx));
-        let (exit_tx, exit) = watch::channel(None);
-        tokio::spawn(async move {
-            use std::os::unix::process::ExitStatusExt;
-            let status = child.wait().await;
-            crate::proc_hygiene::disown(pid);
-            let exit = match status {
-                Ok(s) => Exit {
-                    code: s.code(),
-                    signal: s.signal(),
-                },
-                Err(_) => Exit {
-                    code: None,
-                    signal: None,
-                },
-            };
-            let _ = exit_tx.send(Some(exit));
-        });
+        let exit = crate::driver::process::watch_exit(child, pid);
         let client = Arc::new(client::Client {
             workdir: run.workdir.clone(),
             permission: run.spec.permission,
