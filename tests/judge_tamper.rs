@@ -411,7 +411,7 @@ fn a_recorded_process_fault_with_an_unknown_action_is_refused() {
     let variants = vec![
         (
             variant(&set, "kill_mid_stream", "kil", |o| rename(o, "kil")),
-            "unknown process fault `kil`, expected one of kill, stop, suspend, oom, cont"
+            "unknown process fault `kil`, expected one of kill, stop, suspend, oom, hangup, cont"
                 .to_string(),
         ),
         (
