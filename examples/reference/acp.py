@@ -521,24 +521,7 @@ class Session:
         resumed, self.resume_next = self.resume_next, False
         self.said = False
         started = time.monotonic()
-        result = {}
-
-        def work():
-            try:
-                result.update(agent.run_turn(text, resumed=resumed))
-            except Exception as e:   # never let a bug of ours wedge the client
-                traceback.print_exc()
-                result.update(failed=True, interrupted=False, completed=False,
-                              final=f"internal error: {e!r}", exit_reason="error")
-
-        worker = threading.Thread(target=work, daemon=True, name=f"turn-{rid}")
-        worker.start()
-        last_reap = time.monotonic()
-        while worker.is_alive():
-            worker.join(0.05)
-            if time.monotonic() - last_reap > 0.5:
-                agent.reap_orphans()
-                last_reap = time.monotonic()
+        result = ref.run_turn_reaping(agent, text, resumed, f"turn-{rid}")
         with self.lock:
             agent.ctl.end(clear=agent.clear_interrupt())
             self.active, self.answering = None, True

@@ -2319,6 +2319,32 @@ def take_spill_option(argv):
     return rest, over
 
 
+def run_turn_reaping(agent, text, resumed, name):
+    """Run one turn of ``agent`` in a worker thread named ``name`` and wait
+    for it, reaping orphaned children every 0.5 s meanwhile; its result
+    (an internal error of ours ends the turn failed, never wedges the
+    caller). The driver protocol's loop and ACP mode's prompts both use it."""
+    result = {}
+
+    def work():
+        try:
+            result.update(agent.run_turn(text, resumed=resumed))
+        except Exception as e:   # never let a bug of ours wedge the caller
+            traceback.print_exc()
+            result.update(failed=True, interrupted=False, completed=False,
+                          final=f"internal error: {e!r}", exit_reason="error")
+
+    worker = threading.Thread(target=work, daemon=True, name=name)
+    worker.start()
+    last_reap = time.monotonic()
+    while worker.is_alive():
+        worker.join(0.05)
+        if time.monotonic() - last_reap > 0.5:
+            agent.reap_orphans()
+            last_reap = time.monotonic()
+    return result
+
+
 def stdin_reader(ctl):
     buf = b""
     while True:
@@ -2412,24 +2438,7 @@ def main(argv):
         emit({"ev": "turn_start", "i": i})
         started = time.monotonic()
         agent.ctl.begin()
-        result = {}
-
-        def work():
-            try:
-                result.update(agent.run_turn(text, resumed=agent.resume and i == start_turn))
-            except Exception as e:   # never let a bug of ours wedge the driver
-                traceback.print_exc()
-                result.update(failed=True, interrupted=False, completed=False,
-                              final=f"internal error: {e!r}", exit_reason="error")
-
-        worker = threading.Thread(target=work, daemon=True, name=f"turn-{i}")
-        worker.start()
-        last_reap = time.monotonic()
-        while worker.is_alive():
-            worker.join(0.05)
-            if time.monotonic() - last_reap > 0.5:
-                agent.reap_orphans()
-                last_reap = time.monotonic()
+        result = run_turn_reaping(agent, text, agent.resume and i == start_turn, f"turn-{i}")
         agent.ctl.end(clear=agent.clear_interrupt())
         log(f"turn {i} ended after {time.monotonic() - started:.2f}s: {result.get('exit_reason')}")
         agent.persist_turn()
