@@ -55,13 +55,18 @@ pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
         return Some(Check::new(inv, NAME, judge(obs, turn)));
     };
     let loaded = obs.events[restart..].iter().find_map(|t| match &t.event {
-        Event::SessionLoaded { turns, error, .. } => Some((turns, error)),
+        Event::SessionLoaded {
+            turns,
+            dropped,
+            error,
+            ..
+        } => Some(((turns.as_slice(), *dropped), error)),
         _ => None,
     });
     let why = match loaded {
         None => "needs session/load: the agent was killed with the queued prompt waiting and restarted without session/load (it does not advertise loadSession, or the profile says load: never), so whether it had kept the prompt cannot be seen".to_string(),
         Some((_, Some(e))) => format!("session/load was answered with an error ({e}): termination/resumes_after_kill owns that failure"),
-        Some((turns, None)) => return Some(Check::new(inv, NAME, after_kill(obs, turn, restart, turns))),
+        Some((replay, None)) => return Some(Check::new(inv, NAME, after_kill(obs, turn, restart, replay))),
     };
     Some(Check::skipped(inv, NAME, why))
 }
@@ -78,9 +83,15 @@ fn killed_waiting(obs: &Observation, at: usize, turn: u64) -> Option<usize> {
         .map(|(n, _)| at + n)
 }
 
-/// After the kill: the replay (`turns`) shows the probe answered, or the
-/// re-sent prompt's own end (after event `restart`) is judged.
-fn after_kill(obs: &Observation, turn: u64, restart: usize, turns: &[ReplayedTurn]) -> Vec<String> {
+/// After the kill: the replay (`turns`, `dropped` more not kept) shows the
+/// probe answered, or the re-sent prompt's own end (after event `restart`)
+/// is judged.
+fn after_kill(
+    obs: &Observation,
+    turn: u64,
+    restart: usize,
+    (turns, dropped): (&[ReplayedTurn], u64),
+) -> Vec<String> {
     let marker = normalise_replayed(&format!("[[probe:{}]]", obs.nonce));
     let shown = turns.iter().find(|t| t.user.contains(&marker));
     if shown.is_some_and(|t| t.answer.contains(&format!("alive {}", obs.nonce))) {
@@ -98,6 +109,7 @@ fn after_kill(obs: &Observation, turn: u64, restart: usize, turns: &[ReplayedTur
     };
     vec![match shown {
         Some(_) => format!("the agent had persisted the prompt queued while turn {b} ran (session/load replayed it, unanswered), yet the queued message was lost on the kill: re-sent as turn {turn}, it {what}"),
+        None if dropped > 0 => format!("the prompt queued while turn {b} ran died with the killed agent (whether session/load replayed it is unknown: {dropped} replayed turn(s) past the kept bound); re-sent as turn {turn}, it {what}"),
         None => format!("the prompt queued while turn {b} ran died with the killed agent (session/load did not replay it); re-sent as turn {turn}, it {what}"),
     }]
 }
@@ -350,5 +362,21 @@ mod tests {
         ));
         let c = check(&row(), &obs).unwrap();
         assert!(c.status == crate::oracle::Status::Pass, "{c:?}");
+    }
+
+    #[test]
+    fn a_replay_past_its_bound_does_not_claim_the_prompt_was_never_kept() {
+        let mut obs = killed(Some((&[("task", "")], None)));
+        for t in &mut obs.events {
+            if let Event::SessionLoaded { dropped, .. } = &mut t.event {
+                *dropped = 3;
+            }
+        }
+        without_probe_end(&mut obs);
+        let v = check(&row(), &obs).unwrap().violations().to_vec();
+        assert!(
+            v[0].contains("is unknown") && !v[0].contains("did not replay"),
+            "{v:?}"
+        );
     }
 }
