@@ -247,7 +247,10 @@ pub enum Event {
         error: Option<String>,
     },
     /// ACP drive (`queue_prompt`): turn `turn`'s `session/prompt` was sent
-    /// while the turn before it still ran.
+    /// while the turn before it still ran. A kill before turn `turn` ended
+    /// took the request with the process: the restart's `session/load`
+    /// ([`Event::SessionLoaded`]) shows whether the agent had kept it, and
+    /// the restarted drive sends it again as turn `turn`'s prompt.
     PromptQueued {
         turn: u64,
     },

@@ -44,7 +44,7 @@ fn the_reference_agent_passes_the_client_rows_over_acp_on_every_wire() {
         let (code, report, text) = run("reference-acp", wire, &[]);
         assert_eq!(code, Some(0), "{wire}:\n{text}");
         assert_eq!(
-            report["passed"], 13,
+            report["passed"], 14,
             "{wire}: every row of acp.yaml\n{text}"
         );
         let s = scenario(&report, "acp_permission_never_until_cancel");
@@ -160,6 +160,6 @@ fn a_permission_left_unsettled_fails_pending_request_settled_only() {
 fn the_client_rows_are_not_applicable_without_the_acp_drive() {
     let (code, report, text) = run("reference", "openai-chat", &[]);
     assert_eq!(code, Some(0), "{text}");
-    assert_eq!(report["not_applicable"], 8, "{text}");
+    assert_eq!(report["not_applicable"], 9, "{text}");
     assert!(text.contains("needs the ACP drive"), "{text}");
 }

@@ -58,8 +58,23 @@ fn the_reference_agent_passes_the_acp_table_on_every_wire() {
         let (code, report, out) = run("acp-table", wire, None, &[]);
         assert_eq!(code, Some(0), "{wire}:\n{out}");
         let rows = report["scenarios"].as_array().expect("scenarios").len();
-        assert_eq!(rows, 13, "{wire}: every row ran\n{out}");
-        assert_eq!(report["passed"], 13, "{wire}:\n{out}");
+        assert_eq!(rows, 14, "{wire}: every row ran\n{out}");
+        assert_eq!(report["passed"], 14, "{wire}:\n{out}");
+        let s = report["scenarios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "acp_queued_prompt_survives_kill")
+            .expect("the kill row ran");
+        let made = s["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "queued_prompt_answered" && c["status"] == "pass");
+        assert!(
+            made,
+            "{wire}: the queue check was made after the kill:\n{s}"
+        );
     }
 }
 
@@ -94,6 +109,12 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "acp_prompt_while_turn_runs",
         "reusability",
         "the queued message was lost",
+    ),
+    (
+        "acp_queue_lost_on_kill",
+        "acp_queued_prompt_survives_kill",
+        "reusability",
+        "had persisted the prompt queued while turn 0 ran",
     ),
 ];
 

@@ -78,6 +78,11 @@ when rejected, ended as cancelled when the outcome is ``cancelled``; a cancel
 while no answer came yet stops the wait after ``PERMISSION_GRACE`` s.
   * ``acp_load_drops_last_turn``: ``session/load`` replays the conversation
     without its last answered turn.
+  * ``acp_queue_lost_on_kill``: a prompt queued while a turn runs is persisted
+    at once (a file beside the store); after a kill, ``session/load`` replays
+    it as a user message, and when the client sends it again it is taken for
+    that kept copy ("already queued"): answered ``end_turn`` with nothing said,
+    never run, never shown as failed (copilot-cli #3184).
 
 Client tools: a shell command whose text holds ``VIA_TERMINAL`` runs in the
 client's terminal: ``terminal/create`` (``sh -c COMMAND``), ``wait_for_exit``
@@ -458,6 +463,8 @@ class Session:
         self.lagging = False    # --bug acp_answer_off_by_one: answers one turn late
         self.held = []          # the running turn's text, held back while lagging
         self.carried = []       # the previous turn's text, the next answer (lagging)
+        # --bug acp_queue_lost_on_kill: queued prompts a dead process kept
+        self.kept = self._bug_read_kept() if agent.resume else []
         agent.session = self
 
     def update(self, update):
@@ -472,9 +479,13 @@ class Session:
         if self.broken:
             self._bug_only_queue(rid)
             return
+        if self._bug_swallows_kept(rid, text):
+            return
         with self.lock:
             if self._bug_drops_queued(rid):
                 return
+            if self.active is not None or self.answering:
+                self._bug_keep_queued(text)
             self.queue.append((rid, text))
             if self.active is None and not self.answering:
                 self._start_next()
@@ -490,10 +501,56 @@ class Session:
             return True
         return False
 
+    def _bug_kept_path(self):
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", self.id)
+        return os.path.join(self.agent.home, ".refagent", f"queued-{name}.json")
+
+    def _bug_read_kept(self):
+        """--bug acp_queue_lost_on_kill: the queued prompts a killed process kept."""
+        if not self.agent.bug("acp_queue_lost_on_kill"):
+            return []
+        try:
+            with open(self._bug_kept_path()) as f:
+                return [t for t in json.load(f) if isinstance(t, str)]
+        except (OSError, ValueError):
+            return []
+
+    def _bug_write_kept(self, texts):
+        with open(self._bug_kept_path(), "w") as f:
+            json.dump(texts, f)
+            f.flush()
+            os.fsync(f.fileno())
+
+    def _bug_keep_queued(self, text):
+        """--bug acp_queue_lost_on_kill: a prompt queued behind a running turn is
+        persisted at once (the lock held)."""
+        if self.agent.bug("acp_queue_lost_on_kill"):
+            self._bug_write_kept(self._bug_read_kept() + [text])
+            self.server.ref.log("queued prompt persisted (bug acp_queue_lost_on_kill)")
+
+    def _bug_forget_queued(self, text):
+        """--bug acp_queue_lost_on_kill: a kept prompt whose turn starts is no longer kept."""
+        kept = self._bug_read_kept()
+        if text in kept:
+            kept.remove(text)
+            self._bug_write_kept(kept)
+
+    def _bug_swallows_kept(self, rid, text):
+        """--bug acp_queue_lost_on_kill: a prompt sent again after the load is
+        taken for the kept copy, which no queue serves any more: answered
+        ``end_turn`` with nothing said, never run."""
+        if text not in self.kept:
+            return False
+        self.server.ref.log(f"prompt {rid!r} already queued: not run (bug acp_queue_lost_on_kill)")
+        self.server.frames.result(rid, {"stopReason": "end_turn"})
+        return True
+
     def _start_next(self):
         """Start the next queued prompt (the lock held): the turn is begun here, so
         a cancel that follows the prompt at once finds it running."""
         rid, text = self.queue.popleft()
+        if self.agent.bug("acp_queue_lost_on_kill"):
+            self._bug_forget_queued(text)
         self.active = rid
         self.agent.model_replies = 0
         self.agent.ctl.begin()
@@ -578,6 +635,8 @@ class Session:
                 self.update({"sessionUpdate": "user_message_chunk", "content": text_block(m["content"])})
             elif m.get("role") == "assistant" and m.get("content"):
                 self.update({"sessionUpdate": "agent_message_chunk", "content": text_block(m["content"])})
+        for text in self.kept:   # --bug acp_queue_lost_on_kill
+            self.update({"sessionUpdate": "user_message_chunk", "content": text_block(text)})
 
     def replayed_history(self):
         """The history session/load replays: with ``acp_load_drops_last_turn``,

@@ -272,6 +272,7 @@ KNOWN_BUGS = {
     "acp_load_drops_last_turn": "ACP: session/load replays the conversation without its last answered turn",
     "acp_terminal_no_timeout": "ACP: terminal/wait_for_exit on the client's terminal is waited on with no tool timeout",
     "acp_terminal_never_released": "ACP: the client's terminal is never released (terminal/release)",
+    "acp_queue_lost_on_kill": "ACP: a prompt queued while a turn runs is persisted at once; after a kill and session/load, the prompt sent again is taken for that kept copy and never answered",
 }
 
 # The tool sandbox (config "sandbox": true): each shell command runs in a user

@@ -31,7 +31,8 @@ use super::{clip, Check, Status};
 ///   two tool-call checks cannot be judged on what was left (codex-acp's
 ///   30.8 MB `tool_huge_output` frame failed both).
 /// - A queued prompt never answered (`queued_prompt_answered`) is why the
-///   probe (that prompt) failed.
+///   probe (that prompt) failed: not run, or (`probe_answered`) answered
+///   without its own answer (a prompt kept across a kill and swallowed).
 /// - A side effect that happened twice is why a finished call's side effect
 ///   is in the journal twice.
 pub const UPSTREAM: &[(&str, &[&str])] = &[
@@ -48,6 +49,10 @@ pub const UPSTREAM: &[(&str, &[&str])] = &[
             "termination/pending_request_settled",
             "reusability/queued_prompt_answered",
         ],
+    ),
+    (
+        "reusability/probe_answered",
+        &["reusability/queued_prompt_answered"],
     ),
     ("exercised/interrupt_landed", &["exercised/fault_served"]),
     (

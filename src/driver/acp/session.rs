@@ -7,7 +7,9 @@
 //! request answered `cancelled` at the cancel), an interrupt sent as
 //! `session/cancel`, and `turn_end` from the prompt's response (with
 //! `queue_prompt`, the next turn's prompt sent while the first runs, its
-//! response kept for its own turn) → after the
+//! response kept for its own turn; a kill before that turn's end takes the
+//! request with the process, and the restarted drive, resuming at that
+//! turn, sends its prompt again like any turn it resumes at) → after the
 //! last turn `session/close` where advertised, `closed`, end of stdin. What
 //! the agent sends wrong (an invalid frame, a response to an id never
 //! asked, an update of the wrong shape) is a bad event; every event the
