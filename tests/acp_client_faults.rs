@@ -3,8 +3,8 @@
 //! rows over ACP on every wire; `--bug acp_permission_unsettled` fails only
 //! `pending_request_settled`; `--bug acp_terminal_no_timeout` only the
 //! terminal rows' `faulted_turn_ends`; `--bug acp_terminal_never_released`
-//! only their `terminals_released`; under the driver protocol the rows are
-//! N/A, "needs the ACP drive".
+//! only their `terminals_released` (and the late-created terminal's row's);
+//! under the driver protocol the rows are N/A, "needs the ACP drive".
 
 mod common;
 
@@ -44,7 +44,7 @@ fn the_reference_agent_passes_the_client_rows_over_acp_on_every_wire() {
         let (code, report, text) = run("reference-acp", wire, &[]);
         assert_eq!(code, Some(0), "{wire}:\n{text}");
         assert_eq!(
-            report["passed"], 14,
+            report["passed"], 15,
             "{wire}: every row of acp.yaml\n{text}"
         );
         let s = scenario(&report, "acp_permission_never_until_cancel");
@@ -115,8 +115,9 @@ fn a_terminal_never_released_fails_terminals_released_only() {
     let extra = ["--agent-arg=--bug=acp_terminal_never_released"];
     let (code, report, text) = run("reference-acp", "gemini", &extra);
     assert_eq!(code, Some(1), "{text}");
-    assert_eq!(report["failed"], 3, "{text}");
-    for id in TERMINAL_ROWS {
+    assert_eq!(report["failed"], 4, "{text}");
+    // The late-created terminal's row too: the agent kills it, never releases it.
+    for id in TERMINAL_ROWS.iter().chain(&["acp_terminal_create_late"]) {
         assert_eq!(
             failed_checks(&report, id),
             ["terminals_released"],
@@ -160,6 +161,6 @@ fn a_permission_left_unsettled_fails_pending_request_settled_only() {
 fn the_client_rows_are_not_applicable_without_the_acp_drive() {
     let (code, report, text) = run("reference", "openai-chat", &[]);
     assert_eq!(code, Some(0), "{text}");
-    assert_eq!(report["not_applicable"], 9, "{text}");
+    assert_eq!(report["not_applicable"], 10, "{text}");
     assert!(text.contains("needs the ACP drive"), "{text}");
 }

@@ -58,8 +58,8 @@ fn the_reference_agent_passes_the_acp_table_on_every_wire() {
         let (code, report, out) = run("acp-table", wire, None, &[]);
         assert_eq!(code, Some(0), "{wire}:\n{out}");
         let rows = report["scenarios"].as_array().expect("scenarios").len();
-        assert_eq!(rows, 14, "{wire}: every row ran\n{out}");
-        assert_eq!(report["passed"], 14, "{wire}:\n{out}");
+        assert_eq!(rows, 15, "{wire}: every row ran\n{out}");
+        assert_eq!(report["passed"], 15, "{wire}:\n{out}");
         let s = report["scenarios"]
             .as_array()
             .unwrap()

@@ -89,7 +89,9 @@ client's terminal: ``terminal/create`` (``sh -c COMMAND``), ``wait_for_exit``
 bounded by the tool timeout (on timeout ``terminal/kill``; the result is
 "error: command timed out after Ns (terminal killed)" and the output so far),
 ``terminal/output``, ``terminal/release``; on a cancel the terminal is killed
-and released. A shell command ``cat VIA_CLIENT_FS:PATH`` (PATH relative to the
+and released. A ``terminal/create`` answered after the tool timeout or a
+cancel is still waited for ``CREATE_GRACE`` s, and the terminal it made killed
+and released (an editor keeps an unreleased terminal). A shell command ``cat VIA_CLIENT_FS:PATH`` (PATH relative to the
 work dir, or absolute) is read through ``fs/read_text_file`` instead, bounded
 by the same timeout ("error: fs/read_text_file: no answer in Ns").
 """
@@ -117,6 +119,7 @@ PERMISSION_MARKER = "ASK_PERMISSION"
 TERMINAL_MARKER = "VIA_TERMINAL"   # a shell command holding it runs in the client's terminal
 FS_MARKER = "VIA_CLIENT_FS:"       # `cat VIA_CLIENT_FS:PATH` reads PATH through fs/read_text_file
 PERMISSION_GRACE = 2.0      # s a cancelled turn still waits for its permission answer
+CREATE_GRACE = 5.0          # s a tool that stopped waiting for terminal/create still waits to release it
 LATE_CHUNK = "(late) the cancelled turn is still talking (bug acp_update_after_cancel)"
 
 
@@ -379,6 +382,7 @@ class ClientTools:
     def ask(self, method, params, bounded=True):
         """(result, None) or (None, why): why is "timeout", "interrupted" or an error text."""
         waiter = self.server.ask(method, {"sessionId": self.session.id, **params})
+        self.waiter = waiter
         while not waiter["done"].wait(0.05):
             if self.agent.ctl.interrupted():
                 return None, "interrupted"
@@ -405,6 +409,8 @@ class ClientTools:
         result, why = self.ask("terminal/create", {"command": "sh", "args": ["-c", command],
                                                    "cwd": self.agent.workdir,
                                                    "outputByteLimit": CONTENT_CAP})
+        if why in ("interrupted", "timeout"):
+            self.release_late(self.waiter)
         if why == "interrupted":
             return "interrupted", True
         if why:
@@ -432,6 +438,18 @@ class ClientTools:
             return note + (f"\n{text}" if text else ""), False
         code = (exit_ or {}).get("exitCode")
         return text + ("\n" if text else "") + f"exit code {code if code is not None else 'unknown'}", False
+
+    def release_late(self, waiter):
+        """A terminal/create the tool stopped waiting for (timeout or cancel)
+        may still be answered, the terminal then created: wait a bounded grace
+        for the answer and kill and release what it made (an editor keeps an
+        unreleased terminal until the session ends)."""
+        if self.server.closed.is_set() or not waiter["done"].wait(CREATE_GRACE):
+            return
+        tid = (waiter.get("result") or {}).get("terminalId")
+        if tid:
+            self.server.ref.log(f"terminal/create answered late: releasing {tid}")
+            self.end(tid, kill=True)
 
     def end(self, tid, kill):
         """Kill (if asked) and release the terminal; bounded, never waited on forever."""
