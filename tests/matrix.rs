@@ -103,6 +103,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/claude-code/oom-report.json",
     "examples/claude-code/acp-report.json",
     "examples/claude-code/acp-process-faults-report.json",
+    "examples/claude-code/acp-table-report.json",
     "examples/codex/report.json",
     "examples/codex/process-faults-report.json",
     "examples/codex/store-kill-report.json",
