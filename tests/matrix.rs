@@ -116,6 +116,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/codex/oom-report.json",
     "examples/codex/acp-report.json",
     "examples/codex/acp-process-faults-report.json",
+    "examples/codex/acp-table-report.json",
     "examples/gemini-cli/report.json",
     "examples/gemini-cli/process-faults-report.json",
     "examples/gemini-cli/store-kill-report.json",
