@@ -156,6 +156,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/opencode/oom-report.json",
     "examples/opencode/acp-report.json",
     "examples/opencode/acp-process-faults-report.json",
+    "examples/opencode/acp-table-report.json",
     "examples/kilo/seed-table.json",
     "examples/kilo/process-faults-report.json",
     "examples/kilo/store-kill-report.json",
