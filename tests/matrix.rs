@@ -181,6 +181,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/copilot/oom-report.json",
     "examples/copilot/acp-report.json",
     "examples/copilot/acp-process-faults-report.json",
+    "examples/copilot/acp-table-report.json",
     "examples/aider/report.json",
     "examples/aider/process-faults-report.json",
     "examples/aider/sandbox-report.json",
