@@ -137,6 +137,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/qwen-code/oom-report.json",
     "examples/qwen-code/acp-report.json",
     "examples/qwen-code/acp-process-faults-report.json",
+    "examples/qwen-code/acp-table-report.json",
     "examples/pydantic-ai/report.json",
     "examples/pydantic-ai/process-faults-report.json",
     "examples/pydantic-ai/store-kill-report.json",
