@@ -166,6 +166,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/kilo/sandbox-report.json",
     "examples/kilo/oom-report.json",
     "examples/kilo/acp-rows-report.json",
+    "examples/kilo/acp-table-report.json",
     "examples/pi/report.json",
     "examples/pi/process-faults-report.json",
     "examples/pi/store-kill-report.json",
