@@ -560,6 +560,34 @@ async fn without_tools_every_call_is_main_when_told() {
     assert_eq!(rec.requests[1].kind, CallKind::Probe);
 }
 
+/// `aux_markers` (a profile's `aux_calls`, Qwen Code's follow-up
+/// suggestion): a call that offers tools but whose latest user message holds
+/// a marker is auxiliary, answered `ok` outside the rules; one whose earlier
+/// message holds it is still a main call.
+#[tokio::test]
+async fn a_marked_call_with_tools_is_auxiliary() {
+    let p = start_with(ProviderConfig {
+        rules: rules("- reply: {kind: text, text: scripted}\n"),
+        nonce: NONCE.into(),
+        aux_markers: vec!["[SUGGESTION MODE".into()],
+        ..ProviderConfig::default()
+    })
+    .await;
+    let marked = "[SUGGESTION MODE: Suggest what the user might naturally type next.]";
+    assert_eq!(
+        text_answer(post(&p, &chat(true, false, marked, false)).await).await,
+        "ok"
+    );
+    assert_eq!(
+        text_answer(post(&p, &chat(true, false, "do the task", false)).await).await,
+        "scripted"
+    );
+    let rec = p.shutdown().await;
+    assert_eq!((rec.aux_calls, rec.main_calls), (1, 1));
+    assert_eq!(rec.requests[0].kind, CallKind::Aux);
+    assert_eq!(rec.requests[1].kind, CallKind::Main);
+}
+
 #[tokio::test]
 async fn main_index_and_rule_selection() {
     let p = start(

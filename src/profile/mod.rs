@@ -137,6 +137,9 @@ struct ProfileDoc {
     /// `false`: the agent offers the model no tools (it acts through its
     /// reply's text); see [`Profile::tool_calls`].
     tool_calls: Option<bool>,
+    /// Texts marking the agent's auxiliary calls; see [`Profile::aux_calls`].
+    #[serde(default, deserialize_with = "aux_texts")]
+    aux_calls: Vec<String>,
     /// The agent's tools are functions inside this code-execution tool; see
     /// [`Profile::code_tool`].
     #[serde(default)]
@@ -219,6 +222,12 @@ pub struct Profile {
     /// not a probe counts as a main call, although it offers no tools, and a
     /// row whose model asks for a tool call is N/A.
     pub tool_calls: bool,
+    /// `aux_calls: [TEXT, ...]`: a model call whose latest user message
+    /// holds one of these texts is an auxiliary call (answered `ok`, outside
+    /// the rows' rules and call counts) although it offers the agent's tools:
+    /// a side call the agent makes on its own (Qwen Code's follow-up
+    /// suggestion after each ACP turn). Empty texts are refused at load.
+    pub aux_calls: Vec<String>,
     /// `code_tool: NAME`: the agent's tools (its shell, the MCP server's
     /// tools) are functions the model calls from code it runs in its
     /// code-execution tool NAME, not tools it offers by name. A row whose
@@ -318,6 +327,29 @@ fn parse_doc(path: &Path) -> Result<ProfileDoc, String> {
 /// `e` prefixed with `FILE:LINE:COL` of the template it quotes, when that
 /// template stands in the profile at `path` (a load error found after the
 /// YAML was read carries no position of its own).
+/// `aux_calls`: texts, none empty (an empty one would make every model call
+/// auxiliary, so no row's fault would ever reach the agent).
+fn aux_texts<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    /// One text, refused where it stands when empty.
+    struct AuxText(String);
+    impl<'de> Deserialize<'de> for AuxText {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            let t = String::deserialize(d)?;
+            if t.trim().is_empty() {
+                return Err(serde::de::Error::custom(
+                    "an empty text would make every model call auxiliary; give the \
+                     text that marks the agent's side calls",
+                ));
+            }
+            Ok(AuxText(t))
+        }
+    }
+    Ok(Vec::<AuxText>::deserialize(d)?
+        .into_iter()
+        .map(|t| t.0)
+        .collect())
+}
+
 fn at_template(path: &Path, e: String) -> String {
     let found = template::quoted(&e).and_then(|expr| {
         let text = crate::input::read_input_text(path, crate::input::PROFILE).ok()?;
@@ -512,6 +544,7 @@ impl Profile {
             version_cmd,
             resume: doc.resume.unwrap_or(true),
             tool_calls: doc.tool_calls.unwrap_or(true),
+            aux_calls: doc.aux_calls,
             code_tool: doc.code_tool.filter(|n| !n.trim().is_empty()),
             wire: doc.wire,
             exec: doc.exec,

@@ -214,6 +214,11 @@ pub struct ProviderConfig {
     /// auxiliary one (the profile's `tool_calls: false`: an agent that
     /// never offers tools).
     pub main_without_tools: bool,
+    /// A model call whose latest user message holds one of these texts is
+    /// auxiliary whatever tools it offers (the profile's `aux_calls`: an
+    /// agent's side calls that carry its tool list, Qwen Code's follow-up
+    /// suggestion).
+    pub aux_markers: Vec<String>,
 }
 
 /// A running provider. Dropping it without `shutdown` also stops the server.

@@ -183,6 +183,7 @@ pub async fn serve_until(
         bind: None,
         credential: None,
         main_without_tools: false,
+        aux_markers: Vec::new(),
     };
     let provider = if args.quiet {
         Provider::start(config).await?

@@ -304,6 +304,7 @@ async fn start_provider(
         context_window: scenario.context_window,
         credential: scenario.credential.clone(),
         main_without_tools: !shared.profile.tool_calls,
+        aux_markers: shared.profile.aux_calls.clone(),
         bind,
     })
     .await

@@ -100,6 +100,16 @@ impl Shared {
         });
     }
 
+    /// The latest user message holds one of the profile's `aux_calls` texts.
+    fn aux_marked(&self, parsed: &request::Parsed) -> bool {
+        let latest = parsed.messages.iter().rev().find(|m| m.role == "user");
+        latest.is_some_and(|m| {
+            self.aux_markers
+                .iter()
+                .any(|t| m.content.contains(t.as_str()))
+        })
+    }
+
     /// Probe, main (with its rule, or over the context window) or auxiliary,
     /// counted.
     pub(super) fn classify(&self, parsed: &request::Parsed, size: usize) -> Classified<'_> {
@@ -125,7 +135,7 @@ impl Shared {
             }
             return out;
         }
-        if !parsed.has_tools && !self.main_without_tools {
+        if (!parsed.has_tools && !self.main_without_tools) || self.aux_marked(parsed) {
             self.aux.fetch_add(1, Ordering::SeqCst);
             return out;
         }

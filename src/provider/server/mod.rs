@@ -102,6 +102,8 @@ struct Shared {
     credential: Option<Arc<super::credential::Credential>>,
     /// A call without tools is a main call too (`tool_calls: false`).
     main_without_tools: bool,
+    /// A call whose latest user message holds one of these is auxiliary.
+    aux_markers: Vec<String>,
 }
 
 impl Running {
@@ -178,6 +180,7 @@ impl Running {
             first_main: std::sync::OnceLock::new(),
             credential,
             main_without_tools: config.main_without_tools,
+            aux_markers: config.aux_markers,
         });
         let app = router(shared.clone());
         let listener = listener.tap_io(|tcp| {
