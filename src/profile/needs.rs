@@ -420,6 +420,7 @@ mod tests {
             version_cmd: vec![],
             resume: true,
             tool_calls: true,
+            aux_calls: vec![],
             code_tool: None,
             wire: Default::default(),
             exec: None,
