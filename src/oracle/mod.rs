@@ -40,6 +40,7 @@ mod store;
 mod store_kill;
 mod termination;
 mod verdict;
+mod zombies;
 
 #[cfg(test)]
 pub(crate) mod fixtures;
@@ -212,6 +213,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(reuse::check(s, caps.clone(), obs));
     out.extend(history::check(s, obs));
     out.extend(hygiene::check(s, obs));
+    out.push(zombies::check(obs));
     out.extend(acp_settled::check(obs));
     out.extend(acp_quiet::check(obs));
     out.extend(acp_reported::check(s, obs));
@@ -239,6 +241,7 @@ pub use cause::{ErrorCause, HostNeed, NotApplicable};
 pub use store::configuration_error;
 pub use termination::OOM_NOTICE_LAG;
 pub use verdict::{judge, Judged, Verdict};
+pub use zombies::ZOMBIE_GAP;
 
 /// A check made on partial data (a cap cut what chaosrun kept): its
 /// violations stand, but a pass would claim more than was seen, so it is
