@@ -241,7 +241,6 @@ pub use cause::{ErrorCause, HostNeed, NotApplicable};
 pub use store::configuration_error;
 pub use termination::OOM_NOTICE_LAG;
 pub use verdict::{judge, Judged, Verdict};
-pub use zombies::ZOMBIE_GAP;
 
 /// A check made on partial data (a cap cut what chaosrun kept): its
 /// violations stand, but a pass would claim more than was seen, so it is

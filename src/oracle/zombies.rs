@@ -2,19 +2,19 @@
 //! #58000): a child process of the agent's tree that exited must be reaped.
 //! The evidence is the sampler's: each sample lists the zombie children of
 //! the scenario's processes (pid, parent, start time); one is awaited at
-//! each turn's end and as the agent is asked to close, the close one at
-//! least [`ZOMBIE_GAP`] after a turn-end sample that saw a zombie, besides
-//! the ticks twice a second. A zombie seen at one sample (a turn's end, a
+//! each turn's end and as the agent is asked to close, besides the ticks
+//! twice a second. A zombie seen at one sample (a turn's end, a
 //! tick) and still there (same pid and start time) at a sample at least
 //! [`ZOMBIE_GAP`] later (the next turn's end, the close, a tick) fails,
 //! naming the pid, its name, its parent and the turn; one reaped in time
 //! passes (the gap is there for a child that exited a moment before a
-//! sample, and an orphan a subreaper agent reaps on its own cadence). A
-//! zombie first seen less than the gap before the last sample cannot be
-//! judged and is not. `not checked` in exec mode (a process per turn: when
-//! it exits at the turn's end its children are re-parented and reaped with
-//! it), when no sample looked for zombies (an observation saved before they
-//! were sampled) and when the samples span less than the gap.
+//! sample, and an orphan a subreaper agent reaps on its own cadence), as
+//! does one gone with its parent (the samples go on after the agent's exit).
+//! `not checked` in exec mode (a process per turn: when it exits at the
+//! turn's end its children are re-parented and reaped with it), when no
+//! sample looked for zombies (an observation saved before they were
+//! sampled), and when nothing failed but a zombie was still there at every
+//! later sample, none the gap after it (whether it was reaped is not known).
 
 use std::time::Duration;
 
@@ -74,29 +74,27 @@ pub fn check(obs: &Observation) -> Check {
         return Check::skipped(inv, NAME, why);
     }
     let gap = ZOMBIE_GAP.as_secs_f64();
-    let span = looked[looked.len() - 1].at - looked[0].at;
-    if span < gap {
-        let why = format!(
-            "the samples span {span:.1} s, less than {gap:.0} s: no zombie could be seen twice that far apart"
-        );
-        return Check::skipped(inv, NAME, why);
-    }
-    let mut violations = Vec::new();
-    // Each zombie judged once, from its first sighting (the one with the
-    // most samples after it); one first seen less than the gap before the
-    // last sample cannot be judged, and is not.
+    let (mut violations, mut unjudged) = (Vec::new(), None);
+    // Each zombie judged once, from its first sighting: left unreaped when a
+    // sample at least the gap later still holds it; reaped when a later
+    // sample no longer does (its parent's exit takes it too); unjudged when
+    // every later sample, all within the gap, still holds it.
     let mut judged: Vec<&Zombie> = Vec::new();
-    for first in &looked {
+    for (k, first) in looked.iter().enumerate() {
         for z in first.zombies.iter().flatten() {
             if judged.iter().any(|n| same(n, z)) {
                 continue;
             }
             judged.push(z);
-            let still = looked
-                .iter()
-                .filter(|p| p.at >= first.at + gap)
-                .find(|p| p.zombies.iter().flatten().any(|o| same(o, z)));
-            let Some(still) = still else { continue };
+            let holds = |p: &&&ProcSample| p.zombies.iter().flatten().any(|o| same(o, z));
+            let later = &looked[k + 1..];
+            let still = later.iter().filter(|p| p.at >= first.at + gap).find(holds);
+            let Some(still) = still else {
+                if later.iter().all(|p| holds(&p)) {
+                    unjudged.get_or_insert((z, *first));
+                }
+                continue;
+            };
             violations.push(format!(
                 "child process {} (`{}`; a zombie's command line is gone) of pid {} (`{}`) was left unreaped: a zombie {} and still one at {} ({:.1} s)",
                 z.pid,
@@ -108,6 +106,15 @@ pub fn check(obs: &Observation) -> Check {
                 still.at
             ));
         }
+    }
+    if let (true, Some((z, first))) = (violations.is_empty(), unjudged) {
+        let why = format!(
+            "child process {} (`{}`) was a zombie {} and still one at every later sample, none {gap:.0} s after it: whether it was reaped is not known",
+            z.pid,
+            z.name,
+            when(obs, first)
+        );
+        return Check::skipped(inv, NAME, why);
     }
     Check::new(inv, NAME, violations)
 }
@@ -174,6 +181,7 @@ mod tests {
         let o = observation(vec![
             seen(1.0, Some(0), vec![zombie(42, 7)]),
             seen(2.1, None, vec![zombie(42, 9)]),
+            seen(2.5, None, vec![]),
         ]);
         assert_eq!(check(&o).status, crate::oracle::Status::Pass);
     }
@@ -193,7 +201,16 @@ mod tests {
             seen(1.0, Some(0), vec![zombie(42, 7)]),
             seen(1.5, None, vec![zombie(42, 7)]),
         ]);
-        assert!(reason(&o).unwrap().contains("span 0.5 s, less than 1 s"));
+        assert!(reason(&o).unwrap().contains("none 1 s after it"));
+        // Gone at the next sample, however soon: reaped (or gone with its
+        // parent); no zombie at all on a short row: nothing left unreaped.
+        let o = observation(vec![
+            seen(1.0, Some(0), vec![zombie(42, 7)]),
+            seen(1.2, None, vec![]),
+        ]);
+        assert_eq!(check(&o).status, crate::oracle::Status::Pass);
+        let o = observation(vec![seen(1.0, Some(0), vec![])]);
+        assert_eq!(check(&o).status, crate::oracle::Status::Pass);
         let mut o = observation(vec![
             seen(1.0, Some(0), vec![zombie(42, 7)]),
             seen(2.1, None, vec![zombie(42, 7)]),

@@ -9,11 +9,14 @@
 //! exactly those pids (never a scan of every process), and their zombie
 //! children (pid, parent, start time; bounded: [`zombie_children`]), the
 //! `no_zombie_children` check's evidence. Besides its ticks it samples when
-//! asked ([`Sampler::sample_now`], awaited by the drive at each turn's end
-//! and as the agent is asked to close, answered once the sample is
-//! recorded, bounded by [`ASKED_WAIT`]), so a row that ran a turn always has
-//! a sample taken while its agent lived, however short the row, and memory
-//! an agent holds to its end is seen before it exits; and it samples a
+//! asked ([`Sampler::sample_now`], awaited by the drive as it reads each
+//! turn's end and as the agent is asked to close, answered once the sample
+//! is recorded, bounded by [`ASKED_WAIT`]): the sample is taken as the turn
+//! ends, not some time after a fire-and-forget nudge, so memory an agent
+//! holds to its end is seen before it exits. (An agent that does not wait
+//! for chaosrun between turns, the driver protocol's, which runs its turns
+//! from the spec, or one whose ACP session goes on to the next prompt, may
+//! still exit within the milliseconds before the sample.) It samples a
 //! scenario closely (every [`CLOSE`]) while asked to (a row that bounds
 //! memory growth, through its faulted turn), so a peak that lasts a fraction
 //! of a second (a whole output read, then cut) is seen. [`resident`] reads

@@ -104,7 +104,7 @@ impl Run {
         };
         d.push_from(at, k, ev);
         if let Some(i) = ended {
-            d.turn_ended(i).await;
+            d.turn_ended(Some(i)).await;
         }
         done
     }

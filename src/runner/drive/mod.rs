@@ -40,11 +40,6 @@ use crate::units::secs;
 
 use super::sampler::{Asked, Sampler};
 
-/// The least time between a sample that saw a zombie child and the close
-/// sample (see [`Drive::sample_at_close`]); the oracle's
-/// `no_zombie_children` asks the same gap.
-pub(crate) const ZOMBIE_GAP: Duration = crate::oracle::ZOMBIE_GAP;
-
 /// What the next line was.
 pub(crate) enum Next {
     Event(Instant, usize, Event),
@@ -94,8 +89,6 @@ pub(crate) struct Drive<'a> {
     store_at_kill: Option<store_kill::AtKill>,
     /// The copy taken when that kill's trigger armed (the reference).
     store_at_arm: Option<store_kill::AtKill>,
-    /// When an awaited sample last saw a zombie child of the agent's tree.
-    zombie_seen: Option<Instant>,
 }
 
 /// What the script needs besides the scenario: a chaos run's schedule (none:
@@ -193,7 +186,6 @@ impl<'a> Drive<'a> {
             on_phase,
             store_at_kill: None,
             store_at_arm: None,
-            zombie_seen: None,
         }
     }
 
@@ -247,31 +239,16 @@ impl<'a> Drive<'a> {
         })
     }
 
-    /// Await a sample of the scenario's processes at turn `i`'s end
-    /// (bounded: [`super::sampler::ASKED_WAIT`]), noting whether it saw a
-    /// zombie child.
-    async fn turn_ended(&mut self, i: u64) {
-        self.sample_now(Asked::TurnEnd(i)).await;
-    }
-
-    async fn sample_now(&mut self, at: Asked) {
+    /// Await a sample of the scenario's processes (bounded:
+    /// [`super::sampler::ASKED_WAIT`]) at turn `i`'s end, or with None as
+    /// the agent is asked to close. Neither drive's agent waits for it (it
+    /// runs its turns from the spec, or its ACP session goes on), so it
+    /// narrows, never closes, the time in which a fast agent can exit
+    /// unsampled.
+    async fn turn_ended(&self, i: Option<u64>) {
         let (sampler, tag) = self.launch.sampler;
-        let zombies = sampler.sample_now(tag, at).await;
-        if zombies.is_some_and(|z| !z.is_empty()) {
-            self.zombie_seen = Some(Instant::now());
-        }
-    }
-
-    /// The sample awaited as the agent is asked to close. When a turn's end
-    /// saw a zombie child, it is taken at least [`ZOMBIE_GAP`] after that
-    /// sample: the two, that far apart, tell a child left unreaped from one
-    /// that exited a moment before the first (the gap is the measurement,
-    /// not a wait for an event).
-    async fn sample_at_close(&mut self) {
-        if let Some(seen) = self.zombie_seen {
-            sleep_until(seen + ZOMBIE_GAP).await;
-        }
-        self.sample_now(Asked::Close).await;
+        let at = i.map_or(Asked::Close, Asked::TurnEnd);
+        let _ = sampler.sample_now(tag, at).await;
     }
 
     /// Tell the run's listener a phase began, with its deadline.
@@ -575,7 +552,7 @@ impl<'a> Drive<'a> {
     /// through its script) is killed. Returns whether chaosrun had to kill any.
     async fn close(&mut self, clean: bool, exit_secs: f64) -> bool {
         if clean {
-            self.sample_at_close().await;
+            self.turn_ended(None).await;
         }
         let deadline = Instant::now() + secs(exit_secs);
         let mut missed = false;
