@@ -9,7 +9,8 @@
 //! naming the pid, its name, its parent and the turn; one reaped in time
 //! passes (the gap is there for a child that exited a moment before a
 //! sample, and an orphan a subreaper agent reaps on its own cadence), as
-//! does one gone with its parent (the samples go on after the agent's exit).
+//! does one gone with its parent (a later sample after the agent's exit, or
+//! none but the exit recorded after it).
 //! `not checked` in exec mode (a process per turn: when it exits at the
 //! turn's end its children are re-parented and reaped with it), when no
 //! sample looked for zombies (an observation saved before they were
@@ -52,6 +53,13 @@ fn when(obs: &Observation, p: &ProcSample) -> String {
     }
 }
 
+/// Whether an agent process's exit was recorded at or after `at`.
+fn exited_after(obs: &Observation, at: f64) -> bool {
+    obs.events
+        .iter()
+        .any(|t| t.at >= at && matches!(t.event, Event::Exited { .. }))
+}
+
 fn same(a: &Zombie, b: &Zombie) -> bool {
     a.pid == b.pid && a.start == b.start
 }
@@ -90,7 +98,13 @@ pub fn check(obs: &Observation) -> Check {
             let later = &looked[k + 1..];
             let still = later.iter().filter(|p| p.at >= first.at + gap).find(holds);
             let Some(still) = still else {
-                if later.iter().all(|p| holds(&p)) {
+                // No later sample at all: gone with its parent if the
+                // agent's exit came after.
+                let gone = match later.is_empty() {
+                    true => exited_after(obs, first.at),
+                    false => !later.iter().all(|p| holds(&p)),
+                };
+                if !gone {
                     unjudged.get_or_insert((z, *first));
                 }
                 continue;
@@ -149,6 +163,9 @@ mod tests {
     fn observation(samples: Vec<ProcSample>) -> Observation {
         let mut o = healthy(&scenario("expect: error"), end(0, false, true, ""));
         o.proc_samples = samples;
+        // The agent's exit is added where a case needs it.
+        o.events
+            .retain(|t| !matches!(t.event, Event::Exited { .. }));
         o
     }
 
@@ -202,6 +219,18 @@ mod tests {
             seen(1.5, None, vec![zombie(42, 7)]),
         ]);
         assert!(reason(&o).unwrap().contains("none 1 s after it"));
+        // Seen at the last sample: gone with the agent if it exited after.
+        let mut o = observation(vec![seen(1.0, Some(0), vec![zombie(42, 7)])]);
+        assert!(reason(&o).unwrap().contains("none 1 s after it"));
+        o.events.push(crate::oracle::fixtures::at(
+            1.2,
+            Event::Exited {
+                code: Some(0),
+                signal: None,
+                killed_by_chaosrun: false,
+            },
+        ));
+        assert_eq!(check(&o).status, crate::oracle::Status::Pass);
         // Gone at the next sample, however soon: reaped (or gone with its
         // parent); no zombie at all on a short row: nothing left unreaped.
         let o = observation(vec![
