@@ -9,8 +9,8 @@
 //! naming the pid, its name, its parent and the turn; one reaped in time
 //! passes (the gap is there for a child that exited a moment before a
 //! sample, and an orphan a subreaper agent reaps on its own cadence), as
-//! does one gone with its parent (a later sample after the agent's exit, or
-//! none but the exit recorded after it).
+//! does one gone with its parent (the agent's exit recorded after it, before
+//! a sample the gap later could be taken).
 //! `not checked` in exec mode (a process per turn: when it exits at the
 //! turn's end its children are re-parented and reaped with it), when no
 //! sample looked for zombies (an observation saved before they were
@@ -98,12 +98,9 @@ pub fn check(obs: &Observation) -> Check {
             let later = &looked[k + 1..];
             let still = later.iter().filter(|p| p.at >= first.at + gap).find(holds);
             let Some(still) = still else {
-                // No later sample at all: gone with its parent if the
-                // agent's exit came after.
-                let gone = match later.is_empty() {
-                    true => exited_after(obs, first.at),
-                    false => !later.iter().all(|p| holds(&p)),
-                };
+                // Reaped, or gone with its parent: the agent exited before
+                // a sample the gap later could be taken.
+                let gone = !later.iter().all(|p| holds(&p)) || exited_after(obs, first.at);
                 if !gone {
                     unjudged.get_or_insert((z, *first));
                 }
@@ -219,8 +216,12 @@ mod tests {
             seen(1.5, None, vec![zombie(42, 7)]),
         ]);
         assert!(reason(&o).unwrap().contains("none 1 s after it"));
-        // Seen at the last sample: gone with the agent if it exited after.
-        let mut o = observation(vec![seen(1.0, Some(0), vec![zombie(42, 7)])]);
+        // Still there at every later sample: gone with the agent if it
+        // exited after (within the gap: not left unreaped for it).
+        let mut o = observation(vec![
+            seen(1.0, Some(0), vec![zombie(42, 7)]),
+            seen(1.1, None, vec![zombie(42, 7)]),
+        ]);
         assert!(reason(&o).unwrap().contains("none 1 s after it"));
         o.events.push(crate::oracle::fixtures::at(
             1.2,
