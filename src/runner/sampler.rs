@@ -50,10 +50,12 @@ pub enum Asked {
     Close,
 }
 
-/// One ask for a sample: its scenario, where, and who waits for it.
+/// One ask for a sample: its scenario, where, the agents' resident memory
+/// read as it was asked, and who waits for it.
 struct Ask {
     tag: String,
     at: Asked,
+    agents_rss: u64,
     done: oneshot::Sender<Vec<Zombie>>,
 }
 
@@ -123,7 +125,7 @@ impl Sampler {
                     }
                 };
                 let only = (!only.is_empty()).then_some(only.as_slice());
-                let at = ask.as_ref().map(|a| a.at);
+                let at = ask.as_ref().map(|a| (a.at, a.agents_rss));
                 sample(&shared, &containment, &meter, (only, at)).await;
                 if let Some(ask) = ask {
                     let zombies = last_zombies(&shared, &ask.tag);
@@ -151,12 +153,19 @@ impl Sampler {
 
     /// Take a sample of scenario `tag` now, marked as taken `at`, and wait
     /// (at most [`ASKED_WAIT`]) until it is recorded: the zombie children
-    /// it saw, or `None` when it did not land in time.
-    pub async fn sample_now(&self, tag: &str, at: Asked) -> Option<Vec<Zombie>> {
+    /// it saw, or `None` when it did not land in time. The resident memory
+    /// of `agents` (the agent processes' pids) is read first, before the
+    /// sample waits for the sampler: the sample holds at least that much
+    /// (a fast agent may have exited by the time its members are read).
+    pub async fn sample_now(&self, tag: &str, at: Asked, agents: Vec<i32>) -> Option<Vec<Zombie>> {
+        let agents_rss = tokio::task::spawn_blocking(move || resident(&agents).unwrap_or(0))
+            .await
+            .unwrap_or(0);
         let (done, landed) = oneshot::channel();
         let ask = Ask {
             tag: tag.to_string(),
             at,
+            agents_rss,
             done,
         };
         self.asked.send(ask).ok()?;
@@ -191,14 +200,16 @@ impl Sampler {
 }
 
 /// One sample of every watched scenario, or of `only` those (marked as
-/// asked `at`): their processes, their CPU and memory, their zombie
-/// children, the command lines seen.
+/// asked `at`, holding at least the agents' resident memory read then):
+/// their processes, their CPU and memory, their zombie children, the
+/// command lines seen.
 async fn sample(
     shared: &Arc<Mutex<HashMap<String, Watched>>>,
     containment: &Arc<RunContainment>,
     meter: &Arc<Mutex<Meter>>,
-    (only, at): (Option<&[String]>, Option<Asked>),
+    (only, asked): (Option<&[String]>, Option<(Asked, u64)>),
 ) {
+    let (at, floor) = asked.map_or((None, 0), |(at, rss)| (Some(at), rss));
     let now = Instant::now();
     let wanted = |tag: &str| only.is_none_or(|o| o.iter().any(|t| t == tag));
     let targets: Vec<(String, Option<Cgroup>)> = lock(shared)
@@ -241,7 +252,7 @@ async fn sample(
             at: (now - start).as_secs_f64(),
             count: procs.len(),
             cpu,
-            rss,
+            rss: rss.max(floor),
             turn_end: match at {
                 Some(Asked::TurnEnd(i)) => Some(i),
                 _ => None,
@@ -392,7 +403,7 @@ mod tests {
         // Ticks an hour apart: only the asked sample can be there.
         let sampler = Sampler::start(Duration::from_secs(3600), run.clone());
         sampler.watch(&tag, Instant::now());
-        let seen = sampler.sample_now(&tag, Asked::TurnEnd(0)).await;
+        let seen = sampler.sample_now(&tag, Asked::TurnEnd(0), vec![]).await;
         let (samples, _) = sampler.take(&tag);
         sampler.stop();
         let _ = child.kill();

@@ -248,7 +248,8 @@ impl<'a> Drive<'a> {
     async fn turn_ended(&self, i: Option<u64>) {
         let (sampler, tag) = self.launch.sampler;
         let at = i.map_or(Asked::Close, Asked::TurnEnd);
-        let _ = sampler.sample_now(tag, at).await;
+        let agents = self.processes().map(Agent::pid).collect();
+        let _ = sampler.sample_now(tag, at, agents).await;
     }
 
     /// Tell the run's listener a phase began, with its deadline.
