@@ -64,6 +64,7 @@ PASS_ROWS = [
     "credential_refreshed_mid_turn",
     "agent_sandbox_nested",
     "agent_sandbox_denied",
+    "tool_hang_past_timeout",
 ]
 PROCESS_ROWS = [
     "kill_during_tool_side_effect",
@@ -111,6 +112,7 @@ BUG_ROWS = [
     # the interrupt and the outcome are not checked, naming it.
     ("subagent_fails_at_once", "interrupt_subagent", "1", "exercised"),
     ("stdin_open", "tool_background_reads_stdin", "1", "history_integrity"),
+    ("zombie_children", "tool_hang_past_timeout", "1", "process_hygiene"),
 ]
 PROCESS_BUG_ROWS = [
     ("replay_side_effect", "kill_during_tool_side_effect", "1", "side_effects"),

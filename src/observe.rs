@@ -316,7 +316,21 @@ pub struct ProcSample {
     /// Resident memory, in bytes, summed over the processes.
     #[serde(default)]
     pub rss: u64,
+    /// The turn whose end this sample was awaited at (none: a tick, a
+    /// close sample or the close).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_end: Option<u64>,
+    /// Whether it was the sample awaited as the agent is asked to close.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub close: bool,
+    /// The zombie children of the scenario's processes at that moment (at
+    /// most [`ZOMBIES_KEEP`]); `None` where they were not looked for (an
+    /// observation saved before they were).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zombies: Option<Vec<Zombie>>,
 }
+
+pub use crate::proc_hygiene::{Zombie, ZOMBIES_KEEP};
 
 /// One fault of a chaos schedule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

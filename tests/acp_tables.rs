@@ -157,6 +157,13 @@ const CASES: &[Case] = &[
         check: "subagent_outlived_turn",
         says: "",
     },
+    // Not an ACP bug: the driver-protocol one, caught over ACP too.
+    Case {
+        bug: "zombie_children",
+        scenario: "tool_fg_child_holds_stdout",
+        check: "no_zombie_children",
+        says: "was left unreaped",
+    },
 ];
 
 #[test]

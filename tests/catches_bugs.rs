@@ -290,6 +290,16 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "never answered a call",
     },
+    // A child left unreaped (issue 43.6, claude-code #58000): the shell
+    // probe of each foreground command stays a zombie for the 3 s the tool
+    // hangs, which two samples a second apart see.
+    Case {
+        bug: "zombie_children",
+        scenario: "tool_hang_past_timeout",
+        invariant: "process_hygiene",
+        scale: "1",
+        says: "was left unreaped",
+    },
 ];
 
 /// Cases run at once (a pool: a new case starts as soon as one ends): more

@@ -158,6 +158,11 @@ acp_terminal_no_timeout (the client terminal's wait_for_exit is
 waited on with no tool timeout), acp_terminal_never_released (the client's
 terminal is never released).
 
+Zombie bug: zombie_children (the shell tool probes its shell before each
+foreground command with a child whose Popen object is kept and never waited
+for, and the orphan reaper passes it by: a zombie until the agent exits;
+caught only by ``no_zombie_children``); see KNOWN_BUGS.
+
 Long-session bug: history_copies_per_turn (each turn keeps a full extra copy
 of the history, never freed: memory grows per turn, caught only by
 ``memory_per_turn`` on long_session_tool_output); see KNOWN_BUGS.
@@ -273,6 +278,8 @@ KNOWN_BUGS = {
     "acp_terminal_no_timeout": "ACP: terminal/wait_for_exit on the client's terminal is waited on with no tool timeout",
     "acp_terminal_never_released": "ACP: the client's terminal is never released (terminal/release)",
     "acp_queue_lost_on_kill": "ACP: a prompt queued while a turn runs is persisted at once; after a kill and session/load, the prompt sent again is taken for that kept copy and never answered",
+    # Children left unreaped (issue 43.6, claude-code #58000).
+    "zombie_children": "before each foreground command the shell tool probes its shell (bash --version) with a child it never waits for, which the orphan reaper passes by: a zombie until the agent exits",
 }
 
 # The tool sandbox (config "sandbox": true): each shell command runs in a user
@@ -1067,6 +1074,7 @@ class Agent:
         self.breaker_open = False
         self.spawn_lock = threading.Lock()
         self.fg_pids = set()
+        self.kept_unreaped = []   # --bug zombie_children: probes never waited for
         self.bg_jobs = []    # (id, pid, pgid, start_ticks) of this incarnation
         self.resume = spec.get("resume") is True
         self.pending_replay = []   # --bug replay_side_effect: calls to re-run before the next turn
@@ -1981,7 +1989,21 @@ class Agent:
             pass   # it was killed meanwhile
         os.close(gate)
 
+    def _bug_probe_shell(self):
+        """--bug zombie_children: the shell is probed (``bash --version``)
+        by a child whose Popen object is kept and never waited for; the
+        orphan reaper passes it by (it is among the kept ones), so it stays a
+        zombie until the agent exits."""
+        if not self.bug("zombie_children"):
+            return
+        with self.spawn_lock:
+            probe = subprocess.Popen(["bash", "--version"], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.kept_unreaped.append(probe)
+        log(f"shell probe {probe.pid} left unreaped (bug zombie_children)")
+
     def run_foreground(self, command, timeout):
+        self._bug_probe_shell()
         if ENGINE_CHILD:
             command = "exec python3 -c " + shlex.quote(ENGINE) + " " + shlex.quote(command)
         proc, gate, start_ticks = self._spawn_gated(command, subprocess.PIPE, track_fg=True)
@@ -2114,7 +2136,8 @@ class Agent:
         me = os.getpid()
         with self.spawn_lock:
             for pid, (ppid, state) in proc_table().items():
-                if ppid == me and state == "Z" and pid not in self.fg_pids:
+                kept = any(p.pid == pid for p in self.kept_unreaped)
+                if ppid == me and state == "Z" and pid not in self.fg_pids and not kept:
                     try:
                         os.waitpid(pid, os.WNOHANG)
                     except ChildProcessError:

@@ -30,6 +30,7 @@ pub fn sample(at: f64, mb: u64) -> ProcSample {
         count: 2,
         cpu: 0.0,
         rss: mb << 20,
+        ..ProcSample::default()
     }
 }
 

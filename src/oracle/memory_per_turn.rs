@@ -1,8 +1,8 @@
 //! Memory per turn (`memory_per_turn`): on a long-session row that declares
 //! `memory_per_turn_mb`, the agent's resident memory may grow by at most that
 //! many MB per turn over the session. The footprint of turn `i` is the first
-//! resident-memory sample taken at or after its `turn_end` (the sampler is
-//! nudged at every turn's end) and before the next turn's end; the first
+//! resident-memory sample taken at or after its `turn_end` (the drive awaits
+//! a sample at every turn's end) and before the next turn's end; the first
 //! [`WARMUP`] turns are left out (imports, caches and the first model
 //! client are not growth). The growth per turn is the least-squares slope of
 //! those footprints (MB) over the turn index, so one sample caught in a

@@ -40,6 +40,7 @@ mod store;
 mod store_kill;
 mod termination;
 mod verdict;
+mod zombies;
 
 #[cfg(test)]
 pub(crate) mod fixtures;
@@ -212,6 +213,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(reuse::check(s, caps.clone(), obs));
     out.extend(history::check(s, obs));
     out.extend(hygiene::check(s, obs));
+    out.push(zombies::check(obs));
     out.extend(acp_settled::check(obs));
     out.extend(acp_quiet::check(obs));
     out.extend(acp_reported::check(s, obs));

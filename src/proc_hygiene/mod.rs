@@ -21,6 +21,7 @@ mod pseudo;
 mod scan;
 pub mod stat;
 mod tree;
+mod zombies;
 
 pub use contain::{Containment, Kind, RunContainment, Scope, NO_CGROUP_VAR};
 pub use descendants::{descendant_pidfds, kill_pidfds};
@@ -31,6 +32,7 @@ pub use kill::{
     pidfd_signal_if_marked, signal_marked, sweep_marked,
 };
 pub use scan::{by_value, count_tagged_matching, is_zombie, marked, tagged, ProcInfo};
+pub use zombies::{zombie_children, Zombie, ZOMBIES_KEEP};
 
 /// Env var naming one scenario run; inherited by every descendant.
 pub const TAG_VAR: &str = "CHAOS_TAG";

@@ -17,12 +17,15 @@ pub const VIOLATION: &str = "the faulted turn made 61 provider calls; the bound 
 pub fn sample_results() -> Vec<ScenarioResult> {
     let s = scenario("expect: error");
     let mut obs = healthy(&s, end(0, false, true, "x"));
-    obs.proc_samples = vec![ProcSample {
-        at: 1.0,
-        count: 1,
-        rss: 40 << 20,
-        ..ProcSample::default()
-    }];
+    obs.proc_samples = [1.0, 2.5]
+        .map(|at| ProcSample {
+            at,
+            count: 1,
+            rss: 40 << 20,
+            zombies: Some(vec![]),
+            ..ProcSample::default()
+        })
+        .to_vec();
     let checks = check(&s, Capabilities::default(), &obs);
     assert!(checks.iter().all(|c| !c.failed()), "{checks:?}");
     let ok = ScenarioResult {

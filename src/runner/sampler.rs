@@ -6,27 +6,58 @@
 //! that cleared its environment, and costs a read of a few `cgroup.procs`
 //! files instead of every process's environment. Each sample also holds the
 //! processes' summed CPU and resident memory, read through `sysinfo` for
-//! exactly those pids (never a scan of every process). Besides its ticks it
-//! samples when nudged (at each phase of a scenario: a turn's end, the close),
-//! so memory an agent holds to its end is seen before it exits, and it
-//! samples a scenario closely (every [`CLOSE`]) while asked to (a row that
-//! bounds memory growth, through its faulted turn), so a peak that lasts a
-//! fraction of a second (a whole output read, then cut) is seen.
-//! [`resident`] reads one figure on demand (the growth row's baseline).
+//! exactly those pids (never a scan of every process), and their zombie
+//! children (pid, parent, start time; bounded: [`zombie_children`]), the
+//! `no_zombie_children` check's evidence. Besides its ticks it samples when
+//! asked ([`Sampler::sample_now`], awaited by the drive as it reads each
+//! turn's end and as the agent is asked to close, answered once the sample
+//! is recorded, bounded by [`ASKED_WAIT`]): the sample is taken as the turn
+//! ends, not some time after a fire-and-forget nudge, so memory an agent
+//! holds to its end is seen before it exits. (An agent that does not wait
+//! for chaosrun between turns, the driver protocol's, which runs its turns
+//! from the spec, or one whose ACP session goes on to the next prompt, may
+//! still exit within the milliseconds before the sample.) It samples a
+//! scenario closely (every [`CLOSE`]) while asked to (a row that bounds
+//! memory growth, through its faulted turn), so a peak that lasts a fraction
+//! of a second (a whole output read, then cut) is seen. [`resident`] reads
+//! one figure on demand (the growth row's baseline).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::observe::ProcSample;
+use crate::observe::{ProcSample, Zombie};
 use crate::proc_hygiene::cgroup::Cgroup;
-use crate::proc_hygiene::{by_value, ProcInfo, RunContainment, TAG_VAR};
+use crate::proc_hygiene::{by_value, zombie_children, ProcInfo, RunContainment, TAG_VAR};
 
 /// The pace of close sampling ([`Sampler::closely`]).
 pub const CLOSE: Duration = Duration::from_millis(50);
+
+/// How long an asked sample is waited for: a wedged /proc read never holds
+/// a scenario longer.
+pub const ASKED_WAIT: Duration = Duration::from_secs(2);
+
+/// Where an asked sample was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    /// At turn `i`'s end.
+    TurnEnd(u64),
+    /// As the agent is asked to close.
+    Close,
+}
+
+/// One ask for a sample: its scenario, where, the agents' resident memory
+/// read as it was asked, and who waits for it.
+struct Ask {
+    tag: String,
+    at: Asked,
+    agents_rss: u64,
+    done: oneshot::Sender<Vec<Zombie>>,
+}
 
 /// Distinct command lines kept per tag, and characters kept of each.
 pub const SEEN_KEEP: usize = 64;
@@ -58,7 +89,7 @@ impl Watched {
 pub struct Sampler {
     tags: Arc<Mutex<HashMap<String, Watched>>>,
     task: Arc<tokio::task::JoinHandle<()>>,
-    nudged: tokio::sync::mpsc::UnboundedSender<String>,
+    asked: tokio::sync::mpsc::UnboundedSender<Ask>,
     /// Tags sampled every [`CLOSE`] besides the ticks.
     close: Arc<Mutex<std::collections::BTreeSet<String>>>,
 }
@@ -70,37 +101,42 @@ impl Sampler {
         let tags: Arc<Mutex<HashMap<String, Watched>>> = Default::default();
         let shared = tags.clone();
         let meter: Arc<Mutex<Meter>> = Default::default();
-        let (nudged, mut woken) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let (asked, mut woken) = tokio::sync::mpsc::unbounded_channel::<Ask>();
         let close: Arc<Mutex<std::collections::BTreeSet<String>>> = Default::default();
         let closely = close.clone();
         let task = tokio::spawn(async move {
-            // Ticks at a steady pace whatever the nudges do.
+            // Ticks at a steady pace whatever the asks do.
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut fast = tokio::time::interval(CLOSE);
             fast.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                // A tick samples every scenario; a nudge only the one that
+                // A tick samples every scenario; an ask only the one that
                 // asked; a close tick each scenario sampled closely.
-                let only: Vec<String> = tokio::select! {
-                    _ = tick.tick() => Vec::new(),
-                    Some(tag) = woken.recv() => vec![tag],
+                let (only, ask): (Vec<String>, Option<Ask>) = tokio::select! {
+                    _ = tick.tick() => (Vec::new(), None),
+                    Some(ask) = woken.recv() => (vec![ask.tag.clone()], Some(ask)),
                     _ = fast.tick() => {
                         let close: Vec<String> = lock(&closely).iter().cloned().collect();
                         if close.is_empty() {
                             continue;
                         }
-                        close
+                        (close, None)
                     }
                 };
                 let only = (!only.is_empty()).then_some(only.as_slice());
-                sample(&shared, &containment, &meter, only).await;
+                let at = ask.as_ref().map(|a| (a.at, a.agents_rss));
+                sample(&shared, &containment, &meter, (only, at)).await;
+                if let Some(ask) = ask {
+                    let zombies = last_zombies(&shared, &ask.tag);
+                    let _ = ask.done.send(zombies);
+                }
             }
         });
         Sampler {
             tags,
             task: Arc::new(task),
-            nudged,
+            asked,
             close,
         }
     }
@@ -115,9 +151,25 @@ impl Sampler {
         }
     }
 
-    /// Take a sample of scenario `tag` now rather than at the next tick.
-    pub fn nudge(&self, tag: &str) {
-        let _ = self.nudged.send(tag.to_string());
+    /// Take a sample of scenario `tag` now, marked as taken `at`, and wait
+    /// (at most [`ASKED_WAIT`]) until it is recorded: the zombie children
+    /// it saw, or `None` when it did not land in time. The resident memory
+    /// of `agents` (the agent processes' pids) is read first, before the
+    /// sample waits for the sampler: the sample holds at least that much
+    /// (a fast agent may have exited by the time its members are read).
+    pub async fn sample_now(&self, tag: &str, at: Asked, agents: Vec<i32>) -> Option<Vec<Zombie>> {
+        let agents_rss = tokio::task::spawn_blocking(move || resident(&agents).unwrap_or(0))
+            .await
+            .unwrap_or(0);
+        let (done, landed) = oneshot::channel();
+        let ask = Ask {
+            tag: tag.to_string(),
+            at,
+            agents_rss,
+            done,
+        };
+        self.asked.send(ask).ok()?;
+        tokio::time::timeout(ASKED_WAIT, landed).await.ok()?.ok()
     }
 
     /// Begin recording `tag`, with times relative to `start`.
@@ -147,14 +199,17 @@ impl Sampler {
     }
 }
 
-/// One sample of every watched scenario, or of `only` those: their
-/// processes, their CPU and memory, the command lines seen.
+/// One sample of every watched scenario, or of `only` those (marked as
+/// asked `at`, holding at least the agents' resident memory read then):
+/// their processes, their CPU and memory, their zombie children, the
+/// command lines seen.
 async fn sample(
     shared: &Arc<Mutex<HashMap<String, Watched>>>,
     containment: &Arc<RunContainment>,
     meter: &Arc<Mutex<Meter>>,
-    only: Option<&[String]>,
+    (only, asked): (Option<&[String]>, Option<(Asked, u64)>),
 ) {
+    let (at, floor) = asked.map_or((None, 0), |(at, rss)| (Some(at), rss));
     let now = Instant::now();
     let wanted = |tag: &str| only.is_none_or(|o| o.iter().any(|t| t == tag));
     let targets: Vec<(String, Option<Cgroup>)> = lock(shared)
@@ -166,10 +221,18 @@ async fn sample(
         return;
     }
     let (containment, meter) = (containment.clone(), meter.clone());
-    let (counts, usage, opened) = tokio::task::spawn_blocking(move || {
+    let (counts, usage, zombies, opened) = tokio::task::spawn_blocking(move || {
         let (found, opened) = members(&containment, targets);
         let usage = lock(&meter).usage(&found);
-        (found, usage, opened)
+        let zombies: HashMap<String, Vec<Zombie>> = found
+            .iter()
+            .map(|(tag, procs)| {
+                let parents: Vec<(i32, &str)> =
+                    procs.iter().map(|p| (p.pid, p.cmdline.as_str())).collect();
+                (tag.clone(), zombie_children(&parents))
+            })
+            .collect();
+        (found, usage, zombies, opened)
     })
     .await
     .unwrap_or_default();
@@ -189,12 +252,27 @@ async fn sample(
             at: (now - start).as_secs_f64(),
             count: procs.len(),
             cpu,
-            rss,
+            rss: rss.max(floor),
+            turn_end: match at {
+                Some(Asked::TurnEnd(i)) => Some(i),
+                _ => None,
+            },
+            close: at == Some(Asked::Close),
+            zombies: Some(zombies.get(tag).cloned().unwrap_or_default()),
         });
         for p in procs {
             w.saw(&p.cmdline);
         }
     }
+}
+
+/// The zombies scenario `tag`'s latest sample saw.
+fn last_zombies(shared: &Arc<Mutex<HashMap<String, Watched>>>, tag: &str) -> Vec<Zombie> {
+    lock(shared)
+        .get(tag)
+        .and_then(|w| w.samples.last())
+        .and_then(|s| s.zombies.clone())
+        .unwrap_or_default()
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -290,4 +368,52 @@ fn members(
         out.insert(tag, procs.unwrap_or_default());
     }
     (out, opened)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+
+    /// An asked sample is recorded before `sample_now` returns (a
+    /// fire-and-forget nudge was not: a short row could end first and keep
+    /// no sample of its agent), marked with its turn, holding the resident
+    /// memory of the scenario's process and its zombie child.
+    #[tokio::test]
+    async fn an_asked_sample_is_recorded_before_it_returns_with_its_zombies() {
+        let tag = format!("sampler-asked-{}", std::process::id());
+        let run = Arc::new(RunContainment::new(&tag));
+        let scope = run.scope(&tag);
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "/bin/true & exec sleep 30"])
+            .env(TAG_VAR, &tag)
+            .stdout(Stdio::null());
+        let mut child = crate::children::spawn_owned(&mut cmd).unwrap();
+        let pid = child.id() as i32;
+        if let Some(mut procs) = scope.procs_file().unwrap() {
+            write!(procs, "{pid}").unwrap();
+        }
+        // The shell became `sleep` and its child exited (bounded).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while zombie_children(&[(pid, "")]).is_empty() {
+            assert!(std::time::Instant::now() < deadline, "no zombie appeared");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Ticks an hour apart: only the asked sample can be there.
+        let sampler = Sampler::start(Duration::from_secs(3600), run.clone());
+        sampler.watch(&tag, Instant::now());
+        let seen = sampler.sample_now(&tag, Asked::TurnEnd(0), vec![]).await;
+        let (samples, _) = sampler.take(&tag);
+        sampler.stop();
+        let _ = child.kill();
+        let _ = child.wait();
+        let seen = seen.expect("the asked sample landed in time");
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!((seen[0].ppid, seen[0].name.as_str()), (pid, "true"));
+        let asked: Vec<&ProcSample> = samples.iter().filter(|s| s.turn_end == Some(0)).collect();
+        assert_eq!(asked.len(), 1, "{samples:?}");
+        assert!(asked[0].count >= 1 && asked[0].rss > 0, "{asked:?}");
+        assert_eq!(asked[0].zombies.as_deref(), Some(seen.as_slice()));
+    }
 }

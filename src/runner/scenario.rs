@@ -32,13 +32,12 @@ pub async fn observe(
     on_phase: &(dyn Fn(Phase, f64) + Sync),
 ) -> Observation {
     sampler.watch(&ids.tag, start);
-    // A sample as the faulted turn has ended (the probe begins) and as the
-    // agent is asked to close: what it holds then is seen while it still
-    // runs, which a tick twice a second can miss. (Every phase would cost
-    // rows_cpu some 15%.) A row that bounds memory growth is sampled
-    // closely through its faulted turn, where its output lands; a long
-    // session that bounds growth per turn, through its whole conversation
-    // (every turn's end then has a sample within 50 ms).
+    // The drive awaits a sample at each turn's end and as the agent is
+    // asked to close (`Drive::turn_ended`, `Drive::close`): what it holds
+    // then is seen while it still runs, which a tick twice a second can
+    // miss. A row that bounds memory growth is sampled closely through its
+    // faulted turn, where its output lands; a long session that bounds
+    // growth per turn, through its whole conversation.
     let growth = scenario.memory_growth_mb.is_some() || scenario.memory_per_turn_mb.is_some();
     let on_phase = &|phase: Phase, seconds: f64| {
         if growth && phase == Phase::FaultedTurn {
@@ -46,7 +45,6 @@ pub async fn observe(
         }
         if matches!(phase, Phase::Probe | Phase::Exit) {
             sampler.closely(&ids.tag, false);
-            sampler.nudge(&ids.tag);
         }
         on_phase(phase, seconds)
     };
@@ -72,6 +70,7 @@ pub async fn observe(
         gate: shared.boot_gate.clone(),
         scope: session.scope.clone(),
         requests: session.provider.requests(),
+        sampler: (sampler, &ids.tag),
     };
     let drive = Drive::new(start, launch, plan.workers, on_phase);
     let script = (plan.chaos.as_ref(), &session.provider, session.mcp.as_ref());

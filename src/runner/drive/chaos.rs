@@ -98,7 +98,14 @@ impl Run {
             _ => {}
         }
         self.pace.on(at, &ev);
+        let ended = match &ev {
+            Event::TurnEnd(t) => Some(t.i),
+            _ => None,
+        };
         d.push_from(at, k, ev);
+        if let Some(i) = ended {
+            d.turn_ended(Some(i)).await;
+        }
         done
     }
 

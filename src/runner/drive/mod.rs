@@ -38,6 +38,8 @@ use crate::provider::Provider;
 use crate::scenarios::Scenario;
 use crate::units::secs;
 
+use super::sampler::{Asked, Sampler};
+
 /// What the next line was.
 pub(crate) enum Next {
     Event(Instant, usize, Event),
@@ -63,6 +65,9 @@ pub(crate) struct Launch<'a> {
     /// The provider's request count (exec mode: a turn's first request
     /// starts its deadline).
     pub requests: tokio::sync::watch::Receiver<u64>,
+    /// The run's sampler and the scenario's tag: a sample is awaited at each
+    /// turn's end and at the close ([`Drive::turn_ended`]).
+    pub sampler: (&'a Sampler, &'a str),
 }
 
 pub(crate) struct Drive<'a> {
@@ -232,6 +237,19 @@ impl<'a> Drive<'a> {
             killed,
             overran,
         })
+    }
+
+    /// Await a sample of the scenario's processes (bounded:
+    /// [`super::sampler::ASKED_WAIT`]) at turn `i`'s end, or with None as
+    /// the agent is asked to close. Neither drive's agent waits for it (it
+    /// runs its turns from the spec, or its ACP session goes on), so it
+    /// narrows, never closes, the time in which a fast agent can exit
+    /// unsampled.
+    async fn turn_ended(&self, i: Option<u64>) {
+        let (sampler, tag) = self.launch.sampler;
+        let at = i.map_or(Asked::Close, Asked::TurnEnd);
+        let agents = self.processes().map(Agent::pid).collect();
+        let _ = sampler.sample_now(tag, at, agents).await;
     }
 
     /// Tell the run's listener a phase began, with its deadline.
@@ -534,6 +552,9 @@ impl<'a> Drive<'a> {
     /// within the exit deadline; one that does not (or a run that did not get
     /// through its script) is killed. Returns whether chaosrun had to kill any.
     async fn close(&mut self, clean: bool, exit_secs: f64) -> bool {
+        if clean {
+            self.turn_ended(None).await;
+        }
         let deadline = Instant::now() + secs(exit_secs);
         let mut missed = false;
         if clean {

@@ -224,6 +224,7 @@ async fn faulted_turn_in(
                     if end {
                         // A row's expired credential (`refresh: turn_end`).
                         provider.refresh_credential();
+                        d.turn_ended(Some(0)).await;
                         return match after_answer(s) {
                             Some(f) => land_after_answer(d, (runner, f, dl.boot), provider, &clock).await,
                             None => true,
@@ -332,6 +333,7 @@ async fn probe_turn(d: &mut Drive<'_>, s: &Scenario) -> bool {
                     let (start, end) = (matches!(ev, Event::TurnStart { i: 1 }), probe_ended(&ev));
                     d.push_from(at, k, ev);
                     if end {
+                        d.turn_ended(Some(1)).await;
                         return true;
                     }
                     if start && !started {
