@@ -225,7 +225,7 @@ async fn faulted_turn_in(
                         // A row's expired credential (`refresh: turn_end`).
                         provider.refresh_credential();
                         return match after_answer(s) {
-                            Some(f) => land_after_answer(d, (runner, f, dl.boot), provider, &clock).await,
+                            Some(f) => land_after_answer(d, s, (runner, f, dl.boot), provider, &clock).await,
                             None => true,
                         };
                     }
@@ -253,6 +253,7 @@ async fn faulted_turn_in(
                     main_calls: *provider.main_calls().borrow(),
                     resume: (1, dl.boot),
                     copy_store: matches!(f.at, Trigger::StoreWriteAfterCalls(_)),
+                    damage: s.store_damage.map(|d| d.kind),
                     deadline: clock.deadline,
                     provider,
                 };
@@ -284,6 +285,7 @@ fn after_answer(s: &Scenario) -> Option<&crate::scenarios::ProcessFault> {
 /// through it (revived after a kill or a hangup).
 async fn land_after_answer(
     d: &mut Drive<'_>,
+    s: &Scenario,
     (runner, f, boot): (usize, &crate::scenarios::ProcessFault, f64),
     provider: &Provider,
     clock: &TurnClock,
@@ -297,6 +299,7 @@ async fn land_after_answer(
         main_calls: *provider.main_calls().borrow(),
         resume: (1, boot),
         copy_store: false,
+        damage: s.store_damage.map(|d| d.kind),
         deadline: clock.deadline,
         provider,
     };
