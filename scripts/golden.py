@@ -9,7 +9,8 @@ Usage (from the repository root, after `cargo build`):
 
 Each case is one row of a shipped table run against the bundled reference
 agent on the openai-chat wire with a fixed seed, passing as shipped or with
-one `--bug NAME` that fails it on a known invariant. The run's saved folder
+one `--bug NAME` that fails it on a known invariant (the `store_damage`
+rows on its JSONL-transcript profile, `agent-jsonl.yaml`). The run's saved folder
 (`--artifacts DIR --keep-all`) is normalised so that regenerating changes as
 little as possible: the run id and temp paths become fixed words, pids are
 renumbered in order of appearance (in `pid`/`ppid` fields and `pid N` text),
@@ -126,6 +127,17 @@ PROCESS_BUG_ROWS = [
     ("persist_at_turn_end", "kill_at_store_write", "1", "exercised"),
 ]
 
+# Rows run on the reference agent's JSONL-transcript profile (the
+# store_damage rows are N/A on its SQLite store), passing and with the
+# transcript bugs.
+JSONL_PROFILE = "examples/reference/agent-jsonl.yaml"
+JSONL_ROWS = ["store_damage_truncate_last", "store_damage_fuse_records"]
+JSONL_BUG_ROWS = [
+    ("store_resume_stops_at_damage", "store_damage_fuse_records", "1", "store_integrity"),
+    ("store_append_fused", "store_damage_nul_tail", "1", "store_integrity"),
+]
+JSONL_CASES = set(JSONL_ROWS) | {f"{r}--{b}" for b, r, _s, _i in JSONL_BUG_ROWS}
+
 
 def cases():
     """Every case: (name, table, row, bug, scale, invariant or None)."""
@@ -133,6 +145,8 @@ def cases():
     out += [(r, "process_faults.yaml", r, None, "1", None) for r in PROCESS_ROWS]
     out += [(f"{r}--{b}", "scenarios.yaml", r, b, s, i) for b, r, s, i in BUG_ROWS]
     out += [(f"{r}--{b}", "process_faults.yaml", r, b, s, i) for b, r, s, i in PROCESS_BUG_ROWS]
+    out += [(r, "process_faults.yaml", r, None, "1", None) for r in JSONL_ROWS]
+    out += [(f"{r}--{b}", "process_faults.yaml", r, b, s, i) for b, r, s, i in JSONL_BUG_ROWS]
     return out
 
 
@@ -145,6 +159,8 @@ def run_case(case, work):
                "--deadline-scale", scale, "--artifacts", art, "--keep-all", "--no-progress"]
         if bug:
             cmd.append(f"--agent-arg=--bug={bug}")
+        if name in JSONL_CASES:
+            cmd += ["--agent", JSONL_PROFILE]
         out = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
         folder = os.path.join(art, row)
         problem = judge_problem(folder, bug, invariant, out)

@@ -476,6 +476,10 @@ pub struct Observation {
     /// not lose.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_at_arm: Option<StoreObservation>,
+    /// What the row's `store_damage` did to the agent's transcript before
+    /// the restart, what it left intact and what followed the damaged tail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_damage: Option<crate::store::damaged::DamageRecord>,
     /// The scenario's processes (its cgroup's members, or what the tag
     /// fallback found) still alive after the reap deadline.
     pub survivors: Vec<ProcInfo>,

@@ -102,9 +102,12 @@ fn reference_agent_passes_the_process_fault_table_over_acp_on_every_wire() {
             std::thread::spawn(move || {
                 // The OOM row needs a memory cgroup controller: process_faults.rs runs it.
                 // The long session (60 turns) runs over ACP in process_faults.rs.
+                // The store_damage_* rows need a JSONL store (store_damage.rs).
                 let extra = [
                     "--skip",
                     "oom_kill_mid_turn",
+                    "--skip",
+                    "store_damage_truncate_last,store_damage_nul_tail,store_damage_fuse_records,store_damage_concurrent_append",
                     "--skip",
                     "long_session_tool_output",
                     "--seed",

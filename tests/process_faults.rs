@@ -39,9 +39,10 @@ fn reference_agent_survives_kills_stops_and_seeded_chaos() {
             "process_faults.yaml",
             "--seed",
             "7",
-            // Needs a memory cgroup controller: its own test below.
+            // Needs a memory cgroup controller: its own test below. The
+            // store_damage_* rows need a JSONL store (tests/store_damage.rs).
             "--skip",
-            "oom_kill_mid_turn",
+            "oom_kill_mid_turn,store_damage_truncate_last,store_damage_nul_tail,store_damage_fuse_records,store_damage_concurrent_append",
             "--json",
             json.to_str().unwrap(),
         ],

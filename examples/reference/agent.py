@@ -119,6 +119,20 @@ SIGHUP ends the agent as SIGTERM does, its tools killed first); and the restart 
     then adds the new message: a kill aimed at that write leaves a store
     without the turn's finished steps, which the restarted agent never sees.
 
+Transcript bugs (the JSONL transcript of ``"store": "jsonl"`` in config.json,
+profile agent-jsonl.yaml; see JsonlStore), each caught by
+``store_resumed_past_damage`` on the ``store_damage_*`` rows of
+process_faults.yaml:
+  * store_resume_stops_at_damage: resume stops at the first damaged line of
+    the transcript and cuts it there, silently, losing every intact record
+    after it (claude-code #49876); the healthy agent drops only the damaged
+    lines, rewrites the transcript with the rest and says what it dropped on
+    stderr.
+  * store_append_fused: resume drops the damaged lines in memory only, and
+    the first append is written straight after whatever the transcript ends
+    with, so a torn or NUL-padded tail swallows it (copilot-cli #1864,
+    #4098); the healthy agent starts it on a line of its own.
+
 Combination bugs, each invisible to every row of the seed tables (``chaosrun
 explore`` finds them): sticky_backoff_interrupt, resend_batch_minus_one,
 replay_after_5xx (see KNOWN_BUGS); and the persistence bugs, which show only
@@ -225,6 +239,8 @@ KNOWN_BUGS = {
     "lost_result_on_restart": "on resume, an unanswered tool call is left without a result",
     "replay_from_zero": "on resume, start_turn is ignored and the turns replay from turn 0",
     "resume_rolls_back_turn": "on resume, an unfinished turn is rolled back to its user message: the tool calls and results it had persisted are deleted",
+    "store_resume_stops_at_damage": "JSONL transcript: resume stops at the first damaged line and cuts the transcript there, silently dropping the intact records after it",
+    "store_append_fused": "JSONL transcript: resume leaves a damaged transcript as it is and the first append does not start on a line of its own (it fuses onto a torn or NUL-padded tail)",
     "nonatomic_rewrite": "every store write deletes the unfinished turn's stored steps, then re-inserts them one slow autocommit at a time: a kill in between leaves the store short",
     "mcp_no_timeout": "an MCP tool call has no timeout (waits until interrupted)",
     "mcp_no_cancel": "an abandoned MCP call is never cancelled (no notifications/cancelled)",
@@ -870,6 +886,97 @@ class Store:
             self.db.close()
 
 
+class JsonlStore(Store):
+    """Messages in a JSONL transcript, one record (the wire message) a line,
+    appended as they happen (``"store": "jsonl"`` in config.json, profile
+    agent-jsonl.yaml); state.db beside it keeps the background jobs.
+
+    Resume is robust to a transcript damaged by power loss or a second
+    writer: a line that is not a message record is dropped, and a record
+    identical to the one before it (a writer's retry) kept once; the
+    transcript is then rewritten with the records kept (atomically), and
+    what was dropped said on stderr; the first append starts on a line of
+    its own whatever the transcript ends with. --bug
+    store_resume_stops_at_damage cuts the transcript at the first damaged
+    line, silently; --bug store_append_fused leaves the transcript as it is
+    and appends straight after its tail."""
+
+    def __init__(self, path, cap=PERSIST_CAP, transcript=None, bugs=()):
+        super().__init__(path, cap)
+        self.transcript = transcript
+        self.bugs = bugs
+        self.tail_checked = "store_append_fused" in bugs
+        os.makedirs(os.path.dirname(transcript), exist_ok=True)
+
+    def load(self, session_id):
+        try:
+            with open(self.transcript, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        msgs, kept, dropped, repeats, at = [], [], [], 0, 0
+        for n, line in enumerate(data.split(b"\n"), 1):
+            here, at = at, at + len(line) + 1
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                if not isinstance(rec, dict) or not isinstance(rec.get("role"), str):
+                    raise ValueError("not a message record")
+            except ValueError:
+                if "store_resume_stops_at_damage" in self.bugs:
+                    # Silently cut the transcript where the damage starts.
+                    with open(self.transcript, "r+b") as f:
+                        f.truncate(here)
+                    return msgs
+                dropped.append(n)
+                continue
+            if kept and line == kept[-1]:
+                repeats += 1
+                continue
+            kept.append(line)
+            msgs.append(rec)
+        if (dropped or repeats) and "store_append_fused" not in self.bugs:
+            # Repair: the intact records, each on its line, written whole
+            # beside the transcript and renamed over it.
+            tmp = self.transcript + ".repair"
+            with open(tmp, "wb") as f:
+                f.write(b"".join(line + b"\n" for line in kept))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.transcript)
+            log(f"transcript {self.transcript}: dropped {len(dropped)} damaged line(s)"
+                f" {dropped[:10]} and {repeats} repeated record(s); kept {len(msgs)} message(s)")
+        return msgs
+
+    def add(self, session_id, msg):
+        content = msg.get("content")
+        if self.cap is not None and isinstance(content, str) and len(content) > self.cap:
+            content = content[:self.cap - 100] + "\n[truncated for storage]"
+        rec = {"role": msg["role"], "content": content}
+        for key in ("tool_call_id", "tool_calls"):
+            if msg.get(key):
+                rec[key] = msg[key]
+        line = (json.dumps(rec) + "\n").encode()
+        with self.lock:
+            with open(self.transcript, "ab+") as f:
+                if not self.tail_checked:
+                    self.tail_checked = True
+                    if f.seek(0, os.SEEK_END) > 0:
+                        f.seek(-1, os.SEEK_END)
+                        if f.read(1) != b"\n":
+                            log(f"transcript {self.transcript}: its tail ends mid-line; the next record starts a new line")
+                            line = b"\n" + line
+                f.write(line)
+
+    def truncate_after(self, session_id, keep):
+        msgs = self.load(session_id)[:keep]
+        tmp = self.transcript + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(b"".join((json.dumps(m) + "\n").encode() for m in msgs))
+        os.replace(tmp, self.transcript)
+
+
 # --bug nonatomic_rewrite: the pause before each re-inserted row (seconds).
 NONATOMIC_PAUSE = 1.0
 
@@ -1083,8 +1190,14 @@ class Agent:
         os.makedirs(state_dir, exist_ok=True)
         self.bg_dir = os.path.join(state_dir, "bg")
         store_cls = NonAtomicStore if self.bug("nonatomic_rewrite") else Store
-        self.store = store_cls(os.path.join(state_dir, "state.db"),
-                               cap=None if self.bug("huge_output_whole") else PERSIST_CAP)
+        cap = None if self.bug("huge_output_whole") else PERSIST_CAP
+        db = os.path.join(state_dir, "state.db")
+        if cfg.get("store") == "jsonl":
+            name = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.session_id)
+            transcript = os.path.join(state_dir, "sessions", name + ".jsonl")
+            self.store = JsonlStore(db, cap=cap, transcript=transcript, bugs=self.bugs)
+        else:
+            self.store = store_cls(db, cap=cap)
         if self.bug("persist_at_turn_end"):
             self.store.db = DeferredWrites(self.store.db)
         # A previous incarnation (SIGKILLed mid-turn) may have left processes and

@@ -8,7 +8,10 @@
 //! checked` when the restart used no `session/load` (the agent does not
 //! advertise `loadSession`, or the profile says `load: never`) and when the
 //! load was answered with an error (`termination/resumes_after_kill` owns
-//! that failure), and when no turn completed before the restart.
+//! that failure), and when no turn completed before the restart. A turn a
+//! row's `store_damage` destroyed a record of (its user message or answer in
+//! the transcript just before the damage, not among what it left intact) is
+//! not asked for.
 
 use super::{clip, Check, Invariant};
 use crate::observe::{normalise_replayed, Event, Observation, ReplayedTurn, TurnModel};
@@ -76,6 +79,19 @@ pub fn check(obs: &Observation) -> Vec<Check> {
             inv,
             NAME,
             "no turn completed before the restart: nothing the replay had to keep",
+        )];
+    }
+    // A turn whose record the row's `store_damage` destroyed is not the
+    // replay's to keep (`store_resumed_past_damage` judges the rest).
+    let done: Vec<_> = done
+        .into_iter()
+        .filter(|end| !super::store_damage::took_turn(obs, end))
+        .collect();
+    if done.is_empty() {
+        return vec![Check::skipped(
+            inv,
+            NAME,
+            "the row's store_damage destroyed a record of every turn completed before the restart",
         )];
     }
     let mut rest = turns.iter();

@@ -35,7 +35,15 @@ use super::{clip, Check, Status};
 ///   without its own answer (a prompt kept across a kill and swallowed).
 /// - A side effect that happened twice is why a finished call's side effect
 ///   is in the journal twice.
+/// - A restarted agent that refused to resume a damaged store
+///   (`resumes_after_kill`: its `session/load` failed on the damaged
+///   transcript) is why it resumed with nothing and never answered after
+///   the damage (`store_resumed_past_damage`).
 pub const UPSTREAM: &[(&str, &[&str])] = &[
+    (
+        "store_integrity/store_resumed_past_damage",
+        &["termination/resumes_after_kill"],
+    ),
     (
         "termination/kill_landed_mid_turn",
         &["exercised/process_fault_landed"],

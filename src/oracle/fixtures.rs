@@ -175,6 +175,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
         turn_model: None,
         store_at_kill: None,
         store_at_arm: None,
+        store_damage: None,
         processes_seen: vec![],
         provider_offset: 0.0,
         store: StoreObservation::Read {

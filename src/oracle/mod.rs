@@ -37,6 +37,7 @@ pub mod schedule;
 mod side_effects;
 mod stderr_note;
 mod store;
+mod store_damage;
 mod store_kill;
 mod termination;
 mod verdict;
@@ -223,6 +224,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(acp_released::check(s, obs));
     out.extend(store::check(obs));
     out.extend(store_kill::check(obs));
+    out.extend(store_damage::check(obs));
     out.extend(hangup::check(obs));
     out.extend(side_effects::check(s, obs));
     out.extend(sandbox::check(s, obs));

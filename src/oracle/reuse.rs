@@ -1,5 +1,7 @@
 //! Reusability: the same agent answers the probe turn (`alive NONCE`), and the
-//! probe request still carries the faulted user turn. Where the scenario expects
+//! probe request still carries the faulted user turn (unless the row's
+//! `store_damage` destroyed it: `store_resumed_past_damage` judges what the
+//! damage left). Where the scenario expects
 //! a breaker and the adapter declares one, the probe is instead refused at
 //! once, surfaced, and never reaches the provider.
 
@@ -116,7 +118,8 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
         r.messages
             .iter()
             .any(|m| m.role == "user" && m.content.contains(&obs.fault_message))
-    }) {
+    }) && !super::store_damage::took_fault_message(obs)
+    {
         v.push(format!(
             "the probe request does not carry the faulted user turn {:?}: the agent lost its history",
             clip(&obs.fault_message, 80)

@@ -4,7 +4,8 @@
 //! ended; a missing store is never an `integrity_check` failure too);
 //! the agent's SQLite store passes `PRAGMA integrity_check`;
 //! a JSONL transcript has every line a JSON object (a torn or garbled record
-//! is corruption an agent reads back on resume); a Postgres store has no
+//! is corruption an agent reads back on resume; as many such lines as a
+//! row's `store_damage` left are chaosrun's, not counted); a Postgres store has no
 //! such check (not checked, with why), nor has a transcript whose read was
 //! capped or that resolved outside HOME (not checked, saying what was skipped).
 //! And store configuration errors: a healthy store that the profile's query
@@ -148,6 +149,16 @@ fn written(obs: &Observation, path: &str) -> Check {
     )
 }
 
+/// The lines that are not JSON records in the transcript as the row's
+/// `store_damage` left it: chaosrun's damage, not the agent's (whether the
+/// agent resumed past them is `store_resumed_past_damage`'s).
+fn planted(obs: &Observation) -> usize {
+    match obs.store_damage.as_ref().and_then(|d| d.after.as_ref()) {
+        Some(StoreObservation::Jsonl { read, .. }) => read.malformed,
+        _ => 0,
+    }
+}
+
 /// `integrity_check` of a store that exists (or is not configured).
 fn integrity(obs: &Observation) -> Check {
     let inv = Invariant::StoreIntegrity;
@@ -172,12 +183,16 @@ fn integrity(obs: &Observation) -> Check {
             name,
             "PRAGMA integrity_check is SQLite's; a Postgres store's integrity is the server's",
         ),
-        StoreObservation::Jsonl { read, .. } if read.malformed > 0 => Check::new(
+        StoreObservation::Jsonl { read, .. } if read.malformed > planted(obs) => Check::new(
             inv,
             name,
             vec![format!(
-                "{} line(s) of the agent's transcript are not JSON records: {}",
+                "{} line(s) of the agent's transcript are not JSON records{}: {}",
                 read.malformed,
+                match planted(obs) {
+                    0 => String::new(),
+                    n => format!(" ({n} of them left by the row's `store_damage`)"),
+                },
                 read.malformed_examples.join("; ")
             )],
         ),

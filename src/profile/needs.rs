@@ -38,6 +38,7 @@ pub fn not_applicable(profile: &Profile, s: &Scenario) -> Option<String> {
         })
         .or_else(|| resume_gap(profile, s))
         .or_else(|| store_gap(profile, s))
+        .or_else(|| damage_gap(profile, s))
         .or_else(|| after_answer_gap(profile, s))
         .or_else(|| credential_gap(profile, s))
         .or_else(|| sandbox_gap(profile, s))
@@ -262,6 +263,16 @@ fn store_gap(profile: &Profile, s: &Scenario) -> Option<String> {
         .is_some_and(|st| st.path.is_some() || st.jsonl.is_some());
     (aimed && !files).then(|| {
         "this row aims its fault at a write to the agent's store (`store_write_after_calls`); the adapter profile declares no SQLite (`store: {path: ...}`) or JSONL (`store: {jsonl: ...}`) store (a Postgres store is not watched)".to_string()
+    })
+}
+
+/// `store_damage` cuts, pads and fuses records of a JSONL transcript: a
+/// SQLite or Postgres store has no such records (its torn tail is the
+/// database's own recovery, not the agent's resume).
+fn damage_gap(profile: &Profile, s: &Scenario) -> Option<String> {
+    let jsonl = profile.store.as_ref().is_some_and(|st| st.jsonl.is_some());
+    (s.store_damage.is_some() && !jsonl).then(|| {
+        "this row damages the agent's JSONL transcript between turns (`store_damage`); the adapter profile declares no JSONL store (`store: {jsonl: ...}`): a SQLite or Postgres store has no records to cut, pad or fuse".to_string()
     })
 }
 

@@ -174,6 +174,7 @@ pub(crate) struct Collected {
     store: StoreObservation,
     store_at_kill: Option<StoreObservation>,
     store_at_arm: Option<StoreObservation>,
+    store_damage: Option<crate::store::damaged::DamageRecord>,
     closed: Closed,
     /// What the sampler saw of the scenario's processes (CPU and RSS over
     /// time, every command line).
@@ -230,6 +231,7 @@ pub(crate) async fn collect(
         ),
         _ => None,
     };
+    let store_damage = read_damage(driven, shared, &session, &session_id).await;
     let network = session.network.clone();
     let prepared = session.prepared.clone();
     let closed = session.close().await;
@@ -249,6 +251,7 @@ pub(crate) async fn collect(
         store,
         store_at_kill,
         store_at_arm,
+        store_damage,
         closed,
         samples,
         memory_peak,
@@ -369,6 +372,37 @@ async fn read_copy(
     }
 }
 
+/// The row's `store_damage`, completed: the damaged transcript's copy read
+/// (what was left intact) and what the restarted agent wrote after the
+/// damaged tail.
+async fn read_damage(
+    driven: &Driven,
+    shared: &Shared,
+    session: &Session,
+    session_id: &str,
+) -> Option<crate::store::damaged::DamageRecord> {
+    let done = driven.damage()?;
+    let mut record = done.record.clone();
+    if let Some(spec) = &shared.profile.store {
+        if let Some(copy) = &done.before {
+            let when = (copy, "the store was about to be damaged");
+            record.before = Some(read_copy(when, spec, session, session_id).await);
+        }
+        if let Some(copy) = &done.copy {
+            let when = (copy, "the store was damaged");
+            record.after = Some(read_copy(when, spec, session, session_id).await);
+        }
+    }
+    if let Some(damaged) = done.damaged.clone() {
+        let home = session.prepared.dirs.home.clone();
+        record.tail =
+            tokio::task::spawn_blocking(move || crate::store::damaged::tail(&home, &damaged))
+                .await
+                .ok();
+    }
+    Some(record)
+}
+
 /// `--record DIR` (proxy mode): the scenario's relayed main calls, written as
 /// `DIR/<id>.jsonl`; why not, when the cassette cannot be written (an ERROR).
 fn record_cassette(
@@ -401,6 +435,7 @@ impl Observation {
         obs.store = c.store;
         obs.store_at_kill = c.store_at_kill;
         obs.store_at_arm = c.store_at_arm;
+        obs.store_damage = c.store_damage;
         obs.recording = c.closed.recording;
         (obs.proc_samples, obs.processes_seen) = c.samples;
         obs.memory_peak = c.memory_peak;

@@ -253,6 +253,7 @@ fn resolve(
         agent_sandbox: s.agent_sandbox.clone(),
         client: s.client.clone(),
         queue_prompt: s.queue_prompt,
+        store_damage: s.store_damage,
         dropped_calls: Vec::new(),
     })
 }
@@ -376,6 +377,15 @@ fn check_faults(s: &ScenarioDoc) -> Result<(), String> {
         if !(f.delay >= 0.0 && f.delay.is_finite()) {
             return Err("`delay` must be zero or a positive number of seconds".into());
         }
+    }
+    let dead_then = s.process_fault.as_ref().is_some_and(|f| {
+        matches!(
+            f.action.lands(),
+            super::Landing::Kill | super::Landing::Hangup
+        )
+    });
+    if s.store_damage.is_some() && !dead_then {
+        return Err("`store_damage` is done while the agent is dead: it needs a `process_fault` with `action: kill` or `hangup` (`at: after_answer` for damage between turns)".into());
     }
     if s.chaos.is_some() != matches!(s.expect, Expect::Survives) {
         return Err("`expect: survives` and a `chaos:` block go together".into());
@@ -711,6 +721,40 @@ mod tests {
         ] {
             let e = row(fault, expect).unwrap_err().to_string();
             assert!(e.contains(says), "{fault}: {e}");
+        }
+    }
+
+    /// `store_damage` needs a kill or a hangup (the agent dead while its
+    /// store is damaged); an unknown kind or field is refused at its line.
+    #[test]
+    fn store_damage_is_checked_at_load() {
+        let row = |rest: &str| {
+            load_str(&format!("scenarios:\n  - id: a\n    about: x\n    responder: [{{reply: {{kind: text, text: hi}}}}]\n{rest}"), "t.yaml")
+        };
+        let kill = "    expect: killed\n    process_fault: {action: kill, at: after_answer}\n";
+        let ok = row(&format!("{kill}    store_damage: {{kind: nul_tail}}\n")).unwrap();
+        let d = ok.scenarios[0].store_damage.unwrap();
+        assert_eq!(d.kind, crate::scenarios::damage::Damage::NulTail);
+        for (rest, says) in [
+            (
+                format!("{kill}    store_damage: {{kind: nul}}\n"),
+                "t.yaml:7:",
+            ),
+            (
+                format!("{kill}    store_damage: {{kind: nul_tail, after_turn: 1}}\n"),
+                "after_turn",
+            ),
+            (
+                "    expect: error\n    process_fault: {action: stop, at: {after_calls: 1}}\n    store_damage: {kind: nul_tail}\n".to_string(),
+                "needs a `process_fault` with `action: kill` or `hangup`",
+            ),
+            (
+                "    expect: error\n    store_damage: {kind: fuse_records}\n".to_string(),
+                "needs a `process_fault`",
+            ),
+        ] {
+            let e = row(&rest).unwrap_err().to_string();
+            assert!(e.contains(says), "{rest}: {e}");
         }
     }
 }

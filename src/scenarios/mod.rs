@@ -5,6 +5,7 @@
 pub mod actions;
 pub mod agent_sandbox;
 pub mod client;
+pub mod damage;
 pub mod load;
 pub mod schema;
 pub mod select;

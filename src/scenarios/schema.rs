@@ -447,6 +447,10 @@ pub struct ScenarioDoc {
     /// drive.
     #[serde(default)]
     pub queue_prompt: Option<QueuePrompt>,
+    /// Damage the agent's transcript once the agent the `process_fault`
+    /// killed is gone, before its restart (see [`super::damage`]).
+    #[serde(default)]
+    pub store_damage: Option<super::damage::StoreDamage>,
 }
 
 /// `queue_prompt: {after_seconds: S}`: the ACP drive sends the next turn's
@@ -510,6 +514,9 @@ pub struct Scenario {
     /// The probe's prompt sent while the faulted turn runs (ACP drive).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_prompt: Option<QueuePrompt>,
+    /// The transcript's damage before the restart (see [`super::damage`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_damage: Option<super::damage::StoreDamage>,
     /// Calls of the responder's replies the profile could not make, dropped
     /// before the run (`profile::needs::adapt`): saved with the row, so the
     /// oracle can say what share of it ran. Empty for a row run as written.

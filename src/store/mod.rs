@@ -8,6 +8,7 @@
 //! `profile` and `scenarios`: the profile uses its types, never the reverse.
 
 pub mod at_kill;
+pub mod damaged;
 pub mod found;
 pub mod glob;
 pub mod items;

@@ -136,6 +136,7 @@ impl Run {
             main_calls: calls,
             resume: (start, s.deadlines.boot),
             copy_store: false,
+            damage: None,
             deadline: self.pace.deadline,
             provider,
         };

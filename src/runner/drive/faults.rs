@@ -30,6 +30,8 @@ pub(super) struct Hit<'p> {
     /// Copy the agent's store once a killed agent is gone (a kill aimed at
     /// a store write).
     pub copy_store: bool,
+    /// Damage the agent's transcript once it is gone (`store_damage`).
+    pub damage: Option<crate::scenarios::damage::Damage>,
     /// When an `oom` that did not kill gives up (the turn's deadline).
     pub deadline: Instant,
     pub provider: &'p Provider,
@@ -79,6 +81,9 @@ impl Drive<'_> {
         if hit.copy_store {
             self.copy_store_at_kill().await;
         }
+        if let Some(kind) = hit.damage {
+            self.damage_store(kind).await;
+        }
         let (turn, boot) = hit.resume;
         for w in dead {
             if !self.revive(w, turn, boot).await {
@@ -108,6 +113,9 @@ impl Drive<'_> {
         }
         if hit.copy_store {
             self.copy_store_at_kill().await;
+        }
+        if let Some(kind) = hit.damage {
+            self.damage_store(kind).await;
         }
         let (turn, boot) = hit.resume;
         self.revive(k, turn, boot).await

@@ -17,6 +17,7 @@ mod baseline;
 pub(super) mod bound;
 mod chaos;
 mod clock;
+mod damage;
 mod faults;
 mod oom;
 mod store_kill;
@@ -89,6 +90,8 @@ pub(crate) struct Drive<'a> {
     store_at_kill: Option<store_kill::AtKill>,
     /// The copy taken when that kill's trigger armed (the reference).
     store_at_arm: Option<store_kill::AtKill>,
+    /// The row's `store_damage`, once done ([`damage`]).
+    damage: Option<damage::DamageDone>,
 }
 
 /// What the script needs besides the scenario: a chaos run's schedule (none:
@@ -111,6 +114,7 @@ pub(crate) struct Driven {
     store_session: Result<Option<String>, String>,
     store_at_kill: Option<store_kill::AtKill>,
     store_at_arm: Option<store_kill::AtKill>,
+    damage: Option<damage::DamageDone>,
 }
 
 impl Driven {
@@ -137,6 +141,11 @@ impl Driven {
     /// row has one.
     pub(crate) fn store_at_arm(&self) -> Option<&store_kill::AtKill> {
         self.store_at_arm.as_ref()
+    }
+
+    /// The row's `store_damage`, if it was done.
+    pub(crate) fn damage(&self) -> Option<&damage::DamageDone> {
+        self.damage.as_ref()
     }
 
     /// Whether chaosrun killed a process that did not exit by itself.
@@ -186,6 +195,7 @@ impl<'a> Drive<'a> {
             on_phase,
             store_at_kill: None,
             store_at_arm: None,
+            damage: None,
         }
     }
 
@@ -230,6 +240,7 @@ impl<'a> Drive<'a> {
             store_session,
             store_at_kill: self.store_at_kill,
             store_at_arm: self.store_at_arm,
+            damage: self.damage,
             events: self.events,
             snapshots: self.snapshots,
             agents: self.workers.into_iter().flatten().collect(),

@@ -226,7 +226,7 @@ async fn faulted_turn_in(
                         provider.refresh_credential();
                         d.turn_ended(Some(0)).await;
                         return match after_answer(s) {
-                            Some(f) => land_after_answer(d, (runner, f, dl.boot), provider, &clock).await,
+                            Some(f) => land_after_answer(d, s, (runner, f, dl.boot), provider, &clock).await,
                             None => true,
                         };
                     }
@@ -254,6 +254,7 @@ async fn faulted_turn_in(
                     main_calls: *provider.main_calls().borrow(),
                     resume: (1, dl.boot),
                     copy_store: matches!(f.at, Trigger::StoreWriteAfterCalls(_)),
+                    damage: s.store_damage.map(|d| d.kind),
                     deadline: clock.deadline,
                     provider,
                 };
@@ -285,6 +286,7 @@ fn after_answer(s: &Scenario) -> Option<&crate::scenarios::ProcessFault> {
 /// through it (revived after a kill or a hangup).
 async fn land_after_answer(
     d: &mut Drive<'_>,
+    s: &Scenario,
     (runner, f, boot): (usize, &crate::scenarios::ProcessFault, f64),
     provider: &Provider,
     clock: &TurnClock,
@@ -298,6 +300,7 @@ async fn land_after_answer(
         main_calls: *provider.main_calls().borrow(),
         resume: (1, boot),
         copy_store: false,
+        damage: s.store_damage.map(|d| d.kind),
         deadline: clock.deadline,
         provider,
     };
