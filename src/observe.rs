@@ -518,6 +518,10 @@ pub struct Observation {
     /// Lines of the side-effect journal (`$CHAOS_JOURNAL`), bounded.
     #[serde(default)]
     pub journal: Vec<String>,
+    /// The files the row's `write_file` calls name, as the run left them in
+    /// the work dir (read back after the run, bounded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileLeft>,
     /// Index of the probe turn: 1, or the last turn of a chaos run.
     #[serde(default = "one")]
     pub probe_turn: u64,
@@ -538,6 +542,22 @@ pub struct Observation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_model: Option<TurnModel>,
 }
+
+/// One file a row's `write_file` call names, read back from the work dir
+/// after the run (never through a symlink): its content (the first
+/// [`FILE_KEEP_BYTES`]), or why there is none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileLeft {
+    /// As the row names it, relative to the work dir.
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The most of one [`FileLeft`] read back.
+pub const FILE_KEEP_BYTES: u64 = 64 << 10;
 
 fn one_worker() -> usize {
     1

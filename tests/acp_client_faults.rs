@@ -44,7 +44,7 @@ fn the_reference_agent_passes_the_client_rows_over_acp_on_every_wire() {
         let (code, report, text) = run("reference-acp", wire, &[]);
         assert_eq!(code, Some(0), "{wire}:\n{text}");
         assert_eq!(
-            report["passed"], 15,
+            report["passed"], 16,
             "{wire}: every row of acp.yaml\n{text}"
         );
         let s = scenario(&report, "acp_permission_never_until_cancel");

@@ -58,8 +58,8 @@ fn the_reference_agent_passes_the_acp_table_on_every_wire() {
         let (code, report, out) = run("acp-table", wire, None, &[]);
         assert_eq!(code, Some(0), "{wire}:\n{out}");
         let rows = report["scenarios"].as_array().expect("scenarios").len();
-        assert_eq!(rows, 15, "{wire}: every row ran\n{out}");
-        assert_eq!(report["passed"], 15, "{wire}:\n{out}");
+        assert_eq!(rows, 16, "{wire}: every row ran\n{out}");
+        assert_eq!(report["passed"], 16, "{wire}:\n{out}");
         let s = report["scenarios"]
             .as_array()
             .unwrap()
@@ -115,6 +115,12 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "acp_queued_prompt_survives_kill",
         "reusability",
         "had persisted the prompt queued while turn 0 ran",
+    ),
+    (
+        "acp_write_new_file_fails",
+        "acp_fs_write_new_file",
+        "side_effects",
+        "no such file in the work dir",
     ),
 ];
 

@@ -130,6 +130,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/gemini-cli/acp-report.json",
     "examples/gemini-cli/acp-process-faults-report.json",
     "examples/gemini-cli/acp-table-report.json",
+    "examples/gemini-cli/acp-fs-write-report.json",
     "examples/qwen-code/report.json",
     "examples/qwen-code/process-faults-report.json",
     "examples/qwen-code/store-kill-report.json",

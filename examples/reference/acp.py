@@ -93,7 +93,15 @@ and released. A ``terminal/create`` answered after the tool timeout or a
 cancel is still waited for ``CREATE_GRACE`` s, and the terminal it made killed
 and released (an editor keeps an unreleased terminal). A shell command ``cat VIA_CLIENT_FS:PATH`` (PATH relative to the
 work dir, or absolute) is read through ``fs/read_text_file`` instead, bounded
-by the same timeout ("error: fs/read_text_file: no answer in Ns").
+by the same timeout ("error: fs/read_text_file: no answer in Ns"). The
+``write_file`` tool writes through the client: ``fs/read_text_file`` of the
+path first (as Gemini CLI does; a missing file's ``-32002`` "Resource not
+found" means a new file, any other error fails the tool), then
+``fs/write_text_file {path, content}`` (the path absolute, in the work dir),
+each bounded by the tool timeout.
+  * ``acp_write_new_file_fails``: any error of that first read fails the tool,
+    the missing file's ``-32002`` included: a new file is never written
+    (Gemini CLI 0.61.0).
 """
 
 import copy
@@ -115,6 +123,7 @@ CONTENT_CAP = 10_000        # chars of a tool's output put in its final update
 RAW_INPUT_CAP = 2_000       # chars of unparseable tool arguments put in rawInput
 MAX_LINE = 64_000_000       # bytes of one incoming frame kept; a longer one is refused
 PARSE_ERROR, INVALID_REQUEST, NO_METHOD, BAD_PARAMS, INTERNAL = -32700, -32600, -32601, -32602, -32603
+RESOURCE_NOT_FOUND = -32002  # ACP: the file asked for does not exist
 PERMISSION_MARKER = "ASK_PERMISSION"
 TERMINAL_MARKER = "VIA_TERMINAL"   # a shell command holding it runs in the client's terminal
 FS_MARKER = "VIA_CLIENT_FS:"       # `cat VIA_CLIENT_FS:PATH` reads PATH through fs/read_text_file
@@ -205,6 +214,8 @@ def tool_call_fields(tc):
         return str(a.get("command") or "shell")[:200], "execute", args
     if name == "task":
         return ("task: " + str(a.get("prompt") or ""))[:200], "other", args
+    if name == "write_file":
+        return ("write " + str(a.get("path") or ""))[:200], "edit", args
     return name, "other", args
 
 
@@ -360,6 +371,14 @@ def make_agent_class(ref):
                 return ClientTools(self, timeout).run_in_terminal(command)
             return None
 
+        def write_file(self, args):
+            if self.session is None or self.is_subagent:
+                return super().write_file(args)
+            full, err = self.write_path(args)
+            if err:
+                return err, False
+            return ClientTools(self, self.tool_timeout).write_file(full, args["content"])
+
         def _bug_subagent_abandoned_in_call(self):
             if self.bug("acp_subagent_ignores_cancel") and self.ctl.interrupted():
                 ref.log("cancel: the subagent is not told (bug acp_subagent_ignores_cancel)")
@@ -404,6 +423,30 @@ class ClientTools:
         if why:
             return f"error: {why}", False
         return str(result.get("content") or ""), False
+
+    def write_file(self, full, content):
+        """fs/read_text_file of the old content (a missing file: -32002, new),
+        then fs/write_text_file: the tool's (output, interrupted)."""
+        _, why = self.ask("fs/read_text_file", {"path": full})
+        code = (self.waiter.get("error") or {}).get("code")
+        new_file = why is not None and code == RESOURCE_NOT_FOUND
+        if new_file and self.agent.bug("acp_write_new_file_fails"):
+            self.server.ref.log("the missing file's read error fails the write (bug acp_write_new_file_fails)")
+            new_file = False
+        if why == "interrupted":
+            return "interrupted", True
+        if why == "timeout":
+            return f"error: fs/read_text_file: no answer in {self.timeout:g}s", False
+        if why and not new_file:
+            return f"error: checking the existing file: {why}", False
+        _, why = self.ask("fs/write_text_file", {"path": full, "content": content})
+        if why == "interrupted":
+            return "interrupted", True
+        if why == "timeout":
+            return f"error: fs/write_text_file: no answer in {self.timeout:g}s", False
+        if why:
+            return f"error: {why}", False
+        return f"wrote {len(content)} chars to {full}" + (" (new file)" if new_file else ""), False
 
     def run_in_terminal(self, command):
         result, why = self.ask("terminal/create", {"command": "sh", "args": ["-c", command],

@@ -42,7 +42,10 @@ What it does
     /dev/null, output capped at 50,000 chars, timeout kills the group;
     ``background: true`` starts a registered job), and ``task`` (``prompt``): a
     subagent, a nested tool loop in a thread with its own history and the shell
-    tool only, stopped at the tool timeout or the parent's interrupt.
+    tool only, stopped at the tool timeout or the parent's interrupt; and
+    ``write_file`` (``path``, ``content``): the whole file written, ``path``
+    relative to the working directory (or absolute inside it); over ACP it is
+    written through the client (``fs/write_text_file``, see acp.py).
   * Speaks MCP (``mcp_client.py``, a sibling module): every server of the
     config's ``mcp_servers`` (``{NAME: {"command", "args"} | {"url"}}``) is
     started before ``ready`` within a boot timeout (``mcp_boot_timeout``,
@@ -170,7 +173,9 @@ never ends), acp_load_drops_last_turn
 (``session/load`` replays the conversation without its last answered turn),
 acp_terminal_no_timeout (the client terminal's wait_for_exit is
 waited on with no tool timeout), acp_terminal_never_released (the client's
-terminal is never released).
+terminal is never released), acp_write_new_file_fails (``write_file`` reads
+the file through the client first and takes any error, a missing file's
+-32002 included, for a failure: a new file is never written, as Gemini CLI).
 
 Zombie bug: zombie_children (the shell tool probes its shell before each
 foreground command with a child whose Popen object is kept and never waited
@@ -293,6 +298,7 @@ KNOWN_BUGS = {
     "acp_load_drops_last_turn": "ACP: session/load replays the conversation without its last answered turn",
     "acp_terminal_no_timeout": "ACP: terminal/wait_for_exit on the client's terminal is waited on with no tool timeout",
     "acp_terminal_never_released": "ACP: the client's terminal is never released (terminal/release)",
+    "acp_write_new_file_fails": "ACP: write_file reads the file through the client first and takes any error, a missing file's -32002 included, for a failure: a new file is never written (Gemini CLI)",
     "acp_queue_lost_on_kill": "ACP: a prompt queued while a turn runs is persisted at once; after a kill and session/load, the prompt sent again is taken for that kept copy and never answered",
     # Children left unreaped (issue 43.6, claude-code #58000).
     "zombie_children": "before each foreground command the shell tool probes its shell (bash --version) with a child it never waits for, which the orphan reaper passes by: a zombie until the agent exits",
@@ -365,6 +371,22 @@ SUBAGENT_TOOL = {
             "type": "object",
             "properties": {"prompt": {"type": "string", "description": "The task for the subagent."}},
             "required": ["prompt"],
+        },
+    },
+}
+
+WRITE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "write_file",
+        "description": "Write a whole text file in the working directory (created or replaced).",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "The file's path, relative to the working directory."},
+                "content": {"type": "string", "description": "The file's whole new content."},
+            },
+            "required": ["path", "content"],
         },
     },
 }
@@ -1798,7 +1820,7 @@ class Agent:
         server = self.mcp.owner(name) if self.mcp else None
         if server is not None:
             return self.execute_mcp(server, name, raw)
-        if name not in ("shell", "task") or (name == "task" and self.is_subagent):
+        if name not in ("shell", "task", "write_file") or (name != "shell" and self.is_subagent):
             return f"error: unknown tool {name}", False
         try:
             args = json.loads(raw) if raw.strip() else {}
@@ -1806,6 +1828,8 @@ class Agent:
             return f"error: invalid JSON arguments: {e}", False
         if not isinstance(args, dict):
             return "error: invalid JSON arguments: expected a JSON object", False
+        if name == "write_file":
+            return self.write_file(args)
         if name == "task":
             prompt = args.get("prompt")
             if not isinstance(prompt, str) or not prompt.strip():
@@ -1835,6 +1859,33 @@ class Agent:
             return self.run_foreground(command, float(timeout))
         except OSError as e:
             return f"error: could not run command: {e}", False
+
+    def write_path(self, args):
+        """(absolute path inside the workdir, None) for write_file's ``path``
+        argument, or (None, the tool's error)."""
+        path, content = args.get("path"), args.get("content")
+        if not isinstance(path, str) or not path.strip():
+            return None, "error: missing required argument 'path'"
+        if not isinstance(content, str):
+            return None, "error: missing required argument 'content'"
+        work = os.path.realpath(self.workdir)
+        full = os.path.normpath(os.path.join(work, path))
+        if os.path.commonpath([work, full]) != work or full == work:
+            return None, f"error: {path} is outside the working directory"
+        return full, None
+
+    def write_file(self, args):
+        """The ``write_file`` tool: the whole file written in the workdir."""
+        full, err = self.write_path(args)
+        if err:
+            return err, False
+        log(f"tool write_file: {full}")
+        try:
+            with open(full, "w", encoding="utf-8") as f:
+                f.write(args["content"])
+        except OSError as e:
+            return f"error: could not write {args['path']}: {e}", False
+        return f"wrote {len(args['content'])} chars to {args['path']}", False
 
     def sandbox_refused(self):
         """None when the tool sandbox starts here; else the tool result that
@@ -1889,11 +1940,11 @@ class Agent:
                 log(f"starting without the tools of MCP server {s.name}: {s.unavailable}")
 
     def tool_specs(self):
-        """Every tool offered to the model: shell, task (not to a subagent),
-        then the MCP servers' tools."""
+        """Every tool offered to the model: shell, task and write_file (not to
+        a subagent), then the MCP servers' tools."""
         if self.is_subagent:
             return [SHELL_TOOL]
-        return [SHELL_TOOL, SUBAGENT_TOOL] + (self.mcp.tool_specs() if self.mcp else [])
+        return [SHELL_TOOL, SUBAGENT_TOOL, WRITE_TOOL] + (self.mcp.tool_specs() if self.mcp else [])
 
     # ------------------------------------------------------------ subagent
 

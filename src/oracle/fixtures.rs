@@ -200,6 +200,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
         wall: 4.0,
         started_unix: 1_700_000_000.0,
         journal: vec![],
+        files: vec![],
         probe_turn: 1,
         chaos: None,
         mcp: None,

@@ -19,6 +19,7 @@ mod credential;
 pub mod depends;
 mod discovery;
 mod exercised;
+pub mod files_written;
 mod giveup;
 mod hangup;
 mod history;
@@ -227,6 +228,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(store_damage::check(obs));
     out.extend(hangup::check(obs));
     out.extend(side_effects::check(s, obs));
+    out.extend(files_written::check(s, obs));
     out.extend(sandbox::check(s, obs));
     out.extend(exercised::check_with(s, obs, caps.background.as_ref()));
     out.extend(schedule::check(s, obs));

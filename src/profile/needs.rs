@@ -1,5 +1,5 @@
 //! What a scenario row needs from the adapter profile (an MCP client on the
-//! row's transport, a mapped subagent tool, mapped tool arguments, an agent
+//! row's transport, a mapped subagent or write_file tool, mapped tool arguments, an agent
 //! that resumes after a kill), and the one rule for a profile that lacks it:
 //! the row is `N/A` for that agent, with the reason and a one-line hint,
 //! never an exit 2 for the whole table and never a silent pass. An optional
@@ -14,10 +14,16 @@ use crate::scenarios::Scenario;
 /// Logical tools whose meaning depends on the profile's mapping: a row that
 /// calls one the profile does not map is N/A. (Any other name, `shell`
 /// included, is sent as written when unmapped: a literal tool name.)
-pub const MAPPED_TOOLS: &[(&str, &str)] = &[(
-    "subagent",
-    "add `tools: {subagent: {name: Task, args: {prompt: prompt}}}` naming the agent's own subagent tool, or leave it out if the agent has none",
-)];
+pub const MAPPED_TOOLS: &[(&str, &str)] = &[
+    (
+        "subagent",
+        "add `tools: {subagent: {name: Task, args: {prompt: prompt}}}` naming the agent's own subagent tool, or leave it out if the agent has none",
+    ),
+    (
+        "write_file",
+        "add `tools: {write_file: {name: Write, args: {path: file_path, content: content}}}` naming the agent's own tool that writes a whole file, or leave it out if the agent has none",
+    ),
+];
 
 use crate::provider::OPTIONAL_ARGS;
 
@@ -161,7 +167,7 @@ fn unmapped_mcp_probe(profile: &Profile, scenarios: &[Scenario]) -> Option<Strin
 /// The logical tools a row expects the agent to have (a row's call to a
 /// name outside these, `no_such_tool_chaos`, asks about a tool no agent
 /// has, which a `code_tool` agent must answer like any other).
-const LOGICAL_TOOLS: &[&str] = &["shell", "mcp_probe", "subagent"];
+const LOGICAL_TOOLS: &[&str] = &["shell", "mcp_probe", "subagent", "write_file"];
 
 /// An agent whose tools live inside its code-execution tool (`code_tool`)
 /// cannot run a row whose model asks for a tool by a name the profile does

@@ -3,7 +3,8 @@
 //! its cgroup must empty, or the tag fallback must find nothing), sweeps,
 //! reads the agent's store back, closes the servers ([`Session::close`]),
 //! and reads what the run left in files (stderr's and the logs' tails, the
-//! side-effect journal), every read bounded. [`Observation::assemble`] then
+//! side-effect journal, the files the row's `write_file` calls name),
+//! every read bounded. [`Observation::assemble`] then
 //! puts the stages' values together. It judges nothing.
 
 use std::path::Path;
@@ -16,7 +17,7 @@ use super::plan::{Plan, Shared};
 use super::session::{Closed, Failed, Session};
 use crate::driver::home::StoreAt;
 use crate::input::{open_regular, Follow, OpenError};
-use crate::observe::{Capped, Observation, Phase, StoreObservation};
+use crate::observe::{Capped, FileLeft, Observation, Phase, StoreObservation};
 use crate::proc_hygiene::{Containment, Kind, ProcInfo};
 use crate::scenarios::Scenario;
 use crate::units::secs;
@@ -104,16 +105,47 @@ struct Leftovers {
     journal: Vec<String>,
     journal_bytes: u64,
     journal_read: u64,
+    files: Vec<FileLeft>,
 }
 
-/// Read the tails and the journal, off the async workers.
-async fn read_leftovers(prepared: &crate::driver::Prepared) -> Leftovers {
+/// The files `paths` (relative to the work dir `work`) as the run left
+/// them: read beneath it, never through a symlink, bounded.
+fn read_files(work: &Path, paths: &[String]) -> Vec<FileLeft> {
+    let one = |path: &String| {
+        let rel = Path::new(path);
+        let read = if rel.is_absolute()
+            || rel
+                .components()
+                .any(|c| c == std::path::Component::ParentDir)
+        {
+            Err(std::io::Error::other("not a path inside the work dir"))
+        } else {
+            crate::output::read_beneath(work, rel, crate::observe::FILE_KEEP_BYTES)
+        };
+        let (content, error) = match read {
+            Ok(bytes) => (Some(String::from_utf8_lossy(&bytes).into_owned()), None),
+            Err(e) => (None, Some(crate::units::clip(&e.to_string(), 200))),
+        };
+        FileLeft {
+            path: path.clone(),
+            content,
+            error,
+        }
+    };
+    paths.iter().map(one).collect()
+}
+
+/// Read the tails, the journal and the files the row's `write_file` calls
+/// name (`written`), off the async workers.
+async fn read_leftovers(prepared: &crate::driver::Prepared, written: Vec<String>) -> Leftovers {
+    let work = prepared.dirs.work.clone();
     let stderr = prepared.dirs.stderr_log.clone();
     let logs = prepared.log_paths.clone();
     let journal = prepared.dirs.journal.clone();
     let home = prepared.dirs.home.clone();
     let read = move || {
         let (journal, journal_bytes, journal_read) = read_journal(&journal);
+        let files = read_files(&work, &written);
         let logs_missing = logs
             .iter()
             .filter(|p| crate::driver::home::expand_log(&home, p).is_empty())
@@ -152,6 +184,7 @@ async fn read_leftovers(prepared: &crate::driver::Prepared) -> Leftovers {
             journal,
             journal_bytes,
             journal_read,
+            files,
         }
     };
     tokio::task::spawn_blocking(read)
@@ -163,6 +196,7 @@ async fn read_leftovers(prepared: &crate::driver::Prepared) -> Leftovers {
             journal: Vec::new(),
             journal_bytes: 0,
             journal_read: 0,
+            files: Vec::new(),
         })
 }
 
@@ -243,7 +277,11 @@ pub(crate) async fn collect(
     });
     // The pipe readers finish when the last holder of stdout/stderr is gone.
     driven.drained(Duration::from_secs(1)).await;
-    let left = read_leftovers(&prepared).await;
+    let written = crate::oracle::files_written::asked(scenario, &plan.nonce)
+        .into_iter()
+        .map(|a| a.path)
+        .collect();
+    let left = read_leftovers(&prepared, written).await;
     Collected {
         survivors,
         containment,
@@ -448,6 +486,7 @@ impl Observation {
         obs.log_tails = c.left.log_tails;
         obs.logs_missing = c.left.logs_missing;
         obs.journal = c.left.journal;
+        obs.files = c.left.files;
         obs.capped = Capped {
             journal_bytes: c.left.journal_bytes,
             journal_read: c.left.journal_read,

@@ -52,7 +52,7 @@ pub struct Ids {
 pub(crate) struct Plan {
     scenario: String,
     tag: String,
-    nonce: String,
+    pub(crate) nonce: String,
     pub(crate) session_id: String,
     /// Every turn's message: the faulted one, a chaos run's others, the probe.
     pub(crate) turns: Vec<String>,
