@@ -141,8 +141,8 @@ pub struct AcpRun {
     pub session: std::sync::Arc<std::sync::Mutex<Option<String>>>,
     /// The row's faults of the client side.
     pub client: Vec<crate::scenarios::client::ClientRule>,
-    /// `queue_prompt`: seconds after the first turn's prompt to send the
-    /// next turn's while the first still runs.
+    /// `queue_prompt`: seconds after the first turn's first `tool_call`
+    /// update to send the next turn's prompt while the first still runs.
     pub queue_after: Option<f64>,
 }
 

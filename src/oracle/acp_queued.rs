@@ -4,8 +4,8 @@
 //! probe's nonce) or refuse it explicitly (a JSON-RPC error), never leave it
 //! unanswered nor answer it with the turn before's answer (copilot-cli
 //! #3184). Made only under [`TurnModel::ACP`] for rows with `queue_prompt`;
-//! `not checked` when the queued prompt was never sent (the faulted turn had
-//! ended first). When it fails it is the probe's cause ([`super::depends`]).
+//! `not checked` when the queued prompt was never sent (the faulted turn
+//! reported no tool call, or had ended first). When it fails it is the probe's cause ([`super::depends`]).
 //!
 //! A kill while the prompt waited ([`Event::Restarted`] after
 //! [`Event::PromptQueued`], before its turn's end) killed its request with
@@ -48,7 +48,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
         return Some(Check::skipped(
             inv,
             NAME,
-            "the queued prompt was never sent: the faulted turn had ended (or never began) before `queue_prompt.after_seconds`",
+            "the queued prompt was never sent: the faulted turn reported no tool call, or had ended (or never began) before `queue_prompt.after_seconds` after its first one",
         ));
     };
     let Some(restart) = killed_waiting(obs, at, turn) else {

@@ -454,8 +454,8 @@ pub struct ScenarioDoc {
 }
 
 /// `queue_prompt: {after_seconds: S}`: the ACP drive sends the next turn's
-/// `session/prompt` S seconds after the faulted turn's, if that turn still
-/// runs then.
+/// `session/prompt` S seconds after the faulted turn's first `tool_call`
+/// update, if that turn still runs then.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QueuePrompt {

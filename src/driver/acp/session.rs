@@ -94,6 +94,9 @@ pub(super) struct Drive {
     flooded: bool,
     /// When to send the next turn's prompt while this one runs.
     queue_at: Option<Instant>,
+    /// The turn runs a row's `queue_prompt` whose clock has not started:
+    /// it starts at the turn's first `tool_call` update.
+    queue_armed: bool,
     /// That prompt, once sent.
     queued: Option<Queued>,
 }
@@ -130,6 +133,7 @@ impl Drive {
             cancelled_now: Arc::new(AtomicBool::new(false)),
             flooded: false,
             queue_at: None,
+            queue_armed: false,
             queued: None,
         }
     }
@@ -431,13 +435,13 @@ impl Drive {
             }) => Some(a),
             Some(q) => self.wait(q.id, client, ctl).await,
             None => {
-                self.queue_at = self.queue_deadline(i);
+                self.queue_armed = self.queues_next(i);
                 let message = self.run.turns.get(i as usize).cloned().unwrap_or_default();
                 let params = json!({"sessionId": self.session, "prompt": [{"type": "text", "text": message}]});
                 self.ask("session/prompt", params, client, ctl).await
             }
         };
-        (self.turn, self.queue_at) = (None, None);
+        (self.turn, self.queue_at, self.queue_armed) = (None, None, false);
         let Some(answer) = answer else { return false };
         let text = std::mem::take(&mut self.text);
         let end = turn_end(i, answer, text);
@@ -452,12 +456,22 @@ impl Drive {
         true
     }
 
-    /// When turn `i` sends the next turn's prompt (`queue_prompt`): only
-    /// the first turn, and only when a turn follows it.
-    fn queue_deadline(&self, i: u64) -> Option<Instant> {
+    /// Turn `i` sends the next turn's prompt while it runs (`queue_prompt`):
+    /// only the first turn, and only when a turn follows it.
+    fn queues_next(&self, i: u64) -> bool {
         let next = (i as usize + 1) < self.run.turns.len();
-        let after = self.run.queue_after.filter(|_| i == 0 && next)?;
-        Some(Instant::now() + crate::units::secs(after))
+        i == 0 && next && self.run.queue_after.is_some()
+    }
+
+    /// The turn's first `tool_call` update starts the `queue_prompt` clock:
+    /// the prompt goes out its seconds later, while the work the agent
+    /// reported runs (as a user types once they see a tool running), so an
+    /// agent slow to start its turn is not sent it before any work began.
+    fn start_queue_clock(&mut self) {
+        if let (true, Some(after)) = (self.queue_armed, self.run.queue_after) {
+            self.queue_armed = false;
+            self.queue_at = Some(Instant::now() + crate::units::secs(after));
+        }
     }
 
     /// After the last turn: `session/close` where the agent advertised it.
@@ -667,6 +681,7 @@ impl Drive {
                 self.keep_text(chunk.unwrap_or(""));
             }
             "tool_call" | "tool_call_update" => {
+                self.start_queue_clock();
                 let status = update.get("status").and_then(Value::as_str);
                 let id = update.get("toolCallId").and_then(Value::as_str);
                 if let (Some(status), Some(id)) = (status, id) {
@@ -780,10 +795,29 @@ mod tests {
     fn only_the_first_turn_queues_and_only_with_a_turn_after_it() {
         let (mut d, _) = drive();
         d.run.turns = vec!["a".into(), "b".into()];
-        assert!(d.queue_deadline(0).is_none(), "no queue_prompt");
+        assert!(!d.queues_next(0), "no queue_prompt");
         d.run.queue_after = Some(0.5);
-        assert!(d.queue_deadline(0).is_some());
-        assert!(d.queue_deadline(1).is_none(), "no turn after the last");
+        assert!(d.queues_next(0));
+        assert!(!d.queues_next(1), "no turn after the last");
+    }
+
+    #[test]
+    fn the_queue_clock_starts_at_the_first_tool_call_update() {
+        let (mut d, _) = drive();
+        d.run.queue_after = Some(0.5);
+        d.turn = Some(0);
+        d.queue_armed = true;
+        let text =
+            json!({"update": {"sessionUpdate": "agent_message_chunk", "content": {"text": "x"}}});
+        d.on_update(&text);
+        assert!(d.queue_at.is_none(), "text is no work: the clock waits");
+        let call = json!({"update": {"sessionUpdate": "tool_call", "toolCallId": "c1", "status": "pending"}});
+        let before = Instant::now();
+        d.on_update(&call);
+        let at = d.queue_at.expect("the tool call started the clock");
+        assert!(at >= before + crate::units::secs(0.5));
+        d.on_update(&call);
+        assert_eq!(d.queue_at, Some(at), "only the first tool call starts it");
     }
 
     #[tokio::test]
