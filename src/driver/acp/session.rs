@@ -682,7 +682,11 @@ impl Drive {
             }
             "tool_call" | "tool_call_update" => {
                 self.start_queue_clock();
-                let status = update.get("status").and_then(Value::as_str);
+                // A `tool_call` without a status is `pending` (the ACP
+                // schema's default; Hermes 0.19.0 sends its start so); a
+                // `tool_call_update` without one changes no status.
+                let default = (kind == "tool_call").then_some("pending");
+                let status = update.get("status").and_then(Value::as_str).or(default);
                 let id = update.get("toolCallId").and_then(Value::as_str);
                 if let (Some(status), Some(id)) = (status, id) {
                     let (id, status) = (clip(id, 200), clip(status, 50));
@@ -799,6 +803,24 @@ mod tests {
         d.run.queue_after = Some(0.5);
         assert!(d.queues_next(0));
         assert!(!d.queues_next(1), "no turn after the last");
+    }
+
+    #[test]
+    fn a_tool_call_without_a_status_is_pending_an_update_without_one_is_nothing() {
+        let (mut d, mut rx) = drive();
+        d.turn = Some(0);
+        d.on_update(
+            &json!({"update": {"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "t"}}),
+        );
+        d.on_update(&json!({"update": {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "content": []}}));
+        d.on_update(&json!({"update": {"sessionUpdate": "tool_call_update", "toolCallId": "c1", "status": "completed"}}));
+        let mut statuses = Vec::new();
+        while let Ok(tagged) = rx.try_recv() {
+            if let Line::Event(Event::ToolStatus { status, .. }) = tagged.line {
+                statuses.push(status);
+            }
+        }
+        assert_eq!(statuses, ["pending", "completed"]);
     }
 
     #[test]
