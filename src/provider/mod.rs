@@ -297,6 +297,14 @@ impl Provider {
         self.inner.hold_from(k)
     }
 
+    /// Hold the answers to probe calls while `held` (until called with
+    /// false, or the provider shuts down): a row's `at: after_answer`
+    /// process fault lands after the faulted turn's answer and before the
+    /// next turn is answered, however fast the agent goes on to it.
+    pub fn hold_probes(&self, held: bool) {
+        self.inner.hold_probes(held)
+    }
+
     /// A watch on the number of subagent calls received so far.
     pub fn subagent_calls(&self) -> tokio::sync::watch::Receiver<u64> {
         self.inner.subagent_calls()

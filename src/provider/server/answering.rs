@@ -84,10 +84,16 @@ impl Shared {
     }
 
     /// A probe call: until no subagent call is open, at most
-    /// [`SUBAGENT_CLOSE_WAIT`] (or the provider shuts down).
+    /// [`SUBAGENT_CLOSE_WAIT`] (or the provider shuts down), and until the
+    /// probes are no longer held ([`super::Running::hold_probes`]).
     pub(super) async fn subagents_closed(&self, kind: CallKind) {
         if kind != CallKind::Probe {
             return;
+        }
+        let mut held = self.probes_held.subscribe();
+        tokio::select! {
+            _ = held.wait_for(|h| !*h) => {}
+            _ = self.cancel.cancelled() => {}
         }
         let mut open = self.open_subagent.subscribe();
         tokio::select! {

@@ -78,6 +78,9 @@ struct Shared {
     /// `Some(k)`: replies to main calls from index `k` on are held until it
     /// is `None` again (an `oom` row's limit is set meanwhile).
     held: watch::Sender<Option<u64>>,
+    /// Probe calls are held while true (a row's `at: after_answer` process
+    /// fault lands before the next turn gets its answer).
+    probes_held: watch::Sender<bool>,
     records: Mutex<Recorder>,
     issued: Mutex<Vec<IssuedToolCall>>,
     waits: Mutex<Vec<WaitOutcome>>,
@@ -165,6 +168,7 @@ impl Running {
             open_subagent: watch::channel(0u64).0,
             sleeps: watch::channel(0u64).0,
             held: watch::channel(None).0,
+            probes_held: watch::channel(false).0,
             silenced: Arc::new(AtomicU64::new(0)),
             records: Mutex::new(Recorder::new(config.record)),
             waits: Mutex::new(Vec::new()),
@@ -225,6 +229,10 @@ impl Running {
     /// them).
     pub(crate) fn hold_from(&self, k: Option<u64>) {
         self.shared.held.send_replace(k);
+    }
+
+    pub(crate) fn hold_probes(&self, held: bool) {
+        self.shared.probes_held.send_replace(held);
     }
 
     pub(crate) fn subagent_calls(&self) -> watch::Receiver<u64> {

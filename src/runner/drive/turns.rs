@@ -184,6 +184,14 @@ async fn faulted_turn_in(
     armed: &std::sync::Mutex<Option<super::store_kill::AtKill>>,
 ) -> bool {
     let dl = &s.deadlines;
+    // The agent goes on to the probe turn by itself (the driver protocol
+    // runs its turns from the spec): its calls wait until this turn is done
+    // here, so the turn-end sample finds the agent alive (memory is never
+    // left unsampled by a fast agent's exit) and a fault after the answer
+    // lands before the next turn is answered.
+    let protocol = d.turn_model() == crate::observe::TurnModel::DRIVER_PROTOCOL && !d.multi();
+    let hold = protocol || after_answer(s).is_some();
+    let _probes = hold.then(|| ProbesHeld::new(provider));
     let mut clock = TurnClock::start(d, 0, Phase::FaultedTurn, dl.turn, dl.boot);
     let (mut working, fault_working) = (clock.working(), clock.working());
     let mut calls = calls_for(s.interrupt.as_ref(), provider);
@@ -272,6 +280,22 @@ async fn faulted_turn_in(
                 return false;
             }
         }
+    }
+}
+
+/// Probe calls held while alive ([`Provider::hold_probes`]).
+struct ProbesHeld<'a>(&'a Provider);
+
+impl<'a> ProbesHeld<'a> {
+    fn new(provider: &'a Provider) -> Self {
+        provider.hold_probes(true);
+        ProbesHeld(provider)
+    }
+}
+
+impl Drop for ProbesHeld<'_> {
+    fn drop(&mut self) {
+        self.0.hold_probes(false);
     }
 }
 
