@@ -184,14 +184,7 @@ async fn faulted_turn_in(
     armed: &std::sync::Mutex<Option<super::store_kill::AtKill>>,
 ) -> bool {
     let dl = &s.deadlines;
-    // The agent goes on to the probe turn by itself (the driver protocol
-    // runs its turns from the spec): its calls wait until this turn is done
-    // here, so the turn-end sample finds the agent alive (memory is never
-    // left unsampled by a fast agent's exit) and a fault after the answer
-    // lands before the next turn is answered.
-    let protocol = d.turn_model() == crate::observe::TurnModel::DRIVER_PROTOCOL && !d.multi();
-    let hold = protocol || after_answer(s).is_some();
-    let _probes = hold.then(|| ProbesHeld::new(provider));
+    let _probes = ProbesHeld::for_turn(d, s, provider);
     let mut clock = TurnClock::start(d, 0, Phase::FaultedTurn, dl.turn, dl.boot);
     let (mut working, fault_working) = (clock.working(), clock.working());
     let mut calls = calls_for(s.interrupt.as_ref(), provider);
@@ -287,9 +280,18 @@ async fn faulted_turn_in(
 struct ProbesHeld<'a>(&'a Provider);
 
 impl<'a> ProbesHeld<'a> {
-    fn new(provider: &'a Provider) -> Self {
-        provider.hold_probes(true);
-        ProbesHeld(provider)
+    /// Held through the faulted turn where the agent goes on to the probe
+    /// turn by itself (the driver protocol runs its turns from the spec):
+    /// its calls wait until the turn is done here, so the turn-end sample
+    /// finds the agent alive (a fast agent's exit never leaves memory
+    /// unsampled), and on a row whose fault lands after the answer, so the
+    /// fault lands before the next turn is answered.
+    fn for_turn(d: &Drive<'_>, s: &Scenario, provider: &'a Provider) -> Option<Self> {
+        let protocol = d.turn_model() == crate::observe::TurnModel::DRIVER_PROTOCOL && !d.multi();
+        (protocol || after_answer(s).is_some()).then(|| {
+            provider.hold_probes(true);
+            ProbesHeld(provider)
+        })
     }
 }
 
