@@ -113,6 +113,16 @@ impl Agent {
         }
     }
 
+    /// The runner is done with turn `i` (its end handled): an ACP drive,
+    /// which sends each prompt itself, may send the next one. Nothing for
+    /// the other drives (the driver protocol's agent runs its turns from
+    /// the spec; exec mode's runner starts each turn's process).
+    pub fn turn_done(&self, i: u64) {
+        if let Agent::Acp(a) = self {
+            a.turn_done(i);
+        }
+    }
+
     /// Close the agent's terminal ([`super::pty::hang_up`]; the running
     /// turn's process in exec mode); whether it reached a process.
     pub fn hang_up(&self) -> bool {

@@ -53,6 +53,8 @@ pub struct AcpAgent {
     ctl: mpsc::UnboundedSender<()>,
     /// The client side (its terminals are killed with the agent).
     client: Arc<client::Client>,
+    /// How many turns the runner is done with ([`AcpAgent::turn_done`]).
+    done: watch::Sender<u64>,
 }
 
 impl AcpAgent {
@@ -101,7 +103,8 @@ impl AcpAgent {
         });
         let (ctl, ctl_rx) = mpsc::unbounded_channel();
         let out = rpc::Out::new(stdin);
-        let drive = session::Drive::new(run.clone(), sink, out, frames, stderr_path);
+        let (done, done_rx) = watch::channel(0);
+        let drive = session::Drive::new(run.clone(), sink, out, frames, stderr_path, done_rx);
         tokio::spawn(drive.run(client.clone(), ctl_rx, resume));
         Ok(AcpAgent {
             pid,
@@ -109,7 +112,14 @@ impl AcpAgent {
             exit,
             ctl,
             client,
+            done,
         })
+    }
+
+    /// The runner is done with turn `i` (its end handled): the drive may
+    /// send the next prompt.
+    pub fn turn_done(&self, i: u64) {
+        self.done.send_modify(|n| *n = (*n).max(i + 1));
     }
 
     pub fn pid(&self) -> i32 {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::client::{Answer, Client};
@@ -99,7 +99,15 @@ pub(super) struct Drive {
     queue_armed: bool,
     /// That prompt, once sent.
     queued: Option<Queued>,
+    /// How many turns the runner is done with (their end handled: the
+    /// credential refreshed, the processes sampled): the next prompt waits
+    /// for it, at most [`DONE_WAIT`].
+    done: watch::Receiver<u64>,
 }
+
+/// The longest the next prompt (or the close) waits for the runner to be
+/// done with the turn before it.
+const DONE_WAIT: Duration = Duration::from_secs(2);
 
 impl Drive {
     pub(super) fn new(
@@ -108,6 +116,7 @@ impl Drive {
         out: Out,
         frames: mpsc::Receiver<Frame>,
         stderr_log: PathBuf,
+        done: watch::Receiver<u64>,
     ) -> Drive {
         let (late_tx, late) = mpsc::unbounded_channel();
         let faults = Faults::new(run.client.clone());
@@ -135,6 +144,7 @@ impl Drive {
             queue_at: None,
             queue_armed: false,
             queued: None,
+            done,
         }
     }
 
@@ -181,6 +191,11 @@ impl Drive {
                     finished = false;
                     break;
                 }
+                // A queued prompt already runs on the agent's side: its
+                // updates are the next turn's, so no pause between them.
+                if self.queued.is_none() {
+                    self.runner_done(i + 1, &client).await;
+                }
             }
             if finished {
                 self.close(&client, &mut ctl).await;
@@ -196,6 +211,28 @@ impl Drive {
             }
         }
         self.send(Line::Eof);
+    }
+
+    /// Wait until the runner is done with `turns` turns (at most
+    /// [`DONE_WAIT`]), serving the agent meanwhile: an editor's user reads
+    /// the answer before typing the next prompt, and the runner's work at a
+    /// turn's end (a row's credential refreshed at `turn_end`, the awaited
+    /// sample of the agent's processes) is then done before the next prompt
+    /// reaches the agent, however fast this session goes on.
+    async fn runner_done(&mut self, turns: u64, client: &Arc<Client>) {
+        let until = Instant::now() + DONE_WAIT;
+        let mut done = self.done.clone();
+        while *done.borrow_and_update() < turns {
+            tokio::select! {
+                changed = done.changed() => if changed.is_err() { return },
+                frame = self.frames.recv() => match frame {
+                    Some(f) => self.on_frame(f, client).await,
+                    None => return,
+                },
+                Some(late) = self.late.recv() => self.answer_late(late).await,
+                () = tokio::time::sleep_until(until) => return,
+            }
+        }
     }
 
     /// `initialize`, then `session/load` (a restart, per `load`) or
@@ -772,7 +809,8 @@ mod tests {
         };
         let (_, frames) = mpsc::channel(1);
         let log = std::env::temp_dir().join("chaosrun-acp-session-test.log");
-        (Drive::new(run, sink, Out::new(None), frames, log), rx)
+        let done = watch::channel(0).1;
+        (Drive::new(run, sink, Out::new(None), frames, log, done), rx)
     }
 
     #[tokio::test]

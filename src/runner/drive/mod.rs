@@ -252,15 +252,18 @@ impl<'a> Drive<'a> {
 
     /// Await a sample of the scenario's processes (bounded:
     /// [`super::sampler::ASKED_WAIT`]) at turn `i`'s end, or with None as
-    /// the agent is asked to close. Neither drive's agent waits for it (it
-    /// runs its turns from the spec, or its ACP session goes on), so it
-    /// narrows, never closes, the time in which a fast agent can exit
-    /// unsampled.
+    /// the agent is asked to close, then tell the agent the turn is done.
+    /// An ACP session waits for that before its next prompt (bounded); the
+    /// driver-protocol agent, which runs its turns from the spec, is held
+    /// instead at its probe turn's model call (`ProbesHeld` in turns.rs).
     async fn turn_ended(&self, i: Option<u64>) {
         let (sampler, tag) = self.launch.sampler;
         let at = i.map_or(Asked::Close, Asked::TurnEnd);
         let agents = self.processes().map(Agent::pid).collect();
         let _ = sampler.sample_now(tag, at, agents).await;
+        if let Some(i) = i {
+            self.processes().for_each(|a| a.turn_done(i));
+        }
     }
 
     /// Tell the run's listener a phase began, with its deadline.
