@@ -413,6 +413,7 @@ class Worker(ref.Agent):
         self.breaker_open = False
         self.spawn_lock = threading.Lock()
         self.fg_pids = set()
+        self.kept_unreaped = []   # ref.Agent.reap_orphans reads it (--bug zombie_children; none here)
         self.bg_jobs = []          # (id, pid, pgid, start_ticks, token) started by this process
         self.pending_replay = []
         self.history = []

@@ -408,6 +408,8 @@ mod tests {
         sampler.stop();
         let _ = child.kill();
         let _ = child.wait();
+        drop(scope);
+        run.end(); // the run's cgroup goes with it (no chaosrun-sampler-asked-PID left)
         let seen = seen.expect("the asked sample landed in time");
         assert_eq!(seen.len(), 1, "{seen:?}");
         assert_eq!((seen[0].ppid, seen[0].name.as_str()), (pid, "true"));
