@@ -60,6 +60,36 @@ fn exited_after(obs: &Observation, at: f64) -> bool {
         .any(|t| t.at >= at && matches!(t.event, Event::Exited { .. }))
 }
 
+/// The spans chaosrun kept the agent paused (a `stop` or `suspend` until
+/// its `cont`; one never continued runs to the end): a paused parent
+/// cannot reap, so that time is no evidence of a child left unreaped.
+fn paused(obs: &Observation) -> Vec<(f64, f64)> {
+    let mut spans = Vec::new();
+    let mut from = None;
+    for t in &obs.events {
+        if let Event::ProcessFault { action, .. } = &t.event {
+            if action.pauses() {
+                from.get_or_insert(t.at);
+            } else if *action == crate::scenarios::Sent::Cont {
+                if let Some(f) = from.take() {
+                    spans.push((f, t.at));
+                }
+            }
+        }
+    }
+    spans.extend(from.map(|f| (f, f64::INFINITY)));
+    spans
+}
+
+/// Seconds from `a` to `b` the agent was not paused.
+fn running(a: f64, b: f64, paused: &[(f64, f64)]) -> f64 {
+    let held: f64 = paused
+        .iter()
+        .map(|&(f, t)| (t.min(b) - f.max(a)).max(0.0))
+        .sum();
+    (b - a) - held
+}
+
 fn same(a: &Zombie, b: &Zombie) -> bool {
     a.pid == b.pid && a.start == b.start
 }
@@ -82,6 +112,7 @@ pub fn check(obs: &Observation) -> Check {
         return Check::skipped(inv, NAME, why);
     }
     let gap = ZOMBIE_GAP.as_secs_f64();
+    let paused = paused(obs);
     let (mut violations, mut unjudged) = (Vec::new(), None);
     // Each zombie judged once, from its first sighting: left unreaped when a
     // sample at least the gap later still holds it; reaped when a later
@@ -96,7 +127,8 @@ pub fn check(obs: &Observation) -> Check {
             judged.push(z);
             let holds = |p: &&&ProcSample| p.zombies.iter().flatten().any(|o| same(o, z));
             let later = &looked[k + 1..];
-            let still = later.iter().filter(|p| p.at >= first.at + gap).find(holds);
+            let apart = |p: &&&ProcSample| running(first.at, p.at, &paused) >= gap;
+            let still = later.iter().filter(apart).find(holds);
             let Some(still) = still else {
                 // Reaped, or gone with its parent: the agent exited before
                 // a sample the gap later could be taken.
@@ -135,6 +167,15 @@ mod tests {
     use super::*;
     use crate::observe::TurnModel;
     use crate::oracle::fixtures::{end, healthy, sample, scenario};
+
+    #[test]
+    fn time_the_agent_was_paused_does_not_count_toward_the_gap() {
+        let spans = [(2.0, 5.0)];
+        assert_eq!(running(1.0, 6.0, &spans), 2.0);
+        assert_eq!(running(2.5, 4.5, &spans), 0.0);
+        assert_eq!(running(0.0, 1.5, &spans), 1.5);
+        assert_eq!(running(4.0, 7.0, &[(3.0, f64::INFINITY)]), 0.0);
+    }
 
     fn zombie(pid: i32, start: u64) -> Zombie {
         Zombie {
@@ -180,6 +221,40 @@ mod tests {
         assert!(v[0].contains("of pid 10 (`python3 agent.py`)"), "{v:?}");
         assert!(v[0].contains("a zombie at turn 0's end (1.0 s)"), "{v:?}");
         assert!(v[0].contains("still one at the close (2.1 s)"), "{v:?}");
+    }
+
+    #[test]
+    fn a_zombie_of_an_agent_chaosrun_paused_is_not_charged_for_the_pause() {
+        use crate::scenarios::{FaultAction, Sent};
+        let fault = |at: f64, action: Sent| {
+            crate::oracle::fixtures::at(
+                at,
+                Event::ProcessFault {
+                    action,
+                    signalled: 1,
+                    main_calls: 1,
+                    start_up: false,
+                },
+            )
+        };
+        let mut o = observation(vec![
+            seen(2.0, None, vec![zombie(42, 7)]),
+            seen(3.0, None, vec![zombie(42, 7)]),
+            seen(4.5, None, vec![]),
+        ]);
+        o.events.push(fault(1.5, Sent::Action(FaultAction::Stop)));
+        o.events.push(fault(4.0, Sent::Cont));
+        o.events.sort_by(|a, b| a.at.total_cmp(&b.at));
+        assert_eq!(
+            check(&o).status,
+            crate::oracle::Status::Pass,
+            "{:?}",
+            check(&o)
+        );
+        // Still there a second after the cont: left unreaped.
+        o.proc_samples.last_mut().unwrap().zombies = Some(vec![zombie(42, 7)]);
+        o.proc_samples.push(seen(5.2, None, vec![zombie(42, 7)]));
+        assert_eq!(check(&o).violations().len(), 1, "{:?}", check(&o));
     }
 
     #[test]
