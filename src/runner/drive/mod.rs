@@ -257,13 +257,24 @@ impl<'a> Drive<'a> {
     /// driver-protocol agent, which runs its turns from the spec, is held
     /// instead at its probe turn's model call (`ProbesHeld` in turns.rs).
     async fn turn_ended(&self, i: Option<u64>) {
+        self.turn_sampled(i).await;
+        if let Some(i) = i {
+            self.turn_done(i);
+        }
+    }
+
+    /// The awaited sample of [`Drive::turn_ended`] alone (a fault after the
+    /// answer tells the agent the turn is done only once it has landed).
+    async fn turn_sampled(&self, i: Option<u64>) {
         let (sampler, tag) = self.launch.sampler;
         let at = i.map_or(Asked::Close, Asked::TurnEnd);
         let agents = self.processes().map(Agent::pid).collect();
         let _ = sampler.sample_now(tag, at, agents).await;
-        if let Some(i) = i {
-            self.processes().for_each(|a| a.turn_done(i));
-        }
+    }
+
+    /// Tell the agents turn `i` is done here ([`Agent::turn_done`]).
+    fn turn_done(&self, i: u64) {
+        self.processes().for_each(|a| a.turn_done(i));
     }
 
     /// Tell the run's listener a phase began, with its deadline.

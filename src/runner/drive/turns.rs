@@ -225,11 +225,7 @@ async fn faulted_turn_in(
                     if end {
                         // A row's expired credential (`refresh: turn_end`).
                         provider.refresh_credential();
-                        d.turn_ended(Some(0)).await;
-                        return match after_answer(s) {
-                            Some(f) => land_after_answer(d, s, (runner, f, dl.boot), provider, &clock).await,
-                            None => true,
-                        };
+                        return faulted_turn_over(d, s, (runner, dl.boot), provider, &clock).await;
                     }
                 }
             },
@@ -306,6 +302,27 @@ fn after_answer(s: &Scenario) -> Option<&crate::scenarios::ProcessFault> {
     s.process_fault
         .as_ref()
         .filter(|f| f.at == Trigger::AfterAnswer)
+}
+
+/// The faulted turn answered: sampled, its after-answer fault landed, and
+/// the agent told the turn is done (an ACP session's next prompt waits for
+/// that: no prompt is in flight when a fault after the answer lands).
+/// Whether the agent got through it.
+async fn faulted_turn_over(
+    d: &mut Drive<'_>,
+    s: &Scenario,
+    (runner, boot): (usize, f64),
+    provider: &Provider,
+    clock: &TurnClock,
+) -> bool {
+    let Some(f) = after_answer(s) else {
+        d.turn_ended(Some(0)).await;
+        return true;
+    };
+    d.turn_sampled(Some(0)).await;
+    let revived = land_after_answer(d, s, (runner, f, boot), provider, clock).await;
+    d.turn_done(0);
+    revived
 }
 
 /// Land `f` just after the faulted turn's answer: whether the agent got
