@@ -416,13 +416,18 @@ class ClientTools:
     def read_file(self, path):
         full = path if os.path.isabs(path) else os.path.join(self.agent.workdir, path)
         result, why = self.ask("fs/read_text_file", {"path": full})
+        return self.failed("fs/read_text_file", why) or (str(result.get("content") or ""), False)
+
+    def failed(self, method, why, prefix=""):
+        """The tool's (output, interrupted) for an ask that did not succeed
+        (``why`` from :meth:`ask`), or None when it did."""
         if why == "interrupted":
             return "interrupted", True
         if why == "timeout":
-            return f"error: fs/read_text_file: no answer in {self.timeout:g}s", False
+            return f"error: {method}: no answer in {self.timeout:g}s", False
         if why:
-            return f"error: {why}", False
-        return str(result.get("content") or ""), False
+            return f"error: {prefix}{why}", False
+        return None
 
     def write_file(self, full, content):
         """fs/read_text_file of the old content (a missing file: -32002, new),
@@ -433,20 +438,11 @@ class ClientTools:
         if new_file and self.agent.bug("acp_write_new_file_fails"):
             self.server.ref.log("the missing file's read error fails the write (bug acp_write_new_file_fails)")
             new_file = False
-        if why == "interrupted":
-            return "interrupted", True
-        if why == "timeout":
-            return f"error: fs/read_text_file: no answer in {self.timeout:g}s", False
-        if why and not new_file:
-            return f"error: checking the existing file: {why}", False
+        failed = self.failed("fs/read_text_file", None if new_file else why, "checking the existing file: ")
+        if failed:
+            return failed
         _, why = self.ask("fs/write_text_file", {"path": full, "content": content})
-        if why == "interrupted":
-            return "interrupted", True
-        if why == "timeout":
-            return f"error: fs/write_text_file: no answer in {self.timeout:g}s", False
-        if why:
-            return f"error: {why}", False
-        return f"wrote {len(content)} chars to {full}" + (" (new file)" if new_file else ""), False
+        return self.failed("fs/write_text_file", why) or (f"wrote {len(content)} chars to {full}" + (" (new file)" if new_file else ""), False)
 
     def run_in_terminal(self, command):
         result, why = self.ask("terminal/create", {"command": "sh", "args": ["-c", command],
