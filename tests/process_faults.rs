@@ -532,8 +532,9 @@ fn the_kernel_oom_kills_the_agent_mid_turn_and_it_resumes() {
         // faulted turn) died of SIGKILL, which chaosrun never sent it.
         let log = std::fs::read_to_string(art.join("oom_kill_mid_turn/home/oom-witness.log"))
             .unwrap_or_else(|e| panic!("{wire}: no witness log: {e}"));
-        let first = log.lines().next().unwrap_or_default();
-        assert_eq!(first, "137", "{wire}: the agent's exits: {log}");
+        // Each wrapper logs `start PID`, then its child's exit status.
+        let first = log.lines().nth(1).unwrap_or_default();
+        assert_eq!(first, "137", "{wire}: the first wrapper's log: {log}");
         let left = wait_unmarked(&mark, Duration::from_secs(5));
         kill_marked(&mark);
         assert!(left.is_empty(), "{wire}: left behind: {left:?}");
