@@ -151,6 +151,11 @@ Credential bugs: auth_retry_same_key (a 401 retried with the key it refused),
 auth_cached_key (the key read once at start, so a refreshed one is never
 seen); see KNOWN_BUGS.
 
+Value-fault bugs (value_faults.yaml: a 200 that is wrong without being an
+error): retry_empty_answer (an empty answer's request sent again, the same,
+up to 8 times: request_loop); continue_after_length (an answer cut for length
+continued with no bound: the call bound); see KNOWN_BUGS.
+
 Sandbox bugs: sandbox_silent (a tool sandbox that cannot start reported as a
 bare exit code, never named); sandbox_generic_error (reported only as
 "sandboxed command failed (exit 1)": the sandbox, not the cause);
@@ -279,6 +284,9 @@ KNOWN_BUGS = {
     # Credentials that expire mid-run (issue 35.1).
     "auth_retry_same_key": "a 401 is retried with the key it refused until the retries run out",
     "auth_cached_key": "the API key is read once at start and never again (a refreshed key is never seen)",
+    # Value faults (value_faults.yaml, issue 46).
+    "retry_empty_answer": "an empty answer (no text, no tool calls) is asked for again with the same request, up to 8 times, no backoff",
+    "continue_after_length": "an answer cut for length is continued ('Continue.') again and again, up to 20 times, with no bound of its own",
     # The agent's own sandbox nested in chaosrun's (issue 35.5).
     "sandbox_silent": "a tool sandbox that cannot start is reported as the command's bare exit code: the result never says the sandbox failed",
     "sandbox_generic_error": "a tool sandbox that cannot start is reported as 'sandboxed command failed (exit 1)': the sandbox is named, the cause is not",
@@ -565,6 +573,7 @@ class StreamState:
         self.finished = False   # the reply said it is complete
         self.done = False       # nothing more will come
         self.chars = 0          # text chars so far (the runaway cap)
+        self.reason = None      # the finish, in Chat terms ("length", ...), when the reply gave one
 
 
 def stream_error(obj):
@@ -587,6 +596,7 @@ def handle_event(wire, st, event, obj, merge_tool_call):
                 merge_tool_call(st.calls, tc)
             if ch.get("finish_reason"):
                 st.finished = True
+                st.reason = ch["finish_reason"]
         return
     kind = obj.get("type") or event
     if wire == "openai-responses":
@@ -600,6 +610,8 @@ def handle_event(wire, st, event, obj, merge_tool_call):
             st.calls[idx]["arguments"] += obj.get("delta") or ""
         elif kind in ("response.completed", "response.incomplete"):
             st.finished = st.done = True
+            details = (obj.get("response") or {}).get("incomplete_details") or {}
+            st.reason = "length" if details.get("reason") == "max_output_tokens" else details.get("reason")
         elif kind in ("response.failed", "error"):
             raise ValueError(stream_error(obj))
         return
@@ -616,8 +628,10 @@ def handle_event(wire, st, event, obj, merge_tool_call):
             elif d.get("type") == "input_json_delta" and idx in st.calls:
                 st.calls[idx]["arguments"] += d.get("partial_json") or ""
         elif kind == "message_delta":
-            if (obj.get("delta") or {}).get("stop_reason"):
+            stop = (obj.get("delta") or {}).get("stop_reason")
+            if stop:
                 st.finished = True
+                st.reason = "length" if stop == "max_tokens" else stop
         elif kind == "message_stop":
             st.finished = st.done = True
         elif kind == "error":
@@ -638,6 +652,7 @@ def handle_event(wire, st, event, obj, merge_tool_call):
                         "arguments": args if isinstance(args, str) else json.dumps(args or {})}
             if cand.get("finishReason"):
                 st.finished = True
+                st.reason = "length" if cand["finishReason"] == "MAX_TOKENS" else cand["finishReason"]
         return
 
 
@@ -1319,6 +1334,7 @@ class Agent:
         had_success = False
         rounds = 0
         self.turn_attempts = 0   # --bug shared_retry_budget: retries counted per turn
+        self.value_retries = 0   # --bug retry_empty_answer / continue_after_length
         try:
             while True:
                 if self.ctl.interrupted():
@@ -1332,6 +1348,8 @@ class Agent:
                     return dict(failed=True, interrupted=False, completed=False,
                                 final=f.msg, exit_reason="provider_error")
                 had_success = True
+                if not tool_calls and self._bug_value_retry(reply_text):
+                    continue
                 if tool_calls:
                     self._append({"role": "assistant", "content": reply_text or None,
                                   "tool_calls": tool_calls})
@@ -1503,6 +1521,24 @@ class Agent:
     # ---------------------------------------------- persistence bugs (explore v2)
     # Each shows only when a fault lasts past one step's retries (or errors
     # land on two steps of one turn); explore's persistent faults find them.
+
+    def _bug_value_retry(self, reply_text):
+        """--bug retry_empty_answer: an empty answer is asked for again with
+        the very same request (up to 8 times, no backoff). --bug
+        continue_after_length: an answer cut for length is kept and followed
+        by a user "Continue." (up to 20 times). True: call the model again."""
+        if self.bug("retry_empty_answer") and not reply_text.strip() and self.value_retries < 8:
+            self.value_retries += 1
+            log(f"empty answer: asking again (retry {self.value_retries}; bug retry_empty_answer)")
+            return True
+        cut = getattr(self, "last_finish", None) == "length"
+        if self.bug("continue_after_length") and cut and self.value_retries < 20:
+            self.value_retries += 1
+            self._append({"role": "assistant", "content": reply_text})
+            self._append({"role": "user", "content": "Continue."})
+            log(f"answer cut for length: continuing ({self.value_retries}; bug continue_after_length)")
+            return True
+        return False
 
     def _bug_nested_retry(self, call):
         """--bug nested_retry_after_tool: once the turn has tool results, the
@@ -1729,6 +1765,7 @@ class Agent:
             if (time.monotonic() - progress > read_timeout and not st.finished and not st.done
                     and not self.bug("keepalive_resets_idle")):
                 raise ProviderError("stale", True, f"stale stream: only keepalives for {fmt_num(read_timeout)}s")
+        self.last_finish = st.reason
         return "".join(st.text), self._tool_call_list(st.calls)
 
     @staticmethod
@@ -1776,6 +1813,7 @@ class Agent:
         raw = b"".join(chunks)
         try:
             text, found = whole_reply(self.wire, json.loads(raw))
+            self.last_finish = None
             calls = {}
             for i, (cid, name, args) in enumerate(found):
                 calls[i] = {"id": cid or "", "name": name or "", "arguments": args or ""}

@@ -1,5 +1,5 @@
 //! The seed tables built into the binary: `chaosrun` with no table runs
-//! `scenarios.yaml`, `chaosrun process_faults.yaml` (or `acp.yaml`) runs that one when no such
+//! `scenarios.yaml`, `chaosrun process_faults.yaml` (or `acp.yaml`, `value_faults.yaml`) runs that one when no such
 //! file is there (so does `check.yaml`, the smoke `agents check` runs), and
 //! `chaosrun tables write DIR` writes them out for editing.
 
@@ -13,6 +13,7 @@ pub const TABLES: &[(&str, &str)] = &[
         include_str!("../../process_faults.yaml"),
     ),
     ("acp.yaml", include_str!("../../acp.yaml")),
+    ("value_faults.yaml", include_str!("../../value_faults.yaml")),
     ("check.yaml", CHECK),
 ];
 

@@ -32,6 +32,7 @@ mod memory_per_turn;
 mod orphan;
 mod overflow;
 mod overflow_hint;
+mod request_loop;
 mod reuse;
 pub(crate) mod sandbox;
 pub mod schedule;
@@ -205,6 +206,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(mcp_abandoned::check(s, caps.mcp_tool.as_deref(), obs));
     out.extend(calls::check(s, obs));
     out.extend(backoff::check(obs));
+    out.push(request_loop::check(s, caps.renders_retries, obs));
     out.extend(credential::check(s, obs));
     out.extend(calls::subagent(s, obs));
     out.extend(orphan::check(s, obs));

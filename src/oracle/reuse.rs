@@ -153,11 +153,13 @@ mod tests {
         breaker: false,
         background: None,
         mcp_tool: None,
+        renders_retries: false,
     };
     const BREAKER: Capabilities = Capabilities {
         breaker: true,
         background: None,
         mcp_tool: None,
+        renders_retries: false,
     };
 
     #[test]

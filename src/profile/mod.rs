@@ -261,6 +261,10 @@ pub struct Profile {
     /// The knobs `agent_knobs` declares that no template renders: each one
     /// a run-wide warning ([`knobs::warning`]).
     pub unmapped_knobs: Vec<String>,
+    /// Some template renders `api_max_retries` and none `api_retry_budget`:
+    /// the agent retries as often as the row says, not for a time (the
+    /// `request_loop` check's bound).
+    pub renders_retries: bool,
 }
 
 /// The template variables a scenario run provides, with placeholder values
@@ -524,6 +528,9 @@ impl Profile {
         knobs::validate(&doc.agent_knobs)
             .map_err(|e| format!("adapter profile `{source}`: {e}"))?;
         let unmapped_knobs = knobs::unmapped(&doc.agent_knobs, &doc);
+        // Retries bounded by a count the row sets, not by time.
+        let renders = |k: &str| knobs::unmapped(&[k.to_string()], &doc).is_empty();
+        let renders_retries = renders("api_max_retries") && !renders("api_retry_budget");
         if installed && find_program(&command[0]).is_none() {
             return Err(format!(
                 "agent command `{}` (from `{source}`) not found",
@@ -557,6 +564,7 @@ impl Profile {
             allow_setns: doc.allow_setns,
             tty: doc.tty,
             unmapped_knobs,
+            renders_retries,
         };
         profile.validate_templates()?;
         profile.validate_home_paths()?;

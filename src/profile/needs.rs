@@ -450,6 +450,7 @@ mod tests {
             allow_setns: false,
             tty: false,
             unmapped_knobs: Vec::new(),
+            renders_retries: false,
         };
         for (logical, name, args) in tools {
             p.tools.insert(

@@ -82,6 +82,7 @@ pub async fn run_all(
             .tools
             .get("mcp_probe")
             .map(|t| t.name.clone()),
+        renders_retries: shared.profile.renders_retries,
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(opts.seed);
     let limit = Arc::new(Semaphore::new(jobs));

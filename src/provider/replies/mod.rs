@@ -469,6 +469,10 @@ mod tests {
         assert!(reply("{kind: text, text: a}").tool_calls_mut().is_none());
         assert!(!reply("{kind: text, text: a}").is_fault());
         assert!(reply("{kind: text, text: a, delay_per_chunk: 1}").is_fault());
+        assert!(reply("{kind: text, text: ''}").is_fault());
+        assert!(reply("{kind: text, text: a, finish_reason: length}").is_fault());
+        assert!(reply("{kind: text, text: a, finish_reason: content_filter}").is_fault());
+        assert!(!reply("{kind: text, text: a, finish_reason: stop}").is_fault());
     }
 
     /// Each wire's status for a quota error, and a mid-stream retry-after

@@ -52,9 +52,11 @@ impl crate::kinds::Kind for Text {
 }
 
 impl super::ReplyKind for Text {
-    /// A paced answer is a fault; an immediate one is not.
+    /// A paced answer is a fault; so is a value fault (an empty answer, or
+    /// one that finishes other than `stop`: cut for length, refused, a
+    /// tool-calls finish with no calls); an immediate whole answer is not.
     fn is_fault(&self) -> bool {
-        self.delay_per_chunk > 0.0
+        self.delay_per_chunk > 0.0 || self.text.is_empty() || self.finish_reason != "stop"
     }
 
     fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
