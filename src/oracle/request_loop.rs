@@ -1,6 +1,12 @@
-//! The same request in a loop (bounded provider calls / `request_loop`):
-//! no conversation goes to the model more than `api_max_retries` + 1 times
-//! (each life of a killed agent may: × lives). Ids aside: two main calls
+//! The same request in a loop (bounded provider calls / `request_loop`),
+//! on rows whose faults are value faults (a 200 that is wrong without being
+//! an error: [`Reply::value_fault`]): no conversation goes to the model
+//! more than `api_max_retries` + 1 times (each life of a killed agent may:
+//! × lives). Re-sends after error replies are retries, which the call
+//! bound and the backoff check judge; a layered retry's sends (Codex's
+//! `request_max_retries` × `stream_max_retries`, 3 × 3 at the row's 2) and
+//! an agent's own fixed re-ask count after a malformed tool call (Hermes's
+//! three) are not judged here until each is traced to the agent's code. Ids aside: two main calls
 //! are the same request when their messages (role, content and its length,
 //! tool calls' names and arguments, reasoning) are, whatever ids the agent
 //! gave its calls and results and however else its bodies differ (request
@@ -19,6 +25,8 @@ use sha2::{Digest, Sha256};
 use super::{Check, Invariant};
 use crate::message::Message;
 use crate::observe::Observation;
+#[cfg(doc)]
+use crate::provider::Reply;
 use crate::provider::RequestRecord;
 use crate::scenarios::Scenario;
 
@@ -82,7 +90,15 @@ fn violation(seqs: &[u64], first: &RequestRecord, bound: u64, retries: u64, live
     )
 }
 
-pub fn check(s: &Scenario, renders_retries: bool, obs: &Observation) -> Check {
+/// The check, on a row with a value-fault rule (`None` elsewhere).
+pub fn check(s: &Scenario, renders_retries: bool, obs: &Observation) -> Option<Check> {
+    if !s.responder.iter().any(|r| r.reply.value_fault()) {
+        return None;
+    }
+    Some(judged(s, renders_retries, obs))
+}
+
+fn judged(s: &Scenario, renders_retries: bool, obs: &Observation) -> Check {
     let inv = Invariant::ProviderCalls;
     if !renders_retries {
         return Check::skipped(
@@ -121,7 +137,7 @@ pub fn check(s: &Scenario, renders_retries: bool, obs: &Observation) -> Check {
 mod tests {
     use super::*;
     use crate::message::ToolCall;
-    use crate::oracle::fixtures::{end, healthy, msg, request, scenario};
+    use crate::oracle::fixtures::{end, healthy, msg, request};
     use crate::provider::CallKind;
 
     fn send(seq: u64, messages: Vec<Message>) -> RequestRecord {
@@ -132,8 +148,19 @@ mod tests {
         vec![msg("system", "be brief"), msg("user", "hi")]
     }
 
+    /// A row whose every call gets `reply`.
+    fn row(reply: &str) -> Scenario {
+        let yaml = format!(
+            "scenarios:\n  - id: s\n    expect: ended\n    responder: [{{reply: {reply}}}]\n"
+        );
+        crate::scenarios::load_str(&yaml, "fixture.yaml")
+            .unwrap()
+            .scenarios
+            .remove(0)
+    }
+
     fn observed(requests: Vec<RequestRecord>) -> (Scenario, Observation) {
-        let s = scenario("expect: ended");
+        let s = row("{kind: text, text: ''}");
         let mut o = healthy(&s, end(0, true, false, "done"));
         o.recording.main_calls = requests.len() as u64;
         o.recording.requests = requests;
@@ -142,7 +169,15 @@ mod tests {
 
     fn judged(requests: Vec<RequestRecord>, renders: bool) -> Check {
         let (s, o) = observed(requests);
-        check(&s, renders, &o)
+        check(&s, renders, &o).expect("a value-fault row")
+    }
+
+    #[test]
+    fn rows_without_a_value_fault_are_not_judged() {
+        let s = row("{kind: error, status: 500}");
+        let mut o = healthy(&s, end(0, false, true, "error"));
+        o.recording.requests = (0..9).map(|i| send(i, asked())).collect();
+        assert!(check(&s, true, &o).is_none());
     }
 
     #[test]
@@ -197,6 +232,6 @@ mod tests {
         assert!(judged(four.clone(), false).not_checked());
         let (s, mut o) = observed(four);
         o.recording.requests_dropped = 1;
-        assert!(check(&s, true, &o).not_checked());
+        assert!(check(&s, true, &o).unwrap().not_checked());
     }
 }

@@ -90,6 +90,12 @@ pub(crate) trait ReplyKind {
         true
     }
 
+    /// A value fault: a 200 whose answer is wrong without being an error
+    /// (empty, cut for length, refused, a tool-calls finish with no calls).
+    fn value_fault(&self) -> bool {
+        false
+    }
+
     /// The tool calls the reply asks the agent for.
     fn tool_calls(&self) -> &[ToolCallSpec] {
         &[]
@@ -164,6 +170,11 @@ impl Reply {
     /// A fault at all: anything but an immediate plain answer.
     pub fn is_fault(&self) -> bool {
         self.as_dyn().is_fault()
+    }
+
+    /// A 200 whose answer is wrong without being an error.
+    pub fn value_fault(&self) -> bool {
+        self.as_dyn().value_fault()
     }
 
     /// The tool calls the reply asks the agent for.
@@ -473,6 +484,9 @@ mod tests {
         assert!(reply("{kind: text, text: a, finish_reason: length}").is_fault());
         assert!(reply("{kind: text, text: a, finish_reason: content_filter}").is_fault());
         assert!(!reply("{kind: text, text: a, finish_reason: stop}").is_fault());
+        assert!(reply("{kind: text, text: a, finish_reason: length}").value_fault());
+        assert!(!reply("{kind: text, text: a, delay_per_chunk: 1}").value_fault());
+        assert!(!reply("{kind: error, status: 500}").value_fault());
     }
 
     /// Each wire's status for a quota error, and a mid-stream retry-after

@@ -56,7 +56,12 @@ impl super::ReplyKind for Text {
     /// one that finishes other than `stop`: cut for length, refused, a
     /// tool-calls finish with no calls); an immediate whole answer is not.
     fn is_fault(&self) -> bool {
-        self.delay_per_chunk > 0.0 || self.text.is_empty() || self.finish_reason != "stop"
+        self.delay_per_chunk > 0.0 || self.value_fault()
+    }
+
+    /// Empty, or finished other than `stop`.
+    fn value_fault(&self) -> bool {
+        self.text.is_empty() || self.finish_reason != "stop"
     }
 
     fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
