@@ -436,9 +436,9 @@ pub struct Capabilities {
     /// `tools.mcp_probe`), looked for in the tools each request offered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_tool: Option<String>,
-    /// The profile renders `api_max_retries`, so the agent's retry count is
-    /// the row's (the `request_loop` check's bound; without it that check
-    /// is `not checked`).
+    /// The profile renders `api_max_retries` and no `api_retry_budget`, so
+    /// the agent's retry count is the row's (the `request_loop` check's
+    /// bound; without it that check is `not checked`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub renders_retries: bool,
 }

@@ -5,18 +5,19 @@
 //! × lives). Re-sends after error replies are retries, which the call
 //! bound and the backoff check judge; a layered retry's sends (Codex's
 //! `request_max_retries` × `stream_max_retries`, 3 × 3 at the row's 2) and
-//! an agent's own fixed re-ask count after a malformed tool call (Hermes's
-//! three) are not judged here until each is traced to the agent's code. Ids aside: two main calls
-//! are the same request when their messages (role, content and its length,
-//! tool calls' names and arguments, reasoning) are, whatever ids the agent
-//! gave its calls and results and however else its bodies differ (request
-//! ids, timestamps in metadata). agentbreak's duplicate detector: an agent
-//! that sends an empty or refused reply's request again and again, or
-//! retries past its own retry count, loops here while its calls may stay
+//! an agent's own re-asks after a malformed tool call (Hermes) are not
+//! judged here until each is traced to the agent's code (docs/checks.md).
+//!
+//! Ids aside: two main calls are the same request when their messages
+//! (role, content and its length, tool calls' names and arguments,
+//! reasoning) are, whatever ids the agent gave its calls and results and
+//! however else its bodies differ (request ids, timestamps in metadata).
+//! agentbreak's duplicate detector: an agent that sends an empty or refused
+//! answer's request again and again loops here while its calls may stay
 //! under the row's bound. `not checked` when the profile renders no
-//! `api_max_retries` (the agent's own default, unknown here, is then its
-//! retry count) or when not every call was kept. Pure over the row, the
-//! profile's capability and the recorded calls.
+//! `api_max_retries`, or renders `api_retry_budget` (the agent's own retry
+//! count, unknown here, then bounds it), or when not every call was kept.
+//! Pure over the row, the profile's capability and the recorded calls.
 
 use std::collections::BTreeMap;
 
