@@ -76,17 +76,6 @@ const TERMINAL_ROWS: [&str; 3] = [
     "acp_terminal_output_endless",
 ];
 
-/// The names of `id`'s failed checks.
-fn failed_checks(report: &serde_json::Value, id: &str) -> Vec<String> {
-    scenario(report, id)["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["status"] == "fail")
-        .map(|c| c["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[test]
 fn a_terminal_waited_on_with_no_timeout_fails_the_terminal_rows_termination_only() {
     let extra = [

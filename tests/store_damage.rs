@@ -92,13 +92,7 @@ fn each_transcript_bug_fails_store_resumed_past_damage_only_on_every_wire() {
             }
             for id in *rows {
                 let failed = failed_invariants(&report, id);
-                let names: Vec<String> = scenario(&report, id)["checks"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .filter(|c| c["status"] == "fail")
-                    .map(|c| c["name"].as_str().unwrap().to_string())
-                    .collect();
+                let names = failed_checks(&report, id);
                 if failed != ["store_integrity"] || names != ["store_resumed_past_damage"] {
                     problems.push(format!(
                         "{bug} {wire} {id}: failed {names:?}: {:?}",

@@ -66,17 +66,6 @@ fn run(rows: &[&str], wire: &str, extra: &[&str]) -> (serde_json::Value, String,
     (read_json(&json), stdout, out.status.code())
 }
 
-/// The names of the checks row `id` failed.
-fn failed_checks(report: &serde_json::Value, id: &str) -> Vec<String> {
-    scenario(report, id)["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["status"] == "fail")
-        .map(|c| c["name"].as_str().unwrap().to_string())
-        .collect()
-}
-
 /// The status of check `name` on row `id`.
 fn status<'a>(report: &'a serde_json::Value, id: &str, name: &str) -> &'a str {
     scenario(report, id)["checks"]

@@ -220,6 +220,17 @@ pub fn skipped_checks(report: &serde_json::Value, allowed: &[&str]) -> Vec<Strin
         .collect()
 }
 
+/// The names of the checks a scenario failed, from a JSON report.
+pub fn failed_checks(report: &serde_json::Value, id: &str) -> Vec<String> {
+    scenario(report, id)["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail")
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// The invariants a scenario failed, from a JSON report.
 pub fn failed_invariants(report: &serde_json::Value, id: &str) -> Vec<String> {
     let s = scenario(report, id);
