@@ -471,6 +471,11 @@ pub struct Observation {
     /// request's `at` to put it on the run's clock.
     #[serde(default)]
     pub provider_offset: f64,
+    /// The scenario's seed, from which the responder's `p` rules drew
+    /// (`provider::rules::draw`): the oracle predicts a rule's next pick
+    /// with it.
+    #[serde(default)]
+    pub rule_seed: u64,
     pub store: StoreObservation,
     /// The store as a kill aimed at a store write left it (read from the
     /// copy taken before the restart), for such a row.

@@ -353,6 +353,81 @@ fn reply_kind_reference_matches_the_loader() {
     }
 }
 
+/// The fields a kind accepts, from the loader's refusal of an unknown one
+/// (`expected one of `a`, `b``, `expected `a` or `b``, `there are no fields`).
+fn loader_fields(kind: &str) -> BTreeSet<String> {
+    let table = format!(
+        "scenarios:\n  - id: x\n    responder:\n      - reply: {{kind: {kind}, zz_no_field: 1}}\n    expect: error\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.yaml");
+    std::fs::write(&path, table).unwrap();
+    let out = Command::new(bin()).arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{kind}");
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    let err = err.lines().next().unwrap_or_default().to_string();
+    if err.contains("there are no fields") {
+        return BTreeSet::new();
+    }
+    let list = err
+        .split_once("expected one of ")
+        .or_else(|| err.split_once("expected "))
+        .unwrap_or_else(|| panic!("{kind}: no list of fields in: {err}"))
+        .1;
+    list.split(", ")
+        .flat_map(|f| f.split(" or "))
+        .map(|f| f.trim().trim_matches('`').to_string())
+        .collect()
+}
+
+/// The fields a kind's row of the "Model provider replies" table lists: each
+/// backticked name outside parentheses, up to a `:` (`calls: [{tool, args}]`
+/// is `calls`).
+fn documented_fields(row: &str) -> BTreeSet<String> {
+    let cell = row.split(" | ").nth(1).unwrap_or_default();
+    let mut flat = String::new();
+    let mut depth = 0;
+    for c in cell.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ if depth == 0 => flat.push(c),
+            _ => {}
+        }
+    }
+    flat.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|f| f.split(':').next().unwrap().trim().to_string())
+        .collect()
+}
+
+/// docs/reply-kinds.md lists every field of every model reply kind, and no
+/// field the loader refuses.
+#[test]
+fn reply_kind_fields_match_the_loader() {
+    let text = std::fs::read_to_string(repo().join("docs/reply-kinds.md")).unwrap();
+    let start = text.find("\n## Model provider replies\n").unwrap();
+    let body = &text[start + 5..];
+    let body = &body[..body.find("\n## ").unwrap_or(body.len())];
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for row in body.lines().filter(|l| l.starts_with("| `")) {
+        let kind = row[3..].split('`').next().unwrap();
+        let (accepted, documented) = (loader_fields(kind), documented_fields(row));
+        if accepted != documented {
+            wrong.push(format!(
+                "{kind}: the loader takes {accepted:?}, the page lists {documented:?}"
+            ));
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "{checked} kinds read");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let caught = documented_fields("| `x` | `a`, `b: N` (`not_a_field`) | y |");
+    assert_eq!(caught, ["a", "b"].map(String::from).into_iter().collect());
+}
+
 /// The checks above catch what they must: a broken anchor, an unknown flag.
 #[test]
 fn the_checks_catch_mistakes() {

@@ -571,6 +571,97 @@ async fn tool_calls_parallel_repeated_and_truncated_args_on_every_wire() {
     }
 }
 
+/// The wire's max-tokens finish, as its terminal JSON spells it.
+fn length_finish(wire: Wire) -> &'static str {
+    match wire {
+        Wire::OpenaiChat => "\"finish_reason\":\"length\"",
+        Wire::OpenaiResponses => "\"reason\":\"max_output_tokens\"",
+        Wire::Anthropic => "\"stop_reason\":\"max_tokens\"",
+        Wire::Gemini => "\"finishReason\":\"MAX_TOKENS\"",
+    }
+}
+
+#[tokio::test]
+async fn tool_args_cut_for_length_and_a_literal_id_on_every_wire() {
+    let yaml = "- reply:\n    kind: tool_call\n    finish_reason: length\n    calls:\n      - {tool: shell, id: 'call_fixed_{{nonce}}', args: {cmd: 'echo CUT-{{nonce}} and the rest of the command'}}\n";
+    let full = json!({"command": "echo CUT-N0NCE and the rest of the command"}).to_string();
+    let half: String = full.chars().take(full.chars().count() / 2).collect();
+    for wire in Wire::ALL {
+        let p = start(wire, yaml).await;
+        for stream in [true, false] {
+            let d = decode(wire, send(&p, wire, &hi(), stream).await, stream).await;
+            assert!(d.terminal && !d.cut, "{wire}: {d:?}");
+            assert_eq!(d.calls.len(), 1, "{wire} stream={stream}: {d:?}");
+            let (id, name, args) = &d.calls[0];
+            assert_eq!(
+                id, "call_fixed_N0NCE",
+                "{wire} stream={stream}: the same id every time"
+            );
+            assert_eq!(name, "terminal", "{wire}");
+            assert_eq!(args, &half, "{wire} stream={stream}: cut in half mid-JSON");
+            let (body, _) = read_all(send(&p, wire, &hi(), stream).await).await;
+            let body = body.replace(": ", ":");
+            assert!(
+                body.contains(length_finish(wire)),
+                "{wire} stream={stream}: {body}"
+            );
+        }
+        let rec = p.shutdown().await;
+        assert!(
+            rec.issued_tool_calls.iter().all(|c| c.args == json!(half)),
+            "{wire}: the oracle sees the cut text"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_p_rule_fires_on_the_calls_its_seed_draws_and_replays_them() {
+    let yaml =
+        "- {when: {p: 0.3}, reply: {kind: text, text: ''}}\n- reply: {kind: text, text: full}\n";
+    async fn fired(seed: u64, yaml: &str) -> Vec<usize> {
+        let rules: Vec<Rule> = serde_yaml::from_str(yaml).unwrap();
+        let p = Provider::start(ProviderConfig {
+            wire: Wire::OpenaiChat,
+            rules,
+            nonce: NONCE.into(),
+            seed,
+            ..ProviderConfig::default()
+        })
+        .await
+        .unwrap();
+        let mut out = Vec::new();
+        for i in 0..40 {
+            let d = decode(
+                Wire::OpenaiChat,
+                send(&p, Wire::OpenaiChat, &hi(), false).await,
+                false,
+            )
+            .await;
+            if d.text.is_empty() {
+                out.push(i);
+            }
+        }
+        let rec = p.shutdown().await;
+        let ruled: Vec<usize> = rec
+            .requests
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.rule == Some(0))
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(ruled, out, "the record names the rule each call got");
+        out
+    }
+    let a = fired(7, yaml).await;
+    assert_eq!(
+        a,
+        fired(7, yaml).await,
+        "the same seed fires on the same calls"
+    );
+    assert_ne!(a, fired(8, yaml).await, "another seed on others");
+    assert!((4..=20).contains(&a.len()), "about 12 of 40: {a:?}");
+}
+
 #[tokio::test]
 async fn errors_use_each_wires_shape_and_retry_after_convention() {
     let yaml = "- {when: {call: 0}, reply: {kind: error, status: 429, message: 'slow {{nonce}}', retry_after: 2}}\n\

@@ -1,12 +1,19 @@
 //! The value-fault table (value_faults.yaml, issue 46): 200s that are wrong
 //! without being errors. The reference agent passes every row on every
-//! wire, each row's fault landed and `request_loop` made (not `not
-//! checked`) on the rows with a value fault (the schema row's tool calls
-//! are none: it has no such check); each value-fault bug fails the rows that show it on its one
+//! wire, each row's fault landed, and `request_loop`, `one_result_per_id`
+//! and `results_for_issued_ids` are made (not `not checked`) on the rows
+//! with a value fault (the schema row's tool calls are none: it has no such
+//! check), `broken_args_never_ran` on the rows whose broken arguments would
+//! journal; each value-fault bug fails the rows that show it on its one
 //! check alone, on every wire: `retry_empty_answer` (the same request sent
 //! again and again) on `request_loop`, under the row's call bound;
 //! `continue_after_length` (continuations with no bound, each request a new
-//! one) on `call_bound`, never on `request_loop`.
+//! one) on `call_bound`, never on `request_loop`; `answer_replayed_call` (a
+//! replayed call answered again) on `one_result_per_id`;
+//! `invent_call_on_empty_answer` (a made-up call) on
+//! `results_for_issued_ids`; `run_misnamed_args` (the command under a wrong
+//! key run) on `broken_args_never_ran`; `paste_partial` (a cut answer pasted
+//! into its continuation) on `partial_sent_once`.
 
 mod common;
 
@@ -19,6 +26,29 @@ const ROWS: &[&str] = &[
     "value_refusal",
     "value_tool_calls_finish_without_calls",
     "value_schema_breaking_arguments",
+    "value_empty_or_cut_at_random",
+    "value_tool_args_cut_for_length",
+    "value_duplicate_tool_call_id",
+    "value_tool_args_empty_every_call",
+    "value_tool_args_wrong_key_every_call",
+    "value_tool_args_garbled_every_call",
+    "value_tool_calls_dropped_every_call",
+];
+
+/// Rows whose tool-call replies are no value fault (arguments the tool
+/// cannot run are the agent's to answer; the call bound judges the loop).
+const NOT_VALUE: &[&str] = &[
+    "value_schema_breaking_arguments",
+    "value_tool_args_empty_every_call",
+    "value_tool_args_wrong_key_every_call",
+    "value_tool_args_garbled_every_call",
+];
+
+/// Rows whose broken tool arguments would journal a side effect.
+const BROKEN_ARGS: &[&str] = &[
+    "value_schema_breaking_arguments",
+    "value_tool_args_cut_for_length",
+    "value_tool_args_wrong_key_every_call",
 ];
 
 /// Every wire the provider and the reference agent speak.
@@ -38,6 +68,29 @@ const BUGS: &[(&str, &[&str], &str)] = &[
         "continue_after_length",
         &["value_cut_for_length"],
         "call_bound",
+    ),
+    (
+        "answer_replayed_call",
+        &["value_duplicate_tool_call_id"],
+        "one_result_per_id",
+    ),
+    (
+        "invent_call_on_empty_answer",
+        &[
+            "value_empty_answer",
+            "value_tool_calls_finish_without_calls",
+        ],
+        "results_for_issued_ids",
+    ),
+    (
+        "paste_partial",
+        &["value_cut_for_length"],
+        "partial_sent_once",
+    ),
+    (
+        "run_misnamed_args",
+        &["value_schema_breaking_arguments"],
+        "broken_args_never_ran",
     ),
 ];
 
@@ -86,14 +139,54 @@ fn the_reference_agent_passes_the_value_table_on_every_wire() {
     for h in runs {
         let (wire, (report, stdout, code)) = h.join().unwrap();
         assert_eq!(code, Some(0), "{wire}: {stdout}");
-        assert!(stdout.contains("5 passed, 0 failed"), "{wire}: {stdout}");
+        assert!(stdout.contains("12 passed, 0 failed"), "{wire}: {stdout}");
         for id in ROWS {
-            let judged = *id != "value_schema_breaking_arguments";
+            let judged = !NOT_VALUE.contains(id);
             let want = if judged { "pass" } else { "missing" };
-            assert_eq!(status(&report, id, "request_loop"), want, "{wire} {id}");
+            for check in [
+                "request_loop",
+                "one_result_per_id",
+                "results_for_issued_ids",
+            ] {
+                assert_eq!(status(&report, id, check), want, "{wire} {id} {check}");
+            }
+            let want = if BROKEN_ARGS.contains(id) {
+                "pass"
+            } else {
+                "missing"
+            };
+            assert_eq!(
+                status(&report, id, "broken_args_never_ran"),
+                want,
+                "{wire} {id}"
+            );
             assert_eq!(status(&report, id, "fault_served"), "pass", "{wire} {id}");
         }
-        let skipped = skipped_checks(&report, &[]);
+        // The reference agent continues a cut answer once, with the partial
+        // kept once; on the random row, a first call drawn empty ends the
+        // turn before any cut (then `not checked`, naming why).
+        assert_eq!(
+            status(&report, "value_cut_for_length", "partial_sent_once"),
+            "pass"
+        );
+        let random = status(&report, "value_empty_or_cut_at_random", "partial_sent_once");
+        assert!(
+            ["pass", "not_checked"].contains(&random),
+            "{wire}: {random}"
+        );
+        // The cut row's only journalling call was cut: its exactly-once
+        // checks have no well-formed call to judge.
+        let skipped: Vec<String> = skipped_checks(&report, &[])
+            .into_iter()
+            .filter(|c| {
+                let cut_row = c.starts_with("\"value_tool_args_cut_for_length\"")
+                    && (c.contains("no_side_effect_twice")
+                        || c.contains("finished_calls_journalled_once"));
+                let random_row = c.starts_with("\"value_empty_or_cut_at_random\"")
+                    && c.contains("partial_sent_once");
+                !(cut_row || random_row)
+            })
+            .collect();
         assert!(skipped.is_empty(), "{wire}: skipped: {skipped:#?}");
     }
 }

@@ -154,7 +154,11 @@ seen); see KNOWN_BUGS.
 Value-fault bugs (value_faults.yaml: a 200 that is wrong without being an
 error): retry_empty_answer (an empty answer's request sent again, the same,
 up to 8 times: request_loop); continue_after_length (an answer cut for length
-continued with no bound: the call bound); see KNOWN_BUGS.
+continued with no bound: the call bound); answer_replayed_call (a replayed
+tool call answered again: one_result_per_id); invent_call_on_empty_answer (a made-up call for an
+empty answer: results_for_issued_ids); run_misnamed_args (the command under a
+wrong key run: broken_args_never_ran); paste_partial (a cut answer pasted
+into its continuation: partial_sent_once); see KNOWN_BUGS.
 
 Sandbox bugs: sandbox_silent (a tool sandbox that cannot start reported as a
 bare exit code, never named); sandbox_generic_error (reported only as
@@ -287,6 +291,10 @@ KNOWN_BUGS = {
     # Value faults (value_faults.yaml, issue 46).
     "retry_empty_answer": "an empty answer (no text, no tool calls) is asked for again with the same request, up to 8 times, no backoff",
     "continue_after_length": "an answer cut for length is continued ('Continue.') again and again, up to 20 times, with no bound of its own",
+    "answer_replayed_call": "a replayed tool call (an id already answered) is kept and answered again with an error result: two results for one id",
+    "invent_call_on_empty_answer": "an answer with no text and no tool calls is taken for a lost tool call: a made-up call and its error result are added (once a turn)",
+    "paste_partial": "the continuation after an answer cut for length pastes the partial answer into its request again ('Continue from: ...'): the cut text sent twice",
+    "run_misnamed_args": "a shell call without `command` runs the string under any key that holds 'command' (command_text): broken arguments run",
     # The agent's own sandbox nested in chaosrun's (issue 35.5).
     "sandbox_silent": "a tool sandbox that cannot start is reported as the command's bare exit code: the result never says the sandbox failed",
     "sandbox_generic_error": "a tool sandbox that cannot start is reported as 'sandboxed command failed (exit 1)': the sandbox is named, the cause is not",
@@ -1335,6 +1343,8 @@ class Agent:
         rounds = 0
         self.turn_attempts = 0   # --bug shared_retry_budget: retries counted per turn
         self.value_retries = 0   # --bug retry_empty_answer / continue_after_length
+        self.replays = 0         # stale replays dropped this turn
+        self.continued = 0       # continuations after a cut answer
         try:
             while True:
                 if self.ctl.interrupted():
@@ -1348,7 +1358,14 @@ class Agent:
                     return dict(failed=True, interrupted=False, completed=False,
                                 final=f.msg, exit_reason="provider_error")
                 had_success = True
-                if not tool_calls and self._bug_value_retry(reply_text):
+                if not tool_calls and (self._bug_value_retry(reply_text)
+                                       or self._continue_after_cut(reply_text)):
+                    continue
+                if tool_calls and self._stale_replay(tool_calls):
+                    if self.replays > self.api_max_retries:
+                        return dict(failed=True, interrupted=False, completed=False,
+                                    final="the model keeps replaying tool calls that already ran",
+                                    exit_reason="provider_error")
                     continue
                 if tool_calls:
                     self._append({"role": "assistant", "content": reply_text or None,
@@ -1527,6 +1544,8 @@ class Agent:
         the very same request (up to 8 times, no backoff). --bug
         continue_after_length: an answer cut for length is kept and followed
         by a user "Continue." (up to 20 times). True: call the model again."""
+        if self._bug_invented_call(reply_text):
+            return True
         if self.bug("retry_empty_answer") and not reply_text.strip() and self.value_retries < 8:
             self.value_retries += 1
             log(f"empty answer: asking again (retry {self.value_retries}; bug retry_empty_answer)")
@@ -1539,6 +1558,61 @@ class Agent:
             log(f"answer cut for length: continuing ({self.value_retries}; bug continue_after_length)")
             return True
         return False
+
+    def _continue_after_cut(self, reply_text):
+        """An answer cut for length is kept and continued once a turn (a
+        user "Continue."); a second cut ends the turn on it. --bug
+        paste_partial pastes the partial answer into the continuation
+        request as well. True: call the model again."""
+        cut = getattr(self, "last_finish", None) == "length"
+        if not cut or not reply_text.strip() or self.continued:
+            return False
+        self.continued = 1
+        self._append({"role": "assistant", "content": reply_text})
+        note = "Continue."
+        if self.bug("paste_partial"):
+            note = f"Continue from: {reply_text}"
+            log("answer cut for length: pasting it into the continuation (bug paste_partial)")
+        self._append({"role": "user", "content": note})
+        log("answer cut for length: continuing once")
+        return True
+
+    def _stale_replay(self, tool_calls):
+        """A reply whose every tool call reuses an id this history already
+        answered is a stale replay (a cache serving an earlier reply again):
+        it is dropped, not run again, and the model asked again (the turn
+        fails past api_max_retries replays). True: it was dropped or answered.
+        --bug answer_replayed_call keeps it with an error result for each
+        call (a second result for the id)."""
+        answered = {m.get("tool_call_id") for m in self.history if m.get("role") == "tool"}
+        if not all(tc.get("id") in answered for tc in tool_calls):
+            return False
+        ids = ", ".join(tc.get("id") or "" for tc in tool_calls)
+        if self.bug("answer_replayed_call"):
+            log(f"replayed tool call {ids}: answering it again (bug answer_replayed_call)")
+            self._append({"role": "assistant", "content": None, "tool_calls": tool_calls})
+            for tc in tool_calls:
+                self._append({"role": "tool", "tool_call_id": tc.get("id"),
+                              "content": "error: this tool call already ran"})
+            return True
+        self.replays += 1
+        log(f"replayed tool call {ids}: dropped, asking again ({self.replays})")
+        return True
+
+    def _bug_invented_call(self, reply_text):
+        """--bug invent_call_on_empty_answer: an answer with no text and no
+        tool calls gets a made-up call and its error result, once a turn
+        (a result for an id the model never issued). True: ask again."""
+        if not self.bug("invent_call_on_empty_answer") or reply_text.strip() or self.value_retries:
+            return False
+        self.value_retries += 1
+        tc = {"id": "call_invented_0", "type": "function",
+              "function": {"name": "shell", "arguments": "{}"}}
+        log("empty answer: adding a made-up tool call (bug invent_call_on_empty_answer)")
+        self._append({"role": "assistant", "content": None, "tool_calls": [tc]})
+        self._append({"role": "tool", "tool_call_id": tc["id"],
+                      "content": "error: the tool call was lost"})
+        return True
 
     def _bug_nested_retry(self, call):
         """--bug nested_retry_after_tool: once the turn has tool results, the
@@ -1876,6 +1950,8 @@ class Agent:
                 return "error: the subagent could not be started (bug subagent_fails_at_once)", False
             return self.run_subagent(prompt)
         command = args.get("command")
+        if command is None and self.bug("run_misnamed_args"):
+            command = next((v for k, v in args.items() if "command" in k and isinstance(v, str)), None)
         if not isinstance(command, str) or not command.strip():
             return "error: missing required argument 'command'", False
         timeout = args.get("timeout")

@@ -390,13 +390,19 @@ mod tests {
         // The tool call, then 3 retries + 1 of the faulted call.
         assert_eq!(forever.calls.limit(), 1 + 4);
         assert_eq!(forever.knobs.api_max_retries, PERSIST_RETRIES);
-        assert!(forever.responder[1].when.matches(1000, true, false));
+        let call = |index, after_tool| crate::provider::rules::Call {
+            index,
+            after_tool,
+            ..Default::default()
+        };
+        assert!(forever.responder[1].when.matches(1, &call(1000, true)));
         let clears = load(&t(Some(3), FaultKind::Hang));
         assert!(matches!(clears.expect, crate::scenarios::Expect::Answer(_)));
         let kinds: Vec<_> = (0..6)
             .map(|i| {
-                crate::provider::rules::pick(&clears.responder, i, false)
+                crate::provider::rules::pick(&clears.responder, &call(i, false))
                     .unwrap()
+                    .1
                     .reply
                     .kind_name()
             })

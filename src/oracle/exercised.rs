@@ -188,7 +188,8 @@ fn credential_expired(s: &Scenario, obs: &Observation) -> Option<Check> {
     Some(Check::new(Invariant::Exercised, "credential_expired", v))
 }
 
-/// Every faulting responder rule answered at least one main call.
+/// Every faulting responder rule answered at least one main call (on a row
+/// with a `p` rule, at least one did).
 fn provider_rules(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let faults: Vec<(usize, &'static str)> = s
         .responder
@@ -215,6 +216,12 @@ fn provider_rules(s: &Scenario, obs: &Observation) -> Vec<Check> {
         Some(n) => *n > 0,
         None => obs.recording.main_requests().any(|r| r.rule == Some(i)),
     };
+    // A row whose rules fire by a seeded draw (`when.p`): which of them
+    // answer is the draw's; one faulting rule that answered is the fault.
+    let drawn = s.responder.iter().any(|r| r.when.p.is_some());
+    if drawn && faults.iter().any(|(i, _)| served(*i)) {
+        return vec![Check::new(Invariant::Exercised, "fault_served", vec![])];
+    }
     let v = faults
         .iter()
         .filter(|(i, _)| !served(*i))

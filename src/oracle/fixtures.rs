@@ -132,6 +132,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
         session_id: "sess".into(),
         fault_message: fault.clone(),
         probe_message: probe.clone(),
+        rule_seed: 0,
         events: vec![
             at(0.0, Event::Spawned { pid: 42 }),
             at(0.2, Event::Ready),

@@ -49,7 +49,13 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let last = main.last().expect("not empty");
     let after_tool = crate::message::after_tool(&last.messages);
     let next = rec.main_calls;
-    let cleared = rules::pick(&s.responder, next, after_tool).is_none_or(|r| !r.reply.retryable());
+    let call = rules::Call {
+        index: next,
+        after_tool,
+        seed: obs.rule_seed,
+        ..rules::Call::default()
+    };
+    let cleared = rules::pick(&s.responder, &call).is_none_or(|(_, r)| !r.reply.retryable());
     let retries = u64::from(s.knobs.api_max_retries);
     let used = failed - 1;
     if !cleared || used >= retries || next >= s.calls.limit() {

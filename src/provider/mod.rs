@@ -194,6 +194,9 @@ pub struct ProviderConfig {
     pub rules: Vec<Rule>,
     /// Substituted for `{{nonce}}` in reply text and tool arguments.
     pub nonce: String,
+    /// The scenario's seed: a rule's `p` draws from it, so a printed
+    /// `--seed` fires the same rules on the same calls.
+    pub seed: u64,
     /// Logical tool name → agent tool mapping, applied to `tool_call` replies.
     pub tools: BTreeMap<String, ToolMapping>,
     /// Used by `wait_for` rules.

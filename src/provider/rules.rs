@@ -1,7 +1,7 @@
 //! Responder rules: which reply a faulted-turn main call gets, chosen by what the
 //! request shows (its main-call index, whether it follows a tool result,
-//! whether it is a subagent's), optionally held until tagged
-//! processes exist.
+//! whether it is a subagent's) and how often the rule fires (every Nth call,
+//! or a seeded draw per call), optionally held until tagged processes exist.
 
 use serde::{Deserialize, Serialize};
 
@@ -56,22 +56,80 @@ pub struct When {
     /// then counts them apart). Absent or `false`: the parent's main calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subagent: Option<bool>,
+    /// Fires on every Nth counted call only (1-based: `every: 3` is the
+    /// 3rd, 6th, 9th call, indices 2, 5, 8), 1 to [`crate::units::MAX_COUNT`].
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "opt_count_1"
+    )]
+    pub every: Option<usize>,
+    /// Fires on a call with this probability (above 0, at most 1), drawn
+    /// per call from the scenario's seed, the rule's place and the call's
+    /// index: the same `--seed` fires on the same calls ([`draw`]).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "probability"
+    )]
+    pub p: Option<f64>,
+}
+
+/// An optional count of 1 to [`crate::units::MAX_COUNT`].
+fn opt_count_1<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    #[derive(Deserialize)]
+    struct Count(#[serde(deserialize_with = "crate::units::count_1")] usize);
+    Option::<Count>::deserialize(d).map(|c| c.map(|Count(n)| n))
+}
+
+/// A probability above 0 and at most 1.
+fn probability<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let p = f64::deserialize(d)?;
+    if p > 0.0 && p <= 1.0 {
+        Ok(Some(p))
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "`p` is {p}; a probability here is above 0 and at most 1"
+        )))
+    }
+}
+
+/// The draw of rule `rule` on call `index` under `seed`: a number in
+/// [0, 1), the same for the same three inputs on every machine and Rust
+/// version (SplitMix64's finaliser, not a library generator whose stream
+/// may change between releases).
+pub fn draw(seed: u64, rule: usize, index: u64) -> f64 {
+    let mut z = seed
+        ^ (rule as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ index.wrapping_mul(0xd1b5_4a32_d192_ed03);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// What one call shows a rule: its index among the counted calls (the
+/// parent's main calls, or the subagent's), whether it follows a tool
+/// result, whether it is the subagent's, its time since the turn's first
+/// main call, and the scenario's seed (for `p` draws).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Call {
+    pub index: u64,
+    pub after_tool: bool,
+    pub subagent: bool,
+    pub elapsed: f64,
+    pub seed: u64,
 }
 
 impl When {
-    /// `index` counts the parent's main calls, or the subagent's calls when
-    /// `subagent` is true.
-    pub fn matches(&self, index: u64, after_tool: bool, subagent: bool) -> bool {
-        self.matches_at(index, after_tool, subagent, 0.0)
-    }
-
-    /// [`When::matches`] for a call `elapsed` seconds after the turn's first
-    /// main call.
-    pub fn matches_at(&self, index: u64, after_tool: bool, subagent: bool, elapsed: f64) -> bool {
-        self.subagent.unwrap_or(false) == subagent
-            && self.call.as_ref().is_none_or(|c| c.matches(index))
-            && self.after_tool.is_none_or(|t| t == after_tool)
-            && self.within.is_none_or(|w| elapsed < w)
+    /// Whether rule number `rule` fires on `call`.
+    pub fn matches(&self, rule: usize, call: &Call) -> bool {
+        self.subagent.unwrap_or(false) == call.subagent
+            && self.call.as_ref().is_none_or(|c| c.matches(call.index))
+            && self.after_tool.is_none_or(|t| t == call.after_tool)
+            && self.within.is_none_or(|w| call.elapsed < w)
+            && self.every.is_none_or(|n| (call.index + 1) % n as u64 == 0)
+            && self.p.is_none_or(|p| draw(call.seed, rule, call.index) < p)
     }
 }
 
@@ -105,34 +163,12 @@ pub struct Rule {
     pub reply: Reply,
 }
 
-/// First rule for the parent's main calls whose `when` matches, if any.
-pub fn pick(rules: &[Rule], index: u64, after_tool: bool) -> Option<&Rule> {
-    pick_indexed(rules, index, after_tool, false).map(|(_, r)| r)
-}
-
-/// First rule whose `when` matches, with its index.
-pub fn pick_indexed(
-    rules: &[Rule],
-    index: u64,
-    after_tool: bool,
-    subagent: bool,
-) -> Option<(usize, &Rule)> {
-    pick_at(rules, index, after_tool, subagent, 0.0)
-}
-
-/// [`pick_indexed`] for a call `elapsed` seconds after the turn's first main
-/// call (for `within` rules).
-pub fn pick_at(
-    rules: &[Rule],
-    index: u64,
-    after_tool: bool,
-    subagent: bool,
-    elapsed: f64,
-) -> Option<(usize, &Rule)> {
+/// First rule whose `when` matches `call`, with its index.
+pub fn pick<'a>(rules: &'a [Rule], call: &Call) -> Option<(usize, &'a Rule)> {
     rules
         .iter()
         .enumerate()
-        .find(|(_, r)| r.when.matches_at(index, after_tool, subagent, elapsed))
+        .find(|(i, r)| r.when.matches(*i, call))
 }
 
 #[cfg(test)]
@@ -143,6 +179,18 @@ mod tests {
         serde_yaml::from_str(yaml).unwrap()
     }
 
+    fn at(index: u64, after_tool: bool) -> Call {
+        Call {
+            index,
+            after_tool,
+            ..Call::default()
+        }
+    }
+
+    fn kind(r: &[Rule], call: Call) -> &str {
+        pick(r, &call).unwrap().1.reply.kind_name()
+    }
+
     #[test]
     fn first_matching_rule_wins() {
         let r = rules(
@@ -150,10 +198,10 @@ mod tests {
              - {when: {after_tool: true}, reply: {kind: text, text: done}}\n\
              - {reply: {kind: error, status: 500}}\n",
         );
-        assert_eq!(pick(&r, 0, false).unwrap().reply.kind_name(), "hang");
-        assert_eq!(pick(&r, 0, true).unwrap().reply.kind_name(), "hang");
-        assert_eq!(pick(&r, 1, true).unwrap().reply.kind_name(), "text");
-        assert_eq!(pick(&r, 1, false).unwrap().reply.kind_name(), "error");
+        assert_eq!(kind(&r, at(0, false)), "hang");
+        assert_eq!(kind(&r, at(0, true)), "hang");
+        assert_eq!(kind(&r, at(1, true)), "text");
+        assert_eq!(kind(&r, at(1, false)), "error");
     }
 
     #[test]
@@ -170,9 +218,16 @@ mod tests {
             "- {when: {within: 8}, reply: {kind: error, status: 503}}\n\
              - {reply: {kind: text, text: ok}}\n",
         );
-        assert_eq!(pick_at(&r, 0, false, false, 0.0).unwrap().0, 0);
-        assert_eq!(pick_at(&r, 5, false, false, 7.9).unwrap().0, 0);
-        assert_eq!(pick_at(&r, 6, false, false, 8.0).unwrap().0, 1);
+        let timed = |index, elapsed| {
+            let call = Call {
+                elapsed,
+                ..at(index, false)
+            };
+            pick(&r, &call).unwrap().0
+        };
+        assert_eq!(timed(0, 0.0), 0);
+        assert_eq!(timed(5, 7.9), 0);
+        assert_eq!(timed(6, 8.0), 1);
         let bad = serde_yaml::from_str::<Vec<Rule>>("- {when: {within: -1}, reply: {kind: hang}}");
         assert!(bad.unwrap_err().to_string().contains("negative"));
     }
@@ -184,16 +239,99 @@ mod tests {
              - {when: {subagent: true}, reply: {kind: text, text: sub}}\n\
              - {reply: {kind: text, text: parent}}\n",
         );
-        let kind = |i, sub| pick_indexed(&r, i, false, sub).map(|(n, _)| n);
-        assert_eq!(kind(0, true), Some(0));
-        assert_eq!(kind(1, true), Some(1));
-        assert_eq!(kind(0, false), Some(2));
-        assert_eq!(pick(&r, 0, false).unwrap().reply.kind_name(), "text");
+        let rule = |index, subagent| {
+            let call = Call {
+                subagent,
+                ..at(index, false)
+            };
+            pick(&r, &call).map(|(n, _)| n)
+        };
+        assert_eq!(rule(0, true), Some(0));
+        assert_eq!(rule(1, true), Some(1));
+        assert_eq!(rule(0, false), Some(2));
+        assert_eq!(kind(&r, at(0, false)), "text");
     }
 
     #[test]
     fn no_rule_matches_when_none_fits() {
         let r = rules("- {when: {call: 5}, reply: {kind: hang}}\n");
-        assert!(pick(&r, 0, false).is_none());
+        assert!(pick(&r, &at(0, false)).is_none());
+    }
+
+    #[test]
+    fn every_fires_on_each_nth_call() {
+        let r = rules(
+            "- {when: {every: 3}, reply: {kind: text, text: cut, finish_reason: length}}\n\
+             - {reply: {kind: text, text: ok}}\n",
+        );
+        let fired: Vec<u64> = (0..10)
+            .filter(|&i| pick(&r, &at(i, false)).unwrap().0 == 0)
+            .collect();
+        assert_eq!(fired, [2, 5, 8]);
+        for bad in ["0", "10001"] {
+            let e = serde_yaml::from_str::<Vec<Rule>>(&format!(
+                "- {{when: {{every: {bad}}}, reply: {{kind: hang}}}}"
+            ));
+            assert!(
+                e.unwrap_err().to_string().contains("out of bounds"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn p_draws_per_call_from_the_seed_and_replays() {
+        let r = rules(
+            "- {when: {p: 0.3}, reply: {kind: text, text: \"\"}}\n\
+             - {reply: {kind: text, text: ok}}\n",
+        );
+        let fired = |seed| -> Vec<u64> {
+            (0..1000)
+                .filter(|&i| {
+                    pick(
+                        &r,
+                        &Call {
+                            seed,
+                            ..at(i, false)
+                        },
+                    )
+                    .unwrap()
+                    .0 == 0
+                })
+                .collect()
+        };
+        let (a, b) = (fired(7), fired(8));
+        assert_eq!(a, fired(7), "the same seed fires on the same calls");
+        assert_ne!(a, b, "another seed fires on other calls");
+        for calls in [&a, &b] {
+            assert!(
+                (240..=360).contains(&calls.len()),
+                "about 300 of 1000: {}",
+                calls.len()
+            );
+        }
+        // A fixed figure: the draw must not change between releases, or a
+        // printed seed would no longer replay an older run.
+        assert_eq!(&a[..5], &fired_golden()[..]);
+        for bad in ["0", "-0.5", "1.5", ".nan"] {
+            let e = serde_yaml::from_str::<Vec<Rule>>(&format!(
+                "- {{when: {{p: {bad}}}, reply: {{kind: hang}}}}"
+            ));
+            assert!(e.unwrap_err().to_string().contains("probability"), "{bad}");
+        }
+        let always = rules("- {when: {p: 1}, reply: {kind: hang}}\n");
+        assert!((0..100).all(|i| pick(
+            &always,
+            &Call {
+                seed: 3,
+                ..at(i, false)
+            }
+        )
+        .is_some()));
+    }
+
+    /// The first five calls rule 0 at `p: 0.3` fires on under seed 7.
+    fn fired_golden() -> [u64; 5] {
+        [0, 4, 5, 9, 10]
     }
 }

@@ -46,6 +46,8 @@ pub struct ServeArgs {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Script {
     pub nonce: Option<String>,
+    /// The seed of the rules' `p` draws (0 when absent).
+    pub seed: Option<u64>,
     pub tools: BTreeMap<String, ToolMapping>,
     pub rules: Vec<Rule>,
     /// Main calls over this many bytes get the context-length error.
@@ -57,6 +59,8 @@ pub struct Script {
 struct ScriptMap {
     #[serde(default)]
     nonce: Option<String>,
+    #[serde(default)]
+    seed: Option<u64>,
     #[serde(default)]
     tools: BTreeMap<String, ToolMapping>,
     #[serde(default)]
@@ -108,13 +112,14 @@ pub fn parse_script(text: &str, label: &str) -> anyhow::Result<Script> {
             let m: ScriptMap = serde_yaml::from_str(text).map_err(located)?;
             Ok(Script {
                 nonce: m.nonce,
+                seed: m.seed,
                 tools: m.tools,
                 rules: m.responder,
                 context_window: m.context_window,
             })
         }
         _ => Err(anyhow::anyhow!(
-            "{label}:1:1: a script is a list of rules or a map with `responder:` (and optional `nonce:`, `tools:`)"
+            "{label}:1:1: a script is a list of rules or a map with `responder:` (and optional `nonce:`, `seed:`, `tools:`)"
         )),
     }
 }
@@ -175,6 +180,7 @@ pub async fn serve_until(
         wire: args.wire,
         rules: script.rules,
         nonce: args.nonce.or(script.nonce).unwrap_or_default(),
+        seed: script.seed.unwrap_or_default(),
         tools: script.tools,
         process_counter,
         record: super::RecordLimits::SERVE,

@@ -60,6 +60,8 @@ pub(crate) struct Plan {
     probe_turn: u64,
     pub(crate) workers: usize,
     started_unix: f64,
+    /// The scenario's seed (the responder's `p` rules draw from it).
+    pub(crate) rule_seed: u64,
 }
 
 impl Plan {
@@ -102,6 +104,7 @@ impl Plan {
             probe_turn,
             workers,
             started_unix: crate::units::unix_now() - start.elapsed().as_secs_f64(),
+            rule_seed: scenario_seed(ids.seed, &scenario.id),
         }
     }
 
@@ -121,6 +124,7 @@ impl Plan {
             probe_turn: self.probe_turn,
             chaos: self.chaos,
             workers: self.workers,
+            rule_seed: self.rule_seed,
             ..Observation::default()
         }
     }

@@ -295,6 +295,7 @@ async fn start_provider(
         wire: shared.profile.wire,
         rules: scenario.responder.clone(),
         nonce: ids.nonce.clone(),
+        seed: super::plan::scenario_seed(ids.seed, &scenario.id),
         tools: shared.profile.tools.clone(),
         process_counter: Some(Arc::new(move |needle: &str| {
             crate::proc_hygiene::count_tagged_matching(&counter_tag, needle)

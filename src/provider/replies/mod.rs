@@ -96,6 +96,12 @@ pub(crate) trait ReplyKind {
         false
     }
 
+    /// The partial answer a reply cut for length sends to main call
+    /// `call` (`None` for a reply that is not one).
+    fn cut_text(&self, _nonce: &str, _call: u64) -> Option<String> {
+        None
+    }
+
     /// The tool calls the reply asks the agent for.
     fn tool_calls(&self) -> &[ToolCallSpec] {
         &[]
@@ -175,6 +181,11 @@ impl Reply {
     /// A 200 whose answer is wrong without being an error.
     pub fn value_fault(&self) -> bool {
         self.as_dyn().value_fault()
+    }
+
+    /// The partial answer a reply cut for length sends to main call `call`.
+    pub fn cut_text(&self, nonce: &str, call: u64) -> Option<String> {
+        self.as_dyn().cut_text(nonce, call)
     }
 
     /// The tool calls the reply asks the agent for.

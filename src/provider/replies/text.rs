@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Text {
-    /// The answer; `{{nonce}}` is substituted.
+    /// The answer; `{{nonce}}` and `{{call}}` (the main-call index, so each
+    /// call's answer differs) are substituted.
     pub text: String,
     #[serde(
         default = "default_chunk_chars",
@@ -44,6 +45,10 @@ impl Text {
         }
     }
 
+    /// The answer to main call `call`: `{{nonce}}` and `{{call}}` substituted.
+    fn rendered(&self, nonce: &str, call: u64) -> String {
+        super::render(&self.text, nonce, None).replace("{{call}}", &call.to_string())
+    }
 }
 
 impl crate::kinds::Kind for Text {
@@ -64,11 +69,16 @@ impl super::ReplyKind for Text {
         self.text.is_empty() || self.finish_reason != "stop"
     }
 
+    /// The answer as main call `call` got it, when cut for length.
+    fn cut_text(&self, nonce: &str, call: u64) -> Option<String> {
+        (self.finish_reason == "length").then(|| self.rendered(nonce, call))
+    }
+
     fn plan(&self, ctx: &super::ReplyCtx<'_>) -> super::Plan {
         use super::{render, secs, Beat, Plan};
         use crate::provider::wire::{split_chars, Event, Usage};
 
-        let text = render(&self.text, ctx.nonce, None);
+        let text = self.rendered(ctx.nonce, ctx.main_index);
         let reasoning = self.reasoning.as_ref().map(|r| render(r, ctx.nonce, None));
         let answer_chars =
             text.chars().count() + reasoning.as_ref().map_or(0, |r| r.chars().count());

@@ -3,8 +3,11 @@
 //! `arguments` string, or, when given as a YAML string, sent verbatim (so
 //! malformed JSON reaches the agent as is). Ids are unique per server. Logical
 //! tool names are mapped to the agent's names through the provider's tool map.
+//! Value faults: a call's literal `id` (a stale replay that reuses an earlier
+//! call's id) and `finish_reason: length` (the last call's arguments cut in
+//! half mid-JSON, finished for length).
 //! Planned as the start, each call's start, its arguments in pieces and its
-//! end, then the finish (`tool_calls`); each wire encodes the calls its way
+//! end, then the finish (`tool_calls`, or `length`); each wire encodes the calls its way
 //! (Chat `tool_calls` deltas, Responses `function_call` items, Anthropic
 //! `tool_use` blocks, Gemini `functionCall` parts).
 
@@ -24,6 +27,11 @@ pub struct ToolCallSpec {
     /// (the main-call index, unique per call) are substituted.
     #[serde(default = "empty_object")]
     pub args: serde_json::Value,
+    /// A literal call id (`{{nonce}}` substituted) instead of one unique
+    /// per server: given on two replies, the second replays the first's
+    /// call (a stale cache).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
 }
 
 fn empty_object() -> serde_json::Value {
@@ -41,6 +49,19 @@ pub struct ToolCall {
         deserialize_with = "crate::units::repeat"
     )]
     pub repeat: Option<usize>,
+    /// `tool_calls` (the default), or `length`: the batch's last call has
+    /// its arguments cut in half (by characters) and the reply finishes for
+    /// length (the wire's max-tokens finish).
+    #[serde(default = "default_finish", skip_serializing_if = "is_default_finish")]
+    pub finish_reason: String,
+}
+
+fn default_finish() -> String {
+    "tool_calls".into()
+}
+
+fn is_default_finish(s: &str) -> bool {
+    s == "tool_calls"
 }
 
 /// How many argument chars go in each streamed `arguments` delta.
@@ -72,9 +93,14 @@ impl ToolCall {
 
         let mut issued = Vec::new();
         let mut wire = Vec::new();
-        for (i, spec) in self.batch().into_iter().enumerate() {
-            let id = format!("{}_{i}", ctx.call_id_prefix);
+        let batch = self.batch();
+        let last = batch.len().saturating_sub(1);
+        for (i, spec) in batch.into_iter().enumerate() {
             let call = ctx.main_index.to_string();
+            let id = match &spec.id {
+                Some(id) => render(id, ctx.nonce, Some(i)).replace("{{call}}", &call),
+                None => format!("{}_{i}", ctx.call_id_prefix),
+            };
             let args = match &spec.args {
                 // A string is sent verbatim (after templating): malformed JSON stays malformed.
                 Value::String(s) => {
@@ -90,10 +116,17 @@ impl ToolCall {
                 ),
                 None => (spec.tool.clone(), args.clone()),
             };
-            let arguments = match &wire_args {
+            let mut arguments = match &wire_args {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
+            let mut args = args;
+            if i == last && self.finish_reason == "length" {
+                // Cut mid-JSON: what the agent got is the cut text, so the
+                // oracle sees that too.
+                arguments = cut_in_half(&arguments);
+                args = Value::String(arguments.clone());
+            }
             issued.push(IssuedToolCall {
                 id: id.clone(),
                 tool: spec.tool.clone(),
@@ -125,11 +158,17 @@ impl ToolCall {
             beats.push(Beat::Emit(Event::ToolCallEnd { index }));
         }
         beats.push(Beat::Emit(Event::Finish {
-            reason: "tool_calls".into(),
+            reason: self.finish_reason.clone(),
             usage,
         }));
         (super::Plan::Beats(beats), issued)
     }
+}
+
+/// The first half of `s`, by characters.
+fn cut_in_half(s: &str) -> String {
+    let n = s.chars().count() / 2;
+    s.chars().take(n).collect()
 }
 
 impl crate::kinds::Kind for ToolCall {
@@ -146,12 +185,23 @@ impl super::ReplyKind for ToolCall {
         Some(&mut self.calls)
     }
 
-    /// At least one call, `calls × repeat` within the count bound, and a
-    /// prompt for every `subagent` call.
+    /// A value fault: arguments cut for length, or a literal id (a replay).
+    fn value_fault(&self) -> bool {
+        self.finish_reason != "tool_calls" || self.calls.iter().any(|c| c.id.is_some())
+    }
+
+    /// At least one call, `calls × repeat` within the count bound, a
+    /// prompt for every `subagent` call, and a known finish.
     fn check(&self) -> Result<(), String> {
         use crate::units::{count, MAX_COUNT};
         if self.calls.is_empty() {
             return Err("a `tool_call` reply needs at least one call".into());
+        }
+        if !matches!(self.finish_reason.as_str(), "tool_calls" | "length") {
+            return Err(format!(
+                "a `tool_call` reply's `finish_reason` is `tool_calls` or `length`, not `{}`",
+                self.finish_reason
+            ));
         }
         let repeat = self.repeat.unwrap_or(1) as u64;
         let n = (self.calls.len() as u64).saturating_mul(repeat);

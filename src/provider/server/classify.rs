@@ -129,7 +129,14 @@ impl Shared {
             self.subagent_tx.send_modify(|v| *v = (*v).max(index + 1));
             out.kind = CallKind::Subagent;
             out.main_index = Some(index);
-            out.picked = rules::pick_at(&self.rules, index, parsed.after_tool, true, 0.0);
+            let call = rules::Call {
+                index,
+                after_tool: parsed.after_tool,
+                subagent: true,
+                elapsed: 0.0,
+                seed: self.seed,
+            };
+            out.picked = rules::pick(&self.rules, &call);
             if let Some((i, _)) = out.picked {
                 self.rule_hits[i].fetch_add(1, Ordering::SeqCst);
             }
@@ -163,13 +170,14 @@ impl Shared {
             out.overflow = Some((served, e));
             return out;
         }
-        out.picked = rules::pick_at(
-            &self.rules,
+        let call = rules::Call {
             index,
-            parsed.after_tool,
-            false,
-            elapsed.as_secs_f64(),
-        );
+            after_tool: parsed.after_tool,
+            subagent: false,
+            elapsed: elapsed.as_secs_f64(),
+            seed: self.seed,
+        };
+        out.picked = rules::pick(&self.rules, &call);
         if let Some((i, _)) = out.picked {
             self.rule_hits[i].fetch_add(1, Ordering::SeqCst);
         }

@@ -52,6 +52,8 @@ struct Shared {
     wire: Wire,
     rules: Vec<Rule>,
     nonce: String,
+    /// The scenario's seed, for `p` rules.
+    seed: u64,
     tools: BTreeMap<String, ToolMapping>,
     process_counter: Option<ProcessCounter>,
     observer: Option<Observer>,
@@ -151,6 +153,7 @@ impl Running {
             wire: config.wire,
             rules: config.rules,
             nonce: config.nonce,
+            seed: config.seed,
             tools: config.tools,
             process_counter: config.process_counter,
             observer,
