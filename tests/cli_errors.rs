@@ -965,3 +965,32 @@ fn an_acp_name_for_an_agent_without_an_acp_profile_is_refused() {
     );
     assert!(stdout.is_empty(), "{stdout}");
 }
+
+/// A shipped profile run from a copy of its folder with no install beside
+/// it is refused before anything runs (exit 2, naming the setup script),
+/// not run as an agent that fails every row.
+#[test]
+fn a_shipped_profile_without_its_install_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("claude-code");
+    std::fs::create_dir(&dir).unwrap();
+    let src = repo().join("examples/claude-code");
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), dir.join(e.file_name())).unwrap();
+        }
+    }
+    assert!(!dir.join("prefix").exists());
+    let profile = dir.join("claude-code.yaml");
+    let (_, stderr) = run(
+        "uninstalled",
+        &["value_faults.yaml", "--agent", profile.to_str().unwrap()],
+        2,
+    );
+    assert!(
+        stderr.contains("claude-code is not installed beside")
+            && stderr.contains("claude-code/setup.sh` first"),
+        "{stderr}"
+    );
+}

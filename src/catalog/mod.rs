@@ -91,6 +91,23 @@ pub fn version_at(profile: &std::path::Path) -> Option<String> {
         .find_map(|e| install::installed_version(e, dir))
 }
 
+/// The known agent whose shipped profile is at `profile` but whose install
+/// is not beside it: the file is the entry's profile (or its ACP profile)
+/// in a folder named for the entry that holds its `setup.sh` (an
+/// `examples/NAME/` copy), and no package metadata is there. Every row
+/// would fail as the agent's fault; the caller refuses the run instead.
+pub fn uninstalled_at(profile: &std::path::Path) -> Option<&'static str> {
+    let file = profile.file_name()?.to_str()?;
+    let dir = profile.parent()?;
+    let named = dir.file_name()?.to_str()?;
+    let e = all().ok()?.into_iter().find(|e| {
+        let acp = acp_file(e).is_ok_and(|f| f == file);
+        (e.profile == file || acp) && e.install != entry::Install::Bundled && e.name == named
+    })?;
+    (dir.join("setup.sh").is_file() && install::installed_version(&e, dir).is_none())
+        .then_some(e.name)
+}
+
 /// Is `agent` meant as a path (it names a folder or a YAML file, or a file
 /// of that name is here)? Otherwise it is looked up as a name.
 fn is_path(agent: &str) -> bool {

@@ -122,6 +122,16 @@ impl AgentFlags {
         }
         crate::profile::cassettes::record(&mut profile, extra.record)?;
         crate::profile::install_redactor(Some(&profile), &self.pass_env, &urls);
+        // A shipped profile run from its folder with no install beside it:
+        // every row would fail as the agent's fault.
+        let at = std::path::Path::new(&path);
+        if let Some(name) = crate::catalog::uninstalled_at(at) {
+            let dir = at.parent().map_or(".".into(), |d| d.display().to_string());
+            return Err(format!(
+                "{name} is not installed beside `{path}`: run `{dir}/setup.sh` first, or run \
+                 the installed copy with `chaosrun agents setup {name}` and `--agent {name}`"
+            ));
+        }
         Ok(Agent {
             path,
             profile,

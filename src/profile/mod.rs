@@ -537,6 +537,9 @@ impl Profile {
                 command[0]
             ));
         }
+        if installed {
+            not_installed(&version_cmd, source)?;
+        }
         let profile = Profile {
             source: source.to_string(),
             command,
@@ -674,6 +677,21 @@ pub fn input_files(agent: &str, profile: &Profile) -> Vec<PathBuf> {
     files.sort();
     files.dedup();
     files
+}
+
+/// A profile whose command is a wrapper script (it finds the agent itself)
+/// still names the agent's own program in `version_cmd`: when that is an
+/// absolute path that does not exist, the agent is not installed, and every
+/// row would fail as the agent's fault. `Err` says so.
+fn not_installed(version_cmd: &[String], source: &str) -> Result<(), String> {
+    match version_cmd.first() {
+        Some(prog) if Path::new(prog).is_absolute() && !Path::new(prog).exists() => Err(format!(
+            "the agent is not installed: `{source}`'s version_cmd runs `{prog}`, which does not \
+             exist (install it: the example's setup.sh, or `chaosrun agents setup NAME` and \
+             `--agent NAME` for a known agent)"
+        )),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
