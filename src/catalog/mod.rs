@@ -104,7 +104,7 @@ pub fn uninstalled_at(profile: &std::path::Path) -> Option<&'static str> {
         let acp = acp_file(e).is_ok_and(|f| f == file);
         (e.profile == file || acp) && e.install != entry::Install::Bundled && e.name == named
     })?;
-    (dir.join("setup.sh").is_file() && install::installed_version(&e, dir).is_none())
+    (dir.join("setup.sh").is_file() && install::installed_version(e, dir).is_none())
         .then_some(e.name)
 }
 
