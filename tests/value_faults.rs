@@ -6,7 +6,9 @@
 //! check), `broken_args_never_ran` on the rows whose broken arguments would
 //! journal; each value-fault bug fails the rows that show it on its one
 //! check alone, on every wire: `retry_empty_answer` (the same request sent
-//! again and again) on `request_loop`, under the row's call bound;
+//! again and again, 0.2 s apart) on `request_loop`, under the row's call
+//! bound; `hot_reask_empty` (an empty answer asked again at once) on
+//! `backoff`;
 //! `continue_after_length` (continuations with no bound, each request a new
 //! one) on `call_bound`, never on `request_loop`; `answer_replayed_call` (a
 //! replayed call answered again) on `one_result_per_id`;
@@ -81,6 +83,14 @@ const BUGS: &[(&str, &[&str], &str)] = &[
             "value_tool_calls_finish_without_calls",
         ],
         "results_for_issued_ids",
+    ),
+    (
+        "hot_reask_empty",
+        &[
+            "value_empty_answer",
+            "value_tool_calls_finish_without_calls",
+        ],
+        "backoff",
     ),
     (
         "paste_partial",

@@ -157,7 +157,8 @@ up to 8 times: request_loop); continue_after_length (an answer cut for length
 continued with no bound: the call bound); answer_replayed_call (a replayed
 tool call answered again: one_result_per_id); invent_call_on_empty_answer (a made-up call for an
 empty answer: results_for_issued_ids); run_misnamed_args (the command under a
-wrong key run: broken_args_never_ran); paste_partial (a cut answer pasted
+wrong key run: broken_args_never_ran); hot_reask_empty (an empty answer
+re-asked at once: backoff); paste_partial (a cut answer pasted
 into its continuation: partial_sent_once); see KNOWN_BUGS.
 
 Sandbox bugs: sandbox_silent (a tool sandbox that cannot start reported as a
@@ -289,7 +290,8 @@ KNOWN_BUGS = {
     "auth_retry_same_key": "a 401 is retried with the key it refused until the retries run out",
     "auth_cached_key": "the API key is read once at start and never again (a refreshed key is never seen)",
     # Value faults (value_faults.yaml, issue 46).
-    "retry_empty_answer": "an empty answer (no text, no tool calls) is asked for again with the same request, up to 8 times, no backoff",
+    "retry_empty_answer": "an empty answer (no text, no tool calls) is asked for again with the same request, up to 8 times (0.2 s apart)",
+    "hot_reask_empty": "an empty answer is asked for again once, at once, with the same request: no backoff",
     "continue_after_length": "an answer cut for length is continued ('Continue.') again and again, up to 20 times, with no bound of its own",
     "answer_replayed_call": "a replayed tool call (an id already answered) is kept and answered again with an error result: two results for one id",
     "invent_call_on_empty_answer": "an answer with no text and no tool calls is taken for a lost tool call: a made-up call and its error result are added (once a turn)",
@@ -1541,7 +1543,8 @@ class Agent:
 
     def _bug_value_retry(self, reply_text):
         """--bug retry_empty_answer: an empty answer is asked for again with
-        the very same request (up to 8 times, no backoff). --bug
+        the very same request (up to 8 times, 0.2 s apart); --bug
+        hot_reask_empty: once, at once. --bug
         continue_after_length: an answer cut for length is kept and followed
         by a user "Continue." (up to 20 times). True: call the model again."""
         if self._bug_invented_call(reply_text):
@@ -1549,6 +1552,11 @@ class Agent:
         if self.bug("retry_empty_answer") and not reply_text.strip() and self.value_retries < 8:
             self.value_retries += 1
             log(f"empty answer: asking again (retry {self.value_retries}; bug retry_empty_answer)")
+            time.sleep(0.2)
+            return True
+        if self.bug("hot_reask_empty") and not reply_text.strip() and not self.value_retries:
+            self.value_retries += 1
+            log("empty answer: asking again at once (bug hot_reask_empty)")
             return True
         cut = getattr(self, "last_finish", None) == "length"
         if self.bug("continue_after_length") and cut and self.value_retries < 20:

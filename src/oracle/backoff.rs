@@ -6,7 +6,10 @@
 //!   next main call comes no sooner than N s, less [`RETRY_AFTER_TOLERANCE`];
 //! - within an episode of retryable errors (429, 408, 409, 5xx) without a
 //!   retry-after, no call follows the error sooner than [`EPISODE_FLOOR`]: a
-//!   hot loop fails even under the call bound.
+//!   hot loop fails even under the call bound;
+//! - an empty 200 (no content, no tool calls: a value fault) is retried like
+//!   an error: a call that asks the same conversation again comes no sooner
+//!   than [`EPISODE_FLOOR`] after it.
 //!
 //! Gaps are measured between the arrivals of consecutive main calls (an
 //! error is sent as soon as its call arrives). Only pairs of calls whose
@@ -18,6 +21,7 @@
 use super::{Check, Invariant};
 use crate::observe::Observation;
 use crate::provider::RequestRecord;
+use crate::scenarios::Scenario;
 
 /// How much earlier than its retry-after a call may come, in seconds
 /// (retry-after is whole seconds; 100 ms is 5 % of 2 s).
@@ -25,15 +29,23 @@ pub const RETRY_AFTER_TOLERANCE: f64 = 0.1;
 /// The least gap after a retryable error, in seconds.
 pub const EPISODE_FLOOR: f64 = 0.1;
 
-/// The check, when the faulted turn met at least one error reply.
-pub fn check(obs: &Observation) -> Option<Check> {
+/// The check, when the faulted turn met at least one error reply or empty
+/// answer.
+pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
     let rec = &obs.recording;
     let mut main: Vec<&RequestRecord> = rec.main_requests().collect();
-    if !main.iter().any(|r| r.error.is_some()) {
+    let empty = |r: &RequestRecord| {
+        r.rule
+            .and_then(|i| s.responder.get(i))
+            .is_some_and(|rule| rule.reply.empty_answer())
+    };
+    if !main.iter().any(|r| r.error.is_some() || empty(r)) {
         return None;
     }
     main.sort_by_key(|r| r.main_index);
-    let check = Check::new(Invariant::ProviderCalls, "backoff", violations(&main));
+    let mut v = violations(&main);
+    v.extend(after_empty(&main, empty));
+    let check = Check::new(Invariant::ProviderCalls, "backoff", v);
     let partial = (rec.requests_dropped > 0).then(|| {
         format!(
             "{} requests were not kept (the recording's bound), so some gaps were not seen",
@@ -75,6 +87,29 @@ pub fn violations(main: &[&RequestRecord]) -> Vec<String> {
     out
 }
 
+/// Re-asks of an empty answer that came under the floor: the next main
+/// call, when it sends the same conversation as the call answered empty.
+fn after_empty(main: &[&RequestRecord], empty: impl Fn(&RequestRecord) -> bool) -> Vec<String> {
+    let same = |a: &RequestRecord, b: &RequestRecord| {
+        !a.messages.is_empty()
+            && a.messages == b.messages
+            && a.messages_dropped == b.messages_dropped
+    };
+    main.windows(2)
+        .filter(|p| empty(p[0]) && p[0].main_index.zip(p[1].main_index).is_some_and(|(a, b)| b == a + 1))
+        .filter(|p| same(p[0], p[1]) && p[1].at - p[0].at < EPISODE_FLOOR)
+        .map(|p| {
+            format!(
+                "call {} asked again {:.3} s after call {}'s empty answer: under the {EPISODE_FLOOR} s \
+                 floor of a retry (an empty 200 is retried like an error)",
+                p[1].main_index.unwrap_or_default(),
+                p[1].at - p[0].at,
+                p[0].main_index.unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::fixtures::*;
@@ -108,12 +143,15 @@ mod tests {
             call(1, 3.05, Some((429, Some(2), true))),
             call(2, 5.0, None),
         ]);
-        assert_eq!(check(&honoured).unwrap().status, super::super::Status::Pass);
+        assert_eq!(
+            check(&scenario("expect: error"), &honoured).unwrap().status,
+            super::super::Status::Pass
+        );
         let ignored = obs_with(vec![
             call(0, 1.0, Some((429, Some(2), true))),
             call(1, 1.2, None),
         ]);
-        let c = check(&ignored).unwrap();
+        let c = check(&scenario("expect: error"), &ignored).unwrap();
         assert_eq!(c.name, "backoff");
         assert!(
             c.violations()[0]
@@ -130,19 +168,26 @@ mod tests {
             call(1, 1.01, Some((503, None, true))),
             call(2, 1.5, None),
         ]);
-        let v = check(&hot).unwrap().violations().to_vec();
+        let v = check(&scenario("expect: error"), &hot)
+            .unwrap()
+            .violations()
+            .to_vec();
         assert_eq!(v.len(), 1, "{v:?}");
         assert!(v[0].contains("under the 0.1 s floor"), "{v:?}");
     }
 
     #[test]
     fn final_errors_and_error_free_turns_are_not_judged_here() {
-        assert!(check(&obs_with(vec![call(0, 1.0, None), call(1, 1.0, None)])).is_none());
+        assert!(check(
+            &scenario("expect: error"),
+            &obs_with(vec![call(0, 1.0, None), call(1, 1.0, None)])
+        )
+        .is_none());
         let quota = obs_with(vec![
             call(0, 1.0, Some((429, None, false))),
             call(1, 1.001, Some((429, None, false))),
         ]);
-        assert!(!check(&quota).unwrap().failed());
+        assert!(!check(&scenario("expect: error"), &quota).unwrap().failed());
     }
 
     #[test]
@@ -153,7 +198,39 @@ mod tests {
         ]);
         o.recording.requests[1].main_index = Some(7);
         o.recording.requests_dropped = 6;
-        let c = check(&o).unwrap();
+        let c = check(&scenario("expect: error"), &o).unwrap();
         assert!(c.not_checked(), "{c:?}");
+    }
+
+    #[test]
+    fn an_empty_answer_asked_again_at_once_fails_and_after_the_floor_passes() {
+        let yaml = "scenarios:\n  - id: s\n    expect: ended\n    responder: [{reply: {kind: text, text: ''}}]\n";
+        let s = crate::scenarios::load_str(yaml, "fixture.yaml")
+            .unwrap()
+            .scenarios
+            .remove(0);
+        let asked = |i: u64, at: f64| {
+            let mut r = call(i, at, None);
+            r.messages = vec![msg("user", "hi")];
+            r.rule = Some(0);
+            r
+        };
+        let judged = |calls: Vec<RequestRecord>| {
+            let mut o = healthy(&s, end(0, true, false, ""));
+            o.recording.main_calls = calls.len() as u64;
+            o.recording.requests = calls;
+            check(&s, &o).expect("an empty answer met")
+        };
+        let hot = judged(vec![asked(0, 1.0), asked(1, 1.02)]);
+        assert!(hot.failed(), "{hot:?}");
+        assert!(
+            hot.violations()[0].contains("call 1 asked again 0.020 s after call 0's empty answer"),
+            "{hot:?}"
+        );
+        assert!(!judged(vec![asked(0, 1.0), asked(1, 1.5)]).failed());
+        // A next call that moved on (another conversation) is no re-ask.
+        let mut moved = asked(1, 1.02);
+        moved.messages.push(msg("user", "please answer"));
+        assert!(!judged(vec![asked(0, 1.0), moved]).failed());
     }
 }

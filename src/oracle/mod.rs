@@ -208,7 +208,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(mcp::cancellation(s, obs));
     out.extend(mcp_abandoned::check(s, caps.mcp_tool.as_deref(), obs));
     out.extend(calls::check(s, obs));
-    out.extend(backoff::check(obs));
+    out.extend(backoff::check(s, obs));
     out.extend(request_loop::check(s, caps.renders_retries, obs));
     out.extend(credential::check(s, obs));
     out.extend(calls::subagent(s, obs));

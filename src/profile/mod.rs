@@ -791,6 +791,13 @@ mod tests {
             "a.yaml",
             "command: [sh]\nversion_cmd: [\"{{profile_dir}}/agent\", \"--version\"]\n",
         );
+        // The program it names must exist: else the agent is not installed.
+        let e = Profile::resolve(p.to_str().unwrap()).unwrap_err();
+        assert!(
+            e.contains("the agent is not installed") && e.contains("/agent`, which does not exist"),
+            "{e}"
+        );
+        std::fs::write(d.path().join("agent"), "#!/bin/sh\necho 1.0\n").unwrap();
         let prof = Profile::resolve(p.to_str().unwrap()).unwrap();
         assert_eq!(
             prof.version_cmd,

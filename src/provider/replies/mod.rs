@@ -102,6 +102,12 @@ pub(crate) trait ReplyKind {
         None
     }
 
+    /// An empty 200: no content and no tool calls, not cut (an agent that
+    /// asks again is retrying, and owes the backoff it owes an error).
+    fn empty_answer(&self) -> bool {
+        false
+    }
+
     /// The tool calls the reply asks the agent for.
     fn tool_calls(&self) -> &[ToolCallSpec] {
         &[]
@@ -186,6 +192,11 @@ impl Reply {
     /// The partial answer a reply cut for length sends to main call `call`.
     pub fn cut_text(&self, nonce: &str, call: u64) -> Option<String> {
         self.as_dyn().cut_text(nonce, call)
+    }
+
+    /// An empty 200 (no content, no tool calls).
+    pub fn empty_answer(&self) -> bool {
+        self.as_dyn().empty_answer()
     }
 
     /// The tool calls the reply asks the agent for.

@@ -69,6 +69,11 @@ impl super::ReplyKind for Text {
         self.text.is_empty() || self.finish_reason != "stop"
     }
 
+    /// No text, and a finish that is not a cut.
+    fn empty_answer(&self) -> bool {
+        self.text.is_empty() && self.finish_reason != "length"
+    }
+
     /// The answer as main call `call` got it, when cut for length.
     fn cut_text(&self, nonce: &str, call: u64) -> Option<String> {
         (self.finish_reason == "length").then(|| self.rendered(nonce, call))
