@@ -287,6 +287,114 @@ fn relayed_replies_and_each_relay_fault_on_every_wire() {
     }
 }
 
+/// The proxy's value-fault rules, by main-call index: each changes the real
+/// answer itself (its text, tool calls, finish).
+const VALUE_SCRIPT: &str = r#"
+- when: {call: 0}
+  reply: {kind: relay, fault: {kind: cut_for_length}}
+- when: {call: 1}
+  reply: {kind: relay, fault: {kind: empty_answer}}
+- when: {call: 2}
+  reply: {kind: relay, fault: {kind: refused_answer}}
+- when: {call: 3}
+  reply: {kind: relay, fault: {kind: drop_tool_calls}}
+"#;
+
+/// The upstream: a text answer, and a tool call from its call 3 on.
+const VALUE_UPSTREAM: &str = r#"
+- when: {call: {from: 3}}
+  reply: {kind: tool_call, calls: [{tool: probe_tool_x, args: {q: 1}}]}
+- reply: {kind: text, text: "abcdefghijklmnopqrstuvwxyz0123456789", chunk_chars: 6}
+"#;
+
+/// `(length finish, content-filter finish)` as each wire's stream spells them.
+fn finishes(wire: &str) -> (&'static str, &'static str) {
+    match wire {
+        "openai-chat" => (
+            r#""finish_reason":"length""#,
+            r#""finish_reason":"content_filter""#,
+        ),
+        "openai-responses" => (
+            r#""reason":"max_output_tokens""#,
+            r#""reason":"content_filter""#,
+        ),
+        "anthropic" => (
+            r#""stop_reason":"max_tokens""#,
+            r#""stop_reason":"refusal""#,
+        ),
+        _ => (
+            r#""finishReason":"MAX_TOKENS""#,
+            r#""finishReason":"SAFETY""#,
+        ),
+    }
+}
+
+/// Value faults on a relayed answer: cut for length (the first half of its
+/// text, the wire's max-tokens finish), emptied, replaced by a refusal (the
+/// content-filter finish), its tool calls dropped; on every wire.
+#[test]
+fn value_faults_change_a_relayed_answer_on_every_wire() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = reqwest::Client::new();
+    let proxy_script = write(dir.path(), "proxy.yaml", VALUE_SCRIPT);
+    let up_script = write(dir.path(), "up.yaml", VALUE_UPSTREAM);
+    for case in &CASES {
+        let w = case.wire;
+        let up = Serve::start(&["--quiet", "--wire", w, "--script", &up_script], &[]);
+        let proxy = Serve::start(
+            &[
+                "--quiet",
+                "--wire",
+                w,
+                "--script",
+                &proxy_script,
+                "--upstream",
+                &up.url,
+            ],
+            &[],
+        );
+        let url = format!("{}{}", proxy.url, case.path);
+        let (length, refused) = finishes(w);
+        let body = |r: &Got| String::from_utf8_lossy(&r.data).replace(": ", ":");
+        rt.block_on(async {
+            let t = Duration::from_secs(20);
+            let cut = body(&call(&client, &url, case.body, t).await);
+            assert!(
+                cut.contains("abcdef") && cut.contains("mnopqr"),
+                "{w}: {cut}"
+            );
+            assert!(
+                !cut.contains("stuvwx") && !cut.contains("yz0123"),
+                "{w}: {cut}"
+            );
+            assert!(cut.contains(length), "{w}: {cut}");
+            let empty = body(&call(&client, &url, case.body, t).await);
+            assert!(!empty.contains("abcdef"), "{w}: {empty}");
+            let refusal = body(&call(&client, &url, case.body, t).await);
+            assert!(
+                refusal.contains("I can't help with that request."),
+                "{w}: {refusal}"
+            );
+            assert!(
+                !refusal.contains("abcdef") && refusal.contains(refused),
+                "{w}: {refusal}"
+            );
+            let dropped = body(&call(&client, &url, case.body, t).await);
+            assert!(!dropped.contains("probe_tool_x"), "{w}: {dropped}");
+            // No rule: the same upstream answer relayed, its tool call in it.
+            let kept = body(&call(&client, &url, case.body, t).await);
+            assert!(kept.contains("probe_tool_x"), "{w}: {kept}");
+        });
+        drop(proxy);
+        let summary = up.stop();
+        assert!(
+            summary.contains("requests: 5 (main 5,"),
+            "{w}: upstream saw {summary}"
+        );
+    }
+}
+
 /// A reply that is not a stream: relayed whole; cut = its last chunk halved
 /// and the body cut; answer_then_hang = the whole body, then no end.
 #[test]

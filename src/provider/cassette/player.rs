@@ -157,10 +157,25 @@ fn emit(ev: &Recorded, nonce: &str, index: &mut usize, out: &mut Vec<Beat>) {
     }
 }
 
+/// `events` with `{{nonce}}` replaced in their text and arguments.
+fn with_nonce(events: &[Recorded], nonce: &str) -> Vec<Recorded> {
+    let put = |s: &mut String| *s = s.replace("{{nonce}}", nonce);
+    let mut out = events.to_vec();
+    for ev in &mut out {
+        match ev {
+            Recorded::Text { text, .. } | Recorded::Reasoning { text, .. } => put(text),
+            Recorded::ToolCall { arguments, .. } => put(arguments),
+            Recorded::Finish { .. } => {}
+        }
+    }
+    out
+}
+
 /// The reply plan of `entry`, paced by its recorded offsets, with `fault`
 /// (a relay fault) acting on it: a delay before the first event, a stall
 /// after N events (the socket held silent, then cut), the finish left out and
-/// the body cut, or the whole answer and then no end.
+/// the body cut, the whole answer and then no end, or the answer itself
+/// changed (a value fault).
 pub(crate) fn plan(entry: &Entry, nonce: &str, fault: &dyn RelayFault) -> Plan {
     if entry.status != 200 {
         let message = entry
@@ -173,8 +188,18 @@ pub(crate) fn plan(entry: &Entry, nonce: &str, fault: &dyn RelayFault) -> Plan {
         Beat::Wait(fault.first_byte_delay()),
         Beat::Emit(Event::Start),
     ];
+    let mutated;
+    let events = if fault.mutates() {
+        // The nonce put in first: a cut falls in the text the agent gets.
+        let mut e = with_nonce(&entry.events, nonce);
+        fault.mutate(&mut e);
+        mutated = e;
+        &mutated
+    } else {
+        &entry.events
+    };
     let (mut at, mut index, mut emitted) = (0.0, 0usize, 1usize);
-    for ev in &entry.events {
+    for ev in events {
         if acted(
             fault.before(matches!(ev, Recorded::Finish { .. })),
             &mut beats,
@@ -340,5 +365,38 @@ mod tests {
         let mut err = entry("user", None);
         err.status = 429;
         assert!(matches!(super::plan(&err, "", &NoFault), Plan::Error(e) if e.status == 429));
+    }
+
+    /// A recorded session replayed with an answer changed: its text cut
+    /// for length (the first half, then the `length` finish), emptied, or
+    /// refused.
+    #[test]
+    fn value_faults_change_the_replayed_answer() {
+        use crate::provider::upstream::faults::{CutForLength, EmptyAnswer, RefusedAnswer};
+        let e = entry("user", None);
+        let deltas = |plan: &Plan| -> (String, Vec<String>) {
+            let Plan::Beats(beats) = plan else { panic!() };
+            let mut text = String::new();
+            let mut finish = Vec::new();
+            for b in beats {
+                match b {
+                    Beat::Emit(Event::TextDelta(t)) => text.push_str(t),
+                    Beat::Emit(Event::Finish { reason, .. }) => finish.push(reason.clone()),
+                    _ => {}
+                }
+            }
+            (text, finish)
+        };
+        // "a N1" + "b" (the nonce put in first) is 5 chars: 2 are kept.
+        let (text, finish) = deltas(&super::plan(&e, "N1", &CutForLength {}));
+        assert_eq!((text.as_str(), finish), ("a ", vec!["length".to_string()]));
+        let (text, finish) = deltas(&super::plan(&e, "N1", &EmptyAnswer {}));
+        assert_eq!((text.as_str(), finish), ("", vec!["stop".to_string()]));
+        let refusal = RefusedAnswer { text: "no.".into() };
+        let (text, finish) = deltas(&super::plan(&e, "N1", &refusal));
+        assert_eq!(
+            (text.as_str(), finish),
+            ("no.", vec!["content_filter".to_string()])
+        );
     }
 }

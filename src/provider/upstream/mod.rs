@@ -28,6 +28,7 @@
 mod body;
 pub mod client;
 pub mod faults;
+mod mutated;
 mod relay;
 pub mod setup;
 pub(crate) mod sse;

@@ -36,8 +36,8 @@ pub struct RelayRecord {
     /// Events (SSE) or chunks relayed to the agent.
     pub events: u64,
     /// How the relay ended: `relayed`, `stalled`, `cut_before_terminal`,
-    /// `held_after_answer`, `replaced_by_error`, `upstream_failed`,
-    /// `client_gone`.
+    /// `held_after_answer`, `replaced_by_error`, `changed` (a value fault
+    /// changed the answer), `upstream_failed`, `client_gone`.
     pub outcome: String,
 }
 
@@ -175,6 +175,12 @@ pub(crate) async fn relay(
             "upstream {} answered {status} to POST {}",
             up.base, call.path
         ));
+    }
+    if acting(fault).mutates() && (200..300).contains(&status) {
+        let (sse, _) = relayed_head(&resp, status);
+        let at = (rec, log);
+        let r = super::mutated::reply(resp, sse, &call, fault, up.bounds, at, cancel);
+        return r.await;
     }
     let delay = acting(fault).first_byte_delay();
     if !delay.is_zero() && !wait_or_cancel(delay, cancel).await {

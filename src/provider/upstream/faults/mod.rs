@@ -8,9 +8,16 @@
 //! "Events" are the SSE events of a streaming reply (split at blank lines),
 //! or the body's chunks as they arrive when the reply is not a stream; a
 //! replayed answer's events are its recorded ones after the start.
+//!
+//! Value faults change the answer itself (its text, tool calls, finish):
+//! a relayed answer is then read whole, decoded into wire-neutral
+//! [`Recorded`] events (as a cassette records them), changed, and sent as
+//! chaosrun's own reply on the wire; a replayed one is changed before it is
+//! planned.
 
 use std::time::Duration;
 
+use crate::provider::cassette::Recorded;
 use crate::provider::replies::ErrorReply;
 
 crate::kinds::registry! {
@@ -21,6 +28,10 @@ crate::kinds::registry! {
         CutBeforeTerminal(cut_before_terminal::CutBeforeTerminal),
         Error(error::ErrorFault),
         AnswerThenHang(answer_then_hang::AnswerThenHang),
+        CutForLength(cut_for_length::CutForLength),
+        EmptyAnswer(empty_answer::EmptyAnswer),
+        RefusedAnswer(refused_answer::RefusedAnswer),
+        DropToolCalls(drop_tool_calls::DropToolCalls),
     }
 }
 
@@ -75,6 +86,41 @@ pub(crate) trait RelayFault {
     fn at_end(&self) -> Act {
         Act::Pass
     }
+
+    /// A value fault: the answer is changed by [`RelayFault::mutate`]
+    /// (read whole first when relayed).
+    fn mutates(&self) -> bool {
+        false
+    }
+
+    /// Change the answer's events (a value fault).
+    fn mutate(&self, _events: &mut Vec<Recorded>) {}
+}
+
+/// The answer's finish reason set to `reason` (one added at the end when
+/// it had none).
+pub(crate) fn set_finish(events: &mut Vec<Recorded>, to: &str) {
+    let mut found = false;
+    for ev in events.iter_mut() {
+        if let Recorded::Finish { reason, .. } = ev {
+            *reason = to.to_string();
+            found = true;
+        }
+    }
+    if !found {
+        let at = events.last().map_or(0.0, Recorded::at);
+        events.push(Recorded::Finish {
+            at,
+            reason: to.to_string(),
+            input_tokens: 0,
+            output_tokens: 0,
+        });
+    }
+}
+
+/// The answer without its text and tool calls (reasoning and finish kept).
+pub(crate) fn without_content(events: &mut Vec<Recorded>) {
+    events.retain(|e| !matches!(e, Recorded::Text { .. } | Recorded::ToolCall { .. }));
 }
 
 /// No fault: the answer as it is.
