@@ -615,6 +615,24 @@ async fn tool_args_cut_for_length_and_a_literal_id_on_every_wire() {
 }
 
 #[tokio::test]
+async fn duplicated_frames_send_each_delta_twice_on_every_wire() {
+    let yaml = "- when: {call: 0}\n  reply: {kind: text, text: abcdef, chunk_chars: 2, duplicate_frames: true}\n- reply: {kind: tool_call, duplicate_frames: true, calls: [{tool: shell, args: '{\"a\": 1}'}]}\n";
+    for wire in Wire::ALL {
+        let p = start(wire, yaml).await;
+        let d = decode(wire, send(&p, wire, &hi(), true).await, true).await;
+        assert!(d.terminal && !d.cut, "{wire}: {d:?}");
+        assert_eq!(d.text, "ababcdcdefef", "{wire}: each piece twice");
+        let d = decode(wire, send(&p, wire, &hi(), true).await, true).await;
+        assert_eq!(d.calls.len(), 1, "{wire}: {d:?}");
+        assert_eq!(
+            d.calls[0].2, "{\"a\": 1}{\"a\": 1}",
+            "{wire}: joined as they came"
+        );
+        p.shutdown().await;
+    }
+}
+
+#[tokio::test]
 async fn a_p_rule_fires_on_the_calls_its_seed_draws_and_replays_them() {
     let yaml =
         "- {when: {p: 0.3}, reply: {kind: text, text: ''}}\n- reply: {kind: text, text: full}\n";

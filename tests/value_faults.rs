@@ -35,6 +35,7 @@ const ROWS: &[&str] = &[
     "value_tool_args_wrong_key_every_call",
     "value_tool_args_garbled_every_call",
     "value_tool_calls_dropped_every_call",
+    "value_duplicated_stream_frames",
 ];
 
 /// Rows whose tool-call replies are no value fault (arguments the tool
@@ -149,7 +150,7 @@ fn the_reference_agent_passes_the_value_table_on_every_wire() {
     for h in runs {
         let (wire, (report, stdout, code)) = h.join().unwrap();
         assert_eq!(code, Some(0), "{wire}: {stdout}");
-        assert!(stdout.contains("12 passed, 0 failed"), "{wire}: {stdout}");
+        assert!(stdout.contains("13 passed, 0 failed"), "{wire}: {stdout}");
         for id in ROWS {
             let judged = !NOT_VALUE.contains(id);
             let want = if judged { "pass" } else { "missing" };
@@ -194,7 +195,11 @@ fn the_reference_agent_passes_the_value_table_on_every_wire() {
                         || c.contains("finished_calls_journalled_once"));
                 let random_row = c.starts_with("\"value_empty_or_cut_at_random\"")
                     && c.contains("partial_sent_once");
-                !(cut_row || random_row)
+                // Its doubled arguments are broken JSON to an agent that
+                // joins frames as they come: nothing ran, nothing to count.
+                let doubled_row = c.starts_with("\"value_duplicated_stream_frames\"")
+                    && c.contains("no_side_effect_twice");
+                !(cut_row || random_row || doubled_row)
             })
             .collect();
         assert!(skipped.is_empty(), "{wire}: skipped: {skipped:#?}");

@@ -282,6 +282,26 @@ pub(crate) struct ReplyCtx<'a> {
     pub call_id_prefix: &'a str,
 }
 
+/// `beats` with every content delta (text, reasoning, a tool call's
+/// arguments) sent twice in a row: the duplicated stream frames a faulty
+/// proxy or a client-side retry of a stream leaves.
+pub(crate) fn duplicated(beats: Vec<Beat>) -> Vec<Beat> {
+    let mut out = Vec::with_capacity(beats.len() * 2);
+    for b in beats {
+        let twice = matches!(
+            b,
+            Beat::Emit(
+                Event::TextDelta(_) | Event::ReasoningDelta(_) | Event::ToolArgsDelta { .. }
+            )
+        );
+        if twice {
+            out.push(b.clone());
+        }
+        out.push(b);
+    }
+    out
+}
+
 /// One step of a reply's plan.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Beat {

@@ -1,7 +1,8 @@
 //! `text`: an answer. Planned as the start, the optional `reasoning` as
 //! reasoning deltas, the text in `chunk_chars` pieces with `delay_per_chunk`
-//! seconds between them, then the finish (`finish_reason`, usage). Each wire
-//! encodes it (SSE when the request streams, one JSON body otherwise).
+//! seconds between them, then the finish (`finish_reason`, usage), each
+//! delta twice with `duplicate_frames`. Each wire encodes it (SSE when the
+//! request streams, one JSON body otherwise).
 
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +24,9 @@ pub struct Text {
     pub reasoning: Option<String>,
     #[serde(default = "default_finish")]
     pub finish_reason: String,
+    /// Every content delta sent twice in a row (duplicated stream frames).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub duplicate_frames: bool,
 }
 
 fn default_chunk_chars() -> usize {
@@ -42,6 +46,7 @@ impl Text {
             delay_per_chunk: 0.0,
             reasoning: None,
             finish_reason: default_finish(),
+            duplicate_frames: false,
         }
     }
 
@@ -64,9 +69,9 @@ impl super::ReplyKind for Text {
         self.delay_per_chunk > 0.0 || self.value_fault()
     }
 
-    /// Empty, or finished other than `stop`.
+    /// Empty, finished other than `stop`, or its frames duplicated.
     fn value_fault(&self) -> bool {
-        self.text.is_empty() || self.finish_reason != "stop"
+        self.text.is_empty() || self.finish_reason != "stop" || self.duplicate_frames
     }
 
     /// No text, and a finish that is not a cut.
@@ -106,6 +111,9 @@ impl super::ReplyKind for Text {
             reason: self.finish_reason.clone(),
             usage,
         }));
+        if self.duplicate_frames {
+            beats = super::duplicated(beats);
+        }
         Plan::Beats(beats)
     }
 }

@@ -54,6 +54,12 @@ pub struct ToolCall {
     /// length (the wire's max-tokens finish).
     #[serde(default = "default_finish", skip_serializing_if = "is_default_finish")]
     pub finish_reason: String,
+    /// Every arguments delta sent twice in a row (duplicated stream frames:
+    /// joined as they come, the arguments are doubled, broken JSON; an agent
+    /// that drops a repeated frame gets them whole). The oracle keeps the
+    /// arguments as planned: running them once is no fault, twice is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub duplicate_frames: bool,
 }
 
 fn default_finish() -> String {
@@ -161,6 +167,9 @@ impl ToolCall {
             reason: self.finish_reason.clone(),
             usage,
         }));
+        if self.duplicate_frames {
+            beats = super::duplicated(beats);
+        }
         (super::Plan::Beats(beats), issued)
     }
 }
@@ -185,9 +194,12 @@ impl super::ReplyKind for ToolCall {
         Some(&mut self.calls)
     }
 
-    /// A value fault: arguments cut for length, or a literal id (a replay).
+    /// A value fault: arguments cut for length, a literal id (a replay),
+    /// or duplicated frames.
     fn value_fault(&self) -> bool {
-        self.finish_reason != "tool_calls" || self.calls.iter().any(|c| c.id.is_some())
+        self.finish_reason != "tool_calls"
+            || self.duplicate_frames
+            || self.calls.iter().any(|c| c.id.is_some())
     }
 
     /// At least one call, `calls × repeat` within the count bound, a
