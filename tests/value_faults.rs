@@ -36,6 +36,7 @@ const ROWS: &[&str] = &[
     "value_tool_args_garbled_every_call",
     "value_tool_calls_dropped_every_call",
     "value_duplicated_stream_frames",
+    "value_error_body_in_200",
 ];
 
 /// Rows whose tool-call replies are no value fault (arguments the tool
@@ -150,7 +151,7 @@ fn the_reference_agent_passes_the_value_table_on_every_wire() {
     for h in runs {
         let (wire, (report, stdout, code)) = h.join().unwrap();
         assert_eq!(code, Some(0), "{wire}: {stdout}");
-        assert!(stdout.contains("13 passed, 0 failed"), "{wire}: {stdout}");
+        assert!(stdout.contains("14 passed, 0 failed"), "{wire}: {stdout}");
         for id in ROWS {
             let judged = !NOT_VALUE.contains(id);
             let want = if judged { "pass" } else { "missing" };

@@ -2,7 +2,9 @@
 //! `retry_after` seconds in the wire's convention. With `mid_stream: true` a
 //! streaming request gets 200, the start of an answer, then the wire's error
 //! event (`data: {"error"}`, `response.failed`, Anthropic's `error` event,
-//! Gemini's error frame) and the end of the body.
+//! Gemini's error frame) and the end of the body. With `status_ok: true`
+//! the wire's error body comes under HTTP 200, not a stream (a gateway that
+//! wraps an upstream's failure in a success).
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +19,9 @@ pub struct ErrorReply {
     /// Fail inside a 200 stream instead of before headers.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mid_stream: bool,
+    /// The wire's error body under HTTP 200 (streaming or not).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub status_ok: bool,
 }
 
 fn default_message() -> String {
@@ -56,19 +61,30 @@ impl super::ReplyKind for ErrorReply {
         super::retryable_status(self.status)
     }
 
-    /// No retry-after where the wire's mid-stream error event cannot carry
-    /// one (only Gemini's error frame has `RetryInfo`).
+    /// No retry-after where the wire's mid-stream error event, or its error
+    /// body under a 200, cannot carry one (only Gemini's has `RetryInfo`).
     fn error_hint_on(&self, wire: crate::provider::wire::Wire, stream: bool) -> Option<super::ReplyError> {
         let mut hint = self.error_hint()?;
-        if self.mid_stream && stream && !wire.format().mid_stream_retry_after() {
+        let in_body = self.status_ok || (self.mid_stream && stream);
+        if in_body && !wire.format().mid_stream_retry_after() {
+            // No header under a 200; only Gemini's body carries `RetryInfo`.
             hint.retry_after = None;
         }
         Some(hint)
     }
 
-    /// `retry_after` within the seconds bound.
+    /// A 200 whose body is an error.
+    fn value_fault(&self) -> bool {
+        self.status_ok
+    }
+
+    /// `retry_after` within the seconds bound; one of `mid_stream` and
+    /// `status_ok`.
     fn check(&self) -> Result<(), String> {
         use crate::units::MAX_SECONDS;
+        if self.mid_stream && self.status_ok {
+            return Err("an `error` reply takes `mid_stream` or `status_ok`, not both".into());
+        }
         match self.retry_after {
             Some(r) if r as f64 > MAX_SECONDS => Err(format!(
                 "`retry_after` is {r} s; the ceiling is {MAX_SECONDS} s (one week)"
@@ -87,7 +103,9 @@ impl super::ReplyKind for ErrorReply {
             code: None,
             class: Default::default(),
         };
-        if self.mid_stream {
+        if self.status_ok {
+            Plan::ErrorIn200(info)
+        } else if self.mid_stream {
             Plan::Beats(vec![
                 Beat::Emit(Event::Start),
                 Beat::Emit(Event::Error(info)),
@@ -147,5 +165,27 @@ mod tests {
         // Not streaming: the plain error response.
         let resp = on_chat(e.plan(&test_ctx(&tools)), false, &cancel).await;
         assert_eq!(resp.status(), 500);
+    }
+
+    #[tokio::test]
+    async fn status_ok_is_the_wires_error_body_under_a_200() {
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let tools = Default::default();
+        let e: ErrorReply =
+            serde_yaml::from_str("{status: 500, status_ok: true, retry_after: 3}").unwrap();
+        for stream in [true, false] {
+            let resp = on_chat(e.plan(&test_ctx(&tools)), stream, &cancel).await;
+            assert_eq!(resp.status(), 200);
+            assert!(resp.headers().get("retry-after").is_none());
+            let (body, _) = collect(resp.into_body()).await;
+            let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(v["error"]["message"], "chaosrun injected error");
+        }
+        let both: ErrorReply = serde_yaml::from_str("{status: 500, status_ok: true, mid_stream: true}").unwrap();
+        assert!(both.check().unwrap_err().contains("not both"));
+        use crate::provider::wire::Wire;
+        assert!(e.value_fault());
+        let after = |w| e.error_hint_on(w, false).unwrap().retry_after;
+        assert_eq!((after(Wire::OpenaiChat), after(Wire::Gemini)), (None, Some(3)));
     }
 }

@@ -324,6 +324,9 @@ pub(crate) enum Beat {
 pub(crate) enum Plan {
     /// An error status and body before any stream.
     Error(ErrorInfo),
+    /// The wire's error body for this error, under HTTP 200 (no
+    /// retry-after header).
+    ErrorIn200(ErrorInfo),
     /// Accept, send nothing (not even headers), drop the socket after this.
     Hang(Duration),
     /// A verbatim response.

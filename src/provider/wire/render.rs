@@ -21,6 +21,13 @@ pub(crate) async fn render(
 ) -> Response {
     match plan {
         Plan::Error(e) => wire.error_response(&e),
+        Plan::ErrorIn200(e) => {
+            // The wire's error body, under a success status.
+            let mut resp = wire.error_response(&e);
+            *resp.status_mut() = StatusCode::OK;
+            resp.headers_mut().remove(header::RETRY_AFTER);
+            resp
+        }
         Plan::Hang(d) => {
             wait_or_cancel(d, cancel).await;
             Response::new(abort_body())
