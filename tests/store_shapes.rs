@@ -79,6 +79,19 @@ fn claude_code_blocks_fold_into_one_turn_and_the_torn_line_is_counted() {
     );
 }
 
+/// Claude Code's own nudges after a reply with no valid tool call are user
+/// records marked `isMeta` (two here, as a tool-calls finish with no calls
+/// leaves them): not the user's turns, so the store holds one user turn (the
+/// model's records between them fold into one turn).
+#[test]
+fn claude_code_meta_nudges_are_not_user_turns() {
+    let (m, read) = jsonl::read_files(&spec("claude-code"), &[fixture("claude-code-meta.jsonl")]);
+    let roles: Vec<String> = summary(&m.unwrap()).into_iter().map(|r| r.0).collect();
+    // Without the isMeta rule: user, assistant, user, assistant, user.
+    assert_eq!(roles, ["user", "assistant"], "{read:?}");
+    assert_eq!((read.records, read.malformed), (5, 0), "{read:?}");
+}
+
 #[test]
 fn codex_response_items_map_to_messages() {
     // A real Codex CLI 0.169.0 rollout (trimmed): `codex exec "list the

@@ -62,11 +62,13 @@ pub fn check(obs: &Observation) -> Option<Check> {
         if good.iter().any(|g| g.contains(t)) {
             continue;
         }
-        if let Some(c) = bad.iter().find(|c| raw(c).contains(t)) {
+        let carriers: Vec<&&IssuedToolCall> = bad.iter().filter(|c| raw(c).contains(t)).collect();
+        if let Some(first) = carriers.first() {
+            let ids: Vec<&str> = carriers.iter().map(|c| c.id.as_str()).collect();
             v.push(format!(
-                "side effect {t} is in the journal, and only tool call {} had it, with broken arguments ({}): the tool ran with them",
-                c.id,
-                super::clip(&raw(c), 120)
+                "side effect {t} is in the journal, and only tool calls with broken arguments carried it ({}; {}): one of them ran",
+                ids.join(", "),
+                super::clip(&raw(first), 120)
             ));
         }
     }
@@ -124,7 +126,7 @@ mod tests {
                 c.violations()[0].contains(&format!("side effect {token}")),
                 "{c:?}"
             );
-            assert!(c.violations()[0].contains("tool call c1"), "{c:?}");
+            assert!(c.violations()[0].contains("carried it (c1;"), "{c:?}");
         }
     }
 

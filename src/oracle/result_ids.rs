@@ -1,9 +1,12 @@
 //! Tool results by id (history integrity), on rows whose faults are value
 //! faults (a replayed tool call that reuses an id, a tool-calls finish with
-//! no calls, arguments cut for length): no request carries two results for
-//! one tool-call id (`one_result_per_id`), and no request carries a result
-//! for an id the model never issued (`results_for_issued_ids`: the agent
-//! made up a call the model did not make).
+//! no calls, arguments cut for length): no request of the run (the faulted
+//! turn's and the probe's) carries two results for one tool-call id
+//! (`one_result_per_id`), and none carries a result for an id the model
+//! never issued (`results_for_issued_ids`: the agent made up a call the
+//! model did not make). An id that begins with an issued one is that call
+//! re-keyed by the agent (Qwen Code's `ID__qwen_dup_2` for a replayed
+//! call), not a made-up one.
 //!
 //! Placeholder ids (`__fake_id__`, empty) and the ids chaosrun's Gemini
 //! parse makes up for a function response that carries none (`NAME#K`) are
@@ -17,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{Check, Invariant};
 use crate::observe::{is_placeholder_id, Observation};
 use crate::provider::replies::Source;
-use crate::provider::RequestRecord;
+use crate::provider::{CallKind, RequestRecord};
 use crate::scenarios::Scenario;
 
 /// Violations listed per check, at most.
@@ -28,6 +31,15 @@ fn made_up(id: &str) -> bool {
     id.rsplit_once('#').is_some_and(|(name, k)| {
         !name.is_empty() && !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit())
     })
+}
+
+/// The model calls whose bodies carry the conversation: the faulted turn's
+/// and the probe's (a resumed agent's history shows there too).
+fn judged(obs: &Observation) -> impl Iterator<Item = &RequestRecord> {
+    obs.recording
+        .requests
+        .iter()
+        .filter(|r| matches!(r.kind, CallKind::Main | CallKind::Probe))
 }
 
 /// The ids of a request's tool results that are the agent's own.
@@ -63,7 +75,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
 
 fn one_per_id(obs: &Observation) -> Check {
     let mut v = Vec::new();
-    for r in obs.recording.main_requests() {
+    for r in judged(obs) {
         let mut n: BTreeMap<&str, usize> = BTreeMap::new();
         for id in result_ids(r) {
             *n.entry(id).or_default() += 1;
@@ -104,8 +116,9 @@ fn issued_only(obs: &Observation) -> Check {
     }
     let mut v = Vec::new();
     let mut seen = BTreeSet::new();
-    for r in obs.recording.main_requests() {
-        for id in result_ids(r).filter(|id| !issued.contains(id)) {
+    let known = |id: &str| issued.iter().any(|i| id.starts_with(i));
+    for r in judged(obs) {
+        for id in result_ids(r).filter(|id| !known(id)) {
             if seen.insert(id) {
                 v.push(format!(
                     "request #{} carries a result for tool call {id}, which the model never issued",
@@ -227,5 +240,43 @@ mod tests {
         let s = row("{kind: error, status: 500}");
         let o = healthy(&s, end(0, false, true, "error"));
         assert!(check(&s, &o).is_empty());
+    }
+
+    #[test]
+    fn an_issued_call_re_keyed_by_the_agent_is_not_made_up() {
+        let msgs = vec![
+            call("c1"),
+            result("c1"),
+            call("c1__qwen_dup_2"),
+            result("c1__qwen_dup_2"),
+        ];
+        assert!(failed(&judged(msgs, &["c1"])).is_empty());
+    }
+
+    #[test]
+    fn the_probes_request_is_judged_too() {
+        let s = row("{kind: text, text: '', finish_reason: tool_calls}");
+        let mut o = healthy(&s, end(0, true, false, "done"));
+        let mut probe = request(
+            2,
+            CallKind::Probe,
+            vec![call("c1"), result("c1"), result("c1")],
+        );
+        probe.main_index = None;
+        o.recording.requests.push(probe);
+        o.recording.issued_tool_calls = vec![IssuedToolCall {
+            id: "c1".into(),
+            tool: "shell".into(),
+            args: serde_json::json!({}),
+            main_index: 0,
+        }];
+        let checks = check(&s, &o);
+        let f = failed(&checks);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(
+            f[0].1
+                .contains("request #2 carries 2 results for tool call c1"),
+            "{f:?}"
+        );
     }
 }

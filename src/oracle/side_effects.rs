@@ -33,6 +33,18 @@ fn counts(obs: &Observation) -> BTreeMap<&str, usize> {
     c
 }
 
+/// Whether a tool result says its command finished: `done` as the
+/// command's output, not only inside the command's own text quoted back
+/// (`echo done-X`, as an agent's error about arguments it could not run
+/// repeats them).
+fn reports_done(result: &str, done: &str) -> bool {
+    result.match_indices(done).any(|(i, _)| {
+        !result[..i]
+            .trim_end_matches([' ', '\\', '"'])
+            .ends_with("echo")
+    })
+}
+
 /// Every tool result for `id`, on the wire and in the store.
 fn results<'a>(obs: &'a Observation, id: &str) -> Vec<&'a str> {
     let mut out: Vec<&str> = obs
@@ -114,7 +126,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let mut once = Vec::new();
     for (id, token) in &calls {
         let done = format!("done-{token}");
-        if results(obs, id).iter().any(|r| r.contains(&done)) {
+        if results(obs, id).iter().any(|r| reports_done(r, &done)) {
             let n = counts.get(token).copied().unwrap_or(0);
             if n != 1 {
                 once.push(format!(
@@ -227,5 +239,15 @@ mod tests {
     fn no_journal_no_checks() {
         let s = scenario("expect: ended");
         assert!(check(&s, &healthy(&s, end(0, true, false, "x"))).is_empty());
+    }
+
+    #[test]
+    fn a_result_that_quotes_the_command_back_is_not_done() {
+        assert!(reports_done("done-SE-1\n", "done-SE-1"));
+        assert!(reports_done("{\"output\": \"done-SE-1\\n\"}", "done-SE-1"));
+        let quoted = "Error: invalid input {\"command\":\"echo SE-1 && echo done-SE-1\"}";
+        assert!(!reports_done(quoted, "done-SE-1"));
+        assert!(!reports_done("echo \\\"done-SE-1", "done-SE-1"));
+        assert!(reports_done(&format!("{quoted}\ndone-SE-1"), "done-SE-1"));
     }
 }
