@@ -98,15 +98,12 @@ fn issued_only(obs: &Observation) -> Check {
         .iter()
         .map(|c| c.id.as_str())
         .collect();
-    let any_result = obs.recording.main_requests().any(|r| {
+    let any_result = judged(obs).any(|r| {
         r.messages
             .iter()
             .any(|m| m.role == "tool" && m.tool_call_id.is_some())
     });
-    let own = obs
-        .recording
-        .main_requests()
-        .any(|r| result_ids(r).next().is_some());
+    let own = judged(obs).any(|r| result_ids(r).next().is_some());
     if any_result && !own {
         return Check::skipped(
             inv,
