@@ -94,6 +94,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/hermes/acp-process-faults-report.json",
     "examples/hermes/acp-long-session-report.json",
     "examples/hermes/acp-table-report.json",
+    "examples/hermes/value-faults-report.json",
     "examples/claude-code/report.json",
     "examples/claude-code/process-faults-report.json",
     "examples/claude-code/store-kill-report.json",
@@ -108,6 +109,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/claude-code/acp-process-faults-report.json",
     "examples/claude-code/acp-table-report.json",
     "examples/claude-code/store-damage-acp-report.json",
+    "examples/claude-code/value-faults-report.json",
     "examples/codex/report.json",
     "examples/codex/process-faults-report.json",
     "examples/codex/store-kill-report.json",
@@ -122,6 +124,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/codex/acp-process-faults-report.json",
     "examples/codex/acp-table-report.json",
     "examples/codex/store-damage-acp-report.json",
+    "examples/codex/value-faults-report.json",
     "examples/gemini-cli/report.json",
     "examples/gemini-cli/process-faults-report.json",
     "examples/gemini-cli/store-kill-report.json",
@@ -133,6 +136,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/gemini-cli/acp-process-faults-report.json",
     "examples/gemini-cli/acp-table-report.json",
     "examples/gemini-cli/acp-fs-write-report.json",
+    "examples/gemini-cli/value-faults-report.json",
     "examples/qwen-code/report.json",
     "examples/qwen-code/process-faults-report.json",
     "examples/qwen-code/store-kill-report.json",
@@ -143,6 +147,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/qwen-code/acp-report.json",
     "examples/qwen-code/acp-process-faults-report.json",
     "examples/qwen-code/acp-table-report.json",
+    "examples/qwen-code/value-faults-report.json",
     "examples/pydantic-ai/report.json",
     "examples/pydantic-ai/process-faults-report.json",
     "examples/pydantic-ai/store-kill-report.json",
@@ -153,6 +158,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/pydantic-ai/sandbox-report-2.68.0.json",
     "examples/pydantic-ai/sandbox-report.json",
     "examples/pydantic-ai/oom-report.json",
+    "examples/pydantic-ai/value-faults-report.json",
     "examples/opencode/report.json",
     "examples/opencode/process-faults-report.json",
     "examples/opencode/store-kill-report.json",
@@ -164,6 +170,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/opencode/acp-process-faults-report.json",
     "examples/opencode/acp-table-report.json",
     "examples/opencode/acp-long-session-report.json",
+    "examples/opencode/value-faults-report.json",
     "examples/kilo/seed-table.json",
     "examples/kilo/process-faults-report.json",
     "examples/kilo/store-kill-report.json",
@@ -175,6 +182,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/kilo/acp-process-faults-report.json",
     "examples/kilo/acp-long-session-report.json",
     "examples/kilo/acp-table-report.json",
+    "examples/kilo/value-faults-report.json",
     "examples/pi/report.json",
     "examples/pi/process-faults-report.json",
     "examples/pi/store-kill-report.json",
@@ -182,6 +190,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/pi/sleep-report.json",
     "examples/pi/sandbox-report.json",
     "examples/pi/oom-report.json",
+    "examples/pi/value-faults-report.json",
     "examples/copilot/report.json",
     "examples/copilot/process-faults-report.json",
     "examples/copilot/store-kill-report.json",
@@ -194,6 +203,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/copilot/acp-table-report.json",
     "examples/copilot/acp-long-session-report.json",
     "examples/copilot/store-damage-acp-report.json",
+    "examples/copilot/value-faults-report.json",
     "examples/aider/report.json",
     "examples/aider/process-faults-report.json",
     "examples/aider/sandbox-report.json",
@@ -202,6 +212,7 @@ const REAL_REPORTS: &[&str] = &[
     "examples/continue/process-faults-report.json",
     "examples/continue/oom-report.json",
     "examples/continue/sandbox-report.json",
+    "examples/continue/value-faults-report.json",
 ];
 
 #[test]
@@ -246,6 +257,55 @@ fn the_html_matrix_links_each_agent_and_marks_each_cell() {
     assert!(page.contains("<td class=\"error\">ERROR</td>"), "{page}");
     assert!(page.contains("<td class=\"na\">N/A</td>"), "{page}");
     assert_eq!(page.matches("<td class=\"fail\">").count(), 3, "{page}");
+}
+
+/// A catalog agent run by name (its profile in the cache) and the same
+/// profile run from `examples/NAME/` are one column when their reports name
+/// one version; reports naming two versions under one column are refused.
+#[test]
+fn a_cached_and_a_shipped_run_of_one_agent_are_one_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = read_json(&repo().join(fixture("codex-scenarios.json")));
+    let write = |name: &str, agent: &str, version: &str, id: &str| {
+        let mut doc = base.clone();
+        doc["agent"] = agent.into();
+        doc["agent_version"] = version.into();
+        doc["scenarios"][0]["id"] = id.into();
+        doc["scenarios"] = serde_json::Value::Array(vec![doc["scenarios"][0].clone()]);
+        doc["selected"] = serde_json::json!([id]);
+        let p = dir.path().join(name);
+        std::fs::write(&p, doc.to_string()).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let shipped = write("a.json", "examples/codex/codex.yaml", "0.169.0", "row_a");
+    let cached = write(
+        "b.json",
+        "/root/.cache/chaosrun/agents/codex/codex.yaml",
+        "0.169.0",
+        "row_b",
+    );
+    let out = matrix(&[&shipped, &cached]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{table}");
+    let head = table.lines().find(|l| l.starts_with("| scenario")).unwrap();
+    assert_eq!(
+        head, "| scenario | [codex](examples/codex/README.md) |",
+        "one column: {table}"
+    );
+    assert!(
+        table.contains("`row_a`") && table.contains("`row_b`"),
+        "{table}"
+    );
+    let other = write(
+        "c.json",
+        "/root/.cache/chaosrun/agents/codex/codex.yaml",
+        "0.171.0",
+        "row_c",
+    );
+    let out = matrix(&[&shipped, &other]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("name different agent versions"), "{stderr}");
 }
 
 #[test]

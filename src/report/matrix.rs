@@ -134,6 +134,26 @@ fn agent_of(agent: &str, link_prefix: &str) -> (String, Option<String>) {
     (name, readme)
 }
 
+/// A catalog agent run by name (its profile in the cache,
+/// `.../agents/NAME/FILE`) is the shipped profile `examples/NAME/FILE`
+/// (the cache holds a copy of it): one column with the reports run from
+/// `examples/NAME/`. Any other agent is itself.
+fn shipped_path(agent: &str) -> String {
+    let path = Path::new(agent);
+    let dir = path.parent();
+    let in_cache = dir.and_then(Path::parent).and_then(Path::file_name) == Some("agents".as_ref());
+    match (in_cache, dir.and_then(Path::file_name), path.file_name()) {
+        (true, Some(name), Some(file)) if !name.to_string_lossy().contains('@') => {
+            format!(
+                "examples/{}/{}",
+                name.to_string_lossy(),
+                file.to_string_lossy()
+            )
+        }
+        _ => agent.to_string(),
+    }
+}
+
 /// Row `id`'s cell in an agent's [`Agent::lookup`].
 fn cell_in(cells: &HashMap<&str, &Cell>, id: &str) -> Cell {
     cells.get(id).map_or(Cell::NotRun, |c| (*c).clone())
@@ -194,6 +214,7 @@ pub fn build(reports: &[PathBuf], link_prefix: &str) -> Result<Matrix, String> {
                 doc.agent
             ));
         };
+        let agent = shipped_path(&agent);
         match groups.iter_mut().find(|(a, _)| *a == agent) {
             Some((_, ps)) => ps.push(p.clone()),
             None => groups.push((agent, vec![p.clone()])),
@@ -205,6 +226,17 @@ pub fn build(reports: &[PathBuf], link_prefix: &str) -> Result<Matrix, String> {
     };
     for (agent, paths) in groups {
         let doc = super::merge::merge(&paths)?;
+        if doc.agent_version.is_none() && paths.len() > 1 {
+            let named = paths
+                .iter()
+                .filter_map(|p| super::document::read(p).ok()?.agent_version)
+                .count();
+            if named > 0 {
+                return Err(format!(
+                    "the reports of `{agent}` name different agent versions: give each version's reports a profile of its own (NAME@VERSION)"
+                ));
+            }
+        }
         let (name, readme) = agent_of(&agent, link_prefix);
         if m.agents.iter().any(|a| a.name == name) {
             return Err(format!(
@@ -504,5 +536,18 @@ mod tests {
         assert_eq!(readme, Some(format!("{root}/examples/codex/README.md")));
         assert_eq!(agent_of("agent.yaml", "").0, "agent");
         assert_eq!(agent_of("/nonexistent/x/p.yaml", "../").1, None);
+    }
+
+    #[test]
+    fn a_catalog_agent_run_by_name_is_its_shipped_profile() {
+        let cache = "/root/.cache/chaosrun/agents/codex/codex.yaml";
+        assert_eq!(shipped_path(cache), "examples/codex/codex.yaml");
+        let acp = "/home/u/.cache/chaosrun/agents/codex/codex-acp.yaml";
+        assert_eq!(shipped_path(acp), "examples/codex/codex-acp.yaml");
+        // Another version stays its own column; any other path is itself.
+        let other = "/root/.cache/chaosrun/agents/codex@0.171.0/codex.yaml";
+        assert_eq!(shipped_path(other), other);
+        assert_eq!(shipped_path("my/agents/codex.yaml"), "my/agents/codex.yaml");
+        assert_eq!(shipped_path("bundled"), "bundled");
     }
 }
