@@ -5,8 +5,9 @@
 //! × lives). Re-sends after error replies are retries, which the call
 //! bound and the backoff check judge; a layered retry's sends (Codex's
 //! `request_max_retries` × `stream_max_retries`, 3 × 3 at the row's 2) and
-//! an agent's own re-asks after a malformed tool call (Hermes) are not
-//! judged here until each is traced to the agent's code (docs/checks.md).
+//! an agent's own re-asks after a malformed tool call (Hermes: 1 + 4
+//! sends, its truncated-tool-call retry) are not judged here on other rows
+//! (docs/checks.md).
 //!
 //! Ids aside: two main calls are the same request when their messages
 //! (role, content and its length, tool calls' names and arguments,
