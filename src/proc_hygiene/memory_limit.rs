@@ -463,10 +463,15 @@ mod tests {
                 panic!("missing prerequisite: a v1 memory cgroup controller ({e})");
             }
         };
+        // The family first, then the cgroup: a child the shell forks between
+        // the two reads is in the cgroup (it inherits it) but in neither
+        // snapshot, so it is not miscounted as outside; one that exited
+        // between them is not counted either.
+        let seen = family(pid);
         let inside = cg.pids();
-        let outside: Vec<i32> = family(pid)
+        let outside: Vec<i32> = seen
             .into_iter()
-            .filter(|p| !inside.contains(p))
+            .filter(|p| !inside.contains(p) && Path::new(&format!("/proc/{p}")).exists())
             .collect();
         let dir = cg.dir.clone();
         assert!(dir.exists());
