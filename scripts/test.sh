@@ -31,6 +31,15 @@ echo "== toolchain"
 cargo --version
 python3 --version
 
+# A clean build, its test binaries and the installs take about 9 GiB: say up
+# front when the disk has less, so a link error later ("No space left on
+# device") is not the first word of it.
+free_gib=$(df -Pk . | awk 'NR==2 {print int($4 / 1048576)}')
+echo "== disk: ${free_gib} GiB free here (a clean run needs about 9)"
+if [ "${free_gib:-0}" -lt 9 ]; then
+    echo "WARNING: under 9 GiB free: the build may fail with 'No space left on device'" >&2
+fi
+
 # --- Installs run in the background while the build compiles ---------------------
 # Each lane writes its output to target/ci-logs/NAME.log and its exit code to
 # NAME.rc; `settle NAME "reason" TEST...` reads them after the build. apt-based

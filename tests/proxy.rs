@@ -298,11 +298,17 @@ const VALUE_SCRIPT: &str = r#"
   reply: {kind: relay, fault: {kind: refused_answer}}
 - when: {call: 3}
   reply: {kind: relay, fault: {kind: drop_tool_calls}}
+- when: {call: 4}
+  reply: {kind: relay, fault: {kind: break_tool_args, how: wrong_key}}
+- when: {call: 5}
+  reply: {kind: relay, fault: {kind: reuse_call_id, id: stale_id_x}}
+- when: {call: 7}
+  reply: {kind: relay, fault: {kind: duplicate_frames}}
 "#;
 
-/// The upstream: a text answer, and a tool call from its call 3 on.
+/// The upstream: a text answer, and a tool call on its calls 3 to 6.
 const VALUE_UPSTREAM: &str = r#"
-- when: {call: {from: 3}}
+- when: {call: {from: 3, to: 6}}
   reply: {kind: tool_call, calls: [{tool: probe_tool_x, args: {q: 1}}]}
 - reply: {kind: text, text: "abcdefghijklmnopqrstuvwxyz0123456789", chunk_chars: 6}
 "#;
@@ -331,7 +337,9 @@ fn finishes(wire: &str) -> (&'static str, &'static str) {
 
 /// Value faults on a relayed answer: cut for length (the first half of its
 /// text, the wire's max-tokens finish), emptied, replaced by a refusal (the
-/// content-filter finish), its tool calls dropped; on every wire.
+/// content-filter finish), its tool calls dropped, its arguments under a
+/// wrong key, its call ids a stale one, its frames sent twice; on every
+/// wire.
 #[test]
 fn value_faults_change_a_relayed_answer_on_every_wire() {
     let dir = tempfile::tempdir().unwrap();
@@ -382,14 +390,29 @@ fn value_faults_change_a_relayed_answer_on_every_wire() {
             );
             let dropped = body(&call(&client, &url, case.body, t).await);
             assert!(!dropped.contains("probe_tool_x"), "{w}: {dropped}");
+            let wrong = body(&call(&client, &url, case.body, t).await);
+            assert!(wrong.contains("probe_tool_x"), "{w}: {wrong}");
+            assert!(wrong.contains("wrong_q"), "{w}: {wrong}");
+            let stale = body(&call(&client, &url, case.body, t).await);
+            assert!(stale.contains("stale_id_x"), "{w}: {stale}");
             // No rule: the same upstream answer relayed, its tool call in it.
             let kept = body(&call(&client, &url, case.body, t).await);
             assert!(kept.contains("probe_tool_x"), "{w}: {kept}");
+            assert!(!kept.contains("wrong_q") && !kept.contains("stale_id_x"));
+            // Each text frame twice: more copies of a chunk than the same
+            // text answer relayed as it is (call 8).
+            let twice = body(&call(&client, &url, case.body, t).await);
+            let once = body(&call(&client, &url, case.body, t).await);
+            let n = |b: &str| b.matches("ghijkl").count();
+            assert!(
+                n(&once) >= 1 && n(&twice) > n(&once),
+                "{w}: {twice} / {once}"
+            );
         });
         drop(proxy);
         let summary = up.stop();
         assert!(
-            summary.contains("requests: 5 (main 5,"),
+            summary.contains("requests: 9 (main 9,"),
             "{w}: upstream saw {summary}"
         );
     }

@@ -175,7 +175,8 @@ fn with_nonce(events: &[Recorded], nonce: &str) -> Vec<Recorded> {
 /// (a relay fault) acting on it: a delay before the first event, a stall
 /// after N events (the socket held silent, then cut), the finish left out and
 /// the body cut, the whole answer and then no end, or the answer itself
-/// changed (a value fault).
+/// changed (a value fault; its content frames sent twice when the fault
+/// duplicates them).
 pub(crate) fn plan(entry: &Entry, nonce: &str, fault: &dyn RelayFault) -> Plan {
     if entry.status != 200 {
         let message = entry
@@ -217,6 +218,9 @@ pub(crate) fn plan(entry: &Entry, nonce: &str, fault: &dyn RelayFault) -> Plan {
         emitted += 1;
     }
     acted(fault.at_end(), &mut beats);
+    if fault.duplicates_frames() {
+        beats = crate::provider::replies::duplicated(beats);
+    }
     Plan::Beats(beats)
 }
 
@@ -372,7 +376,9 @@ mod tests {
     /// refused.
     #[test]
     fn value_faults_change_the_replayed_answer() {
-        use crate::provider::upstream::faults::{CutForLength, EmptyAnswer, RefusedAnswer};
+        use crate::provider::upstream::faults::{
+            CutForLength, DuplicateFrames, EmptyAnswer, RefusedAnswer,
+        };
         let e = entry("user", None);
         let deltas = |plan: &Plan| -> (String, Vec<String>) {
             let Plan::Beats(beats) = plan else { panic!() };
@@ -397,6 +403,45 @@ mod tests {
         assert_eq!(
             (text.as_str(), finish),
             ("no.", vec!["content_filter".to_string()])
+        );
+        // Each text frame twice.
+        let (text, _) = deltas(&super::plan(&e, "N1", &DuplicateFrames {}));
+        assert_eq!(text, "a N1a N1bb");
+    }
+
+    /// A replayed tool call with its arguments breaking the schema, and
+    /// re-keyed to a stale id.
+    #[test]
+    fn a_replayed_tool_call_is_broken_or_re_keyed() {
+        use crate::provider::upstream::faults::{BreakToolArgs, ReuseCallId};
+        let mut e = entry("user", None);
+        e.events = vec![Recorded::ToolCall {
+            at: 0.0,
+            id: "toolu_1".into(),
+            name: "shell".into(),
+            arguments: r#"{"command":"ls {{nonce}}"}"#.into(),
+        }];
+        let call = |plan: &Plan| -> (String, String) {
+            let Plan::Beats(beats) = plan else { panic!() };
+            let mut got = (String::new(), String::new());
+            for b in beats {
+                match b {
+                    Beat::Emit(Event::ToolCallStart { id, .. }) => got.0 = id.clone(),
+                    Beat::Emit(Event::ToolArgsDelta { text, .. }) => got.1.push_str(text),
+                    _ => {}
+                }
+            }
+            got
+        };
+        let wrong = BreakToolArgs::default();
+        assert_eq!(
+            call(&super::plan(&e, "N1", &wrong)),
+            ("toolu_1".into(), r#"{"wrong_command":"ls N1"}"#.into())
+        );
+        let stale = ReuseCallId::default();
+        assert_eq!(
+            call(&super::plan(&e, "N1", &stale)),
+            ("call_reused".into(), r#"{"command":"ls N1"}"#.into())
         );
     }
 }

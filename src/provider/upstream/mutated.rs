@@ -1,5 +1,6 @@
 //! A relayed answer changed by a value fault (`cut_for_length`,
-//! `empty_answer`, `refused_answer`, `drop_tool_calls`): the upstream's reply is
+//! `empty_answer`, `refused_answer`, `drop_tool_calls`, `break_tool_args`,
+//! `reuse_call_id`, `duplicate_frames`): the upstream's reply is
 //! read to its end within the upstream's bounds (SSE events one by one
 //! through the splitter, or a whole JSON body up to [`WHOLE_CAP`]), decoded
 //! into wire-neutral events as a cassette records them (bounded the same

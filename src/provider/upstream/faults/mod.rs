@@ -32,6 +32,9 @@ crate::kinds::registry! {
         EmptyAnswer(empty_answer::EmptyAnswer),
         RefusedAnswer(refused_answer::RefusedAnswer),
         DropToolCalls(drop_tool_calls::DropToolCalls),
+        BreakToolArgs(break_tool_args::BreakToolArgs),
+        ReuseCallId(reuse_call_id::ReuseCallId),
+        DuplicateFrames(duplicate_frames::DuplicateFrames),
     }
 }
 
@@ -95,6 +98,11 @@ pub(crate) trait RelayFault {
 
     /// Change the answer's events (a value fault).
     fn mutate(&self, _events: &mut Vec<Recorded>) {}
+
+    /// Send every content delta of the (changed) answer twice in a row.
+    fn duplicates_frames(&self) -> bool {
+        false
+    }
 }
 
 /// The answer's finish reason set to `reason` (one added at the end when
