@@ -120,9 +120,12 @@ fn finds(bug: &str, seed: &str, check: &str) -> String {
         stderr.contains("trial 0 seed "),
         "each trial's seed is printed: {stderr}"
     );
+    // A budget shared across the turn's steps is spent by api_max_retries
+    // (2) + 1 faults, none persistent: three is that bug's least schedule.
+    let most = if bug == "shared_retry_budget" { 3 } else { 2 };
     let faults = shrunk_faults(&stdout);
     assert!(
-        (1..=2).contains(&faults),
+        (1..=most).contains(&faults),
         "{bug}: {faults} faults:\n{stdout}"
     );
     no_survivors(&mark);

@@ -14,7 +14,9 @@ use super::menu;
 
 /// A fault served on one main call instead of the scripted reply: a place
 /// in explore's menu ([`super::menu`], the reply kinds' declared faults).
-/// Every one is retryable, so a healthy agent retries and gets the scripted
+/// A retryable one, so a healthy agent retries and gets the scripted
+/// reply; or a value fault (an empty 200, an answer cut for length), on
+/// which a healthy agent may also end its turn.
 /// reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FaultKind(usize);
@@ -35,7 +37,12 @@ impl FaultKind {
         self.item().is_error()
     }
 
-    /// Its short name (`500`, `429`, `drop`, `stall`, `hang`).
+    /// A value fault: the agent may end its turn on it.
+    pub fn ends_turn(self) -> bool {
+        self.item().ends_turn()
+    }
+
+    /// Its short name (`500`, `429`, `drop`, `stall`, `hang`, `empty`, `cut`).
     pub fn short(self) -> &'static str {
         self.item().explored.short
     }
@@ -164,6 +171,15 @@ impl Trial {
             .iter()
             .enumerate()
             .find_map(|(i, s)| s.persist.map(|p| (i, p)))
+    }
+
+    /// Whether some fault of the schedule is a value fault, on which a
+    /// healthy agent may end its turn (the row then expects `ended`).
+    pub fn value_faulted(&self) -> bool {
+        self.steps.iter().any(|s| {
+            s.faults.iter().any(|f| f.kind.ends_turn())
+                || s.persist.is_some_and(|p| p.kind.ends_turn())
+        })
     }
 
     /// Whether the script runs to its answer when the agent is healthy:

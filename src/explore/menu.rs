@@ -1,5 +1,6 @@
 //! The faults explore draws from: every model-provider reply kind that
-//! declares a way to serve it (`kinds::Explored`, in the kind's own file),
+//! declares a way to serve it (`kinds::Explored`, in the kind's own file:
+//! retryable faults, and value faults an agent may end its turn on),
 //! in their declared draw order, read from the reply registry; and what the
 //! generator, calibration, coverage and the schedule read of each, asked of
 //! the kind through its family (its error hint, whether it waits), never by
@@ -67,6 +68,13 @@ impl Item {
         self.reply.error_hint().is_some()
     }
 
+    /// A value fault (a 200 that is wrong without being an error: empty,
+    /// cut for length): not retried as an error; the agent may end its
+    /// turn on it.
+    pub fn ends_turn(&self) -> bool {
+        self.reply.value_fault()
+    }
+
     /// It leaves the call waiting (until the agent's timeout gives up).
     pub fn waits(&self) -> bool {
         Reply::waits(self.reply.kind_name())
@@ -91,14 +99,15 @@ mod tests {
     use super::*;
 
     /// The menu builds from the registry: ranks 0..n once each, keys
-    /// unique, every fault a retryable fault of its kind.
+    /// unique, every fault a retryable fault of its kind or a value fault.
     #[test]
     fn the_menu_is_the_registry_s_declared_faults() {
         let m = menu();
         assert!(m.len() >= 5, "{m:?}");
         for (i, item) in m.iter().enumerate() {
             assert_eq!(usize::from(item.explored.rank), i, "{:?}", item.explored);
-            assert!(item.reply.retryable() && item.reply.is_fault(), "{item:?}");
+            assert!(item.reply.is_fault(), "{item:?}");
+            assert!(item.reply.retryable() != item.ends_turn(), "{item:?}");
         }
         let mut keys = keys();
         keys.sort();
@@ -107,6 +116,9 @@ mod tests {
         assert!(!keys.contains(&"ok"), "`ok` is explore's own weight");
         // As explore's hand-written list had them, in its order.
         let short: Vec<&str> = m.iter().map(|i| i.explored.short).collect();
-        assert_eq!(short, ["500", "429", "drop", "stall", "hang"]);
+        assert_eq!(
+            short,
+            ["500", "429", "drop", "stall", "hang", "empty", "cut"]
+        );
     }
 }

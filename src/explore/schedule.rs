@@ -4,8 +4,9 @@
 //! clears), the final answer as the catch-all rule, an interrupt as
 //! `interrupt: {after_calls: N}`, a kill as a hung call plus
 //! `process_fault: {action: kill, at: {after_calls: N}}`. The expectation
-//! follows the schedule: `killed` with a kill, `ended` with an interrupt or a
-//! stop, `error` with a fault that never clears, else the answer. Calibrated
+//! follows the schedule: `killed` with a kill, `ended` with an interrupt, a
+//! stop or a value fault (the agent may end its turn on an empty or cut
+//! answer), `error` with a fault that never clears, else the answer. Calibrated
 //! deadlines ([`super::calibrate`]) are written into the row. The row is YAML
 //! (insertion-ordered), so a found trial is a pasteable row.
 
@@ -142,7 +143,7 @@ pub fn expect(t: &Trial) -> Value {
         .any(|s| s.stop_for.is_some() || s.faults.iter().any(|f| f.interrupt));
     if kill {
         "killed".into()
-    } else if other {
+    } else if other || t.value_faulted() {
         "ended".into()
     } else if !t.answers() {
         "error".into()
@@ -305,13 +306,14 @@ mod tests {
     use super::*;
 
     /// Each fault a row writes parses back as the registered reply kind a
-    /// retrying agent rides through.
+    /// retrying agent rides through, or as a value fault.
     #[test]
-    fn every_explore_fault_is_a_registered_retryable_reply() {
+    fn every_explore_fault_is_a_registered_retryable_reply_or_a_value_fault() {
         for k in FaultKind::all() {
             let r: crate::provider::replies::Reply =
                 serde_yaml::from_value(fault_reply(k)).unwrap_or_else(|e| panic!("{k:?}: {e}"));
-            assert!(r.retryable() && r.is_fault(), "{k:?}");
+            assert!(r.is_fault(), "{k:?}");
+            assert!(r.retryable() || r.value_fault(), "{k:?}");
         }
     }
 

@@ -57,7 +57,8 @@ impl Weights {
     }
 }
 
-/// Relative weights of the kind of a persistent fault (every kind retryable).
+/// Relative weights of the kind of a persistent fault (each explore fault:
+/// the retryable ones and the value faults).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PersistWeights {
     pub faults: Vec<f64>,
@@ -183,17 +184,17 @@ impl<'de> Deserialize<'de> for PersistWeights {
 mod tests {
     use super::*;
 
-    /// The defaults are explore's old ones, in its old order (a seed draws
-    /// the same trial as before the menu came from the registry).
+    /// The defaults are the declared ones in draw order: explore's old five
+    /// (their weights as before), then the value faults.
     #[test]
     fn defaults_are_the_declared_ones_in_draw_order() {
         assert_eq!(
             Weights::default().list(),
-            [0.55, 0.14, 0.14, 0.1, 0.035, 0.035]
+            [0.55, 0.14, 0.14, 0.1, 0.035, 0.035, 0.03, 0.03]
         );
         assert_eq!(
             PersistWeights::default().list(),
-            [0.3, 0.3, 0.15, 0.1, 0.15]
+            [0.3, 0.3, 0.15, 0.1, 0.15, 0.1, 0.1]
         );
         assert_eq!(
             Weights::names(),
@@ -203,7 +204,9 @@ mod tests {
                 "error_429",
                 "drop_mid_stream",
                 "stall_mid_stream",
-                "hang"
+                "hang",
+                "value_empty",
+                "value_cut"
             ]
         );
     }

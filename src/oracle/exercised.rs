@@ -189,7 +189,10 @@ fn credential_expired(s: &Scenario, obs: &Observation) -> Option<Check> {
 }
 
 /// Every faulting responder rule answered at least one main call (on a row
-/// with a `p` rule, at least one did).
+/// with a `p` rule, at least one did). When the turn's last main call got a
+/// value fault (an empty answer, one cut for length: the agent may end its
+/// turn on it), the rules listed after that one could not be reached and
+/// are not asked for.
 fn provider_rules(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let faults: Vec<(usize, &'static str)> = s
         .responder
@@ -222,9 +225,16 @@ fn provider_rules(s: &Scenario, obs: &Observation) -> Vec<Check> {
     if drawn && faults.iter().any(|(i, _)| served(*i)) {
         return vec![Check::new(Invariant::Exercised, "fault_served", vec![])];
     }
+    let ended_on_value = obs
+        .recording
+        .main_requests()
+        .last()
+        .and_then(|r| r.rule)
+        .filter(|i| s.responder.get(*i).is_some_and(|r| r.reply.value_fault()));
+    let reachable = |i: usize| ended_on_value.is_none_or(|last| i <= last);
     let v = faults
         .iter()
-        .filter(|(i, _)| !served(*i))
+        .filter(|(i, _)| !served(*i) && reachable(*i))
         .map(|(i, kind)| {
             format!(
                 "responder rule {} ({kind}) never answered a call: the faulted turn made {} main call(s)",
@@ -485,6 +495,35 @@ mod tests {
         let c = check(&s, &o);
         assert!(
             named(&c, "fault_served").violations()[0].contains("rule 1 (hang) never answered"),
+            "{c:?}"
+        );
+    }
+
+    /// A turn that ended on an empty answer could not reach the rules after
+    /// it; a rule before it, or after a turn that ended elsewhere, still
+    /// must serve.
+    #[test]
+    fn rules_after_a_value_fault_the_turn_ended_on_are_not_asked_for() {
+        let rows = "scenarios:\n  - id: s\n    expect: ended\n    responder:\n      \
+            - {when: {call: 0}, reply: {kind: text, text: ''}}\n      \
+            - {when: {call: 1}, reply: {kind: hang}}\n";
+        let s = crate::scenarios::load_str(rows, "f.yaml")
+            .unwrap()
+            .scenarios
+            .remove(0);
+        let mut o = healthy(&s, end(0, true, false, ""));
+        o.recording.requests.truncate(1);
+        o.recording.requests[0].rule = Some(0);
+        o.recording.rule_hits = vec![1, 0];
+        let c = check(&s, &o);
+        assert!(!named(&c, "fault_served").failed(), "{c:?}");
+        // The turn's last call got the hang's rule's answer, not the value
+        // fault's: the empty answer's rule never served.
+        o.recording.requests[0].rule = Some(1);
+        o.recording.rule_hits = vec![0, 1];
+        let c = check(&s, &o);
+        assert!(
+            named(&c, "fault_served").violations()[0].contains("rule 1 (text) never answered"),
             "{c:?}"
         );
     }

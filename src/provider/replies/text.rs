@@ -58,7 +58,32 @@ impl Text {
 
 impl crate::kinds::Kind for Text {
     const NAME: &'static str = "text";
-    const FACTS: crate::kinds::Facts = crate::kinds::Facts::coloured("#2e7d32");
+    /// Explore serves two of its value faults: an empty 200, and an answer
+    /// cut for length (each cut differs by its call, for
+    /// `partial_sent_once`). An agent may end its turn on either.
+    const FACTS: crate::kinds::Facts = crate::kinds::Facts {
+        explore: &[
+            crate::kinds::Explored {
+                key: "value_empty",
+                short: "empty",
+                fields: "{text: ''}",
+                per_mille: 30,
+                persist_per_mille: 100,
+                rank: 5,
+                mid_stream: false,
+            },
+            crate::kinds::Explored {
+                key: "value_cut",
+                short: "cut",
+                fields: "{text: 'a partial answer to call {{call}}, cut before its', finish_reason: length}",
+                per_mille: 30,
+                persist_per_mille: 100,
+                rank: 6,
+                mid_stream: false,
+            },
+        ],
+        ..crate::kinds::Facts::coloured("#2e7d32")
+    };
 }
 
 impl super::ReplyKind for Text {
