@@ -300,6 +300,14 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "was left unreaped",
     },
+    // A usage limit waited out until its reset (issue 44.8, codex #23722).
+    Case {
+        bug: "sleep_until_usage_reset",
+        scenario: "provider_usage_limit_reached",
+        invariant: "termination",
+        scale: "0.5",
+        says: "deadline",
+    },
 ];
 
 /// Cases run at once (a pool: a new case starts as soon as one ends): more

@@ -38,14 +38,14 @@ fn table_passes_on(wire: &str) {
         "{wire}: exit {:?}\n{stdout}\n{stderr}",
         out.status
     );
-    assert!(stdout.contains("55 passed, 0 failed"), "{wire}: {stdout}");
-    assert_eq!(stdout.matches("\nPASS  ").count(), 55, "{stdout}");
+    assert!(stdout.contains("56 passed, 0 failed"), "{wire}: {stdout}");
+    assert_eq!(stdout.matches("\nPASS  ").count(), 56, "{stdout}");
 
     let report = read_json(&json);
     assert_eq!(report["schema"], "chaosrun-report/2");
     assert_eq!(report["complete"], true);
     let scenarios = report["scenarios"].as_array().unwrap();
-    assert_eq!(scenarios.len(), 55);
+    assert_eq!(scenarios.len(), 56);
     // Every scenario carries evidence that its fault landed.
     for s in scenarios {
         assert!(

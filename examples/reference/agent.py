@@ -33,7 +33,8 @@ What it does
     A retry-after (header, or Gemini's RetryInfo) is waited in full, and one past
     RETRY_AFTER_BUDGET fails the turn at once; a used-up quota (OpenAI
     ``insufficient_quota``, Gemini per-day ``QuotaFailure``, Anthropic's 400)
-    is never retried. Keepalives (SSE comments, ``ping``, ``response.in_progress``)
+    is never retried, nor is a reached usage limit (``usage_limit_reached``, or
+    a 429 saying "usage limit"): it is surfaced with when it resets. Keepalives (SSE comments, ``ping``, ``response.in_progress``)
     do not count as progress: a stream that sends only them for the stale timeout
     is cut. A reply over MAX_REPLY_CHARS of text is a runaway: the turn fails.
     A context-length error makes the agent cut its tool results and retry (at
@@ -160,6 +161,9 @@ empty answer: results_for_issued_ids); run_misnamed_args (the command under a
 wrong key run: broken_args_never_ran); hot_reask_empty (an empty answer
 re-asked at once: backoff); paste_partial (a cut answer pasted
 into its continuation: partial_sent_once); see KNOWN_BUGS.
+
+A shape from the field: sleep_until_usage_reset (a usage limit waited out
+until its reset, an hour: the turn's deadline); see KNOWN_BUGS.
 
 Sandbox bugs: sandbox_silent (a tool sandbox that cannot start reported as a
 bare exit code, never named); sandbox_generic_error (reported only as
@@ -292,6 +296,8 @@ KNOWN_BUGS = {
     # Value faults (value_faults.yaml, issue 46).
     "retry_empty_answer": "an empty answer (no text, no tool calls) is asked for again with the same request, up to 8 times (0.2 s apart)",
     "hot_reask_empty": "an empty answer is asked for again once, at once, with the same request: no backoff",
+    # Shapes from the field (issue 44.8).
+    "sleep_until_usage_reset": "a usage limit is waited out: the agent sleeps until its reset (an hour), then retries",
     "continue_after_length": "an answer cut for length is continued ('Continue.') again and again, up to 20 times, with no bound of its own",
     "answer_replayed_call": "a replayed tool call (an id already answered) is kept and answered again with an error result: two results for one id",
     "invent_call_on_empty_answer": "an answer with no text and no tool calls is taken for a lost tool call: a made-up call and its error result are added (once a turn)",
@@ -565,6 +571,25 @@ def error_detail(body):
                 if isinstance(v, dict) and "PerDay" in str(v.get("quotaId", "")):
                     final = True
     return err.get("message"), retry, final
+
+
+def usage_reset(status, body, retry_after):
+    """Seconds until a reached usage limit resets, or None when the error is
+    no usage limit: the ChatGPT backend's ``usage_limit_reached`` (its
+    ``resets_in_seconds``), or a 429 whose message says "usage limit" (its
+    retry-after)."""
+    try:
+        err = json.loads(body).get("error")
+    except Exception:
+        return None
+    if not isinstance(err, dict):
+        return None
+    if err.get("type") == "usage_limit_reached":
+        secs = err.get("resets_in_seconds")
+        return float(secs) if isinstance(secs, (int, float)) else retry_after
+    if status == 429 and "usage limit" in str(err.get("message", "")).lower():
+        return retry_after
+    return None
 
 
 def is_context_error(status, message):
@@ -1454,6 +1479,10 @@ class Agent:
         the budget fails the turn now (surfaced) instead of sleeping past it."""
         if storm:
             return 0.0
+        reset = getattr(e, "usage_reset", None)
+        if reset is not None and self.bug("sleep_until_usage_reset"):
+            log(f"usage limit: sleeping {fmt_num(reset)}s until it resets (bug sleep_until_usage_reset)")
+            return reset
         delay = min(BACKOFF_START * (2 ** attempt), BACKOFF_CAP)
         if e.retry_after is None or self.bug("ignore_retry_after"):
             return delay
@@ -1762,11 +1791,18 @@ class Agent:
             if final:
                 transient = False
                 msg += " (quota used up)"
+            reset = usage_reset(status, detail, retry_after)
+            if reset is not None:
+                # Final until it resets: surfaced now, saying when.
+                transient = self.bug("sleep_until_usage_reset")
+                msg += f" (usage limit; resets in {fmt_num(reset)}s)"
             if status == 400 and self.bug("retry_400"):
                 transient = True
-            raise ProviderError("http", transient, msg, retry_after,
+            err = ProviderError("http", transient, msg, retry_after,
                                 context=is_context_error(status, message or detail),
                                 key=key if status == 401 else None)
+            err.usage_reset = reset
+            raise err
         # Streaming: every gap between body bytes is bounded by the stale timeout.
         read_timeout = self.request_timeout if self.bug("no_stale_timeout") else self.stale_timeout
         if self.bug("trusts_started_stream"):

@@ -33,6 +33,7 @@ crate::kinds::registry! {
         Raw(raw::Raw),
         Relay(relay::Relay),
         QuotaExhausted(quota_exhausted::QuotaExhausted),
+        UsageLimit(usage_limit::UsageLimit),
         AuthExpired(auth_expired::AuthExpired),
         KeepaliveForever(keepalive_forever::KeepaliveForever),
         EndlessText(endless_text::EndlessText),

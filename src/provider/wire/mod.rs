@@ -130,11 +130,20 @@ impl Wire {
             ErrorClass::ContextLength { tokens, max_tokens } => {
                 self.format().context_error(tokens, max_tokens)
             }
+            ErrorClass::UsageLimit { resets_in_seconds } => {
+                self.format().usage_limit_error(resets_in_seconds)
+            }
+        };
+        let retry_after = match e.class {
+            ErrorClass::UsageLimit { resets_in_seconds } => {
+                self.format().usage_limit_retry_after(resets_in_seconds)
+            }
+            _ => e.retry_after,
         };
         ErrorInfo {
             status,
             message,
-            retry_after: e.retry_after,
+            retry_after,
             code: code.map(String::from).or_else(|| e.code.clone()),
             class: e.class,
         }
@@ -185,6 +194,20 @@ pub(crate) trait WireFormat: Sync {
     fn auth_error(&self) -> (u16, String, Option<&'static str>);
     /// Status, message and code of "context window exceeded".
     fn context_error(&self, tokens: u64, max_tokens: u64) -> (u16, String, Option<&'static str>);
+    /// Status, message and code of "the usage limit is reached until it
+    /// resets in `resets` seconds" (a subscription's limit).
+    fn usage_limit_error(&self, resets: u64) -> (u16, String, Option<&'static str>) {
+        (
+            429,
+            format!("You have hit your usage limit. It resets in {resets} seconds."),
+            None,
+        )
+    }
+    /// The retry-after that error carries, in the wire's convention (the
+    /// reset itself, unless the wire says it only in the body).
+    fn usage_limit_retry_after(&self, resets: u64) -> Option<u64> {
+        Some(resets)
+    }
     /// The model listing body.
     fn models(&self, created: u64) -> Value;
     /// The id prefix of one reply.
@@ -330,6 +353,14 @@ pub(crate) enum ErrorClass {
     /// Gemini 400 `INVALID_ARGUMENT` input token count). `tokens` and
     /// `max_tokens` are estimates (bytes / 4).
     ContextLength { tokens: u64, max_tokens: u64 },
+    /// A subscription's usage limit, reached until it resets in
+    /// `resets_in_seconds`: OpenAI's wires answer the ChatGPT backend's 429
+    /// `type: usage_limit_reached` with `plan_type`, `resets_in_seconds`
+    /// and `resets_at` in the body and no retry-after header (what Codex
+    /// reads); Anthropic a 429 `rate_limit_error` with the reset as its
+    /// retry-after header; Gemini a 429 `RESOURCE_EXHAUSTED` with the reset
+    /// as its `RetryInfo`. Not retryable before the reset.
+    UsageLimit { resets_in_seconds: u64 },
 }
 
 impl ErrorInfo {

@@ -31,6 +31,21 @@ pub(crate) fn error_body(e: &ErrorInfo) -> Value {
     let (kind, code) = error_type_for(e.status);
     let code = e.code.as_deref().unwrap_or(code);
     let (kind, param) = match e.class {
+        ErrorClass::UsageLimit { resets_in_seconds } => {
+            // The ChatGPT backend's shape (codex-rs reads `type`,
+            // `plan_type`, `resets_in_seconds` or `resets_at`).
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            return json!({"error": {
+                "type": "usage_limit_reached",
+                "message": e.message,
+                "code": code,
+                "plan_type": "plus",
+                "resets_in_seconds": resets_in_seconds,
+                "resets_at": now + resets_in_seconds,
+            }});
+        }
         ErrorClass::Quota => ("insufficient_quota", Value::Null),
         ErrorClass::Auth => ("invalid_request_error", Value::Null),
         ErrorClass::ContextLength { .. } => ("invalid_request_error", json!("messages")),
@@ -294,6 +309,20 @@ impl super::WireFormat for OpenaiChat {
                 .to_string(),
             Some("invalid_api_key"),
         )
+    }
+
+    /// The ChatGPT backend's usage limit (Codex's subscription wire).
+    fn usage_limit_error(&self, _resets: u64) -> (u16, String, Option<&'static str>) {
+        (
+            429,
+            "The usage limit has been reached".to_string(),
+            Some("usage_limit_reached"),
+        )
+    }
+
+    /// The reset is in the body only (`resets_in_seconds`).
+    fn usage_limit_retry_after(&self, _resets: u64) -> Option<u64> {
+        None
     }
 
     fn context_error(&self, tokens: u64, max_tokens: u64) -> (u16, String, Option<&'static str>) {

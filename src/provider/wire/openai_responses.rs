@@ -593,6 +593,15 @@ impl super::WireFormat for OpenaiResponses {
         OpenaiChat.auth_error()
     }
 
+    /// The ChatGPT backend's usage limit, as on Chat Completions.
+    fn usage_limit_error(&self, resets: u64) -> (u16, String, Option<&'static str>) {
+        OpenaiChat.usage_limit_error(resets)
+    }
+
+    fn usage_limit_retry_after(&self, resets: u64) -> Option<u64> {
+        OpenaiChat.usage_limit_retry_after(resets)
+    }
+
     /// OpenAI's context-window error, as on Chat Completions.
     fn context_error(&self, tokens: u64, max_tokens: u64) -> (u16, String, Option<&'static str>) {
         OpenaiChat.context_error(tokens, max_tokens)
