@@ -34,7 +34,8 @@ What it does
     RETRY_AFTER_BUDGET fails the turn at once; a used-up quota (OpenAI
     ``insufficient_quota``, Gemini per-day ``QuotaFailure``, Anthropic's 400)
     is never retried, nor is a reached usage limit (``usage_limit_reached``, or
-    a 429 saying "usage limit"): it is surfaced with when it resets. Keepalives (SSE comments, ``ping``, ``response.in_progress``)
+    a 429 saying "usage limit"): it is surfaced with when it resets.
+    Keepalives (SSE comments, ``ping``, ``response.in_progress``)
     do not count as progress: a stream that sends only them for the stale timeout
     is cut. A reply over MAX_REPLY_CHARS of text is a runaway: the turn fails.
     A context-length error makes the agent cut its tool results and retry (at

@@ -17,7 +17,6 @@ use super::menu;
 /// A retryable one, so a healthy agent retries and gets the scripted
 /// reply; or a value fault (an empty 200, an answer cut for length), on
 /// which a healthy agent may also end its turn.
-/// reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FaultKind(usize);
 
