@@ -34,9 +34,7 @@ pub(crate) fn error_body(e: &ErrorInfo) -> Value {
         ErrorClass::UsageLimit { resets_in_seconds } => {
             // The ChatGPT backend's shape (codex-rs reads `type`,
             // `plan_type`, `resets_in_seconds` or `resets_at`).
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
+            let now = crate::units::unix_now() as u64;
             return json!({"error": {
                 "type": "usage_limit_reached",
                 "message": e.message,
