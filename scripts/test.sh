@@ -27,7 +27,11 @@ missing() { # missing TEST_NAME "reason"
 # cost time there (locally they speed up the next build, so they stay on).
 if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
 
-echo "== toolchain"
+# Each phase's header carries the seconds since the script began (bash's
+# SECONDS), so a run over its 30 minutes shows which phase grew.
+phase() { echo "== [${SECONDS}s] $*"; }
+
+phase "toolchain"
 cargo --version
 python3 --version
 
@@ -85,7 +89,7 @@ apt_lane() { # chromium, then PostgreSQL: both take apt's lock
     postgres_lane
 }
 
-echo "== installs (background lanes; logs under $logs)"
+phase "installs (background lanes; logs under $logs)"
 lane hermes bash .ci/hermes_subset.sh
 lane codex bash .ci/codex_subset.sh
 lane gemini bash .ci/gemini_subset.sh
@@ -100,13 +104,13 @@ lane sdk_venv bash scripts/sdk_venv.sh
 lane mcp_everything bash examples/mcp-everything/setup.sh
 lane postgres apt_lane
 
-echo "== format and lint (while the installs run)"
+phase "format and lint (while the installs run)"
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
-echo "== build the tests (while the installs run)"
+phase "build the tests (while the installs run)"
 cargo test --no-run
 
-echo "== waiting for the installs"
+phase "waiting for the installs"
 wait
 
 settle hermes "Hermes Agent could not be installed" hermes_subset_verdicts
@@ -170,7 +174,7 @@ if [ "$(id -u)" -ne 0 ] || ! { grep -qE ' - cgroup cgroup .*\bmemory\b' /proc/se
 fi
 # -------------------------------------------------------------------------------
 
-echo "== tests"
+phase "tests"
 # `cargo test` runs the lib, bin and tests/ targets; benches are compiled by
 # clippy above and run only by `cargo bench` (they print figures, never assert).
 #
@@ -200,16 +204,21 @@ explore_log="$logs/explore-tests.log"
 cargo test --no-fail-fast --test explore -- --include-ignored "${skip_args[@]}" >"$explore_log" 2>&1 &
 explore_pid=$!
 cargo test --no-fail-fast "${light[@]}" -- --include-ignored "${skip_args[@]}" || failed+=("phase 1 (light binaries)")
-echo "== tests/explore.rs (ran in the background; its output follows)"
+phase "phase 1's light binaries done; waiting for tests/explore.rs"
 wait "$explore_pid" || failed+=("tests/explore.rs")
+phase "tests/explore.rs done (it ran in the background; its output follows)"
 cat "$explore_log"
+phase "doc tests"
 cargo test --no-fail-fast --doc || failed+=("doc tests")
+phase "phase 2: the other binaries, alone"
 cargo test --no-fail-fast "${heavy[@]}" -- --include-ignored --skip the_table_holds_under_load "${skip_args[@]}" || failed+=("phase 2")
 # Phase 3, alone: the reference process-fault table three times under 8 busy
 # loops (issue 47.10a: no verdict may depend on the machine's load).
+phase "phase 3: the load test"
 cargo test --no-fail-fast --test process_faults -- --ignored --exact the_table_holds_under_load --nocapture \
     || failed+=("load test (tests/process_faults.rs the_table_holds_under_load)")
 
+phase "done"
 if [ "${#not_run[@]}" -gt 0 ]; then
     echo "== NOT RUN here (prerequisite missing; CI fails on these):"
     printf '  %s\n' "${not_run[@]}"
