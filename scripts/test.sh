@@ -181,7 +181,9 @@ phase "tests"
 # Two phases, so the run fits 30 minutes on 2 cores. Phase 1: tests/explore.rs
 # (six searches that mostly wait out hangs, their deadlines calibrated on this
 # machine's load) in the background, beside the light binaries (each under ~35 s
-# in CI, no table of agents at once). Phase 2, after both: every other
+# in CI, no table of agents at once; tests/long_faults.rs runs 8 reference
+# agents for ~80 s, but they sleep out a provider outage, 2 s between calls).
+# Phase 2, after both: every other
 # binary, alone on the machine as before. (cargo holds its build lock only
 # while it builds: two `cargo test` runs of the built targets run side by side.)
 light=(--lib --bins)
@@ -194,7 +196,7 @@ for f in tests/*.rs; do
         |store_shapes|exec_capture|provider_wires|mcp_runner|mcp_server|provider_wire\
         |shards_and_repeats|report_formats|cli_errors|history|verdicts|cleanup\
         |hostile_containment|mcp_sdk_wire|exec_mode|table_fuzz|mcp_proxy_relay\
-        |mcp_proxy|proxy_tls|fd_limit|store_written|mcp_discovery|exec_stderr)
+        |mcp_proxy|proxy_tls|fd_limit|store_written|mcp_discovery|exec_stderr|long_faults)
             light+=(--test "$n") ;;
         *) heavy+=(--test "$n") ;;
     esac

@@ -75,6 +75,7 @@ fn finds(bug: &str, seed: &str, check: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("found.yaml");
     let bug_arg = format!("--agent-arg=--bug={bug}");
+    let start = std::time::Instant::now();
     // The two searches whose confirmations wait out hangs confirm twice
     // (`--confirm 2`), the rest three times (the default, passed here too).
     let k = if SLOW.contains(&bug) { "2" } else { "3" };
@@ -129,6 +130,7 @@ fn finds(bug: &str, seed: &str, check: &str) -> String {
         "{bug}: {faults} faults:\n{stdout}"
     );
     no_survivors(&mark);
+    eprintln!("{bug}: found in {:.0} s", start.elapsed().as_secs_f64());
 
     // The emitted file is a table: the row fails the bug build on the same
     // invariant, and passes the healthy agent.
@@ -244,7 +246,14 @@ fn finds_every_bug_option_from_its_seed() {
     let searches: Vec<_> = BUGS
         .iter()
         .map(|&(bug, seed, check)| {
-            let t = std::thread::spawn(move || check_finding(bug, seed, &finds(bug, seed, check)));
+            let t = std::thread::spawn(move || {
+                let start = std::time::Instant::now();
+                check_finding(bug, seed, &finds(bug, seed, check));
+                // Which search is the test's long pole (shown with
+                // --nocapture, or beside a failure).
+                let took = start.elapsed().as_secs_f64();
+                eprintln!("{bug}: searched and checked in {took:.0} s");
+            });
             (bug, t)
         })
         .collect();

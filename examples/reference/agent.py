@@ -163,8 +163,12 @@ wrong key run: broken_args_never_ran); hot_reask_empty (an empty answer
 re-asked at once: backoff); paste_partial (a cut answer pasted
 into its continuation: partial_sent_once); see KNOWN_BUGS.
 
-A shape from the field: sleep_until_usage_reset (a usage limit waited out
-until its reset, an hour: the turn's deadline); see KNOWN_BUGS.
+Shapes from the field: sleep_until_usage_reset (a usage limit waited out
+until its reset, an hour: the turn's deadline); outage_wedges_session (an
+outage of 30 s or more, even one that clears, leaves the session unusable:
+reusability's probe); background_output_in_memory (a background job's output
+kept in memory as it streams, not in its log file: memory_growth); see
+KNOWN_BUGS.
 
 Sandbox bugs: sandbox_silent (a tool sandbox that cannot start reported as a
 bare exit code, never named); sandbox_generic_error (reported only as
@@ -299,6 +303,8 @@ KNOWN_BUGS = {
     "hot_reask_empty": "an empty answer is asked for again once, at once, with the same request: no backoff",
     # Shapes from the field (issue 44.8).
     "sleep_until_usage_reset": "a usage limit is waited out: the agent sleeps until its reset (an hour), then retries",
+    "background_output_in_memory": "a background job's output is read through a pipe and kept in memory, all of it, as it streams (not written to the job's log file)",
+    "outage_wedges_session": "provider errors that go on for 30 s or more mark the session's connection lost: the turn fails and every later turn fails at once, without calling the provider, though the outage cleared",
     "continue_after_length": "an answer cut for length is continued ('Continue.') again and again, up to 20 times, with no bound of its own",
     "answer_replayed_call": "a replayed tool call (an id already answered) is kept and answered again with an error result: two results for one id",
     "invent_call_on_empty_answer": "an answer with no text and no tool calls is taken for a lost tool call: a made-up call and its error result are added (once a turn)",
@@ -361,6 +367,7 @@ COMPACT_TOOL_CHARS = 1_000  # on a context-length error, tool results are cut to
 MAX_COMPACTIONS = 2         # compactions per model call before the overflow is surfaced
 BACKOFF_START = 0.2
 BACKOFF_CAP = 2.0
+OUTAGE_WEDGE_AFTER = 30.0   # --bug outage_wedges_session: seconds of failing calls that lose the session
 PR_SET_CHILD_SUBREAPER = 36
 INTERRUPTED_FINAL = "interrupted by user"
 RESTART_RESULT = "interrupted: the agent restarted before this call returned; not re-run"
@@ -1252,6 +1259,7 @@ class Agent:
         self.base_path = url.path or ""
         self.ctl = TurnControl()
         self.breaker_open = False
+        self.session_lost = False   # --bug outage_wedges_session
         self.spawn_lock = threading.Lock()
         self.fg_pids = set()
         self.kept_unreaped = []   # --bug zombie_children: probes never waited for
@@ -1443,6 +1451,8 @@ class Agent:
         kinds = []
         attempt = 0
         compactions = 0
+        failing_since = None   # when this call's run of failed attempts began
+        self._bug_session_lost()
         auth = {}   # a 401's re-read key (once), or the key pinned by a bug
         while True:
             if self.ctl.interrupted():
@@ -1453,6 +1463,7 @@ class Agent:
             except ProviderError as e:
                 kinds.append(e.kind)
                 log(f"model call attempt {attempt + 1} failed: {e.msg}")
+                failing_since = failing_since or time.monotonic()
                 if e.key is not None:
                     fresh = self.after_unauthorized(e, auth)
                     if fresh is not None:
@@ -1467,12 +1478,28 @@ class Agent:
                 if self._bug_retries_used(attempt) >= max_retries:
                     raise TurnFailed(f"provider error: {e.msg} after {attempt + 1} attempts",
                                      all_stale=all(k == "stale" for k in kinds))
+                self._bug_outage_wedges(failing_since)
                 delay = self.backoff(e, attempt, storm)
                 if delay and self.ctl.event.wait(delay):
                     self._bug_sticky_backoff_interrupt()
                     raise Interrupted()
                 body = self._bug_combination_retry(e, body, attempt)
                 attempt += 1
+
+    def _bug_outage_wedges(self, failing_since):
+        """--bug outage_wedges_session: once the provider has failed for
+        OUTAGE_WEDGE_AFTER seconds in a row, the session's connection is
+        taken for lost: this turn fails, and so does every later one."""
+        if self.bug("outage_wedges_session") and time.monotonic() - failing_since >= OUTAGE_WEDGE_AFTER:
+            self.session_lost = True
+            raise TurnFailed(f"provider unreachable for {fmt_num(OUTAGE_WEDGE_AFTER)}s: connection lost "
+                             "(bug outage_wedges_session)", all_stale=False)
+
+    def _bug_session_lost(self):
+        """--bug outage_wedges_session: a lost session fails every call at once."""
+        if self.session_lost:
+            raise TurnFailed("connection lost earlier in this session; start a new session "
+                             "(bug outage_wedges_session)", all_stale=False)
 
     def backoff(self, e, attempt, storm):
         """Seconds to wait before retrying after ``e``: capped exponential
@@ -2445,12 +2472,33 @@ class Agent:
     def start_background(self, command):
         os.makedirs(self.bg_dir, exist_ok=True)
         job_id = "proc_" + secrets.token_hex(6)
-        with open(os.path.join(self.bg_dir, job_id + ".log"), "wb") as logf:
-            proc, gate, start_ticks = self._spawn_gated(command, logf)
+        if self.bug("background_output_in_memory"):
+            proc, gate, start_ticks = self._spawn_buffered(command)
+        else:
+            with open(os.path.join(self.bg_dir, job_id + ".log"), "wb") as logf:
+                proc, gate, start_ticks = self._spawn_gated(command, logf)
         self._record_tool(job_id, "bg", proc, gate, start_ticks, command)
         self.bg_jobs.append(self._bg_entry(job_id, proc.pid, start_ticks))
         log(f"background job {job_id} pid {proc.pid}")
         return json.dumps({"status": "started", "pid": proc.pid, "id": job_id})
+
+    def _spawn_buffered(self, command):
+        """--bug background_output_in_memory: the job's output through a
+        pipe, every chunk kept in ``self.bg_output`` for as long as it runs."""
+        r, w = os.pipe()
+        try:
+            with os.fdopen(w, "wb", closefd=False) as out:
+                started = self._spawn_gated(command, out)
+        finally:
+            os.close(w)
+        kept = self.__dict__.setdefault("bg_output", [])
+
+        def keep():
+            with os.fdopen(r, "rb") as pipe:
+                for chunk in iter(lambda: pipe.read1(65536), b""):
+                    kept.append(chunk)
+        threading.Thread(target=keep, daemon=True).start()
+        return started
 
     # ------------------------------------------------------------ hygiene
 

@@ -1,5 +1,6 @@
 //! The seed tables built into the binary: `chaosrun` with no table runs
-//! `scenarios.yaml`, `chaosrun process_faults.yaml` (or `acp.yaml`, `value_faults.yaml`) runs that one when no such
+//! `scenarios.yaml`, `chaosrun process_faults.yaml` (or `acp.yaml`, `value_faults.yaml`,
+//! `long_faults.yaml`) runs that one when no such
 //! file is there (so does `check.yaml`, the smoke `agents check` runs), and
 //! `chaosrun tables write DIR` writes them out for editing.
 
@@ -14,6 +15,7 @@ pub const TABLES: &[(&str, &str)] = &[
     ),
     ("acp.yaml", include_str!("../../acp.yaml")),
     ("value_faults.yaml", include_str!("../../value_faults.yaml")),
+    ("long_faults.yaml", include_str!("../../long_faults.yaml")),
     ("check.yaml", CHECK),
 ];
 
@@ -82,7 +84,7 @@ pub fn select(
     })
 }
 
-/// The built-in table (`scenarios.yaml`, `process_faults.yaml`) with a row
+/// The built-in table (`scenarios.yaml`, `process_faults.yaml`, ...) with a row
 /// `id`, if one has it.
 fn holding(id: &str) -> Option<&'static str> {
     TABLES
@@ -121,6 +123,21 @@ pub fn write(dir: &Path) -> Result<Vec<PathBuf>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_long_fault_table_is_built_in_and_named_for_its_rows() {
+        assert_eq!(
+            builtin("long_faults").map(|t| t.0),
+            Some("long_faults.yaml")
+        );
+        let table =
+            crate::scenarios::load_str(builtin("long_faults").unwrap().1, "long_faults.yaml");
+        assert!(table.is_ok(), "{:?}", table.err());
+        assert_eq!(
+            holding("provider_outage_minute_clears"),
+            Some("long_faults.yaml")
+        );
+    }
 
     #[test]
     fn bare_names_and_paths() {

@@ -1,0 +1,115 @@
+//! The long-fault table (long_faults.yaml, issues 44.8 and 44.1): faults
+//! that take minutes. On every wire the reference agent passes both rows:
+//! `provider_outage_minute_clears` (every call a 503 for the turn's first
+//! 75 s, then healthy), where it backs off (capped at 2 s) through the whole
+//! outage, so its calls span it and its turn ends on the answer served once
+//! it cleared; and `background_output_while_waiting` (a background job
+//! streams 180 MB while the agent waits), whose output it leaves in the job's
+//! log file. With its two bugs on, each row fails on its one check alone:
+//! `outage_wedges_session` (30 s of failed calls lose the session: that turn
+//! fails and every later one at once, without a call) on `probe_answered`,
+//! `background_output_in_memory` (the job's output kept in memory as it
+//! streams) on `memory_growth`. The eight runs go at once: each mostly waits
+//! out the outage or the job.
+
+mod common;
+
+use common::*;
+use std::time::Duration;
+
+const OUTAGE: &str = "provider_outage_minute_clears";
+const BACKGROUND: &str = "background_output_while_waiting";
+
+/// Each bug and the row and check that catch it.
+const BUGS: &[(&str, &str, &str)] = &[
+    ("outage_wedges_session", OUTAGE, "probe_answered"),
+    ("background_output_in_memory", BACKGROUND, "memory_growth"),
+];
+
+/// Every wire the provider and the reference agent speak.
+const WIRES: &[&str] = &["openai-chat", "openai-responses", "anthropic", "gemini"];
+
+/// The table on `wire` with `extra` arguments under a fresh mark: the
+/// report, stdout and the exit code; nothing left running.
+fn run(wire: &str, extra: &[String]) -> (serde_json::Value, String, Option<i32>) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mark = new_mark("long");
+    let mut args = vec![
+        "long_faults.yaml",
+        "--wire",
+        wire,
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend(extra.iter().map(String::as_str));
+    let out = chaosrun(&mark, &args);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let left = wait_unmarked(&mark, Duration::from_secs(5));
+    kill_marked(&mark);
+    assert!(left.is_empty(), "{wire}: left behind: {left:?}");
+    (read_json(&json), stdout, out.status.code())
+}
+
+/// What is wrong with a healthy run on `wire` (nothing: empty).
+fn healthy(wire: &str, report: &serde_json::Value, stdout: &str, code: Option<i32>) -> Vec<String> {
+    if code != Some(0) || !stdout.contains("2 passed, 0 failed") {
+        return vec![format!("{wire}: exit {code:?}\n{stdout}")];
+    }
+    let mut problems = Vec::new();
+    // Made, not `not checked`: in a healthy run every check of both rows
+    // is judged.
+    let skipped = skipped_checks(report, &[]);
+    if !skipped.is_empty() {
+        problems.push(format!("{wire}: skipped {skipped:#?}"));
+    }
+    // Backing off at most 2 s, it kept calling through the 75 s: some 40
+    // main calls (0.2, 0.4, 0.8, 1.6 s, then 2 s apart), the last answered,
+    // well under its 61 attempts.
+    let row = scenario(report, OUTAGE);
+    let calls = row["calls"]["main"].as_u64().unwrap_or(0);
+    let seconds = row["seconds"].as_f64().unwrap_or(0.0);
+    if !(30..=62).contains(&calls) || seconds < 75.0 {
+        problems.push(format!(
+            "{wire}: {calls} main calls in {seconds:.1} s: the outage was not ridden out"
+        ));
+    }
+    problems
+}
+
+#[test]
+fn the_long_rows_pass_and_each_bug_fails_its_one_check_on_every_wire() {
+    let bugs: Vec<String> = BUGS
+        .iter()
+        .map(|(bug, _, _)| format!("--agent-arg=--bug={bug}"))
+        .collect();
+    let runs: Vec<_> = WIRES
+        .iter()
+        .flat_map(|w| [(*w, false), (*w, true)])
+        .map(|(w, with_bugs)| {
+            let extra = if with_bugs { bugs.clone() } else { vec![] };
+            std::thread::spawn(move || (w, with_bugs, run(w, &extra)))
+        })
+        .collect();
+    let mut problems = Vec::new();
+    for h in runs {
+        let (wire, with_bugs, (report, stdout, code)) = h.join().unwrap();
+        if !with_bugs {
+            problems.extend(healthy(wire, &report, &stdout, code));
+            continue;
+        }
+        if code != Some(1) {
+            problems.push(format!("bugs, {wire}: exit {code:?}\n{stdout}"));
+        }
+        for (bug, row, check) in BUGS {
+            let failed = failed_checks(&report, row);
+            if failed != [*check] {
+                problems.push(format!(
+                    "{bug}, {wire}, {row}: failed {failed:?}, expected only {check}: {:?}",
+                    violations(&report, row)
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n\n"));
+}
