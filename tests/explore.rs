@@ -31,14 +31,18 @@ const BUGS: [(&str, &str, &str); 6] = [
         "1",
         "bounded provider calls / call_bound",
     ),
+    // Trial 0 of seed 1783 is the finding's least schedule (`[tool,
+    // answer]`, a hang from step 1 on that never clears): little to shrink.
     (
         "fallback_no_timeout",
-        "57",
+        "1783",
         "bounded termination / faulted_turn_ends",
     ),
+    // Trial 0 of seed 51 is the finding (docs/explore.md): the known
+    // search after it then runs one trial, not a second long search.
     (
         "shared_retry_budget",
-        "25",
+        "51",
         "bounded termination / gave_up_with_retries_left",
     ),
 ];
@@ -76,9 +80,17 @@ fn finds(bug: &str, seed: &str, check: &str) -> String {
     let out = dir.path().join("found.yaml");
     let bug_arg = format!("--agent-arg=--bug={bug}");
     let start = std::time::Instant::now();
-    // The two searches whose confirmations wait out hangs confirm twice
-    // (`--confirm 2`), the rest three times (the default, passed here too).
-    let k = if SLOW.contains(&bug) { "2" } else { "3" };
+    // The two searches whose confirmations wait out hangs confirm less:
+    // `fallback_no_timeout`, whose every confirming, shrinking and
+    // verifying run waits out a calibrated hang (the test's long pole),
+    // once (its emitted row is then run again below, with the bug and
+    // without), `nested_retry_after_tool` twice; the rest three times (the
+    // default, passed here too).
+    let k = match bug {
+        "fallback_no_timeout" => "1",
+        b if SLOW.contains(&b) => "2",
+        _ => "3",
+    };
     let run = chaosrun(
         &mark,
         &[
@@ -175,7 +187,7 @@ fn check_finding(bug: &str, seed: &str, out: &str) {
             assert!(out.contains("violation: gave up with "), "{out}");
             // The per-turn budget is spent by an episode that lasts then
             // clears, or by api_max_retries + 1 faults spread over steps
-            // (what seed 31 drew once explore served value faults too).
+            // (what seeds 31 and 51 draw once explore served value faults too).
             assert!(
                 out.contains("then clears") || shrunk_faults(out) == 3,
                 "{out}"
