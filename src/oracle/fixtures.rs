@@ -23,6 +23,17 @@ pub fn scenario(extra: &str) -> Scenario {
         .remove(0)
 }
 
+/// One scenario whose every faulted-turn call gets `reply` (a YAML reply,
+/// `{kind: text, text: ''}`) and that expects the turn to end.
+pub fn row(reply: &str) -> Scenario {
+    let yaml =
+        format!("scenarios:\n  - id: s\n    expect: ended\n    responder: [{{reply: {reply}}}]\n");
+    crate::scenarios::load_str(&yaml, "fixture.yaml")
+        .unwrap()
+        .scenarios
+        .remove(0)
+}
+
 /// A sample of two processes holding `mb` MB of resident memory at `at` s.
 pub fn sample(at: f64, mb: u64) -> ProcSample {
     ProcSample {

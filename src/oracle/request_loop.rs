@@ -139,7 +139,7 @@ fn judged(s: &Scenario, renders_retries: bool, obs: &Observation) -> Check {
 mod tests {
     use super::*;
     use crate::message::ToolCall;
-    use crate::oracle::fixtures::{end, healthy, msg, request};
+    use crate::oracle::fixtures::{end, healthy, msg, request, row};
     use crate::provider::CallKind;
 
     fn send(seq: u64, messages: Vec<Message>) -> RequestRecord {
@@ -151,16 +151,6 @@ mod tests {
     }
 
     /// A row whose every call gets `reply`.
-    fn row(reply: &str) -> Scenario {
-        let yaml = format!(
-            "scenarios:\n  - id: s\n    expect: ended\n    responder: [{{reply: {reply}}}]\n"
-        );
-        crate::scenarios::load_str(&yaml, "fixture.yaml")
-            .unwrap()
-            .scenarios
-            .remove(0)
-    }
-
     fn observed(requests: Vec<RequestRecord>) -> (Scenario, Observation) {
         let s = row("{kind: text, text: ''}");
         let mut o = healthy(&s, end(0, true, false, "done"));

@@ -132,19 +132,9 @@ fn issued_only(obs: &Observation) -> Check {
 mod tests {
     use super::*;
     use crate::message::{Message, ToolCall};
-    use crate::oracle::fixtures::{end, healthy, msg, request};
+    use crate::oracle::fixtures::{end, healthy, msg, request, row};
     use crate::provider::recording::IssuedToolCall;
     use crate::provider::CallKind;
-
-    fn row(reply: &str) -> Scenario {
-        let yaml = format!(
-            "scenarios:\n  - id: s\n    expect: ended\n    responder: [{{reply: {reply}}}]\n"
-        );
-        crate::scenarios::load_str(&yaml, "fixture.yaml")
-            .unwrap()
-            .scenarios
-            .remove(0)
-    }
 
     fn call(id: &str) -> Message {
         let mut m = msg("assistant", "");

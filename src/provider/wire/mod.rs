@@ -123,22 +123,19 @@ impl Wire {
     /// `e` with its class's status, message and code as this wire documents
     /// them (a plain error is returned as it is).
     pub(crate) fn shape_error(self, e: &ErrorInfo) -> ErrorInfo {
-        let (status, message, code) = match e.class {
+        let f = self.format();
+        let ((status, message, code), retry_after) = match e.class {
             ErrorClass::Plain => return e.clone(),
-            ErrorClass::Quota => self.format().quota_error(),
-            ErrorClass::Auth => self.format().auth_error(),
+            ErrorClass::Quota => (f.quota_error(), e.retry_after),
+            ErrorClass::Auth => (f.auth_error(), e.retry_after),
             ErrorClass::ContextLength { tokens, max_tokens } => {
-                self.format().context_error(tokens, max_tokens)
+                (f.context_error(tokens, max_tokens), e.retry_after)
             }
-            ErrorClass::UsageLimit { resets_in_seconds } => {
-                self.format().usage_limit_error(resets_in_seconds)
-            }
-        };
-        let retry_after = match e.class {
-            ErrorClass::UsageLimit { resets_in_seconds } => {
-                self.format().usage_limit_retry_after(resets_in_seconds)
-            }
-            _ => e.retry_after,
+            // The reset is the wire's to say: a retry-after, or only the body.
+            ErrorClass::UsageLimit { resets_in_seconds } => (
+                f.usage_limit_error(resets_in_seconds),
+                f.usage_limit_retry_after(resets_in_seconds),
+            ),
         };
         ErrorInfo {
             status,
