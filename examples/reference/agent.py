@@ -553,15 +553,21 @@ def wire_headers(wire, api_key):
     return h
 
 
-def error_detail(body):
-    """(message, retry-after seconds from the body, final) of an error body, any
-    wire. ``final`` marks a quota that is used up (OpenAI ``insufficient_quota``,
-    a Gemini ``QuotaFailure`` on a per-day quota): retrying cannot help."""
+def error_object(body):
+    """The ``error`` object of an error body, any wire (None: no such object)."""
     try:
         err = json.loads(body).get("error")
     except Exception:
-        return None, None, False
-    if not isinstance(err, dict):
+        return None
+    return err if isinstance(err, dict) else None
+
+
+def error_detail(err):
+    """(message, retry-after seconds from the body, final) of an error object
+    (``error_object``). ``final`` marks a quota that is used up (OpenAI
+    ``insufficient_quota``, a Gemini ``QuotaFailure`` on a per-day quota):
+    retrying cannot help."""
+    if err is None:
         return None, None, False
     retry = None
     final = "insufficient_quota" in (err.get("code"), err.get("type"))
@@ -581,16 +587,12 @@ def error_detail(body):
     return err.get("message"), retry, final
 
 
-def usage_reset(status, body, retry_after):
-    """Seconds until a reached usage limit resets, or None when the error is
-    no usage limit: the ChatGPT backend's ``usage_limit_reached`` (its
-    ``resets_in_seconds``), or a 429 whose message says "usage limit" (its
-    retry-after)."""
-    try:
-        err = json.loads(body).get("error")
-    except Exception:
-        return None
-    if not isinstance(err, dict):
+def usage_reset(status, err, retry_after):
+    """Seconds until a reached usage limit resets, or None when the error
+    object (``error_object``) is no usage limit: the ChatGPT backend's
+    ``usage_limit_reached`` (its ``resets_in_seconds``), or a 429 whose
+    message says "usage limit" (its retry-after)."""
+    if err is None:
         return None
     if err.get("type") == "usage_limit_reached":
         secs = err.get("resets_in_seconds")
@@ -1808,7 +1810,8 @@ class Agent:
             except Exception:
                 detail = ""
             msg = f"HTTP {status}"
-            message, body_retry, final = error_detail(detail)
+            err_obj = error_object(detail)
+            message, body_retry, final = error_detail(err_obj)
             if message:
                 msg += f": {message}"
             elif detail.strip():
@@ -1819,7 +1822,7 @@ class Agent:
             if final:
                 transient = False
                 msg += " (quota used up)"
-            reset = usage_reset(status, detail, retry_after)
+            reset = usage_reset(status, err_obj, retry_after)
             if reset is not None:
                 # Final until it resets: surfaced now, saying when.
                 transient = self.bug("sleep_until_usage_reset")
