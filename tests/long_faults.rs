@@ -4,7 +4,7 @@
 //! 75 s, then healthy), where it backs off (capped at 2 s) through the whole
 //! outage, so its calls span it and its turn ends on the answer served once
 //! it cleared; and `background_output_while_waiting` (a background job
-//! streams 180 MB while the agent waits), whose output it leaves in the job's
+//! streams 360 MB while the agent waits), whose output it leaves in the job's
 //! log file. With its two bugs on, each row fails on its one check alone:
 //! `outage_wedges_session` (30 s of failed calls lose the session: that turn
 //! fails and every later one at once, without a call) on `probe_answered`,
