@@ -180,10 +180,11 @@ phase "tests"
 #
 # Two phases, so the run fits 30 minutes on 2 cores. Phase 1: tests/explore.rs
 # (six searches that mostly wait out hangs, their deadlines calibrated on this
-# machine's load) in the background, beside the light binaries (each under ~35 s
-# in CI, no table of agents at once; tests/long_faults.rs runs 8 reference
-# agents for ~80 s, but they sleep out a provider outage, 2 s between calls).
-# Phase 2, after both: every other
+# machine's load) and tests/long_faults.rs (eight reference agents for ~100 s
+# that mostly sleep: out a provider outage, 2 s between calls, or in a tool
+# while a background job prints) each in the background, beside the light
+# binaries (each under ~35 s in CI, no table of agents at once). Phase 2, after
+# all three: every other
 # binary, alone on the machine as before. (cargo holds its build lock only
 # while it builds: two `cargo test` runs of the built targets run side by side.)
 light=(--lib --bins)
@@ -191,12 +192,12 @@ heavy=()
 for f in tests/*.rs; do
     n=$(basename "$f" .rs)
     case "$n" in
-        explore) ;;
+        explore|long_faults) ;;
         matrix|layers|mcp_cli_errors|docs|redaction|catalog|netns|safe_io|structure|judge\
         |store_shapes|exec_capture|provider_wires|mcp_runner|mcp_server|provider_wire\
         |shards_and_repeats|report_formats|cli_errors|history|verdicts|cleanup\
         |hostile_containment|mcp_sdk_wire|exec_mode|table_fuzz|mcp_proxy_relay\
-        |mcp_proxy|proxy_tls|fd_limit|store_written|mcp_discovery|exec_stderr|long_faults)
+        |mcp_proxy|proxy_tls|fd_limit|store_written|mcp_discovery|exec_stderr)
             light+=(--test "$n") ;;
         *) heavy+=(--test "$n") ;;
     esac
@@ -205,8 +206,14 @@ failed=()
 explore_log="$logs/explore-tests.log"
 cargo test --no-fail-fast --test explore -- --include-ignored "${skip_args[@]}" >"$explore_log" 2>&1 &
 explore_pid=$!
+long_log="$logs/long-faults-tests.log"
+cargo test --no-fail-fast --test long_faults -- --include-ignored "${skip_args[@]}" >"$long_log" 2>&1 &
+long_pid=$!
 cargo test --no-fail-fast "${light[@]}" -- --include-ignored "${skip_args[@]}" || failed+=("phase 1 (light binaries)")
-phase "phase 1's light binaries done; waiting for tests/explore.rs"
+phase "phase 1's light binaries done; waiting for tests/long_faults.rs and tests/explore.rs"
+wait "$long_pid" || failed+=("tests/long_faults.rs")
+phase "tests/long_faults.rs done (it ran in the background; its output follows)"
+cat "$long_log"
 wait "$explore_pid" || failed+=("tests/explore.rs")
 phase "tests/explore.rs done (it ran in the background; its output follows)"
 cat "$explore_log"
