@@ -64,12 +64,13 @@ fn healthy(wire: &str, report: &serde_json::Value, stdout: &str, code: Option<i3
         problems.push(format!("{wire}: skipped {skipped:#?}"));
     }
     // Backing off at most 2 s, it kept calling through the 75 s: some 40
-    // main calls (0.2, 0.4, 0.8, 1.6 s, then 2 s apart), the last answered,
+    // main calls on an idle machine (0.2, 0.4, 0.8, 1.6 s, then 2 s apart,
+    // fewer when each call takes longer under load), the last answered,
     // well under its 61 attempts.
     let row = scenario(report, OUTAGE);
     let calls = row["calls"]["main"].as_u64().unwrap_or(0);
     let seconds = row["seconds"].as_f64().unwrap_or(0.0);
-    if !(30..=62).contains(&calls) || seconds < 75.0 {
+    if !(20..=61).contains(&calls) || seconds < 75.0 {
         problems.push(format!(
             "{wire}: {calls} main calls in {seconds:.1} s: the outage was not ridden out"
         ));
