@@ -157,18 +157,33 @@ fn a_slow_setup_does_not_move_request_times() {
 }
 
 /// Busy loops that load the machine while they live: each a child of this
-/// test, killed (by its own pid) and reaped when dropped.
+/// test, killed (by its own pid) and reaped when dropped, and killed by the
+/// kernel if the test dies first (`PR_SET_PDEATHSIG`: a test binary killed
+/// mid-run, as by a CI run stopped by hand, once left eight loops spinning
+/// for the next run on the machine).
 struct BusyLoops(Vec<std::process::Child>);
 
 impl BusyLoops {
     fn start(n: usize) -> BusyLoops {
+        use std::os::unix::process::CommandExt;
+        let parent = std::process::id() as libc::pid_t;
         BusyLoops(
             (0..n)
                 .map(|_| {
-                    std::process::Command::new("sh")
-                        .args(["-c", "while :; do :; done"])
-                        .spawn()
-                        .expect("sh starts")
+                    let mut cmd = std::process::Command::new("sh");
+                    cmd.args(["-c", "while :; do :; done"]);
+                    // SAFETY: between fork and exec only async-signal-safe
+                    // calls (prctl, getppid, _exit).
+                    unsafe {
+                        cmd.pre_exec(move || {
+                            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                            if libc::getppid() != parent {
+                                libc::_exit(0);
+                            }
+                            Ok(())
+                        });
+                    }
+                    cmd.spawn().expect("sh starts")
                 })
                 .collect(),
         )
