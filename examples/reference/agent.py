@@ -1235,6 +1235,7 @@ class Agent:
     orphans = ()             # subagent threads left running (bug orphan_subagent)
     sandbox = False          # config "sandbox": shell commands run under SANDBOX
     last_mcp_error = False
+    session_lost = False     # --bug outage_wedges_session: the session taken for lost
 
     def __init__(self, cfg, spec, bugs, home, wire=None):
         self.bugs = bugs
@@ -1261,7 +1262,6 @@ class Agent:
         self.base_path = url.path or ""
         self.ctl = TurnControl()
         self.breaker_open = False
-        self.session_lost = False   # --bug outage_wedges_session
         self.spawn_lock = threading.Lock()
         self.fg_pids = set()
         self.kept_unreaped = []   # --bug zombie_children: probes never waited for
