@@ -15,7 +15,6 @@
 mod common;
 
 use common::*;
-use std::time::Duration;
 
 const OUTAGE: &str = "provider_outage_minute_clears";
 const BACKGROUND: &str = "background_output_while_waiting";
@@ -32,23 +31,9 @@ const WIRES: &[&str] = &["openai-chat", "openai-responses", "anthropic", "gemini
 /// The table on `wire` with `extra` arguments under a fresh mark: the
 /// report, stdout and the exit code; nothing left running.
 fn run(wire: &str, extra: &[String]) -> (serde_json::Value, String, Option<i32>) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let mark = new_mark("long");
-    let mut args = vec![
-        "long_faults.yaml",
-        "--wire",
-        wire,
-        "--json",
-        json.to_str().unwrap(),
-    ];
+    let mut args = vec!["long_faults.yaml"];
     args.extend(extra.iter().map(String::as_str));
-    let out = chaosrun(&mark, &args);
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let left = wait_unmarked(&mark, Duration::from_secs(5));
-    kill_marked(&mark);
-    assert!(left.is_empty(), "{wire}: left behind: {left:?}");
-    (read_json(&json), stdout, out.status.code())
+    run_report("long", wire, &args)
 }
 
 /// What is wrong with a healthy run on `wire` (nothing: empty).

@@ -8,7 +8,6 @@
 mod common;
 
 use common::*;
-use std::time::Duration;
 
 const ROWS: &str = "store_damage_truncate_last,store_damage_nul_tail,store_damage_fuse_records,store_damage_concurrent_append";
 
@@ -32,9 +31,6 @@ const BUGS: &[(&str, &[&str])] = &[
 /// Run `only` on `wire` with `extra` arguments under a fresh mark; the
 /// report, stdout and whatever was left running.
 fn run(only: &str, wire: &str, extra: &[&str]) -> (serde_json::Value, String, Option<i32>) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let mark = new_mark("dmg");
     let profile = repo().join("examples/reference/agent-jsonl.yaml");
     let mut args = vec![
         "process_faults.yaml",
@@ -42,18 +38,9 @@ fn run(only: &str, wire: &str, extra: &[&str]) -> (serde_json::Value, String, Op
         only,
         "--agent",
         profile.to_str().unwrap(),
-        "--wire",
-        wire,
-        "--json",
-        json.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let out = chaosrun(&mark, &args);
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let left = wait_unmarked(&mark, Duration::from_secs(5));
-    kill_marked(&mark);
-    assert!(left.is_empty(), "{wire}: left behind: {left:?}");
-    (read_json(&json), stdout, out.status.code())
+    run_report("dmg", wire, &args)
 }
 
 /// The check's status on row `id`.

@@ -20,7 +20,6 @@
 mod common;
 
 use common::*;
-use std::time::Duration;
 
 const ROWS: &[&str] = &[
     "value_empty_answer",
@@ -109,26 +108,10 @@ const BUGS: &[(&str, &[&str], &str)] = &[
 /// The table's `rows` on `wire` with `extra` arguments under a fresh mark:
 /// the report, stdout and the exit code; nothing left running.
 fn run(rows: &[&str], wire: &str, extra: &[&str]) -> (serde_json::Value, String, Option<i32>) {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let mark = new_mark("value");
     let only = rows.join(",");
-    let mut args = vec![
-        "value_faults.yaml",
-        "--only",
-        &only,
-        "--wire",
-        wire,
-        "--json",
-        json.to_str().unwrap(),
-    ];
+    let mut args = vec!["value_faults.yaml", "--only", &only];
     args.extend_from_slice(extra);
-    let out = chaosrun(&mark, &args);
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let left = wait_unmarked(&mark, Duration::from_secs(5));
-    kill_marked(&mark);
-    assert!(left.is_empty(), "{wire}: left behind: {left:?}");
-    (read_json(&json), stdout, out.status.code())
+    run_report("value", wire, &args)
 }
 
 /// The status of check `name` on row `id`.

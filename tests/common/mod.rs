@@ -118,6 +118,27 @@ pub fn kill_marked(mark: &str) {
     }
 }
 
+/// One chaosrun run of `args` on `wire` under a fresh mark named `name`,
+/// with a `--json` report in a temp folder: the report, stdout and the exit
+/// code; asserts nothing of the run was left running (5 s grace).
+pub fn run_report(
+    name: &str,
+    wire: &str,
+    args: &[&str],
+) -> (serde_json::Value, String, Option<i32>) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mark = new_mark(name);
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--wire", wire, "--json", json.to_str().unwrap()]);
+    let out = chaosrun(&mark, &all);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let left = wait_unmarked(&mark, Duration::from_secs(5));
+    kill_marked(&mark);
+    assert!(left.is_empty(), "{wire}: left behind: {left:?}");
+    (read_json(&json), stdout, out.status.code())
+}
+
 /// Parse a `--json` report.
 pub fn read_json(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path).expect("the JSON report exists");
