@@ -206,7 +206,7 @@ for f in tests/*.rs; do
         |store_shapes|exec_capture|provider_wires|mcp_runner|mcp_server|provider_wire\
         |shards_and_repeats|report_formats|cli_errors|history|verdicts|cleanup\
         |hostile_containment|mcp_sdk_wire|exec_mode|table_fuzz|mcp_proxy_relay\
-        |mcp_proxy|proxy_tls|fd_limit|store_written|mcp_discovery|exec_stderr)
+        |mcp_proxy|proxy_tls|fd_limit|store_written|mcp_discovery|exec_stderr|disk)
             light+=(--test "$n") ;;
         *) heavy+=(--test "$n") ;;
     esac

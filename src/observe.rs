@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 use crate::proc_hygiene::ProcInfo;
 use crate::provider::Recording;
 pub use crate::store::{is_placeholder_id, StoreObservation, TranscriptRead};
+pub use disk::{DiskSample, DiskUse, DISK_LARGEST_KEEP};
 pub use turn::{ClockStart, TurnModel};
 
+mod disk;
 mod turn;
 
 /// What every chaos turn's user message starts with, before its number.
@@ -551,6 +553,10 @@ pub struct Observation {
     /// [`Observation::turn_model`] (an older observation has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_model: Option<TurnModel>,
+    /// What a row that bounds the disk (`disk_mb`) saw of the bytes the
+    /// agent's run added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<DiskUse>,
 }
 
 /// One file a row's `write_file` call names, read back from the work dir

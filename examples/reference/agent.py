@@ -167,8 +167,9 @@ Shapes from the field: sleep_until_usage_reset (a usage limit waited out
 until its reset, an hour: the turn's deadline); outage_wedges_session (an
 outage of 30 s or more, even one that clears, leaves the session unusable:
 reusability's probe); background_output_in_memory (a background job's output
-kept in memory as it streams, not in its log file: memory_growth); see
-KNOWN_BUGS.
+kept in memory as it streams, not in its log file: memory_growth);
+background_output_twice (a background job's output written twice, to its
+log and to a log of every job's output: disk_written); see KNOWN_BUGS.
 
 Sandbox bugs: sandbox_silent (a tool sandbox that cannot start reported as a
 bare exit code, never named); sandbox_generic_error (reported only as
@@ -304,6 +305,7 @@ KNOWN_BUGS = {
     # Shapes from the field (issue 44.8).
     "sleep_until_usage_reset": "a usage limit is waited out: the agent sleeps until its reset (an hour), then retries",
     "background_output_in_memory": "a background job's output is read through a pipe and kept in memory, all of it, as it streams (not written to the job's log file)",
+    "background_output_twice": "a background job's output is written twice: to the job's own log and, as it streams, to a log of every job's output (~/.refagent/bg/all-jobs.log)",
     "outage_wedges_session": "provider errors that go on for 30 s or more mark the session's connection lost: the turn fails and every later turn fails at once, without calling the provider, though the outage cleared",
     "continue_after_length": "an answer cut for length is continued ('Continue.') again and again, up to 20 times, with no bound of its own",
     "answer_replayed_call": "a replayed tool call (an id already answered) is kept and answered again with an error result: two results for one id",
@@ -2477,6 +2479,8 @@ class Agent:
         job_id = "proc_" + secrets.token_hex(6)
         if self.bug("background_output_in_memory"):
             proc, gate, start_ticks = self._spawn_buffered(command)
+        elif self.bug("background_output_twice"):
+            proc, gate, start_ticks = self._spawn_teed(command, job_id)
         else:
             with open(os.path.join(self.bg_dir, job_id + ".log"), "wb") as logf:
                 proc, gate, start_ticks = self._spawn_gated(command, logf)
@@ -2501,6 +2505,25 @@ class Agent:
                 for chunk in iter(lambda: pipe.read1(65536), b""):
                     kept.append(chunk)
         threading.Thread(target=keep, daemon=True).start()
+        return started
+
+    def _spawn_teed(self, command, job_id):
+        """--bug background_output_twice: the job's output through a pipe,
+        every chunk written to the job's log and to the log of every job."""
+        r, w = os.pipe()
+        try:
+            with os.fdopen(w, "wb", closefd=False) as out:
+                started = self._spawn_gated(command, out)
+        finally:
+            os.close(w)
+        logs = [os.path.join(self.bg_dir, job_id + ".log"), os.path.join(self.bg_dir, "all-jobs.log")]
+
+        def tee():
+            with os.fdopen(r, "rb") as pipe, open(logs[0], "ab") as one, open(logs[1], "ab") as every:
+                for chunk in iter(lambda: pipe.read1(65536), b""):
+                    one.write(chunk)
+                    every.write(chunk)
+        threading.Thread(target=tee, daemon=True).start()
         return started
 
     # ------------------------------------------------------------ hygiene

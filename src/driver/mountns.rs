@@ -34,10 +34,13 @@ pub const PRIVATE: &[&str] = &["/tmp", "/var/tmp", "/run", "/dev/shm"];
 /// memory cgroup, so this is a ceiling, not a reservation).
 const TMPFS_OPTIONS: &str = "mode=1777,size=1g";
 
-/// A mount namespace held open by an fd.
+/// A mount namespace held open by an fd, with an open fd of each fresh
+/// private place in it (the disk watch reads what the agent left there
+/// through `/proc/self/fd/N`: chaosrun's own mount namespace cannot see it).
 #[derive(Debug)]
 pub struct MntNs {
     fd: OwnedFd,
+    private: Vec<(PathBuf, OwnedFd)>,
 }
 
 /// Whether a scenario's agent has private mounts, and why not.
@@ -95,6 +98,21 @@ impl MntNs {
     pub fn fd(&self) -> BorrowedFd<'_> {
         use std::os::fd::AsFd;
         self.fd.as_fd()
+    }
+
+    /// Each private place the agent got fresh (`/tmp`, …), with a path that
+    /// reaches its root from chaosrun's own namespace (`/proc/self/fd/N`:
+    /// valid while this namespace is held).
+    pub fn private_places(&self) -> Vec<(PathBuf, PathBuf)> {
+        self.private
+            .iter()
+            .map(|(p, fd)| {
+                (
+                    p.clone(),
+                    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
+                )
+            })
+            .collect()
     }
 
     /// Make the scenario's namespace (None where it cannot be made, and why).
@@ -274,12 +292,24 @@ fn make(reach: &Reach) -> Result<MntNs, String> {
     // The sources are opened here, in the new namespace before anything is
     // hidden: a bind's source must be a mount of the namespace it goes to.
     let masks = masks(reach);
+    let mut private = Vec::new();
     for m in &masks {
         apply(m)?;
+        if PRIVATE.iter().any(|p| Path::new(p) == m.dir) {
+            let root = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+                .open(&m.dir)
+                .map_err(|e| format!("open {}: {e}", m.dir.display()))?;
+            private.push((m.dir.clone(), root.into()));
+        }
     }
     let fd =
         std::fs::File::open("/proc/thread-self/ns/mnt").map_err(|e| format!("open ns/mnt: {e}"))?;
-    Ok(MntNs { fd: fd.into() })
+    Ok(MntNs {
+        fd: fd.into(),
+        private,
+    })
 }
 
 #[cfg(test)]

@@ -241,6 +241,7 @@ mod tests {
             "exercised",
             "memory",
             "agent_sandbox",
+            "disk",
         ];
         for (d, ups) in UPSTREAM {
             assert!(!reaches(d, d, UPSTREAM.len() + 1), "{d} depends on itself");
@@ -265,6 +266,7 @@ mod tests {
             Invariant::Exercised,
             Invariant::Memory,
             Invariant::AgentSandbox,
+            Invariant::Disk,
         ] {
             assert_eq!(serde_json::to_value(inv).unwrap(), inv.key());
         }

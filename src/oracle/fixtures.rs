@@ -185,6 +185,7 @@ pub fn healthy(s: &Scenario, turn0: TurnEnd) -> Observation {
         proc_samples: vec![],
         memory_peak: None,
         turn_model: None,
+        disk: None,
         store_at_kill: None,
         store_at_arm: None,
         store_damage: None,

@@ -19,6 +19,7 @@ mod client_served;
 mod credential;
 pub mod depends;
 mod discovery;
+mod disk;
 mod exercised;
 pub mod files_written;
 mod giveup;
@@ -75,6 +76,8 @@ pub enum Invariant {
     /// The agent's own sandbox, nested in the scenario's: its tool ran or
     /// its failure was named.
     AgentSandbox,
+    /// The bytes the agent's run added to its disk within the row's bound.
+    Disk,
 }
 
 impl Invariant {
@@ -90,6 +93,7 @@ impl Invariant {
             Invariant::Exercised => "fault exercised",
             Invariant::Memory => "bounded memory",
             Invariant::AgentSandbox => "agent sandbox",
+            Invariant::Disk => "bounded disk",
         }
     }
 
@@ -106,6 +110,7 @@ impl Invariant {
             Invariant::Exercised => "exercised",
             Invariant::Memory => "memory",
             Invariant::AgentSandbox => "agent_sandbox",
+            Invariant::Disk => "disk",
         }
     }
 }
@@ -245,6 +250,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.push(memory_growth::one_cause(bounded, growth.as_ref(), s, obs));
     out.extend(growth);
     out.extend(memory_per_turn::check(s, obs));
+    out.extend(disk::check(s, obs));
     depends::attribute(out)
 }
 

@@ -7,6 +7,7 @@
 
 pub mod artifacts;
 mod collect;
+mod disk;
 mod drive;
 pub(crate) use drive::bound::chaos_run as chaos_bound;
 pub mod events;

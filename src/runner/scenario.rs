@@ -64,6 +64,12 @@ pub async fn observe(
         .started()
         .saturating_duration_since(start.into_std())
         .as_secs_f64();
+    // A row that bounds the disk: its places walked from before the agent
+    // starts to after it was reaped.
+    let disk = match scenario.disk_mb {
+        Some(_) => Some(super::disk::DiskWatch::start(&session.prepared, start).await),
+        None => None,
+    };
     let launch = Launch {
         prepared: &session.prepared,
         env: &session.env,
@@ -85,5 +91,8 @@ pub async fn observe(
     let collected = collect(shared, scenario, &plan, session, &driven, sampler, on_phase).await;
     let mut obs = Observation::assemble(plan, provider_offset, driven, collected, start);
     obs.turn_model = Some(model);
+    if let Some(watch) = disk {
+        obs.disk = Some(watch.finish().await);
+    }
     obs
 }

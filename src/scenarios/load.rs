@@ -138,6 +138,7 @@ fn check_counts(
     }
     check_growth(s)?;
     check_per_turn(s)?;
+    check_disk(s)?;
     let trigger = s
         .interrupt
         .as_ref()
@@ -249,6 +250,7 @@ fn resolve(
         memory_mb: s.memory_mb.unwrap_or(defaults.memory_mb),
         memory_growth_mb: s.memory_growth_mb,
         memory_per_turn_mb: s.memory_per_turn_mb,
+        disk_mb: s.disk_mb,
         credential: s.credential.clone(),
         agent_sandbox: s.agent_sandbox.clone(),
         client: s.client.clone(),
@@ -279,6 +281,17 @@ fn check_growth(s: &super::schema::ScenarioDoc) -> Result<(), String> {
         return Err("`memory_growth_mb` judges one faulted turn's growth: it cannot be combined with an `oom` process fault or a `chaos` run".into());
     }
     Ok(())
+}
+
+/// `disk_mb` is from 1 to 1 TB (in MB).
+fn check_disk(s: &super::schema::ScenarioDoc) -> Result<(), String> {
+    match s.disk_mb {
+        Some(mb) if !(1..=super::schema::MAX_MEMORY_MB).contains(&mb) => Err(format!(
+            "`disk_mb` is {mb}; it is from 1 to {} (1 TB)",
+            super::schema::MAX_MEMORY_MB
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The most MB per turn a row may allow (`memory_per_turn_mb`).
@@ -532,6 +545,13 @@ mod tests {
         assert_eq!(
             load_str(&row, "t.yaml").unwrap().scenarios[0].memory_growth_mb,
             Some(80)
+        );
+        let e = load_str(&with("disk_mb: 0"), "t.yaml").unwrap_err();
+        assert!(e.message.contains("`disk_mb` is 0; it is from 1 to"), "{e}");
+        let row = with("disk_mb: 600");
+        assert_eq!(
+            load_str(&row, "t.yaml").unwrap().scenarios[0].disk_mb,
+            Some(600)
         );
         let e = load_str(&with("memory_growth_mb: 0"), "t.yaml").unwrap_err();
         assert!(e.message.contains("`memory_growth_mb` is 0"), "{e}");

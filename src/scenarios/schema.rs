@@ -430,6 +430,11 @@ pub struct ScenarioDoc {
     /// `memory_per_turn` check).
     #[serde(default)]
     pub memory_per_turn_mb: Option<f64>,
+    /// How many MB the agent's run may add to the disk: its HOME, its work
+    /// dir and its private `/tmp`, `/var/tmp`, `/dev/shm` and `/run` (see
+    /// the oracle's `disk_written` check).
+    #[serde(default)]
+    pub disk_mb: Option<u64>,
     /// A credential that expires mid-run and is refreshed (see
     /// `crate::provider::credential`).
     #[serde(default)]
@@ -504,6 +509,10 @@ pub struct Scenario {
     /// MB (None: not judged).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_per_turn_mb: Option<f64>,
+    /// The bytes the agent's run may add to its HOME, work dir and private
+    /// temporary places, in MB (None: not judged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_mb: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential: Option<crate::provider::credential::CredentialSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
