@@ -200,7 +200,7 @@ for f in tests/*.rs; do
     case "$n" in
         explore|long_faults) ;;
         reference_table|proxy|acp_tables|hostile_io|acp_client_faults|catches_bugs\
-        |cassette|acp_reload|sdk_conformance|hostile_flood|workers|exec_timing)
+        |cassette|acp_reload|sdk_conformance|hostile_flood|workers|exec_timing|endpoints)
             heavy_b+=(--test "$n") ;;
         matrix|layers|mcp_cli_errors|docs|redaction|catalog|netns|safe_io|structure|judge\
         |store_shapes|exec_capture|provider_wires|mcp_runner|mcp_server|provider_wire\

@@ -10,8 +10,9 @@
 //! failed calls lose the session: that turn fails and every later one at
 //! once, without a call) on `probe_answered`, `background_output_in_memory`
 //! (the job's output kept in memory as it streams) on `memory_growth`,
-//! `background_output_twice` (the output written to the job's log and to a
-//! log of every job's) on `disk_written`. The twelve runs go at once: each
+//! `background_output_copied` (the output written to the job's log and,
+//! through `tee`, to a log of every job's and a transcript copy: three
+//! copies) on `disk_written`. The twelve runs go at once: each
 //! mostly waits out the outage or the job.
 
 mod common;
@@ -27,7 +28,7 @@ const BACKGROUND: &str = "background_output_while_waiting";
 const BUGS: &[&[(&str, &str, &str)]] = &[
     &[
         ("outage_wedges_session", OUTAGE, "probe_answered"),
-        ("background_output_twice", BACKGROUND, "disk_written"),
+        ("background_output_copied", BACKGROUND, "disk_written"),
     ],
     &[("background_output_in_memory", BACKGROUND, "memory_growth")],
 ];
@@ -91,13 +92,13 @@ fn caught(
             ));
         }
     }
-    // The second copy is seen where it is, with the first: two logs of the
-    // job's 360 MB in HOME.
+    // The copies are seen where they are: the job's log and the log of
+    // every job's output, in HOME.
     if set == 0 {
         let v = violations(report, BACKGROUND).join("\n");
         if !(v.contains("HOME/.refagent/bg/all-jobs.log") && v.contains(".refagent/bg/proc_")) {
             problems.push(format!(
-                "background_output_twice, {wire}: the files are not named: {v}"
+                "background_output_copied, {wire}: the files are not named: {v}"
             ));
         }
     }

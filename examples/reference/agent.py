@@ -20,6 +20,9 @@ What it does
     (else the config's ``api_key``). A 401 is never retried with the key it
     refused: the agent re-reads the key and retries once if it changed, else
     the turn fails with the error.
+  * At start-up asks the provider for its model list (``GET {base_url}/models``;
+    ``/v1/models`` on Anthropic's wire, ``/v1beta/models`` on Gemini's), waits
+    at most MODELS_TIMEOUT (5 s) for it and goes on without it.
   * Runs a tool loop against the model API with SSE streaming over
     ``http.client``, on one of four wires (``--wire W``, else the spec's or the
     config's ``wire``, else ``openai-chat``): ``openai-chat``
@@ -168,8 +171,10 @@ until its reset, an hour: the turn's deadline); outage_wedges_session (an
 outage of 30 s or more, even one that clears, leaves the session unusable:
 reusability's probe); background_output_in_memory (a background job's output
 kept in memory as it streams, not in its log file: memory_growth);
-background_output_twice (a background job's output written twice, to its
-log and to a log of every job's output: disk_written); see KNOWN_BUGS.
+background_output_copied (a background job's output written three times, to
+its log, a log of every job's output and a transcript copy: disk_written); models_list_no_timeout
+(the model list asked for at start-up waited for without a timeout: the
+boot deadline); see KNOWN_BUGS.
 
 Sandbox bugs: sandbox_silent (a tool sandbox that cannot start reported as a
 bare exit code, never named); sandbox_generic_error (reported only as
@@ -305,7 +310,8 @@ KNOWN_BUGS = {
     # Shapes from the field (issue 44.8).
     "sleep_until_usage_reset": "a usage limit is waited out: the agent sleeps until its reset (an hour), then retries",
     "background_output_in_memory": "a background job's output is read through a pipe and kept in memory, all of it, as it streams (not written to the job's log file)",
-    "background_output_twice": "a background job's output is written twice: to the job's own log and, as it streams, to a log of every job's output (~/.refagent/bg/all-jobs.log)",
+    "models_list_no_timeout": "the provider's model list, asked for at start-up, is waited for without a timeout (a list that never comes holds the start-up for ever)",
+    "background_output_copied": "a background job's output is written three times: to the job's own log and, through tee, to a log of every job's output and to the session's transcript copy (~/.refagent/bg/all-jobs.log, session-output.log)",
     "outage_wedges_session": "provider errors that go on for 30 s or more mark the session's connection lost: the turn fails and every later turn fails at once, without calling the provider, though the outage cleared",
     "continue_after_length": "an answer cut for length is continued ('Continue.') again and again, up to 20 times, with no bound of its own",
     "answer_replayed_call": "a replayed tool call (an id already answered) is kept and answered again with an error result: two results for one id",
@@ -364,6 +370,7 @@ ENGINE = ("import ctypes, subprocess, sys\n"
 ENGINE_CHILD = False   # set by --engine-child
 PERSIST_CAP = 1_000_000      # hard cap on one persisted content
 RETRY_AFTER_BUDGET = 30.0   # a retry-after longer than this fails the turn at once, surfaced
+MODELS_TIMEOUT = 5.0        # the model list at start-up is waited for at most this long
 MAX_REPLY_CHARS = 200_000   # a reply longer than this is a runaway model: the turn fails, not retried
 COMPACT_TOOL_CHARS = 1_000  # on a context-length error, tool results are cut to this many chars
 MAX_COMPACTIONS = 2         # compactions per model call before the overflow is surfaced
@@ -542,6 +549,11 @@ def wire_request(wire, model, history, tools=None, system=SYSTEM_PROMPT):
             "tools": [{"functionDeclarations": [{"name": f["name"], "description": f["description"],
                                                  "parameters": f["parameters"]} for f in fns]}]}
     raise ValueError(f"unknown wire {wire!r}")
+
+
+def models_path(wire):
+    """The model list's path on `wire`, after the base URL's own path."""
+    return {"anthropic": "/v1/models", "gemini": "/v1beta/models"}.get(wire, "/models")
 
 
 def wire_headers(wire, api_key):
@@ -1719,6 +1731,30 @@ class Agent:
         return (self.bug("fallback_no_timeout") and attempt >= 2 and attempt >= self.api_max_retries
                 and last.get("role") == "tool")
 
+    def list_models(self):
+        """GET the provider's model list once at start-up, as agents do to check
+        the model or fill a picker: waited for at most MODELS_TIMEOUT seconds,
+        a failure only logged (the agent goes on with its configured model).
+        Under --bug models_list_no_timeout it is waited for without a timeout:
+        a list that never comes holds the start-up for ever."""
+        if self.base_path is None:
+            return
+        path = self.base_path + models_path(self.wire)
+        timeout = None if self.bug("models_list_no_timeout") else MODELS_TIMEOUT
+        cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+        conn = cls(self.host, self.port, timeout=timeout)
+        try:
+            headers = wire_headers(self.wire, self.current_key())
+            headers["Accept"] = "application/json"
+            conn.request("GET", path, headers=headers)
+            resp = conn.getresponse()
+            resp.read(1 << 20)
+            log(f"model list: HTTP {resp.status}")
+        except (OSError, http.client.HTTPException) as e:
+            log(f"model list unavailable ({e!r}); going on with {self.model}")
+        finally:
+            conn.close()
+
     def _connection(self, fallback=False):
         cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
         if fallback:
@@ -2479,11 +2515,12 @@ class Agent:
         job_id = "proc_" + secrets.token_hex(6)
         if self.bug("background_output_in_memory"):
             proc, gate, start_ticks = self._spawn_buffered(command)
-        elif self.bug("background_output_twice"):
-            proc, gate, start_ticks = self._spawn_teed(command, job_id)
         else:
             with open(os.path.join(self.bg_dir, job_id + ".log"), "wb") as logf:
-                proc, gate, start_ticks = self._spawn_gated(command, logf)
+                if self.bug("background_output_copied"):
+                    proc, gate, start_ticks = self._spawn_copied(command, job_id, logf)
+                else:
+                    proc, gate, start_ticks = self._spawn_gated(command, logf)
         self._record_tool(job_id, "bg", proc, gate, start_ticks, command)
         self.bg_jobs.append(self._bg_entry(job_id, proc.pid, start_ticks))
         log(f"background job {job_id} pid {proc.pid}")
@@ -2507,24 +2544,15 @@ class Agent:
         threading.Thread(target=keep, daemon=True).start()
         return started
 
-    def _spawn_teed(self, command, job_id):
-        """--bug background_output_twice: the job's output through a pipe,
-        every chunk written to the job's log and to the log of every job."""
-        r, w = os.pipe()
-        try:
-            with os.fdopen(w, "wb", closefd=False) as out:
-                started = self._spawn_gated(command, out)
-        finally:
-            os.close(w)
-        logs = [os.path.join(self.bg_dir, job_id + ".log"), os.path.join(self.bg_dir, "all-jobs.log")]
-
-        def tee():
-            with os.fdopen(r, "rb") as pipe, open(logs[0], "ab") as one, open(logs[1], "ab") as every:
-                for chunk in iter(lambda: pipe.read1(65536), b""):
-                    one.write(chunk)
-                    every.write(chunk)
-        threading.Thread(target=tee, daemon=True).start()
-        return started
+    def _spawn_copied(self, command, job_id, logf):
+        """--bug background_output_copied: the job's output goes to its log
+        and, through ``tee`` (no Python in the data path: a loaded machine
+        slows it no more than the job), to a log of every job's output and to
+        the session's transcript copy: three copies on disk."""
+        copies = [os.path.join(self.bg_dir, "all-jobs.log"),
+                  os.path.join(self.bg_dir, "session-output.log")]
+        teed = f"( {command} ) | tee -a {' '.join(shlex.quote(c) for c in copies)}"
+        return self._spawn_gated(teed, logf)
 
     # ------------------------------------------------------------ hygiene
 
@@ -2851,6 +2879,7 @@ def main(argv):
     if agent.resume or start_turn:
         log(f"resumed session {agent.session_id}: {len(agent.history)} messages, "
             + (f"running turns {start_turn}..{len(turns) - 1}" if start_turn < len(turns) else "no turn left"))
+    agent.list_models()
     emit({"ev": "ready"})
     for i, turn in enumerate(turns):
         if i < start_turn:

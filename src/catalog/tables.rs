@@ -16,6 +16,7 @@ pub const TABLES: &[(&str, &str)] = &[
     ("acp.yaml", include_str!("../../acp.yaml")),
     ("value_faults.yaml", include_str!("../../value_faults.yaml")),
     ("long_faults.yaml", include_str!("../../long_faults.yaml")),
+    ("endpoints.yaml", include_str!("../../endpoints.yaml")),
     ("check.yaml", CHECK),
 ];
 
@@ -137,6 +138,16 @@ mod tests {
             holding("provider_outage_minute_clears"),
             Some("long_faults.yaml")
         );
+    }
+
+    #[test]
+    fn the_endpoint_table_is_built_in_and_loads() {
+        let (name, text) = builtin("endpoints").unwrap();
+        assert_eq!(name, "endpoints.yaml");
+        let table = crate::scenarios::load_str(text, name).unwrap();
+        let faults: Vec<_> = table.scenarios.iter().map(|s| s.endpoint_fault).collect();
+        assert!(faults.iter().all(Option::is_some), "{faults:?}");
+        assert_eq!(holding("endpoints_hang"), Some("endpoints.yaml"));
     }
 
     #[test]

@@ -20,6 +20,8 @@ use super::{clip, Check, Status};
 ///   answered a request) is why the
 ///   faulted turn did not end the way the fault should have made it end,
 ///   and an interrupt waiting on a rule that never served was never sent.
+/// - An agent that never booted (`boots`) is why no responder rule served a
+///   call (an endpoint it waited on at start-up, for ever).
 /// - A tool result missing from the wire is why no result sent contains the
 ///   expected text.
 /// - A turn that never ended after chaosrun settled its pending permission
@@ -62,6 +64,7 @@ pub const UPSTREAM: &[(&str, &[&str])] = &[
         "reusability/probe_answered",
         &["reusability/queued_prompt_answered"],
     ),
+    ("exercised/fault_served", &["termination/boots"]),
     ("exercised/interrupt_landed", &["exercised/fault_served"]),
     (
         "termination/faulted_turn_ends",

@@ -16,7 +16,9 @@
 //!   kept its tool's output under it ([`super::overflow`]);
 //! - a credential that expires: a main call was refused as expired;
 //! - the agent's own sandbox: the command ran in a network namespace other
-//!   than the scenario's, or its failure was named ([`super::sandbox`]).
+//!   than the scenario's, or its failure was named ([`super::sandbox`]);
+//! - an endpoint fault: a request besides the model calls was faulted
+//!   ([`super::endpoint`]).
 
 use super::{clip, Check, Invariant};
 use crate::observe::{Event, Observation};
@@ -56,6 +58,7 @@ pub fn check_with(
     }
     out.extend(super::mcp::exercised(s, obs));
     out.extend(super::client_served::exercised(s, obs));
+    out.extend(super::endpoint::exercised(s, obs));
     if out.is_empty() {
         out.push(Check::skipped(
             Invariant::Exercised,

@@ -20,6 +20,7 @@ mod credential;
 pub mod depends;
 mod discovery;
 mod disk;
+mod endpoint;
 mod exercised;
 pub mod files_written;
 mod giveup;

@@ -28,7 +28,7 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
         .find(|e| matches!(e, Event::Ready).then_some(()))
         .is_none()
     {
-        out.extend(never_booted(obs));
+        out.extend(never_booted(s, obs));
         return out;
     }
     if let Some(missed) = never_reached(obs) {
@@ -96,7 +96,7 @@ fn protocol(obs: &Observation) -> Check {
 }
 
 /// The checks of an agent that never said `ready`.
-fn never_booted(obs: &Observation) -> Vec<Check> {
+fn never_booted(s: &Scenario, obs: &Observation) -> Vec<Check> {
     let inv = Invariant::Termination;
     let why = match (obs.deadline_missed(Phase::Boot), obs.exited()) {
         (Some(d), _) => format!("the agent never said ready within {d:.0} s"),
@@ -109,7 +109,11 @@ fn never_booted(obs: &Observation) -> Vec<Check> {
         Check::new(
             inv,
             "boots",
-            vec![format!("{why}; {}", stderr_evidence(obs))],
+            vec![format!(
+                "{why}{}; {}",
+                super::endpoint::note(s, obs),
+                stderr_evidence(obs)
+            )],
         ),
         Check::skipped(inv, "faulted_turn_ends", "the agent never booted"),
         Check::skipped(inv, "outcome", "the agent never booted"),

@@ -33,6 +33,16 @@ pub fn judge(s: &Scenario, caps: Capabilities, obs: &Observation) -> Judged {
         || Verdict::from_checks(&checks),
         |cause| Verdict::Error { cause },
     );
+    // An endpoint fault on an agent that called no endpoint besides the
+    // model: nothing of it to test, said apart, never a pass. A failed check
+    // still fails it (the turn went wrong without the fault: as `merge`
+    // re-judges), and an error of chaosrun's stays one.
+    let verdict = match super::endpoint::not_applicable(s, obs) {
+        Some(reason) if verdict == Verdict::Pass => Verdict::NotApplicable {
+            reason: reason.into(),
+        },
+        _ => verdict,
+    };
     Judged { checks, verdict }
 }
 

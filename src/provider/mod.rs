@@ -17,6 +17,7 @@
 pub mod cassette;
 pub mod context_window;
 pub mod credential;
+pub mod endpoints;
 pub mod ledger;
 pub mod recording;
 pub mod replies;
@@ -28,6 +29,7 @@ pub mod upstream;
 pub mod wire;
 
 pub use context_window::ContextWindow;
+pub use endpoints::EndpointFault;
 pub use recording::{CallKind, RecordLimits, Recording, ReplyError, RequestRecord};
 pub use replies::{Reply, ToolCallSpec};
 pub use rules::{CallMatch, Rule, WaitFor, When};
@@ -208,6 +210,8 @@ pub struct ProviderConfig {
     pub upstream: Option<Arc<upstream::Upstream>>,
     /// A context window: a faulted-turn main call whose body is over it
     /// gets the wire's context-length error instead of its rule.
+    /// A row's fault of the agent's other endpoints (see [`endpoints`]).
+    pub endpoint_fault: Option<EndpointFault>,
     pub context_window: Option<ContextWindow>,
     /// Where to bind (a scenario's network namespace); None: the host.
     pub bind: Option<crate::listen::Binder>,

@@ -52,6 +52,8 @@ pub struct Script {
     pub rules: Vec<Rule>,
     /// Main calls over this many bytes get the context-length error.
     pub context_window: Option<super::ContextWindow>,
+    /// Requests besides model calls are faulted (see [`super::endpoints`]).
+    pub endpoint_fault: Option<super::EndpointFault>,
 }
 
 #[derive(Deserialize)]
@@ -67,6 +69,8 @@ struct ScriptMap {
     responder: Vec<Rule>,
     #[serde(default)]
     context_window: Option<super::ContextWindow>,
+    #[serde(default)]
+    endpoint_fault: Option<super::EndpointFault>,
 }
 
 /// What the server counted, printed as the summary line.
@@ -110,12 +114,16 @@ pub fn parse_script(text: &str, label: &str) -> anyhow::Result<Script> {
         }),
         serde_yaml::Value::Mapping(_) => {
             let m: ScriptMap = serde_yaml::from_str(text).map_err(located)?;
+            if let Some(e) = m.endpoint_fault.as_ref().and_then(|f| f.check().err()) {
+                anyhow::bail!("{label}: {e}");
+            }
             Ok(Script {
                 nonce: m.nonce,
                 seed: m.seed,
                 tools: m.tools,
                 rules: m.responder,
                 context_window: m.context_window,
+                endpoint_fault: m.endpoint_fault,
             })
         }
         _ => Err(anyhow::anyhow!(
@@ -186,6 +194,7 @@ pub async fn serve_until(
         record: super::RecordLimits::SERVE,
         upstream,
         context_window: script.context_window,
+        endpoint_fault: script.endpoint_fault,
         bind: None,
         credential: None,
         main_without_tools: false,

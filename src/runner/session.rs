@@ -303,6 +303,7 @@ async fn start_provider(
         record: Default::default(),
         upstream,
         context_window: scenario.context_window,
+        endpoint_fault: scenario.endpoint_fault,
         credential: scenario.credential.clone(),
         main_without_tools: !shared.profile.tool_calls,
         aux_markers: shared.profile.aux_calls.clone(),

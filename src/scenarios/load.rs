@@ -139,6 +139,9 @@ fn check_counts(
     check_growth(s)?;
     check_per_turn(s)?;
     check_disk(s)?;
+    if let Some(f) = &s.endpoint_fault {
+        f.check()?;
+    }
     let trigger = s
         .interrupt
         .as_ref()
@@ -251,6 +254,7 @@ fn resolve(
         memory_growth_mb: s.memory_growth_mb,
         memory_per_turn_mb: s.memory_per_turn_mb,
         disk_mb: s.disk_mb,
+        endpoint_fault: s.endpoint_fault,
         credential: s.credential.clone(),
         agent_sandbox: s.agent_sandbox.clone(),
         client: s.client.clone(),

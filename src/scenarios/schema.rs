@@ -435,6 +435,10 @@ pub struct ScenarioDoc {
     /// the oracle's `disk_written` check).
     #[serde(default)]
     pub disk_mb: Option<u64>,
+    /// What the provider does with every request besides model calls (see
+    /// `crate::provider::endpoints`).
+    #[serde(default)]
+    pub endpoint_fault: Option<crate::provider::EndpointFault>,
     /// A credential that expires mid-run and is refreshed (see
     /// `crate::provider::credential`).
     #[serde(default)]
@@ -513,6 +517,9 @@ pub struct Scenario {
     /// temporary places, in MB (None: not judged).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_mb: Option<u64>,
+    /// Requests besides model calls faulted (None: served as usual).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint_fault: Option<crate::provider::EndpointFault>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credential: Option<crate::provider::credential::CredentialSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

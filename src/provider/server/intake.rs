@@ -152,7 +152,15 @@ pub(super) async fn dispatch(
     let body = read_body(body, &headers).await;
     let head = shared.head(&method, &uri, &headers, &body);
     let wire = shared.wire;
-    match wire.route(method.as_str(), uri.path()) {
+    let route = wire.route(method.as_str(), uri.path());
+    if let (Some(fault), false) = (
+        shared.endpoint_fault,
+        matches!(route, Route::Generate { .. }),
+    ) {
+        drop(body);
+        return endpoint_faulted(&shared, head, fault).await;
+    }
+    match route {
         Route::NotServed => {
             drop(body);
             let message = format!(
@@ -176,6 +184,32 @@ pub(super) async fn dispatch(
                 headers,
             };
             generate(shared, head, body, stream, model, call).await
+        }
+    }
+}
+
+/// A request besides a model call under the row's `endpoint_fault`
+/// ([`crate::provider::endpoints`]): recorded, then never answered (until the
+/// provider stops) or answered with the fault's status.
+async fn endpoint_faulted(
+    shared: &Shared,
+    head: RequestHead,
+    fault: crate::provider::EndpointFault,
+) -> Response {
+    use crate::provider::endpoints::{RECORDED_ERROR, RECORDED_HANG};
+    use crate::provider::EndpointFault;
+    let path = head.path.clone();
+    match fault {
+        EndpointFault::Hang {} => {
+            shared.push_other(head, RECORDED_HANG, None);
+            shared.cancel.cancelled().await;
+            let message = format!("chaosrun: {path} was never answered (the provider stopped)");
+            shared.wire.error_response(&ErrorInfo::new(503, message))
+        }
+        EndpointFault::Error { status } => {
+            shared.push_other(head, RECORDED_ERROR, None);
+            let message = format!("chaosrun injected endpoint error ({status}) on {path}");
+            shared.wire.error_response(&ErrorInfo::new(status, message))
         }
     }
 }

@@ -99,6 +99,8 @@ struct Shared {
     cancel: CancellationToken,
     /// Main calls over this many bytes get the context-length error.
     context_window: Option<super::ContextWindow>,
+    /// Requests besides model calls are faulted (see [`super::endpoints`]).
+    endpoint_fault: Option<super::EndpointFault>,
     /// The size of the first main call (a relative window counts from it).
     first_main_bytes: std::sync::OnceLock<usize>,
     /// When the first main call arrived (`within` rules count from it).
@@ -183,6 +185,7 @@ impl Running {
             players,
             cancel: CancellationToken::new(),
             context_window: config.context_window,
+            endpoint_fault: config.endpoint_fault,
             first_main_bytes: std::sync::OnceLock::new(),
             first_main: std::sync::OnceLock::new(),
             credential,
