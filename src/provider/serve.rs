@@ -2,7 +2,9 @@
 //! reproduce a fault by hand or to benchmark it.
 //!
 //! The script is YAML: either a bare list of responder rules, or a map
-//! `{nonce?, tools?, context_window?, responder: [rules]}`. `--wire` picks the wire served.
+//! `{nonce?, seed?, tools?, context_window?, endpoint_fault?, responder: [rules]}`
+//! (`endpoint_fault` as a row's: every request besides a model call hangs or
+//! fails, [`super::endpoints`]). `--wire` picks the wire served.
 //! Prints `chaosrun provider listening on BASE_URL (WIRE)` once bound (the
 //! base URL a client of that wire takes), one
 //! stderr line per request (`#seq kind main_index reply`) unless quiet, and on
@@ -127,7 +129,7 @@ pub fn parse_script(text: &str, label: &str) -> anyhow::Result<Script> {
             })
         }
         _ => Err(anyhow::anyhow!(
-            "{label}:1:1: a script is a list of rules or a map with `responder:` (and optional `nonce:`, `seed:`, `tools:`)"
+            "{label}:1:1: a script is a list of rules or a map with `responder:` (and optional `nonce:`, `seed:`, `tools:`, `context_window:`, `endpoint_fault:`)"
         )),
     }
 }
@@ -281,6 +283,17 @@ mod tests {
         assert_eq!(s.nonce.as_deref(), Some("N"));
         assert_eq!(s.tools["shell"].name, "terminal");
         assert_eq!(s.rules[0].reply.kind_name(), "hang");
+    }
+
+    #[test]
+    fn an_endpoint_fault_is_read_and_its_status_bounded() {
+        let s = parse_script("endpoint_fault: {kind: hang}\nresponder: []\n", "s.yaml").unwrap();
+        assert_eq!(s.endpoint_fault, Some(super::super::EndpointFault::Hang {}));
+        let e = parse_script("endpoint_fault: {kind: error, status: 302}\n", "s.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("s.yaml") && e.contains("400 to 599"), "{e}");
+        assert!(parse_script("endpoint_fault: {kind: hang, after: 2}\n", "s.yaml").is_err());
     }
 
     #[test]
