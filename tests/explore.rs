@@ -145,14 +145,28 @@ fn finds(bug: &str, seed: &str, check: &str) -> String {
     eprintln!("{bug}: found in {:.0} s", start.elapsed().as_secs_f64());
 
     // The emitted file is a table: the row fails the bug build on the same
-    // invariant, and passes the healthy agent.
+    // invariant, and passes the healthy agent. A race the search confirmed
+    // k/k (`sticky_backoff_interrupt`: an interrupt that must land while the
+    // 500 is read or backed off) may miss one run on a loaded machine (clean
+    // clone run V at 624cfb5: "1 passed" once, 6/6 failed after it on a
+    // quiet one): it gets three runs to fail, on the same invariant.
     let table = out.to_str().unwrap();
-    let with_bug = chaosrun(&mark, &[table, &bug_arg, "--no-progress"]);
-    let text = String::from_utf8_lossy(&with_bug.stdout);
-    assert_eq!(
-        with_bug.status.code(),
-        Some(1),
-        "{bug}: row with the bug:\n{text}"
+    let mut runs = Vec::new();
+    for _ in 0..3 {
+        let with_bug = chaosrun(&mark, &[table, &bug_arg, "--no-progress"]);
+        let text = String::from_utf8_lossy(&with_bug.stdout).into_owned();
+        let failed = with_bug.status.code() == Some(1);
+        runs.push(text);
+        if failed {
+            break;
+        }
+    }
+    let text = runs.last().unwrap();
+    assert!(
+        text.contains("0 passed, 1 failed"),
+        "{bug}: row with the bug passed {} run(s):\n{}",
+        runs.len(),
+        runs.join("\n---\n")
     );
     assert!(
         text.contains(check.trim_end_matches(" / ")),
