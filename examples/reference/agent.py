@@ -172,9 +172,9 @@ outage of 30 s or more, even one that clears, leaves the session unusable:
 reusability's probe); background_output_in_memory (a background job's output
 kept in memory as it streams, not in its log file: memory_growth);
 background_output_copied (a background job's output written three times, to
-its log, a log of every job's output and a transcript copy: disk_written); models_list_no_timeout
-(the model list asked for at start-up waited for without a timeout: the
-boot deadline); see KNOWN_BUGS.
+its log, a log of every job's output and a transcript copy: disk_written);
+models_list_no_timeout (the model list asked for at start-up waited for
+without a timeout: the boot deadline); see KNOWN_BUGS.
 
 Sandbox bugs: sandbox_silent (a tool sandbox that cannot start reported as a
 bare exit code, never named); sandbox_generic_error (reported only as
@@ -2518,7 +2518,7 @@ class Agent:
         else:
             with open(os.path.join(self.bg_dir, job_id + ".log"), "wb") as logf:
                 if self.bug("background_output_copied"):
-                    proc, gate, start_ticks = self._spawn_copied(command, job_id, logf)
+                    proc, gate, start_ticks = self._spawn_copied(command, logf)
                 else:
                     proc, gate, start_ticks = self._spawn_gated(command, logf)
         self._record_tool(job_id, "bg", proc, gate, start_ticks, command)
@@ -2544,7 +2544,7 @@ class Agent:
         threading.Thread(target=keep, daemon=True).start()
         return started
 
-    def _spawn_copied(self, command, job_id, logf):
+    def _spawn_copied(self, command, logf):
         """--bug background_output_copied: the job's output goes to its log
         and, through ``tee`` (no Python in the data path: a loaded machine
         slows it no more than the job), to a log of every job's output and to
