@@ -8,7 +8,8 @@
 //! violation names the growth, its time and the largest files then. Pure
 //! over [`Observation::disk`]; `not checked` when nothing was measured
 //! while the agent ran, and a pass is `not checked` when a walk stopped at
-//! its entry bound (its figure is a lower bound).
+//! its entry bound (its figure is a lower bound) or a place could not be
+//! measured (not root: the agent's `/tmp` is the host's).
 
 use super::{Check, Invariant};
 use crate::observe::Observation;
@@ -27,10 +28,21 @@ pub fn check(s: &Scenario, obs: &Observation) -> Option<Check> {
     };
     let growth = disk.growth() as f64 / MB;
     if growth <= allowed as f64 {
-        let cut = disk.cut.then(|| {
-            format!("the agent's run added {growth:.0} MB, but a walk of its places stopped at its entry bound: that is a lower bound")
-        });
-        return Some(super::unless_partial(Check::new(inv, NAME, vec![]), cut));
+        let partial = if disk.cut {
+            Some(format!("the agent's run added {growth:.0} MB, but a walk of its places stopped at its entry bound: that is a lower bound"))
+        } else if !disk.unmeasured.is_empty() {
+            Some(format!(
+                "the agent's run added {growth:.0} MB to {}, but not all its places were measured: {}",
+                disk.places.join(", "),
+                disk.unmeasured.join("; ")
+            ))
+        } else {
+            None
+        };
+        return Some(super::unless_partial(
+            Check::new(inv, NAME, vec![]),
+            partial,
+        ));
     }
     let largest: Vec<String> = disk
         .largest
@@ -133,6 +145,14 @@ mod tests {
             check(&s, &none).unwrap().status,
             Status::NotChecked { .. }
         ));
+        // Not root: the host's /tmp was not measured, so a pass is partial.
+        let mut shared = run(2, &[(1.0, 100)], 90, false);
+        shared.disk.as_mut().unwrap().unmeasured = vec!["/tmp: the host's".into()];
+        let c = check(&s, &shared).unwrap();
+        assert!(
+            matches!(c.status, Status::NotChecked { ref reason } if reason.contains("not all its places were measured: /tmp")),
+            "{c:?}"
+        );
         none.disk = None;
         assert!(matches!(
             check(&s, &none).unwrap().status,
