@@ -60,11 +60,11 @@ fn a_file_in_the_private_tmp_counts_even_once_deleted() {
         "{:#?}",
         skipped_checks(&report, &[])
     );
-    let small = scenario(&report, "small_files_in_home_and_work");
-    let made = small["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|c| c["name"] == "disk_written" && c["status"] == "pass");
-    assert!(made, "{small:#}");
+    let small = "small_files_in_home_and_work";
+    assert_eq!(
+        check_status(&report, small, "disk_written"),
+        "pass",
+        "{:#}",
+        scenario(&report, small)
+    );
 }

@@ -33,13 +33,7 @@ fn problems(
     code: Option<i32>,
 ) -> Vec<String> {
     let mut out = Vec::new();
-    let landed = |id: &str| {
-        scenario(report, id)["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|c| c["name"] == "endpoint_fault_landed" && c["status"] == "pass")
-    };
+    let landed = |id: &str| check_status(report, id, "endpoint_fault_landed") == "pass";
     if !landed("endpoints_500") {
         out.push(format!(
             "{wire}, bug {bug}: the 500 did not land:\n{stdout}"

@@ -45,12 +45,7 @@ fn run(only: &str, wire: &str, extra: &[&str]) -> (serde_json::Value, String, Op
 
 /// The check's status on row `id`.
 fn status(report: &serde_json::Value, id: &str) -> String {
-    scenario(report, id)["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "store_resumed_past_damage")
-        .map_or("missing".into(), |c| c["status"].as_str().unwrap().into())
+    check_status(report, id, "store_resumed_past_damage")
 }
 
 #[test]

@@ -39,12 +39,7 @@ pub fn exercised(s: &Scenario, obs: &Observation) -> Option<Check> {
         let why = "the agent made no request besides its model calls";
         return Some(Check::skipped(Invariant::Exercised, NAME, why));
     }
-    let hit: Vec<String> = others
-        .into_iter()
-        .filter(|(_, faulted)| *faulted)
-        .map(|(what, _)| what)
-        .collect();
-    let v = if hit.is_empty() {
+    let v = if !others.iter().any(|(_, faulted)| *faulted) {
         vec![format!(
             "no request besides the model calls got the row's fault (each {fault})"
         )]

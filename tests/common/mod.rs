@@ -241,6 +241,17 @@ pub fn skipped_checks(report: &serde_json::Value, allowed: &[&str]) -> Vec<Strin
         .collect()
 }
 
+/// The status (`pass`, `fail`, `not_checked`) of check `name` on scenario
+/// `id` of a JSON report, or `missing` when the check was not made.
+pub fn check_status(report: &serde_json::Value, id: &str, name: &str) -> String {
+    scenario(report, id)["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .map_or("missing".into(), |c| c["status"].as_str().unwrap().into())
+}
+
 /// The names of the checks a scenario failed, from a JSON report.
 pub fn failed_checks(report: &serde_json::Value, id: &str) -> Vec<String> {
     scenario(report, id)["checks"]
