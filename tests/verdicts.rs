@@ -428,3 +428,138 @@ fn the_saved_observation_keeps_what_the_sampler_saw() {
     let seen = obs["processes_seen"].to_string();
     assert!(seen.contains("sleep"), "the hung tool was not seen: {seen}");
 }
+
+/// `interrupt: {after_reply: N}` goes out once the N-th main call's reply
+/// was sent whole, never as the call arrives (which `after_calls` does,
+/// racing the reply: the race that lost explore's `500 then interrupt` rows
+/// on a loaded CI machine). The reference agent's `sticky_backoff_interrupt`
+/// bug shows only for an interrupt that lands while the 500 is read or
+/// backed off (0.2 s): every copy of the row fails on it, each with its
+/// interrupt stamped after the 500's answer ended (the provider's clock
+/// moved onto the drive's). A hang never fires it: the interrupt is named
+/// as never sent. A stall of a second, then a cut, is over a second after
+/// it arrived: its interrupt is stamped after that too. The healthy agent
+/// passes the error rows.
+#[test]
+fn an_interrupt_after_a_reply_lands_after_it_every_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t.yaml");
+    let row = |id: &str| {
+        format!(
+            r#"  - id: {id}
+    responder:
+      - when: {{call: 0}}
+        reply: {{kind: error, status: 500, message: internal server error}}
+    expect: ended
+    calls: {{max: 5}}
+    interrupt: {{after_reply: 1}}
+"#
+        )
+    };
+    let ids = ["after_500_a", "after_500_b", "after_500_c", "after_500_d"];
+    let mut text = String::from("scenarios:\n");
+    for id in ids {
+        text.push_str(&row(id));
+    }
+    // A reply that takes a second to be over (a stall, then a cut): an
+    // interrupt sent as the call arrives would be stamped a second early.
+    text.push_str(
+        r#"  - id: after_a_stall
+    responder:
+      - when: {call: 0}
+        reply: {kind: stall_mid_stream, chars: "a partial answer", seconds: 1}
+    expect: ended
+    calls: {max: 5}
+    interrupt: {after_reply: 1}
+  - id: after_a_hang
+    deadlines: {turn: 3}
+    responder:
+      - reply: {kind: hang}
+    expect: interrupted
+    interrupt: {after_reply: 1}
+"#,
+    );
+    std::fs::write(&table, text).unwrap();
+    let art = dir.path().join("art");
+    let json = dir.path().join("r.json");
+    let mark = new_mark("afterreply");
+    let out = chaosrun(
+        &mark,
+        &[
+            table.to_str().unwrap(),
+            "--agent-arg=--bug=sticky_backoff_interrupt",
+            "--json",
+            json.to_str().unwrap(),
+            "--artifacts",
+            art.to_str().unwrap(),
+            "--keep-all",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let report = read_json(&json);
+    for id in ids.into_iter().chain(["after_a_stall"]) {
+        if id != "after_a_stall" {
+            assert_eq!(
+                check_status(&report, id, "probe_answered"),
+                "fail",
+                "{id}: {stdout}"
+            );
+        }
+        let obs = read_json(&art.join(id).join("observation.json"));
+        let offset = obs["provider_offset"].as_f64().unwrap();
+        let call = obs["recording"]["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["main_index"] == 0)
+            .unwrap_or_else(|| panic!("{id}: no main call 0: {obs}"));
+        let ended = call["ended"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{id}: main call 0 never answered: {call}"));
+        if id == "after_a_stall" {
+            // Served whole, not given up under an early interrupt.
+            let took = ended - call["at"].as_f64().unwrap();
+            assert!(took >= 0.9, "{id}: the stall was over after {took:.3} s");
+        }
+        let sent = obs["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["ev"] == "interrupt_sent")
+            .and_then(|e| e["at"].as_f64())
+            .unwrap_or_else(|| panic!("{id}: no interrupt_sent: {obs}"));
+        assert!(
+            sent >= ended + offset,
+            "{id}: interrupt at {sent:.4} s, call 0's answer over at {:.4} s",
+            ended + offset
+        );
+    }
+    let v = violations(&report, "after_a_hang").join("\n");
+    assert!(
+        v.contains("the interrupt was never sent: its trigger did not hold"),
+        "{v}"
+    );
+    assert_eq!(
+        wait_unmarked(&mark, Duration::from_secs(10)),
+        Vec::<String>::new()
+    );
+
+    // The healthy agent: each error row passes (the hang row is left out).
+    let healthy = chaosrun(
+        &mark,
+        &[
+            table.to_str().unwrap(),
+            "--only",
+            "after_500_a,after_500_b",
+            "--no-progress",
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&healthy.stdout);
+    assert_eq!(healthy.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("2 passed, 0 failed"), "{stdout}");
+    assert_eq!(
+        wait_unmarked(&mark, Duration::from_secs(10)),
+        Vec::<String>::new()
+    );
+}

@@ -92,8 +92,9 @@ const fn const_eq(a: &str, b: &str) -> bool {
     true
 }
 
-/// One fault before a step's call; `interrupt` sends `interrupt` as soon as
-/// the call it answers arrives (the agent is then in its retry backoff).
+/// One fault before a step's call; `interrupt` sends `interrupt` once the
+/// reply to the call it answers is sent (the agent is then reading it or in
+/// its retry backoff).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fault {
     pub kind: FaultKind,

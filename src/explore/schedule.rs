@@ -2,7 +2,9 @@
 //! on main-call indices (`when: {call: N}`), a persistent fault as a range of
 //! calls (`when: {call: {from: N, to: M}}`, or `{from: N}` when it never
 //! clears), the final answer as the catch-all rule, an interrupt as
-//! `interrupt: {after_calls: N}`, a kill as a hung call plus
+//! `interrupt: {after_reply: N}` (once the error reply it follows is sent:
+//! the agent is reading it or backing off, however loaded the machine), a
+//! kill as a hung call plus
 //! `process_fault: {action: kill, at: {after_calls: N}}`. The expectation
 //! follows the schedule: `killed` with a kill, `ended` with an interrupt, a
 //! stop or a value fault (the agent may end its turn on an empty or cut
@@ -260,7 +262,7 @@ pub fn row(t: &Trial, id: &str, cal: Option<&Calibration>) -> Value {
         }
     }
     if let Some(n) = interrupt {
-        row.push(("interrupt", map(vec![("after_calls", n.into())])));
+        row.push(("interrupt", map(vec![("after_reply", n.into())])));
     }
     if let Some(n) = kill {
         row.push((

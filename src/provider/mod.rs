@@ -285,6 +285,13 @@ impl Provider {
         self.inner.main_calls()
     }
 
+    /// Once the answer to main call `index` (from 0) is over: sent whole, or
+    /// given up by its client. Never, for a call left hanging.
+    pub async fn main_answered(&self, index: u64) {
+        let mut over = self.inner.main_answered();
+        let _ = over.wait_for(|o| o.contains(&index)).await;
+    }
+
     /// A watch on the number of requests received so far over every route
     /// (exec mode awaits a turn's first one: its process reached the provider).
     pub fn requests(&self) -> tokio::sync::watch::Receiver<u64> {

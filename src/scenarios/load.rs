@@ -142,37 +142,16 @@ fn check_counts(
     if let Some(f) = &s.endpoint_fault {
         f.check()?;
     }
-    let trigger = s
-        .interrupt
-        .as_ref()
-        .or(s.process_fault.as_ref().map(|f| &f.at));
-    if let Some(super::schema::Trigger::AfterCalls(n)) = trigger {
-        count("after_calls", *n, MAX_COUNT)?;
-    }
-    if let Some(super::schema::Trigger::WhenMcpCall(n)) = trigger {
-        count("when_mcp_call", *n, MAX_COUNT)?;
-        if *n == 0 {
-            return Err("`when_mcp_call` counts from 1 (the first `tools/call`)".into());
-        }
-        if s.mcp.is_none() {
-            return Err(
-                "`when_mcp_call` needs an `mcp:` section (the MCP server it counts)".into(),
-            );
-        }
-    }
-    if let Some(super::schema::Trigger::WhenSubagentCall(n)) = trigger {
-        count("when_subagent_call", *n, MAX_COUNT)?;
-        if *n == 0 {
-            return Err("`when_subagent_call` counts from 1 (the subagent's first call)".into());
-        }
+    for trigger in [
+        s.interrupt.as_ref(),
+        s.process_fault.as_ref().map(|f| &f.at),
+    ] {
+        check_trigger(s, trigger)?;
     }
     if matches!(s.interrupt, Some(super::schema::Trigger::AfterAnswer)) {
         return Err(
             "`after_answer` times a process fault, not an interrupt (the turn has ended)".into(),
         );
-    }
-    if let Some(super::schema::Trigger::StoreWriteAfterCalls(n)) = trigger {
-        count("store_write_after_calls", *n, MAX_COUNT)?;
     }
     if let Some(c) = &s.chaos {
         count("chaos.turns", c.turns, MAX_COUNT)?;
@@ -183,6 +162,46 @@ fn check_counts(
         // `repeat`, `chunk_chars` and `wait_for.count` are bounded where they
         // are read (crate::units); what spans fields the kind checks.
         rule.reply.check().map_err(at)?;
+    }
+    Ok(())
+}
+
+/// A trigger's count in bounds, and what it counts there to count.
+fn check_trigger(s: &ScenarioDoc, trigger: Option<&super::schema::Trigger>) -> Result<(), String> {
+    use super::schema::Trigger;
+    use crate::units::{count, MAX_COUNT};
+    let Some(trigger) = trigger else {
+        return Ok(());
+    };
+    match trigger {
+        Trigger::AfterCalls(n) => count("after_calls", *n, MAX_COUNT)?,
+        Trigger::AfterReply(n) => {
+            count("after_reply", *n, MAX_COUNT)?;
+            if *n == 0 {
+                return Err("`after_reply` counts from 1 (the first main call's reply)".into());
+            }
+        }
+        Trigger::WhenMcpCall(n) => {
+            count("when_mcp_call", *n, MAX_COUNT)?;
+            if *n == 0 {
+                return Err("`when_mcp_call` counts from 1 (the first `tools/call`)".into());
+            }
+            if s.mcp.is_none() {
+                return Err(
+                    "`when_mcp_call` needs an `mcp:` section (the MCP server it counts)".into(),
+                );
+            }
+        }
+        Trigger::WhenSubagentCall(n) => {
+            count("when_subagent_call", *n, MAX_COUNT)?;
+            if *n == 0 {
+                return Err(
+                    "`when_subagent_call` counts from 1 (the subagent's first call)".into(),
+                );
+            }
+        }
+        Trigger::StoreWriteAfterCalls(n) => count("store_write_after_calls", *n, MAX_COUNT)?,
+        Trigger::WhenProcess(_) | Trigger::AfterSeconds(_) | Trigger::AfterAnswer => {}
     }
     Ok(())
 }
@@ -444,7 +463,7 @@ fn check_chaos(s: &ScenarioDoc, c: &super::schema::ChaosSpec) -> Result<(), Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenarios::FaultAction;
+    use crate::scenarios::{FaultAction, Trigger};
 
     const ONE: &str =
         "scenarios:\n  - id: a\n    responder:\n      - reply: {kind: hang}\n    expect: error\n";
@@ -688,6 +707,32 @@ mod tests {
                     .unwrap_or_else(|e| panic!("{table} {}: {e}\n{json}", s.id));
                 assert_eq!(&back, s, "{table} {}", s.id);
             }
+        }
+    }
+
+    /// Each trigger's count is checked wherever it times something: an
+    /// interrupt, a process fault, or both on one row.
+    #[test]
+    fn every_trigger_is_checked_on_interrupt_and_process_fault() {
+        let row = |extra: &str| {
+            load_str(&format!("scenarios:\n  - id: a\n    about: x\n    responder: [{{reply: {{kind: text, text: hi}}}}]\n    expect: ended\n{extra}"), "t.yaml")
+        };
+        let ok = row("    interrupt: {after_reply: 2}\n").unwrap();
+        assert_eq!(ok.scenarios[0].interrupt, Some(Trigger::AfterReply(2)));
+        for (extra, says) in [
+            ("    interrupt: {after_reply: 0}\n", "`after_reply` counts from 1"),
+            ("    interrupt: {after_reply: 10001}\n", "after_reply"),
+            (
+                "    interrupt: {after_reply: 1}\n    process_fault: {action: stop, at: {after_reply: 0}, stop_for: 1}\n",
+                "`after_reply` counts from 1",
+            ),
+            (
+                "    interrupt: {after_calls: 1}\n    process_fault: {action: stop, at: {when_subagent_call: 0}, stop_for: 1}\n",
+                "`when_subagent_call` counts from 1",
+            ),
+        ] {
+            let e = row(extra).unwrap_err().to_string();
+            assert!(e.contains(says), "{extra}: {e}");
         }
     }
 

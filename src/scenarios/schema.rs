@@ -189,6 +189,12 @@ impl CallBound {
 pub enum Trigger {
     /// Once the provider has received this many faulted-turn main calls.
     AfterCalls(u64),
+    /// Once the reply to the N-th faulted-turn main call is over: sent
+    /// whole (an error's too), or given up by the agent. A call left
+    /// hanging never fires it. An interrupt timed so lands while the agent
+    /// reads that reply or backs off after it, however loaded the machine
+    /// (`after_calls` fires as the call arrives, racing its reply).
+    AfterReply(u64),
     /// Once a tagged process whose command line contains this text exists.
     WhenProcess(String),
     /// This many seconds into the faulted turn.

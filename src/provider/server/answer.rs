@@ -77,7 +77,7 @@ pub(super) async fn generate(
         picked.map(|(i, _)| i),
         served,
     ));
-    let answering = super::answering::Answering::new(shared.clone(), seq, kind);
+    let answering = super::answering::Answering::new(shared.clone(), seq, kind, main_index);
 
     shared.hold(picked, main_index).await;
     shared.subagents_closed(kind).await;

@@ -6,6 +6,8 @@
 //! is sent or the connection closes under it. So the record tells a call
 //! answered, or given up by its client, from one still held open (a
 //! subagent left inside its model call after its parent's turn ended).
+//! A main call's answer over is also published by its index
+//! ([`super::Running::main_answered`]: an `after_reply` trigger).
 //!
 //! And the wait that makes such a call visible: the probe turn's call is
 //! answered once no subagent call is open, or after
@@ -35,10 +37,17 @@ pub(super) struct Answering {
     shared: Arc<Shared>,
     seq: u64,
     subagent: bool,
+    /// A main call's index (its answer over fires `after_reply` triggers).
+    main: Option<u64>,
 }
 
 impl Answering {
-    pub(super) fn new(shared: Arc<Shared>, seq: u64, kind: CallKind) -> Answering {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        seq: u64,
+        kind: CallKind,
+        main_index: Option<u64>,
+    ) -> Answering {
         let subagent = kind == CallKind::Subagent;
         if subagent {
             shared.open_subagent.send_modify(|n| *n += 1);
@@ -47,6 +56,7 @@ impl Answering {
             shared,
             seq,
             subagent,
+            main: main_index.filter(|_| kind == CallKind::Main),
         }
     }
 
@@ -65,6 +75,11 @@ impl Answering {
 impl Drop for Answering {
     fn drop(&mut self) {
         self.shared.answered(self.seq);
+        if let Some(i) = self.main {
+            self.shared.main_answered.send_modify(|over| {
+                over.insert(i);
+            });
+        }
         if self.subagent {
             self.shared
                 .open_subagent

@@ -68,6 +68,9 @@ struct Shared {
     probe: AtomicU64,
     aux: AtomicU64,
     main_tx: watch::Sender<u64>,
+    /// The indices of the main calls whose answer is over (see
+    /// [`answering`]).
+    main_answered: watch::Sender<std::collections::BTreeSet<u64>>,
     /// Subagent calls (see [`CallKind::Subagent`]), and a watch on them.
     subagent: AtomicU64,
     subagent_tx: watch::Sender<u64>,
@@ -168,6 +171,7 @@ impl Running {
             probe: AtomicU64::new(0),
             aux: AtomicU64::new(0),
             main_tx,
+            main_answered: watch::channel(Default::default()).0,
             subagent: AtomicU64::new(0),
             subagent_tx: watch::channel(0u64).0,
             open_subagent: watch::channel(0u64).0,
@@ -224,6 +228,11 @@ impl Running {
 
     pub(crate) fn main_calls(&self) -> watch::Receiver<u64> {
         self.shared.main_tx.subscribe()
+    }
+
+    /// A watch on the indices of the main calls whose answer is over.
+    pub(crate) fn main_answered(&self) -> watch::Receiver<std::collections::BTreeSet<u64>> {
+        self.shared.main_answered.subscribe()
     }
 
     /// The machine sleeps: every answer in flight goes silent for good.

@@ -23,7 +23,7 @@ use crate::units::secs;
 /// `since` is when the faulted turn began.
 async fn trigger_fired(
     trigger: &Option<Trigger>,
-    calls: &mut tokio::sync::watch::Receiver<u64>,
+    provider: &Provider,
     mcp_calls: &mut Option<tokio::sync::watch::Receiver<u64>>,
     scope: &Arc<Scope>,
     (since, store): (Instant, Option<&crate::store::writes::StoreFiles>),
@@ -41,8 +41,11 @@ async fn trigger_fired(
         // `calls` watches the subagent's calls for `when_subagent_call`
         // (see [`calls_for`]).
         Some(Trigger::AfterCalls(n) | Trigger::WhenSubagentCall(n)) => {
+            let mut calls = calls_for(trigger.as_ref(), provider);
             let _ = calls.wait_for(|c| *c >= *n).await;
         }
+        // The N-th call's answer sent whole (or given up): a hang never.
+        Some(Trigger::AfterReply(n)) => provider.main_answered(n.saturating_sub(1)).await,
         // Watched from the turn's start, so no write after the N-th call
         // can slip by before the watch exists; the first write reported once
         // N calls arrived fires it (under load, a write made just before the
@@ -50,6 +53,7 @@ async fn trigger_fired(
         // be watched never fires: the kill is named as never landed (a
         // profile without a SQLite or JSONL store makes the row N/A).
         Some(Trigger::StoreWriteAfterCalls(n)) => {
+            let calls = provider.main_calls();
             let watched = store.map(crate::store::writes::StoreWrites::of);
             let Some(Ok(mut writes)) = watched else {
                 return std::future::pending().await;
@@ -160,14 +164,14 @@ async fn fault_fired(
 ) {
     let since = began(&mut working).await;
     let at = s.process_fault.as_ref().map(|f| f.at.clone());
-    let mut calls = calls_for(at.as_ref(), provider);
     if let Some(Trigger::StoreWriteAfterCalls(n)) = &at {
+        let mut calls = provider.main_calls();
         let files = (store.as_ref(), into);
         super::store_kill::armed_then_written(*n, &mut calls, files, provider, armed).await;
     } else {
         let mut mcp_calls = mcp.map(|m| m.calls_watch());
         let when = (since, store.as_ref());
-        trigger_fired(&at, &mut calls, &mut mcp_calls, &scope, when).await;
+        trigger_fired(&at, provider, &mut mcp_calls, &scope, when).await;
     }
     let delay = s.process_fault.as_ref().map_or(0.0, |f| f.delay);
     tokio::time::sleep(secs(delay)).await;
@@ -187,14 +191,13 @@ async fn faulted_turn_in(
     let _probes = ProbesHeld::for_turn(d, s, provider);
     let mut clock = TurnClock::start(d, 0, Phase::FaultedTurn, dl.turn, dl.boot);
     let (mut working, fault_working) = (clock.working(), clock.working());
-    let mut calls = calls_for(s.interrupt.as_ref(), provider);
     let scope = d.scope().clone();
     let store = d.store_files();
     let mut mcp_calls = mcp.map(|m| m.calls_watch());
     let trigger = async {
         let since = began(&mut working).await;
         let at = (since, store.as_ref());
-        trigger_fired(&s.interrupt, &mut calls, &mut mcp_calls, &scope, at).await;
+        trigger_fired(&s.interrupt, provider, &mut mcp_calls, &scope, at).await;
     };
     tokio::pin!(trigger);
     let into = d.launch.prepared.dirs.root.join(super::store_kill::ARM_DIR);
