@@ -126,6 +126,10 @@ impl Credential {
     /// Whether a request carrying `key` is refused: the first key has
     /// expired and `key` is not the current one (a probe, `later_turn`, is
     /// never refused under `refresh: never`).
+    ///
+    /// Decided after any refresh in progress (under the hook's lock): an
+    /// agent may read the new key the moment its copy is rewritten, before
+    /// the refresh made it current, and must not be refused for it.
     pub(crate) fn refuses(&self, key: Option<&str>, later_turn: bool) -> bool {
         if !self.expired.load(Ordering::SeqCst) {
             return false;
@@ -133,6 +137,7 @@ impl Credential {
         if later_turn && self.spec.refresh == Refresh::Never {
             return false;
         }
+        let _settled = self.hook.lock().unwrap_or_else(|e| e.into_inner());
         let current = key_of(&self.nonce, self.generation.load(Ordering::SeqCst));
         key != Some(current.as_str())
     }
@@ -270,10 +275,12 @@ mod tests {
         assert!(!c.refuses(Some(&key("n", 2)), false));
     }
 
-    /// The race tests/proxy_tls.rs met: the drive's `turn_end` refresh was
-    /// still writing the agent's copy when the probe, sent with the old key,
-    /// was refused; its 401 left at once and the agent re-read the old key.
-    /// A refusal now waits for the write in progress.
+    /// The races tests/proxy_tls.rs met: the drive's `turn_end` refresh was
+    /// still writing the agent's copy when a probe was judged: one sent
+    /// with the old key was refused and its 401 left before the new key was
+    /// there to re-read; one sent with the new key, read off the rewritten
+    /// copy, was refused as not yet current. Both now wait for the write in
+    /// progress.
     #[test]
     fn a_refusal_during_a_refresh_waits_for_the_new_key_to_be_written() {
         use std::sync::atomic::AtomicBool;
@@ -301,28 +308,44 @@ mod tests {
             move || c.refresh()
         });
         started.recv().unwrap();
-        // The probe with the old key arrives while the copy is being written.
-        assert!(c.refuses(Some(&key("n", 1)), true));
+        // While the copy is being written, two probes arrive: one sent with
+        // the old key, one with the new key the agent read the moment its
+        // copy was rewritten (clean-clone run A at d409209: refused, its 401
+        // sent at once, the agent re-read the same key and gave up).
         let (done_tx, done) = mpsc::channel();
-        let probe = std::thread::spawn({
-            let (c, w) = (c.clone(), written.clone());
-            move || {
-                c.refused(true);
-                done_tx.send(w.load(Ordering::SeqCst)).unwrap();
-            }
-        });
-        // A refusal that did not wait would answer here, before the write.
+        let probes: Vec<_> = [1, 2]
+            .into_iter()
+            .map(|g| {
+                let (c, w, tx) = (c.clone(), written.clone(), done_tx.clone());
+                std::thread::spawn(move || {
+                    let refused = c.refuses(Some(&key("n", g)), true);
+                    if refused {
+                        c.refused(true);
+                    }
+                    tx.send((g, refused, w.load(Ordering::SeqCst))).unwrap();
+                })
+            })
+            .collect();
+        // A decision that did not wait would come here, before the write.
         let early = done
             .recv_timeout(std::time::Duration::from_millis(200))
             .ok();
-        assert_eq!(early, None, "the 401 left before the new key was written");
+        assert_eq!(
+            early, None,
+            "a probe was judged before the new key was written"
+        );
         release.send(()).unwrap();
-        assert!(
-            done.recv().unwrap(),
-            "the new key is written when the 401 leaves"
+        let mut got: Vec<_> = (0..2).map(|_| done.recv().unwrap()).collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [(1, true, true), (2, false, true)],
+            "the old key refused once the new one is written, the new one let through"
         );
         drive.join().unwrap();
-        probe.join().unwrap();
+        for p in probes {
+            p.join().unwrap();
+        }
         assert!(!c.refuses(Some(&key("n", 2)), true));
     }
 
