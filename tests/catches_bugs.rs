@@ -190,6 +190,15 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "kept the stale schema",
     },
+    // A batch's answers handed out in arrival order: each MCP call must
+    // carry its own text (own_outputs on `mcp_probe` calls).
+    Case {
+        bug: "mcp_replies_by_arrival",
+        scenario: "mcp_parallel_calls",
+        invariant: "history_integrity",
+        scale: "1",
+        says: "(mcp_probe ",
+    },
     // Subagents.
     Case {
         bug: "subagent_no_deadline",

@@ -94,7 +94,9 @@ mcp_leak_server (close leaves stdio servers running; the descendant sweep
 spares them), mcp_drop_error_result (an ``isError`` result never enters the
 history), mcp_boot_drop (a server slower than 1.5 s at boot is dropped without
 a word), mcp_retry_unauthorized (a 401 at initialize is retried in a loop),
-mcp_stale_schema (``tools/list_changed`` ignored: the old schemas stay offered);
+mcp_stale_schema (``tools/list_changed`` ignored: the old schemas stay offered),
+mcp_replies_by_arrival (a batch of calls to one stdio server sent at once, its
+answers handed out in arrival order, not by JSON-RPC id);
 subagent_no_deadline (the ``task`` tool waits for its subagent for ever);
 orphan_subagent (a ``task`` tool stopped by its deadline or an interrupt
 abandons its subagent, whose loop retries its model call after the parent's
@@ -280,6 +282,7 @@ KNOWN_BUGS = {
     "mcp_boot_drop": "an MCP server not ready within 1.5 s is dropped silently (no tools, nothing said)",
     "mcp_retry_unauthorized": "an MCP server's HTTP 401 at initialize is retried until the boot timeout",
     "mcp_stale_schema": "notifications/tools/list_changed is ignored: the model keeps the old tool schemas",
+    "mcp_replies_by_arrival": "a batch of calls to one stdio MCP server is sent at once and the answers are handed to the calls in the order they arrive, not by JSON-RPC id",
     "subagent_no_deadline": "the task tool waits for its subagent with no deadline",
     "orphan_subagent": "a stopped task tool abandons its subagent, which keeps calling the model after the parent's turn ended",
     "subagent_abandoned_in_call": "a stopped task tool returns at once and leaves its subagent inside its open model call, after the parent's turn ended",
@@ -2012,6 +2015,8 @@ class Agent:
 
     def run_batch(self, tool_calls):
         """Run every call of a batch, answering each id. True if interrupted."""
+        if self._bug_mcp_replies_by_arrival(tool_calls):
+            return self.ctl.interrupted()
         answered = 0
         interrupted = False
         first_output = None
@@ -2038,6 +2043,29 @@ class Agent:
             for tc in tool_calls[answered:]:
                 self._append({"role": "tool", "tool_call_id": tc["id"], "content": "interrupted"})
         return interrupted or self.ctl.interrupted()
+
+    def _bug_mcp_replies_by_arrival(self, tool_calls):
+        """--bug mcp_replies_by_arrival: a batch of two or more calls, every
+        one to the same MCP server, is sent at once and each call gets the
+        answer that arrived in its place (see McpServer.call_batch_by_arrival).
+        True when the batch was answered so."""
+        if not self.bug("mcp_replies_by_arrival") or len(tool_calls) < 2 or self.mcp is None:
+            return False
+        names = [tc["function"].get("name") or "" for tc in tool_calls]
+        servers = {id(self.mcp.owner(n)) for n in names}
+        server = self.mcp.owner(names[0])
+        if server is None or len(servers) != 1:
+            return False
+        try:
+            calls = [(n, json.loads(tc["function"].get("arguments") or "{}")) for n, tc in zip(names, tool_calls)]
+        except ValueError:
+            return False
+        texts = server.call_batch_by_arrival(calls, self.ctl.interrupted)
+        if texts is None:
+            return False
+        for tc, text in zip(tool_calls, texts):
+            self._append({"role": "tool", "tool_call_id": tc["id"], "content": text})
+        return True
 
     def execute_tool(self, tc):
         name = tc["function"].get("name") or ""

@@ -649,6 +649,49 @@ class McpServer:
             self._relist_if_changed(cancelled)
             return text, is_error, False
 
+    def call_batch_by_arrival(self, calls, cancelled):
+        """--bug mcp_replies_by_arrival: every ``(name, args)`` call of a batch
+        sent at once on a stdio connection, and the responses handed out in
+        the order they arrived, not by their JSON-RPC ids: a slow first call
+        gets a later call's result. Texts in the calls' order, or None (not
+        this bug's case: the healthy path runs the batch)."""
+        with self.lock:
+            conn = self.conn
+            if not isinstance(conn, StdioConnection) or conn.dead:
+                return None
+            tools = [self.tools.get(name) for name, _ in calls]
+            if any(t is None for t in tools):
+                return None
+            sent = []
+            try:
+                for tool, (_, args) in zip(tools, calls):
+                    rid = conn.new_id()
+                    sent.append((rid, conn.register(rid)))
+                    conn.send_request(rid, {"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                                            "params": {"name": tool["name"], "arguments": args}})
+                self.log(f"mcp {self.name}: {len(sent)} calls sent at once; answers taken in arrival order"
+                         " (bug mcp_replies_by_arrival)")
+                deadline = time.monotonic() + self.call_timeout
+                arrived, waiting = [], list(sent)
+                while waiting and not cancelled() and time.monotonic() < deadline:
+                    for item in [w for w in waiting if w[1].event.is_set()]:
+                        waiting.remove(item)
+                        arrived.append(item[1])
+                    if waiting:
+                        time.sleep(POLL)
+            except McpError as e:
+                return [f"error: MCP tool call failed: {e.msg}"] * len(calls)
+            finally:
+                for rid, _ in sent:
+                    conn.unregister(rid)
+        texts = []
+        for p in arrived:
+            if p.error is not None or "error" in p.response:
+                texts.append("error: MCP tool call failed")
+            else:
+                texts.append(result_text(p.response.get("result"))[0])
+        return texts + ["error: MCP tool call timed out"] * (len(calls) - len(texts))
+
     def _relist_if_changed(self, cancelled):
         """After `notifications/tools/list_changed`, list the tools again (once,
         however many notifications came), so the next model call offers the new

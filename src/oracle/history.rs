@@ -264,15 +264,29 @@ fn store_user_turns(obs: &Observation) -> Check {
     Check::new(inv, name, v)
 }
 
-/// `echo TOKEN` calls the provider issued: (id, token).
-fn echo_calls(obs: &Observation) -> Vec<(&str, String)> {
+/// The calls the provider issued whose result must carry a token of their
+/// own: `echo TOKEN` shell calls, and `mcp_probe` calls (the MCP server's
+/// probe tool answers `probe:TEXT`): (id, the call as the violation names
+/// it, token).
+fn echo_calls(obs: &Observation) -> Vec<(&str, String, String)> {
     obs.recording
         .issued_tool_calls
         .iter()
         .filter_map(|c| {
-            let cmd = c.args.get("command")?.as_str()?;
-            let token = cmd.strip_prefix("echo ")?.trim().to_string();
-            Some((c.id.as_str(), token))
+            let token = match c.tool.as_str() {
+                "mcp_probe" => c.args.get("text")?.as_str()?.trim(),
+                _ => c
+                    .args
+                    .get("command")?
+                    .as_str()?
+                    .strip_prefix("echo ")?
+                    .trim(),
+            };
+            let label = match c.tool.as_str() {
+                "mcp_probe" => format!("mcp_probe {token}"),
+                _ => format!("echo {token}"),
+            };
+            Some((c.id.as_str(), label, token.to_string()))
         })
         .collect()
 }
@@ -284,13 +298,13 @@ fn own_outputs(obs: &Observation) -> Check {
         return Check::skipped(
             inv,
             "own_outputs",
-            "the provider issued no `echo TOKEN` tool calls",
+            "the provider issued no `echo TOKEN` or `mcp_probe` tool calls",
         );
     }
     let wire: Vec<&Message> = sent_requests(obs).flat_map(|r| &r.messages).collect();
     let ended = obs.turn_end(0).is_some();
     let mut v = Vec::new();
-    for (id, token) in &calls {
+    for (id, label, token) in &calls {
         let results: Vec<&str> = wire
             .iter()
             .filter(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some(id))
@@ -300,28 +314,28 @@ fn own_outputs(obs: &Observation) -> Check {
             // A result is only due once the turn has returned.
             if ended {
                 v.push(format!(
-                    "tool call {id} (echo {token}) never had its result sent to the model"
+                    "tool call {id} ({label}) never had its result sent to the model"
                 ));
             }
         } else if let Some(bad) = results.iter().find(|c| !c.contains(token.as_str())) {
             v.push(format!(
-                "tool call {id} (echo {token}) carried another output: {:?}",
+                "tool call {id} ({label}) carried another output: {:?}",
                 clip(bad, 80)
             ));
         }
     }
     if let Ok(msgs) = stored(obs) {
-        for (id, token) in &calls {
+        for (id, label, token) in &calls {
             let mine = msgs
                 .iter()
                 .find(|m| m.role == "tool" && m.tool_call_id.as_deref() == Some(id));
             match mine {
                 Some(m) if !m.content.contains(token.as_str()) => v.push(format!(
-                    "the store's result for {id} (echo {token}) is another output: {:?}",
+                    "the store's result for {id} ({label}) is another output: {:?}",
                     clip(&m.content, 80)
                 )),
                 None if ended => v.push(format!(
-                    "the store has no result for tool call {id} (echo {token})"
+                    "the store has no result for tool call {id} ({label})"
                 )),
                 _ => {}
             }
@@ -513,6 +527,39 @@ mod tests {
         let msgs = vec![assistant_calls(&["a"]), msg("user", "x"), tool("a", "late")];
         let (s, o) = with_wire(msgs);
         assert!(named(&check(&s, &o), "wire_tool_results").failed());
+    }
+
+    /// An `mcp_probe` call's result carries its text (`probe:TEXT`): a
+    /// batch whose answers were handed out in arrival order fails.
+    #[test]
+    fn each_mcp_probe_call_must_carry_its_own_text() {
+        let crossed = vec![
+            assistant_calls(&["a", "b"]),
+            tool("a", "probe:N-two"),
+            tool("b", "probe:N-one"),
+        ];
+        let (s, mut o) = with_wire(crossed);
+        for (id, text) in [("a", "N-one"), ("b", "N-two")] {
+            o.recording.issued_tool_calls.push(IssuedToolCall {
+                id: id.into(),
+                tool: "mcp_probe".into(),
+                args: serde_json::json!({ "text": text }),
+                main_index: 0,
+            });
+        }
+        o.store = StoreObservation::NotConfigured;
+        let c = check(&s, &o);
+        let own = named(&c, "own_outputs");
+        assert_eq!(own.violations().len(), 2, "{own:?}");
+        assert!(
+            own.violations()[0].contains("tool call a (mcp_probe N-one) carried another output"),
+            "{own:?}"
+        );
+        let mut o = o;
+        let sent = &mut o.recording.requests.last_mut().unwrap().messages;
+        sent[1] = tool("a", "probe:N-one");
+        sent[2] = tool("b", "probe:N-two");
+        assert!(!named(&check(&s, &o), "own_outputs").failed());
     }
 
     #[test]
