@@ -1113,3 +1113,46 @@ async fn a_probe_waits_for_the_open_subagent_call_whose_end_is_recorded() {
         "subagent call ended {sub_end:?}, the probe {probe_end:?}"
     );
 }
+
+/// A request `endpoint_fault: {kind: hang}` never answers is recorded open:
+/// its end is when its client gave it up, never its arrival (which is what
+/// the record said before: a hung model list looked answered at once).
+#[tokio::test]
+async fn a_hung_endpoint_request_ends_when_its_client_gives_it_up() {
+    let p = start_with(ProviderConfig {
+        nonce: NONCE.into(),
+        endpoint_fault: Some(chaosrun::provider::EndpointFault::Hang {}),
+        ..ProviderConfig::default()
+    })
+    .await;
+    let gave_up = reqwest::Client::new()
+        .get(format!("{}/models", p.base_url()))
+        .timeout(Duration::from_millis(300))
+        .send()
+        .await
+        .expect_err("never answered");
+    assert!(gave_up.is_timeout(), "{gave_up}");
+    // The server sees the connection close and drops the request's handler.
+    let started = Instant::now();
+    let record = loop {
+        let rec = p.recording();
+        let r = rec
+            .requests
+            .into_iter()
+            .find(|r| r.path.ends_with("/models"));
+        match r {
+            Some(r) if r.ended.is_some() => break r,
+            _ if started.elapsed() > Duration::from_secs(10) => {
+                panic!("the hung request was never ended: {r:?}")
+            }
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    };
+    assert_eq!(record.reply, "endpoint_hang");
+    let open = record.ended.unwrap() - record.at;
+    assert!(
+        open >= 0.25,
+        "ended {open:.3} s after it arrived: the client gave it up after 0.3 s"
+    );
+    p.shutdown().await;
+}

@@ -75,7 +75,9 @@ impl Answering {
 impl Drop for Answering {
     fn drop(&mut self) {
         self.shared.answered(self.seq);
-        if let Some(i) = self.main {
+        // Only indices a trigger can name (`after_reply` is at most
+        // MAX_COUNT): the set stays bounded however many calls an agent makes.
+        if let Some(i) = self.main.filter(|i| *i < crate::units::MAX_COUNT) {
             self.shared.main_answered.send_modify(|over| {
                 over.insert(i);
             });

@@ -66,12 +66,30 @@ impl Shared {
     }
 
     /// Record a request that is not a model call, or one refused (counted as
-    /// auxiliary).
+    /// auxiliary), answered at once.
     pub(super) fn push_other(
         &self,
         head: RequestHead,
         reply: &str,
         previous_response_id: Option<String>,
+    ) {
+        let at = head.at;
+        self.push_aux(head, reply, previous_response_id, Some(at));
+    }
+
+    /// Record a request besides a model call that is not answered yet (a
+    /// hung endpoint): its end is stamped when its answer is over
+    /// ([`super::answering::Answering`]).
+    pub(super) fn push_other_open(&self, head: RequestHead, reply: &str) {
+        self.push_aux(head, reply, None, None);
+    }
+
+    fn push_aux(
+        &self,
+        head: RequestHead,
+        reply: &str,
+        previous_response_id: Option<String>,
+        ended: Option<f64>,
     ) {
         self.aux.fetch_add(1, Ordering::SeqCst);
         self.push(RequestRecord {
@@ -95,8 +113,7 @@ impl Shared {
             previous_response_id,
             error: None,
             credential: head.credential,
-            // Answered at once (a refusal, a model list).
-            ended: Some(head.at),
+            ended,
         });
     }
 

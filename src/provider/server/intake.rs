@@ -11,9 +11,11 @@ use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::Response;
 
 use super::answer::generate;
+use super::answering::Answering;
 use super::{Shared, BODY_LIMIT};
 use crate::provider::recording::{BodyHash, HEADERS_KEEP_BYTES};
 use crate::provider::wire::{json_response, request, ErrorInfo, Route};
+use crate::provider::CallKind;
 
 /// What every record takes from the request line and headers.
 pub(super) struct RequestHead {
@@ -192,7 +194,7 @@ pub(super) async fn dispatch(
 /// ([`crate::provider::endpoints`]): recorded, then never answered (until the
 /// provider stops) or answered with the fault's status.
 async fn endpoint_faulted(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     head: RequestHead,
     fault: crate::provider::EndpointFault,
 ) -> Response {
@@ -201,7 +203,11 @@ async fn endpoint_faulted(
     let path = head.path.clone();
     match fault {
         EndpointFault::Hang {} => {
-            shared.push_other(head, RECORDED_HANG, None);
+            // Over when the agent gives the request up (this future is
+            // dropped with its connection) or the provider stops.
+            let seq = head.seq;
+            shared.push_other_open(head, RECORDED_HANG);
+            let _answering = Answering::new(shared.clone(), seq, CallKind::Aux, None);
             shared.cancel.cancelled().await;
             let message = format!("chaosrun: {path} was never answered (the provider stopped)");
             shared.wire.error_response(&ErrorInfo::new(503, message))
