@@ -50,9 +50,10 @@ pub fn check(s: &Scenario, obs: &Observation) -> Vec<Check> {
             inv,
             "faulted_turn_ends",
             vec![format!(
-                "{} (provider calls so far: {}); {}",
+                "{} (provider calls so far: {}){}; {}",
                 why_no_turn_end(obs),
                 obs.recording.main_calls,
+                super::endpoint::note(s, obs),
                 stderr_evidence(obs)
             )],
         ));
@@ -194,10 +195,11 @@ fn turn_ends_in_time(s: &Scenario, obs: &Observation, end_at: f64) -> Check {
     let start = obs.clock_start(0).unwrap_or(0.0);
     if end_at - start > s.deadlines.turn {
         ends.push(format!(
-            "the faulted turn took {:.1} s, past its {:.0} s deadline{}",
+            "the faulted turn took {:.1} s, past its {:.0} s deadline{}{}",
             end_at - start,
             s.deadlines.turn,
-            first_call_note(obs, 0)
+            first_call_note(obs, 0),
+            super::endpoint::note(s, obs)
         ));
     }
     if let Some((sent, _)) = obs.interrupt_sent() {
@@ -556,6 +558,33 @@ mod tests {
             "stderr is evidence"
         );
         assert!(outcome(&c).not_checked());
+    }
+
+    /// A turn that missed its deadline while the row's endpoint fault held
+    /// a request (an exec-mode agent's start-up is in its turn) names it.
+    #[test]
+    fn a_missed_turn_deadline_names_the_hung_endpoint_requests() {
+        let s = scenario("expect: ended\nendpoint_fault: {kind: hang}");
+        let mut obs = healthy(&s, end(0, false, true, "x"));
+        obs.events.retain(|t| !matches!(t.event, Event::TurnEnd(_)));
+        obs.events.push(at(
+            95.0,
+            Event::DeadlineMissed {
+                phase: Phase::FaultedTurn,
+                seconds: 90.0,
+            },
+        ));
+        let mut list = request(9, crate::provider::CallKind::Aux, vec![]);
+        (list.method, list.path, list.model) = ("GET".into(), "/v1/models".into(), None);
+        list.reply = crate::provider::endpoints::RECORDED_HANG.into();
+        obs.recording.requests.push(list);
+        let c = check(&s, &obs);
+        let ends = c.iter().find(|c| c.name == "faulted_turn_ends").unwrap();
+        assert!(
+            ends.violations()[0]
+                .contains("each never answered by the row's `endpoint_fault`: GET /v1/models"),
+            "{ends:?}"
+        );
     }
 
     #[test]
