@@ -202,6 +202,6 @@ mod tests {
         assert!(e.starts_with("e.yaml:2:"), "{e}");
         assert!(Config::parse("kill_share: 2\n", "e.yaml").is_err());
         assert!(Config::parse("delay: {p50: 1, p99: 0.5}\n", "e.yaml").is_err());
-        assert!(Config::parse("weights: {ok: 0, error_500: 0, error_429: 0, drop_mid_stream: 0, stall_mid_stream: 0, hang: 0, value_empty: 0, value_cut: 0}\n", "e.yaml").is_err());
+        assert!(Config::parse("weights: {ok: 0, error_500: 0, error_429: 0, drop_mid_stream: 0, stall_mid_stream: 0, hang: 0, value_empty: 0, value_no_calls: 0, value_cut: 0, value_refused: 0}\n", "e.yaml").is_err());
     }
 }

@@ -315,17 +315,26 @@ pub fn generate(seed: u64, c: &Config, resume: bool) -> Trial {
             gap: (gap * 1000.0).round() / 1000.0,
         },
     });
+    // An agent may end its turn on a value fault: nothing placed after the
+    // first one is sure to be reached (a kill, an interrupt, a stop or a
+    // lasting fault there could never land), so none is placed there.
+    let ends = first_value_fault(&steps);
     // A kill (before any step after the first, so a side effect is behind
     // it) or an interrupt (after one retryable error); never both.
     if resume && steps.len() > 1 && rng.gen_bool(c.kill_share) {
         // The restarted agent goes on with the probe turn: nothing of the
-        // faulted turn after the kill would run, so the script ends there.
-        let at = rng.gen_range(1..steps.len());
-        steps.truncate(at);
-        steps.push(Step {
-            kill_before: true,
-            ..Step::answer(0.0)
-        });
+        // faulted turn after the kill would run, so the script ends there
+        // (at the value fault's step at the latest: it is cut away).
+        let at = rng
+            .gen_range(1..steps.len())
+            .min(ends.map_or(usize::MAX, |(i, _)| i));
+        if at >= 1 {
+            steps.truncate(at);
+            steps.push(Step {
+                kill_before: true,
+                ..Step::answer(0.0)
+            });
+        }
     } else if rng.gen_bool(c.interrupt_share) {
         let errors: Vec<(usize, usize)> = steps
             .iter()
@@ -337,6 +346,7 @@ pub fn generate(seed: u64, c: &Config, resume: bool) -> Trial {
                     .filter(|(_, f)| f.kind.is_error())
                     .map(move |(j, _)| (i, j))
             })
+            .filter(|at| ends.is_none_or(|e| *at < e))
             .collect();
         if !errors.is_empty() {
             let (i, j) = errors[rng.gen_range(0..errors.len())];
@@ -348,20 +358,34 @@ pub fn generate(seed: u64, c: &Config, resume: bool) -> Trial {
         .iter()
         .any(|s| s.kill_before || s.faults.iter().any(|f| f.interrupt));
     if !placed && rng.gen_bool(c.stop_share) {
-        // Frozen past (or within) the stale timeout, then continued.
+        // Frozen past (or within) the stale timeout, then continued: as the
+        // step's own call arrives, after its faults (so before a value
+        // fault's step only).
         let at = rng.gen_range(0..steps.len());
-        steps[at].stop_for = Some(f64::from(rng.gen_range(5u32..=40)) / 10.0);
+        let secs = f64::from(rng.gen_range(5u32..=40)) / 10.0;
+        if ends.is_none_or(|(i, _)| at < i) {
+            steps[at].stop_for = Some(secs);
+        }
     }
-    draw_persist(&mut rng, c, &mut steps);
+    draw_persist(&mut rng, c, &mut steps, ends.map(|(i, _)| i));
     Trial { seed, steps }
+}
+
+/// Where the first value fault is (step, fault): an agent may end its turn
+/// on it.
+fn first_value_fault(steps: &[Step]) -> Option<(usize, usize)> {
+    steps.iter().enumerate().find_map(|(i, s)| {
+        let j = s.faults.iter().position(|f| f.kind.ends_turn())?;
+        Some((i, j))
+    })
 }
 
 /// Maybe make one step's fault last (drawn last, so every earlier draw of a
 /// seed is as it was): never with a kill or an interrupt, on a step after the
 /// first when there is one (a tool result is then behind it), never with a
-/// stop. A fault that
-/// never clears ends the script at its step.
-fn draw_persist(rng: &mut StdRng, c: &Config, steps: &mut Vec<Step>) {
+/// stop, never after the step of the first value fault (`ends`: it replaces
+/// that step's faults). A fault that never clears ends the script at its step.
+fn draw_persist(rng: &mut StdRng, c: &Config, steps: &mut Vec<Step>, ends: Option<usize>) {
     let p = &c.persist;
     let other = steps
         .iter()
@@ -381,6 +405,9 @@ fn draw_persist(rng: &mut StdRng, c: &Config, steps: &mut Vec<Step>) {
     } else {
         Some(rng.gen_range(2..=PERSIST_RETRIES))
     };
+    if ends.is_some_and(|v| at > v) {
+        return;
+    }
     let s = &mut steps[at];
     s.faults.clear();
     s.persist = Some(Persist { kind, calls });
@@ -394,6 +421,47 @@ fn draw_persist(rng: &mut StdRng, c: &Config, steps: &mut Vec<Step>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An agent may end its turn on a value fault: no kill, interrupt, stop
+    /// or lasting fault is placed where only going on past one reaches it
+    /// (the healthy search drew a kill after a refusal, which the reference
+    /// agent ends its turn on: "the kill never fired").
+    #[test]
+    fn nothing_is_placed_past_the_first_value_fault() {
+        let c = Config::default();
+        let mut with_value = 0;
+        for seed in 0..3000 {
+            let t = generate(seed, &c, true);
+            let Some((vi, vj)) = first_value_fault(&t.steps) else {
+                continue;
+            };
+            with_value += 1;
+            for (i, s) in t.steps.iter().enumerate() {
+                assert!(
+                    !s.kill_before,
+                    "seed {seed}: a kill after step {vi}'s value fault: {t:?}"
+                );
+                assert!(
+                    s.stop_for.is_none() || i < vi,
+                    "seed {seed}: a stop at step {i}, value fault at {vi}: {t:?}"
+                );
+                assert!(
+                    s.persist.is_none() || i <= vi,
+                    "seed {seed}: a lasting fault at step {i}, value fault at {vi}: {t:?}"
+                );
+                for (j, f) in s.faults.iter().enumerate() {
+                    assert!(
+                        !f.interrupt || (i, j) < (vi, vj),
+                        "seed {seed}: an interrupt at ({i}, {j}), value fault at ({vi}, {vj}): {t:?}"
+                    );
+                }
+            }
+        }
+        assert!(
+            with_value > 100,
+            "only {with_value} trials drew a value fault"
+        );
+    }
 
     #[test]
     fn the_same_seed_gives_the_same_trial() {

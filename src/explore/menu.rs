@@ -118,7 +118,7 @@ mod tests {
         let short: Vec<&str> = m.iter().map(|i| i.explored.short).collect();
         assert_eq!(
             short,
-            ["500", "429", "drop", "stall", "hang", "empty", "cut"]
+            ["500", "429", "drop", "stall", "hang", "empty", "nocalls", "cut", "refused"]
         );
     }
 }

@@ -185,16 +185,18 @@ mod tests {
     use super::*;
 
     /// The defaults are the declared ones in draw order: explore's old five
-    /// (their weights as before), then the value faults.
+    /// (their weights as before), then the value faults (the empty and cut
+    /// answers' old 0.03 each split with the no-calls finish and the
+    /// refusal drawn right after them).
     #[test]
     fn defaults_are_the_declared_ones_in_draw_order() {
         assert_eq!(
             Weights::default().list(),
-            [0.55, 0.14, 0.14, 0.1, 0.035, 0.035, 0.03, 0.03]
+            [0.55, 0.14, 0.14, 0.1, 0.035, 0.035, 0.015, 0.015, 0.015, 0.015]
         );
         assert_eq!(
             PersistWeights::default().list(),
-            [0.3, 0.3, 0.15, 0.1, 0.15, 0.1, 0.1]
+            [0.3, 0.3, 0.15, 0.1, 0.15, 0.05, 0.05, 0.05, 0.05]
         );
         assert_eq!(
             Weights::names(),
@@ -206,7 +208,9 @@ mod tests {
                 "stall_mid_stream",
                 "hang",
                 "value_empty",
-                "value_cut"
+                "value_no_calls",
+                "value_cut",
+                "value_refused"
             ]
         );
     }

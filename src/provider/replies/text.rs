@@ -58,27 +58,48 @@ impl Text {
 
 impl crate::kinds::Kind for Text {
     const NAME: &'static str = "text";
-    /// Explore serves two of its value faults: an empty 200, and an answer
-    /// cut for length (each cut differs by its call, for
-    /// `partial_sent_once`). An agent may end its turn on either.
+    /// Explore serves four of its value faults: an empty 200, a tool-calls
+    /// finish with no tool calls, an answer cut for length (each cut
+    /// differs by its call, for `partial_sent_once`) and a refusal (the
+    /// content-filter finish). An agent may end its turn on any of them.
+    /// The last two of each pair split what the first had alone, right
+    /// after it in the draw, so every other draw of a seed is as it was.
     const FACTS: crate::kinds::Facts = crate::kinds::Facts {
         explore: &[
             crate::kinds::Explored {
                 key: "value_empty",
                 short: "empty",
                 fields: "{text: ''}",
-                per_mille: 30,
-                persist_per_mille: 100,
+                per_mille: 15,
+                persist_per_mille: 50,
                 rank: 5,
+                mid_stream: false,
+            },
+            crate::kinds::Explored {
+                key: "value_no_calls",
+                short: "nocalls",
+                fields: "{text: '', finish_reason: tool_calls}",
+                per_mille: 15,
+                persist_per_mille: 50,
+                rank: 6,
                 mid_stream: false,
             },
             crate::kinds::Explored {
                 key: "value_cut",
                 short: "cut",
                 fields: "{text: 'a partial answer to call {{call}}, cut before its', finish_reason: length}",
-                per_mille: 30,
-                persist_per_mille: 100,
-                rank: 6,
+                per_mille: 15,
+                persist_per_mille: 50,
+                rank: 7,
+                mid_stream: false,
+            },
+            crate::kinds::Explored {
+                key: "value_refused",
+                short: "refused",
+                fields: "{text: \"I can't help with that request.\", finish_reason: content_filter}",
+                per_mille: 15,
+                persist_per_mille: 50,
+                rank: 8,
                 mid_stream: false,
             },
         ],
