@@ -9,6 +9,11 @@ use super::replies::{Ctx, Frame};
 
 /// The one tool the server lists.
 pub const PROBE_TOOL: &str = "probe";
+
+/// The probe tool's argument, echoed back as `probe:<text>` (until a
+/// `schema_swap` renames it).
+pub const PROBE_ARG: &str = "text";
+
 /// Protocol versions answered as asked; any other gets the first.
 pub const VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
 /// The methods a rule may name.
@@ -19,7 +24,7 @@ pub fn tools(swapped: bool) -> Value {
     let arg = if swapped {
         super::replies::schema_swap::NEW_ARG
     } else {
-        "text"
+        PROBE_ARG
     };
     json!({"tools": [{
         "name": PROBE_TOOL,

@@ -274,7 +274,7 @@ fn echo_calls(obs: &Observation) -> Vec<(&str, String, String)> {
         .iter()
         .filter_map(|c| {
             let token = match c.tool.as_str() {
-                "mcp_probe" => c.args.get("text")?.as_str()?.trim(),
+                "mcp_probe" => c.args.get(crate::mcp::jsonrpc::PROBE_ARG)?.as_str()?.trim(),
                 _ => c
                     .args
                     .get("command")?
