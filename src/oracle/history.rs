@@ -273,20 +273,18 @@ fn echo_calls(obs: &Observation) -> Vec<(&str, String, String)> {
         .issued_tool_calls
         .iter()
         .filter_map(|c| {
-            let token = match c.tool.as_str() {
-                "mcp_probe" => c.args.get(crate::mcp::jsonrpc::PROBE_ARG)?.as_str()?.trim(),
-                _ => c
-                    .args
-                    .get("command")?
-                    .as_str()?
-                    .strip_prefix("echo ")?
-                    .trim(),
+            let (verb, token) = match c.tool.as_str() {
+                "mcp_probe" => (
+                    "mcp_probe",
+                    c.args.get(crate::mcp::jsonrpc::PROBE_ARG)?.as_str()?,
+                ),
+                _ => (
+                    "echo",
+                    c.args.get("command")?.as_str()?.strip_prefix("echo ")?,
+                ),
             };
-            let label = match c.tool.as_str() {
-                "mcp_probe" => format!("mcp_probe {token}"),
-                _ => format!("echo {token}"),
-            };
-            Some((c.id.as_str(), label, token.to_string()))
+            let token = token.trim();
+            Some((c.id.as_str(), format!("{verb} {token}"), token.to_string()))
         })
         .collect()
 }

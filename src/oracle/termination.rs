@@ -537,10 +537,9 @@ mod tests {
         assert!(outcome(&check(&s, &bad)).failed());
     }
 
-    #[test]
-    fn missed_turn_deadline_fails_and_outcome_is_not_checked() {
-        let s = scenario("expect: error");
-        let mut obs = healthy(&s, end(0, false, true, "x"));
+    /// `s`'s faulted turn that never ended: its 90 s deadline missed at 95 s.
+    fn missed_faulted_turn(s: &Scenario) -> Observation {
+        let mut obs = healthy(s, end(0, false, true, "x"));
         obs.events.retain(|t| !matches!(t.event, Event::TurnEnd(_)));
         obs.events.push(at(
             95.0,
@@ -549,6 +548,13 @@ mod tests {
                 seconds: 90.0,
             },
         ));
+        obs
+    }
+
+    #[test]
+    fn missed_turn_deadline_fails_and_outcome_is_not_checked() {
+        let s = scenario("expect: error");
+        let mut obs = missed_faulted_turn(&s);
         obs.stderr_tail = "Traceback: stuck in read()".into();
         let c = check(&s, &obs);
         let ends = c.iter().find(|c| c.name == "faulted_turn_ends").unwrap();
@@ -565,15 +571,7 @@ mod tests {
     #[test]
     fn a_missed_turn_deadline_names_the_hung_endpoint_requests() {
         let s = scenario("expect: ended\nendpoint_fault: {kind: hang}");
-        let mut obs = healthy(&s, end(0, false, true, "x"));
-        obs.events.retain(|t| !matches!(t.event, Event::TurnEnd(_)));
-        obs.events.push(at(
-            95.0,
-            Event::DeadlineMissed {
-                phase: Phase::FaultedTurn,
-                seconds: 90.0,
-            },
-        ));
+        let mut obs = missed_faulted_turn(&s);
         let mut list = request(9, crate::provider::CallKind::Aux, vec![]);
         (list.method, list.path, list.model) = ("GET".into(), "/v1/models".into(), None);
         list.reply = crate::provider::endpoints::RECORDED_HANG.into();
