@@ -199,6 +199,14 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "(mcp_probe ",
     },
+    // A server lost between turns: its tools must come back.
+    Case {
+        bug: "mcp_no_reconnect",
+        scenario: "mcp_server_restarts_between_turns",
+        invariant: "reusability",
+        scale: "1",
+        says: "call never reached it",
+    },
     // Subagents.
     Case {
         bug: "subagent_no_deadline",
@@ -380,11 +388,12 @@ fn the_memory_bugs_fail_memory_growth_only() {
 
 /// The MCP bugs whose rows run on the profile's first transport (stdio)
 /// above: caught over streamable HTTP too (the reference profile with its
-/// transports reversed), one wire each in turn.
-const OVER_HTTP: &[&str] = &["mcp_no_cancel", "mcp_timeout_no_cancel"];
+/// transports reversed), one wire each in turn: a lost connection is a
+/// stdio server that exited there and an HTTP session answered 404 here.
+const OVER_HTTP: &[&str] = &["mcp_no_cancel", "mcp_timeout_no_cancel", "mcp_no_reconnect"];
 
 #[test]
-fn the_mcp_cancel_bugs_are_caught_over_http_too() {
+fn the_mcp_http_bugs_are_caught_over_http_too() {
     let dir = tempfile::tempdir().unwrap();
     let profile = reference_profile_http_first(dir.path());
     let problems: Vec<String> = CASES

@@ -38,14 +38,14 @@ fn table_passes_on(wire: &str) {
         "{wire}: exit {:?}\n{stdout}\n{stderr}",
         out.status
     );
-    assert!(stdout.contains("57 passed, 0 failed"), "{wire}: {stdout}");
-    assert_eq!(stdout.matches("\nPASS  ").count(), 57, "{stdout}");
+    assert!(stdout.contains("58 passed, 0 failed"), "{wire}: {stdout}");
+    assert_eq!(stdout.matches("\nPASS  ").count(), 58, "{stdout}");
 
     let report = read_json(&json);
     assert_eq!(report["schema"], "chaosrun-report/2");
     assert_eq!(report["complete"], true);
     let scenarios = report["scenarios"].as_array().unwrap();
-    assert_eq!(scenarios.len(), 57);
+    assert_eq!(scenarios.len(), 58);
     // Every scenario carries evidence that its fault landed.
     for s in scenarios {
         assert!(
@@ -81,6 +81,7 @@ const MCP_ROWS: &[&str] = &[
     "mcp_tool_schema_changes",
     "mcp_http_unauthorized",
     "mcp_parallel_calls",
+    "mcp_server_restarts_between_turns",
 ];
 
 #[test]
@@ -123,7 +124,7 @@ fn mcp_rows_pass_over_http(wire: &str, profile: &std::path::Path, dir: &std::pat
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("13 passed, 0 failed"), "{wire}: {stdout}");
+    assert!(stdout.contains("14 passed, 0 failed"), "{wire}: {stdout}");
     let report = read_json(&json);
     let skipped = skipped_checks(&report, &[]);
     assert!(skipped.is_empty(), "{wire}: skipped: {skipped:#?}");

@@ -96,7 +96,9 @@ history), mcp_boot_drop (a server slower than 1.5 s at boot is dropped without
 a word), mcp_retry_unauthorized (a 401 at initialize is retried in a loop),
 mcp_stale_schema (``tools/list_changed`` ignored: the old schemas stay offered),
 mcp_replies_by_arrival (a batch of calls to one stdio server sent at once, its
-answers handed out in arrival order, not by JSON-RPC id);
+answers handed out in arrival order, not by JSON-RPC id), mcp_no_reconnect (a
+server whose connection was lost, its process gone or its HTTP session
+expired, is dropped with its tools for good, silently);
 subagent_no_deadline (the ``task`` tool waits for its subagent for ever);
 orphan_subagent (a ``task`` tool stopped by its deadline or an interrupt
 abandons its subagent, whose loop retries its model call after the parent's
@@ -283,6 +285,7 @@ KNOWN_BUGS = {
     "mcp_retry_unauthorized": "an MCP server's HTTP 401 at initialize is retried until the boot timeout",
     "mcp_stale_schema": "notifications/tools/list_changed is ignored: the model keeps the old tool schemas",
     "mcp_replies_by_arrival": "a batch of calls to one stdio MCP server is sent at once and the answers are handed to the calls in the order they arrive, not by JSON-RPC id",
+    "mcp_no_reconnect": "an MCP server whose connection was lost (its process gone, its HTTP session expired) is dropped with its tools for the rest of the session, without a word",
     "subagent_no_deadline": "the task tool waits for its subagent with no deadline",
     "orphan_subagent": "a stopped task tool abandons its subagent, which keeps calling the model after the parent's turn ended",
     "subagent_abandoned_in_call": "a stopped task tool returns at once and leaves its subagent inside its open model call, after the parent's turn ended",

@@ -32,7 +32,8 @@ interrupted), ``mcp_no_cancel`` (no ``notifications/cancelled``),
 ``mcp_timeout_no_cancel`` (a call whose timeout fires is forgotten without
 ``notifications/cancelled``, the connection kept open; an interrupt still cancels),
 ``mcp_leak_server`` (close leaves stdio servers running), ``mcp_boot_drop``,
-``mcp_retry_unauthorized``, ``mcp_stale_schema``. ``mcp_drop_error_result``
+``mcp_retry_unauthorized``, ``mcp_stale_schema``, ``mcp_no_reconnect`` (a server
+whose connection was lost is dropped with its tools for good, silently). ``mcp_drop_error_result``
 lives in the agent (it drops the result from the history).
 """
 
@@ -58,11 +59,14 @@ POLL = 0.05
 class McpError(Exception):
     """A call that produced no result. ``broken``: the connection is unusable."""
 
-    def __init__(self, msg, broken=False, timeout=False):
+    def __init__(self, msg, broken=False, timeout=False, unsent=False):
         super().__init__(msg)
         self.msg = msg
         self.broken = broken
         self.timeout = timeout
+        # The request never reached the server (HTTP 404 on an expired
+        # session; a write to a stdio server that is gone).
+        self.unsent = unsent
 
 
 def tool_name(server, tool):
@@ -267,7 +271,8 @@ class StdioConnection(Connection):
                 self.proc.stdin.write(data)
                 self.proc.stdin.flush()
             except (OSError, ValueError) as e:
-                raise McpError(f"cannot write to MCP server {self.name}: {e}", broken=True)
+                raise McpError(f"cannot write to MCP server {self.name}: {e}", broken=True,
+                               unsent=True)
 
     def send_request(self, rid, msg):
         self.notify_raw(msg)
@@ -370,7 +375,8 @@ class HttpConnection(Connection):
                 if sid:
                     self.session_id = sid
             if resp.status == 404 and self.session_id and msg.get("method") != "initialize":
-                raise McpError(f"MCP server {self.name}: session expired (HTTP 404)", broken=True)
+                raise McpError(f"MCP server {self.name}: session expired (HTTP 404)", broken=True,
+                               unsent=True)
             if resp.status != 200:
                 detail = resp.read(2000).decode("utf-8", "replace").strip()
                 raise McpError(f"MCP server {self.name}: HTTP {resp.status} {detail[:200]}",
@@ -619,8 +625,13 @@ class McpServer:
     def call(self, name, args, cancelled):
         """Call model-facing tool `name`. Returns (text, server_is_error, interrupted):
         `server_is_error` only for a result the server marked ``isError``; the
-        client's own errors (timeout, crash, malformed, unavailable) are text."""
+        client's own errors (timeout, crash, malformed, unavailable) are text.
+        A server lost since the last call (its process gone, or an HTTP session
+        it no longer knows: HTTP 404, the request never handled) is connected
+        again and the call sent on the new connection once."""
         with self.lock:
+            if self.lost_for_good(name):
+                return f"error: unknown tool {name}", False, False
             if self.conn is None or self.conn.dead:
                 why = self.unavailable or (self.conn.dead if self.conn else "not connected")
                 self.log(f"mcp {self.name}: reconnecting ({why})")
@@ -632,22 +643,51 @@ class McpServer:
             tool = self.tools.get(name)
             if tool is None:
                 return f"error: MCP server {self.name} has no tool {name}", False, False
-            timeout = self.call_timeout
-            deadline = None if "mcp_no_timeout" in self.bugs else time.monotonic() + timeout
             try:
-                resp = self._request("tools/call", {"name": tool["name"], "arguments": args},
-                                     deadline, cancelled, on_abort=self._cancel)
+                resp = self._call_once(tool, args, cancelled)
             except McpError as e:
-                if e.timeout:
-                    return (f"error: MCP tool {name} timed out after {timeout:g}s (request cancelled)",
+                if not e.unsent or self.lost_for_good(name, lost=True):
+                    return self._call_error(name, e)
+                self.log(f"mcp {self.name}: {e.msg}; new session, the call sent again")
+                if not self.connect(cancelled):
+                    return (f"error: MCP server {self.name} is unavailable: {self.unavailable}",
                             False, False)
-                tail = "; it will be reconnected for the next call" if e.broken else ""
-                return f"error: MCP tool {name} failed: {e.msg}{tail}", False, False
+                try:
+                    resp = self._call_once(tool, args, cancelled)
+                except McpError as e2:
+                    return self._call_error(name, e2)
             if resp is None:
                 return "interrupted", False, True
             text, is_error = result_text(resp.get("result"))
             self._relist_if_changed(cancelled)
             return text, is_error, False
+
+    def lost_for_good(self, name, lost=False):
+        """--bug mcp_no_reconnect: a server whose connection was lost (its
+        process gone, its session expired) is dropped with its tools for the
+        rest of the session, without a word: the model is no longer offered
+        them and a call gets "unknown tool" (hermes-agent #50170)."""
+        if "mcp_no_reconnect" not in self.bugs:
+            return False
+        if lost or (self.conn is not None and self.conn.dead) or getattr(self, "dropped", False):
+            if not getattr(self, "dropped", False):
+                self.log(f"mcp {self.name}: connection lost; tools dropped (bug mcp_no_reconnect)")
+            self.dropped = True
+            self.tools = {}
+            return True
+        return False
+
+    def _call_once(self, tool, args, cancelled):
+        deadline = None if "mcp_no_timeout" in self.bugs else time.monotonic() + self.call_timeout
+        return self._request("tools/call", {"name": tool["name"], "arguments": args},
+                             deadline, cancelled, on_abort=self._cancel)
+
+    def _call_error(self, name, e):
+        if e.timeout:
+            return (f"error: MCP tool {name} timed out after {self.call_timeout:g}s (request cancelled)",
+                    False, False)
+        tail = "; it will be reconnected for the next call" if e.broken else ""
+        return f"error: MCP tool {name} failed: {e.msg}{tail}", False, False
 
     def call_batch_by_arrival(self, calls, cancelled):
         """--bug mcp_replies_by_arrival: every ``(name, args)`` call of a batch
@@ -744,6 +784,8 @@ class McpClient:
         """The servers' tools as chat-style function specs."""
         out = []
         for s in self.servers.values():
+            if "mcp_no_reconnect" in s.bugs and s.conn is not None and s.conn.dead:
+                s.lost_for_good("")
             for name, t in sorted(s.tools.items()):
                 schema = t.get("inputSchema")
                 if not isinstance(schema, dict) or schema.get("type") != "object":

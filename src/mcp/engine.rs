@@ -31,6 +31,11 @@ pub const MAX_IN_FLIGHT: usize = 64;
 /// probe's `text` echoed by the healthy answer is cut there too).
 pub const HELD_STRING: usize = 64 * 1024;
 
+/// The method recorded for a restart ([`Engine::restart`]).
+pub const RESTART: &str = "<restart>";
+/// How long a restart waits for the old stdio relays to be gone.
+pub const RESTART_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// One request to answer.
 pub struct Job {
     pub ctx: Ctx,
@@ -76,6 +81,12 @@ pub struct Engine {
     /// Proxy mode: the real server, and each connection's relay session.
     upstream: Option<Arc<Upstream>>,
     links: Mutex<HashMap<String, Arc<Link>>>,
+    /// How many times the server restarted (`mcp.restart`): a stdio
+    /// connection or an HTTP session of an earlier generation is gone.
+    generation: tokio::sync::watch::Sender<u64>,
+    /// Held (subscribed) by each stdio connection of this generation until
+    /// its relay is gone: a restart waits for the old one's to close.
+    conns: Mutex<tokio::sync::watch::Sender<()>>,
 }
 
 impl Engine {
@@ -94,6 +105,8 @@ impl Engine {
             swapped: Default::default(),
             upstream: None,
             links: Mutex::default(),
+            generation: tokio::sync::watch::channel(0).0,
+            conns: Mutex::new(tokio::sync::watch::channel(()).0),
         }
     }
 
@@ -338,6 +351,39 @@ impl Engine {
                     "error": {"code": -32603, "message": format!("chaosrun relay: {why}")}}))
             }
         }
+    }
+
+    /// Restart the server as a real one restarts: every stdio server of
+    /// the old generation exits (status 1) and every HTTP session issued
+    /// before is unknown (404), and the server is healthy again at once.
+    /// Returns once every old stdio relay is gone (its process exited, so
+    /// a write to its stdin fails) or after [`RESTART_WAIT`]. Recorded as a
+    /// `<restart>` exchange.
+    pub async fn restart(&self) {
+        self.note("", RESTART);
+        let old = {
+            let mut conns = self.conns.lock().unwrap();
+            self.generation.send_modify(|g| *g += 1);
+            std::mem::replace(&mut *conns, tokio::sync::watch::channel(()).0)
+        };
+        let _ = tokio::time::timeout(RESTART_WAIT, old.closed()).await;
+    }
+
+    /// What a new stdio connection holds: the guard a restart waits on, and
+    /// a watch of the generation, seen as it is now.
+    pub(crate) fn hold(
+        &self,
+    ) -> (
+        tokio::sync::watch::Receiver<()>,
+        tokio::sync::watch::Receiver<u64>,
+    ) {
+        let conns = self.conns.lock().unwrap();
+        (conns.subscribe(), self.generation.subscribe())
+    }
+
+    /// The server generation now (see [`Engine::restart`]).
+    pub(crate) fn generation(&self) -> u64 {
+        *self.generation.borrow()
     }
 
     /// Watches the count of `tools/call` requests.

@@ -6,7 +6,9 @@
 //! stream's connection. `initialize` issues an `Mcp-Session-Id`; every later
 //! request must carry a live one (missing: 400, unknown or ended: 404).
 //! `unauthorized` is a `401` with a `WWW-Authenticate` challenge and no
-//! session. `DELETE` ends a session. `GET` (a server-initiated SSE stream) is 405:
+//! session. A restart ([`Engine::restart`]) forgets every session issued
+//! before it (404, as a restarted server answers: the client must
+//! initialize again); a request already in flight is answered. `DELETE` ends a session. `GET` (a server-initiated SSE stream) is 405:
 //! this server sends notifications on the request's own stream.
 //!
 //! Memory: a session has at most [`MAX_IN_FLIGHT`] requests in flight; a
@@ -47,7 +49,9 @@ type Slots = Arc<Semaphore>;
 
 struct Http {
     engine: Arc<Engine>,
-    sessions: Mutex<HashMap<String, Slots>>,
+    /// Each session with the server generation that issued it: one issued
+    /// before a restart ([`Engine::restart`]) is unknown (404).
+    sessions: Mutex<HashMap<String, (u64, Slots)>>,
     reading: Semaphore,
 }
 
@@ -132,6 +136,7 @@ fn session(
     h: &HeaderMap,
     init: bool,
 ) -> Result<(String, Slots), (StatusCode, &'static str)> {
+    let now = s.engine.generation();
     let mut sessions = s.sessions.lock().unwrap();
     if init {
         if sessions.len() >= MAX_SESSIONS {
@@ -139,7 +144,7 @@ fn session(
         }
         let sid = format!("{:032x}", rand::random::<u128>());
         let slots = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-        sessions.insert(sid.clone(), slots.clone());
+        sessions.insert(sid.clone(), (now, slots.clone()));
         s.engine.note("", "http");
         return Ok((sid, slots));
     }
@@ -150,7 +155,16 @@ fn session(
         )),
         Some(sid) => match sessions.get(&sid) {
             None => Err((StatusCode::NOT_FOUND, "unknown or ended session\n")),
-            Some(slots) => Ok((sid, slots.clone())),
+            Some((issued, _)) if *issued < now => {
+                sessions.remove(&sid);
+                s.engine
+                    .note(&format!("http:{sid}"), "<unknown session: restart>");
+                Err((
+                    StatusCode::NOT_FOUND,
+                    "unknown session (the server restarted)\n",
+                ))
+            }
+            Some((_, slots)) => Ok((sid, slots.clone())),
         },
     }
 }
@@ -281,4 +295,56 @@ fn sse_response(rx: mpsc::Receiver<Out>) -> Response {
     );
     h.insert("cache-control", HeaderValue::from_static("no-cache"));
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    /// After a restart a session issued before it is unknown (404); a new
+    /// `initialize` opens one that works.
+    #[tokio::test]
+    async fn a_restart_forgets_every_session() {
+        let engine = Arc::new(Engine::new(
+            Vec::new(),
+            "N".into(),
+            tokio::time::Instant::now(),
+            false,
+        ));
+        let (addr, _task) = start(engine.clone(), None).await.unwrap();
+        let url = format!("http://{addr}/mcp");
+        let c = reqwest::Client::new();
+        let post = |sid: Option<String>, body: Value| {
+            let mut r = c
+                .post(&url)
+                .header("accept", "application/json, text/event-stream")
+                .json(&body);
+            if let Some(s) = sid {
+                r = r.header(SESSION, s);
+            }
+            r.send()
+        };
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}});
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "probe", "arguments": {"text": "t"}}});
+        let sid = |r: &reqwest::Response| r.headers()[SESSION].to_str().unwrap().to_string();
+        let old = sid(&post(None, init.clone()).await.unwrap());
+        assert_eq!(
+            post(Some(old.clone()), call.clone())
+                .await
+                .unwrap()
+                .status(),
+            200
+        );
+        engine.restart().await;
+        let refused = post(Some(old.clone()), call.clone()).await.unwrap();
+        assert_eq!(refused.status(), 404);
+        let new = sid(&post(None, init).await.unwrap());
+        assert_ne!(new, old);
+        let answered = post(Some(new), call).await.unwrap();
+        assert_eq!(answered.status(), 200);
+        let v: Value = answered.json().await.unwrap();
+        assert_eq!(v["result"]["content"][0]["text"], "probe:t");
+    }
 }

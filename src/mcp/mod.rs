@@ -49,6 +49,20 @@ impl Transport {
     }
 }
 
+/// What the probe turn's MCP call asks on a row whose server restarts
+/// (`mcp.restart`): its `text` is this and the nonce; its healthy result
+/// `probe:` and that text.
+pub const AGAIN: &str = "again-";
+
+/// When the scripted server restarts (`mcp.restart`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Restart {
+    /// As the faulted turn ends (the driver's `turn_end`, or an ACP turn's
+    /// answer), before the probe turn.
+    TurnEnd,
+}
+
 /// A scenario row's `mcp:` section.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -65,6 +79,12 @@ pub struct McpSpec {
     /// never a silent drop (the `mcp_tool_offered` check).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub offered: bool,
+    /// `turn_end`: the server restarts when the faulted turn ends (every
+    /// stdio server exits, every HTTP session is forgotten), healthy again
+    /// at once; the probe turn (`probe: mcp`) calls its tool again
+    /// (the `mcp_reconnected` check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<Restart>,
     #[serde(default)]
     pub rules: Vec<Rule>,
     /// Proxy mode: the real MCP server behind chaosrun's (see [`upstream`]).
@@ -93,8 +113,14 @@ impl McpSpec {
     }
 
     /// Why this row cannot run against a real server, if it cannot: a rule
-    /// that changes chaosrun's own probe tool.
+    /// that changes chaosrun's own probe tool, or a restart of its server.
     pub fn needs_own_server(&self) -> Option<String> {
+        if self.restart.is_some() {
+            return Some(
+                "`mcp.restart` restarts chaosrun's own server; it cannot apply to a real server behind `mcp.upstream`"
+                    .to_string(),
+            );
+        }
         self.rules
             .iter()
             .find(|r| r.reply.changes_probe_tool())

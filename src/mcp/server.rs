@@ -97,6 +97,13 @@ impl McpServer {
         super::vars(Some(self.transport), Some(&self.socket), Some(&self.url))
     }
 
+    /// What restarts the server when called (`mcp.restart`; see
+    /// [`Engine::restart`]): handed to the provider's turn-over hook.
+    pub fn restarter(&self) -> crate::provider::TurnOverHook {
+        let engine = self.engine.clone();
+        Box::new(move || Box::pin(async move { engine.restart().await }))
+    }
+
     /// Watches the count of `tools/call` requests.
     pub fn calls_watch(&self) -> tokio::sync::watch::Receiver<u64> {
         self.engine.calls_watch()

@@ -20,7 +20,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 
-use super::engine::{Engine, Incoming, MAX_IN_FLIGHT};
+use super::engine::{Engine, Incoming, MAX_IN_FLIGHT, RESTART_WAIT};
 use super::replies::Out;
 
 /// Longest line read from a relay; a longer one is skipped to its newline
@@ -112,6 +112,7 @@ async fn connection(stream: UnixStream, conn: String, engine: Arc<Engine>) {
     // sends on its own goes out on this connection).
     engine.attach(&conn, tx.clone());
     let in_flight = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
+    let (_held, mut generation) = engine.hold();
     let mut r = BufReader::new(r);
     let mut line = Vec::new();
     loop {
@@ -119,6 +120,7 @@ async fn connection(stream: UnixStream, conn: String, engine: Arc<Engine>) {
         let mut limited = (&mut r).take(MAX_LINE as u64 + 1);
         let read = tokio::select! {
             _ = engine.cancel.cancelled() => break,
+            _ = generation.changed() => return restarted(&conn, &engine, (r, tx), writing).await,
             n = limited.read_until(b'\n', &mut line) => n,
         };
         match read {
@@ -193,6 +195,31 @@ async fn connection(stream: UnixStream, conn: String, engine: Arc<Engine>) {
     }
 }
 
+/// The server restarted ([`Engine::restart`]): this connection's relay
+/// exits with status 1, as a server process that died; the agent must start
+/// a new one. Returns (releasing the restart's wait) once the relay closed
+/// its socket (it has exited) or after [`RESTART_WAIT`].
+async fn restarted(
+    conn: &str,
+    engine: &Engine,
+    (mut r, tx): (
+        BufReader<tokio::net::unix::OwnedReadHalf>,
+        mpsc::Sender<Out>,
+    ),
+    writing: tokio::task::JoinHandle<()>,
+) {
+    engine.note(conn, "<exited: restart>");
+    let _ = tx.send(Out::Crash).await;
+    drop(tx);
+    engine.detach(conn).await;
+    let gone = async {
+        let mut sink = [0u8; 4096];
+        while matches!(r.read(&mut sink).await, Ok(n) if n > 0) {}
+    };
+    let _ = tokio::time::timeout(RESTART_WAIT, gone).await;
+    writing.abort();
+}
+
 /// How long answers in flight may still go out after the relay's stdin ended.
 const EOF_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
 
@@ -237,4 +264,52 @@ mod tests {
         assert_eq!(rec.stdio_connections, 1);
         assert_eq!(rec.exchanges[0].method, "ping");
     }
+
+    /// A restart tells the relay to exit 1 and waits for it to be gone (its
+    /// socket closed); a relay connected after it is served and kept.
+    #[tokio::test]
+    async fn a_restart_exits_the_relay_and_waits_until_it_is_gone() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("s.sock");
+        let engine = Arc::new(Engine::new(
+            Vec::new(),
+            "N".into(),
+            tokio::time::Instant::now(),
+            false,
+        ));
+        tokio::spawn(serve(bind(&path).unwrap(), engine.clone()));
+        async fn record(s: &mut UnixStream) -> (u8, Vec<u8>) {
+            let mut head = [0u8; 5];
+            s.read_exact(&mut head).await.unwrap();
+            let mut body = vec![0u8; u32::from_be_bytes(head[1..].try_into().unwrap()) as usize];
+            s.read_exact(&mut body).await.unwrap();
+            (head[0], body)
+        }
+        let ping = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n";
+        let mut old = UnixStream::connect(&path).await.unwrap();
+        old.write_all(ping).await.unwrap();
+        assert_eq!(record(&mut old).await.0, b'D');
+        assert_eq!(record(&mut old).await.1, b"\n");
+        let restarting = tokio::spawn({
+            let e = engine.clone();
+            async move { e.restart().await }
+        });
+        assert_eq!(record(&mut old).await, (b'X', vec![1]));
+        // Still waiting: the relay has not closed its socket.
+        assert!(!restarting.is_finished());
+        drop(old);
+        restarting.await.unwrap();
+        let mut new = UnixStream::connect(&path).await.unwrap();
+        new.write_all(ping).await.unwrap();
+        assert_eq!(record(&mut new).await.0, b'D');
+        let methods: Vec<String> = engine
+            .recording()
+            .exchanges
+            .iter()
+            .map(|e| e.method.clone())
+            .collect();
+        assert_eq!(methods, ["ping", RESTART_NOTE, "<exited: restart>", "ping"]);
+    }
+
+    const RESTART_NOTE: &str = super::super::engine::RESTART;
 }

@@ -1,6 +1,8 @@
 //! The MCP parts of the invariants, for rows with an `mcp:` section:
 //! - exercised: the row's targeted rule (its first; with no rule, any
-//!   `tools/call`) matched a real request: "the MCP call arrived";
+//!   `tools/call`, or on a row with `mcp.restart` the restart after the
+//!   agent's first message)
+//!   matched a real request: "the MCP call arrived";
 //! - bounded calls: `tools/call` requests within the row's call bound, and
 //!   requests refused as `unauthorized` too;
 //! - cancellation: after an interrupt sent while a `tools/call` was in
@@ -48,6 +50,7 @@ pub fn exercised(s: &Scenario, obs: &Observation) -> Option<Check> {
                 )]
             }
         }
+        None if spec.restart.is_some() => restart_landed(rec),
         None if rec.tool_calls > 0 => vec![],
         None => vec![format!(
             "the MCP call never arrived: no `tools/call` reached the server; it saw {}",
@@ -55,6 +58,26 @@ pub fn exercised(s: &Scenario, obs: &Observation) -> Option<Check> {
         )],
     };
     Some(Check::new(inv, "mcp_call_arrived", v))
+}
+
+/// A restart (`mcp.restart`) landed once the agent had reached the server
+/// before it (a stdio server started, an HTTP session opened): it had a
+/// live connection to lose.
+fn restart_landed(rec: &McpRecording) -> Vec<String> {
+    use crate::mcp::engine::RESTART;
+    let restart = rec.exchanges.iter().position(|e| e.method == RESTART);
+    match restart {
+        Some(i) if i > 0 => vec![],
+        Some(_) => vec![format!(
+            "the MCP server restarted before the agent reached it, so it had no live connection \
+             to lose; it saw {}",
+            seen(rec)
+        )],
+        None => vec![format!(
+            "the MCP server never restarted (the faulted turn never ended); it saw {}",
+            seen(rec)
+        )],
+    }
 }
 
 /// What the server saw, in a few words.
@@ -272,6 +295,24 @@ mod tests {
     use crate::mcp::McpExchange;
     use crate::observe::{Event, Timed};
     use crate::oracle::fixtures::scenario;
+
+    /// A restart lands once the agent reached the server before it.
+    #[test]
+    fn a_restart_lands_after_the_agents_first_message() {
+        let ex = |m: &str| McpExchange {
+            method: m.into(),
+            ..Default::default()
+        };
+        let rec = |ms: &[&str]| McpRecording {
+            exchanges: ms.iter().map(|m| ex(m)).collect(),
+            ..Default::default()
+        };
+        assert!(restart_landed(&rec(&["initialize", "tools/list", "<restart>"])).is_empty());
+        let early = restart_landed(&rec(&["<restart>"])).join(" ");
+        assert!(early.contains("before the agent reached it"), "{early}");
+        let never = restart_landed(&rec(&["initialize"])).join(" ");
+        assert!(never.contains("never restarted"), "{never}");
+    }
 
     fn mcp_row(extra: &str) -> Scenario {
         let mut s = scenario(extra);

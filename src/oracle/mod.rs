@@ -30,6 +30,7 @@ mod hygiene;
 mod length_cut;
 mod mcp;
 mod mcp_abandoned;
+mod mcp_restart;
 pub mod memory;
 mod memory_growth;
 mod memory_per_turn;
@@ -223,6 +224,7 @@ pub fn check(s: &Scenario, caps: Capabilities, obs: &Observation) -> Vec<Check> 
     out.extend(mcp::unauthorized_retries(s, obs));
     out.extend(mcp::offered(s, caps.mcp_tool.as_deref(), obs));
     out.extend(mcp::schema_relisted(s, caps.mcp_tool.as_deref(), obs));
+    out.extend(mcp_restart::check(s, caps.mcp_tool.as_deref(), obs));
     out.extend(reuse::check(s, caps.clone(), obs));
     out.extend(history::check(s, obs));
     out.extend(result_ids::check(s, obs));

@@ -239,6 +239,12 @@ fn mcp_gap(profile: &Profile, s: &Scenario) -> Option<String> {
         McpSupport::Transports(_) if profile.mcp_upstream.is_some() && m.upstream.is_none() => {
             m.needs_own_server()
         }
+        McpSupport::Transports(_) if m.restart.is_some() && profile.exec.is_some() => Some(
+            "this row restarts the MCP server between turns (`mcp.restart`); in exec mode each \
+             turn's process connects anew, so no connection outlives a turn to be lost: run it \
+             under the driver protocol or over ACP (`--agent NAME-acp`)"
+                .to_string(),
+        ),
         McpSupport::Transports(_) => None,
     }
 }
@@ -476,6 +482,28 @@ mod tests {
     const BG_ROW: &str = "  - id: bg\n    responder:\n      - reply: {kind: tool_call, calls: [{tool: shell, args: {command: x, background: true, timeout: 3}}]}\n    expect: ended\n";
     const MCP_ROW: &str = "  - id: m\n    mcp: {transport: http}\n    responder:\n      - reply: {kind: text, text: hi}\n    expect: ended\n";
     const SUB_ROW: &str = "  - id: s\n    responder:\n      - reply: {kind: tool_call, calls: [{tool: subagent, args: {prompt: go}}]}\n    expect: ended\n";
+
+    /// A row whose MCP server restarts between turns needs a long-lived
+    /// agent: in exec mode each turn's process connects anew (N/A, naming
+    /// the drives that run it); under the driver protocol it runs.
+    #[test]
+    fn a_restart_row_is_not_applicable_in_exec_mode() {
+        const RESTART: &str = "  - id: r\n    mcp: {restart: turn_end}\n    responder:\n      - reply: {kind: text, text: hi}\n    expect: ended\n";
+        let mut p = profile(
+            &[],
+            McpSupport::Transports(vec![crate::mcp::Transport::Stdio]),
+        );
+        assert_eq!(not_applicable(&p, &row(RESTART)), None);
+        p.exec = Some(
+            serde_yaml::from_str("first: [a, \"{{message}}\"]\nfinal: {last_line: true}\n")
+                .unwrap(),
+        );
+        let why = not_applicable(&p, &row(RESTART)).expect("N/A in exec mode");
+        assert!(
+            why.contains("`mcp.restart`") && why.contains("--agent NAME-acp"),
+            "{why}"
+        );
+    }
 
     /// A row like `chaos_soak`, whose reply makes a side-effect call and a
     /// background call: for a profile that cannot make the background call,

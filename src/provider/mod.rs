@@ -226,7 +226,14 @@ pub struct ProviderConfig {
     /// agent's side calls that carry its tool list, Qwen Code's follow-up
     /// suggestion).
     pub aux_markers: Vec<String>,
+    /// The reply to the probe turn's first call that offers tools, instead
+    /// of `alive NONCE` (a row whose MCP server restarts between turns: the
+    /// probe turn calls the MCP tool first). Later probe calls get `alive`.
+    pub probe_first: Option<Reply>,
 }
+
+/// What runs once the faulted turn is over ([`Provider::on_turn_over`]).
+pub type TurnOverHook = Box<dyn FnOnce() -> futures_util::future::BoxFuture<'static, ()> + Send>;
 
 /// A running provider. Dropping it without `shutdown` also stops the server.
 pub struct Provider {
@@ -341,6 +348,21 @@ impl Provider {
     /// turn ends); None for a row without `credential:`.
     pub fn credential(&self) -> Option<Arc<credential::Credential>> {
         self.inner.credential()
+    }
+
+    /// What to do once the faulted turn is over, before the probe turn gets
+    /// its first answer (a row's `mcp.restart: turn_end`): run by
+    /// [`Provider::turn_over`], or at the latest as the first probe call
+    /// arrives (its answer waits for it), once.
+    pub fn on_turn_over(&self, hook: TurnOverHook) {
+        self.inner.on_turn_over(hook)
+    }
+
+    /// The faulted turn is over: run the [`Provider::on_turn_over`] hook
+    /// now, once, and return when it is done (at once when there is none;
+    /// a second caller waits for the first's run).
+    pub async fn turn_over(&self) {
+        self.inner.turn_over().await
     }
 
     /// Refresh the row's expired credential now (`refresh: turn_end`): the

@@ -201,6 +201,7 @@ pub async fn serve_until(
         credential: None,
         main_without_tools: false,
         aux_markers: Vec::new(),
+        probe_first: None,
     };
     let provider = if args.quiet {
         Provider::start(config).await?

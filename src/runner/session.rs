@@ -85,6 +85,9 @@ impl Session {
             Ok(m) => m,
             Err(e) => return Err(failed(e, close(provider, None, false).await)),
         };
+        if let (Some(m), Some(_)) = (&mcp, scenario.mcp.as_ref().and_then(|s| s.restart)) {
+            provider.on_turn_over(m.restarter());
+        }
         let mcp_vars = mcp.as_ref().map(|m| m.vars()).unwrap_or_default();
         let inputs = Inputs {
             profile: &shared.profile,
@@ -307,10 +310,23 @@ async fn start_provider(
         credential: scenario.credential.clone(),
         main_without_tools: !shared.profile.tool_calls,
         aux_markers: shared.profile.aux_calls.clone(),
+        probe_first: restart_probe(scenario),
         bind,
     })
     .await
     .map_err(|e| format!("cannot start the fault provider: {e:#}"))
+}
+
+/// A row whose MCP server restarts between turns: the probe turn's first
+/// call asks for the MCP tool again (`text: again-NONCE`).
+fn restart_probe(scenario: &Scenario) -> Option<crate::provider::Reply> {
+    scenario.mcp.as_ref()?.restart?;
+    let text = format!("{}{{{{nonce}}}}", crate::mcp::AGAIN);
+    let reply = serde_json::json!({
+        "kind": crate::provider::Reply::TOOL_CALLS,
+        "calls": [{"tool": "mcp_probe", "args": {crate::mcp::jsonrpc::PROBE_ARG: text}}],
+    });
+    Some(serde_json::from_value(reply).expect("a tool_call reply"))
 }
 
 /// The scenario's MCP server, when its row has an `mcp:` section, on the

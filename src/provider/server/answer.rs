@@ -13,6 +13,7 @@ use crate::message::Message;
 use crate::provider::replies::{Plan, Reply, ReplyCtx, Source};
 use crate::provider::rules::Rule;
 use crate::provider::wire::{self, Meta};
+use crate::provider::CallKind;
 
 pub(super) async fn generate(
     shared: Arc<Shared>,
@@ -31,11 +32,19 @@ pub(super) async fn generate(
     let (seq, size) = (head.seq, head.size);
     let class = shared.classify(&parsed, head.size);
     let (kind, main_index, picked) = (class.kind, class.main_index, class.picked);
+    if kind == CallKind::Probe {
+        // The faulted turn is over at the latest now.
+        shared.turn_over().await;
+    }
     let rule = picked.map(|(_, r)| r);
     let default_reply;
-    let reply: &Reply = match rule {
-        Some(rule) => &rule.reply,
-        None => {
+    let probe_first = (kind == CallKind::Probe)
+        .then(|| shared.probe_first(&parsed))
+        .flatten();
+    let reply: &Reply = match (rule, probe_first) {
+        (Some(rule), _) => &rule.reply,
+        (None, Some(first)) => first,
+        (None, None) => {
             default_reply = unscripted(kind, parsed.probe.as_deref(), &shared.nonce);
             &default_reply
         }
@@ -174,7 +183,9 @@ async fn answer(
         }
         _ => call.reply.plan(&ctx),
     };
-    if !planned.issued.is_empty() {
+    // The faulted turn's calls (main and subagent), not a probe turn's
+    // (`probe_first`), which no check of the faulted turn counts.
+    if !planned.issued.is_empty() && call.main_index.is_some() {
         shared.issued.lock().unwrap().extend(planned.issued);
     }
     let meta = Meta {

@@ -58,6 +58,28 @@ impl Served {
 }
 
 impl Shared {
+    /// Run the turn-over hook, once, and wait until it is done (see
+    /// [`super::Running::turn_over`]).
+    pub(super) async fn turn_over(&self) {
+        self.turn_over_done
+            .get_or_init(|| async {
+                let hook = self.turn_over.lock().unwrap().take();
+                if let Some(hook) = hook {
+                    hook().await;
+                }
+            })
+            .await;
+    }
+
+    /// The reply a probe call gets when it is the probe turn's first call
+    /// with tools and the row scripts one for it (`probe_first`); marked
+    /// served.
+    pub(super) fn probe_first(&self, parsed: &request::Parsed) -> Option<&Reply> {
+        let first = self.probe_first.as_ref()?;
+        let eligible = parsed.has_tools && !parsed.after_tool;
+        (eligible && !self.probe_first_sent.swap(true, Ordering::SeqCst)).then_some(first)
+    }
+
     pub(super) fn push(&self, record: RequestRecord) {
         if let Some(observer) = &self.observer {
             observer(&record);

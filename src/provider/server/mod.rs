@@ -114,6 +114,14 @@ struct Shared {
     main_without_tools: bool,
     /// A call whose latest user message holds one of these is auxiliary.
     aux_markers: Vec<String>,
+    /// The probe turn's first call with tools gets this (see
+    /// [`super::ProviderConfig::probe_first`]); set once it was served.
+    probe_first: Option<super::Reply>,
+    probe_first_sent: std::sync::atomic::AtomicBool,
+    /// Run once when the faulted turn is over (see [`Running::turn_over`]),
+    /// and done once it ran.
+    turn_over: Mutex<Option<super::TurnOverHook>>,
+    turn_over_done: tokio::sync::OnceCell<()>,
 }
 
 impl Running {
@@ -195,6 +203,10 @@ impl Running {
             credential,
             main_without_tools: config.main_without_tools,
             aux_markers: config.aux_markers,
+            probe_first: config.probe_first,
+            probe_first_sent: Default::default(),
+            turn_over: Mutex::new(None),
+            turn_over_done: tokio::sync::OnceCell::new(),
         });
         let app = router(shared.clone());
         let listener = listener.tap_io(|tcp| {
@@ -262,6 +274,14 @@ impl Running {
         if let Some(c) = &self.shared.credential {
             c.set_hook(hook);
         }
+    }
+
+    pub(crate) fn on_turn_over(&self, hook: super::TurnOverHook) {
+        *self.shared.turn_over.lock().unwrap() = Some(hook);
+    }
+
+    pub(crate) async fn turn_over(&self) {
+        self.shared.turn_over().await;
     }
 
     pub(crate) fn credential(&self) -> Option<Arc<super::credential::Credential>> {

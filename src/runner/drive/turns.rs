@@ -226,8 +226,10 @@ async fn faulted_turn_in(
                     let end = matches!(&ev, Event::TurnEnd(t) if t.i == 0);
                     d.push_from(at, k, ev);
                     if end {
-                        // A row's expired credential (`refresh: turn_end`).
+                        // A row's expired credential (`refresh: turn_end`),
+                        // its MCP server's restart (`mcp.restart`).
                         provider.refresh_credential();
+                        provider.turn_over().await;
                         return faulted_turn_over(d, s, (runner, dl.boot), provider, &clock).await;
                     }
                 }
