@@ -199,6 +199,14 @@ const CASES: &[Case] = &[
         scale: "1",
         says: "(mcp_probe ",
     },
+    // A legacy SSE server that never answers initialize: start-up bounded.
+    Case {
+        bug: "mcp_sse_no_deadline",
+        scenario: "mcp_sse_initialize_hangs",
+        invariant: "termination",
+        scale: "0.25",
+        says: "never said ready",
+    },
     // A server lost between turns: its tools must come back.
     Case {
         bug: "mcp_no_reconnect",

@@ -11,12 +11,12 @@ agent.py's ``Agent``, subclassed here only to report what it does.
 
 Methods served
   * ``initialize`` -> protocolVersion 1, ``agentCapabilities`` (``loadSession``,
-    ``mcpCapabilities.http``, ``sessionCapabilities.close``), ``authMethods: []``.
+    ``mcpCapabilities.http`` and ``.sse``, ``sessionCapabilities.close``), ``authMethods: []``.
   * ``session/new {cwd, mcpServers}`` -> ``{sessionId: "sess_<hex>"}``: an
     ``Agent`` whose session id (the store's ``session_id``) is that id and whose
     workdir is ``cwd``; config from ``$HOME/.refagent/config.json`` as in driver
     mode. ``mcpServers`` (stdio ``{name, command, args, env: [{name, value}]}``
-    or http ``{type: "http", name, url}``) are added to the config's
+    or http ``{type: "http", name, url}`` or sse ``{type: "sse", name, url}``) are added to the config's
     ``mcp_servers``, replacing a configured server of the same name.
   * ``session/load {sessionId, cwd, mcpServers}`` -> an ``Agent`` resumed on
     that session (stale jobs killed, history repaired, as after a restart in
@@ -191,7 +191,9 @@ def mcp_servers_from(servers):
         if not isinstance(s, dict):
             continue
         name = str(s.get("name") or f"server{i}")
-        if s.get("url"):
+        if s.get("url") and s.get("type") == "sse":
+            out[name] = {"sse_url": str(s["url"])}
+        elif s.get("url"):
             out[name] = {"url": str(s["url"])}
         elif s.get("command"):
             env = {str(e.get("name")): str(e.get("value", "")) for e in s.get("env") or []
@@ -833,7 +835,7 @@ class Server:
                 "agentCapabilities": {
                     "loadSession": True,
                     "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
-                    "mcpCapabilities": {"http": True, "sse": False},
+                    "mcpCapabilities": {"http": True, "sse": True},
                     "sessionCapabilities": {"close": {}}},
                 "authMethods": [],
                 "agentInfo": AGENT_INFO}

@@ -52,7 +52,7 @@ What it does
     relative to the working directory (or absolute inside it); over ACP it is
     written through the client (``fs/write_text_file``, see acp.py).
   * Speaks MCP (``mcp_client.py``, a sibling module): every server of the
-    config's ``mcp_servers`` (``{NAME: {"command", "args"} | {"url"}}``) is
+    config's ``mcp_servers`` (``{NAME: {"command", "args"} | {"url"} | {"sse_url"}}``) is
     started before ``ready`` within a boot timeout (``mcp_boot_timeout``,
     default max(mcp_timeout, 10s); a hang leaves the agent without its tools),
     and its tools are offered as ``mcp_<server>_<tool>`` next to ``shell`` on
@@ -98,7 +98,8 @@ mcp_stale_schema (``tools/list_changed`` ignored: the old schemas stay offered),
 mcp_replies_by_arrival (a batch of calls to one stdio server sent at once, its
 answers handed out in arrival order, not by JSON-RPC id), mcp_no_reconnect (a
 server whose connection was lost, its process gone or its HTTP session
-expired, is dropped with its tools for good, silently);
+expired, is dropped with its tools for good, silently), mcp_sse_no_deadline (the
+legacy HTTP+SSE start-up waits without the boot deadline);
 subagent_no_deadline (the ``task`` tool waits for its subagent for ever);
 orphan_subagent (a ``task`` tool stopped by its deadline or an interrupt
 abandons its subagent, whose loop retries its model call after the parent's
@@ -286,6 +287,7 @@ KNOWN_BUGS = {
     "mcp_stale_schema": "notifications/tools/list_changed is ignored: the model keeps the old tool schemas",
     "mcp_replies_by_arrival": "a batch of calls to one stdio MCP server is sent at once and the answers are handed to the calls in the order they arrive, not by JSON-RPC id",
     "mcp_no_reconnect": "an MCP server whose connection was lost (its process gone, its HTTP session expired) is dropped with its tools for the rest of the session, without a word",
+    "mcp_sse_no_deadline": "over the legacy HTTP+SSE transport, start-up waits for the endpoint event and the answers to initialize and tools/list without the boot deadline",
     "subagent_no_deadline": "the task tool waits for its subagent with no deadline",
     "orphan_subagent": "a stopped task tool abandons its subagent, which keeps calling the model after the parent's turn ended",
     "subagent_abandoned_in_call": "a stopped task tool returns at once and leaves its subagent inside its open model call, after the parent's turn ended",

@@ -17,6 +17,10 @@ bounded by the boot timeout (a hang at boot leaves the server unavailable, its
 process shut down, and the agent starts without its tools). Each tool is
 offered to the model as ``mcp_<server>_<tool>``.
 
+Transports: stdio (``command``/``args``), Streamable HTTP (``url``) and the
+legacy HTTP+SSE transport (``sse_url``: a GET stream whose ``endpoint`` event
+names where to POST; answers come back on the stream).
+
 A ``tools/call`` is bounded by the call timeout (progress notifications never
 extend it); on timeout or interrupt the client sends ``notifications/cancelled``
 with the request id and a reason. A server that dies, resets the connection or
@@ -33,7 +37,10 @@ interrupted), ``mcp_no_cancel`` (no ``notifications/cancelled``),
 ``notifications/cancelled``, the connection kept open; an interrupt still cancels),
 ``mcp_leak_server`` (close leaves stdio servers running), ``mcp_boot_drop``,
 ``mcp_retry_unauthorized``, ``mcp_stale_schema``, ``mcp_no_reconnect`` (a server
-whose connection was lost is dropped with its tools for good, silently). ``mcp_drop_error_result``
+whose connection was lost is dropped with its tools for good, silently),
+``mcp_sse_no_deadline`` (over the legacy HTTP+SSE transport, start-up waits for
+the endpoint event and the answers to ``initialize`` and ``tools/list`` without
+the boot deadline). ``mcp_drop_error_result``
 lives in the agent (it drops the result from the history).
 """
 
@@ -471,6 +478,117 @@ class HttpConnection(Connection):
         self.log(f"mcp {self.name}: HTTP session closed")
 
 
+class SseConnection(HttpConnection):
+    """The legacy HTTP+SSE transport (protocol 2024-11-05): a GET opens the
+    session's event stream, whose first ``endpoint`` event names where to POST
+    each message (answered 202); the answers come back on the stream as
+    ``message`` events. The endpoint is awaited within the boot deadline (the
+    caller's, through ``wait_endpoint``); a stream that ends fails every
+    request in flight and the connection with it."""
+
+    def __init__(self, name, url, log, request_timeout):
+        super().__init__(name, url, log, request_timeout)
+        self.endpoint = None
+        self.ready = threading.Event()
+        self.stream = None
+        threading.Thread(target=self._listen, daemon=True, name=f"mcp-{name}-sse").start()
+
+    def _listen(self):
+        conn = self._conn(None)
+        try:
+            conn.request("GET", self.path, headers={"Accept": "text/event-stream"})
+            resp = conn.getresponse()
+            if resp.status != 200:
+                raise McpError(f"MCP server {self.name}: HTTP {resp.status} opening the SSE stream",
+                               broken=True)
+            self.stream = conn.sock
+            self._events(resp)
+            raise McpError(f"MCP server {self.name}: the SSE stream ended", broken=True)
+        except McpError as e:
+            self.fail_all(e.msg, broken=True)
+        except (OSError, http.client.HTTPException) as e:
+            self.fail_all(f"MCP server {self.name}: the SSE stream failed: {e!r}", broken=True)
+        finally:
+            self.ready.set()
+            conn.close()
+
+    def _events(self, resp):
+        """Read events until the stream ends: `endpoint` once, then `message`s."""
+        buf, name, data = bytearray(), b"message", []
+        while True:
+            chunk = resp.read1(1 << 20)
+            if not chunk:
+                return
+            buf += chunk
+            while (nl := buf.find(b"\n")) >= 0:
+                line = bytes(buf[:nl]).rstrip(b"\r")
+                del buf[:nl + 1]
+                if line.startswith(b"event:"):
+                    name = line[6:].strip()
+                elif line.startswith(b"data:"):
+                    data.append(line[5:].lstrip(b" "))
+                elif not line and data:
+                    self._event(name, b"\n".join(data))
+                    name, data = b"message", []
+            if len(buf) > MAX_FRAME or sum(len(d) for d in data) > MAX_FRAME:
+                raise McpError(f"MCP server {self.name} sent an event over {MAX_FRAME} bytes",
+                               broken=True)
+
+    def _event(self, name, data):
+        if name == b"endpoint":
+            target = urllib.parse.urljoin(f"http://{self.host}:{self.port}{self.path}",
+                                          data.decode("utf-8", "replace").strip())
+            u = urllib.parse.urlsplit(target)
+            self.endpoint = (u.path or "/") + (f"?{u.query}" if u.query else "")
+            self.ready.set()
+        else:
+            self.parse_frame(data)
+
+    def wait_endpoint(self, deadline, cancelled):
+        """Whether the endpoint arrived before `deadline` (None: never wait)."""
+        while not self.ready.wait(POLL):
+            if cancelled() or (deadline is not None and time.monotonic() > deadline):
+                return False
+        return self.endpoint is not None
+
+    def _send(self, msg):
+        if self.endpoint is None:
+            raise McpError(self.dead or f"MCP server {self.name}: no SSE endpoint yet", broken=True)
+        conn = self._conn(min(self.request_timeout, 5.0))
+        try:
+            conn.request("POST", self.endpoint, body=json.dumps(msg).encode(),
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            resp.read(65536)
+            if resp.status == 404:
+                raise McpError(f"MCP server {self.name}: session gone (HTTP 404)", broken=True,
+                               unsent=True)
+            if resp.status >= 400:
+                raise McpError(f"MCP server {self.name}: HTTP {resp.status} to a post",
+                               broken=resp.status >= 500)
+        except (OSError, http.client.HTTPException) as e:
+            raise McpError(f"MCP server {self.name}: post failed: {e!r}", broken=True)
+        finally:
+            conn.close()
+
+    def notify_raw(self, msg):
+        self._send(msg)
+
+    def send_request(self, rid, msg):
+        self._send(msg)
+
+    def abort(self, rid):
+        pass
+
+    def close(self, leak=False):
+        sock, self.stream = self.stream, None
+        if sock is not None:
+            try:
+                sock.shutdown(2)
+            except OSError:
+                pass
+
+
 class McpServer:
     """One configured server: connect, list, call, reconnect, close."""
 
@@ -492,6 +610,8 @@ class McpServer:
 
     def _open(self):
         c = self.conf
+        if c.get("sse_url"):
+            return SseConnection(self.name, c["sse_url"], self.log, self.call_timeout)
         if c.get("url"):
             return HttpConnection(self.name, c["url"], self.log, self.call_timeout)
         if not c.get("command"):
@@ -511,6 +631,14 @@ class McpServer:
         deadline = time.monotonic() + self.boot_timeout
         try:
             self.conn = self._open()
+            if isinstance(self.conn, SseConnection):
+                if "mcp_sse_no_deadline" in self.bugs:
+                    self.log(f"mcp {self.name}: legacy SSE start-up without a deadline"
+                             " (bug mcp_sse_no_deadline)")
+                    deadline = None
+                if not self.conn.wait_endpoint(deadline, cancelled):
+                    raise McpError(self.conn.dead or f"MCP server {self.name}: no SSE endpoint "
+                                   f"event within {self.boot_timeout:g}s")
             init = self._initialize(deadline, cancelled)
             if init is None:
                 raise McpError("interrupted while connecting")
@@ -548,7 +676,7 @@ class McpServer:
                 return self._request("initialize", params, deadline, cancelled)
             except McpError as e:
                 if ("mcp_retry_unauthorized" not in self.bugs or "HTTP 401" not in e.msg
-                        or time.monotonic() > deadline or cancelled()):
+                        or deadline is None or time.monotonic() > deadline or cancelled()):
                     raise
                 self.log(f"mcp {self.name}: {e.msg}; retrying (bug mcp_retry_unauthorized)")
                 time.sleep(0.05)
@@ -763,8 +891,9 @@ class McpClient:
         self.log = log
         self.servers = {}
         for name, conf in (servers_conf or {}).items():
-            if not isinstance(conf, dict) or not (conf.get("command") or conf.get("url")):
-                log(f"mcp {name}: no command or url configured; skipped")
+            if not isinstance(conf, dict) or not (conf.get("command") or conf.get("url")
+                                                  or conf.get("sse_url")):
+                log(f"mcp {name}: no command, url or sse_url configured; skipped")
                 continue
             self.servers[name] = McpServer(name, conf, call_timeout=call_timeout,
                                            boot_timeout=boot_timeout, cwd=cwd, env=env,

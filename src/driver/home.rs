@@ -147,7 +147,7 @@ pub struct AcpRun {
 }
 
 /// `session/new`'s `mcpServers` from the MCP template variables: the
-/// scenario's server over stdio or http, else none.
+/// scenario's server over stdio, http or sse, else none.
 pub fn acp_mcp_servers(vars: &Vars) -> serde_json::Value {
     let get = |k: &str| vars.get(k).cloned().unwrap_or_default();
     match get("mcp_transport").as_str() {
@@ -157,6 +157,9 @@ pub fn acp_mcp_servers(vars: &Vars) -> serde_json::Value {
             json!([{"name": "chaos", "command": get("mcp_command"), "args": args, "env": []}])
         }
         "http" => json!([{"type": "http", "name": "chaos", "url": get("mcp_url"), "headers": []}]),
+        "sse" => {
+            json!([{"type": "sse", "name": "chaos", "url": get("mcp_sse_url"), "headers": []}])
+        }
         _ => json!([]),
     }
 }
@@ -534,6 +537,14 @@ mod tests {
         assert_eq!(
             acp_mcp_servers(&http),
             json!([{"type": "http", "name": "chaos", "url": "http://127.0.0.1:9/mcp", "headers": []}])
+        );
+        let sse = vars(&[
+            ("mcp_transport", "sse"),
+            ("mcp_sse_url", "http://127.0.0.1:9/sse"),
+        ]);
+        assert_eq!(
+            acp_mcp_servers(&sse),
+            json!([{"type": "sse", "name": "chaos", "url": "http://127.0.0.1:9/sse", "headers": []}])
         );
         assert_eq!(acp_mcp_servers(&vars(&[("mcp_transport", "")])), json!([]));
     }

@@ -171,6 +171,7 @@ impl Engine {
         match what {
             "stdio" => r.rec.stdio_connections += 1,
             "http" => r.rec.http_sessions += 1,
+            "sse" => r.rec.sse_sessions += 1,
             _ => {
                 let e = McpExchange {
                     at: self.now(),
@@ -379,6 +380,11 @@ impl Engine {
     ) {
         let conns = self.conns.lock().unwrap();
         (conns.subscribe(), self.generation.subscribe())
+    }
+
+    /// A watch of the server generation, seen as it is now.
+    pub(crate) fn generations(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.generation.subscribe()
     }
 
     /// The server generation now (see [`Engine::restart`]).

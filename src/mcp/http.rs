@@ -1,4 +1,5 @@
-//! Streamable HTTP on loopback: one endpoint, `/mcp`. `POST` carries one
+//! Streamable HTTP on loopback: one endpoint, `/mcp` (the legacy
+//! transport's `/sse` and `/messages` share the listener: [`super::sse`]). `POST` carries one
 //! JSON-RPC message: a notification or response gets 202; a request gets
 //! one JSON body (`result`, `jsonrpc_error`, `malformed`, the healthy
 //! answer) or an SSE stream (`event: message`, one frame per event) for
@@ -35,11 +36,11 @@ use super::engine::{Engine, Incoming, MAX_IN_FLIGHT};
 use super::replies::{Frame, Out};
 
 /// Largest request body accepted.
-const BODY_LIMIT: usize = 8 << 20;
+pub(super) const BODY_LIMIT: usize = 8 << 20;
 /// Bytes per body chunk of a huge frame.
 const CHUNK: usize = 64 * 1024;
 /// Sessions kept open at once.
-const MAX_SESSIONS: usize = 256;
+pub(super) const MAX_SESSIONS: usize = 256;
 const SESSION: &str = "mcp-session-id";
 /// Request bodies read and parsed at once, over every session.
 const READING: usize = 1;
@@ -64,6 +65,7 @@ pub async fn start(
     let listener = crate::listen::loopback(bind, 0).await?;
     let addr = listener.local_addr()?;
     let cancel = engine.cancel.clone();
+    let engine_for_sse = engine.clone();
     let state = Arc::new(Http {
         engine,
         sessions: Mutex::new(HashMap::new()),
@@ -72,7 +74,8 @@ pub async fn start(
     let app = Router::new()
         .route("/mcp", post(on_post).get(on_get).delete(on_delete))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .with_state(state);
+        .with_state(state)
+        .merge(super::sse::routes(engine_for_sse));
     let task = tokio::spawn(async move {
         let _ = axum::serve(listener, app)
             .with_graceful_shutdown(async move { cancel.cancelled().await })
@@ -81,7 +84,7 @@ pub async fn start(
     Ok((addr, task))
 }
 
-fn status(code: StatusCode, text: &str) -> Response {
+pub(super) fn status(code: StatusCode, text: &str) -> Response {
     let mut r = Response::new(Body::from(text.to_string()));
     *r.status_mut() = code;
     r
@@ -263,13 +266,35 @@ fn cut() -> std::io::Error {
 /// huge frame is made piece by piece as the client reads); a crash cuts the
 /// connection.
 fn sse_response(rx: mpsc::Receiver<Out>) -> Response {
+    sse_body(rx, None, None)
+}
+
+/// An SSE body as [`sse_response`], with `first` written before any frame
+/// (the legacy transport's `endpoint` event), cut when `restart` changes
+/// (the server restarted: the stream of a session it forgot ends).
+pub(super) fn sse_body(
+    rx: mpsc::Receiver<Out>,
+    first: Option<Bytes>,
+    restart: Option<tokio::sync::watch::Receiver<u64>>,
+) -> Response {
     struct St {
         rx: mpsc::Receiver<Out>,
         /// The frame being written and how far.
         cur: Option<(Frame, usize)>,
+        first: Option<Bytes>,
+        restart: Option<tokio::sync::watch::Receiver<u64>>,
     }
-    let stream = futures_util::stream::unfold(Some(St { rx, cur: None }), |state| async move {
+    let st = St {
+        rx,
+        cur: None,
+        first,
+        restart,
+    };
+    let stream = futures_util::stream::unfold(Some(st), |state| async move {
         let mut st = state?;
+        if let Some(b) = st.first.take() {
+            return Some((Ok(b), Some(st)));
+        }
         if let Some((f, at)) = st.cur.take() {
             if at >= f.len() {
                 return Some((Ok(Bytes::from_static(b"\n\n")), Some(st)));
@@ -278,7 +303,19 @@ fn sse_response(rx: mpsc::Receiver<Out>) -> Response {
             st.cur = Some((f, at + CHUNK));
             return Some((Ok(b), Some(st)));
         }
-        match st.rx.recv().await {
+        let restarted = async {
+            match st.restart.as_mut() {
+                Some(r) => {
+                    let _ = r.changed().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let out = tokio::select! {
+            o = st.rx.recv() => o,
+            () = restarted => Some(Out::Crash),
+        };
+        match out {
             None => None,
             Some(Out::Crash) => Some((Err(cut()), None)),
             Some(Out::Frame(f)) => {

@@ -3,7 +3,8 @@
 //! ([`replies`]), the healthy server ([`jsonrpc`]), the transport-neutral
 //! dispatcher and its bounded recording ([`engine`], [`record`]), the two
 //! transports ([`stdio`]: a private Unix socket the `chaosrun mcp-stdio`
-//! relay ([`shim`]) connects back to; [`http`]: Streamable HTTP on loopback),
+//! relay ([`shim`]) connects back to; [`http`]: Streamable HTTP on loopback;
+//! [`sse`]: the legacy HTTP+SSE transport on the same listener),
 //! and [`server`], which runs both for one scenario; [`upstream`] puts a
 //! real MCP server behind it (proxy mode: requests relayed, rules applied to
 //! the real traffic). Frames are raw
@@ -20,6 +21,7 @@ pub mod rules;
 pub mod serve;
 pub mod server;
 pub mod shim;
+pub mod sse;
 pub mod stdio;
 pub mod upstream;
 
@@ -38,6 +40,9 @@ pub enum Transport {
     Stdio,
     /// Streamable HTTP at `http://127.0.0.1:PORT/mcp`.
     Http,
+    /// The legacy HTTP+SSE transport (protocol 2024-11-05) at
+    /// `http://127.0.0.1:PORT/sse` (see [`sse`]).
+    Sse,
 }
 
 impl Transport {
@@ -45,6 +50,7 @@ impl Transport {
         match self {
             Transport::Stdio => "stdio",
             Transport::Http => "http",
+            Transport::Sse => "sse",
         }
     }
 }
@@ -220,13 +226,18 @@ impl<'de> Deserialize<'de> for McpDoc {
 pub fn vars(
     transport: Option<Transport>,
     socket: Option<&std::path::Path>,
-    url: Option<&str>,
+    urls: Option<(&str, &str)>,
 ) -> Vec<(String, String)> {
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     let stdio = transport == Some(Transport::Stdio);
-    let http = transport == Some(Transport::Http);
+    let url = |t: Transport| match urls {
+        Some((http, sse)) if transport == Some(t) => {
+            if t == Transport::Sse { sse } else { http }.to_string()
+        }
+        _ => String::new(),
+    };
     let args = match (stdio, socket) {
         (true, Some(s)) => serde_json::json!(["mcp-stdio", "--socket", s.display().to_string()]),
         _ => serde_json::json!([]),
@@ -234,14 +245,8 @@ pub fn vars(
     [
         ("mcp_command", if stdio { exe } else { String::new() }),
         ("mcp_args_json", args.to_string()),
-        (
-            "mcp_url",
-            if http {
-                url.unwrap_or("").to_string()
-            } else {
-                String::new()
-            },
-        ),
+        ("mcp_url", url(Transport::Http)),
+        ("mcp_sse_url", url(Transport::Sse)),
         (
             "mcp_transport",
             transport.map_or("", Transport::name).to_string(),
@@ -258,7 +263,13 @@ pub(crate) fn is_zero(n: &u64) -> bool {
 }
 
 /// Template variable names provided by [`vars`].
-pub const VAR_NAMES: &[&str] = &["mcp_command", "mcp_args_json", "mcp_url", "mcp_transport"];
+pub const VAR_NAMES: &[&str] = &[
+    "mcp_command",
+    "mcp_args_json",
+    "mcp_url",
+    "mcp_sse_url",
+    "mcp_transport",
+];
 
 #[cfg(test)]
 mod tests {
@@ -302,15 +313,31 @@ mod tests {
         let v = vars(
             Some(Transport::Stdio),
             Some(std::path::Path::new("/t/mcp.sock")),
-            Some("http://x"),
+            Some(("http://x/mcp", "http://x/sse")),
         );
         let get = |k: &str| v.iter().find(|(n, _)| n == k).unwrap().1.clone();
         assert_eq!(
             get("mcp_args_json"),
             r#"["mcp-stdio","--socket","/t/mcp.sock"]"#
         );
-        assert_eq!(get("mcp_url"), "");
+        assert_eq!(
+            (get("mcp_url"), get("mcp_sse_url")),
+            (String::new(), String::new())
+        );
         assert!(!get("mcp_command").is_empty());
+        // Each HTTP transport renders its own URL only.
+        for (t, url, sse) in [
+            (Transport::Http, "http://x/mcp", ""),
+            (Transport::Sse, "", "http://x/sse"),
+        ] {
+            let v = vars(Some(t), None, Some(("http://x/mcp", "http://x/sse")));
+            let get = |k: &str| v.iter().find(|(n, _)| n == k).unwrap().1.clone();
+            assert_eq!(
+                (get("mcp_url").as_str(), get("mcp_sse_url").as_str()),
+                (url, sse)
+            );
+            assert_eq!(get("mcp_command"), "");
+        }
         let none = vars(None, None, None);
         assert!(none
             .iter()

@@ -69,6 +69,9 @@ pub struct McpRecording {
     pub stdio_connections: u64,
     /// HTTP sessions opened by `initialize`.
     pub http_sessions: u64,
+    /// Legacy HTTP+SSE sessions opened by `GET /sse`.
+    #[serde(default, skip_serializing_if = "crate::mcp::is_zero")]
+    pub sse_sessions: u64,
     /// Proxy mode: the real server (its command line or URL).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream: Option<String>,

@@ -40,6 +40,8 @@ pub struct McpServer {
     /// A short directory for the socket when `dir` is too deep for one.
     _short: Option<tempfile::TempDir>,
     url: String,
+    /// The legacy HTTP+SSE transport's stream (`/sse`).
+    sse_url: String,
     transport: Transport,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -79,6 +81,7 @@ impl McpServer {
             socket,
             _short: short,
             url: format!("http://{addr}/mcp"),
+            sse_url: format!("http://{addr}{}", super::sse::PATH),
             transport: c.transport,
             tasks,
         })
@@ -92,9 +95,15 @@ impl McpServer {
         &self.url
     }
 
+    /// The legacy HTTP+SSE transport's stream URL.
+    pub fn sse_url(&self) -> &str {
+        &self.sse_url
+    }
+
     /// The template variables telling the agent how to reach this server.
     pub fn vars(&self) -> Vec<(String, String)> {
-        super::vars(Some(self.transport), Some(&self.socket), Some(&self.url))
+        let urls = (self.url.as_str(), self.sse_url.as_str());
+        super::vars(Some(self.transport), Some(&self.socket), Some(urls))
     }
 
     /// What restarts the server when called (`mcp.restart`; see
