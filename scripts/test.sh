@@ -131,7 +131,7 @@ settle mcp_everything "server-everything could not be installed (examples/mcp-ev
     an_error_and_a_list_changed_storm_land_on_the_real_echo
 settle sdk_venv "the SDK venv (with the mcp SDK) could not be made (scripts/sdk_venv.sh)" \
     every_reply_kind_on_every_wire_with_the_official_sdks \
-    every_mcp_reply_kind_on_both_transports_with_the_python_sdk
+    every_mcp_reply_kind_on_every_transport_with_the_python_sdk
 
 # --- Worker mode: a local PostgreSQL on loopback, and the Postgres workers ------
 pg_rc=$(cat "$logs/postgres.rc" 2>/dev/null || echo 2)

@@ -1,7 +1,8 @@
 //! The MCP server against an independent client: runs tests/sdk/mcp_wire.py
 //! (the official Python `mcp` SDK, pinned in scripts/sdk_venv.sh) against
-//! `chaosrun serve --mcp` over stdio (through `chaosrun mcp-stdio`) and
-//! Streamable HTTP, every reply kind on each. scripts/test.sh makes the venv
+//! `chaosrun serve --mcp` over stdio (through `chaosrun mcp-stdio`),
+//! Streamable HTTP and the legacy HTTP+SSE transport, every reply kind on
+//! each. scripts/test.sh makes the venv
 //! and runs this test with `--include-ignored`; without the venv the test
 //! fails, it never passes by skipping.
 
@@ -11,7 +12,7 @@ use std::process::Command;
 
 #[test]
 #[ignore = "needs the SDK venv with the `mcp` SDK: scripts/sdk_venv.sh"]
-fn every_mcp_reply_kind_on_both_transports_with_the_python_sdk() {
+fn every_mcp_reply_kind_on_every_transport_with_the_python_sdk() {
     let python = common::repo().join("target/sdk-venv/bin/python");
     common::require(
         "the SDK venv (target/sdk-venv)",
@@ -35,5 +36,5 @@ fn every_mcp_reply_kind_on_both_transports_with_the_python_sdk() {
     // Per transport: initialize, tools/list, 10 kinds, 2 recording checks,
     // list_hang and its recording.
     let passed: usize = last.split(' ').next().unwrap().parse().unwrap();
-    assert_eq!(passed, 2 * 16, "{last}");
+    assert_eq!(passed, 3 * 16, "{last}");
 }
