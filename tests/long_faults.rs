@@ -1,18 +1,22 @@
-//! The long-fault table (long_faults.yaml, issues 44.8, 44.1 and 44.7):
-//! faults that take minutes. On every wire the reference agent passes both
-//! rows: `provider_outage_minute_clears` (every call a 503 for the turn's
+//! The long-fault table (long_faults.yaml, issues 44.8, 44.1, 44.7 and
+//! 44.4): faults that take minutes. On every wire the reference agent passes
+//! the three rows: `provider_outage_minute_clears` (every call a 503 for the turn's
 //! first 75 s, then healthy), where it backs off (capped at 2 s) through the
 //! whole outage, so its calls span it and its turn ends on the answer served
 //! once it cleared; and `background_output_while_waiting` (a background job
 //! streams 360 MB while the agent waits), whose output it leaves in the
-//! job's log file: one copy on disk, nothing in memory. With its bugs on,
+//! job's log file: one copy on disk, nothing in memory; and
+//! `subagent_outage_clears` (the subagent's calls all 503 for 20 s), whose
+//! subagent backs off through the outage and hands its result to the
+//! parent. With its bugs on,
 //! each row fails on its one check alone: `outage_wedges_session` (30 s of
 //! failed calls lose the session: that turn fails and every later one at
 //! once, without a call) on `probe_answered`, `background_output_in_memory`
 //! (the job's output kept in memory as it streams) on `memory_growth`,
 //! `background_output_copied` (the output written to the job's log and,
 //! through `tee`, to a log of every job's and a transcript copy: three
-//! copies) on `disk_written`. The twelve runs go at once: each
+//! copies) on `disk_written`, `subagent_no_retry` (the subagent's first
+//! error fails it) on `tool_result_contains`. The twelve runs go at once: each
 //! mostly waits out the outage or the job.
 
 mod common;
@@ -21,6 +25,7 @@ use common::*;
 
 const OUTAGE: &str = "provider_outage_minute_clears";
 const BACKGROUND: &str = "background_output_while_waiting";
+const SUBAGENT: &str = "subagent_outage_clears";
 
 /// Each bug and the row and check that catch it, by run: the bugs of a
 /// run are on at once (each on its own row), the second run's on its row
@@ -29,6 +34,7 @@ const BUGS: &[&[(&str, &str, &str)]] = &[
     &[
         ("outage_wedges_session", OUTAGE, "probe_answered"),
         ("background_output_copied", BACKGROUND, "disk_written"),
+        ("subagent_no_retry", SUBAGENT, "tool_result_contains"),
     ],
     &[("background_output_in_memory", BACKGROUND, "memory_growth")],
 ];
@@ -46,7 +52,7 @@ fn run(wire: &str, extra: &[String]) -> (serde_json::Value, String, Option<i32>)
 
 /// What is wrong with a healthy run on `wire` (nothing: empty).
 fn healthy(wire: &str, report: &serde_json::Value, stdout: &str, code: Option<i32>) -> Vec<String> {
-    if code != Some(0) || !stdout.contains("2 passed, 0 failed") {
+    if code != Some(0) || !stdout.contains("3 passed, 0 failed") {
         return vec![format!("{wire}: exit {code:?}\n{stdout}")];
     }
     let mut problems = Vec::new();

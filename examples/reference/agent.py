@@ -108,6 +108,8 @@ subagent_abandoned_in_call (a ``task`` tool stopped by its deadline or an
 interrupt returns at once and leaves its subagent inside its open model call,
 which makes no new call); subagent_fails_at_once (the ``task`` tool errors at once, its
 subagent never started: an interrupt aimed at the subagent's call never lands);
+subagent_no_retry (a subagent's first error reply fails it: an outage while it
+works hands the parent a failure instead of its result);
 persist_at_turn_end (the store is written only when a turn ends, as Continue
 CLI does: a kill aimed at a store write mid-turn never fires);
 wait_for_pipe_eof (a foreground call waits for its stdout to close,
@@ -292,6 +294,7 @@ KNOWN_BUGS = {
     "orphan_subagent": "a stopped task tool abandons its subagent, which keeps calling the model after the parent's turn ended",
     "subagent_abandoned_in_call": "a stopped task tool returns at once and leaves its subagent inside its open model call, after the parent's turn ended",
     "subagent_fails_at_once": "the task tool fails at once, without starting its subagent",
+    "subagent_no_retry": "a subagent's model call is never retried: its first error reply fails the subagent, whose failure becomes the task tool's result",
     # Persistence at turn end (issue 47.8: a kill aimed at a store write never fires).
     "persist_at_turn_end": "nothing is written to the store while a turn runs: its messages and tool jobs are written when it ends",
     # Tools that hold the pipe.
@@ -1472,6 +1475,8 @@ class Agent:
         body = self.request_body()
         storm = self.bug("retry_storm")
         max_retries = 60 if storm else self.api_max_retries
+        if self.is_subagent and self.bug("subagent_no_retry"):
+            max_retries = 0
         kinds = []
         attempt = 0
         compactions = 0

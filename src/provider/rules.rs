@@ -44,7 +44,8 @@ pub struct When {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_tool: Option<bool>,
     /// A time-based episode: the call arrives less than this many seconds
-    /// after the faulted turn's first main call (which is at 0).
+    /// after the faulted turn's first main call (which is at 0); a
+    /// subagent's call too (`subagent: true`), counted from the same call.
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",

@@ -168,11 +168,17 @@ impl Shared {
             self.subagent_tx.send_modify(|v| *v = (*v).max(index + 1));
             out.kind = CallKind::Subagent;
             out.main_index = Some(index);
+            // `within` counts from the faulted turn's first main call (a
+            // subagent runs inside it: the parent called first).
+            let elapsed = self
+                .first_main
+                .get()
+                .map_or(0.0, |t| t.elapsed().as_secs_f64());
             let call = rules::Call {
                 index,
                 after_tool: parsed.after_tool,
                 subagent: true,
-                elapsed: 0.0,
+                elapsed,
                 seed: self.seed,
             };
             out.picked = rules::pick(&self.rules, &call);
