@@ -6,6 +6,7 @@
 //! the model: an agent that drops a lost server's tools for good (or keeps
 //! a dead connection) fails, naming what it told the model instead
 //! (hermes-agent #50170). Not checked when the server never restarted, the
+//! agent never reached it before the restart (no connection to lose), the
 //! probe turn never asked for the tool, or the recordings were capped.
 
 use super::{clip, Check, Invariant};
@@ -32,6 +33,14 @@ pub fn check(s: &Scenario, mapped: Option<&str>, obs: &Observation) -> Option<Ch
             "the MCP server never restarted (the faulted turn never ended)"
         });
     };
+    if !rec
+        .exchanges
+        .iter()
+        .take_while(|e| e.method != RESTART)
+        .any(|e| e.at <= restart)
+    {
+        return skip("the agent never reached the server before the restart, so it had no connection to lose (mcp_call_arrived says so)");
+    }
     let probes: Vec<&RequestRecord> = obs
         .recording
         .requests
@@ -226,7 +235,10 @@ mod tests {
         );
 
         // No restart recorded: not checked.
-        let none = check(&s, None, &obs(vec![first], vec![asked])).unwrap();
+        let none = check(&s, None, &obs(vec![first], vec![asked.clone()])).unwrap();
         assert!(none.not_checked(), "{none:?}");
+        // Never reached before the restart: nothing was lost, not checked.
+        let unreached = check(&s, None, &obs(vec![restart], vec![asked])).unwrap();
+        assert!(unreached.not_checked(), "{unreached:?}");
     }
 }
