@@ -112,7 +112,7 @@ fn agents_lists_pins_capabilities_and_installs() {
             "openai-chat",
             "driver",
             "yes",
-            "stdio+http",
+            "stdio+http+sse",
             "task",
             "background",
             "bundled",

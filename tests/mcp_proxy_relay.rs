@@ -410,7 +410,7 @@ fn proxied_profile(dir: &std::path::Path, upstream: &str) -> std::path::PathBuf 
         .to_string();
     let text = text.replace(
         &mcp_line,
-        &format!("mcp: {{transports: [stdio, http], upstream: {upstream}}}"),
+        &format!("mcp: {{transports: [stdio, http, sse], upstream: {upstream}}}"),
     );
     let path = dir.join("agent.yaml");
     std::fs::write(&path, text).unwrap();
