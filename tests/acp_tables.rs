@@ -87,7 +87,7 @@ fn reference_agent_passes_the_seed_table_over_acp_on_every_wire() {
     for h in runs {
         let (wire, (code, stdout, report)) = h.join().unwrap();
         assert_eq!(code, Some(0), "{wire}: {stdout}");
-        assert!(stdout.contains("59 passed, 0 failed"), "{wire}: {stdout}");
+        assert!(stdout.contains("60 passed, 0 failed"), "{wire}: {stdout}");
         assert_acp_and_exercised("scenarios.yaml", wire, &report);
         let skipped = skipped(&report);
         assert!(skipped.is_empty(), "{wire}: skipped: {skipped:#?}");

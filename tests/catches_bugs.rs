@@ -207,6 +207,13 @@ const CASES: &[Case] = &[
         scale: "0.25",
         says: "never said ready",
     },
+    Case {
+        bug: "mcp_sse_no_deadline",
+        scenario: "mcp_sse_endpoint_never_sent",
+        invariant: "termination",
+        scale: "0.25",
+        says: "never said ready",
+    },
     // A server lost between turns: its tools must come back.
     Case {
         bug: "mcp_no_reconnect",

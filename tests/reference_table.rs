@@ -38,14 +38,14 @@ fn table_passes_on(wire: &str) {
         "{wire}: exit {:?}\n{stdout}\n{stderr}",
         out.status
     );
-    assert!(stdout.contains("59 passed, 0 failed"), "{wire}: {stdout}");
-    assert_eq!(stdout.matches("\nPASS  ").count(), 59, "{stdout}");
+    assert!(stdout.contains("60 passed, 0 failed"), "{wire}: {stdout}");
+    assert_eq!(stdout.matches("\nPASS  ").count(), 60, "{stdout}");
 
     let report = read_json(&json);
     assert_eq!(report["schema"], "chaosrun-report/2");
     assert_eq!(report["complete"], true);
     let scenarios = report["scenarios"].as_array().unwrap();
-    assert_eq!(scenarios.len(), 59);
+    assert_eq!(scenarios.len(), 60);
     // Every scenario carries evidence that its fault landed.
     for s in scenarios {
         assert!(

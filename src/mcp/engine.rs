@@ -72,6 +72,8 @@ pub struct Engine {
     start: Instant,
     pub(crate) cancel: CancellationToken,
     pub(crate) linger: bool,
+    /// Legacy SSE: streams never send their `endpoint` event.
+    pub(crate) withhold_endpoint: bool,
     calls: AtomicU64,
     calls_tx: tokio::sync::watch::Sender<u64>,
     hits: Vec<AtomicU64>,
@@ -98,6 +100,7 @@ impl Engine {
             start,
             cancel: CancellationToken::new(),
             linger,
+            withhold_endpoint: false,
             calls: AtomicU64::new(0),
             calls_tx: tokio::sync::watch::channel(0).0,
             hits,

@@ -162,10 +162,7 @@ fn session(
                 sessions.remove(&sid);
                 s.engine
                     .note(&format!("http:{sid}"), "<unknown session: restart>");
-                Err((
-                    StatusCode::NOT_FOUND,
-                    "unknown session (the server restarted)\n",
-                ))
+                Err((StatusCode::NOT_FOUND, "unknown or ended session\n"))
             }
             Some((_, slots)) => Ok((sid, slots.clone())),
         },

@@ -91,6 +91,10 @@ pub struct McpSpec {
     /// (the `mcp_reconnected` check).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart: Option<Restart>,
+    /// Legacy SSE (`transport: sse`) only: the stream opens but never sends
+    /// its `endpoint` event, so the client never learns where to post.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub withhold_endpoint: bool,
     #[serde(default)]
     pub rules: Vec<Rule>,
     /// Proxy mode: the real MCP server behind chaosrun's (see [`upstream`]).
@@ -109,6 +113,12 @@ impl McpSpec {
         }
         if let (true, Some(e)) = (proxied, self.needs_own_server()) {
             return Err(e);
+        }
+        if self.withhold_endpoint && self.transport != Some(Transport::Sse) {
+            return Err(
+                "`mcp.withhold_endpoint` is for the legacy SSE transport: pin `mcp.transport: sse`"
+                    .into(),
+            );
         }
         if self.linger && self.transport == Some(Transport::Http) {
             return Err(
@@ -306,6 +316,20 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(pinned.transport_for(&[Transport::Http]), None);
+    }
+
+    #[test]
+    fn a_withheld_endpoint_needs_the_legacy_sse_transport() {
+        let spec = |t: Option<Transport>| McpSpec {
+            transport: t,
+            withhold_endpoint: true,
+            ..Default::default()
+        };
+        assert!(spec(Some(Transport::Sse)).check().is_ok());
+        for t in [None, Some(Transport::Http), Some(Transport::Stdio)] {
+            let e = spec(t).check().unwrap_err();
+            assert!(e.contains("pin `mcp.transport: sse`"), "{e}");
+        }
     }
 
     #[test]

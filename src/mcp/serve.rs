@@ -36,6 +36,7 @@ pub async fn run(rules: &Path, nonce: Option<String>) -> anyhow::Result<()> {
         rules: spec.rules,
         nonce: nonce.unwrap_or_else(|| "nonce".into()),
         linger: spec.linger,
+        withhold_endpoint: spec.withhold_endpoint,
         transport: spec.transport.unwrap_or(Transport::Stdio),
         dir: dir.path().to_path_buf(),
         start: tokio::time::Instant::now(),

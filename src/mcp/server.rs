@@ -18,6 +18,8 @@ pub struct McpConfig {
     pub rules: Vec<Rule>,
     pub nonce: String,
     pub linger: bool,
+    /// Legacy SSE: the stream never sends its `endpoint` event.
+    pub withhold_endpoint: bool,
     pub transport: Transport,
     /// Directory for the socket (the scenario's own, 0700).
     pub dir: PathBuf,
@@ -62,7 +64,9 @@ impl McpServer {
             c.rules = proxied_rules(c.rules, &up.spec, &tools)?;
             engine = engine.with_upstream(up);
         }
-        let engine = Arc::new(engine.with_rules(c.rules));
+        let mut engine = engine.with_rules(c.rules);
+        engine.withhold_endpoint = c.withhold_endpoint;
+        let engine = Arc::new(engine);
         let mut socket = c.dir.join("mcp.sock");
         let mut short = None;
         if socket.as_os_str().len() > MAX_SOCKET_PATH {

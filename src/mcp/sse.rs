@@ -6,7 +6,9 @@
 //! event (an `unauthorized` reply is a `401` to the post instead). `crash`
 //! cuts the stream. A restart ([`Engine::restart`]) cuts every stream
 //! opened before it, and a post to a session that is gone (its stream
-//! closed, or opened before a restart) is `404`.
+//! closed, or opened before a restart) is `404`. With `mcp.withhold_endpoint`
+//! a stream opens and never sends its `endpoint` event (recorded as
+//! [`WITHHELD`]): the client never learns where to post.
 //!
 //! Memory: each session's answers wait in a queue of [`QUEUE`] frames for
 //! its stream (a client that never reads stalls its own jobs, not
@@ -35,6 +37,9 @@ const QUEUE: usize = 64;
 /// The stream's path, and where the `endpoint` event sends posts.
 pub const PATH: &str = "/sse";
 const MESSAGES: &str = "/messages";
+/// Recorded when a stream opens without its `endpoint` event
+/// (`mcp.withhold_endpoint`).
+pub const WITHHELD: &str = "<endpoint withheld>";
 
 /// One open session: the server generation that opened it, its stream's
 /// sender, and its requests' slots.
@@ -83,6 +88,10 @@ async fn on_get(State(s): State<Arc<Sse>>) -> Response {
         sessions.insert(sid.clone(), session);
     }
     s.engine.note("", "sse");
+    if s.engine.withhold_endpoint {
+        s.engine.note(&format!("sse:{sid}"), WITHHELD);
+        return sse_body(rx, None, Some(restart));
+    }
     let first = format!("event: endpoint\ndata: {MESSAGES}?session_id={sid}\n\n");
     sse_body(rx, Some(Bytes::from(first)), Some(restart))
 }

@@ -209,7 +209,8 @@ async fn restarted(
     writing: tokio::task::JoinHandle<()>,
 ) {
     engine.note(conn, "<exited: restart>");
-    let _ = tx.send(Out::Crash).await;
+    // Bounded: a relay that stopped reading has filled the queue.
+    let _ = tokio::time::timeout(RESTART_WAIT, tx.send(Out::Crash)).await;
     drop(tx);
     engine.detach(conn).await;
     let gone = async {

@@ -1,7 +1,8 @@
 //! The MCP parts of the invariants, for rows with an `mcp:` section:
 //! - exercised: the row's targeted rule (its first; with no rule, any
 //!   `tools/call`, or on a row with `mcp.restart` the restart after the
-//!   agent's first message)
+//!   agent's first message, or with `mcp.withhold_endpoint` a legacy SSE
+//!   stream opened)
 //!   matched a real request: "the MCP call arrived";
 //! - bounded calls: `tools/call` requests within the row's call bound, and
 //!   requests refused as `unauthorized` too;
@@ -51,6 +52,7 @@ pub fn exercised(s: &Scenario, obs: &Observation) -> Option<Check> {
             }
         }
         None if spec.restart.is_some() => restart_landed(rec),
+        None if spec.withhold_endpoint => withheld_landed(rec),
         None if rec.tool_calls > 0 => vec![],
         None => vec![format!(
             "the MCP call never arrived: no `tools/call` reached the server; it saw {}",
@@ -78,6 +80,19 @@ fn restart_landed(rec: &McpRecording) -> Vec<String> {
             seen(rec)
         )],
     }
+}
+
+/// A withheld `endpoint` event (`mcp.withhold_endpoint`) landed once the
+/// agent opened a legacy SSE stream.
+fn withheld_landed(rec: &McpRecording) -> Vec<String> {
+    if rec.sse_sessions > 0 {
+        return vec![];
+    }
+    vec![format!(
+        "the agent never opened the legacy SSE stream, so no endpoint event was withheld; the \
+         server saw {}",
+        seen(rec)
+    )]
 }
 
 /// What the server saw, in a few words.

@@ -362,6 +362,7 @@ async fn start_mcp(
         rules: spec.rules.clone(),
         nonce: ids.nonce.clone(),
         linger: spec.linger && transport == crate::mcp::Transport::Stdio,
+        withhold_endpoint: spec.withhold_endpoint,
         transport,
         dir: root.to_path_buf(),
         start,
