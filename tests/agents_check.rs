@@ -145,7 +145,7 @@ fn steps_the_profile_cannot_express_are_not_checked() {
         dir.path(),
         &[
             ("breaker: true", "breaker: true\nresume: false"),
-            ("mcp: {transports: [stdio, http]}", "mcp: false"),
+            ("mcp: {transports: [stdio, http, sse]}", "mcp: false"),
         ],
     );
     let (code, out, err) = check("check-na", profile.to_str().unwrap(), &[]);

@@ -177,8 +177,14 @@ pub fn reference_profile_http_first(dir: &Path) -> PathBuf {
     let yaml = std::fs::read_to_string(repo().join("examples/reference/agent.yaml")).unwrap();
     let http_first = yaml
         .replace("{{profile_dir}}/agent.py", agent.to_str().unwrap())
-        .replace("transports: [stdio, http]", "transports: [http, stdio]");
-    assert!(http_first.contains("transports: [http, stdio]"), "{yaml}");
+        .replace(
+            "transports: [stdio, http, sse]",
+            "transports: [http, stdio, sse]",
+        );
+    assert!(
+        http_first.contains("transports: [http, stdio, sse]"),
+        "{yaml}"
+    );
     let profile = dir.join("agent-http.yaml");
     std::fs::write(&profile, http_first).unwrap();
     profile
