@@ -33,8 +33,11 @@ pub const HELD_STRING: usize = 64 * 1024;
 
 /// The method recorded for a restart ([`Engine::restart`]).
 pub const RESTART: &str = "<restart>";
-/// How long a restart waits for the old stdio relays to be gone.
-pub const RESTART_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a restart waits for the old stdio relays to be gone: a relay
+/// exits at once on its exit record, but on a loaded machine (a table of
+/// 60 rows at once on two cores) that took over 2 s, and a call written to
+/// a relay still alive is lost with it.
+pub const RESTART_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One request to answer.
 pub struct Job {
